@@ -1,0 +1,75 @@
+package domain
+
+import "time"
+
+// Device is a registered unit of a fleet. It is identified by the operator's
+// device id and authenticated by a token of which only the hash is kept.
+type Device struct {
+	id             string
+	model          string
+	currentVersion Version
+	tokenHash      TokenHash
+	lastSeenAt     time.Time
+	createdAt      time.Time
+}
+
+// NewDevice registers a device. currentVersion may be empty: a device's
+// version is learned from its first check.
+func NewDevice(id, model, currentVersion string, tokenHash TokenHash, now time.Time) (Device, error) {
+	if err := ValidateIdentifier("device_id", id); err != nil {
+		return Device{}, err
+	}
+	if err := ValidateIdentifier("model", model); err != nil {
+		return Device{}, err
+	}
+	var v Version
+	if currentVersion != "" {
+		var err error
+		if v, err = ParseVersion("current_version", currentVersion); err != nil {
+			return Device{}, err
+		}
+	}
+	return Device{id: id, model: model, currentVersion: v, tokenHash: tokenHash, createdAt: now.UTC()}, nil
+}
+
+// RehydrateDevice rebuilds a stored device without re-running registration
+// rules; only adapters call it.
+func RehydrateDevice(id, model string, currentVersion Version, tokenHash TokenHash, lastSeenAt, createdAt time.Time) Device {
+	return Device{id: id, model: model, currentVersion: currentVersion, tokenHash: tokenHash, lastSeenAt: lastSeenAt, createdAt: createdAt}
+}
+
+// ID is the operator-assigned device id.
+func (d Device) ID() string { return d.id }
+
+// Model is the hardware model; firmware is published per model.
+func (d Device) Model() string { return d.model }
+
+// CurrentVersion is the version last reported (zero if never reported).
+func (d Device) CurrentVersion() Version { return d.currentVersion }
+
+// TokenHash is the hash of the device's current token.
+func (d Device) TokenHash() TokenHash { return d.tokenHash }
+
+// LastSeenAt is when the device last checked (zero if never).
+func (d Device) LastSeenAt() time.Time { return d.lastSeenAt }
+
+// CreatedAt is when the device was registered.
+func (d Device) CreatedAt() time.Time { return d.createdAt }
+
+// CheckModel enforces check rule 1: a device must report its registered model.
+func (d Device) CheckModel(model string) error {
+	if model != d.model {
+		return ErrModelMismatch
+	}
+	return nil
+}
+
+// RotateToken replaces the token hash; the old token stops working as soon
+// as the change is stored.
+func (d *Device) RotateToken(h TokenHash) { d.tokenHash = h }
+
+// Seen records a check: the version the device runs and when it asked.
+func (d *Device) Seen(v Version, at time.Time) {
+	d.currentVersion = v
+	d.lastSeenAt = at.UTC()
+}

@@ -1,0 +1,250 @@
+package domain
+
+import (
+	"time"
+)
+
+// TaskStatus is where an upgrade task stands. The order of the active
+// statuses is the order a device moves through them.
+type TaskStatus struct {
+	s    string
+	rank int8 // position on the forward path; failed and cancelled sit off it
+}
+
+// Task statuses. pending, downloading, downloaded and installing are active;
+// succeeded, failed and cancelled are final.
+var (
+	TaskPending     = TaskStatus{"pending", 0}
+	TaskDownloading = TaskStatus{"downloading", 1}
+	TaskDownloaded  = TaskStatus{"downloaded", 2}
+	TaskInstalling  = TaskStatus{"installing", 3}
+	TaskSucceeded   = TaskStatus{"succeeded", 4}
+	TaskFailed      = TaskStatus{"failed", 5}
+	TaskCancelled   = TaskStatus{"cancelled", 6}
+)
+
+// AllTaskStatuses lists every status in display order.
+var AllTaskStatuses = []TaskStatus{TaskPending, TaskDownloading, TaskDownloaded, TaskInstalling, TaskSucceeded, TaskFailed, TaskCancelled}
+
+// ActiveTaskStatuses lists the statuses of which a device may have at most one task.
+var ActiveTaskStatuses = []TaskStatus{TaskPending, TaskDownloading, TaskDownloaded, TaskInstalling}
+
+// ParseTaskStatus reads a stored or filtered status.
+func ParseTaskStatus(s string) (TaskStatus, error) {
+	for _, st := range AllTaskStatuses {
+		if st.s == s {
+			return st, nil
+		}
+	}
+	return TaskStatus{}, invalid("status", "must be one of pending, downloading, downloaded, installing, succeeded, failed, cancelled")
+}
+
+// String is the wire and storage form.
+func (s TaskStatus) String() string { return s.s }
+
+// IsActive reports whether the task still occupies the device's one active slot.
+func (s TaskStatus) IsActive() bool { return s.rank <= TaskInstalling.rank && s.s != "" }
+
+// IsFinal reports whether the task is over.
+func (s TaskStatus) IsFinal() bool { return !s.IsActive() && s.s != "" }
+
+// Error codes the service itself writes on tasks it ends.
+const (
+	CodeSuperseded       = "SUPERSEDED"
+	CodeFirmwareRevoked  = "FIRMWARE_REVOKED"
+	CodeRolloutCancelled = "ROLLOUT_CANCELLED"
+)
+
+// Task is one upgrade of one device to one firmware, within one rollout.
+type Task struct {
+	id           string
+	actionID     int64
+	deviceID     string
+	firmwareID   string
+	rolloutID    string
+	status       TaskStatus
+	progress     int
+	attempt      int
+	errorCode    string
+	errorMessage string
+	createdAt    time.Time
+	updatedAt    time.Time
+}
+
+// NewTask creates a pending task for the device to install the offer's
+// firmware. attempt counts from 1. The action id is assigned when stored.
+func NewTask(id, deviceID string, offer Offer, attempt int, now time.Time) (Task, error) {
+	if err := ValidateIdentifier("device_id", deviceID); err != nil {
+		return Task{}, err
+	}
+	if attempt < 1 {
+		return Task{}, invalid("attempt", "must be at least 1")
+	}
+	if offer.Firmware.Revoked() {
+		return Task{}, ErrFirmwareRevoked
+	}
+	now = now.UTC()
+	return Task{
+		id: id, deviceID: deviceID, firmwareID: offer.Firmware.ID(), rolloutID: offer.Rollout.ID(),
+		status: TaskPending, attempt: attempt, createdAt: now, updatedAt: now,
+	}, nil
+}
+
+// TaskRecord is a stored task's fields, for RehydrateTask and storage.
+type TaskRecord struct {
+	ID           string
+	ActionID     int64
+	DeviceID     string
+	FirmwareID   string
+	RolloutID    string
+	Status       TaskStatus
+	Progress     int
+	Attempt      int
+	ErrorCode    string
+	ErrorMessage string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// RehydrateTask rebuilds a stored task; only adapters call it.
+func RehydrateTask(r TaskRecord) Task {
+	return Task{
+		id: r.ID, actionID: r.ActionID, deviceID: r.DeviceID, firmwareID: r.FirmwareID, rolloutID: r.RolloutID,
+		status: r.Status, progress: r.Progress, attempt: r.Attempt, errorCode: r.ErrorCode,
+		errorMessage: r.ErrorMessage, createdAt: r.CreatedAt, updatedAt: r.UpdatedAt,
+	}
+}
+
+// Record exposes the task's fields for storage and display.
+func (t Task) Record() TaskRecord {
+	return TaskRecord{
+		ID: t.id, ActionID: t.actionID, DeviceID: t.deviceID, FirmwareID: t.firmwareID, RolloutID: t.rolloutID,
+		Status: t.status, Progress: t.progress, Attempt: t.attempt, ErrorCode: t.errorCode,
+		ErrorMessage: t.errorMessage, CreatedAt: t.createdAt, UpdatedAt: t.updatedAt,
+	}
+}
+
+// ID is the task's UUID.
+func (t Task) ID() string { return t.id }
+
+// ActionID is the task's positive integer id for protocols that number actions.
+func (t Task) ActionID() int64 { return t.actionID }
+
+// DeviceID is the device doing the upgrade.
+func (t Task) DeviceID() string { return t.deviceID }
+
+// FirmwareID is the firmware being installed.
+func (t Task) FirmwareID() string { return t.firmwareID }
+
+// RolloutID is the rollout that created the task.
+func (t Task) RolloutID() string { return t.rolloutID }
+
+// Status is where the task stands.
+func (t Task) Status() TaskStatus { return t.status }
+
+// Progress is 0–100 within the current status.
+func (t Task) Progress() int { return t.progress }
+
+// Attempt counts this device's tasks for this firmware, from 1.
+func (t Task) Attempt() int { return t.attempt }
+
+// ErrorCode is why the task failed or was cancelled ("" if it was not).
+func (t Task) ErrorCode() string { return t.errorCode }
+
+// ErrorMessage is the device's or the service's explanation.
+func (t Task) ErrorMessage() string { return t.errorMessage }
+
+// CreatedAt is when the task was created.
+func (t Task) CreatedAt() time.Time { return t.createdAt }
+
+// UpdatedAt is when the task last changed.
+func (t Task) UpdatedAt() time.Time { return t.updatedAt }
+
+// Cancel ends a pending task on the service's initiative (superseded,
+// revoked, rollout cancelled). A started task is never cancelled: the device
+// is mid-flash and must be allowed to finish.
+func (t *Task) Cancel(code, message string, now time.Time) error {
+	if t.status != TaskPending {
+		return transition(ErrInvalidTransition, "only a pending task can be cancelled, this one is %s", t.status)
+	}
+	t.status = TaskCancelled
+	t.errorCode = code
+	t.errorMessage = message
+	t.updatedAt = now.UTC()
+	return nil
+}
+
+// Succeed marks an active task done because the device reports running its
+// firmware version (check rule 3): it installed the image and rebooted.
+func (t *Task) Succeed(now time.Time) error {
+	if !t.status.IsActive() {
+		return transition(ErrTaskFinished, "task is %s", t.status)
+	}
+	t.status = TaskSucceeded
+	t.progress = 100
+	t.updatedAt = now.UTC()
+	return nil
+}
+
+// Settle applies the check-time rules that end an active task before a
+// target is chosen: the device already runs the task's version (succeeded,
+// rule 3), or a pending task's firmware was revoked or its rollout cancelled
+// (rule 5). It reports whether the task changed.
+func (t *Task) Settle(reported Version, fw Firmware, r Rollout, now time.Time) bool {
+	if !t.status.IsActive() {
+		return false
+	}
+	if !reported.IsZero() && fw.Version().Equal(reported) {
+		return t.Succeed(now) == nil
+	}
+	if t.status != TaskPending {
+		return false
+	}
+	switch {
+	case fw.Revoked():
+		return t.Cancel(CodeFirmwareRevoked, "the firmware was revoked", now) == nil
+	case r.Status() == RolloutCancelled:
+		return t.Cancel(CodeRolloutCancelled, "the rollout was cancelled", now) == nil
+	}
+	return false
+}
+
+// ApplyEvent applies a device's progress event (event rules 1–3). prior is
+// the event already recorded under the same event id, if any: a faithful
+// repeat changes nothing, a different body is an idempotency conflict. It
+// reports whether the task changed, in which case the event must be stored
+// with it.
+func (t *Task) ApplyEvent(ev Event, prior *Event, now time.Time) (bool, error) {
+	if prior != nil {
+		if !prior.SameBody(ev) {
+			return false, ErrIdempotencyConflict
+		}
+		return false, nil
+	}
+	switch {
+	case t.status == TaskCancelled:
+		return false, transition(ErrTaskFinished, "task was cancelled (%s)", t.errorCode)
+	case t.status.IsFinal():
+		if ev.status == t.status {
+			return false, nil // the same final word again: nothing to do
+		}
+		return false, transition(ErrTaskFinished, "task already %s", t.status)
+	}
+	to := ev.status
+	progress := ev.progressOr(t.status, t.progress)
+	switch {
+	case to == TaskFailed:
+		t.errorCode, t.errorMessage = ev.errorCode, ev.errorMessage
+	case to.rank < t.status.rank:
+		return false, transition(ErrInvalidTransition, "cannot go back from %s to %s", t.status, to)
+	case to == t.status && progress < t.progress:
+		return false, transition(ErrInvalidTransition, "progress cannot go down within %s (%d to %d)", to, t.progress, progress)
+	}
+	if to == TaskSucceeded {
+		progress = 100
+	}
+	t.status = to
+	t.progress = progress
+	t.updatedAt = now.UTC()
+	return true, nil
+}

@@ -1,0 +1,106 @@
+package ports
+
+import (
+	"context"
+	"time"
+
+	"github.com/ai-device/ota/domain"
+)
+
+// Clock tells the time; tests substitute a fixed one.
+type Clock interface {
+	Now() time.Time
+}
+
+// IDGenerator makes new UUIDs (canonical lowercase form).
+type IDGenerator interface {
+	NewID() string
+}
+
+// DeviceRepository stores registered devices. Not-found is domain.ErrNotFound.
+type DeviceRepository interface {
+	// Create stores a new device; domain.ErrDeviceExists if the id is taken.
+	Create(ctx context.Context, d domain.Device) error
+	// Get loads a device by id.
+	Get(ctx context.Context, id string) (domain.Device, error)
+	// GetByTokenHash finds the device a presented token belongs to.
+	GetByTokenHash(ctx context.Context, h domain.TokenHash) (domain.Device, error)
+	// Update loads the device locked against concurrent changes, lets fn
+	// change it, and stores it if fn returns nil.
+	Update(ctx context.Context, id string, fn func(*domain.Device) error) (domain.Device, error)
+	// RecordSeen stores the version a device reported and when. It may be
+	// written behind in batches; it must be visible within a second.
+	RecordSeen(ctx context.Context, id string, v domain.Version, at time.Time) error
+}
+
+// FirmwareRepository stores published firmware. Not-found is domain.ErrNotFound.
+type FirmwareRepository interface {
+	// Create stores a new firmware; domain.ErrFirmwareExists if its
+	// (model, version) — build metadata ignored — was published before.
+	Create(ctx context.Context, f domain.Firmware) error
+	// Get loads a firmware by id.
+	Get(ctx context.Context, id string) (domain.Firmware, error)
+	// List returns a model's firmware (all models when model is ""), newest first.
+	List(ctx context.Context, model string) ([]domain.Firmware, error)
+	// Update loads the firmware locked, lets fn change it, and stores it.
+	Update(ctx context.Context, id string, fn func(*domain.Firmware) error) (domain.Firmware, error)
+}
+
+// RolloutRepository stores rollouts. Not-found is domain.ErrNotFound.
+type RolloutRepository interface {
+	// Create stores a new rollout.
+	Create(ctx context.Context, r domain.Rollout) error
+	// Get loads a rollout by id.
+	Get(ctx context.Context, id string) (domain.Rollout, error)
+	// Update loads the rollout locked, lets fn change it, and stores it.
+	Update(ctx context.Context, id string, fn func(*domain.Rollout) error) (domain.Rollout, error)
+	// Offers returns every active rollout of released firmware of a model,
+	// with its firmware: the candidates of check rule 4.
+	Offers(ctx context.Context, model string) ([]domain.Offer, error)
+}
+
+// TaskFilter selects tasks for the admin listing. Empty fields match all.
+type TaskFilter struct {
+	DeviceID  string
+	RolloutID string
+	Status    *domain.TaskStatus
+	Limit     int
+	// After continues a listing after this (created_at, id) position.
+	After *TaskCursor
+}
+
+// TaskCursor is a position in the (created_at, id) order of tasks.
+type TaskCursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// TaskRepository stores tasks and the events applied to them.
+// Not-found is domain.ErrNotFound.
+type TaskRepository interface {
+	// Get loads a task by id.
+	Get(ctx context.Context, id string) (domain.Task, error)
+	// Active returns the device's active task, or domain.ErrNotFound.
+	Active(ctx context.Context, deviceID string) (domain.Task, error)
+	// ReplaceActive runs fn with the device's active task (nil if none)
+	// locked against concurrent changes. fn may change that task (cancel
+	// it) and returns the task to insert as the new active one, or nil.
+	// The store enforces one active task per device whatever the caller's
+	// locks do: when the insert loses to a concurrent one, the winner is
+	// returned with created false. Otherwise the result is the inserted
+	// task (created true) or, when fn inserts nothing, the active task as
+	// fn left it (zero Task if none).
+	ReplaceActive(ctx context.Context, deviceID string, fn func(active *domain.Task) (*domain.Task, error)) (result domain.Task, created bool, err error)
+	// Update loads the task locked, lets fn change it, and stores it.
+	Update(ctx context.Context, id string, fn func(*domain.Task) error) (domain.Task, error)
+	// ApplyEvent loads the task locked, with the event already recorded
+	// under ev's id (nil if none), and calls fn. When fn reports a change,
+	// the task and the event are stored together, atomically.
+	ApplyEvent(ctx context.Context, taskID string, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error)) (domain.Task, error)
+	// FailedCounts counts the device's failed tasks by firmware id.
+	FailedCounts(ctx context.Context, deviceID string) (map[string]int, error)
+	// RolloutStats counts a rollout's tasks by status, in the store.
+	RolloutStats(ctx context.Context, rolloutID string) (domain.TaskStats, error)
+	// List returns tasks matching f in (created_at, id) order, at most f.Limit.
+	List(ctx context.Context, f TaskFilter) ([]domain.Task, error)
+}

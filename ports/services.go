@@ -1,0 +1,155 @@
+package ports
+
+import (
+	"context"
+	"time"
+
+	"github.com/ai-device/ota/domain"
+)
+
+// TaskView is a task with the firmware it installs, as devices and
+// operators see it.
+type TaskView struct {
+	Task     domain.Task
+	Firmware domain.Firmware
+}
+
+// CheckRequest is a device's poll: who it is, what it is, what it runs.
+type CheckRequest struct {
+	DeviceID       string
+	Model          string
+	CurrentVersion string
+}
+
+// Check outcomes, as counted in metrics.
+const (
+	CheckNoUpdate   = "no_update"
+	CheckReused     = "reused"
+	CheckCreated    = "created"
+	CheckSuperseded = "superseded"
+	CheckBusy       = "busy"
+	CheckError      = "error"
+)
+
+// CheckResult answers a poll. Task is nil when there is no update.
+type CheckResult struct {
+	Task      *TaskView
+	Outcome   string
+	PollAfter time.Duration
+}
+
+// EventRequest is a device's progress report, as received.
+type EventRequest struct {
+	EventID      string
+	Status       string
+	Progress     *int
+	ErrorCode    string
+	ErrorMessage string
+}
+
+// DeviceService is what devices can do.
+type DeviceService interface {
+	// AuthenticateDevice returns the id of the device a token belongs to,
+	// or domain.ErrUnauthorized.
+	AuthenticateDevice(ctx context.Context, token string) (string, error)
+	// Check finds or creates the device's upgrade task (check rules 1–7).
+	Check(ctx context.Context, req CheckRequest) (CheckResult, error)
+	// GetTask returns one of the device's own tasks (domain.ErrNotFound for
+	// anyone else's).
+	GetTask(ctx context.Context, deviceID, taskID string) (TaskView, error)
+	// ReportEvent applies a progress event to one of the device's tasks
+	// (event rules 1–5).
+	ReportEvent(ctx context.Context, deviceID, taskID string, ev EventRequest) (TaskView, error)
+}
+
+// RegisterDevice is an operator's request to add a device.
+type RegisterDevice struct {
+	DeviceID       string
+	Model          string
+	CurrentVersion string
+}
+
+// DeviceCredentials is a device with its plain token, shown once.
+type DeviceCredentials struct {
+	Device domain.Device
+	Token  string
+}
+
+// DeviceView is a device with its active task, if any.
+type DeviceView struct {
+	Device     domain.Device
+	ActiveTask *TaskView
+}
+
+// StartRollout is an operator's request to roll a firmware out.
+type StartRollout struct {
+	FirmwareID string
+	Spec       domain.RolloutSpec
+}
+
+// RolloutChange is an operator's change to a running rollout; nil fields stay.
+type RolloutChange struct {
+	Percentage *int
+	Status     *string
+}
+
+// RolloutView is a rollout with its task counts.
+type RolloutView struct {
+	Rollout domain.Rollout
+	Stats   domain.TaskStats
+}
+
+// TaskQuery is the admin task listing's filter, as received.
+type TaskQuery struct {
+	DeviceID  string
+	RolloutID string
+	Status    string
+	Limit     string
+	After     string
+}
+
+// TaskPage is one page of tasks and the cursor of the next ("" on the last).
+type TaskPage struct {
+	Items []domain.Task
+	Next  string
+}
+
+// AdminService is what operators can do.
+type AdminService interface {
+	RegisterDevice(ctx context.Context, req RegisterDevice) (DeviceCredentials, error)
+	RotateDeviceToken(ctx context.Context, deviceID string) (DeviceCredentials, error)
+	GetDevice(ctx context.Context, deviceID string) (DeviceView, error)
+	PublishFirmware(ctx context.Context, spec domain.FirmwareSpec) (domain.Firmware, error)
+	ListFirmwares(ctx context.Context, model string) ([]domain.Firmware, error)
+	RevokeFirmware(ctx context.Context, id string) (domain.Firmware, error)
+	StartRollout(ctx context.Context, req StartRollout) (domain.Rollout, error)
+	UpdateRollout(ctx context.Context, id string, change RolloutChange) (domain.Rollout, error)
+	GetRollout(ctx context.Context, id string) (RolloutView, error)
+	ListTasks(ctx context.Context, q TaskQuery) (TaskPage, error)
+}
+
+// Metrics receives what the core observes, for dashboards.
+type Metrics interface {
+	LockMetrics
+	// CheckDone counts a check by outcome (CheckCreated, ...).
+	CheckDone(outcome string)
+	// TaskTransition counts tasks entering a status.
+	TaskTransition(status string)
+}
+
+// NopMetrics discards observations.
+type NopMetrics struct{ NopLockMetrics }
+
+// CheckDone discards the observation.
+func (NopMetrics) CheckDone(string) {}
+
+// TaskTransition discards the observation.
+func (NopMetrics) TaskTransition(string) {}
+
+// HealthCheck is one dependency probe for /readyz.
+type HealthCheck interface {
+	// Name is the key in the readiness report ("postgres", "redis").
+	Name() string
+	// Check returns nil when the dependency answers.
+	Check(ctx context.Context) error
+}
