@@ -110,7 +110,7 @@ type TaskQuery struct {
 
 // TaskPage is one page of tasks and the cursor of the next ("" on the last).
 type TaskPage struct {
-	Items []domain.Task
+	Items []TaskView
 	Next  string
 }
 
