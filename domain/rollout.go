@@ -104,8 +104,9 @@ func NewRollout(id string, fw Firmware, spec RolloutSpec, now time.Time) (Rollou
 		r.maxAttempts = *spec.MaxAttempts
 	}
 	if spec.FailureThresholdPercent != nil {
-		if err := validPercentage("failure_threshold_percent", *spec.FailureThresholdPercent); err != nil {
-			return Rollout{}, err
+		// 0% would pause a healthy rollout as soon as min_sample tasks finish.
+		if t := *spec.FailureThresholdPercent; t < 1 || t > 100 {
+			return Rollout{}, invalid("failure_threshold_percent", "must be between 1 and 100")
 		}
 		t := *spec.FailureThresholdPercent
 		r.failureThresholdPercent = &t

@@ -215,6 +215,9 @@ func (t *Task) Settle(reported Version, fw Firmware, r Rollout, now time.Time) b
 // reports whether the task changed, in which case the event must be stored
 // with it.
 func (t *Task) ApplyEvent(ev Event, prior *Event, now time.Time) (bool, error) {
+	if ev.status == (TaskStatus{}) {
+		return false, invalid("status", "is required")
+	}
 	if prior != nil {
 		if !prior.SameBody(ev) {
 			return false, ErrIdempotencyConflict
