@@ -29,7 +29,7 @@ func NewDevice(id, model, currentVersion string, tokenHash TokenHash, now time.T
 			return Device{}, err
 		}
 	}
-	return Device{id: id, model: model, currentVersion: v, tokenHash: tokenHash, createdAt: now.UTC()}, nil
+	return Device{id: id, model: model, currentVersion: v, tokenHash: tokenHash, createdAt: stamp(now)}, nil
 }
 
 // RehydrateDevice rebuilds a stored device without re-running registration
@@ -71,5 +71,5 @@ func (d *Device) RotateToken(h TokenHash) { d.tokenHash = h }
 // Seen records a check: the version the device runs and when it asked.
 func (d *Device) Seen(v Version, at time.Time) {
 	d.currentVersion = v
-	d.lastSeenAt = at.UTC()
+	d.lastSeenAt = stamp(at)
 }

@@ -106,7 +106,7 @@ func NewFirmware(id string, spec FirmwareSpec, now time.Time) (Firmware, error) 
 			return Firmware{}, invalid("min_source_version", "must be lower than version")
 		}
 	}
-	now = now.UTC()
+	now = stamp(now)
 	return Firmware{
 		id: id, model: spec.Model, version: v, url: spec.URL, sizeBytes: spec.SizeBytes,
 		sha256: spec.SHA256, sha1: spec.SHA1, md5: spec.MD5, signature: spec.Signature,
@@ -199,7 +199,7 @@ func (f *Firmware) Revoke(now time.Time) {
 		return
 	}
 	f.status = FirmwareRevoked
-	f.updatedAt = now.UTC()
+	f.updatedAt = stamp(now)
 }
 
 // AcceptsSource reports whether a device running v may install this image:

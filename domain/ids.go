@@ -2,6 +2,7 @@ package domain
 
 import (
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -51,3 +52,7 @@ func ValidateText(field, s string, max int) error {
 	}
 	return nil
 }
+
+// stamp normalises a timestamp to UTC at microsecond precision, the
+// precision stores keep, so a value reads back exactly as it was made.
+func stamp(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }

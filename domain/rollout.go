@@ -95,7 +95,7 @@ func NewRollout(id string, fw Firmware, spec RolloutSpec, now time.Time) (Rollou
 	r := Rollout{
 		id: id, firmwareID: fw.ID(), percentage: spec.Percentage,
 		maxAttempts: DefaultMaxAttempts, minSample: DefaultMinSample,
-		status: RolloutActive, createdAt: now.UTC(), updatedAt: now.UTC(),
+		status: RolloutActive, createdAt: stamp(now), updatedAt: stamp(now),
 	}
 	if spec.MaxAttempts != nil {
 		if *spec.MaxAttempts < 1 || *spec.MaxAttempts > maxMaxAttempts {
@@ -193,7 +193,7 @@ func (r *Rollout) SetPercentage(p int, now time.Time) error {
 		return err
 	}
 	r.percentage = p
-	r.updatedAt = now.UTC()
+	r.updatedAt = stamp(now)
 	return nil
 }
 
@@ -223,7 +223,7 @@ func (r *Rollout) ChangeStatus(to RolloutStatus, fw Firmware, now time.Time) err
 		return invalid("status", "must be active, paused or cancelled")
 	}
 	r.status = to
-	r.updatedAt = now.UTC()
+	r.updatedAt = stamp(now)
 	return nil
 }
 
@@ -281,6 +281,6 @@ func (r *Rollout) AutoPause(s TaskStats, now time.Time) bool {
 	}
 	r.status = RolloutPaused
 	r.pausedReason = PausedAuto
-	r.updatedAt = now.UTC()
+	r.updatedAt = stamp(now)
 	return true
 }

@@ -83,7 +83,7 @@ func NewTask(id, deviceID string, offer Offer, attempt int, now time.Time) (Task
 	if offer.Firmware.Revoked() {
 		return Task{}, ErrFirmwareRevoked
 	}
-	now = now.UTC()
+	now = stamp(now)
 	return Task{
 		id: id, deviceID: deviceID, firmwareID: offer.Firmware.ID(), rolloutID: offer.Rollout.ID(),
 		status: TaskPending, attempt: attempt, createdAt: now, updatedAt: now,
@@ -170,7 +170,7 @@ func (t *Task) Cancel(code, message string, now time.Time) error {
 	t.status = TaskCancelled
 	t.errorCode = code
 	t.errorMessage = message
-	t.updatedAt = now.UTC()
+	t.updatedAt = stamp(now)
 	return nil
 }
 
@@ -182,7 +182,7 @@ func (t *Task) Succeed(now time.Time) error {
 	}
 	t.status = TaskSucceeded
 	t.progress = 100
-	t.updatedAt = now.UTC()
+	t.updatedAt = stamp(now)
 	return nil
 }
 
@@ -248,6 +248,6 @@ func (t *Task) ApplyEvent(ev Event, prior *Event, now time.Time) (bool, error) {
 	}
 	t.status = to
 	t.progress = progress
-	t.updatedAt = now.UTC()
+	t.updatedAt = stamp(now)
 	return true, nil
 }

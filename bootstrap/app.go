@@ -1,0 +1,85 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// ShutdownGrace bounds how long in-flight requests may take to finish after
+// a stop signal, before connections are closed.
+const ShutdownGrace = 15 * time.Second
+
+// App is an assembled service, ready to serve.
+type App struct {
+	server *echo.Echo
+	addr   string
+	logger *slog.Logger
+	// flushers run after the server drained and before clients close
+	// (e.g. the write-behind batcher).
+	flushers []func(context.Context) error
+}
+
+// NewApp wraps the HTTP server with its lifecycle.
+func NewApp(cfg Config, server *echo.Echo, logger *slog.Logger) *App {
+	return &App{server: server, addr: cfg.HTTPAddr, logger: logger}
+}
+
+// OnShutdown registers work to finish after requests drained.
+func (a *App) OnShutdown(f func(context.Context) error) { a.flushers = append(a.flushers, f) }
+
+// Handler exposes the HTTP handler, for in-process tests.
+func (a *App) Handler() http.Handler { return a.server }
+
+// Run serves until ctx is cancelled, then stops accepting connections,
+// drains in-flight requests (up to ShutdownGrace) and runs the shutdown
+// hooks. The caller closes clients afterwards (wire's cleanup).
+func (a *App) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", a.addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s (OTA_HTTP_ADDR): %w", a.addr, err)
+	}
+	return a.Serve(ctx, ln)
+}
+
+// Serve is Run on a listener the caller opened.
+func (a *App) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           a.server,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	a.logger.Info("serving", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	a.logger.Info("shutting down: draining in-flight requests")
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	for _, f := range a.flushers {
+		if ferr := f(sctx); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("shutting down: %w", err)
+	}
+	a.logger.Info("stopped")
+	return nil
+}

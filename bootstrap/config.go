@@ -1,0 +1,115 @@
+// Package bootstrap assembles the service: configuration from the
+// environment, wire provider sets, logging, metrics, migrations and the
+// server's lifecycle. It is the only package that knows every adapter.
+package bootstrap
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Store selects the adapters behind the ports.
+type Store string
+
+// Stores: real Postgres and Redis, or in-process fakes for trying it out.
+const (
+	StorePostgres Store = "postgres"
+	StoreMemory   Store = "memory"
+)
+
+// Config is the service's whole configuration, read from OTA_* variables.
+type Config struct {
+	HTTPAddr     string
+	DatabaseURL  string
+	RedisURL     string
+	AdminToken   string
+	LockTTL      time.Duration
+	LockWait     time.Duration
+	PollInterval time.Duration
+	Store        Store
+	LogLevel     slog.Level
+	// Migrate applies pending migrations at start (serve --no-migrate turns it off).
+	Migrate bool
+}
+
+// Defaults from PRODUCT.md §5.
+const (
+	DefaultHTTPAddr    = ":8080"
+	DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/ota?sslmode=disable"
+	DefaultRedisURL    = "redis://127.0.0.1:6379/0"
+	minAdminTokenLen   = 16
+)
+
+// LoadConfig reads the configuration through getenv (os.Getenv in
+// production, a map in tests). Every bad value is refused with a message
+// naming its variable, so a misconfigured replica fails at start instead of
+// at the first request. requireAdminToken is false for commands that do
+// not serve (migrate, version).
+func LoadConfig(getenv func(string) string, requireAdminToken bool) (Config, error) {
+	get := func(name, def string) string {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			return v
+		}
+		return def
+	}
+	cfg := Config{
+		HTTPAddr:    get("OTA_HTTP_ADDR", DefaultHTTPAddr),
+		DatabaseURL: get("OTA_DATABASE_URL", DefaultDatabaseURL),
+		RedisURL:    get("OTA_REDIS_URL", DefaultRedisURL),
+		AdminToken:  getenv("OTA_ADMIN_TOKEN"),
+		Migrate:     true,
+	}
+	var errs []string
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, name+": "+fmt.Sprintf(format, args...))
+	}
+	if _, port, err := net.SplitHostPort(cfg.HTTPAddr); err != nil || port == "" {
+		bad("OTA_HTTP_ADDR", "%q is not a host:port address such as :8080", cfg.HTTPAddr)
+	}
+	if u, err := url.Parse(cfg.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		bad("OTA_DATABASE_URL", "must be a postgres:// URL")
+	}
+	if u, err := url.Parse(cfg.RedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+		bad("OTA_REDIS_URL", "must be a redis:// or rediss:// URL")
+	}
+	if requireAdminToken {
+		switch {
+		case cfg.AdminToken == "":
+			bad("OTA_ADMIN_TOKEN", "is required: serve refuses to start without an admin token")
+		case len(cfg.AdminToken) < minAdminTokenLen:
+			bad("OTA_ADMIN_TOKEN", "must be at least %d characters", minAdminTokenLen)
+		}
+	}
+	duration := func(name, def string, min, max time.Duration) time.Duration {
+		raw := get(name, def)
+		d, err := time.ParseDuration(raw)
+		if err != nil {
+			bad(name, "%q is not a duration such as %s", raw, def)
+			return 0
+		}
+		if d < min || d > max {
+			bad(name, "must be between %s and %s", min, max)
+		}
+		return d
+	}
+	cfg.LockTTL = duration("OTA_LOCK_TTL", "5s", 100*time.Millisecond, time.Hour)
+	cfg.LockWait = duration("OTA_LOCK_WAIT", "500ms", time.Millisecond, time.Minute)
+	cfg.PollInterval = duration("OTA_POLL_INTERVAL", "1h", time.Second, 7*24*time.Hour)
+	switch s := Store(get("OTA_STORE", string(StorePostgres))); s {
+	case StorePostgres, StoreMemory:
+		cfg.Store = s
+	default:
+		bad("OTA_STORE", "%q must be postgres or memory", s)
+	}
+	if err := cfg.LogLevel.UnmarshalText([]byte(get("OTA_LOG_LEVEL", "info"))); err != nil {
+		bad("OTA_LOG_LEVEL", "must be debug, info, warn or error")
+	}
+	if len(errs) > 0 {
+		return Config{}, fmt.Errorf("invalid configuration:\n  %s", strings.Join(errs, "\n  "))
+	}
+	return cfg, nil
+}

@@ -1,0 +1,81 @@
+package bootstrap
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ai-device/ota/ports"
+)
+
+// Metrics is the Prometheus side of ports.Metrics and of the HTTP edge's
+// request observer. Each instance has its own registry, so tests can run
+// several services in one process.
+type Metrics struct {
+	registry     *prometheus.Registry
+	checks       *prometheus.CounterVec
+	lockWait     prometheus.Histogram
+	lockFailures *prometheus.CounterVec
+	transitions  *prometheus.CounterVec
+	requests     *prometheus.HistogramVec
+}
+
+var _ ports.Metrics = (*Metrics)(nil)
+
+// NewMetrics registers the service's metrics with a fresh registry.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ota_checks_total",
+			Help: "Device checks by outcome (no_update, reused, created, superseded, busy, error).",
+		}, []string{"outcome"}),
+		lockWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "ota_lock_wait_seconds",
+			Help:    "Time spent waiting for a device:firmware lock that was acquired.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}),
+		lockFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ota_lock_failures_total",
+			Help: "Locks not acquired or lost, by reason (timeout, unavailable, lost).",
+		}, []string{"reason"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ota_task_transitions_total",
+			Help: "Tasks entering a status.",
+		}, []string{"status"}),
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ota_http_request_duration_seconds",
+			Help:    "HTTP request duration by method, route template and status code.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"method", "route", "code"}),
+	}
+	m.registry.MustRegister(m.checks, m.lockWait, m.lockFailures, m.transitions, m.requests,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the registry for /metrics.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// CheckDone counts a check by outcome.
+func (m *Metrics) CheckDone(outcome string) { m.checks.WithLabelValues(outcome).Inc() }
+
+// TaskTransition counts a task entering a status.
+func (m *Metrics) TaskTransition(status string) { m.transitions.WithLabelValues(status).Inc() }
+
+// LockAcquired observes the wait for an acquired lock.
+func (m *Metrics) LockAcquired(wait time.Duration) { m.lockWait.Observe(wait.Seconds()) }
+
+// LockFailed counts a refused or lost lock.
+func (m *Metrics) LockFailed(reason string) { m.lockFailures.WithLabelValues(reason).Inc() }
+
+// ObserveRequest records one HTTP request's duration.
+func (m *Metrics) ObserveRequest(method, route string, code int, d time.Duration) {
+	m.requests.WithLabelValues(method, route, strconv.Itoa(code)).Observe(d.Seconds())
+}
