@@ -1,0 +1,174 @@
+package http
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"reflect"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ai-device/ota/domain"
+)
+
+// readBody reads the request body within the size limit and checks its
+// media type. It returns nil for an empty body; the caller decides whether
+// one is required.
+func (s *server) readBody(c echo.Context) ([]byte, error) {
+	req := c.Request()
+	limit := s.cfg.BodyLimit
+	if req.ContentLength > limit {
+		return nil, &apiError{status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge, message: "request body is too large"}
+	}
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(body)) > limit {
+		return nil, &apiError{status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge, message: "request body is too large"}
+	}
+	if len(body) == 0 {
+		return nil, nil
+	}
+	if !isJSON(req.Header.Get(echo.HeaderContentType)) {
+		r := unsupportedMedia()
+		return nil, &apiError{status: r.status, code: r.code, message: r.message}
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, nil
+	}
+	return body, nil
+}
+
+// isJSON accepts application/json, with no charset or a UTF-8 one: JSON
+// text exchanged between systems is UTF-8 (RFC 8259 §8.1).
+func isJSON(contentType string) bool {
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil || mt != echo.MIMEApplicationJSON {
+		return false
+	}
+	for k, v := range params {
+		if k != "charset" || !(strings.EqualFold(v, "utf-8") || strings.EqualFold(v, "utf8")) {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeBody reads and decodes a required JSON object into dst, a struct of
+// pointer fields (nil = absent). See decodeJSON for the error mapping.
+func (s *server) decodeBody(c echo.Context, dst any) error {
+	body, err := s.readBody(c)
+	if err != nil {
+		return err
+	}
+	if body == nil {
+		return malformed("request body is required")
+	}
+	return decodeJSON(body, dst)
+}
+
+// acceptEmptyBody is for calls that take no fields (token rotation,
+// revocation): an empty body is fine, and a present one must still be a
+// well-formed JSON object of the right media type, whose fields are ignored.
+func (s *server) acceptEmptyBody(c echo.Context) error {
+	body, err := s.readBody(c)
+	if err != nil || body == nil {
+		return err
+	}
+	var ignored struct{}
+	return decodeJSON(body, &ignored)
+}
+
+// decodeJSON decodes one JSON object into dst:
+//   - invalid UTF-8 anywhere in the body is VALIDATION_FAILED (encoding/json
+//     would silently replace it with U+FFFD, storing something the device
+//     never sent);
+//   - a syntax error, trailing data, or a value that is not an object is
+//     MALFORMED_JSON;
+//   - a field of the wrong JSON type is VALIDATION_FAILED naming the field;
+//   - unknown fields are ignored, so older servers accept newer clients.
+func decodeJSON(body []byte, dst any) error {
+	if !utf8.Valid(body) {
+		return &domain.ValidationError{Reason: "request body must be valid UTF-8"}
+	}
+	if trimmed := bytes.TrimLeft(body, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
+		if json.Valid(body) {
+			return malformed("request body must be a JSON object")
+		}
+		return malformed("request body is not valid JSON")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(dst); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return &domain.ValidationError{Field: te.Field, Reason: "must be " + jsonKind(te)}
+		}
+		return malformed("request body is not valid JSON")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return malformed("request body must hold a single JSON object")
+	}
+	return nil
+}
+
+// jsonKind names the JSON type a Go field expects, in the caller's terms.
+func jsonKind(te *json.UnmarshalTypeError) string {
+	if te.Type == nil {
+		return "of another type"
+	}
+	t := te.Type
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer within range"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "of another type"
+}
+
+// required reports the first absent field among names/values pairs, as the
+// VALIDATION_FAILED the contract asks for.
+func required(fields ...field) error {
+	for _, f := range fields {
+		if !f.present {
+			return &domain.ValidationError{Field: f.name, Reason: "is required"}
+		}
+	}
+	return nil
+}
+
+type field struct {
+	name    string
+	present bool
+}
+
+func has[T any](name string, p *T) field { return field{name: name, present: p != nil} }
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

@@ -1,0 +1,276 @@
+package http
+
+import (
+	"net/http"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// Request bodies. Every field is a pointer so that an absent field can be
+// told from a zero value; the application validates values.
+
+type registerDeviceBody struct {
+	DeviceID       *string `json:"device_id"`
+	Model          *string `json:"model"`
+	CurrentVersion *string `json:"current_version"`
+}
+
+type publishFirmwareBody struct {
+	Model            *string `json:"model"`
+	Version          *string `json:"version"`
+	URL              *string `json:"url"`
+	SizeBytes        *int64  `json:"size_bytes"`
+	SHA256           *string `json:"sha256"`
+	SHA1             *string `json:"sha1"`
+	MD5              *string `json:"md5"`
+	Signature        *string `json:"signature"`
+	ReleaseNotes     *string `json:"release_notes"`
+	Mandatory        *bool   `json:"mandatory"`
+	MinSourceVersion *string `json:"min_source_version"`
+}
+
+type startRolloutBody struct {
+	FirmwareID              *string `json:"firmware_id"`
+	Percentage              *int    `json:"percentage"`
+	MaxAttempts             *int    `json:"max_attempts"`
+	FailureThresholdPercent *int    `json:"failure_threshold_percent"`
+	MinSample               *int    `json:"min_sample"`
+}
+
+type updateRolloutBody struct {
+	Percentage *int    `json:"percentage"`
+	Status     *string `json:"status"`
+}
+
+type checkBody struct {
+	Model          *string `json:"model"`
+	CurrentVersion *string `json:"current_version"`
+}
+
+type eventBody struct {
+	EventID      *string `json:"event_id"`
+	Status       *string `json:"status"`
+	Progress     *int    `json:"progress"`
+	ErrorCode    *string `json:"error_code"`
+	ErrorMessage *string `json:"error_message"`
+}
+
+// ---- admin ----
+
+func (s *server) registerDevice(c echo.Context) error {
+	var b registerDeviceBody
+	if err := s.decodeBody(c, &b); err != nil {
+		return err
+	}
+	if err := required(has("device_id", b.DeviceID), has("model", b.Model)); err != nil {
+		return err
+	}
+	cred, err := s.admin.RegisterDevice(c.Request().Context(), ports.RegisterDevice{
+		DeviceID: *b.DeviceID, Model: *b.Model, CurrentVersion: deref(b.CurrentVersion),
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, registrationView{
+		DeviceID: cred.Device.ID(), Model: cred.Device.Model(), Token: cred.Token,
+		CreatedAt: timestamp(cred.Device.CreatedAt()),
+	})
+}
+
+func (s *server) rotateDeviceToken(c echo.Context) error {
+	if err := s.acceptEmptyBody(c); err != nil {
+		return err
+	}
+	cred, err := s.admin.RotateDeviceToken(c.Request().Context(), pathParam(c, "device_id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, tokenView{DeviceID: cred.Device.ID(), Model: cred.Device.Model(), Token: cred.Token})
+}
+
+func (s *server) getDevice(c echo.Context) error {
+	v, err := s.admin.GetDevice(c.Request().Context(), pathParam(c, "device_id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newDeviceView(v))
+}
+
+func (s *server) publishFirmware(c echo.Context) error {
+	var b publishFirmwareBody
+	if err := s.decodeBody(c, &b); err != nil {
+		return err
+	}
+	if err := required(has("model", b.Model), has("version", b.Version), has("url", b.URL),
+		has("size_bytes", b.SizeBytes), has("sha256", b.SHA256)); err != nil {
+		return err
+	}
+	fw, err := s.admin.PublishFirmware(c.Request().Context(), domain.FirmwareSpec{
+		Model: *b.Model, Version: *b.Version, URL: *b.URL, SizeBytes: *b.SizeBytes, SHA256: *b.SHA256,
+		SHA1: deref(b.SHA1), MD5: deref(b.MD5), Signature: deref(b.Signature),
+		ReleaseNotes: deref(b.ReleaseNotes), Mandatory: deref(b.Mandatory),
+		MinSourceVersion: deref(b.MinSourceVersion),
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, newFirmwareView(fw))
+}
+
+func (s *server) listFirmwares(c echo.Context) error {
+	model, err := queryParam(c, "model")
+	if err != nil {
+		return err
+	}
+	list, err := s.admin.ListFirmwares(c.Request().Context(), model)
+	if err != nil {
+		return err
+	}
+	out := firmwareListView{Items: make([]firmwareView, 0, len(list))}
+	for _, f := range list {
+		out.Items = append(out.Items, newFirmwareView(f))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *server) revokeFirmware(c echo.Context) error {
+	if err := s.acceptEmptyBody(c); err != nil {
+		return err
+	}
+	fw, err := s.admin.RevokeFirmware(c.Request().Context(), pathParam(c, "id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newFirmwareView(fw))
+}
+
+func (s *server) startRollout(c echo.Context) error {
+	var b startRolloutBody
+	if err := s.decodeBody(c, &b); err != nil {
+		return err
+	}
+	if err := required(has("firmware_id", b.FirmwareID), has("percentage", b.Percentage)); err != nil {
+		return err
+	}
+	r, err := s.admin.StartRollout(c.Request().Context(), ports.StartRollout{
+		FirmwareID: *b.FirmwareID,
+		Spec: domain.RolloutSpec{
+			Percentage: *b.Percentage, MaxAttempts: b.MaxAttempts,
+			FailureThresholdPercent: b.FailureThresholdPercent, MinSample: b.MinSample,
+		},
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, newRolloutView(r))
+}
+
+func (s *server) updateRollout(c echo.Context) error {
+	var b updateRolloutBody
+	if err := s.decodeBody(c, &b); err != nil {
+		return err
+	}
+	r, err := s.admin.UpdateRollout(c.Request().Context(), pathParam(c, "id"),
+		ports.RolloutChange{Percentage: b.Percentage, Status: b.Status})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newRolloutView(r))
+}
+
+func (s *server) getRollout(c echo.Context) error {
+	v, err := s.admin.GetRollout(c.Request().Context(), pathParam(c, "id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newRolloutStatsView(v))
+}
+
+func (s *server) listTasks(c echo.Context) error {
+	var q ports.TaskQuery
+	for _, p := range []struct {
+		name string
+		dst  *string
+	}{
+		{"device_id", &q.DeviceID}, {"rollout_id", &q.RolloutID}, {"status", &q.Status},
+		{"limit", &q.Limit}, {"after", &q.After},
+	} {
+		v, err := queryParam(c, p.name)
+		if err != nil {
+			return err
+		}
+		*p.dst = v
+	}
+	page, err := s.admin.ListTasks(c.Request().Context(), q)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newTaskPageView(page))
+}
+
+// queryParam returns a query parameter as given (the application checks
+// its value), refusing bytes that are not UTF-8: percent-decoding can make
+// them, and they must not reach a log line or a database as-is.
+func queryParam(c echo.Context, name string) (string, error) {
+	v := c.QueryParam(name)
+	if !utf8.ValidString(v) {
+		return "", &domain.ValidationError{Field: name, Reason: "must be valid UTF-8"}
+	}
+	return v, nil
+}
+
+// ---- devices ----
+
+// authDevice is the device the request authenticated as; deviceAuth has
+// checked that it is the one in the path.
+func authDevice(c echo.Context) string {
+	id, _ := c.Get(ctxDeviceID).(string)
+	return id
+}
+
+func (s *server) check(c echo.Context) error {
+	var b checkBody
+	if err := s.decodeBody(c, &b); err != nil {
+		return err
+	}
+	if err := required(has("model", b.Model), has("current_version", b.CurrentVersion)); err != nil {
+		return err
+	}
+	res, err := s.devices.Check(c.Request().Context(), ports.CheckRequest{
+		DeviceID: authDevice(c), Model: *b.Model, CurrentVersion: *b.CurrentVersion,
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newCheckView(res))
+}
+
+func (s *server) getTask(c echo.Context) error {
+	v, err := s.devices.GetTask(c.Request().Context(), authDevice(c), pathParam(c, "task_id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newDeviceTaskView(v))
+}
+
+func (s *server) reportEvent(c echo.Context) error {
+	var b eventBody
+	if err := s.decodeBody(c, &b); err != nil {
+		return err
+	}
+	if err := required(has("event_id", b.EventID), has("status", b.Status)); err != nil {
+		return err
+	}
+	v, err := s.devices.ReportEvent(c.Request().Context(), authDevice(c), pathParam(c, "task_id"), ports.EventRequest{
+		EventID: *b.EventID, Status: *b.Status, Progress: b.Progress,
+		ErrorCode: deref(b.ErrorCode), ErrorMessage: deref(b.ErrorMessage),
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newDeviceTaskView(v))
+}

@@ -1,0 +1,225 @@
+package http
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/ai-device/ota/domain"
+)
+
+// HeaderRequestID carries the request id on requests and on every response.
+const HeaderRequestID = "X-Request-ID"
+
+// maxRequestIDLen bounds a caller-supplied request id; a longer one is replaced.
+const maxRequestIDLen = 128
+
+// Keys of values kept on the echo.Context.
+const (
+	ctxRequestID = "ota.request_id"
+	ctxErrorCode = "ota.error_code"
+	ctxDeviceID  = "ota.device_id" // the authenticated device
+)
+
+type requestIDKey struct{}
+
+// RequestIDFrom returns the request id stored in a request's context by the
+// HTTP edge ("" outside a request), so that deeper layers can put it in
+// their own log lines and tie them to the access log and error response.
+func RequestIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// saneRequestID accepts a caller's id only if it is 1–128 printable ASCII
+// characters: anything else could forge log lines or bloat them.
+func saneRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x20 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// requestID adopts the caller's X-Request-ID when sane, or makes a new one,
+// and sets it on the response before anything else can answer.
+func (s *server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		id := req.Header.Get(HeaderRequestID)
+		if !saneRequestID(id) {
+			id = uuid.NewString()
+		}
+		c.Set(ctxRequestID, id)
+		c.Response().Header().Set(HeaderRequestID, id)
+		c.SetRequest(req.WithContext(context.WithValue(req.Context(), requestIDKey{}, id)))
+		return next(c)
+	}
+}
+
+func requestIDOf(c echo.Context) string {
+	id, _ := c.Get(ctxRequestID).(string)
+	return id
+}
+
+// accessLog writes the response for any error (through the error handler,
+// so the final status is known), then logs one line and records one
+// observation per request. It logs path parameters that identify the
+// subject (device_id, task_id) and never a header: the Authorization
+// header carries secrets.
+func (s *server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		if err := next(c); err != nil {
+			c.Error(err)
+		}
+		d := time.Since(start)
+		req := c.Request()
+		route := s.routeLabel(c)
+		status := c.Response().Status
+		s.obs.ObserveRequest(req.Method, route, status, d)
+
+		attrs := make([]slog.Attr, 0, 9)
+		attrs = append(attrs,
+			slog.String("method", req.Method),
+			slog.String("route", route),
+			slog.Int("status", status),
+			slog.Float64("duration_ms", float64(d.Microseconds())/1000),
+			slog.String("request_id", requestIDOf(c)),
+		)
+		if route != UnmatchedRoute {
+			for _, name := range []string{"device_id", "task_id"} {
+				if v := pathParam(c, name); v != "" {
+					attrs = append(attrs, slog.String(name, v))
+				}
+			}
+		}
+		if code, ok := c.Get(ctxErrorCode).(string); ok {
+			attrs = append(attrs, slog.String("error_code", code))
+		}
+		level := slog.LevelInfo
+		if status >= http.StatusInternalServerError {
+			level = slog.LevelWarn
+		}
+		s.logger.LogAttrs(req.Context(), level, "http request", attrs...)
+		return nil
+	}
+}
+
+// recoverPanics turns a handler panic into an internal error, so the caller
+// gets the usual 500 body and the stack goes to the log, not the wire.
+func recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			}
+		}()
+		return next(c)
+	}
+}
+
+// pathParam returns a path parameter, percent-decoded. Echo matches on the
+// raw path when the URL carries escapes, and passes parameters on as
+// written; decoding here means "%41" and "A" name the same device.
+func pathParam(c echo.Context, name string) string {
+	v := c.Param(name)
+	if u, err := url.PathUnescape(v); err == nil {
+		return u
+	}
+	return v
+}
+
+// maxTokenLen bounds a presented bearer token; real ones are far shorter.
+const maxTokenLen = 1024
+
+func unauthorized(msg string) error {
+	return &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized, message: msg}
+}
+
+// bearerToken extracts the token of a single "Authorization: Bearer <token>"
+// header. Anything else (no header, several, another scheme, an empty or
+// oversized token, spaces or control characters inside) is refused.
+func bearerToken(r *http.Request) (string, error) {
+	values := r.Header.Values("Authorization")
+	if len(values) == 0 {
+		return "", unauthorized("missing Authorization header")
+	}
+	const bad = "the Authorization header must be \"Bearer <token>\""
+	if len(values) > 1 {
+		return "", unauthorized(bad)
+	}
+	scheme, token, ok := strings.Cut(values[0], " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" || len(token) > maxTokenLen {
+		return "", unauthorized(bad)
+	}
+	for i := 0; i < len(token); i++ {
+		if token[i] <= 0x20 || token[i] >= 0x7f {
+			return "", unauthorized(bad)
+		}
+	}
+	return token, nil
+}
+
+// adminAuth admits a request bearing the admin token, compared in constant
+// time. An unset admin token admits nobody.
+func (s *server) adminAuth(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		token, err := bearerToken(c.Request())
+		if err != nil {
+			return err
+		}
+		if s.cfg.AdminToken == "" || !domain.SecretEqual(token, string(s.cfg.AdminToken)) {
+			return domain.ErrUnauthorized
+		}
+		return next(c)
+	}
+}
+
+// deviceAuth admits a request bearing a device token whose device is the
+// one in the path. A valid token for another device — or for a device id
+// that does not exist — is FORBIDDEN, the same answer either way, so the
+// response does not reveal which device ids are registered. The admin
+// token is not a device token and gets 401.
+func (s *server) deviceAuth(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		token, err := bearerToken(c.Request())
+		if err != nil {
+			return err
+		}
+		if s.cfg.AdminToken != "" && domain.SecretEqual(token, string(s.cfg.AdminToken)) {
+			// Same answer as any wrong token: the reply must not confirm
+			// that a guess is the admin token.
+			return domain.ErrUnauthorized
+		}
+		id, err := s.devices.AuthenticateDevice(c.Request().Context(), token)
+		switch {
+		case errors.Is(err, domain.ErrNotFound), errors.Is(err, domain.ErrValidation):
+			// No device has this token, however the service phrases it.
+			return domain.ErrUnauthorized
+		case err != nil:
+			return err
+		}
+		if id != pathParam(c, "device_id") {
+			return domain.ErrForbidden
+		}
+		c.Set(ctxDeviceID, id)
+		return next(c)
+	}
+}

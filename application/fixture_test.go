@@ -1,0 +1,156 @@
+package application_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// env is the application over the in-memory adapters: the same code paths
+// as production, minus the network.
+type env struct {
+	t       *testing.T
+	ctx     context.Context
+	store   *memory.Store
+	deps    application.Deps
+	devices *application.Devices
+	admin   *application.Admin
+	seq     atomic.Int64
+}
+
+func newEnv(t *testing.T, locker ports.Locker) *env {
+	t.Helper()
+	store := memory.NewStore()
+	if locker == nil {
+		locker = memory.NewLocker(defaultWait, ports.NopLockMetrics{})
+	}
+	deps := application.Deps{
+		Devices: memory.NewDevices(store), Firmwares: memory.NewFirmwares(store),
+		Rollouts: memory.NewRollouts(store), Tasks: memory.NewTasks(store),
+		Locker: locker, Clock: memory.NewClock(), IDs: memory.NewUUIDs(), Metrics: ports.NopMetrics{},
+	}
+	devices, err := application.NewDevices(deps, application.PollInterval(3600e9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := application.NewAdmin(deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, ctx: context.Background(), store: store, deps: deps, devices: devices, admin: admin}
+}
+
+const defaultWait = 2e9 // 2s: generous on a shared machine
+
+const model = "cam-x1"
+
+func (e *env) device(version string) string {
+	e.t.Helper()
+	id := fmt.Sprintf("dev-%d", e.seq.Add(1))
+	if _, err := e.admin.RegisterDevice(e.ctx, ports.RegisterDevice{DeviceID: id, Model: model, CurrentVersion: version}); err != nil {
+		e.t.Fatalf("register %s: %v", id, err)
+	}
+	return id
+}
+
+func (e *env) firmware(version string, mutate ...func(*domain.FirmwareSpec)) domain.Firmware {
+	e.t.Helper()
+	spec := domain.FirmwareSpec{Model: model, Version: version, URL: "https://files.example/" + version + ".bin",
+		SizeBytes: 1024, SHA256: strings.Repeat("ab", 32)}
+	for _, m := range mutate {
+		m(&spec)
+	}
+	fw, err := e.admin.PublishFirmware(e.ctx, spec)
+	if err != nil {
+		e.t.Fatalf("publish %s: %v", version, err)
+	}
+	return fw
+}
+
+func (e *env) rollout(fw domain.Firmware, pct int, mutate ...func(*domain.RolloutSpec)) domain.Rollout {
+	e.t.Helper()
+	spec := domain.RolloutSpec{Percentage: pct}
+	for _, m := range mutate {
+		m(&spec)
+	}
+	r, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: spec})
+	if err != nil {
+		e.t.Fatalf("start rollout: %v", err)
+	}
+	return r
+}
+
+func (e *env) check(deviceID, version string) ports.CheckResult {
+	e.t.Helper()
+	res, err := e.devices.Check(e.ctx, ports.CheckRequest{DeviceID: deviceID, Model: model, CurrentVersion: version})
+	if err != nil {
+		e.t.Fatalf("check %s@%s: %v", deviceID, version, err)
+	}
+	return res
+}
+
+func (e *env) event(deviceID, taskID, eventID, status string, progress *int) (ports.TaskView, error) {
+	return e.devices.ReportEvent(e.ctx, deviceID, taskID, ports.EventRequest{EventID: eventID, Status: status, Progress: progress})
+}
+
+func (e *env) mustEvent(deviceID, taskID, eventID, status string) ports.TaskView {
+	e.t.Helper()
+	v, err := e.event(deviceID, taskID, eventID, status, nil)
+	if err != nil {
+		e.t.Fatalf("event %s %s: %v", eventID, status, err)
+	}
+	return v
+}
+
+func (e *env) task(id string) domain.Task {
+	e.t.Helper()
+	t, err := e.deps.Tasks.Get(e.ctx, id)
+	if err != nil {
+		e.t.Fatalf("get task %s: %v", id, err)
+	}
+	return t
+}
+
+func (e *env) tasksOf(deviceID string) []domain.Task {
+	e.t.Helper()
+	ts, err := e.deps.Tasks.List(e.ctx, ports.TaskFilter{DeviceID: deviceID, Limit: 1000})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ts
+}
+
+func intp(v int) *int { return &v }
+
+func pct(p int) func(*domain.RolloutSpec) {
+	return func(s *domain.RolloutSpec) { s.Percentage = p }
+}
+
+// admitted finds a device the rollout admits (bucket < percentage) among fresh devices.
+func (e *env) admittedDevice(r domain.Rollout, version string) string {
+	e.t.Helper()
+	for i := 0; i < 1000; i++ {
+		id := e.device(version)
+		if r.Admits(id) {
+			return id
+		}
+	}
+	e.t.Fatal("no admitted device found")
+	return ""
+}
+
+// busyLocker refuses every lock, as Redis would when down.
+type busyLocker struct{ calls atomic.Int64 }
+
+func (b *busyLocker) WithLock(context.Context, string, func(context.Context) error) error {
+	b.calls.Add(1)
+	return &ports.BusyError{Reason: ports.LockUnavailable, Err: errors.New("redis: connection refused")}
+}
