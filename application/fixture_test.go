@@ -130,23 +130,6 @@ func (e *env) tasksOf(deviceID string) []domain.Task {
 
 func intp(v int) *int { return &v }
 
-func pct(p int) func(*domain.RolloutSpec) {
-	return func(s *domain.RolloutSpec) { s.Percentage = p }
-}
-
-// admitted finds a device the rollout admits (bucket < percentage) among fresh devices.
-func (e *env) admittedDevice(r domain.Rollout, version string) string {
-	e.t.Helper()
-	for i := 0; i < 1000; i++ {
-		id := e.device(version)
-		if r.Admits(id) {
-			return id
-		}
-	}
-	e.t.Fatal("no admitted device found")
-	return ""
-}
-
 // busyLocker refuses every lock, as Redis would when down.
 type busyLocker struct{ calls atomic.Int64 }
 
