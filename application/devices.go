@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -14,6 +17,10 @@ import (
 type Devices struct {
 	deps      Deps
 	pollAfter time.Duration
+	// flights coalesces concurrent creations for the same device and
+	// firmware within this process: a burst of duplicate polls takes the
+	// lock once per replica instead of queueing every request behind it.
+	flights singleflight.Group
 }
 
 var _ ports.DeviceService = (*Devices)(nil)
@@ -135,7 +142,42 @@ func (s *Devices) check(ctx context.Context, req ports.CheckRequest) (ports.Chec
 		}
 		return ports.CheckResult{Task: &v, Outcome: ports.CheckReused}, nil
 	}
-	return s.create(ctx, dev, current, target, failed[target.Firmware.ID()], fws, rollouts)
+	return s.createOnce(ctx, dev, current, target, failed[target.Firmware.ID()], fws, rollouts)
+}
+
+// flightResult is one creation's answer, shared by every caller that
+// joined the flight; exactly one of them reports it as the creation.
+type flightResult struct {
+	res     ports.CheckResult
+	claimed *atomic.Bool
+}
+
+// createOnce runs create at most once at a time per device and firmware in
+// this process, and shares its answer with the callers that asked meanwhile.
+func (s *Devices) createOnce(ctx context.Context, dev domain.Device, current domain.Version, target domain.Offer, failed int,
+	fws map[string]domain.Firmware, rollouts map[string]domain.Rollout) (ports.CheckResult, error) {
+	key := dev.ID() + ":" + target.Firmware.ID()
+	// The flight outlives any one caller's cancellation, since the others
+	// still want its answer; the lock's bounded wait bounds it.
+	flightCtx := context.WithoutCancel(ctx)
+	ch := s.flights.DoChan(key, func() (any, error) {
+		res, err := s.create(flightCtx, dev, current, target, failed, fws, rollouts)
+		return flightResult{res: res, claimed: new(atomic.Bool)}, err
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return ports.CheckResult{}, r.Err
+		}
+		fr := r.Val.(flightResult)
+		res := fr.res
+		if (res.Outcome == ports.CheckCreated || res.Outcome == ports.CheckSuperseded) && !fr.claimed.CompareAndSwap(false, true) {
+			res.Outcome = ports.CheckReused
+		}
+		return res, nil
+	case <-ctx.Done():
+		return ports.CheckResult{}, ctx.Err()
+	}
 }
 
 // settle applies check rules 3 and 5 to the active task and stores the
@@ -217,6 +259,16 @@ func (s *Devices) create(ctx context.Context, dev domain.Device, current domain.
 		})
 		return err
 	})
+	if errors.Is(err, domain.ErrServiceBusy) {
+		// Whoever held the lock may have created exactly the task we
+		// wanted; handing it out needs no lock (check rule 7).
+		if active, rerr := d.activeTask(ctx, dev.ID()); rerr == nil && active != nil && active.FirmwareID() == target.Firmware.ID() {
+			v, verr := d.view(ctx, fws, *active)
+			if verr == nil {
+				return ports.CheckResult{Task: &v, Outcome: ports.CheckReused}, nil
+			}
+		}
+	}
 	if err != nil {
 		return ports.CheckResult{}, fmt.Errorf("finding or creating task: %w", err)
 	}

@@ -1,0 +1,162 @@
+// Package integration runs the application on its real adapters (Postgres
+// through sqlx/lib/pq, Redis through rueidislock) in-process, to show the
+// concurrency guarantees hold on the parts users meet.
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/postgres"
+	"github.com/ai-device/ota/adapters/redislock"
+	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+	"github.com/ai-device/ota/tests/testenv"
+)
+
+// replica is one service instance's use cases: its own lock client, the
+// shared database.
+type replica struct {
+	devices *application.Devices
+	admin   *application.Admin
+}
+
+func newReplica(t *testing.T, db *sqlx.DB, locker ports.Locker) replica {
+	t.Helper()
+	deps := application.Deps{
+		Devices: postgres.NewDeviceRepository(db), Firmwares: postgres.NewFirmwareRepository(db),
+		Rollouts: postgres.NewRolloutRepository(db), Tasks: postgres.NewTaskRepository(db),
+		Locker: locker, Clock: memory.NewClock(), IDs: memory.NewUUIDs(), Metrics: ports.NopMetrics{},
+	}
+	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := application.NewAdmin(deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return replica{devices: devices, admin: admin}
+}
+
+func redisLocker(t *testing.T, prefix string) *redislock.Locker {
+	t.Helper()
+	l, cleanup, err := redislock.New(redislock.Config{URL: testenv.RedisURL(t), KeyPrefix: prefix, TTL: 5 * time.Second, Wait: 3 * time.Second, Majority: 1}, ports.NopLockMetrics{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	return l
+}
+
+// seed publishes a firmware rolled out to everyone and registers devices.
+func seed(t *testing.T, r replica, model string, devices int) []string {
+	t.Helper()
+	ctx := context.Background()
+	fw, err := r.admin.PublishFirmware(ctx, domain.FirmwareSpec{Model: model, Version: "2.0.0",
+		URL: "https://files.example/fw.bin", SizeBytes: 1, SHA256: strings.Repeat("0", 64)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, devices)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-dev-%d", model, i)
+		if _, err := r.admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: ids[i], Model: model, CurrentVersion: "1.0.0"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids
+}
+
+// hammer fires n simultaneous checks for one device, round-robin over the
+// replicas, and returns the task ids they got.
+func hammer(t *testing.T, replicas []replica, deviceID, model string, n int) []string {
+	t.Helper()
+	ids := make([]string, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			<-start
+			res, err := replicas[i%len(replicas)].devices.Check(context.Background(),
+				ports.CheckRequest{DeviceID: deviceID, Model: model, CurrentVersion: "1.0.0"})
+			if err != nil || res.Task == nil {
+				t.Errorf("check %d: %+v, %v", i, res, err)
+				return
+			}
+			ids[i] = res.Task.Task.ID()
+		}(i)
+	}
+	close(start)
+	wg.Wait()
+	return ids
+}
+
+func assertOneTask(t *testing.T, db *sqlx.DB, deviceID string, got []string) {
+	t.Helper()
+	for i, id := range got {
+		if id != got[0] {
+			t.Fatalf("caller %d got task %s, caller 0 got %s", i, id, got[0])
+		}
+	}
+	var total, active int
+	err := db.QueryRow(`SELECT count(*), count(*) FILTER (WHERE status IN ('pending','downloading','downloaded','installing'))
+		FROM tasks WHERE device_id = $1`, deviceID).Scan(&total, &active)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total != 1 || active != 1 {
+		t.Fatalf("device %s has %d tasks (%d active), want exactly 1", deviceID, total, active)
+	}
+}
+
+// Two replicas, each with its own Redis lock client, 200 concurrent checks
+// of one device: one task, and every caller is handed its id.
+func TestConcurrentChecksAcrossReplicasCreateOneTask(t *testing.T) {
+	t.Parallel()
+	db, _ := testenv.PostgresDB(t)
+	prefix := "ota:test:" + uuid.NewString()
+	// Four replicas, each with its own Redis client: within a replica
+	// duplicates coalesce, across replicas only the lock serialises them.
+	replicas := make([]replica, 4)
+	for i := range replicas {
+		replicas[i] = newReplica(t, db, redisLocker(t, prefix))
+	}
+	model := "race-" + uuid.NewString()[:8]
+	devices := seed(t, replicas[0], model, 5)
+	for _, d := range devices {
+		assertOneTask(t, db, d, hammer(t, replicas, d, model, 200))
+	}
+}
+
+// With the lock made useless, the partial unique index alone still leaves
+// exactly one active task, and every caller gets that task's id: the lock
+// is for efficiency, the constraint for correctness.
+func TestDatabaseConstraintAloneCreatesOneTask(t *testing.T) {
+	t.Parallel()
+	db, _ := testenv.PostgresDB(t)
+	// One replica per caller, so no in-process coalescing hides a race.
+	replicas := make([]replica, 200)
+	for i := range replicas {
+		replicas[i] = newReplica(t, db, memory.AlwaysGrantLocker{})
+	}
+	model := "nolock-" + uuid.NewString()[:8]
+	devices := seed(t, replicas[0], model, 5)
+	for _, d := range devices {
+		assertOneTask(t, db, d, hammer(t, replicas, d, model, 200))
+	}
+}
