@@ -1,0 +1,312 @@
+// Package postgres stores devices, firmware, rollouts and tasks in
+// PostgreSQL with sqlx and lib/pq. It implements the repository ports of
+// package ports.
+//
+// The database, not the caller's locks, has the last word on the invariants
+// that matter: one active task per device (a partial unique index that
+// ReplaceActive inserts against), one firmware per (model, version), an
+// event applied at most once per task. Every read-modify-write runs in one
+// transaction bound to the caller's context, so a cancelled context (a
+// lost distributed lock) rolls back instead of committing half a change.
+//
+// Times are stored as timestamptz in UTC, truncated to microseconds (the
+// precision Postgres keeps) before they are written, so a value read back
+// is equal to the value written and keyset cursors round-trip exactly.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"github.com/lib/pq/pqerror"
+
+	// The driver registers itself as "postgres" for sqlx.Open.
+	_ "github.com/lib/pq"
+
+	"github.com/ai-device/ota/domain"
+)
+
+// DatabaseURL is a PostgreSQL connection URL such as
+// postgres://user:secret@host:5432/ota?sslmode=disable. It is a named type
+// so that wire can tell it from other strings, and so that printing it
+// (logs, config dumps) never shows the password.
+type DatabaseURL string
+
+// String returns the URL with any password replaced by "xxxxx".
+func (u DatabaseURL) String() string {
+	if p, err := url.Parse(string(u)); err == nil && p.Scheme != "" {
+		return p.Redacted()
+	}
+	return "(unparsed database URL)"
+}
+
+// Config says where the database is and how to pool connections to it.
+// Zero fields take the defaults below, sized for a service replica on a
+// small host: enough connections for concurrent checks, few enough that a
+// dozen replicas stay under Postgres' default max_connections of 100.
+type Config struct {
+	URL DatabaseURL
+	// MaxOpenConns caps the pool (default 10).
+	MaxOpenConns int
+	// MaxIdleConns keeps warm connections (default MaxOpenConns).
+	MaxIdleConns int
+	// ConnMaxLifetime recycles connections, so a failover or a
+	// re-balanced pooler is picked up (default 30m).
+	ConnMaxLifetime time.Duration
+	// ConnMaxIdleTime closes connections idle that long (default 5m).
+	ConnMaxIdleTime time.Duration
+	// PingTimeout bounds the check that the database answers at Open
+	// (default 5s), so a bad address fails start-up promptly.
+	PingTimeout time.Duration
+}
+
+// Pool defaults; see Config.
+const (
+	DefaultMaxOpenConns    = 10
+	DefaultConnMaxLifetime = 30 * time.Minute
+	DefaultConnMaxIdleTime = 5 * time.Minute
+	DefaultPingTimeout     = 5 * time.Second
+)
+
+// Open connects to the database in cfg, checks that it answers, and
+// returns the pool with a cleanup function that closes it (the shape wire
+// expects of a provider). The error names the database and host but never
+// the password, so it can be shown to an operator as is.
+func Open(cfg Config) (*sqlx.DB, func(), error) {
+	if strings.TrimSpace(string(cfg.URL)) == "" {
+		return nil, nil, errors.New("postgres: no database URL configured")
+	}
+	where := describe(cfg.URL)
+	db, err := sqlx.Open("postgres", string(cfg.URL))
+	if err != nil {
+		return nil, nil, fmt.Errorf("postgres: invalid URL for %s: %w", where, err)
+	}
+	maxOpen := cfg.MaxOpenConns
+	if maxOpen <= 0 {
+		maxOpen = DefaultMaxOpenConns
+	}
+	maxIdle := cfg.MaxIdleConns
+	if maxIdle <= 0 || maxIdle > maxOpen {
+		maxIdle = maxOpen
+	}
+	db.SetMaxOpenConns(maxOpen)
+	db.SetMaxIdleConns(maxIdle)
+	db.SetConnMaxLifetime(orDefault(cfg.ConnMaxLifetime, DefaultConnMaxLifetime))
+	db.SetConnMaxIdleTime(orDefault(cfg.ConnMaxIdleTime, DefaultConnMaxIdleTime))
+
+	ctx, cancel := context.WithTimeout(context.Background(), orDefault(cfg.PingTimeout, DefaultPingTimeout))
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, nil, fmt.Errorf("postgres: cannot reach %s: %w", where, err)
+	}
+	return db, func() { _ = db.Close() }, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// describe names the database and host of a URL or key=value DSN for
+// error messages, without credentials.
+func describe(u DatabaseURL) string {
+	s := string(u)
+	name, host := "", ""
+	if p, err := url.Parse(s); err == nil && (p.Scheme == "postgres" || p.Scheme == "postgresql") {
+		name, host = strings.TrimPrefix(p.Path, "/"), p.Host
+	} else {
+		for _, kv := range strings.Fields(s) {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "dbname":
+				name = strings.Trim(v, "'")
+			case "host":
+				host = strings.Trim(v, "'")
+			}
+		}
+	}
+	if name == "" {
+		name = "(default)"
+	}
+	if host == "" {
+		host = "localhost"
+	}
+	return fmt.Sprintf("database %q on %s", name, host)
+}
+
+// HealthCheck reports whether Postgres answers, for /readyz.
+type HealthCheck struct {
+	db *sqlx.DB
+}
+
+// NewHealthCheck probes the given pool.
+func NewHealthCheck(db *sqlx.DB) *HealthCheck { return &HealthCheck{db: db} }
+
+// Name is the key of this probe in the readiness report.
+func (*HealthCheck) Name() string { return "postgres" }
+
+// healthTimeout bounds a probe when the caller set no deadline: a
+// readiness probe that hangs is worse than one that says "unavailable".
+const healthTimeout = 2 * time.Second
+
+// Check pings the database over a pooled connection (a real round trip).
+func (h *HealthCheck) Check(ctx context.Context) error {
+	if h == nil || h.db == nil {
+		return errors.New("not configured")
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, healthTimeout)
+		defer cancel()
+	}
+	if err := h.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("unreachable: %w", err)
+	}
+	return nil
+}
+
+// inTx runs fn in one transaction bound to ctx and returns the commit's
+// error: when ctx is cancelled mid-way (a lost lock), database/sql rolls the
+// transaction back and the commit fails, so nothing half-done is kept and
+// the caller learns it.
+func inTx(ctx context.Context, db *sqlx.DB, opts *sql.TxOptions, fn func(tx *sqlx.Tx) error) error {
+	tx, err := db.BeginTxx(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("beginning transaction: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }() // no-op after a commit
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("committing: %w", err)
+	}
+	return nil
+}
+
+// readCommitted is the isolation the row-locking code is written for: a
+// statement after a lock wait sees what the lock holder committed.
+var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+
+// Constraint names from the migrations, mapped to domain errors.
+const (
+	constraintDevicesPK       = "devices_pkey"
+	constraintFirmwareVersion = "firmwares_model_version_key"
+)
+
+// mapWriteErr turns constraint violations into the domain's errors: a taken
+// device id or (model, version) into ErrDeviceExists / ErrFirmwareExists,
+// a reference to a row that does not exist into ErrNotFound. Anything else
+// is returned as is.
+func mapWriteErr(err error) error {
+	if pqErr := pq.As(err, pqerror.UniqueViolation); pqErr != nil {
+		switch pqErr.Constraint {
+		case constraintDevicesPK:
+			return domain.ErrDeviceExists
+		case constraintFirmwareVersion:
+			return domain.ErrFirmwareExists
+		}
+		return err
+	}
+	if pqErr := pq.As(err, pqerror.ForeignKeyViolation); pqErr != nil {
+		return fmt.Errorf("%s does not exist: %w", referenced(pqErr.Constraint), domain.ErrNotFound)
+	}
+	return err
+}
+
+// referenced names what a foreign key points at, for error messages.
+func referenced(constraint string) string {
+	switch constraint {
+	case "tasks_device_fkey":
+		return "the device"
+	case "tasks_firmware_fkey", "rollouts_firmware_fkey":
+		return "the firmware"
+	case "tasks_rollout_fkey":
+		return "the rollout (of that firmware)"
+	case "task_events_task_fkey":
+		return "the task"
+	}
+	return "a referenced row"
+}
+
+// notFound turns "no such row" into domain.ErrNotFound: sql.ErrNoRows, and
+// (should an id ever reach a query unvalidated) Postgres refusing the text
+// of a UUID, so that a path like /rollouts/not-a-uuid is a 404, never a 500.
+// Other errors pass.
+func notFound(err error) error {
+	if errors.Is(err, sql.ErrNoRows) || pq.As(err, pqerror.InvalidTextRepresentation) != nil {
+		return domain.ErrNotFound
+	}
+	return err
+}
+
+// canonicalUUID returns id in the canonical lowercase form Postgres
+// returns, or false when id is not a UUID. Ids arrive from URL paths; an id
+// that cannot exist is not-found, not a database error.
+func canonicalUUID(id string) (string, bool) {
+	if len(id) != 36 { // only the hyphenated form is an id of ours
+		return "", false
+	}
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return "", false
+	}
+	return u.String(), true
+}
+
+// validDeviceID reports whether id could be a stored device id; anything
+// else (NUL, invalid UTF-8, over-long) is not-found without a query, and
+// never reaches Postgres as a text error.
+func validDeviceID(id string) bool { return domain.ValidateIdentifier("device_id", id) == nil }
+
+// dbTime is how a time is stored: UTC, truncated to microseconds.
+func dbTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// nullTime stores the zero time as NULL.
+func nullTime(t time.Time) sql.NullTime {
+	if t.IsZero() {
+		return sql.NullTime{}
+	}
+	return sql.NullTime{Time: dbTime(t), Valid: true}
+}
+
+// fromNullTime reads NULL as the zero time.
+func fromNullTime(t sql.NullTime) time.Time {
+	if !t.Valid {
+		return time.Time{}
+	}
+	return t.Time.UTC()
+}
+
+// nullString stores "" as NULL.
+func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+// columns joins column names for a SELECT list. With a prefix p, each
+// column is read from table alias p and named "p.column", which sqlx maps
+// onto the field tagged db:"p" of a struct holding one row struct per table
+// (used for joins).
+func columns(p string, fields []string) string {
+	var b strings.Builder
+	for i, f := range fields {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if p == "" {
+			b.WriteString(f)
+			continue
+		}
+		b.WriteString(p + "." + f + ` AS "` + p + "." + f + `"`)
+	}
+	return b.String()
+}

@@ -1,0 +1,194 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// FirmwareRepository stores firmware in the firmwares table.
+type FirmwareRepository struct {
+	db *sqlx.DB
+}
+
+var _ ports.FirmwareRepository = (*FirmwareRepository)(nil)
+
+// NewFirmwareRepository stores firmware through the given pool.
+func NewFirmwareRepository(db *sqlx.DB) *FirmwareRepository { return &FirmwareRepository{db: db} }
+
+type firmwareRow struct {
+	ID               string         `db:"id"`
+	Model            string         `db:"model"`
+	Version          string         `db:"version"`
+	VersionKey       string         `db:"version_key"`
+	URL              string         `db:"url"`
+	SizeBytes        int64          `db:"size_bytes"`
+	SHA256           string         `db:"sha256"`
+	SHA1             sql.NullString `db:"sha1"`
+	MD5              sql.NullString `db:"md5"`
+	Signature        sql.NullString `db:"signature"`
+	ReleaseNotes     sql.NullString `db:"release_notes"`
+	Mandatory        bool           `db:"mandatory"`
+	MinSourceVersion sql.NullString `db:"min_source_version"`
+	Status           string         `db:"status"`
+	CreatedAt        time.Time      `db:"created_at"`
+	UpdatedAt        time.Time      `db:"updated_at"`
+}
+
+// firmwareFields lists the firmwares columns in firmwareRow's order.
+var firmwareFields = []string{
+	"id", "model", "version", "version_key", "url", "size_bytes", "sha256", "sha1", "md5",
+	"signature", "release_notes", "mandatory", "min_source_version", "status", "created_at", "updated_at",
+}
+
+var firmwareColumns = columns("", firmwareFields)
+
+func newFirmwareRow(f domain.Firmware) firmwareRow {
+	spec := f.Spec()
+	return firmwareRow{
+		ID:               f.ID(),
+		Model:            spec.Model,
+		Version:          spec.Version,
+		VersionKey:       f.Version().Key(),
+		URL:              spec.URL,
+		SizeBytes:        spec.SizeBytes,
+		SHA256:           spec.SHA256,
+		SHA1:             nullString(spec.SHA1),
+		MD5:              nullString(spec.MD5),
+		Signature:        nullString(spec.Signature),
+		ReleaseNotes:     nullString(spec.ReleaseNotes),
+		Mandatory:        spec.Mandatory,
+		MinSourceVersion: nullString(spec.MinSourceVersion),
+		Status:           f.Status().String(),
+		CreatedAt:        dbTime(f.CreatedAt()),
+		UpdatedAt:        dbTime(f.UpdatedAt()),
+	}
+}
+
+// args are the row's values in firmwareFields order.
+func (r firmwareRow) args() []any {
+	return []any{r.ID, r.Model, r.Version, r.VersionKey, r.URL, r.SizeBytes, r.SHA256, r.SHA1, r.MD5,
+		r.Signature, r.ReleaseNotes, r.Mandatory, r.MinSourceVersion, r.Status, r.CreatedAt, r.UpdatedAt}
+}
+
+func (r firmwareRow) toDomain() (domain.Firmware, error) {
+	st, err := domain.ParseFirmwareStatus(r.Status)
+	if err != nil {
+		return domain.Firmware{}, fmt.Errorf("firmware %s has a corrupt status: %w", r.ID, err)
+	}
+	f, err := domain.RehydrateFirmware(r.ID, domain.FirmwareSpec{
+		Model: r.Model, Version: r.Version, URL: r.URL, SizeBytes: r.SizeBytes, SHA256: r.SHA256,
+		SHA1: r.SHA1.String, MD5: r.MD5.String, Signature: r.Signature.String,
+		ReleaseNotes: r.ReleaseNotes.String, Mandatory: r.Mandatory, MinSourceVersion: r.MinSourceVersion.String,
+	}, st, r.CreatedAt.UTC(), r.UpdatedAt.UTC())
+	if err != nil {
+		return domain.Firmware{}, fmt.Errorf("firmware %s is corrupt: %w", r.ID, err)
+	}
+	return f, nil
+}
+
+// Create stores a new firmware; domain.ErrFirmwareExists if its (model,
+// version) was published before, build metadata ignored (the unique key is
+// on version_key, the version without build metadata).
+func (s *FirmwareRepository) Create(ctx context.Context, f domain.Firmware) error {
+	if _, ok := canonicalUUID(f.ID()); !ok {
+		return fmt.Errorf("storing firmware: id %q is not a UUID", f.ID())
+	}
+	r := newFirmwareRow(f)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO firmwares (`+firmwareColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`, r.args()...)
+	if err != nil {
+		return fmt.Errorf("storing firmware %s %s: %w", f.Model(), f.Version(), mapWriteErr(err))
+	}
+	return nil
+}
+
+// Get loads a firmware by id; an id that is not a UUID is not found.
+func (s *FirmwareRepository) Get(ctx context.Context, id string) (domain.Firmware, error) {
+	uid, ok := canonicalUUID(id)
+	if !ok {
+		return domain.Firmware{}, fmt.Errorf("loading firmware: %w", domain.ErrNotFound)
+	}
+	var r firmwareRow
+	if err := s.db.GetContext(ctx, &r, `SELECT `+firmwareColumns+` FROM firmwares WHERE id = $1`, uid); err != nil {
+		return domain.Firmware{}, fmt.Errorf("loading firmware %s: %w", uid, notFound(err))
+	}
+	return r.toDomain()
+}
+
+// List returns a model's firmware (every model's when model is ""), newest
+// published first; never nil.
+func (s *FirmwareRepository) List(ctx context.Context, model string) ([]domain.Firmware, error) {
+	var rows []firmwareRow
+	var err error
+	if model == "" {
+		err = s.db.SelectContext(ctx, &rows, `SELECT `+firmwareColumns+` FROM firmwares ORDER BY created_at DESC, id DESC`)
+	} else {
+		if domain.ValidateIdentifier("model", model) != nil {
+			return []domain.Firmware{}, nil // no such model can exist
+		}
+		err = s.db.SelectContext(ctx, &rows, `SELECT `+firmwareColumns+` FROM firmwares WHERE model = $1
+			ORDER BY created_at DESC, id DESC`, model)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing firmware: %w", err)
+	}
+	out := make([]domain.Firmware, 0, len(rows))
+	for _, r := range rows {
+		f, err := r.toDomain()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// Update loads the firmware with a row lock, lets fn change it (revoke
+// it), and stores it in one transaction; it returns the firmware as stored.
+// The lock is FOR NO KEY UPDATE, so it does not hold up the foreign-key
+// checks of tasks and rollouts being created for the firmware.
+// fn's error is returned as is and nothing is written.
+func (s *FirmwareRepository) Update(ctx context.Context, id string, fn func(*domain.Firmware) error) (domain.Firmware, error) {
+	uid, ok := canonicalUUID(id)
+	if !ok {
+		return domain.Firmware{}, fmt.Errorf("loading firmware: %w", domain.ErrNotFound)
+	}
+	var out domain.Firmware
+	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
+		var r firmwareRow
+		if err := tx.GetContext(ctx, &r, `SELECT `+firmwareColumns+` FROM firmwares WHERE id = $1 FOR NO KEY UPDATE`, uid); err != nil {
+			return fmt.Errorf("loading firmware %s: %w", uid, notFound(err))
+		}
+		f, err := r.toDomain()
+		if err != nil {
+			return err
+		}
+		if err := fn(&f); err != nil {
+			return err
+		}
+		w := newFirmwareRow(f)
+		w.ID, w.CreatedAt = r.ID, r.CreatedAt
+		// Every column but the id and the creation time: the domain decides
+		// what may change, the store keeps whatever it is given.
+		if _, err := tx.ExecContext(ctx, `UPDATE firmwares SET model = $2, version = $3, version_key = $4, url = $5,
+				size_bytes = $6, sha256 = $7, sha1 = $8, md5 = $9, signature = $10, release_notes = $11,
+				mandatory = $12, min_source_version = $13, status = $14, updated_at = $15
+			WHERE id = $1`, w.ID, w.Model, w.Version, w.VersionKey, w.URL, w.SizeBytes, w.SHA256, w.SHA1, w.MD5,
+			w.Signature, w.ReleaseNotes, w.Mandatory, w.MinSourceVersion, w.Status, w.UpdatedAt); err != nil {
+			return fmt.Errorf("storing firmware %s: %w", uid, mapWriteErr(err))
+		}
+		out, err = w.toDomain()
+		return err
+	})
+	if err != nil {
+		return domain.Firmware{}, err
+	}
+	return out, nil
+}

@@ -1,0 +1,200 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// RolloutRepository stores rollouts in the rollouts table.
+type RolloutRepository struct {
+	db *sqlx.DB
+}
+
+var _ ports.RolloutRepository = (*RolloutRepository)(nil)
+
+// NewRolloutRepository stores rollouts through the given pool.
+func NewRolloutRepository(db *sqlx.DB) *RolloutRepository { return &RolloutRepository{db: db} }
+
+type rolloutRow struct {
+	ID                      string         `db:"id"`
+	FirmwareID              string         `db:"firmware_id"`
+	Percentage              int            `db:"percentage"`
+	MaxAttempts             int            `db:"max_attempts"`
+	FailureThresholdPercent sql.NullInt32  `db:"failure_threshold_percent"`
+	MinSample               int            `db:"min_sample"`
+	Status                  string         `db:"status"`
+	PausedReason            sql.NullString `db:"paused_reason"`
+	CreatedAt               time.Time      `db:"created_at"`
+	UpdatedAt               time.Time      `db:"updated_at"`
+}
+
+// rolloutFields lists the rollouts columns in rolloutRow's order.
+var rolloutFields = []string{
+	"id", "firmware_id", "percentage", "max_attempts", "failure_threshold_percent", "min_sample",
+	"status", "paused_reason", "created_at", "updated_at",
+}
+
+var rolloutColumns = columns("", rolloutFields)
+
+func newRolloutRow(ro domain.Rollout) rolloutRow {
+	rec := ro.Record()
+	r := rolloutRow{
+		ID:           rec.ID,
+		FirmwareID:   rec.FirmwareID,
+		Percentage:   rec.Percentage,
+		MaxAttempts:  rec.MaxAttempts,
+		MinSample:    rec.MinSample,
+		Status:       rec.Status.String(),
+		PausedReason: nullString(rec.PausedReason.String()),
+		CreatedAt:    dbTime(rec.CreatedAt),
+		UpdatedAt:    dbTime(rec.UpdatedAt),
+	}
+	if rec.FailureThresholdPercent != nil {
+		r.FailureThresholdPercent = sql.NullInt32{Int32: int32(*rec.FailureThresholdPercent), Valid: true}
+	}
+	return r
+}
+
+func (r rolloutRow) toDomain() (domain.Rollout, error) {
+	st, err := domain.ParseRolloutStatus(r.Status)
+	if err != nil {
+		return domain.Rollout{}, fmt.Errorf("rollout %s has a corrupt status: %w", r.ID, err)
+	}
+	reason, err := domain.ParsePausedReason(r.PausedReason.String)
+	if err != nil {
+		return domain.Rollout{}, fmt.Errorf("rollout %s has a corrupt paused_reason: %w", r.ID, err)
+	}
+	rec := domain.RolloutRecord{
+		ID: r.ID, FirmwareID: r.FirmwareID, Percentage: r.Percentage, MaxAttempts: r.MaxAttempts,
+		MinSample: r.MinSample, Status: st, PausedReason: reason,
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+	}
+	if r.FailureThresholdPercent.Valid {
+		t := int(r.FailureThresholdPercent.Int32)
+		rec.FailureThresholdPercent = &t
+	}
+	return domain.RehydrateRollout(rec), nil
+}
+
+// Create stores a new rollout. A firmware that does not exist is
+// domain.ErrNotFound (the foreign key says so, even if the firmware was
+// checked a moment before).
+func (s *RolloutRepository) Create(ctx context.Context, ro domain.Rollout) error {
+	if _, ok := canonicalUUID(ro.ID()); !ok {
+		return fmt.Errorf("storing rollout: id %q is not a UUID", ro.ID())
+	}
+	r := newRolloutRow(ro)
+	fw, ok := canonicalUUID(r.FirmwareID)
+	if !ok {
+		return fmt.Errorf("storing rollout %s: the firmware does not exist: %w", r.ID, domain.ErrNotFound)
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO rollouts (`+rolloutColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		r.ID, fw, r.Percentage, r.MaxAttempts, r.FailureThresholdPercent, r.MinSample,
+		r.Status, r.PausedReason, r.CreatedAt, r.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("storing rollout %s: %w", r.ID, mapWriteErr(err))
+	}
+	return nil
+}
+
+// Get loads a rollout by id; an id that is not a UUID is not found.
+func (s *RolloutRepository) Get(ctx context.Context, id string) (domain.Rollout, error) {
+	uid, ok := canonicalUUID(id)
+	if !ok {
+		return domain.Rollout{}, fmt.Errorf("loading rollout: %w", domain.ErrNotFound)
+	}
+	var r rolloutRow
+	if err := s.db.GetContext(ctx, &r, `SELECT `+rolloutColumns+` FROM rollouts WHERE id = $1`, uid); err != nil {
+		return domain.Rollout{}, fmt.Errorf("loading rollout %s: %w", uid, notFound(err))
+	}
+	return r.toDomain()
+}
+
+// Update loads the rollout with a row lock, lets fn change it (percentage,
+// status, auto-pause), and stores it in one transaction; it returns the
+// rollout as stored. The lock is FOR NO KEY UPDATE: concurrent Updates
+// (an operator's and an auto-pause) serialise, while checks creating tasks
+// in the rollout (whose foreign-key checks take KEY SHARE) are not held up. fn's error is returned as is and nothing is written.
+func (s *RolloutRepository) Update(ctx context.Context, id string, fn func(*domain.Rollout) error) (domain.Rollout, error) {
+	uid, ok := canonicalUUID(id)
+	if !ok {
+		return domain.Rollout{}, fmt.Errorf("loading rollout: %w", domain.ErrNotFound)
+	}
+	var out domain.Rollout
+	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
+		var r rolloutRow
+		if err := tx.GetContext(ctx, &r, `SELECT `+rolloutColumns+` FROM rollouts WHERE id = $1 FOR NO KEY UPDATE`, uid); err != nil {
+			return fmt.Errorf("loading rollout %s: %w", uid, notFound(err))
+		}
+		ro, err := r.toDomain()
+		if err != nil {
+			return err
+		}
+		if err := fn(&ro); err != nil {
+			return err
+		}
+		w := newRolloutRow(ro)
+		// The firmware of a rollout never changes: tasks reference the pair.
+		w.ID, w.FirmwareID, w.CreatedAt = r.ID, r.FirmwareID, r.CreatedAt
+		if _, err := tx.ExecContext(ctx, `UPDATE rollouts SET percentage = $2, max_attempts = $3,
+				failure_threshold_percent = $4, min_sample = $5, status = $6, paused_reason = $7, updated_at = $8
+			WHERE id = $1`, w.ID, w.Percentage, w.MaxAttempts, w.FailureThresholdPercent, w.MinSample,
+			w.Status, w.PausedReason, w.UpdatedAt); err != nil {
+			return fmt.Errorf("storing rollout %s: %w", uid, mapWriteErr(err))
+		}
+		out, err = w.toDomain()
+		return err
+	})
+	if err != nil {
+		return domain.Rollout{}, err
+	}
+	return out, nil
+}
+
+// offerRow is one row of the offers join: sqlx fills F from the columns
+// named "f.*" and R from "r.*".
+type offerRow struct {
+	F firmwareRow `db:"f"`
+	R rolloutRow  `db:"r"`
+}
+
+var offersQuery = `SELECT ` + columns("f", firmwareFields) + `, ` + columns("r", rolloutFields) + `
+	FROM firmwares f
+	JOIN rollouts r ON r.firmware_id = f.id
+	WHERE f.model = $1 AND f.status = 'released' AND r.status = 'active'
+	ORDER BY f.id, r.created_at, r.id`
+
+// Offers returns every active rollout of released firmware of a model with
+// its firmware, in one query (every device check runs it), highest version
+// first (domain.SortOffers). Never nil.
+func (s *RolloutRepository) Offers(ctx context.Context, model string) ([]domain.Offer, error) {
+	if domain.ValidateIdentifier("model", model) != nil {
+		return []domain.Offer{}, nil // no firmware can be published for it
+	}
+	var rows []offerRow
+	if err := s.db.SelectContext(ctx, &rows, offersQuery, model); err != nil {
+		return nil, fmt.Errorf("loading the offers for model %q: %w", model, err)
+	}
+	out := make([]domain.Offer, 0, len(rows))
+	for _, r := range rows {
+		f, err := r.F.toDomain()
+		if err != nil {
+			return nil, err
+		}
+		ro, err := r.R.toDomain()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, domain.Offer{Firmware: f, Rollout: ro})
+	}
+	domain.SortOffers(out)
+	return out, nil
+}
