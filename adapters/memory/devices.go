@@ -1,0 +1,143 @@
+package memory
+
+import (
+	"context"
+	"time"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// Devices is the in-memory ports.DeviceRepository over a Store.
+type Devices struct{ s *Store }
+
+var _ ports.DeviceRepository = (*Devices)(nil)
+
+// NewDevices returns the device repository of s; repositories built over the
+// same Store share data like tables of one database.
+func NewDevices(s *Store) *Devices { return &Devices{s: s} }
+
+// storedDevice is d as Postgres would give it back: timestamps at
+// microsecond precision in UTC.
+func storedDevice(d domain.Device) domain.Device {
+	return domain.RehydrateDevice(d.ID(), d.Model(), d.CurrentVersion(), d.TokenHash(), stamp(d.LastSeenAt()), stamp(d.CreatedAt()))
+}
+
+// Create stores a new device; domain.ErrDeviceExists if the id is taken. A
+// token hash another device has is refused (errTokenTaken), as the unique
+// key on token hashes refuses it in Postgres.
+func (r *Devices) Create(ctx context.Context, d domain.Device) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.devices[d.ID()]; ok {
+		return domain.ErrDeviceExists
+	}
+	return s.putDeviceLocked(storedDevice(d))
+}
+
+// Get loads a device by id.
+func (r *Devices) Get(ctx context.Context, id string) (domain.Device, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.Device{}, err
+	}
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, ok := s.devices[id]
+	if !ok {
+		return domain.Device{}, domain.ErrNotFound
+	}
+	return d, nil
+}
+
+// GetByTokenHash finds the device a presented token belongs to.
+func (r *Devices) GetByTokenHash(ctx context.Context, h domain.TokenHash) (domain.Device, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.Device{}, err
+	}
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.byToken[h]
+	if !ok {
+		return domain.Device{}, domain.ErrNotFound
+	}
+	return s.devices[id], nil
+}
+
+// Update loads the device locked against concurrent changes, lets fn change
+// a copy, and stores it only if fn returns nil. As in the Postgres adapter,
+// everything but the id and the registration time is written; a token
+// hash another device has is refused and nothing is stored.
+func (r *Devices) Update(ctx context.Context, id string, fn func(*domain.Device) error) (domain.Device, error) {
+	s := r.s
+	unlock, err := s.rows.lock(ctx, deviceRow(id))
+	if err != nil {
+		return domain.Device{}, err
+	}
+	defer unlock()
+	s.mu.Lock()
+	d, ok := s.devices[id]
+	s.mu.Unlock()
+	if !ok {
+		return domain.Device{}, domain.ErrNotFound
+	}
+	changed := d
+	if err := fn(&changed); err != nil {
+		return domain.Device{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return domain.Device{}, err
+	}
+	merged := domain.RehydrateDevice(d.ID(), changed.Model(), changed.CurrentVersion(), changed.TokenHash(), stamp(changed.LastSeenAt()), d.CreatedAt())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.putDeviceLocked(merged); err != nil {
+		return domain.Device{}, err
+	}
+	return merged, nil
+}
+
+// RecordSeen stores the version a device reported and when. The memory
+// store writes it at once, well within the port's one-second bound. As in
+// the Postgres adapter, reports may arrive out of order (two replicas, a
+// late batch), so last_seen_at only moves forward and the version follows
+// the newest report. An unknown device is domain.ErrNotFound.
+func (r *Devices) RecordSeen(ctx context.Context, id string, v domain.Version, at time.Time) error {
+	s := r.s
+	unlock, err := s.rows.lock(ctx, deviceRow(id))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, ok := s.devices[id]
+	if !ok {
+		return domain.ErrNotFound
+	}
+	at = stamp(at)
+	if last := d.LastSeenAt(); !last.IsZero() && last.After(at) {
+		return nil // a newer report is already stored
+	}
+	d.Seen(v, at)
+	return s.putDeviceLocked(storedDevice(d))
+}
+
+// putDeviceLocked writes d and keeps the token index in step, refusing a
+// token hash that belongs to another device. s.mu is held.
+func (s *Store) putDeviceLocked(d domain.Device) error {
+	if owner, taken := s.byToken[d.TokenHash()]; taken && owner != d.ID() {
+		return errTokenTaken
+	}
+	if old, ok := s.devices[d.ID()]; ok && old.TokenHash() != d.TokenHash() {
+		delete(s.byToken, old.TokenHash())
+	}
+	s.devices[d.ID()] = d
+	s.byToken[d.TokenHash()] = d.ID()
+	return nil
+}

@@ -1,0 +1,141 @@
+package memory
+
+import (
+	"context"
+	"sort"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// Firmwares is the in-memory ports.FirmwareRepository over a Store.
+type Firmwares struct{ s *Store }
+
+var _ ports.FirmwareRepository = (*Firmwares)(nil)
+
+// NewFirmwares returns the firmware repository of s; repositories built over
+// the same Store share data like tables of one database.
+func NewFirmwares(s *Store) *Firmwares { return &Firmwares{s: s} }
+
+// Create stores a new firmware; domain.ErrFirmwareExists if its model
+// already has a firmware of the same version, build metadata ignored.
+func (r *Firmwares) Create(ctx context.Context, f domain.Firmware) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	id, err := mustUUID("firmware", f.ID())
+	if err != nil {
+		return err
+	}
+	stored, err := domain.RehydrateFirmware(id, f.Spec(), f.Status(), stamp(f.CreatedAt()), stamp(f.UpdatedAt()))
+	if err != nil {
+		return err
+	}
+	key := firmwareKey{model: f.Model(), version: f.Version().Key()}
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, taken := s.firmwareKeys[key]; taken {
+		return domain.ErrFirmwareExists
+	}
+	if _, taken := s.firmwares[id]; taken {
+		return errDuplicateID("firmware", id)
+	}
+	s.firmwares[id] = stored
+	s.firmwareKeys[key] = id
+	return nil
+}
+
+// Get loads a firmware by id; an id that is not a UUID is domain.ErrNotFound.
+func (r *Firmwares) Get(ctx context.Context, id string) (domain.Firmware, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.Firmware{}, err
+	}
+	key, ok := canonicalUUID(id)
+	if !ok {
+		return domain.Firmware{}, domain.ErrNotFound
+	}
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, ok := s.firmwares[key]
+	if !ok {
+		return domain.Firmware{}, domain.ErrNotFound
+	}
+	return f, nil
+}
+
+// List returns a model's firmware (all models when model is ""), newest
+// first: by creation time descending, then id descending so that firmware
+// published in the same microsecond still lists in a stable order.
+func (r *Firmwares) List(ctx context.Context, model string) ([]domain.Firmware, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s := r.s
+	s.mu.Lock()
+	out := make([]domain.Firmware, 0, len(s.firmwares))
+	for _, f := range s.firmwares {
+		if model == "" || f.Model() == model {
+			out = append(out, f)
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if c := out[i].CreatedAt().Compare(out[j].CreatedAt()); c != 0 {
+			return c > 0
+		}
+		return out[i].ID() > out[j].ID()
+	})
+	return out, nil
+}
+
+// Update loads the firmware locked, lets fn change a copy, and stores it
+// only if fn returns nil. As in the Postgres adapter, everything but the id
+// and the publication time is written (in practice only the status changes);
+// a (model, version) another firmware has is domain.ErrFirmwareExists.
+func (r *Firmwares) Update(ctx context.Context, id string, fn func(*domain.Firmware) error) (domain.Firmware, error) {
+	key, ok := canonicalUUID(id)
+	if !ok {
+		if err := ctx.Err(); err != nil {
+			return domain.Firmware{}, err
+		}
+		return domain.Firmware{}, domain.ErrNotFound
+	}
+	s := r.s
+	unlock, err := s.rows.lock(ctx, firmwareRow(key))
+	if err != nil {
+		return domain.Firmware{}, err
+	}
+	defer unlock()
+	s.mu.Lock()
+	f, ok := s.firmwares[key]
+	s.mu.Unlock()
+	if !ok {
+		return domain.Firmware{}, domain.ErrNotFound
+	}
+	changed := f
+	if err := fn(&changed); err != nil {
+		return domain.Firmware{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return domain.Firmware{}, err
+	}
+	merged, err := domain.RehydrateFirmware(key, changed.Spec(), changed.Status(), f.CreatedAt(), stamp(changed.UpdatedAt()))
+	if err != nil {
+		return domain.Firmware{}, err
+	}
+	oldKey := firmwareKey{model: f.Model(), version: f.Version().Key()}
+	newKey := firmwareKey{model: merged.Model(), version: merged.Version().Key()}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if newKey != oldKey {
+		if _, taken := s.firmwareKeys[newKey]; taken {
+			return domain.Firmware{}, domain.ErrFirmwareExists
+		}
+		delete(s.firmwareKeys, oldKey)
+		s.firmwareKeys[newKey] = key
+	}
+	s.firmwares[key] = merged
+	return merged, nil
+}

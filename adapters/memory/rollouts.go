@@ -1,0 +1,142 @@
+package memory
+
+import (
+	"context"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// Rollouts is the in-memory ports.RolloutRepository over a Store.
+type Rollouts struct{ s *Store }
+
+var _ ports.RolloutRepository = (*Rollouts)(nil)
+
+// NewRollouts returns the rollout repository of s; repositories built over
+// the same Store share data like tables of one database.
+func NewRollouts(s *Store) *Rollouts { return &Rollouts{s: s} }
+
+// cloneRollout copies r so that no caller shares the stored threshold
+// pointer: changing a returned rollout's record must not change the store.
+func cloneRollout(r domain.Rollout) domain.Rollout {
+	rec := r.Record()
+	if p := rec.FailureThresholdPercent; p != nil {
+		v := *p
+		rec.FailureThresholdPercent = &v
+	}
+	return domain.RehydrateRollout(rec)
+}
+
+// Create stores a new rollout; domain.ErrNotFound if its firmware is not
+// stored, as the foreign key would say.
+func (r *Rollouts) Create(ctx context.Context, ro domain.Rollout) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	rec := cloneRollout(ro).Record()
+	id, err := mustUUID("rollout", rec.ID)
+	if err != nil {
+		return err
+	}
+	fwID, ok := canonicalUUID(rec.FirmwareID)
+	if !ok {
+		return domain.ErrNotFound
+	}
+	rec.ID, rec.FirmwareID = id, fwID
+	rec.CreatedAt, rec.UpdatedAt = stamp(rec.CreatedAt), stamp(rec.UpdatedAt)
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.firmwares[fwID]; !ok {
+		return domain.ErrNotFound
+	}
+	if _, taken := s.rollouts[id]; taken {
+		return errDuplicateID("rollout", id)
+	}
+	s.rollouts[id] = domain.RehydrateRollout(rec)
+	return nil
+}
+
+// Get loads a rollout by id; an id that is not a UUID is domain.ErrNotFound.
+func (r *Rollouts) Get(ctx context.Context, id string) (domain.Rollout, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.Rollout{}, err
+	}
+	key, ok := canonicalUUID(id)
+	if !ok {
+		return domain.Rollout{}, domain.ErrNotFound
+	}
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ro, ok := s.rollouts[key]
+	if !ok {
+		return domain.Rollout{}, domain.ErrNotFound
+	}
+	return cloneRollout(ro), nil
+}
+
+// Update loads the rollout locked, lets fn change a copy, and stores it only
+// if fn returns nil. As in the Postgres adapter, everything but the id, the
+// firmware (tasks reference the pair) and the start time is written.
+func (r *Rollouts) Update(ctx context.Context, id string, fn func(*domain.Rollout) error) (domain.Rollout, error) {
+	key, ok := canonicalUUID(id)
+	if !ok {
+		if err := ctx.Err(); err != nil {
+			return domain.Rollout{}, err
+		}
+		return domain.Rollout{}, domain.ErrNotFound
+	}
+	s := r.s
+	unlock, err := s.rows.lock(ctx, rolloutRow(key))
+	if err != nil {
+		return domain.Rollout{}, err
+	}
+	defer unlock()
+	s.mu.Lock()
+	ro, ok := s.rollouts[key]
+	s.mu.Unlock()
+	if !ok {
+		return domain.Rollout{}, domain.ErrNotFound
+	}
+	changed := cloneRollout(ro)
+	if err := fn(&changed); err != nil {
+		return domain.Rollout{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return domain.Rollout{}, err
+	}
+	rec, c := ro.Record(), changed.Record()
+	rec.Percentage, rec.MaxAttempts, rec.FailureThresholdPercent, rec.MinSample = c.Percentage, c.MaxAttempts, c.FailureThresholdPercent, c.MinSample
+	rec.Status, rec.PausedReason, rec.UpdatedAt = c.Status, c.PausedReason, stamp(c.UpdatedAt)
+	merged := cloneRollout(domain.RehydrateRollout(rec))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rollouts[key] = merged
+	return cloneRollout(merged), nil
+}
+
+// Offers returns every active rollout of released firmware of model, with
+// its firmware, highest version first (domain.SortOffers) so that callers
+// and tests see a stable order.
+func (r *Rollouts) Offers(ctx context.Context, model string) ([]domain.Offer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s := r.s
+	s.mu.Lock()
+	out := []domain.Offer{}
+	for _, ro := range s.rollouts {
+		if ro.Status() != domain.RolloutActive {
+			continue
+		}
+		fw, ok := s.firmwares[ro.FirmwareID()]
+		if !ok || fw.Model() != model || fw.Status() != domain.FirmwareReleased {
+			continue
+		}
+		out = append(out, domain.Offer{Firmware: fw, Rollout: cloneRollout(ro)})
+	}
+	s.mu.Unlock()
+	domain.SortOffers(out)
+	return out, nil
+}

@@ -1,0 +1,409 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+	"github.com/google/uuid"
+)
+
+// These tests pin what only the memory adapter promises, or what the shared
+// contract in tests/contract cannot observe through the ports alone. The
+// port behaviour itself is covered there, against this adapter too.
+
+type storeFixture struct {
+	t   *testing.T
+	s   *Store
+	dev *Devices
+	fw  *Firmwares
+	ro  *Rollouts
+	tk  *Tasks
+	now time.Time
+}
+
+func newStoreFixture(t *testing.T) *storeFixture {
+	s := NewStore()
+	return &storeFixture{t: t, s: s, dev: NewDevices(s), fw: NewFirmwares(s), ro: NewRollouts(s), tk: NewTasks(s),
+		now: time.Date(2026, 1, 2, 3, 4, 5, 6789, time.UTC)}
+}
+
+func (f *storeFixture) must(err error) {
+	f.t.Helper()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *storeFixture) device(id string) domain.Device {
+	f.t.Helper()
+	_, h, err := domain.NewDeviceToken()
+	f.must(err)
+	d, err := domain.NewDevice(id, "cam", "1.0.0", h, f.now)
+	f.must(err)
+	f.must(f.dev.Create(f.t.Context(), d))
+	return d
+}
+
+func (f *storeFixture) offer(id, version string) domain.Offer {
+	f.t.Helper()
+	fw, err := domain.NewFirmware(id, domain.FirmwareSpec{
+		Model: "cam", Version: version, URL: "https://x.example/fw.bin", SizeBytes: 1, SHA256: strings.Repeat("a", 64),
+	}, f.now)
+	f.must(err)
+	f.must(f.fw.Create(f.t.Context(), fw))
+	r, err := domain.NewRollout(uuid.NewString(), fw, domain.RolloutSpec{Percentage: 100}, f.now)
+	f.must(err)
+	f.must(f.ro.Create(f.t.Context(), r))
+	return domain.Offer{Firmware: fw, Rollout: r}
+}
+
+func (f *storeFixture) task(deviceID string, o domain.Offer) domain.Task {
+	f.t.Helper()
+	tk, err := domain.NewTask(uuid.NewString(), deviceID, o, 1, f.now)
+	f.must(err)
+	return tk
+}
+
+func (f *storeFixture) insert(tk domain.Task) domain.Task {
+	f.t.Helper()
+	got, created, err := f.tk.ReplaceActive(f.t.Context(), tk.DeviceID(), func(*domain.Task) (*domain.Task, error) { return &tk, nil })
+	f.must(err)
+	if !created {
+		f.t.Fatal("not created")
+	}
+	return got
+}
+
+func TestActionIDsCountFromOne(t *testing.T) {
+	f := newStoreFixture(t)
+	o := f.offer(uuid.NewString(), "2.0.0")
+	for want := int64(1); want <= 3; want++ {
+		d := f.device(uuid.NewString())
+		if got := f.insert(f.task(d.ID(), o)).ActionID(); got != want {
+			t.Fatalf("action id %d, want %d", got, want)
+		}
+	}
+	// An insert that loses, or fails a key, still uses up a number, as a
+	// Postgres identity does; numbers stay unique, not gapless.
+	d := f.device("busy")
+	f.insert(f.task(d.ID(), o))
+	loser := f.task(d.ID(), o)
+	if _, created, err := f.tk.ReplaceActive(t.Context(), d.ID(), func(*domain.Task) (*domain.Task, error) { return &loser, nil }); err != nil || created {
+		t.Fatalf("losing insert: created=%v err=%v", created, err)
+	}
+	ghost := f.task("ghost", o)
+	if _, _, err := f.tk.ReplaceActive(t.Context(), "ghost", func(*domain.Task) (*domain.Task, error) { return &ghost, nil }); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("insert for an unknown device: %v", err)
+	}
+	if got := f.insert(f.task(f.device("next").ID(), o)).ActionID(); got != 7 {
+		t.Errorf("action id %d after 6 attempted inserts, want 7", got)
+	}
+}
+
+func TestUUIDsAreCanonical(t *testing.T) {
+	f := newStoreFixture(t)
+	upper := strings.ToUpper(uuid.NewString())
+	o := f.offer(upper, "2.0.0")
+	lower := strings.ToLower(upper)
+
+	got, err := f.fw.Get(t.Context(), lower)
+	f.must(err)
+	if got.ID() != lower {
+		t.Errorf("stored firmware id %q, want canonical %q", got.ID(), lower)
+	}
+	if _, err := f.fw.Get(t.Context(), upper); err != nil {
+		t.Errorf("an upper-case id must find the firmware, as a Postgres uuid column does: %v", err)
+	}
+	ro, err := f.ro.Get(t.Context(), o.Rollout.ID())
+	f.must(err)
+	if ro.FirmwareID() != lower {
+		t.Errorf("rollout's firmware id %q, want canonical %q", ro.FirmwareID(), lower)
+	}
+	for _, id := range []string{strings.ReplaceAll(lower, "-", ""), "urn:uuid:" + lower, "{" + lower + "}", lower + "0", "g" + lower[1:]} {
+		if _, err := f.fw.Get(t.Context(), id); !errors.Is(err, domain.ErrNotFound) {
+			t.Errorf("get %q: err = %v, want ErrNotFound (only the hyphenated form is an id, as in Postgres)", id, err)
+		}
+	}
+}
+
+func TestNonUUIDIDsAreRefused(t *testing.T) {
+	f := newStoreFixture(t)
+	spec := domain.FirmwareSpec{Model: "cam", Version: "1.0.0", URL: "https://x.example/a", SizeBytes: 1, SHA256: strings.Repeat("b", 64)}
+	fw, err := domain.NewFirmware("fw-1", spec, f.now)
+	f.must(err)
+	if err := f.fw.Create(t.Context(), fw); err == nil || errors.Is(err, domain.ErrFirmwareExists) {
+		t.Errorf("firmware with id fw-1: err = %v, want a plain refusal", err)
+	}
+	o := f.offer(uuid.NewString(), "2.0.0")
+	r, err := domain.NewRollout("ro-1", o.Firmware, domain.RolloutSpec{Percentage: 1}, f.now)
+	f.must(err)
+	if err := f.ro.Create(t.Context(), r); err == nil {
+		t.Error("rollout with id ro-1 was stored")
+	}
+	d := f.device("d1")
+	tk, err := domain.NewTask("task-1", d.ID(), o, 1, f.now)
+	f.must(err)
+	if _, _, err := f.tk.ReplaceActive(t.Context(), d.ID(), func(*domain.Task) (*domain.Task, error) { return &tk, nil }); err == nil {
+		t.Error("task with id task-1 was stored")
+	}
+	// A duplicate id is refused too, and is not the (model, version) conflict.
+	again, err := domain.NewFirmware(o.Firmware.ID(), domain.FirmwareSpec{Model: "cam", Version: "3.0.0", URL: "https://x.example/b", SizeBytes: 1, SHA256: strings.Repeat("c", 64)}, f.now)
+	f.must(err)
+	if err := f.fw.Create(t.Context(), again); err == nil || errors.Is(err, domain.ErrFirmwareExists) {
+		t.Errorf("duplicate firmware id: err = %v, want a plain refusal", err)
+	}
+}
+
+func TestTaskForAnotherDeviceIsRefused(t *testing.T) {
+	f := newStoreFixture(t)
+	o := f.offer(uuid.NewString(), "2.0.0")
+	a, b := f.device("a"), f.device("b")
+	tk := f.task(b.ID(), o)
+	if _, _, err := f.tk.ReplaceActive(t.Context(), a.ID(), func(*domain.Task) (*domain.Task, error) { return &tk, nil }); !errors.Is(err, errForeignDevice) {
+		t.Errorf("err = %v, want errForeignDevice", err)
+	}
+	if _, err := f.tk.Get(t.Context(), tk.ID()); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("the refused task was stored: %v", err)
+	}
+}
+
+func TestSecondActiveTaskIsRefusedOnUpdate(t *testing.T) {
+	f := newStoreFixture(t)
+	o := f.offer(uuid.NewString(), "2.0.0")
+	d := f.device("d")
+	first := f.insert(f.task(d.ID(), o))
+	_, err := f.tk.Update(t.Context(), first.ID(), func(x *domain.Task) error {
+		return x.Cancel(domain.CodeSuperseded, "", f.now)
+	})
+	f.must(err)
+	f.insert(f.task(d.ID(), o))
+	// No domain transition revives a task; a rehydrated one stands in for a bug.
+	_, err = f.tk.Update(t.Context(), first.ID(), func(x *domain.Task) error {
+		rec := x.Record()
+		rec.Status = domain.TaskPending
+		*x = domain.RehydrateTask(rec)
+		return nil
+	})
+	if !errors.Is(err, errActiveTaskTaken) {
+		t.Errorf("reviving a task beside an active one: err = %v, want errActiveTaskTaken", err)
+	}
+	got, err := f.tk.Get(t.Context(), first.ID())
+	f.must(err)
+	if got.Status() != domain.TaskCancelled {
+		t.Errorf("status %s after a refused update, want cancelled", got.Status())
+	}
+}
+
+func TestUpdateWritesOnlyMutableFields(t *testing.T) {
+	f := newStoreFixture(t)
+	o := f.offer(uuid.NewString(), "2.0.0")
+	d := f.device("d")
+	tk := f.insert(f.task(d.ID(), o))
+	got, err := f.tk.Update(t.Context(), tk.ID(), func(x *domain.Task) error {
+		rec := x.Record()
+		rec.ID, rec.DeviceID, rec.ActionID, rec.Attempt, rec.Progress = uuid.NewString(), "elsewhere", 999, 7, 42
+		*x = domain.RehydrateTask(rec)
+		return nil
+	})
+	f.must(err)
+	// Postgres writes status, progress, attempt, error and updated_at only.
+	if got.ID() != tk.ID() || got.DeviceID() != d.ID() || got.ActionID() != tk.ActionID() || got.Attempt() != 7 || got.Progress() != 42 {
+		t.Errorf("update wrote other fields than the Postgres adapter: %+v", got.Record())
+	}
+}
+
+func TestContextErrorsAreTheContexts(t *testing.T) {
+	f := newStoreFixture(t)
+	o := f.offer(uuid.NewString(), "2.0.0")
+	d := f.device("d")
+	tk := f.insert(f.task(d.ID(), o))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	errs := map[string]error{}
+	_, errs["devices.get"] = f.dev.Get(ctx, d.ID())
+	errs["devices.recordSeen"] = f.dev.RecordSeen(ctx, d.ID(), domain.MustParseVersion("1.0.1"), f.now)
+	_, errs["firmwares.list"] = f.fw.List(ctx, "")
+	_, errs["firmwares.update"] = f.fw.Update(ctx, o.Firmware.ID(), func(*domain.Firmware) error { return nil })
+	_, errs["rollouts.offers"] = f.ro.Offers(ctx, "cam")
+	_, errs["rollouts.update"] = f.ro.Update(ctx, o.Rollout.ID(), func(*domain.Rollout) error { return nil })
+	_, errs["tasks.active"] = f.tk.Active(ctx, d.ID())
+	_, errs["tasks.update"] = f.tk.Update(ctx, tk.ID(), func(*domain.Task) error { return nil })
+	_, errs["tasks.list"] = f.tk.List(ctx, ports.TaskFilter{})
+	_, errs["tasks.failed"] = f.tk.FailedCounts(ctx, d.ID())
+	_, errs["tasks.stats"] = f.tk.RolloutStats(ctx, o.Rollout.ID())
+	for name, err := range errs {
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("%s: err = %v, want context.Canceled", name, err)
+		}
+	}
+}
+
+// TestRowLockWaitHonoursDeadline: a caller blocked behind another's fn gives
+// up when its context does, as a Postgres query waiting on a row lock does.
+func TestRowLockWaitHonoursDeadline(t *testing.T) {
+	f := newStoreFixture(t)
+	o := f.offer(uuid.NewString(), "2.0.0")
+	d := f.device("d")
+	tk := f.insert(f.task(d.ID(), o))
+
+	inside, release := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, err := f.tk.Update(t.Context(), tk.ID(), func(*domain.Task) error {
+			close(inside)
+			<-release
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	<-inside
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, _, err := f.tk.ReplaceActive(ctx, d.ID(), func(*domain.Task) (*domain.Task, error) {
+		t.Error("fn ran while another caller held the device's tasks")
+		return nil, nil
+	})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err = %v, want context.DeadlineExceeded", err)
+	}
+	if waited := time.Since(start); waited > time.Second {
+		t.Errorf("gave up after %v", waited)
+	}
+	close(release)
+	wg.Wait()
+	if n := storeHeldRows(f.s); n != 0 {
+		t.Errorf("%d row locks still tracked after every caller left", n)
+	}
+}
+
+// TestFnMayReadOtherRepositories: fn runs without the store mutex, so it can
+// read what it needs, as it could inside a Postgres transaction.
+func TestFnMayReadOtherRepositories(t *testing.T) {
+	f := newStoreFixture(t)
+	o := f.offer(uuid.NewString(), "2.0.0")
+	d := f.device("d")
+	tk := f.task(d.ID(), o)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _, err := f.tk.ReplaceActive(t.Context(), d.ID(), func(*domain.Task) (*domain.Task, error) {
+			if _, err := f.fw.Get(t.Context(), o.Firmware.ID()); err != nil {
+				return nil, err
+			}
+			if _, err := f.tk.FailedCounts(t.Context(), d.ID()); err != nil {
+				return nil, err
+			}
+			if _, err := f.ro.Offers(t.Context(), "cam"); err != nil {
+				return nil, err
+			}
+			_, err := f.dev.Get(t.Context(), d.ID())
+			return &tk, err
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("fn reading other repositories deadlocked")
+	}
+}
+
+func TestListEdges(t *testing.T) {
+	f := newStoreFixture(t)
+	o := f.offer(uuid.NewString(), "2.0.0")
+	for i := range DefaultListLimit + 1 {
+		f.insert(f.task(f.device(fmt.Sprintf("d%03d", i)).ID(), o))
+	}
+	all, err := f.tk.List(t.Context(), ports.TaskFilter{})
+	f.must(err)
+	if len(all) != DefaultListLimit {
+		t.Errorf("limit 0 listed %d tasks, want the default page of %d", len(all), DefaultListLimit)
+	}
+	if got, err := f.tk.List(t.Context(), ports.TaskFilter{RolloutID: "nope"}); err != nil || len(got) != 0 {
+		t.Errorf("non-UUID rollout filter: %d tasks, err %v; want none, nil", len(got), err)
+	}
+	_, err = f.tk.List(t.Context(), ports.TaskFilter{After: &ports.TaskCursor{CreatedAt: f.now, ID: "nope"}})
+	if !errors.Is(err, domain.ErrValidation) {
+		t.Errorf("non-UUID cursor: err = %v, want ErrValidation", err)
+	}
+	if st, err := f.tk.RolloutStats(t.Context(), "nope"); err != nil || st != (domain.TaskStats{}) {
+		t.Errorf("stats of a non-UUID rollout: %+v, %v; want zero counts, nil", st, err)
+	}
+	if _, _, err := f.tk.ReplaceActive(t.Context(), "no spaces allowed", func(*domain.Task) (*domain.Task, error) {
+		t.Error("fn ran for a device id that cannot exist")
+		return nil, nil
+	}); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("replace for an impossible device id: err = %v, want ErrNotFound", err)
+	}
+}
+
+func TestRecordSeenUnknownDevice(t *testing.T) {
+	f := newStoreFixture(t)
+	if err := f.dev.RecordSeen(t.Context(), "ghost", domain.MustParseVersion("1.0.0"), f.now); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("err = %v, want ErrNotFound", err)
+	}
+}
+
+func TestTokenHashTakenIsPlainRefusal(t *testing.T) {
+	f := newStoreFixture(t)
+	a := f.device("a")
+	twin, err := domain.NewDevice("b", "cam", "", a.TokenHash(), f.now)
+	f.must(err)
+	if err := f.dev.Create(t.Context(), twin); !errors.Is(err, errTokenTaken) || errors.Is(err, domain.ErrDeviceExists) {
+		t.Errorf("create with a taken hash: err = %v, want errTokenTaken only", err)
+	}
+	// Rotating a token to its own hash is no conflict.
+	if _, err := f.dev.Update(t.Context(), a.ID(), func(d *domain.Device) error { d.RotateToken(a.TokenHash()); return nil }); err != nil {
+		t.Errorf("keeping its own hash: %v", err)
+	}
+	// After a rotation, the old hash is free for another device.
+	_, h, err := domain.NewDeviceToken()
+	f.must(err)
+	_, err = f.dev.Update(t.Context(), a.ID(), func(d *domain.Device) error { d.RotateToken(h); return nil })
+	f.must(err)
+	f.must(f.dev.Create(t.Context(), twin))
+	got, err := f.dev.GetByTokenHash(t.Context(), a.TokenHash())
+	f.must(err)
+	if got.ID() != "b" {
+		t.Errorf("the freed hash finds %q, want b", got.ID())
+	}
+}
+
+func TestClockAndUUIDs(t *testing.T) {
+	before := time.Now()
+	now := NewClock().Now()
+	if now.Before(before) || now.After(time.Now()) {
+		t.Errorf("clock says %v, not now", now)
+	}
+	ids := NewUUIDs()
+	seen := map[string]bool{}
+	for range 1000 {
+		id := ids.NewID()
+		u, err := uuid.Parse(id)
+		if err != nil || u.String() != id || u.Version() != 4 {
+			t.Fatalf("id %q is not a canonical v4 UUID (%v)", id, err)
+		}
+		if seen[id] {
+			t.Fatalf("id %q repeated", id)
+		}
+		seen[id] = true
+	}
+}
+
+func storeHeldRows(s *Store) int {
+	s.rows.mu.Lock()
+	defer s.rows.mu.Unlock()
+	return len(s.rows.held)
+}

@@ -1,0 +1,449 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"sort"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// Tasks is the in-memory ports.TaskRepository over a Store.
+type Tasks struct{ s *Store }
+
+var _ ports.TaskRepository = (*Tasks)(nil)
+
+// NewTasks returns the task repository of s; repositories built over the
+// same Store share data like tables of one database.
+func NewTasks(s *Store) *Tasks { return &Tasks{s: s} }
+
+// errEventRecorded mirrors the unique key on (task, event id): fn reported a
+// change for an event that is already recorded, which would apply it twice.
+var errEventRecorded = errors.New("memory: the event is already recorded for this task")
+
+// errForeignDevice refuses a task inserted through another device's
+// ReplaceActive: it would dodge that device's one-active-task check.
+var errForeignDevice = errors.New("memory: the new task belongs to another device")
+
+// mergeTask writes onto the stored task what the Postgres UPDATE writes —
+// status, progress, attempt, error and their time; identity, references,
+// action id and creation time keep their stored values.
+func mergeTask(stored, changed domain.Task) domain.Task {
+	rec, c := stored.Record(), changed.Record()
+	rec.Status, rec.Progress, rec.Attempt, rec.ErrorCode, rec.ErrorMessage = c.Status, c.Progress, c.Attempt, c.ErrorCode, c.ErrorMessage
+	rec.UpdatedAt = stamp(c.UpdatedAt)
+	return domain.RehydrateTask(rec)
+}
+
+// Get loads a task by id; an id that is not a UUID is domain.ErrNotFound.
+func (r *Tasks) Get(ctx context.Context, id string) (domain.Task, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.Task{}, err
+	}
+	key, ok := canonicalUUID(id)
+	if !ok {
+		return domain.Task{}, domain.ErrNotFound
+	}
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tasks[key]
+	if !ok {
+		return domain.Task{}, domain.ErrNotFound
+	}
+	return t, nil
+}
+
+// Active returns the device's active task, or domain.ErrNotFound.
+func (r *Tasks) Active(ctx context.Context, deviceID string) (domain.Task, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.Task{}, err
+	}
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.active[deviceID]
+	if !ok {
+		return domain.Task{}, domain.ErrNotFound
+	}
+	return s.tasks[id], nil
+}
+
+// ReplaceActive runs fn with a copy of the device's active task (nil if
+// none) while holding the device's task lock, then stores fn's change to it
+// and fn's new task together, or nothing when fn fails or ctx ends first.
+//
+// The one-active-task rule is checked here whatever fn did: when fn leaves
+// the active task active and still asks for an insert, the insert loses and
+// the active task is returned with created false, as the Postgres partial
+// unique index makes the insert lose. A new task must reference a stored
+// device (deviceID itself), firmware and a rollout of that firmware, else
+// domain.ErrNotFound; a device id that cannot exist is domain.ErrNotFound
+// before fn runs.
+func (r *Tasks) ReplaceActive(ctx context.Context, deviceID string, fn func(active *domain.Task) (*domain.Task, error)) (domain.Task, bool, error) {
+	if domain.ValidateIdentifier("device_id", deviceID) != nil {
+		if err := ctx.Err(); err != nil {
+			return domain.Task{}, false, err
+		}
+		return domain.Task{}, false, domain.ErrNotFound
+	}
+	s := r.s
+	unlock, err := s.rows.lock(ctx, taskRows(deviceID))
+	if err != nil {
+		return domain.Task{}, false, err
+	}
+	defer unlock()
+
+	s.mu.Lock()
+	var before, arg *domain.Task
+	if id, ok := s.active[deviceID]; ok {
+		t, cp := s.tasks[id], s.tasks[id]
+		before, arg = &t, &cp
+	}
+	s.mu.Unlock()
+
+	ins, err := fn(arg)
+	if err != nil {
+		return domain.Task{}, false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return domain.Task{}, false, err
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var after *domain.Task
+	if before != nil {
+		m := mergeTask(*before, *arg)
+		after = &m
+	}
+	if ins == nil {
+		if after == nil {
+			return domain.Task{}, false, nil
+		}
+		if err := s.putTaskLocked(*after); err != nil {
+			return domain.Task{}, false, err
+		}
+		return *after, false, nil
+	}
+	rec, err := checkNewTask(deviceID, *ins)
+	if err != nil {
+		return domain.Task{}, false, err
+	}
+	// Postgres draws the identity before it knows whether the insert
+	// stands, and a sequence never rolls back: every attempt uses a number.
+	s.lastActionID++
+	rec.ActionID = s.lastActionID
+	if rec.Status.IsActive() {
+		// The partial unique index: the insert loses to the task that is
+		// still active once fn's change to it is applied. Postgres decides
+		// this before the foreign keys are checked.
+		if after != nil && after.Status().IsActive() {
+			if err := s.putTaskLocked(*after); err != nil {
+				return domain.Task{}, false, err
+			}
+			return *after, false, nil
+		}
+		if holder, taken := s.active[deviceID]; taken && (after == nil || holder != after.ID()) {
+			return s.tasks[holder], false, nil // not reached while writers hold the device's task lock
+		}
+	}
+	if err := s.referencesLocked(rec); err != nil {
+		return domain.Task{}, false, err
+	}
+	if after != nil {
+		if err := s.putTaskLocked(*after); err != nil {
+			return domain.Task{}, false, err
+		}
+	}
+	created := domain.RehydrateTask(rec)
+	if err := s.insertTaskLocked(created); err != nil {
+		return domain.Task{}, false, err // not reached: checked above under the same mutex
+	}
+	return created, true, nil
+}
+
+// checkNewTask checks what the Postgres adapter checks of a task before
+// inserting it, and returns its record in stored form (canonical ids,
+// microsecond times; the action id is drawn by the caller).
+func checkNewTask(deviceID string, t domain.Task) (domain.TaskRecord, error) {
+	rec := t.Record()
+	if rec.DeviceID != deviceID {
+		return domain.TaskRecord{}, errForeignDevice
+	}
+	id, err := mustUUID("task", rec.ID)
+	if err != nil {
+		return domain.TaskRecord{}, err
+	}
+	fwID, okF := canonicalUUID(rec.FirmwareID)
+	roID, okR := canonicalUUID(rec.RolloutID)
+	if !okF || !okR {
+		return domain.TaskRecord{}, domain.ErrNotFound
+	}
+	rec.ID, rec.FirmwareID, rec.RolloutID = id, fwID, roID
+	rec.CreatedAt, rec.UpdatedAt = stamp(rec.CreatedAt), stamp(rec.UpdatedAt)
+	return rec, nil
+}
+
+// referencesLocked plays the task table's keys: the device and firmware
+// must be stored, the rollout must be a stored rollout of that firmware
+// (domain.ErrNotFound otherwise), and the id must be new. s.mu is held.
+func (s *Store) referencesLocked(rec domain.TaskRecord) error {
+	_, okD := s.devices[rec.DeviceID]
+	_, okF := s.firmwares[rec.FirmwareID]
+	ro, okR := s.rollouts[rec.RolloutID]
+	if !okD || !okF || !okR || ro.FirmwareID() != rec.FirmwareID {
+		return domain.ErrNotFound
+	}
+	if _, taken := s.tasks[rec.ID]; taken {
+		return errDuplicateID("task", rec.ID)
+	}
+	return nil
+}
+
+// insertTaskLocked adds a checked task and its index entries. s.mu is held.
+func (s *Store) insertTaskLocked(t domain.Task) error {
+	if t.Status().IsActive() {
+		if _, taken := s.active[t.DeviceID()]; taken {
+			return errActiveTaskTaken
+		}
+		s.active[t.DeviceID()] = t.ID()
+	}
+	s.tasks[t.ID()] = t
+	s.byDevice[t.DeviceID()] = append(s.byDevice[t.DeviceID()], t.ID())
+	s.byRollout[t.RolloutID()] = append(s.byRollout[t.RolloutID()], t.ID())
+	return nil
+}
+
+// putTaskLocked overwrites a stored task with t (already merged) and keeps
+// the active index in step, refusing a second active task. s.mu is held.
+func (s *Store) putTaskLocked(t domain.Task) error {
+	dev, id := t.DeviceID(), t.ID()
+	holder, taken := s.active[dev]
+	switch {
+	case t.Status().IsActive() && taken && holder != id:
+		return errActiveTaskTaken
+	case t.Status().IsActive():
+		s.active[dev] = id
+	case taken && holder == id:
+		delete(s.active, dev)
+	}
+	s.tasks[id] = t
+	return nil
+}
+
+// lockTask finds the task, takes its device's task lock and returns the
+// task as stored under that lock, with the release function.
+func (s *Store) lockTask(ctx context.Context, id string) (domain.Task, func(), error) {
+	if err := ctx.Err(); err != nil {
+		return domain.Task{}, nil, err
+	}
+	key, ok := canonicalUUID(id)
+	if !ok {
+		return domain.Task{}, nil, domain.ErrNotFound
+	}
+	s.mu.Lock()
+	t, ok := s.tasks[key]
+	s.mu.Unlock()
+	if !ok {
+		return domain.Task{}, nil, domain.ErrNotFound
+	}
+	unlock, err := s.rows.lock(ctx, taskRows(t.DeviceID())) // a task's device never changes
+	if err != nil {
+		return domain.Task{}, nil, err
+	}
+	s.mu.Lock()
+	t = s.tasks[key]
+	s.mu.Unlock()
+	return t, unlock, nil
+}
+
+// Update loads the task locked, lets fn change a copy, and stores it only if
+// fn returns nil. Only status, progress, error and their time are written.
+func (r *Tasks) Update(ctx context.Context, id string, fn func(*domain.Task) error) (domain.Task, error) {
+	s := r.s
+	t, unlock, err := s.lockTask(ctx, id)
+	if err != nil {
+		return domain.Task{}, err
+	}
+	defer unlock()
+	changed := t
+	if err := fn(&changed); err != nil {
+		return domain.Task{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return domain.Task{}, err
+	}
+	merged := mergeTask(t, changed)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.putTaskLocked(merged); err != nil {
+		return domain.Task{}, err
+	}
+	return merged, nil
+}
+
+// ApplyEvent loads the task locked, with the event already recorded under
+// ev's id for this task (nil if none), and calls fn on a copy. Only when fn
+// reports a change are the task and the event stored, together; when it
+// reports none nothing is stored and the task is returned as fn left it
+// (the domain leaves it untouched then), and when fn fails or ctx ends first
+// nothing is stored and the error is returned. The recorded event keeps
+// only its id and fingerprint, as the Postgres table does.
+func (r *Tasks) ApplyEvent(ctx context.Context, taskID string, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error)) (domain.Task, error) {
+	s := r.s
+	t, unlock, err := s.lockTask(ctx, taskID)
+	if err != nil {
+		return domain.Task{}, err
+	}
+	defer unlock()
+	key := eventKey{taskID: t.ID(), eventID: ev.ID()}
+	s.mu.Lock()
+	fp, seen := s.events[key]
+	s.mu.Unlock()
+	var prior *domain.Event
+	if seen {
+		p := domain.RehydrateEvent(ev.ID(), fp)
+		prior = &p
+	}
+	changed := t
+	ok, err := fn(&changed, prior)
+	if err != nil {
+		return domain.Task{}, err
+	}
+	if !ok {
+		return changed, nil // as fn left it, as the Postgres adapter answers
+	}
+	if seen {
+		return domain.Task{}, errEventRecorded
+	}
+	if err := ctx.Err(); err != nil {
+		return domain.Task{}, err
+	}
+	merged := mergeTask(t, changed)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.putTaskLocked(merged); err != nil {
+		return domain.Task{}, err
+	}
+	s.events[key] = ev.Fingerprint()
+	return merged, nil
+}
+
+// FailedCounts counts the device's failed tasks by firmware id, across
+// rollouts. Cancelled tasks are not failures. The map is empty, not nil,
+// when there are none.
+func (r *Tasks) FailedCounts(ctx context.Context, deviceID string) (map[string]int, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for _, id := range s.byDevice[deviceID] {
+		if t := s.tasks[id]; t.Status() == domain.TaskFailed {
+			out[t.FirmwareID()]++
+		}
+	}
+	return out, nil
+}
+
+// RolloutStats counts a rollout's tasks by status. A rollout without tasks,
+// that does not exist, or whose id is not a UUID has all counts zero: it is
+// a count, not a lookup.
+func (r *Tasks) RolloutStats(ctx context.Context, rolloutID string) (domain.TaskStats, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.TaskStats{}, err
+	}
+	key, ok := canonicalUUID(rolloutID)
+	if !ok {
+		return domain.TaskStats{}, nil
+	}
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var st domain.TaskStats
+	for _, id := range s.byRollout[key] {
+		st.Add(s.tasks[id].Status(), 1)
+	}
+	return st, nil
+}
+
+// DefaultListLimit is the page size List uses when the filter sets none,
+// the same as the Postgres adapter's.
+const DefaultListLimit = 50
+
+// List returns the tasks matching f in (created_at, id) order, starting
+// after f.After, at most f.Limit of them (DefaultListLimit when not
+// positive). A rollout filter that is not a UUID matches nothing; a cursor
+// id that is not a UUID is a validation error.
+func (r *Tasks) List(ctx context.Context, f ports.TaskFilter) ([]domain.Task, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var after *ports.TaskCursor
+	if f.After != nil {
+		id, ok := canonicalUUID(f.After.ID)
+		if !ok {
+			return nil, &domain.ValidationError{Field: "after", Reason: "is not a valid cursor"}
+		}
+		after = &ports.TaskCursor{CreatedAt: stamp(f.After.CreatedAt), ID: id}
+	}
+	rolloutID := ""
+	if f.RolloutID != "" {
+		id, ok := canonicalUUID(f.RolloutID)
+		if !ok {
+			return []domain.Task{}, nil
+		}
+		rolloutID = id
+	}
+	s := r.s
+	s.mu.Lock()
+	var ids []string
+	switch {
+	case f.DeviceID != "":
+		ids = s.byDevice[f.DeviceID]
+	case rolloutID != "":
+		ids = s.byRollout[rolloutID]
+	default:
+		ids = make([]string, 0, len(s.tasks))
+		for id := range s.tasks {
+			ids = append(ids, id)
+		}
+	}
+	out := []domain.Task{}
+	for _, id := range ids {
+		t := s.tasks[id]
+		switch {
+		case f.DeviceID != "" && t.DeviceID() != f.DeviceID,
+			rolloutID != "" && t.RolloutID() != rolloutID,
+			f.Status != nil && t.Status() != *f.Status,
+			after != nil && !taskAfter(t, *after):
+			continue
+		}
+		out = append(out, t)
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		return taskAfter(out[j], ports.TaskCursor{CreatedAt: out[i].CreatedAt(), ID: out[i].ID()})
+	})
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// taskAfter reports whether t comes after c in (created_at, id) order.
+// Canonical UUID strings sort as Postgres sorts uuid values.
+func taskAfter(t domain.Task, c ports.TaskCursor) bool {
+	if cmp := t.CreatedAt().Compare(c.CreatedAt); cmp != 0 {
+		return cmp > 0
+	}
+	return t.ID() > c.ID
+}
