@@ -36,6 +36,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	clock := memory.NewClock()
 	uuiDs := memory.NewUUIDs()
+	rateLimiter := bootstrap.RateLimiterFrom(cfg)
 	deps := application.Deps{
 		Devices:   deviceRepository,
 		Firmwares: firmwareRepository,
@@ -45,6 +46,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		Clock:     clock,
 		IDs:       uuiDs,
 		Metrics:   metrics,
+		Limiter:   rateLimiter,
 	}
 	pollInterval := bootstrap.PollIntervalFrom(cfg)
 	devices, err := application.NewDevices(deps, pollInterval)
@@ -80,6 +82,7 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	locker := bootstrap.MemoryLocker(cfg, metrics)
 	clock := memory.NewClock()
 	uuiDs := memory.NewUUIDs()
+	rateLimiter := bootstrap.RateLimiterFrom(cfg)
 	deps := application.Deps{
 		Devices:   devices,
 		Firmwares: firmwares,
@@ -89,6 +92,7 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 		Clock:     clock,
 		IDs:       uuiDs,
 		Metrics:   metrics,
+		Limiter:   rateLimiter,
 	}
 	pollInterval := bootstrap.PollIntervalFrom(cfg)
 	applicationDevices, err := application.NewDevices(deps, pollInterval)

@@ -26,11 +26,14 @@ type Deps struct {
 	Clock     ports.Clock
 	IDs       ports.IDGenerator
 	Metrics   ports.Metrics
+	// Limiter spends each device's request budget on checks and non-final
+	// events (ports.Unlimited turns limits off).
+	Limiter ports.RateLimiter
 }
 
 func (d Deps) validate() error {
 	if d.Devices == nil || d.Firmwares == nil || d.Rollouts == nil || d.Tasks == nil ||
-		d.Locker == nil || d.Clock == nil || d.IDs == nil || d.Metrics == nil {
+		d.Locker == nil || d.Clock == nil || d.IDs == nil || d.Metrics == nil || d.Limiter == nil {
 		return errors.New("application: every dependency is required")
 	}
 	return nil

@@ -68,6 +68,8 @@ func (s *Devices) Check(ctx context.Context, req ports.CheckRequest) (ports.Chec
 		res.PollAfter = s.pollAfter
 	case errors.Is(err, domain.ErrServiceBusy):
 		res.Outcome = ports.CheckBusy
+	case errors.Is(err, domain.ErrRateLimited):
+		res.Outcome = ports.CheckRateLimited
 	default:
 		res.Outcome = ports.CheckError
 	}
@@ -84,6 +86,9 @@ func (s *Devices) check(ctx context.Context, req ports.CheckRequest) (ports.Chec
 		return ports.CheckResult{}, err
 	}
 	d := s.deps
+	if ok, wait := d.Limiter.Allow(req.DeviceID); !ok {
+		return ports.CheckResult{}, &ports.RateLimitedError{Wait: wait}
+	}
 	dev, err := d.Devices.Get(ctx, req.DeviceID)
 	if err != nil {
 		return ports.CheckResult{}, fmt.Errorf("loading device: %w", err)
@@ -313,6 +318,13 @@ func (s *Devices) ReportEvent(ctx context.Context, deviceID, taskID string, req 
 		return ports.TaskView{}, err
 	}
 	d := s.deps
+	// A final status is never refused for rate reasons: it is the word
+	// that lets the device stop, and losing it would leave the task open.
+	if !ev.IsFinal() {
+		if ok, wait := d.Limiter.Allow(deviceID); !ok {
+			return ports.TaskView{}, &ports.RateLimitedError{Wait: wait}
+		}
+	}
 	changed := false
 	t, err := d.Tasks.ApplyEvent(ctx, taskID, ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
 		if t.DeviceID() != deviceID {

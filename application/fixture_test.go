@@ -35,7 +35,7 @@ func newEnv(t *testing.T, locker ports.Locker) *env {
 	deps := application.Deps{
 		Devices: memory.NewDevices(store), Firmwares: memory.NewFirmwares(store),
 		Rollouts: memory.NewRollouts(store), Tasks: memory.NewTasks(store),
-		Locker: locker, Clock: memory.NewClock(), IDs: memory.NewUUIDs(), Metrics: ports.NopMetrics{},
+		Locker: locker, Clock: memory.NewClock(), IDs: memory.NewUUIDs(), Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
 	}
 	devices, err := application.NewDevices(deps, application.PollInterval(3600e9))
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -32,6 +33,14 @@ type Config struct {
 	PollInterval time.Duration
 	Store        Store
 	LogLevel     slog.Level
+	// DeviceRate is each device's sustained budget of checks and non-final
+	// events per second (0 turns the limit off); DeviceBurst is how many
+	// it may spend at once.
+	DeviceRate  float64
+	DeviceBurst int
+	// LockMajority is how many of 2n-1 Redis keys make a lock (1 on one
+	// Redis or one cluster; more spreads keys over cluster masters).
+	LockMajority int32
 	// Migrate applies pending migrations at start (serve --no-migrate turns it off).
 	Migrate bool
 }
@@ -105,6 +114,18 @@ func LoadConfig(getenv func(string) string, requireAdminToken bool) (Config, err
 	default:
 		bad("OTA_STORE", "%q must be postgres or memory", s)
 	}
+	number := func(name, def string, min, max float64) float64 {
+		raw := get(name, def)
+		v, err := strconv.ParseFloat(raw, 64)
+		if err != nil || v < min || v > max {
+			bad(name, "%q must be a number from %g to %g", raw, min, max)
+			return 0
+		}
+		return v
+	}
+	cfg.DeviceRate = number("OTA_DEVICE_RATE_LIMIT", "5", 0, 1e6)
+	cfg.DeviceBurst = int(number("OTA_DEVICE_RATE_BURST", "20", 1, 1e6))
+	cfg.LockMajority = int32(number("OTA_LOCK_MAJORITY", "1", 1, 5))
 	if err := cfg.LogLevel.UnmarshalText([]byte(get("OTA_LOG_LEVEL", "info"))); err != nil {
 		bad("OTA_LOG_LEVEL", "must be debug, info, warn or error")
 	}

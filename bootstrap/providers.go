@@ -22,6 +22,7 @@ var ApplicationSet = wire.NewSet(
 	application.NewDevices, wire.Bind(new(ports.DeviceService), new(*application.Devices)),
 	application.NewAdmin, wire.Bind(new(ports.AdminService), new(*application.Admin)),
 	PollIntervalFrom,
+	RateLimiterFrom,
 )
 
 // EdgeSet provides the HTTP server, metrics and the app lifecycle.
@@ -59,6 +60,15 @@ func PollIntervalFrom(cfg Config) application.PollInterval {
 	return application.PollInterval(cfg.PollInterval)
 }
 
+// RateLimiterFrom builds the per-device request budget (in-process, per
+// replica), or none when OTA_DEVICE_RATE_LIMIT is 0.
+func RateLimiterFrom(cfg Config) ports.RateLimiter {
+	if cfg.DeviceRate <= 0 {
+		return ports.Unlimited{}
+	}
+	return memory.NewRateLimiter(cfg.DeviceRate, cfg.DeviceBurst)
+}
+
 // HTTPConfigFrom extracts the edge's settings.
 func HTTPConfigFrom(cfg Config) httpadapter.Config {
 	return httpadapter.Config{AdminToken: httpadapter.AdminToken(cfg.AdminToken)}
@@ -66,7 +76,7 @@ func HTTPConfigFrom(cfg Config) httpadapter.Config {
 
 // LockConfigFrom extracts the Redis lock's settings.
 func LockConfigFrom(cfg Config) redislock.Config {
-	return redislock.Config{URL: cfg.RedisURL, KeyPrefix: "ota:lock", TTL: cfg.LockTTL, Wait: cfg.LockWait, Majority: 1}
+	return redislock.Config{URL: cfg.RedisURL, KeyPrefix: "ota:lock", TTL: cfg.LockTTL, Wait: cfg.LockWait, Majority: cfg.LockMajority}
 }
 
 // LockMetricsFrom lets the lock report into the service's metrics.

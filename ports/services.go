@@ -29,6 +29,8 @@ const (
 	CheckSuperseded = "superseded"
 	CheckBusy       = "busy"
 	CheckError      = "error"
+	// CheckRateLimited counts checks refused for the device's request budget.
+	CheckRateLimited = "rate_limited"
 )
 
 // CheckResult answers a poll. Task is nil when there is no update.

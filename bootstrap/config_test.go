@@ -1,0 +1,51 @@
+package bootstrap_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ai-device/ota/bootstrap"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestLoadConfigDefaults(t *testing.T) {
+	cfg, err := bootstrap.LoadConfig(env(map[string]string{"OTA_ADMIN_TOKEN": "0123456789abcdef"}), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTPAddr != ":8080" || cfg.LockTTL != 5*time.Second || cfg.LockWait != 500*time.Millisecond ||
+		cfg.PollInterval != time.Hour || cfg.Store != bootstrap.StorePostgres || cfg.DatabaseURL != bootstrap.DefaultDatabaseURL ||
+		cfg.RedisURL != bootstrap.DefaultRedisURL || cfg.LockMajority != 1 || !cfg.Migrate {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+}
+
+func TestLoadConfigRefusesBadValuesNamingTheVariable(t *testing.T) {
+	cases := map[string]map[string]string{
+		"OTA_ADMIN_TOKEN":       {},
+		"OTA_LOCK_TTL":          {"OTA_LOCK_TTL": "soon"},
+		"OTA_LOCK_WAIT":         {"OTA_LOCK_WAIT": "-1s"},
+		"OTA_POLL_INTERVAL":     {"OTA_POLL_INTERVAL": "0s"},
+		"OTA_STORE":             {"OTA_STORE": "sqlite"},
+		"OTA_LOG_LEVEL":         {"OTA_LOG_LEVEL": "loud"},
+		"OTA_HTTP_ADDR":         {"OTA_HTTP_ADDR": "8080"},
+		"OTA_DATABASE_URL":      {"OTA_DATABASE_URL": "mysql://x"},
+		"OTA_REDIS_URL":         {"OTA_REDIS_URL": "http://x"},
+		"OTA_DEVICE_RATE_LIMIT": {"OTA_DEVICE_RATE_LIMIT": "fast"},
+		"OTA_LOCK_MAJORITY":     {"OTA_LOCK_MAJORITY": "0"},
+	}
+	for name, vars := range cases {
+		if name != "OTA_ADMIN_TOKEN" {
+			vars["OTA_ADMIN_TOKEN"] = "0123456789abcdef"
+		}
+		_, err := bootstrap.LoadConfig(env(vars), true)
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: got %v, want an error naming it", name, err)
+		}
+	}
+	if _, err := bootstrap.LoadConfig(env(map[string]string{}), false); err != nil {
+		t.Errorf("migrate needs no admin token: %v", err)
+	}
+}
