@@ -35,7 +35,7 @@ func newReplica(t *testing.T, db *sqlx.DB, locker ports.Locker) replica {
 	deps := application.Deps{
 		Devices: postgres.NewDeviceRepository(db), Firmwares: postgres.NewFirmwareRepository(db),
 		Rollouts: postgres.NewRolloutRepository(db), Tasks: postgres.NewTaskRepository(db),
-		Locker: locker, Clock: memory.NewClock(), IDs: memory.NewUUIDs(), Metrics: ports.NopMetrics{},
+		Locker: locker, Clock: memory.NewClock(), IDs: memory.NewUUIDs(), Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
 	}
 	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
 	if err != nil {
