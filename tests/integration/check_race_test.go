@@ -48,9 +48,13 @@ func newReplica(t *testing.T, db *sqlx.DB, locker ports.Locker) replica {
 	return replica{devices: devices, admin: admin}
 }
 
-func redisLocker(t *testing.T, prefix string) *redislock.Locker {
+func redisLocker(t *testing.T, prefix string, metrics ...ports.LockMetrics) *redislock.Locker {
 	t.Helper()
-	l, cleanup, err := redislock.New(redislock.Config{URL: testenv.RedisURL(t), KeyPrefix: prefix, TTL: 5 * time.Second, Wait: 3 * time.Second, Majority: 1}, ports.NopLockMetrics{})
+	var m ports.LockMetrics = ports.NopLockMetrics{}
+	if len(metrics) > 0 {
+		m = metrics[0]
+	}
+	l, cleanup, err := redislock.New(redislock.Config{URL: testenv.RedisURL(t), KeyPrefix: prefix, TTL: 5 * time.Second, Wait: 3 * time.Second, Majority: 1}, m)
 	if err != nil {
 		t.Fatal(err)
 	}
