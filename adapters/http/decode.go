@@ -97,7 +97,7 @@ func (s *server) acceptEmptyBody(c echo.Context) error {
 //   - a field of the wrong JSON type is VALIDATION_FAILED naming the field;
 //   - unknown fields are ignored, so older servers accept newer clients.
 func decodeJSON(body []byte, dst any) error {
-	if !utf8.Valid(body) {
+	if !utf8.Valid(body) || hasLoneSurrogate(body) {
 		return &domain.ValidationError{Reason: "request body must be valid UTF-8"}
 	}
 	if trimmed := bytes.TrimLeft(body, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
@@ -171,4 +171,70 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// hasLoneSurrogate reports a \uD800–\uDFFF escape that is not half of a
+// surrogate pair. It has no UTF-8 form, and encoding/json would silently
+// store U+FFFD in its place: a string the caller never sent.
+func hasLoneSurrogate(body []byte) bool {
+	inString := false
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if !inString {
+			if c == '"' {
+				inString = true
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = false
+		case '\\':
+			if i+1 >= len(body) || body[i+1] != 'u' {
+				i++ // a one-character escape
+				continue
+			}
+			r, ok := hex4(body, i+2)
+			if !ok {
+				return false // not valid JSON; the decoder reports it
+			}
+			i += 5
+			switch {
+			case r >= 0xDC00 && r <= 0xDFFF:
+				return true // a low half with no high half before it
+			case r >= 0xD800 && r <= 0xDBFF:
+				if i+6 >= len(body) || body[i+1] != '\\' || body[i+2] != 'u' {
+					return true
+				}
+				lo, ok := hex4(body, i+3)
+				if !ok || lo < 0xDC00 || lo > 0xDFFF {
+					return true
+				}
+				i += 6
+			}
+		}
+	}
+	return false
+}
+
+func hex4(b []byte, at int) (rune, bool) {
+	if at+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[at : at+4] {
+		var v byte
+		switch {
+		case c >= '0' && c <= '9':
+			v = c - '0'
+		case c >= 'a' && c <= 'f':
+			v = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			v = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(v)
+	}
+	return r, true
 }

@@ -135,9 +135,21 @@ func recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// pathParam returns a path parameter, percent-decoded. Echo matches on the
-// raw path when the URL carries escapes, and passes parameters on as
-// written; decoding here means "%41" and "A" name the same device.
+// rawPathRouting makes Echo always route on the escaped path. Go leaves
+// URL.RawPath empty when the escaping is the default one, and Echo then
+// routes on the decoded path: "%2564ev" would arrive as "%64ev" and be
+// decoded a second time by pathParam into "dev". With RawPath always set,
+// parameters always arrive as written and are decoded exactly once.
+func rawPathRouting(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		u := c.Request().URL
+		u.RawPath = u.EscapedPath()
+		return next(c)
+	}
+}
+
+// pathParam returns a path parameter, percent-decoded exactly once (see
+// rawPathRouting), so "%41" and "A" name the same device.
 func pathParam(c echo.Context, name string) string {
 	v := c.Param(name)
 	if u, err := url.PathUnescape(v); err == nil {

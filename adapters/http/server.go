@@ -127,6 +127,7 @@ func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService
 	// Outermost first: the request id must exist before anything can fail,
 	// the access log must see the final status, and a panic must become an
 	// error the access log and error handler can report.
+	e.Pre(rawPathRouting)
 	e.Use(s.requestID, s.accessLog, recoverPanics)
 
 	s.add(e, http.MethodGet, "/healthz", s.healthz)
