@@ -58,5 +58,9 @@ generate-check:
 	    echo "wire_gen.go is stale: run 'make generate' and commit it"; exit 1; fi; \
 	  rm -rf $$tmp; echo "wire_gen.go is fresh"
 
+## load: run the fleet simulator against a running otad (ARGS="-devices 10000 -mode poll -duration 10s")
+load:
+	$(GO) run ./tests/load $(ARGS)
+
 clean:
 	rm -f $(BIN)

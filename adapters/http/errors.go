@@ -194,12 +194,26 @@ func retryAfterSeconds(d time.Duration) string {
 // handleError is Echo's HTTPErrorHandler: the one place where errors become
 // HTTP answers. Internal errors are logged with the request id, and the
 // caller gets only a generic message and that id to quote.
+// StatusClientClosedRequest is what a request whose caller hung up before
+// the answer is recorded as (nginx's convention); no client ever reads it.
+const StatusClientClosedRequest = 499
+
 func (s *server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
 	r := classify(err)
 	id := requestIDOf(c)
+	if r.internal && c.Request().Context().Err() != nil {
+		// The caller hung up and its cancellation surfaced as an error
+		// (context canceled, or Postgres cancelling the statement). Nothing
+		// failed on our side: record it as nginx's 499, not as a 500.
+		c.Set(ctxErrorCode, "CLIENT_CLOSED_REQUEST")
+		s.logger.InfoContext(c.Request().Context(), "client closed request",
+			"request_id", id, "method", c.Request().Method, "route", s.routeLabel(c))
+		_ = c.NoContent(StatusClientClosedRequest)
+		return
+	}
 	c.Set(ctxErrorCode, r.code)
 	if r.internal {
 		s.logger.ErrorContext(c.Request().Context(), "internal error",
