@@ -19,7 +19,7 @@ OTA_TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 endif
 export OTA_TEST_DATABASE_URL OTA_TEST_REDIS_URL
 
-.PHONY: all build run test test-unit lint generate generate-check fuzz load clean
+.PHONY: all build run test test-unit lint generate generate-check fuzz fuzz-smoke fuzz-run load clean
 
 all: build
 
@@ -34,6 +34,7 @@ run: build
 ## test: lint, check generated code, then every test with -race
 test: lint generate-check
 	$(GO) test -race -shuffle=on -count=1 -timeout 15m $(PKGS)
+	@$(MAKE) --no-print-directory fuzz-smoke
 
 ## test-unit: the fast tests only (no Postgres, Redis or binary)
 test-unit:
@@ -57,6 +58,36 @@ generate-check:
 	  if ! diff -u $$tmp/wire_gen.go wire_gen.go; then cp $$tmp/wire_gen.go wire_gen.go; rm -rf $$tmp; \
 	    echo "wire_gen.go is stale: run 'make generate' and commit it"; exit 1; fi; \
 	  rm -rf $$tmp; echo "wire_gen.go is fresh"
+
+# `go test -fuzz` takes one package and one target per run, so targets are
+# discovered (every `func FuzzXxx` in a _test.go file) and run one by one.
+# Each first replays its committed corpus as a plain test: -fuzztime also
+# bounds the baseline corpus pass, so a short run could miss a known crasher.
+FUZZTIME       ?= 60s
+FUZZSMOKETIME  ?= 3s
+
+## fuzz: run every fuzz target for FUZZTIME each (default 60s)
+fuzz:
+	@$(MAKE) --no-print-directory fuzz-run FUZZ_FOR=$(FUZZTIME)
+
+## fuzz-smoke: run every fuzz target for FUZZSMOKETIME each (~3s); part of `make test`
+fuzz-smoke:
+	@$(MAKE) --no-print-directory fuzz-run FUZZ_FOR=$(FUZZSMOKETIME)
+
+fuzz-run:
+	@set -uo pipefail; n=0; failed=""; \
+	for f in $$(grep -rl --include='*_test.go' --exclude-dir=testdata --exclude-dir=vendor '^func Fuzz' . | sort); do \
+	  pkg=./$$(dirname "$${f#./}"); \
+	  for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$f"); do \
+	    echo "== $$pkg $$t ($(FUZZ_FOR))"; n=$$((n+1)); \
+	    $(GO) test -count=1 -run "^$$t\$$" "$$pkg" >/dev/null \
+	      && $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZ_FOR) "$$pkg" \
+	      || { failed="$$failed $$pkg:$$t"; $(GO) test -count=1 -run "^$$t\$$" "$$pkg" | tail -n 40; }; \
+	  done; \
+	done; \
+	[ "$$n" -gt 0 ] || { echo "no fuzz targets found"; exit 1; }; \
+	if [ -n "$$failed" ]; then echo "fuzz targets failed:$$failed"; exit 1; fi; \
+	echo "fuzzed $$n targets for $(FUZZ_FOR) each"
 
 ## load: run the fleet simulator against a running otad (ARGS="-devices 10000 -mode poll -duration 10s")
 load:
