@@ -163,13 +163,15 @@ func (s *Admin) UpdateRollout(ctx context.Context, id string, change ports.Rollo
 	}
 	now := s.deps.Clock.Now()
 	r, err := s.deps.Rollouts.Update(ctx, id, func(r *domain.Rollout) error {
-		if to != nil {
-			if err := r.ChangeStatus(*to, fw, now); err != nil {
+		// Percentage first: {"percentage":0,"status":"cancelled"} is a
+		// coherent request, and a cancelled rollout refuses any change.
+		if change.Percentage != nil {
+			if err := r.SetPercentage(*change.Percentage, now); err != nil {
 				return err
 			}
 		}
-		if change.Percentage != nil {
-			return r.SetPercentage(*change.Percentage, now)
+		if to != nil {
+			return r.ChangeStatus(*to, fw, now)
 		}
 		return nil
 	})

@@ -348,3 +348,28 @@ func TestConcurrentChecksShareOneTask(t *testing.T) {
 		})
 	}
 }
+
+func TestPendingTaskBelowTheReportedVersionIsNotHandedOut(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.rollout(e.firmware("1.1.0"), 100)
+	d := e.device("1.0.0")
+	task := e.check(d, "1.0.0").Task.Task
+	if res := e.check(d, "9.0.0"); res.Task != nil {
+		t.Fatalf("a downgrade was handed out: %+v", res.Task.Task.Record())
+	}
+	if got := e.task(task.ID()); got.Status() != domain.TaskCancelled || got.ErrorCode() != domain.CodeSuperseded {
+		t.Fatalf("task %+v", got.Record())
+	}
+}
+
+func TestPatchPercentageAndCancelTogether(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	r := e.rollout(e.firmware("1.1.0"), 30)
+	zero, cancelled := 0, "cancelled"
+	got, err := e.admin.UpdateRollout(e.ctx, r.ID(), ports.RolloutChange{Percentage: &zero, Status: &cancelled})
+	if err != nil || got.Status() != domain.RolloutCancelled || got.Percentage() != 0 {
+		t.Fatalf("got %+v, %v", got.Record(), err)
+	}
+}

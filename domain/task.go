@@ -189,7 +189,9 @@ func (t *Task) Succeed(now time.Time) error {
 // Settle applies the check-time rules that end an active task before a
 // target is chosen: the device already runs the task's version (succeeded,
 // rule 3), or a pending task's firmware was revoked or its rollout cancelled
-// (rule 5). It reports whether the task changed.
+// (rule 5). A pending task for a version below what the device reports is
+// cancelled as superseded too: handing it out would be a downgrade. It
+// reports whether the task changed.
 func (t *Task) Settle(reported Version, fw Firmware, r Rollout, now time.Time) bool {
 	if !t.status.IsActive() {
 		return false
@@ -201,6 +203,10 @@ func (t *Task) Settle(reported Version, fw Firmware, r Rollout, now time.Time) b
 		return false
 	}
 	switch {
+	case !reported.IsZero() && reported.Compare(fw.Version()) > 0:
+		// The device got past this image some other way; installing it
+		// now would be a downgrade.
+		return t.Cancel(CodeSuperseded, "the device already runs a newer version", now) == nil
 	case fw.Revoked():
 		return t.Cancel(CodeFirmwareRevoked, "the firmware was revoked", now) == nil
 	case r.Status() == RolloutCancelled:

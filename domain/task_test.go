@@ -495,3 +495,33 @@ func TestApplyEventFullHappyPath(t *testing.T) {
 		}
 	}
 }
+
+func TestSettleCancelsAPendingDowngrade(t *testing.T) {
+	fw := mustFirmware(t, "fw-1", "cam-x1", "1.2.0", "")
+	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Percentage: 100}, t0)
+	for _, tc := range []struct {
+		name     string
+		started  bool
+		reported string
+		want     domain.TaskStatus
+	}{
+		{"pending, device above", false, "1.3.0", domain.TaskCancelled},
+		{"pending, device below", false, "1.1.0", domain.TaskPending},
+		{"started, device above", true, "1.3.0", domain.TaskDownloading},
+	} {
+		task, err := domain.NewTask("7c9e6679-7425-40de-944b-e07fc1f90ae7", "dev-1", domain.Offer{Firmware: fw, Rollout: r}, 1, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.started {
+			ev, _ := domain.NewEvent("e1", "downloading", nil, "", "")
+			if _, err := task.ApplyEvent(ev, nil, t0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		task.Settle(domain.MustParseVersion(tc.reported), fw, r, t0)
+		if task.Status() != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, task.Status(), tc.want)
+		}
+	}
+}
