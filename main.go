@@ -103,12 +103,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 
 	if *createDB {
 		if err := bootstrap.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {
-			return fmt.Errorf("%w\n%s", err, memoryHint)
+			return fmt.Errorf("%w (OTA_DATABASE_URL); %s", err, memoryHint)
 		}
 	}
 	db, closeDB, err := postgres.Open(postgres.Config{URL: postgres.DatabaseURL(cfg.DatabaseURL)})
 	if err != nil {
-		return fmt.Errorf("%w (OTA_DATABASE_URL)\n%s", err, memoryHint)
+		return fmt.Errorf("%w (OTA_DATABASE_URL); %s", err, memoryHint)
 	}
 	defer closeDB()
 	if cfg.Migrate {
@@ -118,7 +118,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	app, cleanup, err := initPostgresApp(cfg, db, logger)
 	if err != nil {
-		return fmt.Errorf("%w (OTA_REDIS_URL)\n%s", err, memoryHint)
+		return fmt.Errorf("%w (OTA_REDIS_URL); %s", err, memoryHint)
 	}
 	defer cleanup()
 	return app.Run(ctx)
