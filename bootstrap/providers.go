@@ -107,4 +107,3 @@ func (r redisCheck) Check(ctx context.Context) error {
 	defer cancel()
 	return r.lock.Ping(ctx)
 }
-
