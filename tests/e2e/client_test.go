@@ -132,7 +132,7 @@ func (c *client) try(t testing.TB, cl call) (*response, error) {
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, cl.method, c.inst.base+cl.path, rd)
+	req, err := http.NewRequestWithContext(ctx, cl.method, c.inst.URL+cl.path, rd)
 	if err != nil {
 		return nil, err
 	}
@@ -152,12 +152,12 @@ func (c *client) try(t testing.TB, cl call) (*response, error) {
 	start := time.Now()
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s on otad %s: %w", cl.method, cl.path, c.inst.name, err)
+		return nil, fmt.Errorf("%s %s on otad %s: %w", cl.method, cl.path, c.inst.Name, err)
 	}
 	defer resp.Body.Close()
 	rb, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s on otad %s: reading the body: %w", cl.method, cl.path, c.inst.name, err)
+		return nil, fmt.Errorf("%s %s on otad %s: reading the body: %w", cl.method, cl.path, c.inst.Name, err)
 	}
 	r := &response{status: resp.StatusCode, header: resp.Header.Clone(), body: rb, elapsed: time.Since(start)}
 	recorded.add(exchange{
@@ -165,7 +165,7 @@ func (c *client) try(t testing.TB, cl call) (*response, error) {
 		status: r.status, header: r.header, body: rb,
 	})
 	if err := checkEnvelope(cl.path, cl.requestID, r); err != nil {
-		t.Errorf("%s %s on otad %s: %v\nresponse: %s", cl.method, cl.path, c.inst.name, err, r)
+		t.Errorf("%s %s on otad %s: %v\nresponse: %s", cl.method, cl.path, c.inst.Name, err, r)
 	}
 	return r, nil
 }
@@ -460,7 +460,7 @@ func (c *client) warm(t testing.TB, n int) {
 	})
 	for _, err := range errs {
 		if err != nil {
-			t.Fatalf("warming connections to otad %s: %v", c.inst.name, err)
+			t.Fatalf("warming connections to otad %s: %v", c.inst.Name, err)
 		}
 	}
 }

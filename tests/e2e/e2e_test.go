@@ -17,6 +17,7 @@ import (
 	"github.com/lib/pq"
 
 	httpadapter "github.com/ai-device/ota/adapters/http"
+	"github.com/ai-device/ota/tests/testenv"
 )
 
 // TestE2E runs the scenarios in parallel, each against its own instances
@@ -84,7 +85,7 @@ func testWalkthrough(t *testing.T) {
 		r = c.do(t, getTaskCall(dev, token, task.ID))
 		wantStatus(t, r, http.StatusOK)
 		if got := decode[taskJSON](t, r); got != task {
-			t.Fatalf("GET task on %s = %+v, want %+v", c.inst.name, got, task)
+			t.Fatalf("GET task on %s = %+v, want %+v", c.inst.Name, got, task)
 		}
 	}
 
@@ -95,7 +96,7 @@ func testWalkthrough(t *testing.T) {
 		wantStatus(t, r, http.StatusOK)
 		got := decode[taskJSON](t, r)
 		if got.ID != task.ID || got.Status != status || got.Progress != wantProgress || got.Attempt != 1 {
-			t.Fatalf("event %s (%s %d) on %s: want %s/%d, got %s", eventID, status, progress, c.inst.name, status, wantProgress, r)
+			t.Fatalf("event %s (%s %d) on %s: want %s/%d, got %s", eventID, status, progress, c.inst.Name, status, wantProgress, r)
 		}
 		return got
 	}
@@ -106,7 +107,7 @@ func testWalkthrough(t *testing.T) {
 			r := c.do(t, getTaskCall(dev, token, task.ID))
 			wantStatus(t, r, http.StatusOK)
 			if got := decode[taskJSON](t, r); got != want {
-				t.Fatalf("after %s, GET task on %s = %+v, want it unchanged: %+v", after, c.inst.name, got, want)
+				t.Fatalf("after %s, GET task on %s = %+v, want it unchanged: %+v", after, c.inst.Name, got, want)
 			}
 		}
 	}
@@ -517,9 +518,9 @@ func testRedisOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := startProxy(t, ru.Host)
+	proxy := testenv.StartProxy(t, ru.Host)
 	pu := *ru
-	pu.Host = proxy.addr
+	pu.Host = proxy.Addr()
 	const lockWait = 300 * time.Millisecond
 	// No rate limit: the device polls until Redis is back.
 	c := newClient(t, e.start(t, instanceConfig{redisURL: pu.String(), lockWait: lockWait.String(), env: noRateLimit}, "C")[0])
@@ -539,7 +540,7 @@ func testRedisOutage(t *testing.T) {
 		t.Fatalf("check before the outage: want a task, got %s", r)
 	}
 
-	proxy.cut()
+	proxy.Cut()
 
 	r = c.do(t, call{method: http.MethodGet, path: "/readyz"})
 	wantStatus(t, r, http.StatusServiceUnavailable)
@@ -574,7 +575,9 @@ func testRedisOutage(t *testing.T) {
 		t.Errorf("check of a device that has its task, Redis cut: want task %s, got %s", oldTask.ID, r)
 	}
 
-	proxy.restore(t)
+	if err := proxy.Restore(); err != nil {
+		t.Fatal(err)
+	}
 	var freshTask *taskJSON
 	deadline := time.Now().Add(3 * time.Second)
 	for freshTask == nil {
@@ -758,12 +761,12 @@ func testGracefulShutdown(t *testing.T) {
 	}
 
 	stopAt := time.Now()
-	if err := inst.signal(syscall.SIGTERM); err != nil {
+	if err := inst.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	// Shutdown closes the listener first: new connections are refused...
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		conn, err := net.DialTimeout("tcp", inst.addr, 200*time.Millisecond)
+		conn, err := net.DialTimeout("tcp", inst.Addr, 200*time.Millisecond)
 		if err != nil {
 			break
 		}
@@ -773,8 +776,8 @@ func testGracefulShutdown(t *testing.T) {
 		}
 	}
 	// ...while the process waits for the requests it has accepted.
-	if inst.exited() {
-		t.Fatalf("otad exited with %d requests in flight: %v", n, inst.waitErr)
+	if inst.Exited() {
+		t.Fatalf("otad exited with %d requests in flight: %v", n, inst.ExitErr())
 	}
 	gate.open(t)
 
@@ -792,11 +795,11 @@ func testGracefulShutdown(t *testing.T) {
 		}
 		got[cr.Task.ID] = true
 	}
-	if err := inst.wait(stopDeadline); err != nil {
+	if err := inst.Wait(stopDeadline); err != nil {
 		t.Fatalf("otad after SIGTERM: want exit code 0, got %v", err)
 	}
 	t.Logf("otad exited 0 %v after SIGTERM", time.Since(stopAt).Round(time.Millisecond))
-	log := inst.stderr.String()
+	log := inst.Log()
 	if i, j := strings.Index(log, "shutting down"), strings.Index(log, `"msg":"stopped"`); i < 0 || j < i {
 		t.Errorf("otad's log does not show a drain then a clean stop")
 	}
