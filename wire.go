@@ -12,9 +12,11 @@ import (
 )
 
 // initPostgresApp assembles the production service on an open, migrated
-// database pool and a Redis lock.
+// database pool and a Redis lock. Its cleanup flushes the write-behind of
+// device checks and stops the catalog cache's listener; close the pool
+// after it.
 func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*bootstrap.App, func(), error) {
-	wire.Build(bootstrap.PostgresSet, bootstrap.ApplicationSet, bootstrap.EdgeSet)
+	wire.Build(bootstrap.PostgresSet, bootstrap.ApplicationSet, bootstrap.PostgresEdgeSet)
 	return nil, nil, nil
 }
 

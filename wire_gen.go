@@ -20,27 +20,60 @@ import (
 // Injectors from wire.go:
 
 // initPostgresApp assembles the production service on an open, migrated
-// database pool and a Redis lock.
+// database pool and a Redis lock. Its cleanup flushes the write-behind of
+// device checks and stops the catalog cache's listener; close the pool
+// after it.
 func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*bootstrap.App, func(), error) {
 	config := bootstrap.HTTPConfigFrom(cfg)
-	deviceRepository := postgres.NewDeviceRepository(db)
-	firmwareRepository := postgres.NewFirmwareRepository(db)
-	rolloutRepository := postgres.NewRolloutRepository(db)
-	taskRepository := postgres.NewTaskRepository(db)
+	deviceRepository, err := postgres.NewDeviceRepository(db)
+	if err != nil {
+		return nil, nil, err
+	}
+	writeBehindConfig := bootstrap.WriteBehindConfigFrom(cfg)
+	writeBehindDevices, cleanup, err := postgres.NewWriteBehindDevices(deviceRepository, writeBehindConfig, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	firmwareRepository, err := postgres.NewFirmwareRepository(db)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	rolloutRepository, err := postgres.NewRolloutRepository(db)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	catalogCacheConfig := bootstrap.CatalogCacheConfigFrom(cfg)
+	catalogCache, cleanup2, err := postgres.NewCatalogCache(firmwareRepository, rolloutRepository, catalogCacheConfig, logger)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	cachedFirmwares := postgres.CachedFirmwaresOf(catalogCache)
+	cachedRollouts := postgres.CachedRolloutsOf(catalogCache)
+	taskRepository, err := postgres.NewTaskRepository(db)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	redislockConfig := bootstrap.LockConfigFrom(cfg)
 	metrics := bootstrap.NewMetrics()
 	lockMetrics := bootstrap.LockMetricsFrom(metrics)
-	locker, cleanup, err := redislock.New(redislockConfig, lockMetrics)
+	locker, cleanup3, err := redislock.New(redislockConfig, lockMetrics)
 	if err != nil {
+		cleanup2()
+		cleanup()
 		return nil, nil, err
 	}
 	clock := memory.NewClock()
 	uuiDs := memory.NewUUIDs()
 	rateLimiter := bootstrap.RateLimiterFrom(cfg)
 	deps := application.Deps{
-		Devices:   deviceRepository,
-		Firmwares: firmwareRepository,
-		Rollouts:  rolloutRepository,
+		Devices:   writeBehindDevices,
+		Firmwares: cachedFirmwares,
+		Rollouts:  cachedRollouts,
 		Tasks:     taskRepository,
 		Locker:    locker,
 		Clock:     clock,
@@ -51,11 +84,15 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	pollInterval := bootstrap.PollIntervalFrom(cfg)
 	devices, err := application.NewDevices(deps, pollInterval)
 	if err != nil {
+		cleanup3()
+		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
 	admin, err := application.NewAdmin(deps)
 	if err != nil {
+		cleanup3()
+		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
@@ -63,8 +100,10 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	v := bootstrap.HealthChecks(healthCheck, locker)
 	handler := bootstrap.MetricsHandler(metrics)
 	echo := http.NewServer(config, devices, admin, v, metrics, handler, logger)
-	app := bootstrap.NewApp(cfg, echo, logger)
+	app := bootstrap.NewPostgresApp(cfg, echo, logger, metrics, writeBehindDevices, catalogCache)
 	return app, func() {
+		cleanup3()
+		cleanup2()
 		cleanup()
 	}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +22,9 @@ type Devices struct {
 	// firmware within this process: a burst of duplicate polls takes the
 	// lock once per replica instead of queueing every request behind it.
 	flights singleflight.Group
+	// authenticated remembers the devices that just authenticated, so the
+	// check that follows in the same request does not load them again.
+	authenticated *authMemo
 }
 
 var _ ports.DeviceService = (*Devices)(nil)
@@ -33,7 +37,65 @@ func NewDevices(deps Deps, poll PollInterval) (*Devices, error) {
 	if poll <= 0 {
 		return nil, errors.New("application: poll interval must be positive")
 	}
-	return &Devices{deps: deps, pollAfter: time.Duration(poll)}, nil
+	return &Devices{deps: deps, pollAfter: time.Duration(poll), authenticated: newAuthMemo(authMemoTTL, authMemoMax)}, nil
+}
+
+// How long, and how many, authenticated devices are remembered for the
+// check that follows. An entry lives between one and two TTLs.
+const (
+	authMemoTTL = 2 * time.Second
+	authMemoMax = 1 << 17
+)
+
+// authMemo remembers recently authenticated devices by id. The check reads
+// only what never changes from it — the id and the model (fixed at
+// registration; devices are never deleted) — so an entry's age cannot make
+// a check wrong; the expiry only bounds its memory. The token is always
+// checked against the store (a rotated token stops working at once).
+type authMemo struct {
+	mu        sync.Mutex
+	ttl       time.Duration
+	max       int
+	rotated   time.Time
+	cur, prev map[string]domain.Device
+}
+
+func newAuthMemo(ttl time.Duration, max int) *authMemo {
+	return &authMemo{ttl: ttl, max: max, rotated: time.Now(), cur: map[string]domain.Device{}, prev: map[string]domain.Device{}}
+}
+
+func (m *authMemo) put(d domain.Device) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rotateLocked(time.Now())
+	if len(m.cur) < m.max {
+		m.cur[d.ID()] = d
+	}
+}
+
+func (m *authMemo) get(id string) (domain.Device, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rotateLocked(time.Now())
+	if d, ok := m.cur[id]; ok {
+		return d, true
+	}
+	d, ok := m.prev[id]
+	return d, ok
+}
+
+func (m *authMemo) rotateLocked(now time.Time) {
+	age := now.Sub(m.rotated)
+	if age < m.ttl {
+		return
+	}
+	if age >= 2*m.ttl {
+		clear(m.prev)
+	} else {
+		m.prev = m.cur
+	}
+	m.cur = make(map[string]domain.Device, len(m.prev))
+	m.rotated = now
 }
 
 // AuthenticateDevice maps a bearer token to its device by the token's hash.
@@ -53,7 +115,18 @@ func (s *Devices) AuthenticateDevice(ctx context.Context, token string) (string,
 	if !d.TokenHash().Matches(h) {
 		return "", domain.ErrUnauthorized
 	}
+	s.authenticated.put(d)
 	return d.ID(), nil
+}
+
+// device loads the device a check is for: the one that authenticated for
+// this request when it did (only its id and model are used, which never
+// change), else from the store.
+func (s *Devices) device(ctx context.Context, id string) (domain.Device, error) {
+	if d, ok := s.authenticated.get(id); ok {
+		return d, nil
+	}
+	return s.deps.Devices.Get(ctx, id)
 }
 
 // Check answers a device's poll (check rules 1–7): settle its active task,
@@ -89,7 +162,7 @@ func (s *Devices) check(ctx context.Context, req ports.CheckRequest) (ports.Chec
 	if ok, wait := d.Limiter.Allow(req.DeviceID); !ok {
 		return ports.CheckResult{}, &ports.RateLimitedError{Wait: wait}
 	}
-	dev, err := d.Devices.Get(ctx, req.DeviceID)
+	dev, err := s.device(ctx, req.DeviceID)
 	if err != nil {
 		return ports.CheckResult{}, fmt.Errorf("loading device: %w", err)
 	}
@@ -97,6 +170,8 @@ func (s *Devices) check(ctx context.Context, req ports.CheckRequest) (ports.Chec
 		return ports.CheckResult{}, err
 	}
 	now := d.Clock.Now()
+	// Stores may write this behind, in batches: the check goes on with the
+	// version the device reported, never with the stored one.
 	if err := d.Devices.RecordSeen(ctx, dev.ID(), current, now); err != nil {
 		return ports.CheckResult{}, fmt.Errorf("recording check: %w", err)
 	}
@@ -112,7 +187,21 @@ func (s *Devices) check(ctx context.Context, req ports.CheckRequest) (ports.Chec
 		rollouts[o.Rollout.ID()] = o.Rollout
 	}
 
-	active, err := d.activeTask(ctx, dev.ID())
+	// The target before failed attempts are known: an upper bound. Failed
+	// attempts matter only when there is something to offer, so most polls
+	// read the active task alone; the others read it with the failed
+	// counts, in one round trip where the store can. (Settling the active
+	// task below never changes failed counts: it only succeeds or cancels.)
+	target, ok := domain.SelectTarget(dev, current, offers, nil)
+	var (
+		active *domain.Task
+		failed map[string]int
+	)
+	if ok {
+		active, failed, err = d.activeAndFailed(ctx, dev.ID())
+	} else {
+		active, err = d.activeTask(ctx, dev.ID())
+	}
 	if err != nil {
 		return ports.CheckResult{}, fmt.Errorf("loading active task: %w", err)
 	}
@@ -121,15 +210,7 @@ func (s *Devices) check(ctx context.Context, req ports.CheckRequest) (ports.Chec
 			return ports.CheckResult{}, err
 		}
 	}
-
-	target, ok := domain.SelectTarget(dev, current, offers, nil)
-	var failed map[string]int
 	if ok {
-		// Failed attempts matter only when there is something to offer;
-		// most polls stop above and skip this query.
-		if failed, err = d.Tasks.FailedCounts(ctx, dev.ID()); err != nil {
-			return ports.CheckResult{}, fmt.Errorf("counting failed attempts: %w", err)
-		}
 		target, ok = domain.SelectTarget(dev, current, offers, failed)
 	}
 	var targetP *domain.Offer

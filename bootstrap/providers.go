@@ -2,10 +2,14 @@ package bootstrap
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/wire"
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 
 	httpadapter "github.com/ai-device/ota/adapters/http"
 	"github.com/ai-device/ota/adapters/memory"
@@ -25,27 +29,79 @@ var ApplicationSet = wire.NewSet(
 	RateLimiterFrom,
 )
 
-// EdgeSet provides the HTTP server, metrics and the app lifecycle.
-var EdgeSet = wire.NewSet(
+// edgeBaseSet provides the HTTP server and metrics.
+var edgeBaseSet = wire.NewSet(
 	httpadapter.ProviderSet,
 	HTTPConfigFrom,
 	NewMetrics,
 	wire.Bind(new(ports.Metrics), new(*Metrics)),
 	wire.Bind(new(httpadapter.RequestObserver), new(*Metrics)),
 	MetricsHandler,
-	NewApp,
 )
 
+// EdgeSet provides the HTTP server, metrics and the app lifecycle.
+var EdgeSet = wire.NewSet(edgeBaseSet, NewApp)
+
+// PostgresEdgeSet is EdgeSet for the production wiring: the app also
+// flushes the write-behind of device checks on shutdown, and the metrics
+// report it and the catalog cache.
+var PostgresEdgeSet = wire.NewSet(edgeBaseSet, NewPostgresApp)
+
 // PostgresSet is the production wiring: Postgres repositories on an
-// already-opened pool, and the Redis lock.
+// already-opened pool (device checks written behind, the catalog cached
+// and invalidated by LISTEN/NOTIFY), and the Redis lock.
 var PostgresSet = wire.NewSet(
-	postgres.RepositorySet,
+	postgres.ServingSet,
+	WriteBehindConfigFrom,
+	CatalogCacheConfigFrom,
 	redislock.ProviderSet,
 	LockConfigFrom,
 	LockMetricsFrom,
 	memory.SystemSet,
 	HealthChecks,
 )
+
+// WriteBehindConfigFrom tunes the write-behind of device checks (the
+// adapter's defaults: a flush every 200ms, visible well within 1s).
+func WriteBehindConfigFrom(Config) postgres.WriteBehindConfig {
+	return postgres.WriteBehindConfig{}
+}
+
+// CatalogCacheConfigFrom points the catalog cache's listener at the
+// service's database (the adapter's defaults: stale for at most 1s).
+func CatalogCacheConfigFrom(cfg Config) postgres.CatalogCacheConfig {
+	return postgres.CatalogCacheConfig{URL: postgres.DatabaseURL(cfg.DatabaseURL)}
+}
+
+// NewPostgresApp is NewApp for the production wiring: on shutdown, after
+// requests drained, it stores the device checks still written behind
+// (before wire's cleanup closes the pool), and its metrics count the
+// write-behind's and the catalog cache's work.
+func NewPostgresApp(cfg Config, server *echo.Echo, logger *slog.Logger, m *Metrics,
+	seen *postgres.WriteBehindDevices, catalog *postgres.CatalogCache) *App {
+	app := NewApp(cfg, server, logger)
+	app.OnShutdown(seen.Flush)
+	registerHotPathMetrics(m, seen.Stats(), catalog.Stats())
+	return app
+}
+
+// registerHotPathMetrics exposes the write-behind's and the cache's
+// counters on m's registry.
+func registerHotPathMetrics(m *Metrics, seen *postgres.WriteBehindStats, catalog *postgres.CatalogCacheStats) {
+	counter := func(name, help string, v *atomic.Int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v.Load()) })
+	}
+	m.registry.MustRegister(
+		counter("ota_device_seen_written_total", "Device check records (last_seen_at, current_version) written behind.", &seen.Written),
+		counter("ota_device_seen_batches_total", "Write-behind batch statements that succeeded.", &seen.Batches),
+		counter("ota_device_seen_flush_failures_total", "Write-behind batch statements that failed (their records retried).", &seen.Failures),
+		counter("ota_device_seen_dropped_total", "Device check records given up (retries spent, or too many pending).", &seen.Dropped),
+		counter("ota_catalog_cache_hits_total", "Catalog reads (offers, firmware, rollouts) answered from memory.", &catalog.Hits),
+		counter("ota_catalog_cache_misses_total", "Catalog reads that filled the cache from Postgres.", &catalog.Misses),
+		counter("ota_catalog_cache_bypassed_total", "Catalog reads sent to Postgres while the listener was not proven alive.", &catalog.Bypassed),
+		counter("ota_catalog_cache_invalidations_total", "Catalog cache invalidations (notifications, local writes, reconnections, refreshes).", &catalog.Invalidations),
+	)
+}
 
 // MemorySet runs the whole service in one process with no Postgres or Redis.
 var MemorySet = wire.NewSet(

@@ -17,10 +17,14 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -180,17 +184,20 @@ func (h *HealthCheck) Check(ctx context.Context) error {
 // error: when ctx is cancelled mid-way (a lost lock), database/sql rolls the
 // transaction back and the commit fails, so nothing half-done is kept and
 // the caller learns it.
+//
+// A database that cannot be reached, at any step, is reported as
+// domain.ErrServiceBusy (see unavailable).
 func inTx(ctx context.Context, db *sqlx.DB, opts *sql.TxOptions, fn func(tx *sqlx.Tx) error) error {
 	tx, err := db.BeginTxx(ctx, opts)
 	if err != nil {
-		return fmt.Errorf("beginning transaction: %w", err)
+		return fmt.Errorf("beginning transaction: %w", unavailable(err))
 	}
 	defer func() { _ = tx.Rollback() }() // no-op after a commit
 	if err := fn(tx); err != nil {
-		return err
+		return unavailable(err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("committing: %w", err)
+		return fmt.Errorf("committing: %w", unavailable(err))
 	}
 	return nil
 }
@@ -205,10 +212,52 @@ const (
 	constraintFirmwareVersion = "firmwares_model_version_key"
 )
 
+// unavailable marks an error saying that Postgres cannot be reached, or is
+// going away, as domain.ErrServiceBusy: the caller answers 503 SERVICE_BUSY
+// with Retry-After, as for a lock that cannot be had, instead of 500. The
+// cause is kept (errors.Is/As and the message) for logs. Other errors pass.
+func unavailable(err error) error {
+	if err == nil || errors.Is(err, domain.ErrServiceBusy) || !connectionLost(err) {
+		return err
+	}
+	return &unavailableError{err: err}
+}
+
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string   { return "database unavailable: " + e.err.Error() }
+func (e *unavailableError) Unwrap() []error { return []error{domain.ErrServiceBusy, e.err} }
+
+// connectionLost reports whether err says the database cannot be reached
+// or is going away: a refused or broken connection (lib/pq reports a FATAL
+// on a busy connection, such as 57P01 admin_shutdown, as driver.ErrBadConn),
+// a server shutting down or not yet accepting connections, or no free
+// connection slot.
+func connectionLost(err error) bool {
+	switch {
+	case errors.Is(err, driver.ErrBadConn),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return true
+	}
+	if _, ok := errors.AsType[*net.OpError](err); ok {
+		return true
+	}
+	if pqErr := pq.As(err); pqErr != nil {
+		switch pqErr.Code {
+		case pqerror.AdminShutdown, pqerror.CrashShutdown, pqerror.CannotConnectNow, pqerror.TooManyConnections:
+			return true
+		}
+		return pqErr.Code.Class() == pqerror.ClassConnectionException
+	}
+	return false
+}
+
 // mapWriteErr turns constraint violations into the domain's errors: a taken
 // device id or (model, version) into ErrDeviceExists / ErrFirmwareExists,
-// a reference to a row that does not exist into ErrNotFound. Anything else
-// is returned as is.
+// a reference to a row that does not exist into ErrNotFound, an unreachable
+// database into ErrServiceBusy (unavailable). Anything else is returned as
+// is.
 func mapWriteErr(err error) error {
 	if pqErr := pq.As(err, pqerror.UniqueViolation); pqErr != nil {
 		switch pqErr.Constraint {
@@ -222,7 +271,7 @@ func mapWriteErr(err error) error {
 	if pqErr := pq.As(err, pqerror.ForeignKeyViolation); pqErr != nil {
 		return fmt.Errorf("%s does not exist: %w", referenced(pqErr.Constraint), domain.ErrNotFound)
 	}
-	return err
+	return unavailable(err)
 }
 
 // referenced names what a foreign key points at, for error messages.
@@ -243,12 +292,13 @@ func referenced(constraint string) string {
 // notFound turns "no such row" into domain.ErrNotFound: sql.ErrNoRows, and
 // (should an id ever reach a query unvalidated) Postgres refusing the text
 // of a UUID, so that a path like /rollouts/not-a-uuid is a 404, never a 500.
-// Other errors pass.
+// An unreachable database is ErrServiceBusy (unavailable); other errors
+// pass.
 func notFound(err error) error {
 	if errors.Is(err, sql.ErrNoRows) || pq.As(err, pqerror.InvalidTextRepresentation) != nil {
 		return domain.ErrNotFound
 	}
-	return err
+	return unavailable(err)
 }
 
 // canonicalUUID returns id in the canonical lowercase form Postgres
@@ -310,3 +360,77 @@ func columns(p string, fields []string) string {
 	}
 	return b.String()
 }
+
+// prepareTimeout bounds preparing a repository's statements at start-up.
+const prepareTimeout = 10 * time.Second
+
+// statements prepares a repository's hot statements once, on the pool.
+//
+// lib/pq sends an unprepared query with parameters as two round trips
+// (Parse/Describe, then Bind/Execute); a prepared one is one (Bind/Execute).
+// database/sql prepares a *sql.Stmt on each pooled connection the first time
+// it runs there and keeps it, so after warm-up every hot query is a single
+// round trip. In a transaction the same statement is bound with tx.Stmtx,
+// which reuses the connection's preparation.
+type statements struct {
+	db    *sqlx.DB
+	err   error
+	stmts []*sqlx.Stmt
+}
+
+func newStatements(db *sqlx.DB) *statements {
+	return &statements{db: db}
+}
+
+// prepare prepares q, or does nothing after an earlier failure (see done).
+func (p *statements) prepare(q string) *sqlx.Stmt {
+	if p.err != nil {
+		return nil
+	}
+	if p.db == nil {
+		p.err = errors.New("postgres: no database pool")
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), prepareTimeout)
+	defer cancel()
+	s, err := p.db.PreparexContext(ctx, q)
+	if err != nil {
+		p.err = fmt.Errorf("postgres: preparing %q: %w", firstLine(q), err)
+		return nil
+	}
+	p.stmts = append(p.stmts, s)
+	return s
+}
+
+// done returns the first preparation error, closing what was prepared.
+func (p *statements) done(what string) error {
+	if p.err == nil {
+		return nil
+	}
+	for _, s := range p.stmts {
+		_ = s.Close()
+	}
+	return fmt.Errorf("%s: %w", what, p.err)
+}
+
+// firstLine shortens a query for error messages.
+func firstLine(q string) string {
+	q = strings.TrimSpace(q)
+	if i := strings.IndexByte(q, '\n'); i >= 0 {
+		q = q[:i] + " …"
+	}
+	if len(q) > 120 {
+		q = q[:120] + " …"
+	}
+	return q
+}
+
+// catalogChannel is the NOTIFY channel on which every change to firmware or
+// rollouts is announced, with the firmware's model as payload ("*" for
+// "anything may have changed"). pg_notify is transactional: listeners hear
+// of a change when, and only if, its transaction commits.
+const catalogChannel = "ota_catalog"
+
+// notifyCatalogSQL announces a change to a model's catalog; run it in the
+// transaction making the change.
+const notifyCatalogSQL = `SELECT pg_notify('` + catalogChannel + `', $1)`

@@ -4,23 +4,45 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
 
-// DeviceRepository stores devices in the devices table.
+// DeviceRepository stores devices in the devices table. Its hot reads
+// (by id, by token hash) and the record of a check are prepared statements.
 type DeviceRepository struct {
-	db *sqlx.DB
+	db        *sqlx.DB
+	get       *sqlx.Stmt
+	byToken   *sqlx.Stmt
+	seen      *sqlx.Stmt
+	seenBatch *sqlx.Stmt
 }
 
 var _ ports.DeviceRepository = (*DeviceRepository)(nil)
 
-// NewDeviceRepository stores devices through the given pool.
-func NewDeviceRepository(db *sqlx.DB) *DeviceRepository { return &DeviceRepository{db: db} }
+// NewDeviceRepository stores devices through the given pool, preparing its
+// hot statements; it fails when they cannot be prepared (no schema).
+func NewDeviceRepository(db *sqlx.DB) (*DeviceRepository, error) {
+	p := newStatements(db)
+	r := &DeviceRepository{
+		db:        db,
+		get:       p.prepare(`SELECT ` + deviceColumns + ` FROM devices WHERE device_id = $1`),
+		byToken:   p.prepare(`SELECT ` + deviceColumns + ` FROM devices WHERE token_hash = $1`),
+		seen:      p.prepare(recordSeenSQL),
+		seenBatch: p.prepare(recordSeenBatchSQL),
+	}
+	if err := p.done("device repository"); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
 
 type deviceRow struct {
 	DeviceID       string         `db:"device_id"`
@@ -43,6 +65,11 @@ func newDeviceRow(d domain.Device) deviceRow {
 		LastSeenAt:     nullTime(d.LastSeenAt()),
 		CreatedAt:      dbTime(d.CreatedAt()),
 	}
+}
+
+// scan reads a row selected with deviceColumns.
+func (r *deviceRow) scan(row interface{ Scan(...any) error }) error {
+	return row.Scan(&r.DeviceID, &r.Model, &r.CurrentVersion, &r.TokenHash, &r.LastSeenAt, &r.CreatedAt)
 }
 
 func (r deviceRow) toDomain() (domain.Device, error) {
@@ -78,7 +105,7 @@ func (s *DeviceRepository) Get(ctx context.Context, id string) (domain.Device, e
 		return domain.Device{}, fmt.Errorf("loading device: %w", domain.ErrNotFound)
 	}
 	var r deviceRow
-	if err := s.db.GetContext(ctx, &r, `SELECT `+deviceColumns+` FROM devices WHERE device_id = $1`, id); err != nil {
+	if err := r.scan(s.get.QueryRowContext(ctx, id)); err != nil {
 		return domain.Device{}, fmt.Errorf("loading device %q: %w", id, notFound(err))
 	}
 	return r.toDomain()
@@ -88,7 +115,7 @@ func (s *DeviceRepository) Get(ctx context.Context, id string) (domain.Device, e
 // lookup on the unique token_hash).
 func (s *DeviceRepository) GetByTokenHash(ctx context.Context, h domain.TokenHash) (domain.Device, error) {
 	var r deviceRow
-	if err := s.db.GetContext(ctx, &r, `SELECT `+deviceColumns+` FROM devices WHERE token_hash = $1`, h[:]); err != nil {
+	if err := r.scan(s.byToken.QueryRowContext(ctx, h[:])); err != nil {
 		return domain.Device{}, fmt.Errorf("loading device by token: %w", notFound(err))
 	}
 	return r.toDomain()
@@ -131,23 +158,79 @@ func (s *DeviceRepository) Update(ctx context.Context, id string, fn func(*domai
 	return out, nil
 }
 
+// recordSeenSQL records one check. Reports may arrive out of order (two
+// replicas, or a write-behind batch flushed late), so an older report never
+// overwrites a newer one: last_seen_at only moves forward and
+// current_version follows it.
+const recordSeenSQL = `UPDATE devices SET
+		current_version = CASE WHEN last_seen_at IS NULL OR last_seen_at <= $3 THEN $2 ELSE current_version END,
+		last_seen_at = GREATEST(last_seen_at, $3)
+	WHERE device_id = $1`
+
+// recordSeenBatchSQL is recordSeenSQL for many devices in one statement:
+// three parallel arrays (id, version or the empty string for none, time), one element per
+// device — a device may appear once only, as UPDATE … FROM applies one
+// joined row per target row.
+const recordSeenBatchSQL = `UPDATE devices d SET
+		current_version = CASE WHEN d.last_seen_at IS NULL OR d.last_seen_at <= u.at THEN NULLIF(u.v, '') ELSE d.current_version END,
+		last_seen_at = GREATEST(d.last_seen_at, u.at)
+	FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS u(id, v, at)
+	WHERE d.device_id = u.id`
+
 // RecordSeen stores the version a device reported and when, in one
-// UPDATE. Reports may arrive out of order (two replicas, or a write-behind
-// batch flushed late), so an older report never overwrites a newer one:
-// last_seen_at only moves forward and current_version follows it.
+// UPDATE (recordSeenSQL: never backwards).
 func (s *DeviceRepository) RecordSeen(ctx context.Context, id string, v domain.Version, at time.Time) error {
 	if !validDeviceID(id) {
 		return fmt.Errorf("recording a check: %w", domain.ErrNotFound)
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE devices SET
-			current_version = CASE WHEN last_seen_at IS NULL OR last_seen_at <= $3 THEN $2 ELSE current_version END,
-			last_seen_at = GREATEST(last_seen_at, $3)
-		WHERE device_id = $1`, id, nullString(v.String()), dbTime(at))
+	res, err := s.seen.ExecContext(ctx, id, nullString(v.String()), dbTime(at))
 	if err != nil {
-		return fmt.Errorf("recording a check of device %q: %w", id, err)
+		return fmt.Errorf("recording a check of device %q: %w", id, unavailable(err))
 	}
 	if n, err := res.RowsAffected(); err == nil && n == 0 {
 		return fmt.Errorf("recording a check of device %q: %w", id, domain.ErrNotFound)
 	}
 	return nil
+}
+
+// SeenReport is one device's check, as RecordSeenBatch stores it.
+type SeenReport struct {
+	DeviceID string
+	Version  domain.Version
+	At       time.Time
+}
+
+// RecordSeenBatch stores many checks in one statement, with RecordSeen's
+// never-backwards rule, and returns how many devices it updated (unknown
+// ids are skipped). Each device may appear at most once: the caller
+// coalesces repeats, keeping the newest. The ids are sent sorted: for a
+// batch far smaller than the table Postgres joins by index in array order,
+// so two replicas flushing overlapping batches lock rows in the same order;
+// should a deadlock happen anyway, Postgres aborts one batch and its
+// caller retries it.
+func (s *DeviceRepository) RecordSeenBatch(ctx context.Context, reports []SeenReport) (int64, error) {
+	if len(reports) == 0 {
+		return 0, nil
+	}
+	sorted := make([]SeenReport, len(reports))
+	copy(sorted, reports)
+	slices.SortFunc(sorted, func(a, b SeenReport) int { return strings.Compare(a.DeviceID, b.DeviceID) })
+	ids := make([]string, len(sorted))
+	versions := make([]string, len(sorted))
+	ats := make([]string, len(sorted))
+	for i, r := range sorted {
+		if i > 0 && sorted[i-1].DeviceID == r.DeviceID {
+			return 0, fmt.Errorf("recording checks: device %q appears twice in one batch", r.DeviceID)
+		}
+		ids[i], versions[i], ats[i] = r.DeviceID, r.Version.String(), dbTime(r.At).Format(time.RFC3339Nano)
+	}
+	res, err := s.seenBatch.ExecContext(ctx, pq.StringArray(ids), pq.StringArray(versions), pq.StringArray(ats))
+	if err != nil {
+		return 0, fmt.Errorf("recording %d checks: %w", len(sorted), unavailable(err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("recording %d checks: %w", len(sorted), unavailable(err))
+	}
+	return n, nil
 }

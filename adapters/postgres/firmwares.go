@@ -12,15 +12,26 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
-// FirmwareRepository stores firmware in the firmwares table.
+// FirmwareRepository stores firmware in the firmwares table. Every change
+// is announced on the catalog channel (NOTIFY ota_catalog, '<model>') in its
+// own transaction, for the caches of every replica (see CatalogCache).
 type FirmwareRepository struct {
-	db *sqlx.DB
+	db  *sqlx.DB
+	get *sqlx.Stmt
 }
 
 var _ ports.FirmwareRepository = (*FirmwareRepository)(nil)
 
-// NewFirmwareRepository stores firmware through the given pool.
-func NewFirmwareRepository(db *sqlx.DB) *FirmwareRepository { return &FirmwareRepository{db: db} }
+// NewFirmwareRepository stores firmware through the given pool, preparing
+// its hot statement; it fails when that cannot be prepared (no schema).
+func NewFirmwareRepository(db *sqlx.DB) (*FirmwareRepository, error) {
+	p := newStatements(db)
+	r := &FirmwareRepository{db: db, get: p.prepare(`SELECT ` + firmwareColumns + ` FROM firmwares WHERE id = $1`)}
+	if err := p.done("firmware repository"); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
 
 type firmwareRow struct {
 	ID               string         `db:"id"`
@@ -101,8 +112,10 @@ func (s *FirmwareRepository) Create(ctx context.Context, f domain.Firmware) erro
 		return fmt.Errorf("storing firmware: id %q is not a UUID", f.ID())
 	}
 	r := newFirmwareRow(f)
-	_, err := s.db.ExecContext(ctx, `INSERT INTO firmwares (`+firmwareColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`, r.args()...)
+	// One statement, so one transaction: the insert and its announcement.
+	_, err := s.db.ExecContext(ctx, `WITH ins AS (INSERT INTO firmwares (`+firmwareColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING model)
+		SELECT pg_notify('`+catalogChannel+`', model) FROM ins`, r.args()...)
 	if err != nil {
 		return fmt.Errorf("storing firmware %s %s: %w", f.Model(), f.Version(), mapWriteErr(err))
 	}
@@ -116,10 +129,19 @@ func (s *FirmwareRepository) Get(ctx context.Context, id string) (domain.Firmwar
 		return domain.Firmware{}, fmt.Errorf("loading firmware: %w", domain.ErrNotFound)
 	}
 	var r firmwareRow
-	if err := s.db.GetContext(ctx, &r, `SELECT `+firmwareColumns+` FROM firmwares WHERE id = $1`, uid); err != nil {
+	if err := s.get.GetContext(ctx, &r, uid); err != nil {
 		return domain.Firmware{}, fmt.Errorf("loading firmware %s: %w", uid, notFound(err))
 	}
 	return r.toDomain()
+}
+
+// catalogPayload names what a change touched: the model, or "*" when it
+// moved a row between models (which the domain never does).
+func catalogPayload(before, after string) string {
+	if before != after {
+		return "*"
+	}
+	return after
 }
 
 // List returns a model's firmware (every model's when model is ""), newest
@@ -137,7 +159,7 @@ func (s *FirmwareRepository) List(ctx context.Context, model string) ([]domain.F
 			ORDER BY created_at DESC, id DESC`, model)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("listing firmware: %w", err)
+		return nil, fmt.Errorf("listing firmware: %w", unavailable(err))
 	}
 	out := make([]domain.Firmware, 0, len(rows))
 	for _, r := range rows {
@@ -183,6 +205,9 @@ func (s *FirmwareRepository) Update(ctx context.Context, id string, fn func(*dom
 			WHERE id = $1`, w.ID, w.Model, w.Version, w.VersionKey, w.URL, w.SizeBytes, w.SHA256, w.SHA1, w.MD5,
 			w.Signature, w.ReleaseNotes, w.Mandatory, w.MinSourceVersion, w.Status, w.UpdatedAt); err != nil {
 			return fmt.Errorf("storing firmware %s: %w", uid, mapWriteErr(err))
+		}
+		if _, err := tx.ExecContext(ctx, notifyCatalogSQL, catalogPayload(r.Model, w.Model)); err != nil {
+			return fmt.Errorf("announcing the change of firmware %s: %w", uid, err)
 		}
 		out, err = w.toDomain()
 		return err

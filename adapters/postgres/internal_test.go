@@ -1,9 +1,21 @@
 package postgres
 
 import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
 	"io/fs"
+	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/lib/pq"
+	"github.com/lib/pq/pqerror"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/migrations"
@@ -58,5 +70,41 @@ func TestCanonicalUUID(t *testing.T) {
 		if got != want || ok != (want != "") {
 			t.Errorf("canonicalUUID(%q) = %q, %v; want %q", in, got, ok, want)
 		}
+	}
+}
+
+// An unreachable or departing database is ErrServiceBusy (503), never a
+// bare error (500); other failures are left alone.
+func TestUnavailableClassifiesConnectionLoss(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	for _, err := range []error{
+		driver.ErrBadConn,
+		fmt.Errorf("loading: %w", refused),
+		io.ErrUnexpectedEOF,
+		&pq.Error{Code: pqerror.AdminShutdown},
+		&pq.Error{Code: pqerror.CannotConnectNow},
+		&pq.Error{Code: pqerror.TooManyConnections},
+		&pq.Error{Code: "08006"}, // connection_failure
+	} {
+		got := unavailable(err)
+		if !errors.Is(got, domain.ErrServiceBusy) || !errors.Is(got, err) {
+			t.Errorf("unavailable(%v) = %v: want ErrServiceBusy keeping the cause", err, got)
+		}
+		if !errors.Is(notFound(err), domain.ErrServiceBusy) || !errors.Is(mapWriteErr(err), domain.ErrServiceBusy) {
+			t.Errorf("notFound/mapWriteErr(%v) is not ErrServiceBusy", err)
+		}
+	}
+	for _, err := range []error{
+		nil, sql.ErrNoRows, context.Canceled, context.DeadlineExceeded,
+		&pq.Error{Code: pqerror.UniqueViolation}, &pq.Error{Code: pqerror.QueryCanceled}, errors.New("other"),
+	} {
+		if got := unavailable(err); got != err {
+			t.Errorf("unavailable(%v) = %v, want it unchanged", err, got)
+		}
+	}
+	// Not wrapped twice.
+	once := unavailable(driver.ErrBadConn)
+	if unavailable(once) != once {
+		t.Error("an unavailable error was wrapped again")
 	}
 }

@@ -36,12 +36,16 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	t.Parallel()
 	db, url := testenv.PostgresDB(t)
+	repos, err := postgres.NewRepositories(db)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &env{
 		db: db, url: url,
-		devices:   postgres.NewDeviceRepository(db),
-		firmwares: postgres.NewFirmwareRepository(db),
-		rollouts:  postgres.NewRolloutRepository(db),
-		tasks:     postgres.NewTaskRepository(db),
+		devices:   repos.Devices,
+		firmwares: repos.Firmwares,
+		rollouts:  repos.Rollouts,
+		tasks:     repos.Tasks,
 		// Microseconds, as stored: values read back compare equal.
 		now: time.Date(2025, 3, 1, 12, 0, 0, 123456000, time.UTC),
 	}
@@ -807,6 +811,29 @@ func TestStatsAndFailedCounts(t *testing.T) {
 	}
 	if fc := try(e.tasks.FailedCounts(ctx, "d2")).must(t); fc == nil || len(fc) != 0 {
 		t.Fatalf("failed counts of d2: %v", fc)
+	}
+
+	// The check's one-round-trip read agrees with Active and FailedCounts.
+	for _, id := range []string{"d0", "d1", "d2", "nobody", "bad\x00id"} {
+		active, failed, err := e.tasks.ActiveAndFailedCounts(ctx, id)
+		if err != nil {
+			t.Fatalf("%q: %v", id, err)
+		}
+		wantFailed, _ := e.tasks.FailedCounts(ctx, id)
+		if fmt.Sprint(failed) != fmt.Sprint(wantFailed) {
+			t.Errorf("%q: failed %v, want %v", id, failed, wantFailed)
+		}
+		wantActive, err := e.tasks.Active(ctx, id)
+		switch {
+		case errors.Is(err, domain.ErrNotFound):
+			if active != nil {
+				t.Errorf("%q: active %v, want none", id, active.ID())
+			}
+		case err != nil:
+			t.Fatal(err)
+		case active == nil || active.Record() != wantActive.Record():
+			t.Errorf("%q: active %+v, want %+v", id, active, wantActive.Record())
+		}
 	}
 }
 

@@ -12,15 +12,33 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
-// RolloutRepository stores rollouts in the rollouts table.
+// RolloutRepository stores rollouts in the rollouts table. Every change is
+// announced on the catalog channel (NOTIFY ota_catalog, '<model>') in its
+// own transaction, for the caches of every replica (see CatalogCache).
 type RolloutRepository struct {
-	db *sqlx.DB
+	db        *sqlx.DB
+	get       *sqlx.Stmt
+	offers    *sqlx.Stmt
+	allOffers *sqlx.Stmt
 }
 
 var _ ports.RolloutRepository = (*RolloutRepository)(nil)
 
-// NewRolloutRepository stores rollouts through the given pool.
-func NewRolloutRepository(db *sqlx.DB) *RolloutRepository { return &RolloutRepository{db: db} }
+// NewRolloutRepository stores rollouts through the given pool, preparing
+// its hot statements; it fails when they cannot be prepared (no schema).
+func NewRolloutRepository(db *sqlx.DB) (*RolloutRepository, error) {
+	p := newStatements(db)
+	r := &RolloutRepository{
+		db:        db,
+		get:       p.prepare(`SELECT ` + rolloutColumns + ` FROM rollouts WHERE id = $1`),
+		offers:    p.prepare(offersQuery),
+		allOffers: p.prepare(allOffersQuery),
+	}
+	if err := p.done("rollout repository"); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
 
 type rolloutRow struct {
 	ID                      string         `db:"id"`
@@ -95,8 +113,10 @@ func (s *RolloutRepository) Create(ctx context.Context, ro domain.Rollout) error
 	if !ok {
 		return fmt.Errorf("storing rollout %s: the firmware does not exist: %w", r.ID, domain.ErrNotFound)
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO rollouts (`+rolloutColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+	// One statement, so one transaction: the insert and its announcement.
+	_, err := s.db.ExecContext(ctx, `WITH ins AS (INSERT INTO rollouts (`+rolloutColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING firmware_id)
+		SELECT pg_notify('`+catalogChannel+`', f.model) FROM ins JOIN firmwares f ON f.id = ins.firmware_id`,
 		r.ID, fw, r.Percentage, r.MaxAttempts, r.FailureThresholdPercent, r.MinSample,
 		r.Status, r.PausedReason, r.CreatedAt, r.UpdatedAt)
 	if err != nil {
@@ -112,7 +132,7 @@ func (s *RolloutRepository) Get(ctx context.Context, id string) (domain.Rollout,
 		return domain.Rollout{}, fmt.Errorf("loading rollout: %w", domain.ErrNotFound)
 	}
 	var r rolloutRow
-	if err := s.db.GetContext(ctx, &r, `SELECT `+rolloutColumns+` FROM rollouts WHERE id = $1`, uid); err != nil {
+	if err := s.get.GetContext(ctx, &r, uid); err != nil {
 		return domain.Rollout{}, fmt.Errorf("loading rollout %s: %w", uid, notFound(err))
 	}
 	return r.toDomain()
@@ -150,6 +170,9 @@ func (s *RolloutRepository) Update(ctx context.Context, id string, fn func(*doma
 			w.Status, w.PausedReason, w.UpdatedAt); err != nil {
 			return fmt.Errorf("storing rollout %s: %w", uid, mapWriteErr(err))
 		}
+		if _, err := tx.ExecContext(ctx, `SELECT pg_notify('`+catalogChannel+`', model) FROM firmwares WHERE id = $1`, w.FirmwareID); err != nil {
+			return fmt.Errorf("announcing the change of rollout %s: %w", uid, err)
+		}
 		out, err = w.toDomain()
 		return err
 	})
@@ -172,6 +195,14 @@ var offersQuery = `SELECT ` + columns("f", firmwareFields) + `, ` + columns("r",
 	WHERE f.model = $1 AND f.status = 'released' AND r.status = 'active'
 	ORDER BY f.id, r.created_at, r.id`
 
+// allOffersQuery is offersQuery for every model at once (the cache's
+// periodic refresh).
+var allOffersQuery = `SELECT ` + columns("f", firmwareFields) + `, ` + columns("r", rolloutFields) + `
+	FROM firmwares f
+	JOIN rollouts r ON r.firmware_id = f.id
+	WHERE f.status = 'released' AND r.status = 'active'
+	ORDER BY f.model, f.id, r.created_at, r.id`
+
 // Offers returns every active rollout of released firmware of a model with
 // its firmware, in one query (every device check runs it), highest version
 // first (domain.SortOffers). Never nil.
@@ -180,9 +211,39 @@ func (s *RolloutRepository) Offers(ctx context.Context, model string) ([]domain.
 		return []domain.Offer{}, nil // no firmware can be published for it
 	}
 	var rows []offerRow
-	if err := s.db.SelectContext(ctx, &rows, offersQuery, model); err != nil {
-		return nil, fmt.Errorf("loading the offers for model %q: %w", model, err)
+	if err := s.offers.SelectContext(ctx, &rows, model); err != nil {
+		return nil, fmt.Errorf("loading the offers for model %q: %w", model, unavailable(err))
 	}
+	out, err := offersFrom(rows)
+	if err != nil {
+		return nil, err
+	}
+	domain.SortOffers(out)
+	return out, nil
+}
+
+// AllOffers is Offers for every model, by model (models without offers are
+// absent), in one query.
+func (s *RolloutRepository) AllOffers(ctx context.Context) (map[string][]domain.Offer, error) {
+	var rows []offerRow
+	if err := s.allOffers.SelectContext(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("loading every model's offers: %w", unavailable(err))
+	}
+	all, err := offersFrom(rows)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]domain.Offer{}
+	for _, o := range all {
+		out[o.Firmware.Model()] = append(out[o.Firmware.Model()], o)
+	}
+	for _, offers := range out {
+		domain.SortOffers(offers)
+	}
+	return out, nil
+}
+
+func offersFrom(rows []offerRow) ([]domain.Offer, error) {
 	out := make([]domain.Offer, 0, len(rows))
 	for _, r := range rows {
 		f, err := r.F.toDomain()
@@ -195,6 +256,5 @@ func (s *RolloutRepository) Offers(ctx context.Context, model string) ([]domain.
 		}
 		out = append(out, domain.Offer{Firmware: f, Rollout: ro})
 	}
-	domain.SortOffers(out)
 	return out, nil
 }

@@ -10,21 +10,59 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
 
 // TaskRepository stores tasks in the tasks table and the events applied to
-// them in task_events.
+// them in task_events. The statements of the check and the event paths are
+// prepared once; in a transaction they are bound to it (tx.Stmtx).
 type TaskRepository struct {
-	db *sqlx.DB
+	db              *sqlx.DB
+	get             *sqlx.Stmt
+	active          *sqlx.Stmt
+	activeForUpdate *sqlx.Stmt
+	activeAndFailed *sqlx.Stmt
+	failed          *sqlx.Stmt
+	insert          *sqlx.Stmt
+	update          *sqlx.Stmt
+	lock            *sqlx.Stmt
+	event           *sqlx.Stmt
+	insertEvent     *sqlx.Stmt
+	stats           *sqlx.Stmt
 }
 
 var _ ports.TaskRepository = (*TaskRepository)(nil)
 
-// NewTaskRepository stores tasks through the given pool.
-func NewTaskRepository(db *sqlx.DB) *TaskRepository { return &TaskRepository{db: db} }
+// NewTaskRepository stores tasks through the given pool, preparing its hot
+// statements; it fails when they cannot be prepared (no schema).
+func NewTaskRepository(db *sqlx.DB) (*TaskRepository, error) {
+	p := newStatements(db)
+	r := &TaskRepository{
+		db:              db,
+		get:             p.prepare(`SELECT ` + taskColumns + ` FROM tasks WHERE id = $1`),
+		active:          p.prepare(activeTaskSQL),
+		activeForUpdate: p.prepare(activeTaskSQL + ` FOR UPDATE`),
+		activeAndFailed: p.prepare(activeAndFailedSQL),
+		failed: p.prepare(`SELECT firmware_id, count(*) FROM tasks
+			WHERE device_id = $1 AND status = 'failed' GROUP BY firmware_id`),
+		insert: p.prepare(insertTaskSQL),
+		update: p.prepare(`UPDATE tasks SET status = $2, progress = $3, attempt = $4, error_code = $5,
+				error_message = $6, updated_at = $7
+			WHERE id = $1
+			RETURNING ` + taskColumns),
+		lock:        p.prepare(`SELECT ` + taskColumns + ` FROM tasks WHERE id = $1 FOR UPDATE`),
+		event:       p.prepare(`SELECT fingerprint FROM task_events WHERE task_id = $1 AND event_id = $2`),
+		insertEvent: p.prepare(`INSERT INTO task_events (task_id, event_id, fingerprint, created_at) VALUES ($1, $2, $3, $4)`),
+		stats:       p.prepare(`SELECT status, count(*) FROM tasks WHERE rollout_id = $1 GROUP BY status`),
+	}
+	if err := p.done("task repository"); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
 
 type taskRow struct {
 	ID           string         `db:"id"`
@@ -68,6 +106,12 @@ func newTaskRow(t domain.Task) taskRow {
 	}
 }
 
+// scan reads a row selected with taskColumns.
+func (r *taskRow) scan(row interface{ Scan(...any) error }) error {
+	return row.Scan(&r.ID, &r.ActionID, &r.DeviceID, &r.FirmwareID, &r.RolloutID, &r.Status, &r.Progress,
+		&r.Attempt, &r.ErrorCode, &r.ErrorMessage, &r.CreatedAt, &r.UpdatedAt)
+}
+
 func (r taskRow) toDomain() (domain.Task, error) {
 	st, err := domain.ParseTaskStatus(r.Status)
 	if err != nil {
@@ -87,7 +131,7 @@ func (s *TaskRepository) Get(ctx context.Context, id string) (domain.Task, error
 		return domain.Task{}, fmt.Errorf("loading task: %w", domain.ErrNotFound)
 	}
 	var r taskRow
-	if err := s.db.GetContext(ctx, &r, `SELECT `+taskColumns+` FROM tasks WHERE id = $1`, uid); err != nil {
+	if err := r.scan(s.get.QueryRowContext(ctx, uid)); err != nil {
 		return domain.Task{}, fmt.Errorf("loading task %s: %w", uid, notFound(err))
 	}
 	return r.toDomain()
@@ -99,18 +143,68 @@ func (s *TaskRepository) Active(ctx context.Context, deviceID string) (domain.Ta
 	if !validDeviceID(deviceID) {
 		return domain.Task{}, fmt.Errorf("loading the active task: %w", domain.ErrNotFound)
 	}
-	return activeTask(ctx, s.db, deviceID, "")
+	return activeTask(ctx, s.active, deviceID)
 }
 
-// activeTask reads the device's active task with q, adding lock (such as
-// "FOR UPDATE") to the query.
-func activeTask(ctx context.Context, q sqlx.QueryerContext, deviceID, lock string) (domain.Task, error) {
+// activeTaskSQL reads a device's active task (on the partial unique index).
+const activeTaskSQL = `SELECT ` + taskColumns + ` FROM tasks WHERE device_id = $1 AND ` + activeStatusSQL
+
+// activeTask reads the device's active task with stmt (activeTaskSQL, or
+// it FOR UPDATE).
+func activeTask(ctx context.Context, stmt *sqlx.Stmt, deviceID string) (domain.Task, error) {
 	var r taskRow
-	err := sqlx.GetContext(ctx, q, &r, `SELECT `+taskColumns+` FROM tasks WHERE device_id = $1 AND `+activeStatusSQL+` `+lock, deviceID)
-	if err != nil {
+	if err := r.scan(stmt.QueryRowContext(ctx, deviceID)); err != nil {
 		return domain.Task{}, fmt.Errorf("loading the active task of device %q: %w", deviceID, notFound(err))
 	}
 	return r.toDomain()
+}
+
+// activeAndFailedSQL reads the device's active task (NULLs when none) and
+// the firmware ids of its failed tasks, one per failed task, in one row:
+// both are index lookups on the device (the partial unique index of active
+// tasks, the partial index of failed ones).
+const activeAndFailedSQL = `SELECT a.id, a.action_id, a.device_id, a.firmware_id, a.rollout_id, a.status, a.progress,
+		a.attempt, a.error_code, a.error_message, a.created_at, a.updated_at,
+		ARRAY(SELECT firmware_id::text FROM tasks WHERE device_id = $1 AND status = 'failed') AS failed
+	FROM (SELECT 1) AS one
+	LEFT JOIN LATERAL (SELECT ` + taskColumns + ` FROM tasks WHERE device_id = $1 AND ` + activeStatusSQL + `) AS a ON true`
+
+// ActiveAndFailedCounts returns the device's active task (nil if none) and
+// its failed tasks counted by firmware id — Active and FailedCounts in one
+// round trip, for checks that have a target to offer. The failed map is
+// never nil.
+func (s *TaskRepository) ActiveAndFailedCounts(ctx context.Context, deviceID string) (*domain.Task, map[string]int, error) {
+	failed := map[string]int{}
+	if !validDeviceID(deviceID) {
+		return nil, failed, nil
+	}
+	var (
+		id, deviceCol, fw, ro, status, code, msg sql.NullString
+		actionID                                 sql.NullInt64
+		progress, attempt                        sql.NullInt32
+		created, updated                         sql.NullTime
+		failedIDs                                pq.StringArray
+	)
+	err := s.activeAndFailed.QueryRowContext(ctx, deviceID).Scan(&id, &actionID, &deviceCol, &fw, &ro, &status, &progress,
+		&attempt, &code, &msg, &created, &updated, &failedIDs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading the active and failed tasks of device %q: %w", deviceID, unavailable(err))
+	}
+	for _, f := range failedIDs {
+		failed[f]++
+	}
+	if !id.Valid {
+		return nil, failed, nil
+	}
+	t, err := taskRow{
+		ID: id.String, ActionID: actionID.Int64, DeviceID: deviceCol.String, FirmwareID: fw.String, RolloutID: ro.String,
+		Status: status.String, Progress: int(progress.Int32), Attempt: int(attempt.Int32), ErrorCode: code, ErrorMessage: msg,
+		CreatedAt: created.Time, UpdatedAt: updated.Time,
+	}.toDomain()
+	if err != nil {
+		return nil, nil, err
+	}
+	return &t, failed, nil
 }
 
 // insertTaskSQL inserts a task unless the device already has an active
@@ -151,7 +245,7 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, deviceID string, fn 
 	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
 		result, created = domain.Task{}, false
 		var active *domain.Task
-		cur, err := activeTask(ctx, tx, deviceID, "FOR UPDATE")
+		cur, err := activeTask(ctx, tx.StmtxContext(ctx, s.activeForUpdate), deviceID)
 		switch {
 		case err == nil:
 			active = &cur
@@ -168,7 +262,7 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, deviceID string, fn 
 		}
 		if active != nil {
 			if active.Record() != before {
-				stored, err := updateTask(ctx, tx, before.ID, *active)
+				stored, err := s.updateTask(ctx, tx, before.ID, *active)
 				if err != nil {
 					return err
 				}
@@ -179,7 +273,7 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, deviceID string, fn 
 		if ins == nil {
 			return nil
 		}
-		result, created, err = insertOrWinner(ctx, tx, deviceID, *ins)
+		result, created, err = s.insertOrWinner(ctx, tx, deviceID, *ins)
 		return err
 	})
 	if err != nil {
@@ -190,7 +284,7 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, deviceID string, fn 
 
 // insertOrWinner inserts t unless the device has an active task, in which
 // case that task (the winner of a race) is returned with created false.
-func insertOrWinner(ctx context.Context, tx *sqlx.Tx, deviceID string, t domain.Task) (domain.Task, bool, error) {
+func (s *TaskRepository) insertOrWinner(ctx context.Context, tx *sqlx.Tx, deviceID string, t domain.Task) (domain.Task, bool, error) {
 	r := newTaskRow(t)
 	if r.DeviceID != deviceID {
 		return domain.Task{}, false, fmt.Errorf("inserting task %s: it is for device %q, not %q", r.ID, r.DeviceID, deviceID)
@@ -203,8 +297,9 @@ func insertOrWinner(ctx context.Context, tx *sqlx.Tx, deviceID string, t domain.
 	if !ok1 || !ok2 {
 		return domain.Task{}, false, fmt.Errorf("inserting task %s: the firmware or rollout does not exist: %w", r.ID, domain.ErrNotFound)
 	}
+	insert := tx.StmtxContext(ctx, s.insert)
 	for round := 1; ; round++ {
-		err := tx.QueryRowxContext(ctx, insertTaskSQL, r.ID, r.DeviceID, fw, ro, r.Status, r.Progress, r.Attempt,
+		err := insert.QueryRowxContext(ctx, r.ID, r.DeviceID, fw, ro, r.Status, r.Progress, r.Attempt,
 			r.ErrorCode, r.ErrorMessage, r.CreatedAt, r.UpdatedAt).Scan(&r.ActionID)
 		if err == nil {
 			r.FirmwareID, r.RolloutID = fw, ro
@@ -214,7 +309,7 @@ func insertOrWinner(ctx context.Context, tx *sqlx.Tx, deviceID string, t domain.
 		if !errors.Is(err, sql.ErrNoRows) {
 			return domain.Task{}, false, fmt.Errorf("inserting task %s: %w", r.ID, mapWriteErr(err))
 		}
-		winner, err := activeTask(ctx, tx, deviceID, "")
+		winner, err := activeTask(ctx, tx.StmtxContext(ctx, s.active), deviceID)
 		if err == nil {
 			return winner, false, nil
 		}
@@ -230,13 +325,10 @@ func insertOrWinner(ctx context.Context, tx *sqlx.Tx, deviceID string, t domain.
 
 // updateTask stores the mutable fields of t (its device, firmware, rollout
 // and creation are fixed) and returns it as stored.
-func updateTask(ctx context.Context, tx *sqlx.Tx, id string, t domain.Task) (domain.Task, error) {
+func (s *TaskRepository) updateTask(ctx context.Context, tx *sqlx.Tx, id string, t domain.Task) (domain.Task, error) {
 	w := newTaskRow(t)
 	var r taskRow
-	err := tx.GetContext(ctx, &r, `UPDATE tasks SET status = $2, progress = $3, attempt = $4, error_code = $5,
-			error_message = $6, updated_at = $7
-		WHERE id = $1
-		RETURNING `+taskColumns, id, w.Status, w.Progress, w.Attempt, w.ErrorCode, w.ErrorMessage, w.UpdatedAt)
+	err := r.scan(tx.StmtxContext(ctx, s.update).QueryRowContext(ctx, id, w.Status, w.Progress, w.Attempt, w.ErrorCode, w.ErrorMessage, w.UpdatedAt))
 	if err != nil {
 		return domain.Task{}, fmt.Errorf("storing task %s: %w", id, notFound(mapWriteErr(err)))
 	}
@@ -253,14 +345,14 @@ func (s *TaskRepository) Update(ctx context.Context, id string, fn func(*domain.
 	}
 	var out domain.Task
 	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
-		t, err := lockTask(ctx, tx, uid)
+		t, err := s.lockTask(ctx, tx, uid)
 		if err != nil {
 			return err
 		}
 		if err := fn(&t); err != nil {
 			return err
 		}
-		out, err = updateTask(ctx, tx, uid, t)
+		out, err = s.updateTask(ctx, tx, uid, t)
 		return err
 	})
 	if err != nil {
@@ -269,9 +361,9 @@ func (s *TaskRepository) Update(ctx context.Context, id string, fn func(*domain.
 	return out, nil
 }
 
-func lockTask(ctx context.Context, tx *sqlx.Tx, id string) (domain.Task, error) {
+func (s *TaskRepository) lockTask(ctx context.Context, tx *sqlx.Tx, id string) (domain.Task, error) {
 	var r taskRow
-	if err := tx.GetContext(ctx, &r, `SELECT `+taskColumns+` FROM tasks WHERE id = $1 FOR UPDATE`, id); err != nil {
+	if err := r.scan(tx.StmtxContext(ctx, s.lock).QueryRowContext(ctx, id)); err != nil {
 		return domain.Task{}, fmt.Errorf("loading task %s: %w", id, notFound(err))
 	}
 	return r.toDomain()
@@ -290,20 +382,19 @@ func (s *TaskRepository) ApplyEvent(ctx context.Context, taskID string, ev domai
 	}
 	var out domain.Task
 	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
-		t, err := lockTask(ctx, tx, uid)
+		t, err := s.lockTask(ctx, tx, uid)
 		if err != nil {
 			return err
 		}
 		var prior *domain.Event
 		var fingerprint string
-		err = tx.QueryRowxContext(ctx, `SELECT fingerprint FROM task_events WHERE task_id = $1 AND event_id = $2`,
-			uid, ev.ID()).Scan(&fingerprint)
+		err = tx.StmtxContext(ctx, s.event).QueryRowContext(ctx, uid, ev.ID()).Scan(&fingerprint)
 		switch {
 		case err == nil:
 			p := domain.RehydrateEvent(ev.ID(), fingerprint)
 			prior = &p
 		case !errors.Is(err, sql.ErrNoRows):
-			return fmt.Errorf("loading event %q of task %s: %w", ev.ID(), uid, err)
+			return fmt.Errorf("loading event %q of task %s: %w", ev.ID(), uid, unavailable(err))
 		}
 		loaded := t
 		changed, err := fn(&t, prior)
@@ -314,11 +405,10 @@ func (s *TaskRepository) ApplyEvent(ctx context.Context, taskID string, ev domai
 			out = loaded // as stored: whatever fn did to its copy is dropped
 			return nil
 		}
-		if out, err = updateTask(ctx, tx, uid, t); err != nil {
+		if out, err = s.updateTask(ctx, tx, uid, t); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO task_events (task_id, event_id, fingerprint, created_at)
-			VALUES ($1, $2, $3, $4)`, uid, ev.ID(), ev.Fingerprint(), dbTime(out.UpdatedAt())); err != nil {
+		if _, err := tx.StmtxContext(ctx, s.insertEvent).ExecContext(ctx, uid, ev.ID(), ev.Fingerprint(), dbTime(out.UpdatedAt())); err != nil {
 			return fmt.Errorf("recording event %q of task %s: %w", ev.ID(), uid, mapWriteErr(err))
 		}
 		return nil
@@ -336,22 +426,21 @@ func (s *TaskRepository) FailedCounts(ctx context.Context, deviceID string) (map
 	if !validDeviceID(deviceID) {
 		return out, nil
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT firmware_id, count(*) FROM tasks
-		WHERE device_id = $1 AND status = 'failed' GROUP BY firmware_id`, deviceID)
+	rows, err := s.failed.QueryContext(ctx, deviceID)
 	if err != nil {
-		return nil, fmt.Errorf("counting failed tasks of device %q: %w", deviceID, err)
+		return nil, fmt.Errorf("counting failed tasks of device %q: %w", deviceID, unavailable(err))
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var fw string
 		var n int
 		if err := rows.Scan(&fw, &n); err != nil {
-			return nil, fmt.Errorf("counting failed tasks of device %q: %w", deviceID, err)
+			return nil, fmt.Errorf("counting failed tasks of device %q: %w", deviceID, unavailable(err))
 		}
 		out[fw] = n
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("counting failed tasks of device %q: %w", deviceID, err)
+		return nil, fmt.Errorf("counting failed tasks of device %q: %w", deviceID, unavailable(err))
 	}
 	return out, nil
 }
@@ -364,16 +453,16 @@ func (s *TaskRepository) RolloutStats(ctx context.Context, rolloutID string) (do
 	if !ok {
 		return stats, nil
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT status, count(*) FROM tasks WHERE rollout_id = $1 GROUP BY status`, uid)
+	rows, err := s.stats.QueryContext(ctx, uid)
 	if err != nil {
-		return stats, fmt.Errorf("counting tasks of rollout %s: %w", uid, err)
+		return stats, fmt.Errorf("counting tasks of rollout %s: %w", uid, unavailable(err))
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var status string
 		var n int
 		if err := rows.Scan(&status, &n); err != nil {
-			return domain.TaskStats{}, fmt.Errorf("counting tasks of rollout %s: %w", uid, err)
+			return domain.TaskStats{}, fmt.Errorf("counting tasks of rollout %s: %w", uid, unavailable(err))
 		}
 		st, err := domain.ParseTaskStatus(status)
 		if err != nil {
@@ -382,7 +471,7 @@ func (s *TaskRepository) RolloutStats(ctx context.Context, rolloutID string) (do
 		stats.Add(st, n)
 	}
 	if err := rows.Err(); err != nil {
-		return domain.TaskStats{}, fmt.Errorf("counting tasks of rollout %s: %w", uid, err)
+		return domain.TaskStats{}, fmt.Errorf("counting tasks of rollout %s: %w", uid, unavailable(err))
 	}
 	return stats, nil
 }
@@ -441,7 +530,7 @@ func (s *TaskRepository) List(ctx context.Context, f ports.TaskFilter) ([]domain
 
 	var rows []taskRow
 	if err := s.db.SelectContext(ctx, &rows, q, args...); err != nil {
-		return nil, fmt.Errorf("listing tasks: %w", err)
+		return nil, fmt.Errorf("listing tasks: %w", unavailable(err))
 	}
 	for _, r := range rows {
 		t, err := r.toDomain()

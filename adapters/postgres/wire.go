@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"github.com/google/wire"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/ai-device/ota/ports"
 )
@@ -29,3 +30,60 @@ var RepositorySet = wire.NewSet(
 // the pool (closed by wire's cleanup) and every repository bound to its
 // port.
 var ProviderSet = wire.NewSet(Open, RepositorySet)
+
+// ServingSet is the production wiring of the repositories on a pool: the
+// device repository behind the write-behind of checks (WriteBehindDevices),
+// firmware and rollouts behind the catalog cache (CatalogCache), tasks
+// direct. The injector supplies a *sqlx.DB, a WriteBehindConfig, a
+// CatalogCacheConfig and a *slog.Logger; wire's cleanup stops the
+// write-behind (flushing it) and the cache's listener before the pool
+// closes.
+var ServingSet = wire.NewSet(
+	NewDeviceRepository,
+	NewWriteBehindDevices,
+	wire.Bind(new(ports.DeviceRepository), new(*WriteBehindDevices)),
+	NewFirmwareRepository,
+	NewRolloutRepository,
+	NewCatalogCache,
+	CachedFirmwaresOf,
+	wire.Bind(new(ports.FirmwareRepository), new(*CachedFirmwares)),
+	CachedRolloutsOf,
+	wire.Bind(new(ports.RolloutRepository), new(*CachedRollouts)),
+	NewTaskRepository,
+	wire.Bind(new(ports.TaskRepository), new(*TaskRepository)),
+	NewHealthCheck,
+)
+
+// CachedFirmwaresOf is the cache's firmware repository (a wire provider).
+func CachedFirmwaresOf(c *CatalogCache) *CachedFirmwares { return c.Firmwares() }
+
+// CachedRolloutsOf is the cache's rollout repository (a wire provider).
+func CachedRolloutsOf(c *CatalogCache) *CachedRollouts { return c.Rollouts() }
+
+// Repositories are the four repositories on one pool.
+type Repositories struct {
+	Devices   *DeviceRepository
+	Firmwares *FirmwareRepository
+	Rollouts  *RolloutRepository
+	Tasks     *TaskRepository
+}
+
+// NewRepositories builds every repository on db (tests and tools; the
+// service is wired with RepositorySet).
+func NewRepositories(db *sqlx.DB) (Repositories, error) {
+	var r Repositories
+	var err error
+	if r.Devices, err = NewDeviceRepository(db); err != nil {
+		return Repositories{}, err
+	}
+	if r.Firmwares, err = NewFirmwareRepository(db); err != nil {
+		return Repositories{}, err
+	}
+	if r.Rollouts, err = NewRolloutRepository(db); err != nil {
+		return Repositories{}, err
+	}
+	if r.Tasks, err = NewTaskRepository(db); err != nil {
+		return Repositories{}, err
+	}
+	return r, nil
+}

@@ -15,11 +15,15 @@ import (
 func TestPostgresRepositories(t *testing.T) {
 	contract.RunRepositories(t, func(t *testing.T) contract.Repos {
 		db, _ := testenv.PostgresDB(t)
+		repos, err := postgres.NewRepositories(db)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return contract.Repos{
-			Devices:   postgres.NewDeviceRepository(db),
-			Firmwares: postgres.NewFirmwareRepository(db),
-			Rollouts:  postgres.NewRolloutRepository(db),
-			Tasks:     postgres.NewTaskRepository(db),
+			Devices:   repos.Devices,
+			Firmwares: repos.Firmwares,
+			Rollouts:  repos.Rollouts,
+			Tasks:     repos.Tasks,
 		}
 	})
 }

@@ -32,9 +32,13 @@ type replica struct {
 
 func newReplica(t *testing.T, db *sqlx.DB, locker ports.Locker) replica {
 	t.Helper()
+	repos, err := postgres.NewRepositories(db)
+	if err != nil {
+		t.Fatal(err)
+	}
 	deps := application.Deps{
-		Devices: postgres.NewDeviceRepository(db), Firmwares: postgres.NewFirmwareRepository(db),
-		Rollouts: postgres.NewRolloutRepository(db), Tasks: postgres.NewTaskRepository(db),
+		Devices: repos.Devices, Firmwares: repos.Firmwares,
+		Rollouts: repos.Rollouts, Tasks: repos.Tasks,
 		Locker: locker, Clock: memory.NewClock(), IDs: memory.NewUUIDs(), Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
 	}
 	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))

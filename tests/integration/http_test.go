@@ -36,9 +36,13 @@ func newStack(t *testing.T) *stack {
 	t.Helper()
 	db, _ := testenv.PostgresDB(t)
 	metrics := bootstrap.NewMetrics()
+	repos, err := postgres.NewRepositories(db)
+	if err != nil {
+		t.Fatal(err)
+	}
 	deps := application.Deps{
-		Devices: postgres.NewDeviceRepository(db), Firmwares: postgres.NewFirmwareRepository(db),
-		Rollouts: postgres.NewRolloutRepository(db), Tasks: postgres.NewTaskRepository(db),
+		Devices: repos.Devices, Firmwares: repos.Firmwares,
+		Rollouts: repos.Rollouts, Tasks: repos.Tasks,
 		Locker: redisLocker(t, "ota:test:"+uuid.NewString(), metrics), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
 		Metrics: metrics, Limiter: ports.Unlimited{},
 	}

@@ -1,0 +1,265 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/ai-device/ota/adapters/postgres"
+	"github.com/ai-device/ota/domain"
+)
+
+// replica is one service instance's catalog cache: its own pool and
+// listener on the test's database.
+type replica struct {
+	cache     *postgres.CatalogCache
+	firmwares *postgres.CachedFirmwares
+	rollouts  *postgres.CachedRollouts
+}
+
+func (e *env) replica(t *testing.T, cfg postgres.CatalogCacheConfig) replica {
+	t.Helper()
+	db, err := sqlx.Open("postgres", e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(4)
+	t.Cleanup(func() { _ = db.Close() })
+	repos, err := postgres.NewRepositories(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.URL = postgres.DatabaseURL(e.url)
+	c, cleanup, err := postgres.NewCatalogCache(repos.Firmwares, repos.Rollouts, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	if !c.Live() {
+		t.Fatal("a new cache is not live")
+	}
+	return replica{cache: c, firmwares: c.Firmwares(), rollouts: c.Rollouts()}
+}
+
+// offered lists the firmware ids a replica offers for a model.
+func (r replica) offered(t *testing.T, model string) []string {
+	t.Helper()
+	offers, err := r.rollouts.Offers(context.Background(), model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{}
+	for _, o := range offers {
+		ids = append(ids, o.Firmware.ID())
+	}
+	return ids
+}
+
+// within polls cond until it holds or d passes, and returns how long it took.
+func within(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > d {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+func equalIDs(got []string, want ...string) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// An operator's change through one replica reaches every other replica's
+// cache within a second: new firmware and rollouts appear, a revoked
+// firmware and a paused or cancelled rollout stop being offered.
+func TestCatalogCacheInvalidatesOtherReplicas(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	a, b := e.replica(t, postgres.CatalogCacheConfig{}), e.replica(t, postgres.CatalogCacheConfig{})
+	const model = "cam-cache"
+
+	if got := b.offered(t, model); len(got) != 0 {
+		t.Fatalf("offers before publishing: %v", got)
+	}
+	hits := b.cache.Stats().Hits.Load()
+	b.offered(t, model)
+	if b.cache.Stats().Hits.Load() != hits+1 {
+		t.Fatal("the second read of a model's offers was not answered from memory")
+	}
+
+	// Publish through a.
+	fw, err := domain.NewFirmware(newID(), domain.FirmwareSpec{Model: model, Version: "2.0.0",
+		URL: "https://fw.example/2.bin", SizeBytes: 10, SHA256: sha(1)}, e.now)
+	must(t, err)
+	must(t, a.firmwares.Create(ctx, fw))
+	ro, err := domain.NewRollout(newID(), fw, domain.RolloutSpec{Percentage: 100}, e.now)
+	must(t, err)
+	must(t, a.rollouts.Create(ctx, ro))
+	d := within(t, time.Second, "b sees the new rollout", func() bool { return equalIDs(b.offered(t, model), fw.ID()) })
+	t.Logf("published: b saw it after %v", d)
+	// b caches the firmware and the rollout by id.
+	got, err := b.firmwares.Get(ctx, fw.ID())
+	if err != nil || got.Revoked() {
+		t.Fatalf("b firmware: %v %v", got.Status(), err)
+	}
+	if r, err := b.rollouts.Get(ctx, ro.ID()); err != nil || r.Status() != domain.RolloutActive {
+		t.Fatalf("b rollout: %v %v", r.Status(), err)
+	}
+
+	// Pause through a: b stops offering it, and reads it paused.
+	_, err = a.rollouts.Update(ctx, ro.ID(), func(r *domain.Rollout) error {
+		return r.ChangeStatus(domain.RolloutPaused, fw, e.now)
+	})
+	must(t, err)
+	d = within(t, time.Second, "b stops offering a paused rollout", func() bool {
+		r, err := b.rollouts.Get(ctx, ro.ID())
+		return len(b.offered(t, model)) == 0 && err == nil && r.Status() == domain.RolloutPaused
+	})
+	t.Logf("paused: b saw it after %v", d)
+	_, err = a.rollouts.Update(ctx, ro.ID(), func(r *domain.Rollout) error {
+		return r.ChangeStatus(domain.RolloutActive, fw, e.now)
+	})
+	must(t, err)
+	within(t, time.Second, "b offers a resumed rollout", func() bool { return equalIDs(b.offered(t, model), fw.ID()) })
+
+	// Revoke through a: b stops offering it, and reads it revoked.
+	_, err = a.firmwares.Update(ctx, fw.ID(), func(f *domain.Firmware) error { f.Revoke(e.now); return nil })
+	must(t, err)
+	d = within(t, time.Second, "b stops offering a revoked firmware", func() bool {
+		f, err := b.firmwares.Get(ctx, fw.ID())
+		return len(b.offered(t, model)) == 0 && err == nil && f.Revoked()
+	})
+	t.Logf("revoked: b saw it after %v", d)
+
+	// Cancel through a.
+	fw2, err := domain.NewFirmware(newID(), domain.FirmwareSpec{Model: model, Version: "2.1.0",
+		URL: "https://fw.example/21.bin", SizeBytes: 10, SHA256: sha(2)}, e.now)
+	must(t, err)
+	must(t, a.firmwares.Create(ctx, fw2))
+	ro2, err := domain.NewRollout(newID(), fw2, domain.RolloutSpec{Percentage: 100}, e.now)
+	must(t, err)
+	must(t, a.rollouts.Create(ctx, ro2))
+	within(t, time.Second, "b sees the second rollout", func() bool { return equalIDs(b.offered(t, model), fw2.ID()) })
+	_, err = a.rollouts.Update(ctx, ro2.ID(), func(r *domain.Rollout) error {
+		return r.ChangeStatus(domain.RolloutCancelled, fw2, e.now)
+	})
+	must(t, err)
+	d = within(t, time.Second, "b stops offering a cancelled rollout", func() bool { return len(b.offered(t, model)) == 0 })
+	t.Logf("cancelled: b saw it after %v", d)
+
+	// a reads its own writes at once.
+	if r, err := a.rollouts.Get(ctx, ro2.ID()); err != nil || r.Status() != domain.RolloutCancelled {
+		t.Fatalf("a reads its own cancel: %v %v", r.Status(), err)
+	}
+	if _, err := b.firmwares.Get(ctx, newID()); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("unknown firmware: %v", err)
+	}
+	if _, err := b.rollouts.Get(ctx, "not-a-uuid"); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("bad rollout id: %v", err)
+	}
+}
+
+// A notification lost while the listener was disconnected cannot leave a
+// replica serving what it replaced: the cache reads through while the
+// listener is down and forgets everything when it reconnects.
+func TestCatalogCacheForgetsEverythingOnReconnect(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	b := e.replica(t, postgres.CatalogCacheConfig{})
+	o := e.offer(t, "cam-reconnect", "3.0.0")
+	within(t, time.Second, "b sees the offer", func() bool { return equalIDs(b.offered(t, "cam-reconnect"), o.Firmware.ID()) })
+	if _, err := b.rollouts.Get(ctx, o.Rollout.ID()); err != nil {
+		t.Fatal(err)
+	}
+
+	// Cut b's listener, then change the catalog without telling anyone:
+	// a plain UPDATE, no NOTIFY.
+	var killed int
+	if err := e.db.Get(&killed, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name = $1`, postgres.ListenerApplicationName); err != nil || killed != 1 {
+		t.Fatalf("terminating the listener: %d %v", killed, err)
+	}
+	if _, err := e.db.Exec(`UPDATE rollouts SET status = 'paused', paused_reason = 'manual' WHERE id = $1`, o.Rollout.ID()); err != nil {
+		t.Fatal(err)
+	}
+	d := within(t, 1500*time.Millisecond, "b stops offering the silently paused rollout", func() bool {
+		r, err := b.rollouts.Get(ctx, o.Rollout.ID())
+		return len(b.offered(t, "cam-reconnect")) == 0 && err == nil && r.Status() == domain.RolloutPaused
+	})
+	t.Logf("b saw the unannounced change after %v (listener down: reading through)", d)
+	within(t, 5*time.Second, "the listener reconnects", b.cache.Live)
+	if b.cache.Stats().Bypassed.Load() == 0 && b.cache.Stats().Invalidations.Load() == 0 {
+		t.Error("neither bypassed nor invalidated while the listener was down")
+	}
+	// Live again: changes are heard again.
+	if _, err := e.db.Exec(`UPDATE rollouts SET status = 'active', paused_reason = NULL WHERE id = $1`, o.Rollout.ID()); err != nil {
+		t.Fatal(err)
+	}
+	b.offered(t, "cam-reconnect") // cached: still none
+	if _, err := e.db.Exec(`SELECT pg_notify('ota_catalog', 'cam-reconnect')`); err != nil {
+		t.Fatal(err)
+	}
+	within(t, time.Second, "b hears the notification after reconnecting", func() bool {
+		return equalIDs(b.offered(t, "cam-reconnect"), o.Firmware.ID())
+	})
+}
+
+// The periodic refresh catches what no notification announced.
+func TestCatalogCacheRefresh(t *testing.T) {
+	e := newEnv(t)
+	b := e.replica(t, postgres.CatalogCacheConfig{})
+	o := e.offer(t, "cam-refresh", "4.0.0")
+	within(t, time.Second, "b sees the offer", func() bool { return equalIDs(b.offered(t, "cam-refresh"), o.Firmware.ID()) })
+	// Let the publication's own notifications land, then cache the offer.
+	time.Sleep(200 * time.Millisecond)
+	b.offered(t, "cam-refresh")
+	if _, err := e.db.Exec(`UPDATE firmwares SET status = 'revoked' WHERE id = $1`, o.Firmware.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.offered(t, "cam-refresh"); !equalIDs(got, o.Firmware.ID()) {
+		t.Fatalf("an unannounced change reached the cache: %v", got)
+	}
+	must(t, b.cache.Refresh(context.Background()))
+	if got := b.offered(t, "cam-refresh"); len(got) != 0 {
+		t.Fatalf("after Refresh: %v", got)
+	}
+}
+
+// A cache whose listener cannot prove it is alive reads through.
+func TestCatalogCacheReadsThroughWhenNotLive(t *testing.T) {
+	e := newEnv(t)
+	b := e.replica(t, postgres.CatalogCacheConfig{})
+	b.cache.Close()
+	if b.cache.Live() {
+		t.Fatal("a closed cache is live")
+	}
+	o := e.offer(t, "cam-closed", "5.0.0")
+	if got := b.offered(t, "cam-closed"); !equalIDs(got, o.Firmware.ID()) {
+		t.Fatalf("closed cache: %v", got)
+	}
+	if b.cache.Stats().Bypassed.Load() == 0 {
+		t.Fatal("not counted as bypassed")
+	}
+}
+
+func newID() string { return uuid.NewString() }
+
+// sha is a well-formed SHA-256 made of one repeated byte.
+func sha(b byte) string { return strings.Repeat(fmt.Sprintf("%02x", b), 32) }

@@ -1,0 +1,256 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ai-device/ota/adapters/postgres"
+	"github.com/ai-device/ota/bootstrap"
+	"github.com/ai-device/ota/domain"
+)
+
+func version(t *testing.T, s string) domain.Version {
+	t.Helper()
+	v, err := domain.ParseVersion("current_version", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// stored reads a device's check record as the database has it.
+func (e *env) stored(t *testing.T, id string) (string, time.Time) {
+	t.Helper()
+	var v *string
+	var at *time.Time
+	if err := e.db.QueryRow(`SELECT current_version, last_seen_at FROM devices WHERE device_id = $1`, id).Scan(&v, &at); err != nil {
+		t.Fatal(err)
+	}
+	var vs string
+	var ts time.Time
+	if v != nil {
+		vs = *v
+	}
+	if at != nil {
+		ts = at.UTC()
+	}
+	return vs, ts
+}
+
+func (e *env) writeBehind(t *testing.T, cfg postgres.WriteBehindConfig) *postgres.WriteBehindDevices {
+	t.Helper()
+	w, cleanup, err := postgres.NewWriteBehindDevices(e.devices, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	return w
+}
+
+func TestWriteBehindIsVisibleWithinASecond(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.device(t, "wb-1", "m")
+	w := e.writeBehind(t, postgres.WriteBehindConfig{})
+	at := e.now.Add(time.Minute)
+	start := time.Now()
+	if err := w.RecordSeen(ctx, "wb-1", version(t, "1.5.0"), at); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 50*time.Millisecond {
+		t.Errorf("RecordSeen took %v: it must not wait for the database", d)
+	}
+	// This replica shows it at once.
+	if d, err := w.Get(ctx, "wb-1"); err != nil || d.CurrentVersion().String() != "1.5.0" || !d.LastSeenAt().Equal(at) {
+		t.Fatalf("Get before the flush: %v %v %v", d.CurrentVersion(), d.LastSeenAt(), err)
+	}
+	// The database within a second.
+	deadline := time.Now().Add(time.Second)
+	for {
+		v, seen := e.stored(t, "wb-1")
+		if v == "1.5.0" && seen.Equal(at) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not stored within 1s: %q %v", v, seen)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if w.Stats().Batches.Load() == 0 || w.Stats().Written.Load() != 1 {
+		t.Errorf("stats: %d batches, %d written", w.Stats().Batches.Load(), w.Stats().Written.Load())
+	}
+}
+
+func TestWriteBehindFlushesOnShutdown(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	for _, id := range []string{"sd-1", "sd-2", "sd-3"} {
+		e.device(t, id, "m")
+	}
+	// No periodic flush during the test: only Flush and Close write.
+	w, cleanup, err := postgres.NewWriteBehindDevices(e.devices, postgres.WriteBehindConfig{Interval: time.Hour, BatchSize: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	at := e.now.Add(time.Hour)
+	// BatchSize 2 kicks a flush at the second device; Flush takes the rest.
+	for _, id := range []string{"sd-1", "sd-2", "sd-3"} {
+		if err := w.RecordSeen(ctx, id, version(t, "2.0.0"), at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"sd-1", "sd-2", "sd-3"} {
+		if v, seen := e.stored(t, id); v != "2.0.0" || !seen.Equal(at) {
+			t.Errorf("%s after Flush: %q %v", id, v, seen)
+		}
+	}
+	// Close flushes what came after, and later checks are written at once.
+	if err := w.RecordSeen(ctx, "sd-1", version(t, "2.1.0"), at.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if v, _ := e.stored(t, "sd-1"); v != "2.1.0" {
+		t.Errorf("after Close: %q", v)
+	}
+	if err := w.RecordSeen(ctx, "sd-2", version(t, "2.2.0"), at.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := e.stored(t, "sd-2"); v != "2.2.0" {
+		t.Errorf("RecordSeen after Close: %q", v)
+	}
+	w.Close() // twice is fine
+}
+
+func TestWriteBehindKeepsTheNewestReport(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.device(t, "ooo-1", "m")
+	w := e.writeBehind(t, postgres.WriteBehindConfig{Interval: time.Hour})
+	t1, t2 := e.now.Add(time.Minute), e.now.Add(2*time.Minute)
+
+	// Within one batch: the later report wins, whatever the arrival order.
+	must(t, w.RecordSeen(ctx, "ooo-1", version(t, "3.0.0"), t2))
+	must(t, w.RecordSeen(ctx, "ooo-1", version(t, "2.0.0"), t1))
+	must(t, w.Flush(ctx))
+	if v, seen := e.stored(t, "ooo-1"); v != "3.0.0" || !seen.Equal(t2) {
+		t.Fatalf("one batch: %q %v, want 3.0.0 at %v", v, seen, t2)
+	}
+	// Across batches (another replica's late flush): the database keeps it.
+	must(t, w.RecordSeen(ctx, "ooo-1", version(t, "2.0.0"), t1))
+	must(t, w.Flush(ctx))
+	if v, seen := e.stored(t, "ooo-1"); v != "3.0.0" || !seen.Equal(t2) {
+		t.Fatalf("late batch: %q %v, want 3.0.0 at %v", v, seen, t2)
+	}
+	// The same through the batch statement directly, with an unknown
+	// device (skipped) and a device that never reported a version.
+	n, err := e.devices.RecordSeenBatch(ctx, []postgres.SeenReport{
+		{DeviceID: "ooo-1", Version: version(t, "1.0.0"), At: t1},
+		{DeviceID: "nobody", Version: version(t, "1.0.0"), At: t1},
+	})
+	if err != nil || n != 1 {
+		t.Fatalf("batch: %d %v", n, err)
+	}
+	if v, _ := e.stored(t, "ooo-1"); v != "3.0.0" {
+		t.Fatalf("batch went backwards: %q", v)
+	}
+	if _, err := e.devices.RecordSeenBatch(ctx, []postgres.SeenReport{
+		{DeviceID: "ooo-1", At: t2}, {DeviceID: "ooo-1", At: t1},
+	}); err == nil {
+		t.Fatal("a device twice in one batch was accepted")
+	}
+	must(t, w.RecordSeen(ctx, "ooo-1", domain.Version{}, t2.Add(time.Second)))
+	must(t, w.Flush(ctx))
+	if v, seen := e.stored(t, "ooo-1"); v != "" || !seen.Equal(t2.Add(time.Second)) {
+		t.Fatalf("no version: %q %v", v, seen)
+	}
+}
+
+func TestWriteBehindRetriesThenDrops(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.device(t, "rt-1", "m")
+	e.device(t, "rt-2", "m")
+	w := e.writeBehind(t, postgres.WriteBehindConfig{Interval: time.Hour, MaxRetries: 2, MaxPending: 2})
+	must(t, w.RecordSeen(ctx, "rt-1", version(t, "1.1.0"), e.now.Add(time.Minute)))
+
+	dead, cancel := context.WithCancel(ctx)
+	cancel()
+	// A failed flush keeps the report for the next one.
+	if err := w.Flush(dead); err == nil {
+		t.Fatal("flush on a cancelled context succeeded")
+	}
+	if w.Pending() != 1 || w.Stats().Failures.Load() == 0 {
+		t.Fatalf("after one failure: %d pending, %d failures", w.Pending(), w.Stats().Failures.Load())
+	}
+	must(t, w.Flush(ctx))
+	if v, _ := e.stored(t, "rt-1"); v != "1.1.0" {
+		t.Fatalf("retried report not stored: %q", v)
+	}
+
+	// MaxRetries failures drop it, counted.
+	must(t, w.RecordSeen(ctx, "rt-1", version(t, "1.2.0"), e.now.Add(2*time.Minute)))
+	for w.Pending() > 0 {
+		if err := w.Flush(dead); err == nil {
+			t.Fatal("flush on a cancelled context succeeded")
+		}
+	}
+	if got := w.Stats().Dropped.Load(); got != 1 {
+		t.Fatalf("dropped %d, want 1", got)
+	}
+	// Beyond MaxPending devices, new devices' reports are dropped, not queued.
+	must(t, w.RecordSeen(ctx, "rt-1", version(t, "1.3.0"), e.now.Add(3*time.Minute)))
+	must(t, w.RecordSeen(ctx, "rt-2", version(t, "1.3.0"), e.now.Add(3*time.Minute)))
+	must(t, w.RecordSeen(ctx, "rt-3", version(t, "1.3.0"), e.now.Add(3*time.Minute)))
+	if w.Pending() != 2 || w.Stats().Dropped.Load() != 2 {
+		t.Fatalf("over MaxPending: %d pending, %d dropped", w.Pending(), w.Stats().Dropped.Load())
+	}
+	if err := w.RecordSeen(ctx, "bad\x00id", domain.Version{}, e.now); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("impossible id: %v", err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// otad serve stores the checks still written behind when it stops, after
+// requests drained and before the pool closes (bootstrap.NewPostgresApp
+// registers the flush as a shutdown hook).
+func TestServeFlushesChecksOnShutdown(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.device(t, "shut-1", "m")
+	seen := e.writeBehind(t, postgres.WriteBehindConfig{Interval: time.Hour}) // only a flush writes
+	catalog := e.replica(t, postgres.CatalogCacheConfig{}).cache
+	app := bootstrap.NewPostgresApp(bootstrap.Config{}, echo.New(), slog.New(slog.DiscardHandler), bootstrap.NewMetrics(), seen, catalog)
+	at := e.now.Add(time.Hour)
+	must(t, seen.RecordSeen(ctx, "shut-1", version(t, "9.0.0"), at))
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- app.Serve(sctx, ln) }()
+	time.Sleep(50 * time.Millisecond)
+	if v, _ := e.stored(t, "shut-1"); v == "9.0.0" {
+		t.Fatal("stored before the shutdown: the test proves nothing")
+	}
+	stop()
+	must(t, <-served)
+	if v, seenAt := e.stored(t, "shut-1"); v != "9.0.0" || !seenAt.Equal(at) {
+		t.Fatalf("after shutdown: %q %v", v, seenAt)
+	}
+}
