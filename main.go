@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/ai-device/ota/adapters/postgres"
@@ -118,7 +119,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	app, cleanup, err := initPostgresApp(cfg, db, logger)
 	if err != nil {
-		return fmt.Errorf("%w (OTA_REDIS_URL); %s", err, memoryHint)
+		// Redis is the usual culprit here; statement preparation and the
+		// catalog listener (Postgres) fail here too, and say so themselves.
+		if strings.Contains(err.Error(), "Redis") {
+			return fmt.Errorf("%w (OTA_REDIS_URL); %s", err, memoryHint)
+		}
+		return fmt.Errorf("%w (OTA_DATABASE_URL); %s", err, memoryHint)
 	}
 	defer cleanup()
 	return app.Run(ctx)
