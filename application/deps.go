@@ -75,21 +75,10 @@ func (d Deps) activeTask(ctx context.Context, deviceID string) (*domain.Task, er
 	return &t, nil
 }
 
-// activeAndFailedReader is an optional capability of a TaskRepository: the
-// device's active task and its failed tasks counted by firmware, read
-// together (the Postgres adapter does it in one round trip). A check that
-// has a target needs both; repositories without it are asked twice.
-//
-// It is declared here only because this change leaves ports alone; it
-// belongs next to ports.TaskRepository.
-type activeAndFailedReader interface {
-	ActiveAndFailedCounts(ctx context.Context, deviceID string) (*domain.Task, map[string]int, error)
-}
-
 // activeAndFailed returns the device's active task (nil if none) and its
 // failed counts by firmware id (never nil).
 func (d Deps) activeAndFailed(ctx context.Context, deviceID string) (*domain.Task, map[string]int, error) {
-	if r, ok := d.Tasks.(activeAndFailedReader); ok {
+	if r, ok := d.Tasks.(ports.ActiveAndFailedReader); ok {
 		return r.ActiveAndFailedCounts(ctx, deviceID)
 	}
 	active, err := d.activeTask(ctx, deviceID)

@@ -104,3 +104,12 @@ type TaskRepository interface {
 	// List returns tasks matching f in (created_at, id) order, at most f.Limit.
 	List(ctx context.Context, f TaskFilter) ([]domain.Task, error)
 }
+
+// ActiveAndFailedReader is an optional capability of a TaskRepository: the
+// device's active task (nil if none) and its failed tasks counted by
+// firmware id, read together. A check with a target needs both; a store
+// that can answer in one round trip (Postgres) implements it, and the
+// application asks the two TaskRepository methods otherwise.
+type ActiveAndFailedReader interface {
+	ActiveAndFailedCounts(ctx context.Context, deviceID string) (*domain.Task, map[string]int, error)
+}
