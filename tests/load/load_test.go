@@ -6,14 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -200,11 +193,11 @@ func TestSimulatorSmoke(t *testing.T) {
 	_, dbURL := testenv.PostgresDB(t)
 	redisURL := testenv.RedisURL(t)
 	admin := "smoke-admin-token-" + fmt.Sprint(time.Now().UnixNano())
-	bin := buildOtad(t)
-	urls := startOtads(t, bin, 2, []string{
-		"OTA_DATABASE_URL=" + dbURL, "OTA_REDIS_URL=" + redisURL, "OTA_ADMIN_TOKEN=" + admin,
-		"OTA_LOG_LEVEL=warn", "OTA_DEVICE_RATE_LIMIT=0",
-	})
+	instances := testenv.StartOtads(t, testenv.OtadConfig{
+		DatabaseURL: dbURL, RedisURL: redisURL, AdminToken: admin,
+		Env: map[string]string{"OTA_DEVICE_RATE_LIMIT": "0"},
+	}, "a", "b")
+	urls := []string{instances[0].URL, instances[1].URL}
 	ctx := context.Background()
 	base := config{
 		URLs: urls, AdminToken: admin, DatabaseURL: dbURL, Model: "smoke", BaseVersion: "1.0.0",
@@ -293,125 +286,4 @@ func TestSimulatorSmoke(t *testing.T) {
 			}
 		}
 	})
-}
-
-// buildOtad builds the service once for the test (without -race: the
-// service's packages have their own race-enabled tests).
-func buildOtad(t *testing.T) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "otad")
-	gobin := "go"
-	if root := os.Getenv("GOROOT"); root != "" {
-		if p := filepath.Join(root, "bin", "go"); fileExists(p) {
-			gobin = p
-		}
-	}
-	cmd := exec.Command(gobin, "build", "-o", out, "github.com/ai-device/ota")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building otad: %v\n%s", err, b)
-	}
-	return out
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
-
-// startOtads starts n otad processes on free loopback ports with env and
-// returns their base URLs once each is ready. They get SIGTERM when the
-// test ends.
-func startOtads(t *testing.T, bin string, n int, env []string) []string {
-	t.Helper()
-	var urls []string
-	for i := range n {
-		addr := freeAddr(t)
-		var logs syncBuffer
-		cmd := exec.Command(bin, "serve")
-		cmd.Env = append(environWithout("OTA_"), append([]string{"OTA_HTTP_ADDR=" + addr}, env...)...)
-		cmd.Stdout, cmd.Stderr = &logs, &logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		t.Cleanup(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-done:
-			case <-time.After(20 * time.Second):
-				_ = cmd.Process.Kill()
-				<-done
-				t.Errorf("otad %d did not stop within 20s of SIGTERM", i)
-			}
-			if t.Failed() {
-				t.Logf("otad %d log:\n%s", i, logs.String())
-			}
-		})
-		base := "http://" + addr
-		if err := waitReady(base, done, 30*time.Second); err != nil {
-			t.Fatalf("otad %d: %v\n%s", i, err, logs.String())
-		}
-		urls = append(urls, base)
-	}
-	return urls
-}
-
-func waitReady(base string, done <-chan struct{}, within time.Duration) error {
-	hc := &http.Client{Timeout: time.Second}
-	defer hc.CloseIdleConnections()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		select {
-		case <-done:
-			return fmt.Errorf("exited before it was ready")
-		default:
-		}
-		if resp, err := hc.Get(base + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("not ready within %v", within)
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func environWithout(prefix string) []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, prefix) {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-// syncBuffer collects a process's output while the test may read it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
