@@ -49,3 +49,13 @@ func TestLoadConfigRefusesBadValuesNamingTheVariable(t *testing.T) {
 		t.Errorf("migrate needs no admin token: %v", err)
 	}
 }
+
+func TestLoadConfigAcceptsSeveralRedisAddresses(t *testing.T) {
+	cfg, err := bootstrap.LoadConfig(env(map[string]string{
+		"OTA_ADMIN_TOKEN": "0123456789abcdef",
+		"OTA_REDIS_URL":   "redis://10.0.0.1:7000,10.0.0.2:7000,10.0.0.3:7000",
+	}), true)
+	if err != nil || cfg.RedisURL != "redis://10.0.0.1:7000,10.0.0.2:7000,10.0.0.3:7000" {
+		t.Fatalf("%+v %v", cfg, err)
+	}
+}

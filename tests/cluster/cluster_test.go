@@ -271,3 +271,24 @@ func TestMajorityTwoLockHoldsAfterAMasterDies(t *testing.T) {
 		t.Fatalf("entered %d, counter %d, want 20", entered.Load(), counter)
 	}
 }
+
+// OTA_REDIS_URL may list several cluster nodes, comma-separated.
+func TestSeveralSeedAddresses(t *testing.T) {
+	nodes := startCluster(t)
+	url := "redis://" + nodes[0].addr() + "," + nodes[1].addr() + "," + nodes[2].addr()
+	l, cleanup, err := redislock.New(redislock.Config{URL: url, KeyPrefix: "ota:seeds:" + uuid.NewString(),
+		TTL: 3 * time.Second, Wait: time.Second, Majority: 1}, ports.NopLockMetrics{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	ran := 0
+	for i := 0; i < 20; i++ { // names spread over every master's slots
+		if err := l.WithLock(context.Background(), uuid.NewString(), func(context.Context) error { ran++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ran != 20 {
+		t.Fatalf("ran %d of 20", ran)
+	}
+}
