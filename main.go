@@ -149,6 +149,7 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 // logWriter turns migration progress lines into log records.
 type logWriter struct{ l *slog.Logger }
 
+// Write logs one migration line.
 func (w logWriter) Write(p []byte) (int, error) {
 	w.l.Info("migration", "step", string(trimNewline(p)))
 	return len(p), nil

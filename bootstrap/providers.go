@@ -156,8 +156,10 @@ func NoHealthChecks() []ports.HealthCheck { return nil }
 
 type redisCheck struct{ lock *redislock.Locker }
 
+// Name is the key in the readiness report.
 func (redisCheck) Name() string { return "redis" }
 
+// Check pings Redis through the lock's own client, with a 1s bound.
 func (r redisCheck) Check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()

@@ -56,6 +56,7 @@ type apiError struct {
 	message string
 }
 
+// Error is the message shown to the caller.
 func (e *apiError) Error() string { return e.message }
 
 func malformed(msg string) error {

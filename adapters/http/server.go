@@ -86,6 +86,7 @@ const UnmatchedRoute = "unmatched"
 
 type nopObserver struct{}
 
+// ObserveRequest discards the observation.
 func (nopObserver) ObserveRequest(string, string, int, time.Duration) {}
 
 // server holds the dependencies the handlers share.

@@ -517,16 +517,19 @@ func listenerDSN(u DatabaseURL) string {
 // instead of waiting on a peer that silently went away.
 type idleDialer struct{ idle time.Duration }
 
+// Dial connects with the idle read deadline armed.
 func (d idleDialer) Dial(network, address string) (net.Conn, error) {
 	return d.DialContext(context.Background(), network, address)
 }
 
+// DialTimeout is Dial bounded by timeout.
 func (d idleDialer) DialTimeout(network, address string, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	return d.DialContext(ctx, network, address)
 }
 
+// DialContext is Dial bounded by ctx.
 func (d idleDialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	conn, err := (&net.Dialer{KeepAlive: 5 * time.Second}).DialContext(ctx, network, address)
 	if err != nil {
@@ -540,6 +543,7 @@ type idleConn struct {
 	idle time.Duration
 }
 
+// Read fails when nothing arrives for the idle period.
 func (c *idleConn) Read(b []byte) (int, error) {
 	if err := c.Conn.SetReadDeadline(time.Now().Add(c.idle)); err != nil {
 		return 0, err
