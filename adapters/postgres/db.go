@@ -226,7 +226,8 @@ func unavailable(err error) error {
 type unavailableError struct{ err error }
 
 // Error keeps the cause for logs; the edge shows only SERVICE_BUSY.
-func (e *unavailableError) Error() string   { return "database unavailable: " + e.err.Error() }
+func (e *unavailableError) Error() string { return "database unavailable: " + e.err.Error() }
+
 // Unwrap matches domain.ErrServiceBusy and the driver's cause.
 func (e *unavailableError) Unwrap() []error { return []error{domain.ErrServiceBusy, e.err} }
 
