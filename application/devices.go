@@ -231,6 +231,9 @@ func (s *Devices) check(ctx context.Context, req ports.CheckRequest) (ports.Chec
 	return s.createOnce(ctx, dev, current, target, failed[target.Firmware.ID()], fws, rollouts)
 }
 
+// flightTimeout bounds one find-or-create, lock wait included.
+const flightTimeout = 10 * time.Second
+
 // flightResult is one creation's answer, shared by every caller that
 // joined the flight; exactly one of them reports it as the creation.
 type flightResult struct {
@@ -243,11 +246,17 @@ type flightResult struct {
 func (s *Devices) createOnce(ctx context.Context, dev domain.Device, current domain.Version, target domain.Offer, failed int,
 	fws map[string]domain.Firmware, rollouts map[string]domain.Rollout) (ports.CheckResult, error) {
 	key := dev.ID() + ":" + target.Firmware.ID()
-	// The flight outlives any one caller's cancellation, since the others
-	// still want its answer; the lock's bounded wait bounds it.
-	flightCtx := context.WithoutCancel(ctx)
 	ch := s.flights.DoChan(key, func() (any, error) {
+		// The flight outlives any one caller's cancellation, since the
+		// others still want its answer. The lock's wait bounds the wait;
+		// flightTimeout bounds a database that stalls while the lock is
+		// held, so neither the lock nor this goroutine is kept forever.
+		flightCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flightTimeout)
+		defer cancel()
 		res, err := s.create(flightCtx, dev, current, target, failed, fws, rollouts)
+		if err != nil && flightCtx.Err() != nil && !errors.Is(err, domain.ErrServiceBusy) {
+			err = fmt.Errorf("%w: find-or-create ran out of time: %w", domain.ErrServiceBusy, err)
+		}
 		return flightResult{res: res, claimed: new(atomic.Bool)}, err
 	})
 	select {

@@ -47,8 +47,12 @@ func (r *Rollouts) Create(ctx context.Context, ro domain.Rollout) error {
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.firmwares[fwID]; !ok {
+	fw, ok := s.firmwares[fwID]
+	if !ok {
 		return domain.ErrNotFound
+	}
+	if fw.Revoked() { // as the Postgres adapter: a revoke committed since the caller looked wins
+		return domain.ErrFirmwareRevoked
 	}
 	if _, taken := s.rollouts[id]; taken {
 		return errDuplicateID("rollout", id)
@@ -107,6 +111,14 @@ func (r *Rollouts) Update(ctx context.Context, id string, fn func(*domain.Rollou
 		return domain.Rollout{}, err
 	}
 	rec, c := ro.Record(), changed.Record()
+	if c.Status == domain.RolloutActive && rec.Status != domain.RolloutActive {
+		s.mu.Lock()
+		fw, ok := s.firmwares[rec.FirmwareID]
+		s.mu.Unlock()
+		if ok && fw.Revoked() {
+			return domain.Rollout{}, domain.ErrFirmwareRevoked
+		}
+	}
 	rec.Percentage, rec.MaxAttempts, rec.FailureThresholdPercent, rec.MinSample = c.Percentage, c.MaxAttempts, c.FailureThresholdPercent, c.MinSample
 	rec.Status, rec.PausedReason, rec.UpdatedAt = c.Status, c.PausedReason, stamp(c.UpdatedAt)
 	merged := cloneRollout(domain.RehydrateRollout(rec))

@@ -113,14 +113,37 @@ func (s *RolloutRepository) Create(ctx context.Context, ro domain.Rollout) error
 	if !ok {
 		return fmt.Errorf("storing rollout %s: the firmware does not exist: %w", r.ID, domain.ErrNotFound)
 	}
-	// One statement, so one transaction: the insert and its announcement.
-	_, err := s.db.ExecContext(ctx, `WITH ins AS (INSERT INTO rollouts (`+rolloutColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING firmware_id)
-		SELECT pg_notify('`+catalogChannel+`', f.model) FROM ins JOIN firmwares f ON f.id = ins.firmware_id`,
+	// One statement, so one transaction: the check that the firmware is
+	// still released (FOR SHARE waits for, and then sees, a concurrent
+	// revoke), the insert, and its announcement.
+	rows, err := s.db.QueryContext(ctx, `WITH f AS (SELECT id, model FROM firmwares WHERE id = $2 AND status = 'released' FOR SHARE),
+		ins AS (INSERT INTO rollouts (`+rolloutColumns+`)
+			SELECT $1, f.id, $3, $4, $5, $6, $7, $8, $9, $10 FROM f RETURNING firmware_id)
+		SELECT pg_notify('`+catalogChannel+`', f.model) FROM ins JOIN f ON f.id = ins.firmware_id`,
 		r.ID, fw, r.Percentage, r.MaxAttempts, r.FailureThresholdPercent, r.MinSample,
 		r.Status, r.PausedReason, r.CreatedAt, r.UpdatedAt)
 	if err != nil {
 		return fmt.Errorf("storing rollout %s: %w", r.ID, mapWriteErr(err))
+	}
+	inserted := 0
+	for rows.Next() {
+		inserted++
+	}
+	if err := rows.Close(); err != nil {
+		return fmt.Errorf("storing rollout %s: %w", r.ID, mapWriteErr(err))
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("storing rollout %s: %w", r.ID, mapWriteErr(err))
+	}
+	if inserted == 0 {
+		var exists bool
+		if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM firmwares WHERE id = $1)`, fw).Scan(&exists); err != nil {
+			return fmt.Errorf("storing rollout %s: %w", r.ID, unavailable(err))
+		}
+		if exists {
+			return fmt.Errorf("storing rollout %s: %w", r.ID, domain.ErrFirmwareRevoked)
+		}
+		return fmt.Errorf("storing rollout %s: the firmware does not exist: %w", r.ID, domain.ErrNotFound)
 	}
 	return nil
 }
@@ -160,6 +183,19 @@ func (s *RolloutRepository) Update(ctx context.Context, id string, fn func(*doma
 		}
 		if err := fn(&ro); err != nil {
 			return err
+		}
+		if ro.Status() == domain.RolloutActive && r.Status != domain.RolloutActive.String() {
+			// Resuming needs a released firmware. The caller judged it on a
+			// copy read before this transaction (possibly from a cache); a
+			// revoke committed since must still win, so look again under a
+			// lock that waits for it.
+			var status string
+			if err := tx.GetContext(ctx, &status, `SELECT status FROM firmwares WHERE id = $1 FOR SHARE`, r.FirmwareID); err != nil {
+				return fmt.Errorf("loading firmware of rollout %s: %w", uid, notFound(err))
+			}
+			if status != domain.FirmwareReleased.String() {
+				return domain.ErrFirmwareRevoked
+			}
 		}
 		w := newRolloutRow(ro)
 		// The firmware of a rollout never changes: tasks reference the pair.

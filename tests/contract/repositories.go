@@ -700,6 +700,36 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		repoIsNotFound(t, "refused rollout", err)
 	})
 
+	t.Run("RevokedSinceTheCallerLooked", func(t *testing.T) {
+		// The caller judged a copy of the firmware read before the revoke
+		// (from a cache, say); the store must still refuse the rollout.
+		fw := s.firmware(t, repoSpec(repoName("model"), "1.0.0"), s.at(0), true)
+		paused := s.rollout(t, fw, domain.RolloutSpec{Percentage: 10}, s.at(1), true)
+		if _, err := s.Rollouts.Update(ctx, paused.ID(), func(r *domain.Rollout) error {
+			return r.ChangeStatus(domain.RolloutPaused, fw, s.at(2))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		stale := fw
+		if _, err := s.Firmwares.Update(ctx, fw.ID(), func(f *domain.Firmware) error { f.Revoke(s.at(3)); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		late := s.rollout(t, stale, domain.RolloutSpec{Percentage: 10}, s.at(4), false)
+		if err := s.Rollouts.Create(ctx, late); !errors.Is(err, domain.ErrFirmwareRevoked) {
+			t.Fatalf("create with a stale firmware: %v, want ErrFirmwareRevoked", err)
+		}
+		_, err := s.Rollouts.Update(ctx, paused.ID(), func(r *domain.Rollout) error {
+			return r.ChangeStatus(domain.RolloutActive, stale, s.at(5))
+		})
+		if !errors.Is(err, domain.ErrFirmwareRevoked) {
+			t.Fatalf("resume with a stale firmware: %v, want ErrFirmwareRevoked", err)
+		}
+		got, err := s.Rollouts.Get(ctx, paused.ID())
+		if err != nil || got.Status() != domain.RolloutPaused {
+			t.Fatalf("rollout after the refused resume: %v %v", got.Status(), err)
+		}
+	})
+
 	t.Run("DuplicateID", func(t *testing.T) {
 		fw := s.firmware(t, repoSpec(repoName("model"), "1.0.0"), s.at(0), true)
 		r := s.rollout(t, fw, domain.RolloutSpec{Percentage: 10}, s.at(1), true)
