@@ -136,6 +136,9 @@ type CatalogCache struct {
 	// aliveUntil is the unix-nano time until which the cache may answer
 	// (the start of the last successful ping plus MaxStaleness; 0: never).
 	aliveUntil atomic.Int64
+	// epoch counts listener disconnects and reconnects, so a ping in flight
+	// across one cannot renew liveness.
+	epoch atomic.Uint64
 
 	mu     sync.RWMutex
 	gen    uint64
@@ -233,11 +236,13 @@ func (c *CatalogCache) Live() bool { return c.live() }
 func (c *CatalogCache) onEvent(ev pq.ListenerEventType, err error) {
 	switch ev {
 	case pq.ListenerEventDisconnected:
+		c.epoch.Add(1) // a ping that started before this must not renew liveness
 		c.aliveUntil.Store(0)
 		c.invalidate("*")
 		c.logger.Warn("catalog cache: listener disconnected; reading through to the database", "err", err)
 	case pq.ListenerEventReconnected:
 		c.invalidate("*")
+		c.epoch.Add(1)
 		c.logger.Info("catalog cache: listener reconnected; cache cleared")
 	case pq.ListenerEventConnectionAttemptFailed:
 		c.logger.Warn("catalog cache: listener cannot connect", "err", err)
@@ -272,7 +277,12 @@ func (c *CatalogCache) pingLoop() {
 }
 
 // ping renews the cache's liveness when the listener answers.
+//
+// A ping that raced a disconnect (or a reconnect) proves nothing about the
+// connection that follows it, so liveness is renewed only if no listener
+// event happened while it was in flight.
 func (c *CatalogCache) ping() {
+	epoch := c.epoch.Load()
 	start := time.Now()
 	if err := c.listener.Ping(); err != nil {
 		return
@@ -280,7 +290,7 @@ func (c *CatalogCache) ping() {
 	until := start.Add(c.cfg.MaxStaleness).UnixNano()
 	for {
 		cur := c.aliveUntil.Load()
-		if cur >= until || c.aliveUntil.CompareAndSwap(cur, until) {
+		if c.epoch.Load() != epoch || cur >= until || c.aliveUntil.CompareAndSwap(cur, until) {
 			return
 		}
 	}
