@@ -32,7 +32,7 @@ type redisServer struct {
 	mu   sync.Mutex // guards cmd and done
 	cmd  *exec.Cmd
 	done chan struct{}
-	log  logBuffer
+	log  testenv.LogBuffer
 }
 
 // startRedisServer starts a private redis-server, or skips the test when
@@ -156,22 +156,4 @@ func ping(addr string) error {
 		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
 	}
 	return nil
-}
-
-// logBuffer collects a process's output while tests read it.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -138,7 +138,7 @@ type Otad struct {
 	URL  string // http://127.0.0.1:port
 
 	cmd  *exec.Cmd
-	log  *syncBuffer
+	log  *LogBuffer
 	done chan struct{} // closed when the process has exited
 
 	waitErr error // cmd.Wait's answer, set before done closes
@@ -223,7 +223,7 @@ func launchOnce(bin string, cfg OtadConfig) (*Otad, error) {
 		return nil, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	o := &Otad{Name: cfg.Name, Addr: addr, URL: "http://" + addr, log: &syncBuffer{}, done: make(chan struct{})}
+	o := &Otad{Name: cfg.Name, Addr: addr, URL: "http://" + addr, log: &LogBuffer{}, done: make(chan struct{})}
 	o.cmd = exec.Command(bin, "serve")
 	// Only this test's configuration: an OTA_* variable of the developer's
 	// shell (OTA_STORE=memory, say) must not change what is tested.
@@ -499,27 +499,27 @@ func environWithout(prefix string) []string {
 	return out
 }
 
-// syncBuffer collects a process's output; the process writes while tests
+// LogBuffer collects a process's output; the process writes while tests
 // read.
-type syncBuffer struct {
+type LogBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *LogBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *LogBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
 
 // tail returns the last n lines.
-func (b *syncBuffer) tail(n int) string {
+func (b *LogBuffer) tail(n int) string {
 	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
 	if len(lines) > n {
 		lines = append([]string{fmt.Sprintf("… %d earlier lines", len(lines)-n)}, lines[len(lines)-n:]...)
