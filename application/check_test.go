@@ -1,11 +1,14 @@
 package application_test
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -371,5 +374,39 @@ func TestPatchPercentageAndCancelTogether(t *testing.T) {
 	got, err := e.admin.UpdateRollout(e.ctx, r.ID(), ports.RolloutChange{Percentage: &zero, Status: &cancelled})
 	if err != nil || got.Status() != domain.RolloutCancelled || got.Percentage() != 0 {
 		t.Fatalf("got %+v, %v", got.Record(), err)
+	}
+}
+
+// outcomes records check outcomes, to see what the metrics would count.
+type outcomes struct {
+	ports.NopMetrics
+	mu  sync.Mutex
+	got []string
+}
+
+func (o *outcomes) CheckDone(outcome string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.got = append(o.got, outcome)
+}
+
+func TestACheckWhoseCallerHungUpIsNotCountedAsAnError(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	rec := &outcomes{}
+	deps := e.deps
+	deps.Metrics = rec
+	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := e.device("1.0.0")
+	ctx, cancel := context.WithCancel(e.ctx)
+	cancel()
+	if _, err := devices.Check(ctx, ports.CheckRequest{DeviceID: d, Model: model, CurrentVersion: "1.0.0"}); err == nil {
+		t.Fatal("a cancelled check succeeded")
+	}
+	if len(rec.got) != 1 || rec.got[0] != ports.CheckCancelled {
+		t.Fatalf("outcomes %v, want [cancelled]", rec.got)
 	}
 }

@@ -143,6 +143,8 @@ func (s *Devices) Check(ctx context.Context, req ports.CheckRequest) (ports.Chec
 		res.Outcome = ports.CheckBusy
 	case errors.Is(err, domain.ErrRateLimited):
 		res.Outcome = ports.CheckRateLimited
+	case ctx.Err() != nil:
+		res.Outcome = ports.CheckCancelled
 	default:
 		res.Outcome = ports.CheckError
 	}

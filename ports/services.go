@@ -31,6 +31,8 @@ const (
 	CheckError      = "error"
 	// CheckRateLimited counts checks refused for the device's request budget.
 	CheckRateLimited = "rate_limited"
+	// CheckCancelled counts checks whose caller hung up before the answer.
+	CheckCancelled = "cancelled"
 )
 
 // CheckResult answers a poll. Task is nil when there is no update.

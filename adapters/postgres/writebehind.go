@@ -13,6 +13,7 @@ import (
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
+	"github.com/lib/pq"
 )
 
 // WriteBehindConfig tunes WriteBehindDevices. Zero fields take the defaults.
@@ -302,7 +303,10 @@ func (w *WriteBehindDevices) flushOnce(ctx context.Context) error {
 		cancel()
 		if err != nil {
 			w.stats.Failures.Add(1)
-			if errors.Is(err, domain.ErrServiceBusy) {
+			// Unreachable or merely slow (the flush timed out, or Postgres
+			// cancelled the statement for it): the reports wait. Only a
+			// database that answers and refuses counts against them.
+			if errors.Is(err, domain.ErrServiceBusy) || errors.Is(err, context.DeadlineExceeded) || isQueryCanceled(err) {
 				waiting = append(waiting, chunk...)
 			} else {
 				failed = append(failed, chunk...)
@@ -351,4 +355,11 @@ func (w *WriteBehindDevices) flushOnce(ctx context.Context) error {
 		w.loggedDropped = d
 	}
 	return err
+}
+
+// isQueryCanceled reports Postgres cancelling a statement (57014), which is
+// how lib/pq ends one whose context ran out.
+func isQueryCanceled(err error) bool {
+	var pe *pq.Error
+	return errors.As(err, &pe) && pe.Code == "57014"
 }

@@ -254,3 +254,27 @@ func TestServeFlushesChecksOnShutdown(t *testing.T) {
 		t.Fatalf("after shutdown: %q %v", v, seenAt)
 	}
 }
+
+// A database too slow to answer in time is not refusing the reports: they
+// wait for it however many flushes time out, and are stored once it answers.
+func TestWriteBehindWaitsOutASlowDatabase(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.device(t, "slow-1", "m")
+	w := e.writeBehind(t, postgres.WriteBehindConfig{Interval: time.Hour, MaxRetries: 2, MaxPending: 10})
+	must(t, w.RecordSeen(ctx, "slow-1", version(t, "1.4.0"), e.now.Add(time.Minute)))
+	late, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancel()
+	for i := 0; i < 5; i++ {
+		if err := w.Flush(late); err == nil {
+			t.Fatal("flush past its deadline succeeded")
+		}
+	}
+	if w.Pending() != 1 || w.Stats().Dropped.Load() != 0 {
+		t.Fatalf("after timeouts: %d pending, %d dropped", w.Pending(), w.Stats().Dropped.Load())
+	}
+	must(t, w.Flush(ctx))
+	if v, _ := e.stored(t, "slow-1"); v != "1.4.0" {
+		t.Fatalf("report not stored after the database answered: %q", v)
+	}
+}
