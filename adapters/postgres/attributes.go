@@ -1,0 +1,199 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// AttributeRepository stores device attributes in device_attributes, one
+// jsonb object per device.
+type AttributeRepository struct{ db *sqlx.DB }
+
+var _ ports.DeviceAttributes = (*AttributeRepository)(nil)
+
+// NewAttributeRepository stores attributes through the given pool.
+func NewAttributeRepository(db *sqlx.DB) *AttributeRepository { return &AttributeRepository{db: db} }
+
+func attributesFrom(raw []byte, updatedAt sql.NullTime) (domain.DeviceAttributes, error) {
+	var m map[string]string
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return domain.DeviceAttributes{}, fmt.Errorf("corrupt device attributes: %w", err)
+	}
+	return domain.RehydrateDeviceAttributes(m, fromNullTime(updatedAt)), nil
+}
+
+// Get returns the device's attributes (the zero value if it has none).
+func (s *AttributeRepository) Get(ctx context.Context, deviceID string) (domain.DeviceAttributes, error) {
+	if !validDeviceID(deviceID) {
+		return domain.DeviceAttributes{}, nil
+	}
+	var (
+		raw []byte
+		at  sql.NullTime
+	)
+	err := s.db.QueryRowContext(ctx, `SELECT attributes, updated_at FROM device_attributes WHERE device_id = $1`, deviceID).Scan(&raw, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return domain.DeviceAttributes{}, nil
+	}
+	if err != nil {
+		return domain.DeviceAttributes{}, fmt.Errorf("loading attributes of device %q: %w", deviceID, unavailable(err))
+	}
+	return attributesFrom(raw, at)
+}
+
+// Update locks the device's attribute row (created empty, inside the same
+// transaction, for a device that has none), lets fn change the attributes
+// and stores them. When fn fails the transaction rolls back, the created
+// row with it.
+func (s *AttributeRepository) Update(ctx context.Context, deviceID string, fn func(*domain.DeviceAttributes) error) (domain.DeviceAttributes, error) {
+	if !validDeviceID(deviceID) {
+		return domain.DeviceAttributes{}, fmt.Errorf("loading device: %w", domain.ErrNotFound)
+	}
+	var out domain.DeviceAttributes
+	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
+		// The foreign key refuses an unknown device: told apart from other
+		// failures by a plain existence check first.
+		var one int
+		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM devices WHERE device_id = $1`, deviceID).Scan(&one); err != nil {
+			return fmt.Errorf("loading device %q: %w", deviceID, notFound(err))
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO device_attributes (device_id) VALUES ($1) ON CONFLICT (device_id) DO NOTHING`, deviceID); err != nil {
+			return fmt.Errorf("creating attributes of device %q: %w", deviceID, mapWriteErr(err))
+		}
+		var (
+			raw []byte
+			at  sql.NullTime
+		)
+		if err := tx.QueryRowContext(ctx, `SELECT attributes, updated_at FROM device_attributes WHERE device_id = $1 FOR UPDATE`, deviceID).Scan(&raw, &at); err != nil {
+			return fmt.Errorf("loading attributes of device %q: %w", deviceID, notFound(err))
+		}
+		a, err := attributesFrom(raw, at)
+		if err != nil {
+			return err
+		}
+		if err := fn(&a); err != nil {
+			return err
+		}
+		encoded, err := json.Marshal(a.Values())
+		if err != nil {
+			return fmt.Errorf("encoding attributes: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE device_attributes SET attributes = $2, updated_at = $3 WHERE device_id = $1`,
+			deviceID, encoded, nullTime(a.UpdatedAt())); err != nil {
+			return fmt.Errorf("storing attributes of device %q: %w", deviceID, mapWriteErr(err))
+		}
+		out = domain.RehydrateDeviceAttributes(a.Values(), dbTime(a.UpdatedAt()))
+		return nil
+	})
+	if err != nil {
+		return domain.DeviceAttributes{}, err
+	}
+	return out, nil
+}
+
+// TaskActionRepository finds tasks by action id and keeps their cancel
+// notices in tasks.cancel_confirmed_at.
+type TaskActionRepository struct{ db *sqlx.DB }
+
+var _ ports.TaskActions = (*TaskActionRepository)(nil)
+
+// NewTaskActionRepository reads and writes through the given pool.
+func NewTaskActionRepository(db *sqlx.DB) *TaskActionRepository { return &TaskActionRepository{db: db} }
+
+// queryer is what both a pool and a transaction offer.
+type queryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// notice reads one task with its confirmation by a WHERE clause on tasks.
+func noticeWhere(ctx context.Context, q queryer, where string, args ...any) (domain.CancelNotice, error) {
+	var (
+		r  taskRow
+		at sql.NullTime
+	)
+	row := q.QueryRowContext(ctx, `SELECT `+taskColumns+`, cancel_confirmed_at FROM tasks WHERE `+where, args...)
+	err := row.Scan(&r.ID, &r.ActionID, &r.DeviceID, &r.FirmwareID, &r.RolloutID, &r.Status, &r.Progress,
+		&r.Attempt, &r.ErrorCode, &r.ErrorMessage, &r.CreatedAt, &r.UpdatedAt, &at)
+	if err != nil {
+		return domain.CancelNotice{}, notFound(err)
+	}
+	t, err := r.toDomain()
+	if err != nil {
+		return domain.CancelNotice{}, err
+	}
+	return domain.RehydrateCancelNotice(t, fromNullTime(at)), nil
+}
+
+// ByAction returns the device's task numbered actionID.
+func (s *TaskActionRepository) ByAction(ctx context.Context, deviceID string, actionID int64) (domain.Task, error) {
+	n, err := s.Cancel(ctx, deviceID, actionID)
+	if err != nil {
+		return domain.Task{}, err
+	}
+	return n.Task(), nil
+}
+
+// Cancel returns the notice of the device's task numbered actionID.
+func (s *TaskActionRepository) Cancel(ctx context.Context, deviceID string, actionID int64) (domain.CancelNotice, error) {
+	if !validDeviceID(deviceID) || actionID <= 0 {
+		return domain.CancelNotice{}, fmt.Errorf("loading action: %w", domain.ErrNotFound)
+	}
+	n, err := noticeWhere(ctx, s.db, `device_id = $1 AND action_id = $2`, deviceID, actionID)
+	if err != nil {
+		return domain.CancelNotice{}, fmt.Errorf("loading action %d of device %q: %w", actionID, deviceID, err)
+	}
+	return n, nil
+}
+
+// PendingCancel returns the device's newest unconfirmed cancel, or nil
+// (an index scan of tasks_unconfirmed_cancel_idx).
+func (s *TaskActionRepository) PendingCancel(ctx context.Context, deviceID string) (*domain.CancelNotice, error) {
+	if !validDeviceID(deviceID) {
+		return nil, nil
+	}
+	n, err := noticeWhere(ctx, s.db, `device_id = $1 AND status = 'cancelled' AND cancel_confirmed_at IS NULL
+		ORDER BY updated_at DESC, id DESC LIMIT 1`, deviceID)
+	if errors.Is(err, domain.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading pending cancel of device %q: %w", deviceID, err)
+	}
+	return &n, nil
+}
+
+// UpdateCancel locks the task's row, lets fn change its notice, and stores
+// the confirmation. The lock is FOR NO KEY UPDATE, like every task update.
+func (s *TaskActionRepository) UpdateCancel(ctx context.Context, deviceID string, actionID int64, fn func(*domain.CancelNotice) error) (domain.CancelNotice, error) {
+	if !validDeviceID(deviceID) || actionID <= 0 {
+		return domain.CancelNotice{}, fmt.Errorf("loading action: %w", domain.ErrNotFound)
+	}
+	var out domain.CancelNotice
+	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
+		n, err := noticeWhere(ctx, tx, `device_id = $1 AND action_id = $2 FOR NO KEY UPDATE`, deviceID, actionID)
+		if err != nil {
+			return fmt.Errorf("loading action %d of device %q: %w", actionID, deviceID, err)
+		}
+		if err := fn(&n); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET cancel_confirmed_at = $2 WHERE id = $1`,
+			n.Task().ID(), nullTime(n.ConfirmedAt())); err != nil {
+			return fmt.Errorf("storing cancel confirmation: %w", mapWriteErr(err))
+		}
+		out = domain.RehydrateCancelNotice(n.Task(), dbTime(n.ConfirmedAt()))
+		return nil
+	})
+	if err != nil {
+		return domain.CancelNotice{}, err
+	}
+	return out, nil
+}

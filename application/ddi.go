@@ -1,0 +1,357 @@
+package application
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// DDIVersionAttribute names the configData attribute that carries a
+// device's running version (OTA_DDI_VERSION_ATTRIBUTE, default sw_version).
+type DDIVersionAttribute string
+
+// DDI implements ports.DDIService: hawkBit's Direct Device Integration
+// actions translated onto the device use cases. It adds no rule: the poll
+// is the check, feedback is a task event, and what DDI needs beyond them
+// (attributes, cancel notices) is kept by the domain.
+type DDI struct {
+	devices     ports.DeviceService
+	repo        ports.DeviceRepository
+	attrs       ports.DeviceAttributes
+	actions     ports.TaskActions
+	clock       ports.Clock
+	poll        PollInterval
+	versionAttr string
+}
+
+var _ ports.DDIService = (*DDI)(nil)
+
+// NewDDI builds the DDI use cases over the device use cases and the ports
+// they read.
+func NewDDI(devices ports.DeviceService, repo ports.DeviceRepository, attrs ports.DeviceAttributes,
+	actions ports.TaskActions, clock ports.Clock, poll PollInterval, versionAttr DDIVersionAttribute) (*DDI, error) {
+	if devices == nil || repo == nil || attrs == nil || actions == nil || clock == nil {
+		return nil, errors.New("application: every DDI dependency is required")
+	}
+	if poll <= 0 || versionAttr == "" {
+		return nil, errors.New("application: DDI needs a poll interval and a version attribute")
+	}
+	return &DDI{devices: devices, repo: repo, attrs: attrs, actions: actions, clock: clock, poll: poll, versionAttr: string(versionAttr)}, nil
+}
+
+// AuthenticateTarget admits the device's own token only.
+func (s *DDI) AuthenticateTarget(ctx context.Context, token, deviceID string) error {
+	id, err := s.devices.AuthenticateDevice(ctx, token)
+	if err != nil {
+		return err
+	}
+	if id != deviceID {
+		return domain.ErrForbidden
+	}
+	return nil
+}
+
+// KnownDevice is domain.ErrNotFound for a device that is not registered.
+func (s *DDI) KnownDevice(ctx context.Context, deviceID string) error {
+	if _, err := s.repo.Get(ctx, deviceID); err != nil {
+		return fmt.Errorf("loading device: %w", err)
+	}
+	return nil
+}
+
+// Poll runs the check with the device's last-known version (a DDI poll
+// carries none; configData provides it). A device whose version is not
+// known yet is asked for its configData and gets no deployment. A cancel
+// the device has not confirmed is looked up after the check, which may
+// itself have cancelled a pending task.
+func (s *DDI) Poll(ctx context.Context, deviceID string) (ports.DDIPoll, error) {
+	dev, err := s.repo.Get(ctx, deviceID)
+	if err != nil {
+		return ports.DDIPoll{}, fmt.Errorf("loading device: %w", err)
+	}
+	attrs, err := s.attrs.Get(ctx, deviceID)
+	if err != nil {
+		return ports.DDIPoll{}, fmt.Errorf("loading device attributes: %w", err)
+	}
+	res := ports.DDIPoll{PollAfter: time.Duration(s.poll), WantConfigData: !attrs.Known() || dev.CurrentVersion().IsZero()}
+	if !dev.CurrentVersion().IsZero() {
+		if res.Deployment, err = s.check(ctx, dev); err != nil {
+			return ports.DDIPoll{}, err
+		}
+	}
+	n, err := s.actions.PendingCancel(ctx, deviceID)
+	if err != nil {
+		return ports.DDIPoll{}, fmt.Errorf("loading pending cancel: %w", err)
+	}
+	if n != nil {
+		t := n.Task()
+		res.Cancel = &t
+	}
+	return res, nil
+}
+
+// check is the one place DDI calls the check use case.
+func (s *DDI) check(ctx context.Context, dev domain.Device) (*ports.TaskView, error) {
+	res, err := s.devices.Check(ctx, ports.CheckRequest{
+		DeviceID: dev.ID(), Model: dev.Model(), CurrentVersion: dev.CurrentVersion().String(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res.Task, nil
+}
+
+// task loads the device's task numbered actionID with its firmware.
+func (s *DDI) task(ctx context.Context, deviceID string, actionID int64) (ports.TaskView, error) {
+	t, err := s.actions.ByAction(ctx, deviceID, actionID)
+	if err != nil {
+		return ports.TaskView{}, fmt.Errorf("loading action %d: %w", actionID, err)
+	}
+	return s.devices.GetTask(ctx, deviceID, t.ID())
+}
+
+// Deployment returns the action's task, refusing a firmware without sha1.
+func (s *DDI) Deployment(ctx context.Context, deviceID string, actionID int64) (ports.TaskView, error) {
+	v, err := s.task(ctx, deviceID, actionID)
+	if err != nil {
+		return ports.TaskView{}, err
+	}
+	if err := v.Firmware.CheckSHA1Deliverable(); err != nil {
+		return ports.TaskView{}, err
+	}
+	return v, nil
+}
+
+// InstalledBase returns the action's task if it succeeded.
+func (s *DDI) InstalledBase(ctx context.Context, deviceID string, actionID int64) (ports.TaskView, error) {
+	v, err := s.task(ctx, deviceID, actionID)
+	if err != nil {
+		return ports.TaskView{}, err
+	}
+	if v.Task.Status() != domain.TaskSucceeded {
+		return ports.TaskView{}, fmt.Errorf("action %d is not installed: %w", actionID, domain.ErrNotFound)
+	}
+	return v, nil
+}
+
+// DeploymentFeedback applies the feedback as a task event whose id is
+// derived from the feedback itself, so a resent feedback is a replay.
+// Intermediate feedback that would move the task backwards (a late
+// progress report) is acknowledged without change: for hawkBit it is a log
+// line, and refusing it would make the agent resend it forever. A closed
+// success also records the firmware's version as the device's running
+// version: a DDI poll carries no version, and the next check must not
+// offer the same image again.
+func (s *DDI) DeploymentFeedback(ctx context.Context, deviceID string, actionID int64, fb ports.DDIFeedback) (ports.TaskView, error) {
+	before, err := s.task(ctx, deviceID, actionID)
+	if err != nil {
+		return ports.TaskView{}, err
+	}
+	ev, apply, err := DDIEvent(actionID, before.Task.Status(), fb)
+	if err != nil || !apply {
+		return before, err
+	}
+	v, err := s.devices.ReportEvent(ctx, deviceID, before.Task.ID(), ev)
+	if err != nil {
+		if ev.Status != domain.TaskSucceeded.String() && ev.Status != domain.TaskFailed.String() && errors.Is(err, domain.ErrInvalidTransition) {
+			return s.devices.GetTask(ctx, deviceID, before.Task.ID())
+		}
+		return ports.TaskView{}, err
+	}
+	if v.Task.Status() == domain.TaskSucceeded && before.Task.Status() != domain.TaskSucceeded {
+		now := s.clock.Now()
+		if _, err := s.repo.Update(ctx, deviceID, func(d *domain.Device) error {
+			d.Seen(v.Firmware.Version(), now)
+			return nil
+		}); err != nil {
+			return ports.TaskView{}, fmt.Errorf("recording the installed version: %w", err)
+		}
+	}
+	return v, nil
+}
+
+// CancelAction returns the notice of a cancelled task.
+func (s *DDI) CancelAction(ctx context.Context, deviceID string, actionID int64) (domain.CancelNotice, error) {
+	n, err := s.actions.Cancel(ctx, deviceID, actionID)
+	if err != nil {
+		return domain.CancelNotice{}, fmt.Errorf("loading cancel %d: %w", actionID, err)
+	}
+	if n.Task().Status() != domain.TaskCancelled {
+		return domain.CancelNotice{}, fmt.Errorf("action %d is not cancelled: %w", actionID, domain.ErrNotFound)
+	}
+	return n, nil
+}
+
+// CancelFeedback confirms the cancel on the device's final word about it
+// (closed, canceled or rejected: our cancels only ever hit tasks the device
+// had not started, so there is nothing to reject); other executions are
+// acknowledged without change.
+func (s *DDI) CancelFeedback(ctx context.Context, deviceID string, actionID int64, fb ports.DDIFeedback) (domain.CancelNotice, error) {
+	if err := validateFeedback(fb); err != nil {
+		return domain.CancelNotice{}, err
+	}
+	switch fb.Execution {
+	case "closed", "canceled", "rejected":
+	default:
+		return s.CancelAction(ctx, deviceID, actionID)
+	}
+	now := s.clock.Now()
+	n, err := s.actions.UpdateCancel(ctx, deviceID, actionID, func(n *domain.CancelNotice) error {
+		_, err := n.Confirm(now)
+		return err
+	})
+	if err != nil {
+		return domain.CancelNotice{}, fmt.Errorf("confirming cancel %d: %w", actionID, err)
+	}
+	return n, nil
+}
+
+// ConfigData stores the device's attributes and, when they carry the
+// version attribute, the device's running version. A version that is not
+// Semantic Versioning refuses the whole report.
+func (s *DDI) ConfigData(ctx context.Context, deviceID, mode string, data map[string]string) (domain.DeviceAttributes, error) {
+	m, err := domain.ParseAttributeMode(mode)
+	if err != nil {
+		return domain.DeviceAttributes{}, err
+	}
+	var version domain.Version
+	if raw, ok := data[s.versionAttr]; ok && m != domain.AttributesRemove {
+		if version, err = domain.ParseVersion("data."+s.versionAttr, raw); err != nil {
+			return domain.DeviceAttributes{}, err
+		}
+	}
+	now := s.clock.Now()
+	attrs, err := s.attrs.Update(ctx, deviceID, func(a *domain.DeviceAttributes) error {
+		return a.Apply(m, data, now)
+	})
+	if err != nil {
+		return domain.DeviceAttributes{}, fmt.Errorf("storing device attributes: %w", err)
+	}
+	if !version.IsZero() {
+		// Stored at once rather than written behind: the next poll checks
+		// with it.
+		if _, err := s.repo.Update(ctx, deviceID, func(d *domain.Device) error {
+			d.Seen(version, now)
+			return nil
+		}); err != nil {
+			return domain.DeviceAttributes{}, fmt.Errorf("recording the reported version: %w", err)
+		}
+	}
+	return attrs, nil
+}
+
+// DDI feedback vocabulary (hawkBit's DDI API, plus "download", which newer
+// hawkBit versions send when a download starts).
+var (
+	ddiExecutions = []string{"closed", "proceeding", "canceled", "scheduled", "rejected", "resumed", "downloaded", "download"}
+	ddiFinished   = []string{"success", "failure", "none"}
+)
+
+// Error codes the DDI translation writes on tasks a device ends.
+const (
+	CodeDDIFailure  = "DDI_FAILURE"
+	CodeDDICanceled = "DDI_CANCELED"
+	CodeDDIRejected = "DDI_REJECTED"
+)
+
+func validateFeedback(fb ports.DDIFeedback) error {
+	if !oneOf(fb.Execution, ddiExecutions) {
+		return &domain.ValidationError{Field: "status.execution", Reason: "must be one of " + strings.Join(ddiExecutions, ", ")}
+	}
+	if fb.Finished != "" && !oneOf(fb.Finished, ddiFinished) {
+		return &domain.ValidationError{Field: "status.result.finished", Reason: "must be one of " + strings.Join(ddiFinished, ", ")}
+	}
+	return nil
+}
+
+func oneOf(s string, set []string) bool {
+	for _, v := range set {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// DDIEvent translates a DDI feedback on an action into a task event, or
+// reports that it carries no change (apply false: "scheduled"). The
+// translation:
+//
+//	closed + success|none          → succeeded
+//	closed + failure               → failed (DDI_FAILURE, the details as message)
+//	canceled                       → failed (DDI_CANCELED)
+//	rejected                       → failed (DDI_REJECTED)
+//	downloaded                     → downloaded
+//	proceeding|resumed|download    → downloading, or installing once the
+//	                                 task is downloaded; progress cnt/of
+//
+// The event id is a digest of the action, the feedback and the status it
+// maps to, so an identical feedback sent again is a replay.
+func DDIEvent(actionID int64, current domain.TaskStatus, fb ports.DDIFeedback) (ports.EventRequest, bool, error) {
+	if err := validateFeedback(fb); err != nil {
+		return ports.EventRequest{}, false, err
+	}
+	var ev ports.EventRequest
+	switch fb.Execution {
+	case "scheduled":
+		return ports.EventRequest{}, false, nil
+	case "closed":
+		ev.Status = domain.TaskSucceeded.String()
+		if fb.Finished == "failure" {
+			ev.Status, ev.ErrorCode = domain.TaskFailed.String(), CodeDDIFailure
+		}
+	case "canceled":
+		ev.Status, ev.ErrorCode = domain.TaskFailed.String(), CodeDDICanceled
+	case "rejected":
+		ev.Status, ev.ErrorCode = domain.TaskFailed.String(), CodeDDIRejected
+	case "downloaded":
+		ev.Status = domain.TaskDownloaded.String()
+	default:
+		ev.Status = domain.TaskDownloading.String()
+		if current == domain.TaskDownloaded || current == domain.TaskInstalling {
+			ev.Status = domain.TaskInstalling.String()
+		}
+		if p := fb.Progress; p != nil && p.Of > 0 {
+			pct := min(max(p.Cnt*100/p.Of, 0), 100)
+			ev.Progress = &pct
+		}
+	}
+	if ev.Status == domain.TaskFailed.String() {
+		ev.ErrorMessage = ddiMessage(fb.Details)
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%d\x00%s\x00%s\x00%s\x00", actionID, ev.Status, fb.Execution, fb.Finished)
+	if fb.Progress != nil {
+		fmt.Fprintf(h, "%d/%d", fb.Progress.Cnt, fb.Progress.Of)
+	}
+	for _, d := range fb.Details {
+		h.Write([]byte("\x00" + strconv.Quote(d)))
+	}
+	ev.EventID = "ddi-" + hex.EncodeToString(h.Sum(nil))[:40]
+	return ev, true, nil
+}
+
+// ddiMessage joins a feedback's details into an error message the task can
+// keep: valid UTF-8, no NUL, at most domain.MaxMessageLen bytes.
+func ddiMessage(details []string) string {
+	msg := strings.Join(details, "; ")
+	msg = strings.ReplaceAll(strings.ToValidUTF8(msg, "\uFFFD"), "\x00", " ")
+	msg = strings.TrimSpace(msg)
+	if len(msg) > domain.MaxMessageLen {
+		cut := domain.MaxMessageLen
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut]
+	}
+	return msg
+}

@@ -1,0 +1,73 @@
+package ports
+
+import (
+	"context"
+	"time"
+
+	"github.com/ai-device/ota/domain"
+)
+
+// DDIProgress is hawkBit's progress of an action: cnt steps done of of.
+type DDIProgress struct {
+	Cnt int
+	Of  int
+}
+
+// DDIFeedback is a device's report on an action in hawkBit's vocabulary,
+// as received: execution (closed, proceeding, canceled, scheduled,
+// rejected, resumed, downloaded), result.finished (success, failure, none),
+// result.progress and the free-text details.
+type DDIFeedback struct {
+	Execution string
+	Finished  string
+	Progress  *DDIProgress
+	Details   []string
+}
+
+// DDIPoll answers a hawkBit device's poll. Cancel, when set, takes priority
+// over Deployment: the device must confirm the cancel first.
+type DDIPoll struct {
+	// Cancel is the device's cancelled task whose cancel it has not confirmed.
+	Cancel *domain.Task
+	// Deployment is the device's active task, if any.
+	Deployment *TaskView
+	// WantConfigData asks the device for its attributes: the service does
+	// not know them yet (or does not know the device's running version).
+	WantConfigData bool
+	// PollAfter is how long the device should sleep before the next poll.
+	PollAfter time.Duration
+}
+
+// DDIService is what a device speaking hawkBit's Direct Device Integration
+// API can do. It adds nothing to the check and event rules: it translates
+// the protocol's actions onto DeviceService.
+type DDIService interface {
+	// AuthenticateTarget admits a hawkBit target token of the device
+	// deviceID: domain.ErrUnauthorized for an unknown token,
+	// domain.ErrForbidden for another device's.
+	AuthenticateTarget(ctx context.Context, token, deviceID string) error
+	// KnownDevice returns domain.ErrNotFound unless the device is registered
+	// (a gateway token is valid for every registered device).
+	KnownDevice(ctx context.Context, deviceID string) error
+	// Poll runs the check for the device with its last-known version and
+	// says what the device should do next.
+	Poll(ctx context.Context, deviceID string) (DDIPoll, error)
+	// Deployment returns the device's task numbered actionID, with its
+	// firmware; domain.ErrNotDeliverable when the firmware lacks the sha1
+	// hawkBit agents verify.
+	Deployment(ctx context.Context, deviceID string, actionID int64) (TaskView, error)
+	// InstalledBase returns the device's succeeded task numbered actionID.
+	InstalledBase(ctx context.Context, deviceID string, actionID int64) (TaskView, error)
+	// DeploymentFeedback applies a device's feedback on an action as a task
+	// event; resending the same feedback changes nothing.
+	DeploymentFeedback(ctx context.Context, deviceID string, actionID int64, fb DDIFeedback) (TaskView, error)
+	// CancelAction returns the notice of the device's cancelled task
+	// numbered actionID.
+	CancelAction(ctx context.Context, deviceID string, actionID int64) (domain.CancelNotice, error)
+	// CancelFeedback records the device's answer to a cancel: a closed,
+	// canceled or rejected execution confirms it.
+	CancelFeedback(ctx context.Context, deviceID string, actionID int64, fb DDIFeedback) (domain.CancelNotice, error)
+	// ConfigData stores the device's attributes (mode merge, replace or
+	// remove) and takes its running version from the version attribute.
+	ConfigData(ctx context.Context, deviceID, mode string, data map[string]string) (domain.DeviceAttributes, error)
+}
