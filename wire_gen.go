@@ -7,6 +7,7 @@
 package main
 
 import (
+	"github.com/ai-device/ota/adapters/ddi"
 	"github.com/ai-device/ota/adapters/http"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/postgres"
@@ -24,7 +25,7 @@ import (
 // device checks and stops the catalog cache's listener; close the pool
 // after it.
 func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*bootstrap.App, func(), error) {
-	config := bootstrap.HTTPConfigFrom(cfg)
+	config := bootstrap.DDIConfigFrom(cfg)
 	deviceRepository, err := postgres.NewDeviceRepository(db)
 	if err != nil {
 		return nil, nil, err
@@ -89,6 +90,18 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
+	attributeRepository := postgres.NewAttributeRepository(db)
+	taskActionRepository := postgres.NewTaskActionRepository(db)
+	ddiVersionAttribute := bootstrap.DDIVersionAttributeFrom(cfg)
+	applicationDDI, err := application.NewDDI(devices, writeBehindDevices, attributeRepository, taskActionRepository, clock, pollInterval, ddiVersionAttribute)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	adapter := ddi.New(config, applicationDDI)
+	httpConfig := bootstrap.HTTPConfigFrom(cfg, adapter)
 	admin, err := application.NewAdmin(deps)
 	if err != nil {
 		cleanup3()
@@ -99,7 +112,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	healthCheck := postgres.NewHealthCheck(db)
 	v := bootstrap.HealthChecks(healthCheck, locker)
 	handler := bootstrap.MetricsHandler(metrics)
-	echo := http.NewServer(config, devices, admin, v, metrics, handler, logger)
+	echo := http.NewServer(httpConfig, devices, admin, v, metrics, handler, logger)
 	app := bootstrap.NewPostgresApp(cfg, echo, logger, metrics, writeBehindDevices, catalogCache)
 	return app, func() {
 		cleanup3()
@@ -111,7 +124,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 // initMemoryApp assembles the single-process service with in-memory
 // adapters, for trying the service out.
 func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, error) {
-	config := bootstrap.HTTPConfigFrom(cfg)
+	config := bootstrap.DDIConfigFrom(cfg)
 	store := memory.NewStore()
 	devices := memory.NewDevices(store)
 	firmwares := memory.NewFirmwares(store)
@@ -138,13 +151,22 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
+	attributes := memory.NewAttributes(store)
+	taskActions := memory.NewTaskActions(store)
+	ddiVersionAttribute := bootstrap.DDIVersionAttributeFrom(cfg)
+	applicationDDI, err := application.NewDDI(applicationDevices, devices, attributes, taskActions, clock, pollInterval, ddiVersionAttribute)
+	if err != nil {
+		return nil, err
+	}
+	adapter := ddi.New(config, applicationDDI)
+	httpConfig := bootstrap.HTTPConfigFrom(cfg, adapter)
 	admin, err := application.NewAdmin(deps)
 	if err != nil {
 		return nil, err
 	}
 	v := bootstrap.NoHealthChecks()
 	handler := bootstrap.MetricsHandler(metrics)
-	echo := http.NewServer(config, applicationDevices, admin, v, metrics, handler, logger)
+	echo := http.NewServer(httpConfig, applicationDevices, admin, v, metrics, handler, logger)
 	app := bootstrap.NewApp(cfg, echo, logger)
 	return app, nil
 }

@@ -43,6 +43,14 @@ type Config struct {
 	LockMajority int32
 	// Migrate applies pending migrations at start (serve --no-migrate turns it off).
 	Migrate bool
+	// DDITenant is the hawkBit tenant the DDI routes answer to
+	// (OTA_DDI_TENANT); DDIGatewayToken, when set, is a gateway token valid
+	// for every device (OTA_DDI_GATEWAY_TOKEN); DDIVersionAttribute names
+	// the configData attribute carrying a device's running version
+	// (OTA_DDI_VERSION_ATTRIBUTE).
+	DDITenant           string
+	DDIGatewayToken     string
+	DDIVersionAttribute string
 }
 
 // Defaults from PRODUCT.md §5.
@@ -126,6 +134,7 @@ func LoadConfig(getenv func(string) string, requireAdminToken bool) (Config, err
 	cfg.DeviceRate = number("OTA_DEVICE_RATE_LIMIT", "5", 0, 1e6)
 	cfg.DeviceBurst = int(number("OTA_DEVICE_RATE_BURST", "20", 1, 1e6))
 	cfg.LockMajority = int32(number("OTA_LOCK_MAJORITY", "1", 1, 5))
+	loadDDIConfig(&cfg, get, getenv, bad)
 	if err := cfg.LogLevel.UnmarshalText([]byte(get("OTA_LOG_LEVEL", "info"))); err != nil {
 		bad("OTA_LOG_LEVEL", "must be debug, info, warn or error")
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ai-device/ota/adapters/ddi"
 	httpadapter "github.com/ai-device/ota/adapters/http"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/postgres"
@@ -32,6 +33,7 @@ var ApplicationSet = wire.NewSet(
 // edgeBaseSet provides the HTTP server and metrics.
 var edgeBaseSet = wire.NewSet(
 	httpadapter.ProviderSet,
+	DDISet,
 	HTTPConfigFrom,
 	NewMetrics,
 	wire.Bind(new(ports.Metrics), new(*Metrics)),
@@ -59,6 +61,7 @@ var PostgresSet = wire.NewSet(
 	LockMetricsFrom,
 	memory.SystemSet,
 	HealthChecks,
+	DDIPostgresStores,
 )
 
 // WriteBehindConfigFrom tunes the write-behind of device checks (the
@@ -109,6 +112,7 @@ var MemorySet = wire.NewSet(
 	memory.SystemSet,
 	MemoryLocker,
 	NoHealthChecks,
+	DDIMemoryStores,
 )
 
 // PollIntervalFrom extracts the devices' poll hint.
@@ -125,9 +129,9 @@ func RateLimiterFrom(cfg Config) ports.RateLimiter {
 	return memory.NewRateLimiter(cfg.DeviceRate, cfg.DeviceBurst)
 }
 
-// HTTPConfigFrom extracts the edge's settings.
-func HTTPConfigFrom(cfg Config) httpadapter.Config {
-	return httpadapter.Config{AdminToken: httpadapter.AdminToken(cfg.AdminToken)}
+// HTTPConfigFrom extracts the edge's settings; the DDI routes are mounted on it.
+func HTTPConfigFrom(cfg Config, d *ddi.Adapter) httpadapter.Config {
+	return httpadapter.Config{AdminToken: httpadapter.AdminToken(cfg.AdminToken), Mounts: ddiMounts(d)}
 }
 
 // LockConfigFrom extracts the Redis lock's settings.

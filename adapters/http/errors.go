@@ -34,6 +34,10 @@ const (
 	CodeInternal             = "INTERNAL"
 )
 
+// CodeFirmwareNotDeliverable (409) says the firmware lacks what a device
+// protocol needs to deliver it (sha1, for hawkBit's DDI agents).
+const CodeFirmwareNotDeliverable = "FIRMWARE_NOT_DELIVERABLE"
+
 // ErrorBody is the JSON shape of every error response:
 // {"error": {"code", "message", "request_id"}}. It is exported so that
 // tests of other packages can decode error responses without redeclaring it.
@@ -96,6 +100,7 @@ var sentinelReplies = []struct {
 	{domain.ErrInvalidTransition, reply{status: http.StatusConflict, code: CodeInvalidTransition, message: "the requested state change is not allowed"}},
 	{domain.ErrTaskFinished, reply{status: http.StatusConflict, code: CodeTaskFinished, message: "the task is finished"}},
 	{domain.ErrIdempotencyConflict, reply{status: http.StatusConflict, code: CodeIdempotencyConflict, message: "event id reused with a different body"}},
+	{domain.ErrNotDeliverable, reply{status: http.StatusConflict, code: CodeFirmwareNotDeliverable, message: "the firmware cannot be delivered over this protocol"}},
 }
 
 // classify maps any error a handler or middleware returns to its reply.

@@ -59,7 +59,14 @@ type Config struct {
 	// ReadyTimeout bounds each readiness probe (DefaultReadyTimeout when 0
 	// or negative).
 	ReadyTimeout time.Duration
+	// Mounts add the routes of other device protocols (adapters/ddi), so
+	// that they share this server's request ids, access log, metrics and
+	// error mapping.
+	Mounts []Mount
 }
+
+// Mount registers another protocol's routes through add.
+type Mount func(add func(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc))
 
 func (c Config) withDefaults() Config {
 	if c.BodyLimit <= 0 {
@@ -154,6 +161,11 @@ func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService
 	s.add(e, http.MethodPost, d+"/check", s.check, deviceMW...)
 	s.add(e, http.MethodGet, d+"/tasks/:task_id", s.getTask, deviceMW...)
 	s.add(e, http.MethodPost, d+"/tasks/:task_id/events", s.reportEvent, deviceMW...)
+	for _, mount := range s.cfg.Mounts {
+		mount(func(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+			s.add(e, method, path, h, m...)
+		})
+	}
 	return e
 }
 

@@ -1,0 +1,73 @@
+package bootstrap
+
+import (
+	"strings"
+
+	"github.com/google/wire"
+
+	"github.com/ai-device/ota/adapters/ddi"
+	httpadapter "github.com/ai-device/ota/adapters/http"
+	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/postgres"
+	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// DDISet provides hawkBit's Direct Device Integration: its use cases over
+// the device service, and the adapter whose routes the HTTP edge mounts.
+// The store sets provide the attribute and task-action ports.
+var DDISet = wire.NewSet(
+	ddi.ProviderSet,
+	DDIConfigFrom,
+	DDIVersionAttributeFrom,
+	application.NewDDI, wire.Bind(new(ports.DDIService), new(*application.DDI)),
+)
+
+// DDIMemoryStores are the in-process attribute and task-action repositories.
+var DDIMemoryStores = wire.NewSet(
+	memory.NewAttributes, wire.Bind(new(ports.DeviceAttributes), new(*memory.Attributes)),
+	memory.NewTaskActions, wire.Bind(new(ports.TaskActions), new(*memory.TaskActions)),
+)
+
+// DDIPostgresStores are the Postgres attribute and task-action repositories.
+var DDIPostgresStores = wire.NewSet(
+	postgres.NewAttributeRepository, wire.Bind(new(ports.DeviceAttributes), new(*postgres.AttributeRepository)),
+	postgres.NewTaskActionRepository, wire.Bind(new(ports.TaskActions), new(*postgres.TaskActionRepository)),
+)
+
+// DDIConfigFrom extracts the DDI adapter's settings.
+func DDIConfigFrom(cfg Config) ddi.Config {
+	return ddi.Config{Tenant: cfg.DDITenant, GatewayToken: ddi.GatewayToken(cfg.DDIGatewayToken)}
+}
+
+// DDIVersionAttributeFrom names the configData attribute carrying a
+// device's running version.
+func DDIVersionAttributeFrom(cfg Config) application.DDIVersionAttribute {
+	return application.DDIVersionAttribute(cfg.DDIVersionAttribute)
+}
+
+// ddiMounts are the DDI routes the HTTP edge mounts.
+func ddiMounts(d *ddi.Adapter) []httpadapter.Mount {
+	if d == nil {
+		return nil
+	}
+	return []httpadapter.Mount{d.Mount}
+}
+
+// loadDDIConfig reads the OTA_DDI_* variables into cfg, reporting bad
+// values through bad.
+func loadDDIConfig(cfg *Config, get func(name, def string) string, getenv func(string) string, bad func(name, format string, args ...any)) {
+	cfg.DDITenant = get("OTA_DDI_TENANT", ddi.DefaultTenant)
+	if domain.ValidateIdentifier("tenant", cfg.DDITenant) != nil {
+		bad("OTA_DDI_TENANT", "must be 1–64 characters of [A-Za-z0-9._:-]")
+	}
+	cfg.DDIGatewayToken = getenv("OTA_DDI_GATEWAY_TOKEN")
+	if cfg.DDIGatewayToken != "" && (len(cfg.DDIGatewayToken) < minAdminTokenLen || strings.ContainsAny(cfg.DDIGatewayToken, " \t\r\n")) {
+		bad("OTA_DDI_GATEWAY_TOKEN", "must be at least %d characters without spaces (or unset to turn gateway tokens off)", minAdminTokenLen)
+	}
+	cfg.DDIVersionAttribute = get("OTA_DDI_VERSION_ATTRIBUTE", "sw_version")
+	if len(cfg.DDIVersionAttribute) > domain.MaxAttributeKeyLen {
+		bad("OTA_DDI_VERSION_ATTRIBUTE", "must be at most %d characters", domain.MaxAttributeKeyLen)
+	}
+}
