@@ -302,8 +302,14 @@ func (r *rig) start(device, token, board, tmp string, extra ...string) *client {
 	if len(extra) > 0 {
 		suricatta += " " + strings.Join(extra, " ")
 	}
+	return r.launch(tmp, "-v", "-n", "-H", board+":1.0", "-k", r.cert, "-u", suricatta)
+}
+
+// launch runs swupdate with args in its own process group and TMPDIR.
+func (r *rig) launch(tmp string, args ...string) *client {
+	r.t.Helper()
 	c := &client{log: &testenv.LogBuffer{}, done: make(chan struct{})}
-	c.cmd = exec.Command(r.swupdate, "-v", "-n", "-H", board+":1.0", "-k", r.cert, "-u", suricatta)
+	c.cmd = exec.Command(r.swupdate, args...)
 	c.cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -351,10 +357,16 @@ func tail(s string, n int) string {
 // goroutine of its own.
 func (r *rig) runUntil(what, device, token, board string, cond func() bool, extra ...string) *client {
 	r.t.Helper()
+	return r.retry(what, device, cond, func(tmp string) *client { return r.start(device, token, board, tmp, extra...) })
+}
+
+// retry is runUntil for any way of starting the client.
+func (r *rig) retry(what, device string, cond func() bool, start func(tmp string) *client) *client {
+	r.t.Helper()
 	tmp := r.t.TempDir()
 	var c *client
 	for try := 1; try <= clientTries; try++ {
-		c = r.start(device, token, board, tmp, extra...)
+		c = start(tmp)
 		deadline := time.Now().Add(clientWait)
 		for time.Now().Before(deadline) {
 			if cond() {
@@ -519,5 +531,53 @@ func TestFiveSWUpdateClientsGetOneTaskEach(t *testing.T) {
 		if ts := r.tasks(d); len(ts) != 1 || ts[0].Status != "succeeded" {
 			t.Errorf("%s: %+v, want exactly one succeeded task", d, ts)
 		}
+	}
+}
+
+// The README's configuration-file setup: a device registered without a
+// version reports it through configData (the identify section), and is
+// then offered the update.
+func TestSWUpdateReportsItsVersionThroughConfigData(t *testing.T) {
+	r := newRig(t)
+	token := r.admin(http.MethodPost, "/devices", map[string]any{"device_id": "sw-cfg", "model": "board-d"},
+		http.StatusCreated)["token"].(string)
+	img := r.buildSWU("board-d-1.1.0.swu", "1.1.0", "1.0")
+	r.release("board-d", "1.1.0", img, 3)
+	if links := r.poll("sw-cfg", token); links["deploymentBase"] != nil || links["configData"] == nil {
+		t.Fatalf("a device of unknown version must be asked for configData only: %v", links)
+	}
+	cfg := filepath.Join(r.dir, "swupdate.cfg")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`globals :
+{
+	verbose = true;
+};
+suricatta :
+{
+	tenant      = "DEFAULT";
+	id          = "sw-cfg";
+	url         = "%s";
+	targettoken = "%s";
+};
+identify : (
+	{ name = "sw_version"; value = "1.0.0"; },
+	{ name = "hw_rev"; value = "1.0"; }
+);
+`, r.otad.URL, token)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := r.retry("configData then install", "sw-cfg", func() bool {
+		ts, _ := r.tryTasks("sw-cfg")
+		return len(ts) == 1 && ts[0].Status != "pending" && ts[0].Progress == 100
+	}, func(tmp string) *client {
+		return r.launch(tmp, "-v", "-n", "-H", "board-d:1.0", "-k", r.cert, "-f", cfg, "-u", "")
+	})
+	if c == nil {
+		t.FailNow()
+	}
+	if v := r.admin(http.MethodGet, "/devices/sw-cfg", nil, http.StatusOK)["current_version"]; v != "1.0.0" {
+		t.Fatalf("current_version %v, want the 1.0.0 reported in configData", v)
+	}
+	if links := r.poll("sw-cfg", token); links["configData"] != nil {
+		t.Fatalf("configData still asked for after the device reported it: %v", links)
 	}
 }
