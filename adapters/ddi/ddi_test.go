@@ -546,3 +546,45 @@ func TestAuthTenantAndErrors(t *testing.T) {
 		t.Fatalf("proceeding after downloaded: %v, want installing", ts[0]["status"])
 	}
 }
+
+// The request bodies of hawkBit's DDI documentation, verbatim in shape
+// (newer hawkBit adds "timestamp" and "status.code", which are ignored).
+func TestHawkBitDocumentedBodies(t *testing.T) {
+	h := newHarness(t)
+	tok := h.register("dev-doc", "1.0.0")
+	h.release("1.1.0", false, false)
+	action := actionOf(t, h.poll("dev-doc", tok)["deploymentBase"], "deploymentBase")
+	fb := root("dev-doc") + "/deploymentBase/" + strconv.FormatInt(action, 10) + "/feedback"
+	r := h.do(http.MethodPost, fb, tok, `{
+  "timestamp" : 1682419876312,
+  "status" : {
+    "execution" : "proceeding",
+    "result" : { "finished" : "none", "progress" : { "cnt" : 2, "of" : 5 } },
+    "code" : 200,
+    "details" : [ "Feedback message" ]
+  }
+}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("documented feedback: %d %s", r.status, r.body)
+	}
+	if ts := h.tasks("dev-doc"); ts[0]["status"] != "downloading" || ts[0]["progress"] != json.Number("40") {
+		t.Fatalf("cnt 2 of 5: %v", ts[0])
+	}
+	r = h.do(http.MethodPut, root("dev-doc")+"/configData", tok, `{
+  "mode" : "merge",
+  "data" : { "VIN" : "JH4TB2H26CC000000", "hwRevision" : "2" }
+}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("documented configData: %d %s", r.status, r.body)
+	}
+	if links := h.poll("dev-doc", tok); links["configData"] != "" || links["deploymentBase"] == "" {
+		t.Fatalf("after configData: %v", links)
+	}
+	r = h.do(http.MethodPost, fb, tok, `{"timestamp": 1682419876313, "status": {"execution": "closed", "result": {"finished": "success"}, "code": 200, "details": ["done"]}}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("documented closed feedback: %d %s", r.status, r.body)
+	}
+	if ts := h.tasks("dev-doc"); ts[0]["status"] != "succeeded" {
+		t.Fatalf("after closed success: %v", ts[0])
+	}
+}
