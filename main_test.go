@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
@@ -15,6 +19,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	// The driver registers itself as "postgres".
+	_ "github.com/lib/pq"
 )
 
 func deadPort(t *testing.T) string {
@@ -253,5 +260,53 @@ func TestHealthzURL(t *testing.T) {
 		if got, err := healthzURL(addr); err != nil || got != want {
 			t.Errorf("healthzURL(%q) = %q, %v; want %q", addr, got, err, want)
 		}
+	}
+}
+
+// serve --create-db (what make run does) says when it created the
+// database, and only then. It needs a Postgres server on which databases
+// may be created: OTA_TEST_DATABASE_URL's (the Makefile sets it).
+func TestCreateDBSaysSo(t *testing.T) {
+	base := os.Getenv("OTA_TEST_DATABASE_URL")
+	if base == "" {
+		if os.Getenv("OTA_TEST_REQUIRE_SERVICES") != "" {
+			t.Fatal("OTA_TEST_REQUIRE_SERVICES is set but OTA_TEST_DATABASE_URL is not")
+		}
+		t.Skip("no Postgres: set OTA_TEST_DATABASE_URL (make test does when 127.0.0.1:5432 answers)")
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("ota_createdb_test_%d", time.Now().UnixNano())
+	u.Path = "/" + name
+	admin, err := sql.Open("postgres", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec(`DROP DATABASE IF EXISTS "` + name + `" WITH (FORCE)`); err != nil {
+			t.Errorf("dropping %s: %v", name, err)
+		}
+		admin.Close()
+	})
+	env := map[string]string{
+		"OTA_ADMIN_TOKEN":  "0123456789abcdef",
+		"OTA_DATABASE_URL": u.String(),
+		"OTA_REDIS_URL":    "redis://" + deadPort(t) + "/0", // serve stops at Redis, after the database work
+		"OTA_HTTP_ADDR":    "127.0.0.1:0",
+	}
+	serve := func() string {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), []string{"serve", "--create-db"}, func(k string) string { return env[k] }, &stdout, &stderr); code != 1 {
+			t.Fatalf("serve exited %d, want 1 (no Redis):\n%s", code, stderr.String())
+		}
+		return stderr.String()
+	}
+	if out := serve(); !strings.Contains(out, `"msg":"created the database named in OTA_DATABASE_URL","database":"`+name+`"`) {
+		t.Fatalf("first start did not say it created %s:\n%s", name, out)
+	}
+	if out := serve(); strings.Contains(out, "created the database") {
+		t.Fatalf("second start claims to have created the database again:\n%s", out)
 	}
 }
