@@ -28,7 +28,7 @@ func TestDocsLinkInsideTheRepository(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range mdLink.FindAllStringSubmatch(string(text), -1) {
+		for _, m := range mdLink.FindAllStringSubmatch(prose(string(text)), -1) {
 			target := m[1]
 			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 				continue
@@ -59,6 +59,26 @@ func TestDocsLinkInsideTheRepository(t *testing.T) {
 	}
 }
 
+// inlineCode matches a code span.
+var inlineCode = regexp.MustCompile("`[^`\n]*`")
+
+// prose is a Markdown text without its fenced code blocks and code spans,
+// where "](x)" is code (a Go generic call, say), not a link.
+func prose(text string) string {
+	var b strings.Builder
+	fenced := false
+	for line := range strings.Lines(text) {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced = !fenced
+			continue
+		}
+		if !fenced {
+			b.WriteString(inlineCode.ReplaceAllString(line, ""))
+		}
+	}
+	return b.String()
+}
+
 // hasAnchor reports whether a Markdown text has a heading whose
 // GitHub-style anchor is frag.
 func hasAnchor(text, frag string) bool {
@@ -82,6 +102,17 @@ func hasAnchor(text, frag string) bool {
 		}
 	}
 	return false
+}
+
+func TestProseDropsCode(t *testing.T) {
+	const doc = "see [a](a.md) and `f[T](x)`\n```go\nerrors.AsType[*E](err)\n```\n[b](b.md)\n"
+	var got []string
+	for _, m := range mdLink.FindAllStringSubmatch(prose(doc), -1) {
+		got = append(got, m[1])
+	}
+	if strings.Join(got, " ") != "a.md b.md" {
+		t.Fatalf("links found: %q", got)
+	}
 }
 
 func TestHasAnchor(t *testing.T) {
