@@ -19,13 +19,21 @@ OTA_TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 endif
 export OTA_TEST_DATABASE_URL OTA_TEST_REDIS_URL
 
-.PHONY: all build run test test-unit lint generate generate-check fuzz fuzz-smoke fuzz-run load clean
+.PHONY: all build run test test-unit lint generate generate-check fuzz fuzz-smoke fuzz-run load clean clean-test-dbs
 
 all: build
 
-## build: compile the otad binary
+# The binary says which build it is (`otad version`, and the "otad starting"
+# log line): the nearest tag or commit from git describe ("-dirty" for a
+# modified tree) and the commit. Outside a git checkout both fall back to
+# what the Go toolchain recorded (see main.go).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
+## build: compile the otad binary, stamped with its version and commit
 build:
-	$(GO) build -o $(BIN) .
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
 
 ## run: serve on :8080 against local Postgres and Redis (creates and migrates the ota database)
 run: build
@@ -95,3 +103,23 @@ load:
 
 clean:
 	rm -f $(BIN)
+
+# The tests clone one database per test (test_ + 16 hex digits) from a
+# migrated template (ota_template_ + a hash of the migrations, marked
+# IS_TEMPLATE; a new one appears whenever the migrations change). Clones
+# are dropped when their test ends; a killed test run leaves them behind,
+# and old templates stay until removed. Only databases with no session are
+# dropped, and DROP DATABASE itself refuses one that gained a session
+# meanwhile — but a test binary that is just starting may be about to clone
+# a template: run this when no tests are running.
+CLEAN_DB_URL ?= $(or $(OTA_TEST_DATABASE_URL),postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable)
+
+## clean-test-dbs: drop the test databases (ota_template_*, test_<hex>) no one is connected to
+clean-test-dbs:
+	@set -uo pipefail; n=0; \
+	for db in $$(psql "$(CLEAN_DB_URL)" -XAtq -v ON_ERROR_STOP=1 -c \
+	    "SELECT datname FROM pg_database d WHERE (datname LIKE 'ota\_template\_%' OR datname ~ '^test_[0-9a-f]{16}$$') \
+	       AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname = d.datname) ORDER BY 1"); do \
+	  psql "$(CLEAN_DB_URL)" -XAtq -c "ALTER DATABASE \"$$db\" WITH IS_TEMPLATE false" -c "DROP DATABASE \"$$db\"" \
+	    && { echo "dropped $$db"; n=$$((n+1)); } || echo "kept $$db (in use)"; \
+	done; echo "dropped $$n test databases"

@@ -3,6 +3,7 @@
 //
 //	otad serve [--no-migrate] [--create-db]
 //	otad migrate up|down|status
+//	otad healthcheck [--url URL]
 //	otad version
 package main
 
@@ -13,19 +14,28 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/bootstrap"
 )
 
-// version is set at build time with -ldflags "-X main.version=…"; otherwise
-// the module's build info is used.
-var version = ""
+// version and commit are stamped at build time by the Makefile
+// (-ldflags "-X main.version=… -X main.commit=…", from git describe and
+// git rev-parse). A plain `go build` leaves them empty and the module's
+// build info (its version and the VCS settings Go records) fills them in,
+// so an operator can always tell which build answers.
+var (
+	version = ""
+	commit  = ""
+)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -37,8 +47,14 @@ func main() {
 const usage = `usage:
   otad serve [--no-migrate] [--create-db]   serve the API (migrates on start)
   otad migrate up|down|status               manage the database schema
-  otad version                              print the version
-configuration comes from OTA_* environment variables (see README.md)`
+  otad healthcheck [--url URL]              exit 0 when the local otad answers /healthz
+  otad version                              print the version and commit
+"otad COMMAND --help" describes a command's flags.
+configuration comes from OTA_* environment variables (see docs/CONFIGURATION.md)`
+
+// errUsage is a command line that could not be understood; its message has
+// already been printed with the command's usage, and the exit code is 2.
+var errUsage = errors.New("usage")
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -48,42 +64,126 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	var err error
 	switch args[0] {
 	case "serve":
-		err = serve(ctx, args[1:], getenv, stderr)
+		err = serve(ctx, args[1:], getenv, stdout, stderr)
 	case "migrate":
-		err = migrate(ctx, args[1:], getenv, stdout)
+		err = migrate(ctx, args[1:], getenv, stdout, stderr)
+	case "healthcheck":
+		err = healthcheck(ctx, args[1:], getenv, stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, "otad", buildVersion())
-	case "help", "-h", "--help":
+		err = printVersion(args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
 		fmt.Fprintln(stdout, usage)
 	default:
 		fmt.Fprintf(stderr, "otad: unknown command %q\n%s\n", args[0], usage)
 		return 2
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	case err != nil:
 		fmt.Fprintln(stderr, "otad:", err)
 		return 1
 	}
 	return 0
 }
 
-func buildVersion() string {
-	if version != "" {
-		return version
+// parseFlags parses a subcommand's flags. Asked for help (-h, --help), it
+// prints the command's synopsis and flags to stdout and returns
+// flag.ErrHelp, which run turns into exit 0: help that was asked for is not
+// an error. A bad flag goes to stderr with the same text and returns errUsage.
+func parseFlags(fs *flag.FlagSet, synopsis string, args []string, stdout, stderr io.Writer) error {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	printUsage := func(w io.Writer) {
+		fmt.Fprintf(w, "usage: %s\n", synopsis)
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		printUsage(stdout)
+		return flag.ErrHelp
+	case err != nil:
+		fmt.Fprintf(stderr, "otad: %v\n", err)
+		printUsage(stderr)
+		return errUsage
 	}
-	return "dev"
+	return nil
+}
+
+// buildInfo is what a binary knows about its own build.
+type buildInfo struct {
+	Version string // a release tag or `git describe` output; "dev" when unknown
+	Commit  string // the VCS revision, "-dirty" appended for a modified tree; "unknown" when unknown
+}
+
+// currentBuild combines the link-time stamps with the build info the Go
+// toolchain embeds.
+func currentBuild() buildInfo {
+	bi, _ := debug.ReadBuildInfo()
+	return resolveBuild(version, commit, bi)
+}
+
+// resolveBuild prefers the stamps (the Makefile's), then the module
+// version (`go install …@v1.2.3`), then the VCS settings `go build` records
+// inside a git checkout.
+func resolveBuild(stampedVersion, stampedCommit string, bi *debug.BuildInfo) buildInfo {
+	b := buildInfo{Version: stampedVersion, Commit: stampedCommit}
+	if bi != nil {
+		if b.Version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			b.Version = bi.Main.Version
+		}
+		if b.Commit == "" {
+			var rev, modified string
+			for _, s := range bi.Settings {
+				switch s.Key {
+				case "vcs.revision":
+					rev = s.Value
+				case "vcs.modified":
+					modified = s.Value
+				}
+			}
+			if rev != "" {
+				if len(rev) > 12 {
+					rev = rev[:12]
+				}
+				if modified == "true" {
+					rev += "-dirty"
+				}
+				b.Commit = rev
+			}
+		}
+	}
+	if b.Version == "" {
+		b.Version = "dev"
+	}
+	if b.Commit == "" {
+		b.Commit = "unknown"
+	}
+	return b
+}
+
+func printVersion(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	if err := parseFlags(fs, "otad version", args, stdout, stderr); err != nil {
+		return err
+	}
+	b := currentBuild()
+	fmt.Fprintf(stdout, "otad %s (commit %s)\n", b.Version, b.Commit)
+	return nil
 }
 
 const memoryHint = "start it, or try the service without Postgres and Redis: OTA_STORE=memory make run"
 
-func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	noMigrate := fs.Bool("no-migrate", false, "do not apply pending migrations at start")
 	createDB := fs.Bool("create-db", false, "create the database named in OTA_DATABASE_URL if missing")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, "otad serve [--no-migrate] [--create-db]   (configuration: OTA_* variables, see docs/CONFIGURATION.md)", args, stdout, stderr); err != nil {
 		return err
 	}
 	cfg, err := bootstrap.LoadConfig(getenv, true)
@@ -92,6 +192,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	cfg.Migrate = !*noMigrate
 	logger := bootstrap.NewLogger(stderr, cfg.LogLevel)
+	b := currentBuild()
+	logger.Info("otad starting", "version", b.Version, "commit", b.Commit, "store", string(cfg.Store), "addr", cfg.HTTPAddr)
 
 	if cfg.Store == bootstrap.StoreMemory {
 		logger.Warn("OTA_STORE=memory: single process, nothing is kept after it stops")
@@ -103,8 +205,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 
 	if *createDB {
-		if err := bootstrap.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {
+		created, err := bootstrap.EnsureDatabase(ctx, cfg.DatabaseURL)
+		if err != nil {
 			return fmt.Errorf("%w (OTA_DATABASE_URL); %s", err, memoryHint)
+		}
+		if created {
+			logger.Info("created the database named in OTA_DATABASE_URL", "database", databaseName(cfg.DatabaseURL))
 		}
 	}
 	db, closeDB, err := postgres.Open(postgres.Config{URL: postgres.DatabaseURL(cfg.DatabaseURL)})
@@ -130,8 +236,20 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	return app.Run(ctx)
 }
 
-func migrate(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) != 1 {
+// databaseName is the database part of a Postgres URL (never its password).
+func databaseName(raw string) string {
+	if i := strings.IndexByte(raw, '?'); i >= 0 {
+		raw = raw[:i]
+	}
+	return raw[strings.LastIndexByte(raw, '/')+1:]
+}
+
+func migrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	if err := parseFlags(fs, "otad migrate up|down|status   (the database is OTA_DATABASE_URL's)", args, stdout, stderr); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
 		return errors.New("usage: otad migrate up|down|status")
 	}
 	cfg, err := bootstrap.LoadConfig(getenv, false)
@@ -143,7 +261,65 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 		return fmt.Errorf("%w (OTA_DATABASE_URL)", err)
 	}
 	defer closeDB()
-	return bootstrap.Migrate(ctx, db.DB, args[0], stdout)
+	return bootstrap.Migrate(ctx, db.DB, fs.Arg(0), stdout)
+}
+
+// healthcheckTimeout bounds one probe: a container runtime runs the probe
+// on its own schedule and wants a quick yes or no.
+const healthcheckTimeout = 3 * time.Second
+
+// healthcheck is the container HEALTHCHECK: a distroless image has no curl
+// or wget, so the binary probes itself. It GETs /healthz on the address the
+// server listens on (OTA_HTTP_ADDR, with a wildcard host replaced by
+// loopback) and succeeds on 200 only.
+func healthcheck(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
+	target := fs.String("url", "", "URL to probe (default: /healthz on OTA_HTTP_ADDR's port at 127.0.0.1)")
+	if err := parseFlags(fs, "otad healthcheck [--url URL]", args, stdout, stderr); err != nil {
+		return err
+	}
+	if *target == "" {
+		addr := strings.TrimSpace(getenv("OTA_HTTP_ADDR"))
+		if addr == "" {
+			addr = bootstrap.DefaultHTTPAddr
+		}
+		u, err := healthzURL(addr)
+		if err != nil {
+			return err
+		}
+		*target = u
+	}
+	ctx, cancel := context.WithTimeout(ctx, healthcheckTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *target, nil)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthcheck: %s answered %s", *target, resp.Status)
+	}
+	fmt.Fprintln(stdout, "ok")
+	return nil
+}
+
+// healthzURL turns a listen address into the URL of its /healthz, as seen
+// from the same host.
+func healthzURL(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return "", fmt.Errorf("healthcheck: OTA_HTTP_ADDR %q is not a host:port address", addr)
+	}
+	switch host {
+	case "", "0.0.0.0", "::":
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/healthz", nil
 }
 
 // logWriter turns migration progress lines into log records.

@@ -88,7 +88,8 @@ type RequestObserver interface {
 }
 
 // UnmatchedRoute is the route label of requests that matched no route
-// (404, and 405 for a known path with an unknown method).
+// (404). A 405 (a known path, an unknown method) keeps the path's route
+// template, so the log says which resource was called the wrong way.
 const UnmatchedRoute = "unmatched"
 
 type nopObserver struct{}
@@ -181,7 +182,13 @@ func (s *server) add(e *echo.Echo, method, path string, h echo.HandlerFunc, m ..
 
 // routeLabel is the bounded route name of a request for logs and metrics.
 func (s *server) routeLabel(c echo.Context) string {
-	if p := c.Path(); s.routes[c.Request().Method+" "+p] {
+	p := c.Path()
+	if s.routes[c.Request().Method+" "+p] {
+		return p
+	}
+	// Echo's router answers 405 only on a registered path: it leaves that
+	// route's template in Path and the allowed methods in the context.
+	if _, ok := c.Get(echo.ContextKeyHeaderAllow).(string); ok && p != "" {
 		return p
 	}
 	return UnmatchedRoute

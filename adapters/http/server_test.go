@@ -312,15 +312,16 @@ func TestUnknownRouteAndWrongMethod(t *testing.T) {
 		method, path string
 		status       int
 		code         string
+		route        string // the label in the access log and the metrics
 	}{
-		{http.MethodGet, "/api/v1/nope", 404, CodeNotFound},
-		{http.MethodGet, "/", 404, CodeNotFound},
-		{http.MethodGet, "/api/v1/admin/unknown", 404, CodeNotFound},
-		{http.MethodGet, "/api/v1/devices/dev-1/ota/nothing", 404, CodeNotFound},
-		{http.MethodDelete, "/api/v1/admin/firmwares", 405, CodeMethodNotAllowed},
-		{http.MethodPut, "/api/v1/admin/rollouts/" + rolloutID, 405, CodeMethodNotAllowed},
-		{http.MethodGet, "/api/v1/devices/dev-1/ota/check", 405, CodeMethodNotAllowed},
-		{http.MethodPost, "/healthz", 405, CodeMethodNotAllowed},
+		{http.MethodGet, "/api/v1/nope", 404, CodeNotFound, UnmatchedRoute},
+		{http.MethodGet, "/", 404, CodeNotFound, UnmatchedRoute},
+		{http.MethodGet, "/api/v1/admin/unknown", 404, CodeNotFound, UnmatchedRoute},
+		{http.MethodGet, "/api/v1/devices/dev-1/ota/nothing", 404, CodeNotFound, UnmatchedRoute},
+		{http.MethodDelete, "/api/v1/admin/firmwares", 405, CodeMethodNotAllowed, "/api/v1/admin/firmwares"},
+		{http.MethodPut, "/api/v1/admin/rollouts/" + rolloutID, 405, CodeMethodNotAllowed, "/api/v1/admin/rollouts/:id"},
+		{http.MethodGet, "/api/v1/devices/dev-1/ota/check", 405, CodeMethodNotAllowed, "/api/v1/devices/:device_id/ota/check"},
+		{http.MethodPost, "/healthz", 405, CodeMethodNotAllowed, "/healthz"},
 	} {
 		t.Run(tc.method+tc.path, func(t *testing.T) {
 			rec := h.do(t, req{method: tc.method, path: tc.path})
@@ -328,8 +329,11 @@ func TestUnknownRouteAndWrongMethod(t *testing.T) {
 			if tc.status == 405 && rec.Header().Get("Allow") == "" {
 				t.Error("405 without Allow")
 			}
-			if got := h.obs.last(); got.route != UnmatchedRoute || got.code != tc.status {
-				t.Errorf("observed %+v, want route %q", got, UnmatchedRoute)
+			if got := h.obs.last(); got.route != tc.route || got.code != tc.status {
+				t.Errorf("observed %+v, want route %q", got, tc.route)
+			}
+			if want := `"route":"` + tc.route + `"`; !strings.Contains(h.logs.String(), want) {
+				t.Errorf("access log lacks %s:\n%s", want, h.logs.String())
 			}
 		})
 	}

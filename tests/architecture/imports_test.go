@@ -1,0 +1,133 @@
+// Package architecture checks the import rules of docs/ARCHITECTURE.md on
+// the real package graph, so that a dependency pointing outward is a test
+// failure rather than a review comment.
+package architecture
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/ai-device/ota"
+
+// allowedInternal says which of the module's packages a package may import
+// (test files aside), by the folder it lives in. The first matching prefix
+// wins. "." is the composition root.
+var allowedInternal = []struct {
+	prefix  string
+	allowed []string
+}{
+	{"domain", nil},
+	{"ports", []string{"domain"}},
+	{"application", []string{"domain", "ports"}},
+	{"adapters", []string{"domain", "ports"}}, // plus its own subtree, below
+	{"migrations", nil},
+	{"bootstrap", []string{"domain", "ports", "application", "adapters", "migrations"}},
+	{"tests", []string{"domain", "ports", "application", "adapters", "migrations", "bootstrap", "tests"}},
+	{".", []string{"domain", "ports", "application", "adapters", "bootstrap", "migrations"}},
+}
+
+func within(pkg, folder string) bool {
+	return folder == "." && pkg == "." || pkg == folder || strings.HasPrefix(pkg, folder+"/")
+}
+
+// thirdParty reports whether an import path is outside the standard library.
+func thirdParty(p string) bool {
+	first, _, _ := strings.Cut(p, "/")
+	return strings.Contains(first, ".")
+}
+
+// violations lists the imports of one package that its folder forbids.
+func violations(pkg string, imports []string) []string {
+	var bad []string
+	rule := -1
+	for i, r := range allowedInternal {
+		if within(pkg, r.prefix) {
+			rule = i
+			break
+		}
+	}
+	if rule < 0 {
+		return []string{pkg + " is in no folder of docs/ARCHITECTURE.md"}
+	}
+	for _, imp := range imports {
+		rel, internal := strings.CutPrefix(imp, module+"/")
+		if !internal {
+			// The domain is pure: the standard library and semver only.
+			if within(pkg, "domain") && thirdParty(imp) && imp != "golang.org/x/mod/semver" {
+				bad = append(bad, pkg+" imports "+imp)
+			}
+			continue
+		}
+		ok := false
+		for _, a := range allowedInternal[rule].allowed {
+			if within(rel, a) {
+				ok = true
+			}
+		}
+		// An adapter may use its own subpackages, never another adapter.
+		if within(pkg, "adapters") {
+			parts := strings.SplitN(pkg, "/", 3)
+			if within(rel, "adapters") {
+				ok = within(rel, strings.Join(parts[:2], "/"))
+			}
+		}
+		if !ok {
+			bad = append(bad, pkg+" imports "+rel)
+		}
+	}
+	return bad
+}
+
+func TestViolationsCatches(t *testing.T) {
+	for _, tc := range []struct {
+		pkg     string
+		imports []string
+		bad     bool
+	}{
+		{"domain", []string{"time", "golang.org/x/mod/semver"}, false},
+		{"domain", []string{module + "/ports"}, true},
+		{"domain", []string{"github.com/lib/pq"}, true},
+		{"ports", []string{module + "/application"}, true},
+		{"application", []string{module + "/adapters/postgres"}, true},
+		{"adapters/http", []string{module + "/application"}, true},
+		{"adapters/http", []string{module + "/adapters/postgres"}, true},
+		{"adapters/console/views", []string{module + "/adapters/console"}, false},
+		{"adapters/postgres", []string{module + "/domain", module + "/ports", "github.com/lib/pq"}, false},
+		{"bootstrap", []string{module + "/tests/testenv"}, true},
+		{".", []string{module + "/bootstrap", module + "/adapters/postgres"}, false},
+		{"elsewhere", nil, true},
+	} {
+		if got := len(violations(tc.pkg, tc.imports)) > 0; got != tc.bad {
+			t.Errorf("%s importing %v: violation %v, want %v", tc.pkg, tc.imports, got, tc.bad)
+		}
+	}
+}
+
+// TestImportRules lists every package of the module (without test files)
+// and checks its imports against the rules.
+func TestImportRules(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	n := 0
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		pkg := strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")
+		if pkg == "" {
+			pkg = "."
+		}
+		n++
+		for _, v := range violations(pkg, f[1:]) {
+			t.Error(v)
+		}
+	}
+	if n < 10 {
+		t.Fatalf("go list found %d packages; the module has more", n)
+	}
+}
