@@ -91,7 +91,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return err
 	}
 	cfg.Migrate = !*noMigrate
-	logger := bootstrap.NewLogger(stderr, cfg.LogLevel)
+	logger, flushLog := bootstrap.NewBufferedLogger(stderr, cfg.LogLevel)
+	defer func() { _ = flushLog() }() // after the app drained and stopped: the last lines
 
 	if cfg.Store == bootstrap.StoreMemory {
 		logger.Warn("OTA_STORE=memory: single process, nothing is kept after it stops")
@@ -107,7 +108,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 			return fmt.Errorf("%w (OTA_DATABASE_URL); %s", err, memoryHint)
 		}
 	}
-	db, closeDB, err := postgres.Open(postgres.Config{URL: postgres.DatabaseURL(cfg.DatabaseURL)})
+	db, closeDB, err := postgres.Open(cfg.Postgres())
 	if err != nil {
 		return fmt.Errorf("%w (OTA_DATABASE_URL); %s", err, memoryHint)
 	}

@@ -70,7 +70,7 @@ FROM (SELECT k,
              CASE WHEN k % 2 = 0 THEN 'bnu' ELSE 'bru' END || '-' || lpad(((k / 2) % :half)::text, 7, '0') AS dev,
              (k * 7919) % 100 AS r,
              (SELECT t FROM bench_now) - interval '90 days' + (k * interval '90 days') / greatest(:history, 1) AS created
-      FROM generate_series(0, :history - 1) AS k) AS h;
+      FROM generate_series(0::bigint, :history - 1) AS k) AS h;
 
 -- The reuse fleet's active tasks: one pending task per device.
 INSERT INTO tasks (id, device_id, firmware_id, rollout_id, status, progress, attempt, created_at, updated_at)
