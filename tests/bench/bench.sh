@@ -26,6 +26,7 @@
 #   BENCH_HISTORY [1000000]   finished historical tasks
 #   BENCH_DURATION [10]       seconds per run
 #   BENCH_RUNS [3]            runs per scenario (the median is reported)
+#   BENCH_WARMUP [2]          seconds of wrk per scenario before the runs (0: none)
 #   BENCH_THREADS [2] BENCH_CONNS [64]                 wrk -t / -c
 #   BENCH_PGBENCH_CLIENTS [8] BENCH_PGBENCH_JOBS [2]   pgbench -c / -j
 #   BENCH_PGBENCH_SCALE [10]  pgbench -i -s of its own database
@@ -52,6 +53,7 @@ DEVICES=${BENCH_DEVICES:-1000000}
 HISTORY=${BENCH_HISTORY:-1000000}
 DURATION=${BENCH_DURATION:-10}
 RUNS=${BENCH_RUNS:-3}
+WARMUP=${BENCH_WARMUP:-2}
 THREADS=${BENCH_THREADS:-2}
 CONNS=${BENCH_CONNS:-64}
 PGB_CLIENTS=${BENCH_PGBENCH_CLIENTS:-8}
@@ -71,6 +73,7 @@ INSTALL=${BENCH_INSTALL:-1}
 SECRET=ota-load-simulator # the load simulator's default token key
 ADMIN_TOKEN=bench-admin-token-0123456789
 
+[[ $WARMUP =~ ^[0-9]+$ ]] || { echo "bench: BENCH_WARMUP must be a whole number of seconds" >&2; exit 1; }
 die() { echo "bench: $*" >&2; exit 1; }
 note() { echo "bench: $*" >&2; }
 for v in DEVICES HISTORY DURATION RUNS THREADS CONNS PGB_CLIENTS PGB_JOBS PGB_SCALE; do
@@ -235,8 +238,10 @@ declare -A RPS TPS RATIO P99 REPEATS
 BEFORE=$(outcomes)
 for sc in "${SCENARIOS[@]}"; do
   # Warm-up: every pooled connection prepares its statements, caches fill.
-  wrk -t"$THREADS" -c"$CONNS" -d"$(( DURATION < 2 ? 1 : 2 ))s" -s "$here/check.lua" "$BASE" \
-    -- "$WORK/tokens-$DB-${MODEL[$sc]}.txt" "${MODEL[$sc]}" "$((HALF / 2 + 7))" "$THREADS" >/dev/null 2>&1 || true
+  if ((WARMUP > 0)); then
+    wrk -t"$THREADS" -c"$CONNS" -d"${WARMUP}s" -s "$here/check.lua" "$BASE" \
+      -- "$WORK/tokens-$DB-${MODEL[$sc]}.txt" "${MODEL[$sc]}" "$((HALF / 2 + 7))" "$THREADS" >/dev/null 2>&1 || true
+  fi
 done
 declare -a RUNROWS
 LOAD_START=$(loadavg)
