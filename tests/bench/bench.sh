@@ -45,6 +45,9 @@
 # Any OTA_* variable set by the caller (OTA_DB_MAX_CONNS, say) reaches otad,
 # except the few fixed above.
 set -euo pipefail
+# The whole script is one group, read before it runs: editing the file
+# during a run (a git checkout) cannot make bash run other lines.
+{
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -122,8 +125,9 @@ if [[ -z $LOADSIM && $OPEN_LOOP == 1 ]]; then
   (cd "$root" && go build -o "$WORK/loadsim" ./tests/load)
   LOADSIM=$WORK/loadsim
 fi
-COMMIT=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+COMMIT="commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 [[ -z $(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null) ]] || COMMIT="$COMMIT (+ uncommitted changes)"
+[[ -z ${BENCH_OTAD:-} ]] || COMMIT="otad $OTAD (given; the tree is at $COMMIT)"
 
 # ---- databases ------------------------------------------------------------
 t0=$(date +%s)
@@ -214,14 +218,26 @@ declare -A MODEL=([noupdate]=bnu [reuse]=bru) WANT=([noupdate]=no_update [reuse]
 SCENARIOS=(noupdate reuse)
 
 # wrk against one fleet from a device offset, pgbench in the same window.
+# otad's own cost, whatever else runs on the machine: CPU time (user +
+# system, clock ticks) and write(2) calls (log lines, HTTP answers and
+# Postgres queries alike) so far.
+otad_usage() { echo "$(awk '{ print $14 + $15 }' "/proc/$OTAD_PID/stat") $(awk '/^syscw:/ { print $2 }' "/proc/$OTAD_PID/io")"; }
+TICK=$(getconf CLK_TCK)
+
 pair() { # scenario run offset seconds → one result line
   local sc=$1 run=$2 off=$3 secs=$4 w=$WORK/wrk-$1-$2.txt p=$WORK/pgbench-$1-$2.txt
+  local cpu0 wr0 cpu1 wr1
+  read -r cpu0 wr0 <<<"$(otad_usage)"
   pgbench -n -S -c "$PGB_CLIENTS" -j "$PGB_JOBS" -T "$secs" "$PGB_URL" >"$p" 2>&1 &
   local pg=$!
   wrk -t"$THREADS" -c"$CONNS" -d"${secs}s" --latency -s "$here/check.lua" "$BASE" \
     -- "$WORK/tokens-$DB-${MODEL[$sc]}.txt" "${MODEL[$sc]}" "$off" "$THREADS" >"$w" 2>&1 || { cat "$w" >&2; die "wrk failed"; }
   wait "$pg" || { cat "$p" >&2; die "pgbench failed"; }
-  local rps tps non2xx repeats p99 errs
+  read -r cpu1 wr1 <<<"$(otad_usage)"
+  local rps tps non2xx repeats p99 errs reqs cpu wr
+  reqs=$(awk '/ requests in / { print $1 }' "$w")
+  cpu=$(awk -v d=$((cpu1 - cpu0)) -v t="$TICK" -v n="${reqs:-0}" 'BEGIN { printf "%.0f", n ? d / t * 1e6 / n : 0 }')
+  wr=$(awk -v d=$((wr1 - wr0)) -v n="${reqs:-0}" 'BEGIN { printf "%.2f", n ? d / n : 0 }')
   rps=$(awk '/^Requests\/sec:/ { print $2 }' "$w")
   non2xx=$(awk '/Non-2xx or 3xx responses:/ { print $NF }' "$w")
   errs=$(awk '/Socket errors:/ { print }' "$w")
@@ -230,11 +246,11 @@ pair() { # scenario run offset seconds → one result line
   tps=$(awk '/^tps = / { print $3; exit }' "$p")
   [[ -n $rps && -n $tps ]] || { cat "$w" "$p" >&2; die "could not read wrk's or pgbench's output"; }
   [[ -z $non2xx ]] || { cat "$w" >&2; die "$sc run $run: $non2xx answers were not 2xx (see $WORK/otad.log)"; }
-  echo "$rps $tps ${repeats:-0} ${p99:-?} ${errs:+yes}"
+  echo "$rps $tps ${repeats:-0} ${p99:-?} $cpu $wr ${errs:+yes}"
 }
 
 note "setup took ${SETUP_S}s; load average $(loadavg)"
-declare -A RPS TPS RATIO P99 REPEATS
+declare -A RPS TPS RATIO P99 REPEATS CPU WR
 BEFORE=$(outcomes)
 for sc in "${SCENARIOS[@]}"; do
   # Warm-up: every pooled connection prepares its statements, caches fill.
@@ -249,11 +265,11 @@ for run in $(seq 1 "$RUNS"); do
   for sc in "${SCENARIOS[@]}"; do
     la=$(loadavg)
     line=$(pair "$sc" "$run" $(((run - 1) * HALF / RUNS)) "$DURATION") || exit 1
-    read -r rps tps repeats p99 errs <<<"$line"
+    read -r rps tps repeats p99 cpu wr errs <<<"$line"
     ratio=$(awk -v a="$rps" -v b="$tps" 'BEGIN { printf "%.3f", a / b }')
-    RPS[$sc]+="$rps "; TPS[$sc]+="$tps "; RATIO[$sc]+="$ratio "; P99[$sc]+="$p99 "; REPEATS[$sc]=$((${REPEATS[$sc]:-0} + repeats))
-    RUNROWS+=("| $sc | $run | $la/$(loadavg) | $(printf '%.0f' "$rps") | $(printf '%.0f' "$tps") | $ratio | $p99 | $repeats${errs:+ (socket errors)} |")
-    note "$sc run $run: $(printf '%.0f' "$rps") checks/s, pgbench $(printf '%.0f' "$tps") tps, ratio $ratio, wrk p99 $p99, load $la/$(loadavg)"
+    RPS[$sc]+="$rps "; TPS[$sc]+="$tps "; RATIO[$sc]+="$ratio "; P99[$sc]+="$p99 "; CPU[$sc]+="$cpu "; WR[$sc]+="$wr "; REPEATS[$sc]=$((${REPEATS[$sc]:-0} + repeats))
+    RUNROWS+=("| $sc | $run | $la/$(loadavg) | $(printf '%.0f' "$rps") | $(printf '%.0f' "$tps") | $ratio | $p99 | $cpu | $wr | $repeats${errs:+ (socket errors)} |")
+    note "$sc run $run: $(printf '%.0f' "$rps") checks/s, pgbench $(printf '%.0f' "$tps") tps, ratio $ratio, wrk p99 $p99, otad ${cpu} µs CPU and $wr writes per check, load $la/$(loadavg)"
   done
 done
 LOAD_END=$(loadavg)
@@ -293,20 +309,20 @@ cpu=$(lscpu 2>/dev/null | awk -F: '/Model name/ { gsub(/^ +/, "", $2); print $2;
 {
   echo "### make bench, $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo
-  echo "Commit $COMMIT; $(nproc) cores ($cpu); load average $LOAD_START at the first run, $LOAD_END after the last."
+  echo "Binary: $COMMIT; $(nproc) cores ($cpu); load average $LOAD_START at the first run, $LOAD_END after the last."
   echo "Database \`$DB\`: $DEVICES devices ($HALF per fleet), $HISTORY historical tasks, $HALF active ($SEEDED)."
   echo "wrk -t$THREADS -c$CONNS -d${DURATION}s (cold: each device at most once per run), beside"
   echo "\`pgbench -n -S -c $PGB_CLIENTS -j $PGB_JOBS -T $DURATION\` (scale $PGB_SCALE) in the same window; median of $RUNS runs."
   echo "otad: OTA_DEVICE_RATE_LIMIT=0 OTA_LOG_LEVEL=${BENCH_LOG_LEVEL:-error}${OTA_DB_MAX_CONNS:+ OTA_DB_MAX_CONNS=$OTA_DB_MAX_CONNS}."
   echo
-  echo "| scenario | checks/s | pgbench -S tps | checks ÷ tps | wrk p99 (closed loop) | open loop: asked | delivered | p50 | **p99** | max | late dispatches | all 200 | targets met |"
-  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
+  echo "| scenario | checks/s | pgbench -S tps | checks ÷ tps | wrk p99 (closed loop) | otad CPU µs/check | otad write(2)/check | open loop: asked | delivered | p50 | **p99** | max | late dispatches | all 200 | targets met |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
   for sc in "${SCENARIOS[@]}"; do
     met=$(awk -v r="$(med "${RPS[$sc]}")" -v q="$(med "${RATIO[$sc]}")" -v p="${OL_P99[$sc]:-nan}" -v ol="$OPEN_LOOP" 'BEGIN {
       m = (r >= 15000 ? "" : " checks/s") (q >= 0.45 ? "" : " ratio") (ol != 1 || p + 0 <= 10 ? "" : " p99")
       print (m == "" ? "yes" : "no:" m) }')
-    printf '| %s | **%.0f** | %.0f | **%s** | %s |' "$sc" "$(med "${RPS[$sc]}")" "$(med "${TPS[$sc]}")" \
-      "$(med "${RATIO[$sc]}")" "$(tr ' ' '\n' <<<"${P99[$sc]}" | grep -v '^$' | paste -sd/ -)"
+    printf '| %s | **%.0f** | %.0f | **%s** | %s | %s | %s |' "$sc" "$(med "${RPS[$sc]}")" "$(med "${TPS[$sc]}")" \
+      "$(med "${RATIO[$sc]}")" "$(tr ' ' '\n' <<<"${P99[$sc]}" | grep -v '^$' | paste -sd/ -)" "$(med "${CPU[$sc]}")" "$(med "${WR[$sc]}")"
     if [[ $OPEN_LOOP == 1 ]]; then
       printf ' %s/s | %s/s | %s ms | **%s ms** | %s ms | %s | %s | %s |\n' "${OL_RATE[$sc]}" "${OL_RPS[$sc]}" "${OL_P50[$sc]}" \
         "${OL_P99[$sc]}" "${OL_MAX[$sc]}" "${OL_LATE[$sc]}" "${OL_OK[$sc]}" "$met"
@@ -318,9 +334,11 @@ cpu=$(lscpu 2>/dev/null | awk -F: '/Model name/ { gsub(/^ +/, "", $2); print $2;
   echo "Targets (issue 8): ≥ 15,000 checks/s and ≥ 0.45 × pgbench tps per scenario; open-loop p99 ≤ 10 ms."
   echo "$OUTCOME_LINE."
   echo
-  echo "| scenario | run | load | checks/s | pgbench tps | ratio | wrk p99 | devices polled twice |"
-  echo "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"
+  echo "| scenario | run | load | checks/s | pgbench tps | ratio | wrk p99 | otad CPU µs/check | otad write(2)/check | devices polled twice |"
+  echo "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
   printf '%s\n' "${RUNROWS[@]}"
 } >"$OUT"
 cat "$OUT"
 note "written to $OUT; raw outputs in $WORK"
+exit
+}

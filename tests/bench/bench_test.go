@@ -76,8 +76,11 @@ func TestBenchScriptSmoke(t *testing.T) {
 		if tps := number(row[2]); !(tps > 0) {
 			t.Errorf("%s: pgbench tps %q", sc, row[2])
 		}
-		if strings.TrimSpace(row[11]) != "yes" {
-			t.Errorf("%s: the open loop got answers other than 200: %q", sc, row[11])
+		if cpu, writes := number(row[5]), number(row[6]); !(cpu > 0) || !(writes > 0) {
+			t.Errorf("%s: otad's CPU %q µs and %q writes per check were not measured", sc, row[5], row[6])
+		}
+		if strings.TrimSpace(row[13]) != "yes" {
+			t.Errorf("%s: the open loop got answers other than 200: %q", sc, row[13])
 		}
 	}
 	if !strings.Contains(string(report), "other +0") {
@@ -89,7 +92,7 @@ func TestBenchScriptSmoke(t *testing.T) {
 func tableRow(report, scenario string) []string {
 	for _, l := range strings.Split(report, "\n") {
 		cells := strings.Split(strings.Trim(l, "| "), "|")
-		if len(cells) >= 13 && strings.TrimSpace(cells[0]) == scenario {
+		if len(cells) >= 15 && strings.TrimSpace(cells[0]) == scenario {
 			return cells
 		}
 	}
