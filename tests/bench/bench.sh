@@ -78,7 +78,8 @@ ADMIN_TOKEN=bench-admin-token-0123456789
 
 [[ $WARMUP =~ ^[0-9]+$ ]] || { echo "bench: BENCH_WARMUP must be a whole number of seconds" >&2; exit 1; }
 die() { echo "bench: $*" >&2; exit 1; }
-note() { echo "bench: $*" >&2; }
+T_START=$EPOCHREALTIME
+note() { echo "bench: [$(awk -v a="$T_START" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1fs", b - a }')] $*" >&2; }
 for v in DEVICES HISTORY DURATION RUNS THREADS CONNS PGB_CLIENTS PGB_JOBS PGB_SCALE; do
   [[ ${!v} =~ ^[0-9]+$ && ${!v} -gt 0 ]] || die "BENCH_${v/PGB_/PGBENCH_} must be a positive integer, not '${!v}'"
 done
@@ -168,6 +169,7 @@ if [[ $(psql_db "$PGB_URL" -c "SELECT count(*) FROM pgbench_accounts" 2>/dev/nul
   pgbench -i -q -s "$PGB_SCALE" "$PGB_URL" >"$WORK/pgbench-init.log" 2>&1 || { cat "$WORK/pgbench-init.log" >&2; die "pgbench -i failed"; }
 fi
 SETUP_S=$(($(date +%s) - t0))
+note "databases ready"
 
 # ---- otad ---------------------------------------------------------------
 OTAD_PID=
@@ -194,6 +196,7 @@ for _ in $(seq 1 150); do
   sleep 0.2
 done
 curl -fs "$BASE/healthz" >/dev/null || die "otad does not answer on $BASE"
+note "otad serving on $BASE"
 
 # Each fleet answers as its scenario says, before anything is measured.
 probe() { # model → the check's answer
