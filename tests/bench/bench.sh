@@ -116,15 +116,17 @@ ensure_db() { # name
 # ---- binaries -------------------------------------------------------------
 OTAD=${BENCH_OTAD:-}
 LOADSIM=${BENCH_LOADSIM:-}
-if [[ -z $OTAD ]]; then
-  note "building otad"
-  (cd "$root" && go build -o "$WORK/otad" .)
-  OTAD=$WORK/otad
-fi
-if [[ -z $LOADSIM && $OPEN_LOOP == 1 ]]; then
-  note "building the load simulator"
-  (cd "$root" && go build -o "$WORK/loadsim" ./tests/load)
-  LOADSIM=$WORK/loadsim
+pkgs=()
+[[ -n $OTAD ]] || pkgs+=(.)
+[[ -n $LOADSIM || $OPEN_LOOP != 1 ]] || pkgs+=(./tests/load)
+if ((${#pkgs[@]})); then
+  # One go build for both: they link in parallel. Each binary is named
+  # after its import path's last element: "ota" (the module) and "load".
+  note "building ${pkgs[*]}"
+  mkdir -p "$WORK/bin"
+  (cd "$root" && go build -o "$WORK/bin/" "${pkgs[@]}")
+  [[ -n $OTAD ]] || { mv "$WORK/bin/ota" "$WORK/otad"; OTAD=$WORK/otad; }
+  [[ -n $LOADSIM || $OPEN_LOOP != 1 ]] || { mv "$WORK/bin/load" "$WORK/loadsim"; LOADSIM=$WORK/loadsim; }
 fi
 COMMIT="commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 [[ -z $(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null) ]] || COMMIT="$COMMIT (+ uncommitted changes)"
