@@ -186,7 +186,8 @@ cleanup() {
   fi
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT TERM HUP
+trap 'exit 141' PIPE # a reader that went away (| head) must still get otad stopped
 BASE=http://$ADDR
 OTA_DATABASE_URL=$DB_URL OTA_REDIS_URL=$REDIS_URL OTA_ADMIN_TOKEN=$ADMIN_TOKEN OTA_HTTP_ADDR=$ADDR \
   OTA_DEVICE_RATE_LIMIT=0 OTA_LOG_LEVEL=${BENCH_LOG_LEVEL:-error} OTA_STORE=postgres \
