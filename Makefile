@@ -123,3 +123,14 @@ clean-test-dbs:
 	  psql "$(CLEAN_DB_URL)" -XAtq -c "ALTER DATABASE \"$$db\" WITH IS_TEMPLATE false" -c "DROP DATABASE \"$$db\"" \
 	    && { echo "dropped $$db"; n=$$((n+1)); } || echo "kept $$db (in use)"; \
 	done; echo "dropped $$n test databases"
+
+# ---- make bench: issue 8's measurement (tests/bench/bench.sh) --------------
+# Not part of `make test` (a smoke run of the script is, in ./tests/bench).
+# Takes ~3 minutes plus, the first time, seeding 1M devices; BENCH_*
+# variables tune it (see the script's header), e.g. BENCH_RUNS=1, and OTA_*
+# ones reach otad: `OTA_DB_MAX_CONNS=16 make bench`.
+.PHONY: bench
+
+## bench: wrk + pgbench -S on 1M seeded devices, then an open loop; summary in /tmp/ota-bench/results.md
+bench:
+	tests/bench/bench.sh

@@ -191,7 +191,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	cfg.Migrate = !*noMigrate
-	logger := bootstrap.NewLogger(stderr, cfg.LogLevel)
+	logger, flushLog := bootstrap.NewBufferedLogger(stderr, cfg.LogLevel)
+	defer func() { _ = flushLog() }() // after the app drained and stopped: the last lines
 	b := currentBuild()
 	logger.Info("otad starting", "version", b.Version, "commit", b.Commit, "store", string(cfg.Store), "addr", cfg.HTTPAddr)
 
@@ -213,7 +214,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			logger.Info("created the database named in OTA_DATABASE_URL", "database", databaseName(cfg.DatabaseURL))
 		}
 	}
-	db, closeDB, err := postgres.Open(postgres.Config{URL: postgres.DatabaseURL(cfg.DatabaseURL)})
+	db, closeDB, err := postgres.Open(cfg.Postgres())
 	if err != nil {
 		return fmt.Errorf("%w (OTA_DATABASE_URL); %s", err, memoryHint)
 	}

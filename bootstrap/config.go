@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ai-device/ota/adapters/postgres"
 )
 
 // Store selects the adapters behind the ports.
@@ -51,6 +53,27 @@ type Config struct {
 	DDITenant           string
 	DDIGatewayToken     string
 	DDIVersionAttribute string
+	// DBMaxConns caps the replica's Postgres pool (OTA_DB_MAX_CONNS).
+	DBMaxConns DBMaxConns
+}
+
+// DBMaxConns is the most connections one replica opens to Postgres. Every
+// cold check holds a connection for its round trip, so too few make checks
+// queue for the pool; too many make Postgres switch between more backends
+// than it has cores, and a fleet of replicas must stay under the server's
+// max_connections (100 by default). DefaultDBMaxConns was chosen with
+// `make bench` (docs/BENCHMARKS.md, "Pool size").
+type DBMaxConns int
+
+// Bounds and default of OTA_DB_MAX_CONNS.
+const (
+	DefaultDBMaxConns DBMaxConns = postgres.DefaultMaxOpenConns
+	maxDBMaxConns     DBMaxConns = 1000
+)
+
+// Postgres is the pool configuration of cfg for postgres.Open.
+func (c Config) Postgres() postgres.Config {
+	return postgres.Config{URL: postgres.DatabaseURL(c.DatabaseURL), MaxOpenConns: int(c.DBMaxConns)}
 }
 
 // Defaults from PRODUCT.md §5.
@@ -135,6 +158,12 @@ func LoadConfig(getenv func(string) string, requireAdminToken bool) (Config, err
 	cfg.DeviceBurst = int(number("OTA_DEVICE_RATE_BURST", "20", 1, 1e6))
 	cfg.LockMajority = int32(number("OTA_LOCK_MAJORITY", "1", 1, 5))
 	loadDDIConfig(&cfg, get, getenv, bad)
+	rawConns := get("OTA_DB_MAX_CONNS", strconv.Itoa(int(DefaultDBMaxConns)))
+	if n, err := strconv.Atoi(rawConns); err != nil || n < 1 || DBMaxConns(n) > maxDBMaxConns {
+		bad("OTA_DB_MAX_CONNS", "%q must be a whole number from 1 to %d", rawConns, maxDBMaxConns)
+	} else {
+		cfg.DBMaxConns = DBMaxConns(n)
+	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(get("OTA_LOG_LEVEL", "info"))); err != nil {
 		bad("OTA_LOG_LEVEL", "must be debug, info, warn or error")
 	}

@@ -91,6 +91,13 @@ func (s *server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 		route := s.routeLabel(c)
 		status := c.Response().Status
 		s.obs.ObserveRequest(req.Method, route, status, d)
+		level := slog.LevelInfo
+		if status >= http.StatusInternalServerError {
+			level = slog.LevelWarn
+		}
+		if !s.logger.Enabled(req.Context(), level) {
+			return nil // no line, so nothing to build (OTA_LOG_LEVEL above info)
+		}
 
 		attrs := make([]slog.Attr, 0, 9)
 		attrs = append(attrs,
@@ -109,10 +116,6 @@ func (s *server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		if code, ok := c.Get(ctxErrorCode).(string); ok {
 			attrs = append(attrs, slog.String("error_code", code))
-		}
-		level := slog.LevelInfo
-		if status >= http.StatusInternalServerError {
-			level = slog.LevelWarn
 		}
 		s.logger.LogAttrs(req.Context(), level, "http request", attrs...)
 		return nil

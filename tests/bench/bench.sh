@@ -1,0 +1,350 @@
+#!/usr/bin/env bash
+# tests/bench/bench.sh (make bench): issue 8's throughput measurement, from
+# outside, repeatable.
+#
+# On a database of BENCH_DEVICES devices (two fleets of half each: "bnu",
+# where nothing is offered, and "bru", where every device already holds its
+# pending task of a 100 % rollout) and BENCH_HISTORY finished tasks, it
+# serves with a freshly built otad (OTA_DEVICE_RATE_LIMIT=0,
+# OTA_LOG_LEVEL=error) and, for each scenario (no update, reuse), runs
+# BENCH_RUNS times, interleaved:
+#
+#   wrk -t2 -c64 -d10s -s check.lua      cold checks: no device polls twice
+#   pgbench -S -c 8 -j 2 -T 10           at the same time, on its own database
+#
+# and reports the median checks/s, the same runs' pgbench tps and their
+# ratio; then an open-loop run at half the median rate (the load simulator,
+# tests/load, with -rate: Poisson arrivals; Debian has no wrk2) for p99.
+# The table goes to stdout and, as markdown, to BENCH_OUT.
+#
+# The seeded database is kept and reused while its row counts are right, so
+# only the first run pays for seeding. Missing tools (wrk, pgbench, jq) are
+# installed from Debian's packages when running as root.
+#
+# Every knob is an environment variable (defaults in brackets):
+#   BENCH_DEVICES [1000000]   devices in all (half per fleet)
+#   BENCH_HISTORY [1000000]   finished historical tasks
+#   BENCH_DURATION [10]       seconds per run
+#   BENCH_RUNS [3]            runs per scenario (the median is reported)
+#   BENCH_WARMUP [2]          seconds of wrk per scenario before the runs (0: none)
+#   BENCH_THREADS [2] BENCH_CONNS [64]                 wrk -t / -c
+#   BENCH_PGBENCH_CLIENTS [8] BENCH_PGBENCH_JOBS [2]   pgbench -c / -j
+#   BENCH_PGBENCH_SCALE [10]  pgbench -i -s of its own database
+#   BENCH_PG [postgres://postgres@127.0.0.1:5432]      the Postgres server
+#   BENCH_DB [ota_bench_<devices>_<history>]           the service's database
+#   BENCH_PGBENCH_DB [ota_bench_pgbench_<scale>]       pgbench's database
+#   BENCH_REDIS_URL [redis://127.0.0.1:6379/0]
+#   BENCH_ADDR [127.0.0.1:18480]                       where otad listens
+#   BENCH_DIR [/tmp/ota-bench]   binaries, token files, logs, raw outputs
+#   BENCH_OUT [$BENCH_DIR/results.md]                  the markdown summary
+#   BENCH_OPEN_LOOP [1]       0 skips the open-loop runs
+#   BENCH_OPEN_CONCURRENCY [256]  the simulator's workers in the open loop
+#   BENCH_CLEANUP [0]         1 drops both databases at the end
+#   BENCH_INSTALL [1]         0 never runs apt-get
+#   BENCH_OTAD, BENCH_LOADSIM  use these binaries instead of building
+# Any OTA_* variable set by the caller (OTA_DB_MAX_CONNS, say) reaches otad,
+# except the few fixed above.
+set -euo pipefail
+# The whole script is one group, read before it runs: editing the file
+# during a run (a git checkout) cannot make bash run other lines.
+{
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+
+DEVICES=${BENCH_DEVICES:-1000000}
+HISTORY=${BENCH_HISTORY:-1000000}
+DURATION=${BENCH_DURATION:-10}
+RUNS=${BENCH_RUNS:-3}
+WARMUP=${BENCH_WARMUP:-2}
+THREADS=${BENCH_THREADS:-2}
+CONNS=${BENCH_CONNS:-64}
+PGB_CLIENTS=${BENCH_PGBENCH_CLIENTS:-8}
+PGB_JOBS=${BENCH_PGBENCH_JOBS:-2}
+PGB_SCALE=${BENCH_PGBENCH_SCALE:-10}
+PG=${BENCH_PG:-postgres://postgres@127.0.0.1:5432}
+DB=${BENCH_DB:-ota_bench_${DEVICES}_${HISTORY}}
+PGB_DB=${BENCH_PGBENCH_DB:-ota_bench_pgbench_${PGB_SCALE}}
+REDIS_URL=${BENCH_REDIS_URL:-redis://127.0.0.1:6379/0}
+ADDR=${BENCH_ADDR:-127.0.0.1:18480}
+WORK=${BENCH_DIR:-/tmp/ota-bench}
+OUT=${BENCH_OUT:-$WORK/results.md}
+OPEN_LOOP=${BENCH_OPEN_LOOP:-1}
+OPEN_CONC=${BENCH_OPEN_CONCURRENCY:-256}
+CLEANUP=${BENCH_CLEANUP:-0}
+INSTALL=${BENCH_INSTALL:-1}
+SECRET=ota-load-simulator # the load simulator's default token key
+ADMIN_TOKEN=bench-admin-token-0123456789
+
+[[ $WARMUP =~ ^[0-9]+$ ]] || { echo "bench: BENCH_WARMUP must be a whole number of seconds" >&2; exit 1; }
+die() { echo "bench: $*" >&2; exit 1; }
+T_START=$EPOCHREALTIME
+note() { echo "bench: [$(awk -v a="$T_START" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1fs", b - a }')] $*" >&2; }
+for v in DEVICES HISTORY DURATION RUNS THREADS CONNS PGB_CLIENTS PGB_JOBS PGB_SCALE; do
+  [[ ${!v} =~ ^[0-9]+$ && ${!v} -gt 0 ]] || die "BENCH_${v/PGB_/PGBENCH_} must be a positive integer, not '${!v}'"
+done
+((DEVICES % 2 == 0)) || die "BENCH_DEVICES must be even (two fleets of half each)"
+[[ $DB =~ ^[a-z0-9_]+$ && $PGB_DB =~ ^[a-z0-9_]+$ ]] || die "database names must be [a-z0-9_]"
+HALF=$((DEVICES / 2))
+DB_URL="$PG/$DB?sslmode=disable"
+PGB_URL="$PG/$PGB_DB?sslmode=disable"
+mkdir -p "$WORK"
+
+# ---- tools ----------------------------------------------------------------
+need=()
+command -v wrk >/dev/null || need+=(wrk)
+command -v pgbench >/dev/null || need+=(postgresql-contrib) # Debian 12: pgbench ships in postgresql-15
+command -v psql >/dev/null || need+=(postgresql-client)
+command -v jq >/dev/null || need+=(jq)
+command -v curl >/dev/null || need+=(curl)
+if ((${#need[@]})); then
+  if [[ $INSTALL == 1 && $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+    note "installing ${need[*]} from Debian"
+    apt-get install -y "${need[@]}" >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y "${need[@]}" >/dev/null; }
+  else
+    die "missing tools: ${need[*]} (apt-get install -y ${need[*]})"
+  fi
+fi
+
+psql_db() { psql "$1" -XAtq -v ON_ERROR_STOP=1 "${@:2}"; }
+ensure_db() { # name
+  if [[ -z $(psql_db "$PG/postgres?sslmode=disable" -c "SELECT 1 FROM pg_database WHERE datname = '$1'") ]]; then
+    psql_db "$PG/postgres?sslmode=disable" -c "CREATE DATABASE $1" >/dev/null
+  fi
+}
+
+# ---- binaries -------------------------------------------------------------
+OTAD=${BENCH_OTAD:-}
+LOADSIM=${BENCH_LOADSIM:-}
+pkgs=()
+[[ -n $OTAD ]] || pkgs+=(.)
+[[ -n $LOADSIM || $OPEN_LOOP != 1 ]] || pkgs+=(./tests/load)
+if ((${#pkgs[@]})); then
+  # One go build for both: they link in parallel. Each binary is named
+  # after its import path's last element: "ota" (the module) and "load".
+  note "building ${pkgs[*]}"
+  mkdir -p "$WORK/bin"
+  (cd "$root" && go build -o "$WORK/bin/" "${pkgs[@]}")
+  [[ -n $OTAD ]] || { mv "$WORK/bin/ota" "$WORK/otad"; OTAD=$WORK/otad; }
+  [[ -n $LOADSIM || $OPEN_LOOP != 1 ]] || { mv "$WORK/bin/load" "$WORK/loadsim"; LOADSIM=$WORK/loadsim; }
+fi
+COMMIT="commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+[[ -z $(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null) ]] || COMMIT="$COMMIT (+ uncommitted changes)"
+[[ -z ${BENCH_OTAD:-} ]] || COMMIT="otad $OTAD (given; the tree is at $COMMIT)"
+
+# ---- databases ------------------------------------------------------------
+t0=$(date +%s)
+ensure_db "$DB"
+OTA_DATABASE_URL=$DB_URL "$OTAD" migrate up >"$WORK/migrate.log" 2>&1 || { cat "$WORK/migrate.log" >&2; die "migrating $DB failed"; }
+counts=$(psql_db "$DB_URL" -F' ' -c "SELECT
+  (SELECT count(*) FROM devices WHERE model = 'bnu'), (SELECT count(*) FROM devices WHERE model = 'bru'),
+  (SELECT count(*) FROM devices),
+  (SELECT count(*) FROM tasks WHERE firmware_id IN ('00000000-0000-4000-8000-0000000000a1', '00000000-0000-4000-8000-0000000000b1')),
+  (SELECT count(*) FROM tasks WHERE firmware_id = '00000000-0000-4000-8000-0000000000b2' AND status = 'pending'),
+  (SELECT count(*) FROM tasks),
+  (SELECT count(*) FROM rollouts WHERE id = '00000000-0000-4000-9000-0000000000b2' AND status = 'active')")
+want="$HALF $HALF $DEVICES $HISTORY $HALF $((HISTORY + HALF)) 1"
+if [[ $counts == "$want" ]]; then
+  note "reusing $DB ($DEVICES devices, $HISTORY historical tasks)"
+  SEEDED="reused"
+else
+  note "seeding $DB: $DEVICES devices, $HISTORY historical tasks, $HALF active tasks (found: $counts; want: $want)"
+  s=$(date +%s)
+  psql_db "$DB_URL" -v half="$HALF" -v history="$HISTORY" -v secret="$SECRET" -f "$here/seed.sql" >/dev/null
+  SEEDED="seeded in $(($(date +%s) - s)) s"
+  rm -f "$WORK/tokens-$DB-"*.txt
+  note "$SEEDED"
+fi
+# Token files for wrk: "device_id token", shuffled (a fleet polls in no
+# order), recomputed from the ids with the expression seed.sql stored.
+for m in bnu bru; do
+  f=$WORK/tokens-$DB-$m.txt
+  if [[ ! -s $f || $(wc -l <"$f") -ne $HALF ]]; then
+    psql_db "$DB_URL" -c "COPY (SELECT device_id || ' sim_' || rtrim(translate(encode(hmac(device_id, '$SECRET', 'sha256'), 'base64'), '+/', '-_'), '=')
+      FROM devices WHERE model = '$m' ORDER BY md5(device_id)) TO STDOUT" >"$f.tmp"
+    mv "$f.tmp" "$f"
+  fi
+done
+ensure_db "$PGB_DB"
+if [[ $(psql_db "$PGB_URL" -c "SELECT count(*) FROM pgbench_accounts" 2>/dev/null || echo 0) != $((PGB_SCALE * 100000)) ]]; then
+  note "initialising $PGB_DB (pgbench -i -s $PGB_SCALE)"
+  pgbench -i -q -s "$PGB_SCALE" "$PGB_URL" >"$WORK/pgbench-init.log" 2>&1 || { cat "$WORK/pgbench-init.log" >&2; die "pgbench -i failed"; }
+fi
+SETUP_S=$(($(date +%s) - t0))
+note "databases ready"
+
+# ---- otad ---------------------------------------------------------------
+OTAD_PID=
+cleanup() {
+  if [[ -n $OTAD_PID ]] && kill -0 "$OTAD_PID" 2>/dev/null; then
+    kill -TERM "$OTAD_PID" 2>/dev/null || true
+    wait "$OTAD_PID" 2>/dev/null || true
+  fi
+  if [[ $CLEANUP == 1 ]]; then
+    psql_db "$PG/postgres?sslmode=disable" -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "DROP DATABASE IF EXISTS $PGB_DB WITH (FORCE)" >/dev/null 2>&1 || true
+    rm -f "$WORK/tokens-$DB-"*.txt
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+trap 'exit 141' PIPE # a reader that went away (| head) must still get otad stopped
+BASE=http://$ADDR
+OTA_DATABASE_URL=$DB_URL OTA_REDIS_URL=$REDIS_URL OTA_ADMIN_TOKEN=$ADMIN_TOKEN OTA_HTTP_ADDR=$ADDR \
+  OTA_DEVICE_RATE_LIMIT=0 OTA_LOG_LEVEL=${BENCH_LOG_LEVEL:-error} OTA_STORE=postgres \
+  "$OTAD" serve --no-migrate >"$WORK/otad.log" 2>&1 &
+OTAD_PID=$!
+for _ in $(seq 1 150); do
+  curl -fs "$BASE/healthz" >/dev/null 2>&1 && break
+  kill -0 "$OTAD_PID" 2>/dev/null || { cat "$WORK/otad.log" >&2; die "otad exited"; }
+  sleep 0.2
+done
+curl -fs "$BASE/healthz" >/dev/null || die "otad does not answer on $BASE"
+note "otad serving on $BASE"
+
+# Each fleet answers as its scenario says, before anything is measured.
+probe() { # model → the check's answer
+  local id tok
+  read -r id tok < <(head -n1 "$WORK/tokens-$DB-$1.txt")
+  curl -fsS -X POST "$BASE/api/v1/devices/$id/ota/check" -H "Authorization: Bearer $tok" \
+    -H 'Content-Type: application/json' -d "{\"model\":\"$1\",\"current_version\":\"1.0.0\"}"
+}
+[[ $(probe bnu | jq -r .update_available) == false ]] || die "a bnu device was offered an update"
+[[ $(probe bru | jq -r '.update_available and (.task.status == "pending")') == true ]] || die "a bru device has no pending task: $(probe bru)"
+
+outcomes() { # → "no_update reused cancelled other" counters from /metrics
+  curl -fs "$BASE/metrics" | awk '/^ota_checks_total\{/ {
+      split($1, a, "\""); n[a[2]] += $2 }
+    END { o = 0; for (k in n) if (k != "no_update" && k != "reused" && k != "cancelled") o += n[k]
+          printf "%d %d %d %d\n", n["no_update"], n["reused"], n["cancelled"], o }'
+}
+loadavg() { cut -d' ' -f1 /proc/loadavg; }
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+declare -A MODEL=([noupdate]=bnu [reuse]=bru) WANT=([noupdate]=no_update [reuse]=reused)
+SCENARIOS=(noupdate reuse)
+
+# wrk against one fleet from a device offset, pgbench in the same window.
+# otad's own cost, whatever else runs on the machine: CPU time (user +
+# system, clock ticks) and write(2) calls (log lines, HTTP answers and
+# Postgres queries alike) so far.
+otad_usage() { echo "$(awk '{ print $14 + $15 }' "/proc/$OTAD_PID/stat") $(awk '/^syscw:/ { print $2 }' "/proc/$OTAD_PID/io")"; }
+TICK=$(getconf CLK_TCK)
+
+pair() { # scenario run offset seconds → one result line
+  local sc=$1 run=$2 off=$3 secs=$4 w=$WORK/wrk-$1-$2.txt p=$WORK/pgbench-$1-$2.txt
+  local cpu0 wr0 cpu1 wr1
+  read -r cpu0 wr0 <<<"$(otad_usage)"
+  pgbench -n -S -c "$PGB_CLIENTS" -j "$PGB_JOBS" -T "$secs" "$PGB_URL" >"$p" 2>&1 &
+  local pg=$!
+  wrk -t"$THREADS" -c"$CONNS" -d"${secs}s" --latency -s "$here/check.lua" "$BASE" \
+    -- "$WORK/tokens-$DB-${MODEL[$sc]}.txt" "${MODEL[$sc]}" "$off" "$THREADS" >"$w" 2>&1 || { cat "$w" >&2; die "wrk failed"; }
+  wait "$pg" || { cat "$p" >&2; die "pgbench failed"; }
+  read -r cpu1 wr1 <<<"$(otad_usage)"
+  local rps tps non2xx repeats p99 errs reqs cpu wr
+  reqs=$(awk '/ requests in / { print $1 }' "$w")
+  cpu=$(awk -v d=$((cpu1 - cpu0)) -v t="$TICK" -v n="${reqs:-0}" 'BEGIN { printf "%.0f", n ? d / t * 1e6 / n : 0 }')
+  wr=$(awk -v d=$((wr1 - wr0)) -v n="${reqs:-0}" 'BEGIN { printf "%.2f", n ? d / n : 0 }')
+  rps=$(awk '/^Requests\/sec:/ { print $2 }' "$w")
+  non2xx=$(awk '/Non-2xx or 3xx responses:/ { print $NF }' "$w")
+  errs=$(awk '/Socket errors:/ { print }' "$w")
+  repeats=$(awk '/^bench: repeats/ { print $3 }' "$w")
+  p99=$(awk '/^ +99%/ { print $2 }' "$w")
+  tps=$(awk '/^tps = / { print $3; exit }' "$p")
+  [[ -n $rps && -n $tps ]] || { cat "$w" "$p" >&2; die "could not read wrk's or pgbench's output"; }
+  [[ -z $non2xx ]] || { cat "$w" >&2; die "$sc run $run: $non2xx answers were not 2xx (see $WORK/otad.log)"; }
+  echo "$rps $tps ${repeats:-0} ${p99:-?} $cpu $wr ${errs:+yes}"
+}
+
+note "setup took ${SETUP_S}s; load average $(loadavg)"
+declare -A RPS TPS RATIO P99 REPEATS CPU WR
+BEFORE=$(outcomes)
+for sc in "${SCENARIOS[@]}"; do
+  # Warm-up: every pooled connection prepares its statements, caches fill.
+  if ((WARMUP > 0)); then
+    wrk -t"$THREADS" -c"$CONNS" -d"${WARMUP}s" -s "$here/check.lua" "$BASE" \
+      -- "$WORK/tokens-$DB-${MODEL[$sc]}.txt" "${MODEL[$sc]}" "$((HALF / 2 + 7))" "$THREADS" >/dev/null 2>&1 || true
+  fi
+done
+declare -a RUNROWS
+LOAD_START=$(loadavg)
+for run in $(seq 1 "$RUNS"); do
+  for sc in "${SCENARIOS[@]}"; do
+    la=$(loadavg)
+    line=$(pair "$sc" "$run" $(((run - 1) * HALF / RUNS)) "$DURATION") || exit 1
+    read -r rps tps repeats p99 cpu wr errs <<<"$line"
+    ratio=$(awk -v a="$rps" -v b="$tps" 'BEGIN { printf "%.3f", a / b }')
+    RPS[$sc]+="$rps "; TPS[$sc]+="$tps "; RATIO[$sc]+="$ratio "; P99[$sc]+="$p99 "; CPU[$sc]+="$cpu "; WR[$sc]+="$wr "; REPEATS[$sc]=$((${REPEATS[$sc]:-0} + repeats))
+    RUNROWS+=("| $sc | $run | $la/$(loadavg) | $(printf '%.0f' "$rps") | $(printf '%.0f' "$tps") | $ratio | $p99 | $cpu | $wr | $repeats${errs:+ (socket errors)} |")
+    note "$sc run $run: $(printf '%.0f' "$rps") checks/s, pgbench $(printf '%.0f' "$tps") tps, ratio $ratio, wrk p99 $p99, otad ${cpu} µs CPU and $wr writes per check, load $la/$(loadavg)"
+  done
+done
+LOAD_END=$(loadavg)
+
+# Outcomes: every check of a scenario answered as the scenario says.
+# wrk drops the requests in flight when a run ends: otad counts those as
+# cancelled (at most -c per run).
+read -r nu1 ru1 ca1 ot1 <<<"$(outcomes)"
+read -r nu0 ru0 ca0 ot0 <<<"$BEFORE"
+OUTCOME_LINE="Checks counted by otad (ota_checks_total) over warm-up and runs: no_update +$((nu1 - nu0)), reused +$((ru1 - ru0)), cancelled by wrk's stop +$((ca1 - ca0)), other +$((ot1 - ot0))"
+((ot1 - ot0 == 0)) || die "$OUTCOME_LINE: some checks neither no_update nor reused"
+
+med() { tr ' ' '\n' <<<"$1" | grep -v '^$' | median; }
+# ---- open loop ------------------------------------------------------------
+declare -A OL_RATE OL_RPS OL_P50 OL_P99 OL_MAX OL_LATE OL_OK
+if [[ $OPEN_LOOP == 1 ]]; then
+  for sc in "${SCENARIOS[@]}"; do
+    rate=$(awk -v r="$(med "${RPS[$sc]}")" 'BEGIN { printf "%.0f", r / 2 }')
+    j=$WORK/openloop-$sc.json
+    "$LOADSIM" -mode poll -seed -devices "$HALF" -model "${MODEL[$sc]}" -token-secret "$SECRET" \
+      -rate "$rate" -concurrency "$OPEN_CONC" -duration "${DURATION}s" -urls "$BASE" \
+      -database-url "$DB_URL" -quiet -json >"$j" 2>"$WORK/openloop-$sc.err" || true
+    jq -e .calls.check >/dev/null 2>&1 <"$j" || { cat "$WORK/openloop-$sc.err" >&2; die "open loop ($sc) failed"; }
+    OL_RATE[$sc]=$rate
+    OL_RPS[$sc]=$(jq -r '.calls.check.rps | floor' <"$j")
+    OL_P50[$sc]=$(jq -r .calls.check.p50_ms <"$j")
+    OL_P99[$sc]=$(jq -r .calls.check.p99_ms <"$j")
+    OL_MAX[$sc]=$(jq -r .calls.check.max_ms <"$j")
+    OL_LATE[$sc]=$(jq -r .sim.dispatch_late <"$j")
+    OL_OK[$sc]=$(jq -r 'if .ok and .calls.check.ok == .calls.check.count then "yes" else "NO" end' <"$j")
+    note "open loop $sc at $rate/s: delivered ${OL_RPS[$sc]}/s, p99 ${OL_P99[$sc]} ms"
+  done
+fi
+
+# ---- report -----------------------------------------------------------------
+cpu=$(lscpu 2>/dev/null | awk -F: '/Model name/ { gsub(/^ +/, "", $2); print $2; exit }')
+{
+  echo "### make bench, $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo
+  echo "Binary: $COMMIT; $(nproc) cores ($cpu); load average $LOAD_START at the first run, $LOAD_END after the last."
+  echo "Database \`$DB\`: $DEVICES devices ($HALF per fleet), $HISTORY historical tasks, $HALF active ($SEEDED)."
+  echo "wrk -t$THREADS -c$CONNS -d${DURATION}s (cold: each device at most once per run), beside"
+  echo "\`pgbench -n -S -c $PGB_CLIENTS -j $PGB_JOBS -T $DURATION\` (scale $PGB_SCALE) in the same window; median of $RUNS runs."
+  echo "otad: OTA_DEVICE_RATE_LIMIT=0 OTA_LOG_LEVEL=${BENCH_LOG_LEVEL:-error}${OTA_DB_MAX_CONNS:+ OTA_DB_MAX_CONNS=$OTA_DB_MAX_CONNS}."
+  echo
+  echo "| scenario | checks/s | pgbench -S tps | checks ÷ tps | wrk p99 (closed loop) | otad CPU µs/check | otad write(2)/check | open loop: asked | delivered | p50 | **p99** | max | late dispatches | all 200 | targets met |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
+  for sc in "${SCENARIOS[@]}"; do
+    met=$(awk -v r="$(med "${RPS[$sc]}")" -v q="$(med "${RATIO[$sc]}")" -v p="${OL_P99[$sc]:-nan}" -v ol="$OPEN_LOOP" 'BEGIN {
+      m = (r >= 15000 ? "" : " checks/s") (q >= 0.45 ? "" : " ratio") (ol != 1 || p + 0 <= 10 ? "" : " p99")
+      print (m == "" ? "yes" : "no:" m) }')
+    printf '| %s | **%.0f** | %.0f | **%s** | %s | %s | %s |' "$sc" "$(med "${RPS[$sc]}")" "$(med "${TPS[$sc]}")" \
+      "$(med "${RATIO[$sc]}")" "$(tr ' ' '\n' <<<"${P99[$sc]}" | grep -v '^$' | paste -sd/ -)" "$(med "${CPU[$sc]}")" "$(med "${WR[$sc]}")"
+    if [[ $OPEN_LOOP == 1 ]]; then
+      printf ' %s/s | %s/s | %s ms | **%s ms** | %s ms | %s | %s | %s |\n' "${OL_RATE[$sc]}" "${OL_RPS[$sc]}" "${OL_P50[$sc]}" \
+        "${OL_P99[$sc]}" "${OL_MAX[$sc]}" "${OL_LATE[$sc]}" "${OL_OK[$sc]}" "$met"
+    else
+      echo " — | — | — | — | — | — | — | $met |"
+    fi
+  done
+  echo
+  echo "Targets (issue 8): ≥ 15,000 checks/s and ≥ 0.45 × pgbench tps per scenario; open-loop p99 ≤ 10 ms."
+  echo "$OUTCOME_LINE."
+  echo
+  echo "| scenario | run | load | checks/s | pgbench tps | ratio | wrk p99 | otad CPU µs/check | otad write(2)/check | devices polled twice |"
+  echo "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+  printf '%s\n' "${RUNROWS[@]}"
+} >"$OUT"
+cat "$OUT"
+note "written to $OUT; raw outputs in $WORK"
+exit
+}
