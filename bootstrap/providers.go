@@ -27,6 +27,7 @@ var ApplicationSet = wire.NewSet(
 	application.NewAdmin, wire.Bind(new(ports.AdminService), new(*application.Admin)),
 	PollIntervalFrom,
 	RateLimiterFrom,
+	fleetSet,
 )
 
 // edgeBaseSet provides the HTTP server and metrics.
@@ -37,6 +38,7 @@ var edgeBaseSet = wire.NewSet(
 	wire.Bind(new(ports.Metrics), new(*Metrics)),
 	wire.Bind(new(httpadapter.RequestObserver), new(*Metrics)),
 	MetricsHandler,
+	consoleSet,
 )
 
 // EdgeSet provides the HTTP server, metrics and the app lifecycle.
@@ -59,6 +61,7 @@ var PostgresSet = wire.NewSet(
 	LockMetricsFrom,
 	memory.SystemSet,
 	HealthChecks,
+	postgresFleetSet,
 )
 
 // WriteBehindConfigFrom tunes the write-behind of device checks (the
@@ -109,6 +112,7 @@ var MemorySet = wire.NewSet(
 	memory.SystemSet,
 	MemoryLocker,
 	NoHealthChecks,
+	memoryFleetSet,
 )
 
 // PollIntervalFrom extracts the devices' poll hint.
