@@ -217,7 +217,7 @@ func (s *fleetSuite) versionCounts(t *testing.T) {
 	seen(e, "1.1.0", now.Add(-23*time.Hour))
 	s.device(t, model+"-other", "1.0.0")
 
-	got := map[string]ports.VersionCount{}
+	var got map[string]ports.VersionCount
 	deadline := time.Now().Add(2 * time.Second) // a written-behind RecordSeen is visible within a second
 	for {
 		counts, err := s.Fleet.VersionCounts(t.Context(), ports.VersionCountQuery{Model: model, HourAgo: hourAgo, DayAgo: dayAgo})
