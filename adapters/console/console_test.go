@@ -351,6 +351,22 @@ func TestSessionCookieIsSecureOverTLS(t *testing.T) {
 	}
 }
 
+func TestSessionCookieIsSecureBehindATLSProxy(t *testing.T) {
+	e := newEnv(t)
+	req := httptest.NewRequest(http.MethodGet, "http://ota.internal/console/sign-in", nil)
+	req.Header.Set("X-Forwarded-Proto", "https")
+	rec := httptest.NewRecorder()
+	e.console.ServeHTTP(rec, req)
+	for _, c := range rec.Result().Cookies() {
+		if !c.Secure {
+			t.Errorf("cookie %s is not Secure behind a TLS-terminating proxy", c.Name)
+		}
+	}
+	if len(rec.Result().Cookies()) == 0 {
+		t.Error("no cookie set")
+	}
+}
+
 func TestSessionEndsOnSignOutAndExpiry(t *testing.T) {
 	e := newEnv(t)
 	e.mustSignIn()
@@ -523,8 +539,15 @@ func TestRolloutsStartListAndSteer(t *testing.T) {
 	wantBody(t, "rows after a check", rows, `data-status="pending">1<`, `data-status="total">1<`, `class="s-pending"`)
 	wantBody(t, "list page", e.get("/console/rollouts"), `data-refresh="/console/rollouts/rows" data-every="1"`, "2.0.0", "100%")
 
+	counts := e.get("/console/rollouts/" + id + "/counts")
+	wantStatus(t, "counts fragment", counts, http.StatusOK)
+	wantBody(t, "counts fragment", counts, `<svg class="bar"`, `data-status="pending">1<`)
+	if strings.Contains(counts.body, "<html") {
+		t.Error("the counts fragment is a whole page")
+	}
 	detail := e.get(loc)
 	wantStatus(t, "detail", detail, http.StatusOK)
+	wantBody(t, "detail refresh", detail, `data-refresh="/console/rollouts/`+id+`/counts"`)
 	wantBody(t, "detail", detail, "Rollout started.", "cam 2.0.0", `id="action-pause"`, `id="action-cancel"`, "No failed tasks.")
 
 	steer := func(action string, extra url.Values, want domain.RolloutStatus, wantPct int) {
@@ -596,6 +619,7 @@ func TestDeviceLookup(t *testing.T) {
 	e.startRollout(fw, 100, nil)
 	first := e.deviceWithTask("dev-7", "cam", "1.0.0")
 	e.fail("dev-7", first.Task.ID(), "E_DISK")
+	e.clock.advance(time.Minute)
 	second, err := e.devices.Check(context.Background(), ports.CheckRequest{DeviceID: "dev-7", Model: "cam", CurrentVersion: "1.0.0"})
 	if err != nil || second.Task == nil {
 		t.Fatalf("retry: %v", err)

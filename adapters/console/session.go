@@ -79,7 +79,7 @@ func (s *sessions) start(w http.ResponseWriter, r *http.Request) (session, error
 	value := b64.EncodeToString(payload) + "." + b64.EncodeToString(s.mac("session", payload))
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: value, Path: Prefix + "/", Expires: expires, MaxAge: int(s.ttl / time.Second),
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
+		HttpOnly: true, Secure: overTLS(r), SameSite: http.SameSiteStrictMode,
 	})
 	return session{payload: payload, expires: expires}, nil
 }
@@ -134,7 +134,7 @@ func (s *sessions) end(w http.ResponseWriter, r *http.Request, sess session) {
 	s.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: "", Path: Prefix + "/", MaxAge: -1,
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
+		HttpOnly: true, Secure: overTLS(r), SameSite: http.SameSiteStrictMode,
 	})
 }
 
@@ -160,9 +160,17 @@ func (s *sessions) signInToken(w http.ResponseWriter, r *http.Request) (string, 
 	token := b64.EncodeToString(b)
 	http.SetCookie(w, &http.Cookie{
 		Name: signInCookie, Value: token, Path: Prefix + "/sign-in", MaxAge: 3600,
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
+		HttpOnly: true, Secure: overTLS(r), SameSite: http.SameSiteStrictMode,
 	})
 	return token, nil
+}
+
+// overTLS reports whether the browser reached us over HTTPS: directly, or
+// through a proxy that terminated TLS and says so. Trusting the header can
+// only make a cookie stricter (a Secure cookie is never sent back over
+// plain HTTP), so a forged header harms no one but its sender.
+func overTLS(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
 // validSignInToken checks the sign-in form's token against its cookie, in
