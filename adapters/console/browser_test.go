@@ -57,6 +57,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	if text := textOf(t, ctx, "#sha256-error"); text != "sha256: must be 64 lowercase hex characters" {
 		t.Errorf("error beside sha256: %q", text)
 	}
+	shoot(t, ctx, "console-publish-error.png")
 	run(t, ctx, "publish",
 		chromedp.SetValue(chromedp.ID("sha256"), strings.Repeat("5e", 32)),
 		chromedp.Click(chromedp.ID("publish-button")),
@@ -178,6 +179,11 @@ func TestConsoleInABrowser(t *testing.T) {
 	shoot(t, ctx, "console-rollout.png")
 	run(t, ctx, "fleet", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.ID("model-cam-x1")))
 	shoot(t, ctx, "console-fleet.png")
+	run(t, ctx, "device", chromedp.Navigate(base+"/devices?id=cam-006"), chromedp.WaitVisible(chromedp.CSS("table.list")))
+	if text := textOf(t, ctx, "table.list code"); text != "E_VERIFY" {
+		t.Errorf("device history shows error code %q, want E_VERIFY", text)
+	}
+	shoot(t, ctx, "console-device.png")
 }
 
 // browser starts a headless Chromium for the test, with a fresh profile
