@@ -54,6 +54,7 @@ var PostgresEdgeSet = wire.NewSet(edgeBaseSet, NewPostgresApp)
 // and invalidated by LISTEN/NOTIFY), and the Redis lock.
 var PostgresSet = wire.NewSet(
 	postgres.ServingSet,
+	postgresFleetSet,
 	WriteBehindConfigFrom,
 	CatalogCacheConfigFrom,
 	redislock.ProviderSet,
@@ -61,7 +62,6 @@ var PostgresSet = wire.NewSet(
 	LockMetricsFrom,
 	memory.SystemSet,
 	HealthChecks,
-	postgresFleetSet,
 )
 
 // WriteBehindConfigFrom tunes the write-behind of device checks (the
@@ -109,10 +109,10 @@ func registerHotPathMetrics(m *Metrics, seen *postgres.WriteBehindStats, catalog
 // MemorySet runs the whole service in one process with no Postgres or Redis.
 var MemorySet = wire.NewSet(
 	memory.ProviderSet,
+	memoryFleetSet,
 	memory.SystemSet,
 	MemoryLocker,
 	NoHealthChecks,
-	memoryFleetSet,
 )
 
 // PollIntervalFrom extracts the devices' poll hint.

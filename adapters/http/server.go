@@ -154,13 +154,13 @@ func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService
 	s.add(e, http.MethodGet, a+"/rollouts/:id", s.getRollout, adminMW...)
 	s.add(e, http.MethodGet, a+"/tasks", s.listTasks, adminMW...)
 	s.addFleetRoutes(e, adminMW...)
+	s.addMounts(e)
 
 	deviceMW := []echo.MiddlewareFunc{s.deviceAuth}
 	d := APIPrefix + "/devices/:device_id/ota"
 	s.add(e, http.MethodPost, d+"/check", s.check, deviceMW...)
 	s.add(e, http.MethodGet, d+"/tasks/:task_id", s.getTask, deviceMW...)
 	s.add(e, http.MethodPost, d+"/tasks/:task_id/events", s.reportEvent, deviceMW...)
-	s.addMounts(e)
 	return e
 }
 
