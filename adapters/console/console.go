@@ -62,6 +62,7 @@ type Console struct {
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
 	static   http.Handler
+	rows     rowsCache // the live refresh's rollout listing
 }
 
 //go:embed templates/*.html

@@ -25,22 +25,23 @@ import (
 
 const adminToken = "console-test-admin-token-0123456789"
 
-// clock is a settable ports.Clock shared by the application and the console.
+// clock is the system clock moved forward by whatever the test advanced
+// it, shared by the application and the console.
 type clock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu     sync.Mutex
+	offset time.Duration
 }
 
 func (c *clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.now
+	return time.Now().Add(c.offset)
 }
 
 func (c *clock) advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+	c.offset += d
 }
 
 // env is otad's HTTP server over the memory adapters with the console
@@ -59,7 +60,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	store := memory.NewStore()
-	clk := &clock{now: time.Now().UTC()}
+	clk := &clock{}
 	deps := application.Deps{
 		Devices: memory.NewDevices(store), Firmwares: memory.NewFirmwares(store),
 		Rollouts: memory.NewRollouts(store), Tasks: memory.NewTasks(store),
@@ -535,6 +536,9 @@ func TestRolloutsStartListAndSteer(t *testing.T) {
 	wantStatus(t, "rows", rows, http.StatusOK)
 	wantBody(t, "rows before a check", rows, `id="rollout-`+id+`"`, `data-status="total">0<`)
 	e.deviceWithTask("dev-1", "cam", "1.0.0")
+	rows = e.get("/console/rollouts/rows")
+	wantBody(t, "rows within the refresh period (shared)", rows, `data-status="total">0<`)
+	e.clock.advance(time.Second) // the refresh period
 	rows = e.get("/console/rollouts/rows")
 	wantBody(t, "rows after a check", rows, `data-status="pending">1<`, `data-status="total">1<`, `class="s-pending"`)
 	wantBody(t, "list page", e.get("/console/rollouts"), `data-refresh="/console/rollouts/rows" data-every="1"`, "2.0.0", "100%")

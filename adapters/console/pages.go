@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	httpadapter "github.com/ai-device/ota/adapters/http"
 	"github.com/ai-device/ota/domain"
@@ -159,8 +161,12 @@ func (c *Console) showRollouts(w http.ResponseWriter, r *http.Request, s session
 	c.render(w, r, status, "rollouts", p)
 }
 
+// rolloutRows is the live refresh of the rollout list. Counting a large
+// rollout's tasks is an index scan of every task, so however many tabs
+// poll, a replica counts at most once per refresh period and the tabs share
+// the answer (which is then at most one period old, as the page already is).
 func (c *Console) rolloutRows(w http.ResponseWriter, r *http.Request, _ session) {
-	rows, err := c.rolloutRowsData(r)
+	rows, err := c.rows.get(c.clock.Now(), c.cfg.RefreshEvery, func() ([]rolloutRow, error) { return c.rolloutRowsData(r) })
 	if err != nil {
 		c.failErr(w, r, err)
 		return
@@ -248,6 +254,29 @@ func (c *Console) tryStart(r *http.Request) (string, error) {
 		return "", err
 	}
 	return ro.ID(), nil
+}
+
+// rowsCache shares one rollout listing among concurrent refreshes.
+type rowsCache struct {
+	mu   sync.Mutex // held while loading, so concurrent callers wait and share
+	at   time.Time
+	rows []rolloutRow
+}
+
+// get returns the cached rows when younger than ttl, else loads them. A
+// failed load is not cached.
+func (rc *rowsCache) get(now time.Time, ttl time.Duration, load func() ([]rolloutRow, error)) ([]rolloutRow, error) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.rows != nil && now.Sub(rc.at) < ttl && !now.Before(rc.at) {
+		return rc.rows, nil
+	}
+	rows, err := load()
+	if err != nil {
+		return nil, err
+	}
+	rc.rows, rc.at = rows, now
+	return rows, nil
 }
 
 // ---- one rollout ----
