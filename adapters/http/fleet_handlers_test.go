@@ -10,6 +10,8 @@ import (
 
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
+	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -181,5 +183,85 @@ func TestDescribeErrorMatchesTheAPI(t *testing.T) {
 		if got.Status != c.status || got.Code != c.code || !strings.Contains(got.Message, c.messageHas) || got.Internal != c.wantInternal {
 			t.Errorf("%v: %+v", c.err, got)
 		}
+	}
+}
+
+// TestFleetResponsesOfTheRealApplicationMatchOpenAPI serves the fleet views
+// from the real application on the memory adapters (a failed task, a device
+// that never reported a version, an auto-paused rollout) and validates each
+// answer against the document.
+func TestFleetResponsesOfTheRealApplicationMatchOpenAPI(t *testing.T) {
+	doc := loadSpec(t)
+	router, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memory.NewStore()
+	deps := application.Deps{
+		Devices: memory.NewDevices(store), Firmwares: memory.NewFirmwares(store),
+		Rollouts: memory.NewRollouts(store), Tasks: memory.NewTasks(store),
+		Locker: memory.NewLocker(2e9, nil), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
+		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
+	}
+	devices, err := application.NewDevices(deps, application.PollInterval(3600e9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := application.NewAdmin(deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet, err := application.NewFleet(memory.NewFleet(store), deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	fw, err := admin.PublishFirmware(ctx, domain.FirmwareSpec{Model: "cam-x1", Version: "1.1.0+b7",
+		URL: "https://cdn.example.com/1.1.0.bin", SizeBytes: 1024, SHA256: sha256Hex})
+	if err != nil {
+		t.Fatal(err)
+	}
+	threshold, one := 10, 1
+	r, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID(),
+		Spec: domain.RolloutSpec{Percentage: 100, FailureThresholdPercent: &threshold, MinSample: &one}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"dev-a", "dev-b"} {
+		if _, err := admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: id, Model: "cam-x1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := devices.Check(ctx, ports.CheckRequest{DeviceID: "dev-a", Model: "cam-x1", CurrentVersion: "1.0.0"})
+	if err != nil || res.Task == nil {
+		t.Fatalf("check: %v", err)
+	}
+	if _, err := devices.ReportEvent(ctx, "dev-a", res.Task.Task.ID(), ports.EventRequest{
+		EventID: "e1", Status: "failed", ErrorCode: "E_FLASH", ErrorMessage: "write failed"}); err != nil {
+		t.Fatal(err)
+	}
+	e := NewServer(Config{AdminToken: testAdminToken}, devices, admin, nil, nil, nil, nil, WithFleet(fleet))
+	for _, c := range []struct {
+		path string
+		want []string
+	}{
+		{"/api/v1/admin/rollouts", []string{`"status":"paused"`, `"paused_reason":"auto"`, `"version":"1.1.0+b7"`, `"failed":1`}},
+		{"/api/v1/admin/rollouts/" + r.ID() + "/failures", []string{`"error_code":"E_FLASH"`, `"device_id":"dev-a"`}},
+		{"/api/v1/admin/fleet", []string{`"newest_version":"1.1.0+b7"`, `{"version":"1.0.0","devices":1}`, `{"version":null,"devices":1}`}},
+	} {
+		rq := req{method: http.MethodGet, path: c.path, token: testAdminToken}
+		hr := httptest.NewRequest(rq.method, rq.path, nil)
+		hr.Header.Set("Authorization", "Bearer "+testAdminToken)
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, hr)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("%s: %d %s", c.path, rec.Code, rec.Body)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(rec.Body.String(), w) {
+				t.Errorf("%s lacks %s: %s", c.path, w, rec.Body)
+			}
+		}
+		validateAgainstSpec(t, router, rq, rec)
 	}
 }
