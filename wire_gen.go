@@ -112,7 +112,29 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	healthCheck := postgres.NewHealthCheck(db)
 	v := bootstrap.HealthChecks(healthCheck, locker)
 	handler := bootstrap.MetricsHandler(metrics)
-	echo := http.NewServer(httpConfig, devices, admin, v, metrics, handler, logger)
+	fleetReader, err := postgres.NewFleetReader(db)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	fleet, err := application.NewFleet(fleetReader, deps)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	console, err := bootstrap.NewConsole(cfg, admin, fleet, clock, logger)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	v2 := bootstrap.HTTPOptions(fleet, console)
+	echo := http.NewServer(httpConfig, devices, admin, v, metrics, handler, logger, v2...)
 	app := bootstrap.NewPostgresApp(cfg, echo, logger, metrics, writeBehindDevices, catalogCache)
 	return app, func() {
 		cleanup3()
@@ -166,7 +188,17 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	}
 	v := bootstrap.NoHealthChecks()
 	handler := bootstrap.MetricsHandler(metrics)
-	echo := http.NewServer(httpConfig, applicationDevices, admin, v, metrics, handler, logger)
+	fleet := memory.NewFleet(store)
+	applicationFleet, err := application.NewFleet(fleet, deps)
+	if err != nil {
+		return nil, err
+	}
+	console, err := bootstrap.NewConsole(cfg, admin, applicationFleet, clock, logger)
+	if err != nil {
+		return nil, err
+	}
+	v2 := bootstrap.HTTPOptions(applicationFleet, console)
+	echo := http.NewServer(httpConfig, applicationDevices, admin, v, metrics, handler, logger, v2...)
 	app := bootstrap.NewApp(cfg, echo, logger)
 	return app, nil
 }

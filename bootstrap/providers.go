@@ -28,6 +28,7 @@ var ApplicationSet = wire.NewSet(
 	application.NewAdmin, wire.Bind(new(ports.AdminService), new(*application.Admin)),
 	PollIntervalFrom,
 	RateLimiterFrom,
+	fleetSet,
 )
 
 // edgeBaseSet provides the HTTP server and metrics.
@@ -39,6 +40,7 @@ var edgeBaseSet = wire.NewSet(
 	wire.Bind(new(ports.Metrics), new(*Metrics)),
 	wire.Bind(new(httpadapter.RequestObserver), new(*Metrics)),
 	MetricsHandler,
+	consoleSet,
 )
 
 // EdgeSet provides the HTTP server, metrics and the app lifecycle.
@@ -54,6 +56,7 @@ var PostgresEdgeSet = wire.NewSet(edgeBaseSet, NewPostgresApp)
 // and invalidated by LISTEN/NOTIFY), and the Redis lock.
 var PostgresSet = wire.NewSet(
 	postgres.ServingSet,
+	postgresFleetSet,
 	WriteBehindConfigFrom,
 	CatalogCacheConfigFrom,
 	redislock.ProviderSet,
@@ -109,6 +112,7 @@ func registerHotPathMetrics(m *Metrics, seen *postgres.WriteBehindStats, catalog
 // MemorySet runs the whole service in one process with no Postgres or Redis.
 var MemorySet = wire.NewSet(
 	memory.ProviderSet,
+	memoryFleetSet,
 	memory.SystemSet,
 	MemoryLocker,
 	NoHealthChecks,

@@ -332,7 +332,7 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		_, _ = io.WriteString(w, "# HELP up test\nup 1\n")
 	})
-	h.e = NewServer(cfg, h.fake, h.fake, h.checks, h.obs, metrics, logger)
+	h.e = NewServer(cfg, h.fake, h.fake, h.checks, h.obs, metrics, logger, WithFleet(h.fake))
 	return h
 }
 

@@ -107,6 +107,7 @@ type server struct {
 	metrics http.Handler
 	logger  *slog.Logger
 	routes  map[string]bool // "METHOD path" of every registered route
+	ext     extensions      // set by Options (fleet_handlers.go)
 }
 
 // NewServer builds the Echo instance serving the whole HTTP surface: the
@@ -115,9 +116,10 @@ type server struct {
 // middleware; the caller owns the listener and the shutdown.
 //
 // obs may be nil (no request metrics), metricsHandler may be nil (/metrics
-// answers 404) and logger may be nil (logs are discarded).
+// answers 404) and logger may be nil (logs are discarded). Options add the
+// fleet views (WithFleet) and other adapters' pages (WithMount).
 func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService, checks []ports.HealthCheck,
-	obs RequestObserver, metricsHandler http.Handler, logger *slog.Logger) *echo.Echo {
+	obs RequestObserver, metricsHandler http.Handler, logger *slog.Logger, opts ...Option) *echo.Echo {
 	if obs == nil {
 		obs = nopObserver{}
 	}
@@ -127,6 +129,9 @@ func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService
 	s := &server{
 		cfg: cfg.withDefaults(), devices: devices, admin: admin, checks: checks,
 		obs: obs, metrics: metricsHandler, logger: logger, routes: map[string]bool{},
+	}
+	for _, o := range opts {
+		o(&s.ext)
 	}
 
 	e := echo.New()
@@ -156,6 +161,8 @@ func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService
 	s.add(e, http.MethodPatch, a+"/rollouts/:id", s.updateRollout, adminMW...)
 	s.add(e, http.MethodGet, a+"/rollouts/:id", s.getRollout, adminMW...)
 	s.add(e, http.MethodGet, a+"/tasks", s.listTasks, adminMW...)
+	s.addFleetRoutes(e, adminMW...)
+	s.addMounts(e)
 
 	deviceMW := []echo.MiddlewareFunc{s.deviceAuth}
 	d := APIPrefix + "/devices/:device_id/ota"

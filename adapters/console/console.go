@@ -1,0 +1,314 @@
+// Package console is the operators' web console, served by otad at
+// /console/: a driving adapter beside the JSON API that renders
+// server-side HTML pages (html/template, embedded with the stylesheet and
+// a tiny refresh script) and calls the same use cases (ports.AdminService,
+// ports.FleetService). It holds no rules of its own: what the API would
+// refuse, the console shows refused, with the API's words.
+//
+// Operators sign in with the admin token; the session is a signed cookie
+// (see sessions), every state-changing form carries a CSRF token, and every
+// change (widen, pause, resume, cancel, revoke) goes through a confirmation
+// page first.
+package console
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	httpadapter "github.com/ai-device/ota/adapters/http"
+	"github.com/ai-device/ota/ports"
+)
+
+// Prefix is where the console is served.
+const Prefix = "/console"
+
+// Defaults of Config.
+const (
+	DefaultSessionTTL   = 8 * time.Hour
+	DefaultRefreshEvery = 5 * time.Second
+)
+
+// maxFormBytes bounds a form body, as the API bounds a JSON body.
+const maxFormBytes = 64 << 10
+
+// Config tunes the console. Zero fields take their defaults.
+type Config struct {
+	// AdminToken is OTA_ADMIN_TOKEN, the one credential that signs in.
+	// Empty: nobody can sign in.
+	AdminToken string
+	// SessionTTL is how long a sign-in lasts (DefaultSessionTTL).
+	SessionTTL time.Duration
+	// RefreshEvery is how often the progress bars refresh themselves
+	// (DefaultRefreshEvery).
+	RefreshEvery time.Duration
+}
+
+// Console serves the console's pages (an http.Handler for Prefix).
+type Console struct {
+	cfg      Config
+	admin    ports.AdminService
+	fleet    ports.FleetService
+	clock    ports.Clock
+	logger   *slog.Logger
+	sessions *sessions
+	pages    map[string]*template.Template
+	mux      *http.ServeMux
+	static   http.Handler
+	rows     rowsCache // the live refresh's rollout listing
+}
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// New builds the console on the operators' use cases. logger may be nil.
+func New(cfg Config, admin ports.AdminService, fleet ports.FleetService, clock ports.Clock, logger *slog.Logger) (*Console, error) {
+	if admin == nil || fleet == nil || clock == nil {
+		return nil, errors.New("console: the admin and fleet services and a clock are required")
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = DefaultSessionTTL
+	}
+	if cfg.RefreshEvery <= 0 {
+		cfg.RefreshEvery = DefaultRefreshEvery
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Console{
+		cfg: cfg, admin: admin, fleet: fleet, clock: clock, logger: logger,
+		sessions: newSessions(cfg.AdminToken, cfg.SessionTTL, clock),
+		pages:    map[string]*template.Template{},
+	}
+	for _, name := range []string{"signin", "fleet", "rollouts", "rollout", "confirm", "firmwares", "device", "error"} {
+		t, err := template.New(name).Funcs(c.funcs()).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console: parsing %s: %w", name, err)
+		}
+		c.pages[name] = t
+	}
+	static, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, err
+	}
+	c.static = http.StripPrefix(Prefix+"/static/", http.FileServerFS(static))
+	c.routes()
+	return c, nil
+}
+
+func (c *Console) routes() {
+	m := http.NewServeMux()
+	p := Prefix
+	m.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, p+"/", http.StatusMovedPermanently)
+	})
+	m.Handle(p+"/static/", methods(c, c.serveStatic, nil))
+	m.Handle(p+"/sign-in", methods(c, c.signInPage, c.signIn))
+	m.Handle(p+"/sign-out", methods(c, nil, c.authed(c.signOut)))
+	m.Handle(p+"/{$}", methods(c, c.authed(c.fleetPage), nil))
+	m.Handle(p+"/rollouts", methods(c, c.authed(c.rolloutsPage), c.authed(c.startRollout)))
+	m.Handle(p+"/rollouts/rows", methods(c, c.authed(c.rolloutRows), nil))
+	m.Handle(p+"/rollouts/{id}", methods(c, c.authed(c.rolloutPage), c.authed(c.changeRollout)))
+	m.Handle(p+"/rollouts/{id}/counts", methods(c, c.authed(c.rolloutCounts), nil))
+	m.Handle(p+"/rollouts/{id}/confirm", methods(c, c.authed(c.confirmRollout), nil))
+	m.Handle(p+"/firmwares", methods(c, c.authed(c.firmwaresPage), c.authed(c.publishFirmware)))
+	m.Handle(p+"/firmwares/{id}/revoke", methods(c, c.authed(c.confirmRevoke), c.authed(c.revokeFirmware)))
+	m.Handle(p+"/devices", methods(c, c.authed(c.devicePage), nil))
+	m.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, http.StatusNotFound, "There is no such page in the console.")
+	})
+	c.mux = m
+}
+
+// ServeHTTP serves every console page, with headers that keep the pages
+// from being framed, sniffed, cached, or running anything but the
+// console's own script.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
+		"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			c.logger.ErrorContext(r.Context(), "console page panicked", "path", r.URL.Path,
+				"request_id", httpadapter.RequestIDFrom(r.Context()), "panic", fmt.Sprint(v))
+			c.fail(w, r, http.StatusInternalServerError, "Something went wrong on our side.")
+		}
+	}()
+	c.mux.ServeHTTP(w, r)
+}
+
+// sessionHandler is a page handler that runs for a signed-in operator.
+type sessionHandler func(w http.ResponseWriter, r *http.Request, s session)
+
+// authed runs h for a signed-in operator. Anyone else is sent to the
+// sign-in page, and comes back to where they were going after it; a
+// form posted without its session's CSRF token is refused (403) before h
+// runs.
+func (c *Console) authed(h sessionHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s, ok := c.sessions.read(r)
+		if !ok {
+			next := r.URL.Path
+			if r.Method == http.MethodGet && r.URL.RawQuery != "" {
+				next += "?" + r.URL.RawQuery
+			}
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				next = Prefix + "/"
+			}
+			http.Redirect(w, r, Prefix+"/sign-in?next="+url.QueryEscape(next), http.StatusSeeOther)
+			return
+		}
+		if r.Method == http.MethodPost {
+			if !c.parseForm(w, r) {
+				return
+			}
+			if !c.sessions.validCSRF(s, r.PostFormValue("csrf")) {
+				c.fail(w, r, http.StatusForbidden, "This form is out of date or did not come from this console. Reload the page and try again.")
+				return
+			}
+		}
+		h(w, r, s)
+	}
+}
+
+// parseForm reads a posted form, bounded like an API body.
+func (c *Console) parseForm(w http.ResponseWriter, r *http.Request) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			c.fail(w, r, http.StatusRequestEntityTooLarge, "The form is too large.")
+		} else {
+			c.fail(w, r, http.StatusBadRequest, "The form could not be read.")
+		}
+		return false
+	}
+	return true
+}
+
+// methods dispatches GET (and HEAD) to get and POST to post; any other
+// method, or one without a handler, is a 405 page.
+func methods(c *Console, get, post http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case (r.Method == http.MethodGet || r.Method == http.MethodHead) && get != nil:
+			get(w, r)
+		case r.Method == http.MethodPost && post != nil:
+			post(w, r)
+		default:
+			var allow []string
+			if get != nil {
+				allow = append(allow, http.MethodGet, http.MethodHead)
+			}
+			if post != nil {
+				allow = append(allow, http.MethodPost)
+			}
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			c.fail(w, r, http.StatusMethodNotAllowed, "This page does not accept that method.")
+		}
+	})
+}
+
+func (c *Console) serveStatic(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	c.static.ServeHTTP(w, r)
+}
+
+// page is what every full page template receives.
+type page struct {
+	Title    string
+	Nav      string // the active navigation entry
+	SignedIn bool
+	CSRF     string
+	Flash    string
+	Refresh  int // seconds between live refreshes
+	Data     any
+}
+
+// render writes a full page.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
+	if p.Refresh == 0 {
+		p.Refresh = int((c.cfg.RefreshEvery + time.Second - 1) / time.Second)
+	}
+	c.execute(w, r, status, name, "layout", p)
+}
+
+// renderFragment writes one named template alone, for the live refresh.
+func (c *Console) renderFragment(w http.ResponseWriter, r *http.Request, page, name string, data any) {
+	c.execute(w, r, http.StatusOK, page, name, data)
+}
+
+func (c *Console) execute(w http.ResponseWriter, r *http.Request, status int, page, name string, data any) {
+	var b strings.Builder
+	if err := c.pages[page].ExecuteTemplate(&b, name, data); err != nil {
+		c.logger.ErrorContext(r.Context(), "console template failed", "page", page, "template", name,
+			"request_id", httpadapter.RequestIDFrom(r.Context()), "error", err.Error())
+		if page != "error" {
+			c.fail(w, r, http.StatusInternalServerError, "Something went wrong on our side.")
+		}
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write([]byte(b.String()))
+	}
+}
+
+// errorData is what the error page shows.
+type errorData struct {
+	Status    int
+	Message   string
+	RequestID string
+}
+
+// fail answers with the error page.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, message string) {
+	_, signedIn := c.sessions.read(r)
+	c.render(w, r, status, "error", page{
+		Title: http.StatusText(status), SignedIn: signedIn,
+		Data: errorData{Status: status, Message: message, RequestID: httpadapter.RequestIDFrom(r.Context())},
+	})
+}
+
+// failErr answers with the error page for an error a use case returned:
+// the status and words the API would use; internal causes go to the log,
+// never to the page.
+func (c *Console) failErr(w http.ResponseWriter, r *http.Request, err error) {
+	d := httpadapter.DescribeError(err)
+	if d.Internal {
+		c.logger.ErrorContext(r.Context(), "console request failed", "path", r.URL.Path,
+			"request_id", httpadapter.RequestIDFrom(r.Context()), "error", err.Error())
+	}
+	c.fail(w, r, d.Status, sentence(d.Message))
+}
+
+// sentence capitalises a message and ends it with a period.
+func sentence(s string) string {
+	if s == "" {
+		return s
+	}
+	s = strings.ToUpper(s[:1]) + s[1:]
+	if !strings.HasSuffix(s, ".") {
+		s += "."
+	}
+	return s
+}

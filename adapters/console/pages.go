@@ -1,0 +1,604 @@
+package console
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	httpadapter "github.com/ai-device/ota/adapters/http"
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// flashes are the messages a redirect after a change may show, by key: a
+// fixed set, so a crafted link cannot put words on the page.
+var flashes = map[string]string{
+	"started":   "Rollout started.",
+	"published": "Firmware published.",
+	"revoked":   "Firmware revoked: it is no longer offered, and its pending tasks are cancelled at each device's next check.",
+	"pause":     "Rollout paused.",
+	"resume":    "Rollout resumed.",
+	"cancel":    "Rollout cancelled.",
+	"percent":   "Rollout percentage changed.",
+}
+
+func flash(r *http.Request) string { return flashes[r.URL.Query().Get("done")] }
+
+// ---- sign-in ----
+
+type signInData struct {
+	Next  string
+	Token string // the form's double-submit token
+	Error string
+}
+
+// safeNext keeps a post-sign-in redirect inside the console.
+func safeNext(next string) string {
+	if next == Prefix || strings.HasPrefix(next, Prefix+"/") && !strings.ContainsAny(next, "\\") && !strings.Contains(next, "//") {
+		return next
+	}
+	return Prefix + "/"
+}
+
+func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
+	next := safeNext(r.URL.Query().Get("next"))
+	if _, ok := c.sessions.read(r); ok {
+		http.Redirect(w, r, next, http.StatusSeeOther)
+		return
+	}
+	c.showSignIn(w, r, http.StatusOK, next, "")
+}
+
+func (c *Console) showSignIn(w http.ResponseWriter, r *http.Request, status int, next, msg string) {
+	token, err := c.sessions.signInToken(w, r)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	c.render(w, r, status, "signin", page{Title: "Sign in", Data: signInData{Next: next, Token: token, Error: msg}})
+}
+
+func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
+	if !c.parseForm(w, r) {
+		return
+	}
+	next := safeNext(r.PostFormValue("next"))
+	if !validSignInToken(r, r.PostFormValue("csrf")) {
+		c.showSignIn(w, r, http.StatusForbidden, next, "The sign-in form expired. Please try again.")
+		return
+	}
+	token := r.PostFormValue("token")
+	if c.cfg.AdminToken == "" || !domain.SecretEqual(token, c.cfg.AdminToken) {
+		c.logger.WarnContext(r.Context(), "console sign-in refused", "request_id", httpadapter.RequestIDFrom(r.Context()))
+		c.showSignIn(w, r, http.StatusUnauthorized, next, "That is not the admin token.")
+		return
+	}
+	if _, err := c.sessions.start(w, r); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (c *Console) signOut(w http.ResponseWriter, r *http.Request, s session) {
+	c.sessions.end(w, r, s)
+	http.Redirect(w, r, Prefix+"/sign-in", http.StatusSeeOther)
+}
+
+// base is the page frame of a signed-in operator.
+func (c *Console) base(s session, title, nav string) page {
+	return page{Title: title, Nav: nav, SignedIn: true, CSRF: c.sessions.csrf(s)}
+}
+
+// ---- fleet ----
+
+func (c *Console) fleetPage(w http.ResponseWriter, r *http.Request, s session) {
+	fleet, err := c.fleet.FleetOverview(r.Context(), "")
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	models := make([]modelView, 0, len(fleet))
+	for _, m := range fleet {
+		models = append(models, newModelView(m))
+	}
+	p := c.base(s, "Fleet", "fleet")
+	p.Data = models
+	c.render(w, r, http.StatusOK, "fleet", p)
+}
+
+// ---- rollouts ----
+
+type startForm struct {
+	Values map[string]string
+	Errors map[string]string
+	Error  string
+}
+
+type rolloutsData struct {
+	Rows      []rolloutRow
+	Firmwares []domain.Firmware // released, for the start form
+	Form      startForm
+}
+
+func (c *Console) rolloutRowsData(r *http.Request) ([]rolloutRow, error) {
+	list, err := c.fleet.ListRollouts(r.Context(), ports.RolloutQuery{})
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]rolloutRow, 0, len(list))
+	for _, ro := range list {
+		rows = append(rows, newRolloutRow(ro))
+	}
+	return rows, nil
+}
+
+func (c *Console) rolloutsPage(w http.ResponseWriter, r *http.Request, s session) {
+	form := startForm{Values: map[string]string{"firmware_id": r.URL.Query().Get("firmware"), "percentage": "10"}}
+	c.showRollouts(w, r, s, http.StatusOK, form)
+}
+
+func (c *Console) showRollouts(w http.ResponseWriter, r *http.Request, s session, status int, form startForm) {
+	rows, err := c.rolloutRowsData(r)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	all, err := c.admin.ListFirmwares(r.Context(), "")
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	released := slices.DeleteFunc(all, func(f domain.Firmware) bool { return f.Revoked() })
+	p := c.base(s, "Rollouts", "rollouts")
+	p.Flash = flash(r)
+	p.Data = rolloutsData{Rows: rows, Firmwares: released, Form: form}
+	c.render(w, r, status, "rollouts", p)
+}
+
+// rolloutRows is the live refresh of the rollout list. Counting a large
+// rollout's tasks is an index scan of every task, so however many tabs
+// poll, a replica counts at most once per refresh period and the tabs share
+// the answer (which is then at most one period old, as the page already is).
+func (c *Console) rolloutRows(w http.ResponseWriter, r *http.Request, _ session) {
+	rows, err := c.rows.get(c.clock.Now(), c.cfg.RefreshEvery, func() ([]rolloutRow, error) { return c.rolloutRowsData(r) })
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	c.renderFragment(w, r, "rollouts", "rollout-rows", rows)
+}
+
+// formInt reads an optional integer field: nil when empty.
+func formInt(r *http.Request, name string) (*int, error) {
+	v := strings.TrimSpace(r.PostFormValue(name))
+	if v == "" {
+		return nil, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return nil, &domain.ValidationError{Field: name, Reason: "must be a whole number"}
+	}
+	return &n, nil
+}
+
+// fieldError places an error beside its field when it names one (with the
+// API's message), or above the form otherwise; internal errors are logged.
+func (c *Console) fieldError(r *http.Request, err error, errs map[string]string, fields ...string) (status int, general string) {
+	d := httpadapter.DescribeError(err)
+	if d.Internal {
+		c.logger.ErrorContext(r.Context(), "console form failed", "path", r.URL.Path,
+			"request_id", httpadapter.RequestIDFrom(r.Context()), "error", err.Error())
+	}
+	var ve *domain.ValidationError
+	field := ""
+	switch {
+	case errors.As(err, &ve):
+		field = ve.Field
+	case errors.Is(err, domain.ErrFirmwareExists):
+		field = "version"
+	}
+	if field != "" && slices.Contains(fields, field) {
+		errs[field] = d.Message
+		return d.Status, ""
+	}
+	return d.Status, sentence(d.Message)
+}
+
+var startFields = []string{"firmware_id", "percentage", "max_attempts", "failure_threshold_percent", "min_sample"}
+
+func (c *Console) startRollout(w http.ResponseWriter, r *http.Request, s session) {
+	form := startForm{Values: map[string]string{}, Errors: map[string]string{}}
+	for _, f := range startFields {
+		form.Values[f] = r.PostFormValue(f)
+	}
+	id, err := c.tryStart(r)
+	if err != nil {
+		status, general := c.fieldError(r, err, form.Errors, startFields...)
+		form.Error = general
+		c.showRollouts(w, r, s, status, form)
+		return
+	}
+	http.Redirect(w, r, Prefix+"/rollouts/"+url.PathEscape(id)+"?done=started", http.StatusSeeOther)
+}
+
+func (c *Console) tryStart(r *http.Request) (string, error) {
+	req := ports.StartRollout{FirmwareID: r.PostFormValue("firmware_id")}
+	if req.FirmwareID == "" {
+		return "", &domain.ValidationError{Field: "firmware_id", Reason: "is required"}
+	}
+	pct, err := formInt(r, "percentage")
+	if err != nil {
+		return "", err
+	}
+	if pct == nil {
+		return "", &domain.ValidationError{Field: "percentage", Reason: "is required"}
+	}
+	req.Spec.Percentage = *pct
+	if req.Spec.MaxAttempts, err = formInt(r, "max_attempts"); err != nil {
+		return "", err
+	}
+	if req.Spec.FailureThresholdPercent, err = formInt(r, "failure_threshold_percent"); err != nil {
+		return "", err
+	}
+	if req.Spec.MinSample, err = formInt(r, "min_sample"); err != nil {
+		return "", err
+	}
+	ro, err := c.admin.StartRollout(r.Context(), req)
+	if err != nil {
+		return "", err
+	}
+	return ro.ID(), nil
+}
+
+// rowsCache shares one rollout listing among concurrent refreshes.
+type rowsCache struct {
+	mu   sync.Mutex // held while loading, so concurrent callers wait and share
+	at   time.Time
+	rows []rolloutRow
+}
+
+// get returns the cached rows when younger than ttl, else loads them. A
+// failed load is not cached.
+func (rc *rowsCache) get(now time.Time, ttl time.Duration, load func() ([]rolloutRow, error)) ([]rolloutRow, error) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.rows != nil && now.Sub(rc.at) < ttl && !now.Before(rc.at) {
+		return rc.rows, nil
+	}
+	rows, err := load()
+	if err != nil {
+		return nil, err
+	}
+	rc.rows, rc.at = rows, now
+	return rows, nil
+}
+
+// ---- one rollout ----
+
+type rolloutData struct {
+	Rollout  domain.Rollout
+	Status   string
+	Auto     bool
+	Firmware domain.Firmware
+	Bar      barView
+	Rate     failureRate
+	Failures []ports.TaskView
+	Error    string
+	Actions  []string // the buttons its status offers
+}
+
+// firmwareByID finds a firmware through the listing (the admin API has no
+// single-firmware read).
+func (c *Console) firmwareByID(r *http.Request, id string) (domain.Firmware, error) {
+	all, err := c.admin.ListFirmwares(r.Context(), "")
+	if err != nil {
+		return domain.Firmware{}, err
+	}
+	for _, f := range all {
+		if f.ID() == id {
+			return f, nil
+		}
+	}
+	return domain.Firmware{}, domain.ErrNotFound
+}
+
+func (c *Console) rolloutPage(w http.ResponseWriter, r *http.Request, s session) {
+	p := c.base(s, "Rollout", "rollouts")
+	p.Flash = flash(r)
+	c.showRollout(w, r, p, http.StatusOK, "")
+}
+
+func (c *Console) showRollout(w http.ResponseWriter, r *http.Request, p page, status int, errMsg string) {
+	id := r.PathValue("id")
+	v, err := c.admin.GetRollout(r.Context(), id)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	fw, err := c.firmwareByID(r, v.Rollout.FirmwareID())
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	failures, err := c.fleet.RecentFailures(r.Context(), id, "50")
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	var actions []string
+	switch v.Rollout.Status() {
+	case domain.RolloutActive:
+		actions = []string{"pause", "cancel"}
+	case domain.RolloutPaused:
+		actions = []string{"resume", "cancel"}
+	}
+	p.Title = "Rollout of " + fw.Model() + " " + fw.Version().String()
+	p.Data = rolloutData{
+		Rollout: v.Rollout, Status: statusLabel(v.Rollout), Auto: v.Rollout.PausedReason() == domain.PausedAuto,
+		Firmware: fw, Bar: newBar(v.Stats), Rate: newFailureRate(v.Rollout, v.Stats), Failures: failures,
+		Error: errMsg, Actions: actions,
+	}
+	c.render(w, r, status, "rollout", p)
+}
+
+func (c *Console) rolloutCounts(w http.ResponseWriter, r *http.Request, _ session) {
+	v, err := c.admin.GetRollout(r.Context(), r.PathValue("id"))
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	c.renderFragment(w, r, "rollout", "rollout-counts", newBar(v.Stats))
+}
+
+// confirmData is what a confirmation page asks and posts.
+type confirmData struct {
+	Question string
+	Detail   string
+	Action   string // the form's target
+	Fields   map[string]string
+	Button   string
+	Danger   bool
+	Back     string
+}
+
+// rolloutActions are the changes a rollout page offers: the button, the
+// question, and what the change is.
+var rolloutActions = map[string]struct {
+	button, question, detail string
+	status                   string
+	danger                   bool
+}{
+	"pause":  {"Pause rollout", "Pause this rollout?", "Devices stop getting new tasks from it; tasks already started carry on.", "paused", false},
+	"resume": {"Resume rollout", "Resume this rollout?", "Devices it admits get tasks again at their next check.", "active", false},
+	"cancel": {"Cancel rollout", "Cancel this rollout for good?", "A cancelled rollout cannot be resumed. Pending tasks are cancelled at each device's next check.", "cancelled", true},
+}
+
+func (c *Console) confirmRollout(w http.ResponseWriter, r *http.Request, s session) {
+	id := r.PathValue("id")
+	v, err := c.admin.GetRollout(r.Context(), id)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	action := r.URL.Query().Get("action")
+	back := Prefix + "/rollouts/" + url.PathEscape(v.Rollout.ID())
+	d := confirmData{Action: back, Back: back, Fields: map[string]string{"action": action}}
+	if a, ok := rolloutActions[action]; ok {
+		d.Question, d.Detail, d.Button, d.Danger = a.question, a.detail, a.button, a.danger
+	} else if action == "percent" {
+		pct := strings.TrimSpace(r.URL.Query().Get("percentage"))
+		if _, err := strconv.Atoi(pct); err != nil {
+			c.fail(w, r, http.StatusBadRequest, "percentage: must be a whole number.")
+			return
+		}
+		d.Fields["percentage"] = pct
+		d.Question = "Change this rollout from " + strconv.Itoa(v.Rollout.Percentage()) + "% to " + pct + "% of the fleet?"
+		d.Detail = "Widening admits more devices at their next check; devices already admitted stay in. Narrowing keeps the tasks already created."
+		d.Button = "Change to " + pct + "%"
+	} else {
+		c.fail(w, r, http.StatusBadRequest, "Unknown action.")
+		return
+	}
+	p := c.base(s, "Confirm", "rollouts")
+	p.Data = d
+	c.render(w, r, http.StatusOK, "confirm", p)
+}
+
+func (c *Console) changeRollout(w http.ResponseWriter, r *http.Request, s session) {
+	id := r.PathValue("id")
+	action := r.PostFormValue("action")
+	var change ports.RolloutChange
+	if a, ok := rolloutActions[action]; ok {
+		st := a.status
+		change.Status = &st
+	} else if action == "percent" {
+		pct, err := formInt(r, "percentage")
+		if err != nil || pct == nil {
+			c.fail(w, r, http.StatusBadRequest, "percentage: must be a whole number.")
+			return
+		}
+		change.Percentage = pct
+	} else {
+		c.fail(w, r, http.StatusBadRequest, "Unknown action.")
+		return
+	}
+	if _, err := c.admin.UpdateRollout(r.Context(), id, change); err != nil {
+		if errors.Is(err, domain.ErrNotFound) {
+			c.failErr(w, r, err)
+			return
+		}
+		d := httpadapter.DescribeError(err)
+		if d.Internal {
+			c.logger.ErrorContext(r.Context(), "console rollout change failed", "request_id",
+				httpadapter.RequestIDFrom(r.Context()), "error", err.Error())
+		}
+		p := c.base(s, "Rollout", "rollouts")
+		c.showRollout(w, r, p, d.Status, sentence(d.Message))
+		return
+	}
+	http.Redirect(w, r, Prefix+"/rollouts/"+url.PathEscape(id)+"?done="+action, http.StatusSeeOther)
+}
+
+// ---- firmware ----
+
+type firmwareGroup struct {
+	Model     string
+	Firmwares []domain.Firmware
+}
+
+type firmwaresData struct {
+	Model  string
+	Models []string
+	Groups []firmwareGroup
+	Form   startForm
+}
+
+var publishFields = []string{"model", "version", "url", "size_bytes", "sha256", "sha1", "md5", "signature",
+	"release_notes", "mandatory", "min_source_version"}
+
+func (c *Console) firmwaresPage(w http.ResponseWriter, r *http.Request, s session) {
+	form := startForm{Values: map[string]string{"model": r.URL.Query().Get("model")}}
+	c.showFirmwares(w, r, s, http.StatusOK, form)
+}
+
+func (c *Console) showFirmwares(w http.ResponseWriter, r *http.Request, s session, status int, form startForm) {
+	model := r.URL.Query().Get("model")
+	all, err := c.admin.ListFirmwares(r.Context(), "")
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	d := firmwaresData{Model: model, Form: form}
+	byModel := map[string]int{}
+	for _, f := range all {
+		if _, ok := byModel[f.Model()]; !ok {
+			byModel[f.Model()] = -1
+			d.Models = append(d.Models, f.Model())
+		}
+	}
+	slices.Sort(d.Models)
+	for _, m := range d.Models {
+		if model != "" && m != model {
+			continue
+		}
+		g := firmwareGroup{Model: m}
+		for _, f := range all {
+			if f.Model() == m {
+				g.Firmwares = append(g.Firmwares, f)
+			}
+		}
+		d.Groups = append(d.Groups, g)
+	}
+	p := c.base(s, "Firmware", "firmwares")
+	p.Flash = flash(r)
+	p.Data = d
+	c.render(w, r, status, "firmwares", p)
+}
+
+func (c *Console) publishFirmware(w http.ResponseWriter, r *http.Request, s session) {
+	form := startForm{Values: map[string]string{}, Errors: map[string]string{}}
+	for _, f := range publishFields {
+		form.Values[f] = r.PostFormValue(f)
+	}
+	fw, err := c.tryPublish(r)
+	if err != nil {
+		status, general := c.fieldError(r, err, form.Errors, publishFields...)
+		form.Error = general
+		c.showFirmwares(w, r, s, status, form)
+		return
+	}
+	http.Redirect(w, r, Prefix+"/firmwares?model="+url.QueryEscape(fw.Model())+"&done=published", http.StatusSeeOther)
+}
+
+func (c *Console) tryPublish(r *http.Request) (domain.Firmware, error) {
+	v := func(name string) string { return strings.TrimSpace(r.PostFormValue(name)) }
+	spec := domain.FirmwareSpec{
+		Model: v("model"), Version: v("version"), URL: v("url"), SHA256: v("sha256"), SHA1: v("sha1"), MD5: v("md5"),
+		Signature: v("signature"), ReleaseNotes: r.PostFormValue("release_notes"),
+		Mandatory: r.PostFormValue("mandatory") != "", MinSourceVersion: v("min_source_version"),
+	}
+	if size := v("size_bytes"); size != "" {
+		n, err := strconv.ParseInt(size, 10, 64)
+		if err != nil {
+			return domain.Firmware{}, &domain.ValidationError{Field: "size_bytes", Reason: "must be a whole number of bytes"}
+		}
+		spec.SizeBytes = n
+	}
+	return c.admin.PublishFirmware(r.Context(), spec)
+}
+
+func (c *Console) confirmRevoke(w http.ResponseWriter, r *http.Request, s session) {
+	fw, err := c.firmwareByID(r, r.PathValue("id"))
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	back := Prefix + "/firmwares?model=" + url.QueryEscape(fw.Model())
+	p := c.base(s, "Confirm", "firmwares")
+	p.Data = confirmData{
+		Question: "Revoke " + fw.Model() + " " + fw.Version().String() + "?",
+		Detail:   "It is never offered again, its rollouts stop admitting devices, and its pending tasks are cancelled at each device's next check. This cannot be undone.",
+		Action:   Prefix + "/firmwares/" + url.PathEscape(fw.ID()) + "/revoke", Fields: map[string]string{},
+		Button: "Revoke firmware", Danger: true, Back: back,
+	}
+	c.render(w, r, http.StatusOK, "confirm", p)
+}
+
+func (c *Console) revokeFirmware(w http.ResponseWriter, r *http.Request, _ session) {
+	fw, err := c.admin.RevokeFirmware(r.Context(), r.PathValue("id"))
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	http.Redirect(w, r, Prefix+"/firmwares?model="+url.QueryEscape(fw.Model())+"&done=revoked", http.StatusSeeOther)
+}
+
+// ---- devices ----
+
+type deviceData struct {
+	Query   string
+	Found   bool
+	Error   string
+	Device  ports.DeviceView
+	History []ports.TaskView // newest first
+}
+
+// deviceHistoryLimit bounds the history shown: a device has a handful of
+// tasks per release.
+const deviceHistoryLimit = "500"
+
+func (c *Console) devicePage(w http.ResponseWriter, r *http.Request, s session) {
+	p := c.base(s, "Devices", "devices")
+	d := deviceData{Query: strings.TrimSpace(r.URL.Query().Get("id"))}
+	status := http.StatusOK
+	if d.Query != "" {
+		v, err := c.admin.GetDevice(r.Context(), d.Query)
+		switch {
+		case errors.Is(err, domain.ErrNotFound):
+			status, d.Error = http.StatusNotFound, "No device has the id "+strconv.Quote(d.Query)+"."
+		case err != nil:
+			var ve *domain.ValidationError
+			if !errors.As(err, &ve) {
+				c.failErr(w, r, err)
+				return
+			}
+			status, d.Error = http.StatusBadRequest, sentence(httpadapter.DescribeError(err).Message)
+		default:
+			page, err := c.admin.ListTasks(r.Context(), ports.TaskQuery{DeviceID: d.Query, Limit: deviceHistoryLimit})
+			if err != nil {
+				c.failErr(w, r, err)
+				return
+			}
+			d.Found, d.Device, d.History = true, v, page.Items
+			slices.Reverse(d.History)
+		}
+	}
+	p.Data = d
+	c.render(w, r, status, "device", p)
+}

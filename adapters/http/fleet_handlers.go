@@ -1,0 +1,171 @@
+package http
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ai-device/ota/ports"
+)
+
+// Option adds an optional part to the server NewServer builds.
+type Option func(*extensions)
+
+// extensions are the optional parts of the server.
+type extensions struct {
+	fleet  ports.FleetService
+	mounts []mount
+}
+
+// mount is another adapter's http.Handler served under a path prefix.
+type mount struct {
+	prefix string
+	h      http.Handler
+}
+
+// WithFleet serves the fleet views of the admin API: the rollout listing
+// (GET /admin/rollouts), a rollout's recent failures (GET
+// /admin/rollouts/{id}/failures) and the fleet overview (GET /admin/fleet).
+func WithFleet(f ports.FleetService) Option {
+	return func(x *extensions) { x.fleet = f }
+}
+
+// WithMount serves h at prefix and everything below it (prefix "/console"
+// serves "/console" and "/console/..."), for every method. The request id,
+// access log, request metrics and panic recovery apply as to the API, but
+// h answers every request itself, errors included: the API's JSON error
+// handler never sees them, so a page can answer in HTML.
+func WithMount(prefix string, h http.Handler) Option {
+	return func(x *extensions) {
+		x.mounts = append(x.mounts, mount{prefix: strings.TrimSuffix(prefix, "/"), h: h})
+	}
+}
+
+func (s *server) addFleetRoutes(e *echo.Echo, adminMW ...echo.MiddlewareFunc) {
+	if s.ext.fleet == nil {
+		return
+	}
+	a := APIPrefix + "/admin"
+	s.add(e, http.MethodGet, a+"/rollouts", s.listRollouts, adminMW...)
+	s.add(e, http.MethodGet, a+"/rollouts/:id/failures", s.rolloutFailures, adminMW...)
+	s.add(e, http.MethodGet, a+"/fleet", s.fleetOverview, adminMW...)
+}
+
+// mountMethods are the methods a mounted handler receives; it answers
+// those it does not serve itself (405 in its own format).
+var mountMethods = []string{
+	http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+	http.MethodDelete, http.MethodOptions,
+}
+
+func (s *server) addMounts(e *echo.Echo) {
+	for _, m := range s.ext.mounts {
+		h := echo.WrapHandler(m.h)
+		for _, method := range mountMethods {
+			s.add(e, method, m.prefix, h)
+			s.add(e, method, m.prefix+"/*", h)
+		}
+	}
+}
+
+func (s *server) listRollouts(c echo.Context) error {
+	var q ports.RolloutQuery
+	var err error
+	if q.Model, err = queryParam(c, "model"); err != nil {
+		return err
+	}
+	if q.Limit, err = queryParam(c, "limit"); err != nil {
+		return err
+	}
+	list, err := s.ext.fleet.ListRollouts(c.Request().Context(), q)
+	if err != nil {
+		return err
+	}
+	out := rolloutListView{Items: make([]rolloutSummaryView, 0, len(list))}
+	for _, r := range list {
+		out.Items = append(out.Items, rolloutSummaryView{
+			rolloutView: newRolloutStatsView(ports.RolloutView{Rollout: r.Rollout, Stats: r.Stats}),
+			Model:       r.Model, Version: r.Version,
+		})
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *server) rolloutFailures(c echo.Context) error {
+	limit, err := queryParam(c, "limit")
+	if err != nil {
+		return err
+	}
+	tasks, err := s.ext.fleet.RecentFailures(c.Request().Context(), pathParam(c, "id"), limit)
+	if err != nil {
+		return err
+	}
+	out := adminTaskListView{Items: make([]adminTaskView, 0, len(tasks))}
+	for _, t := range tasks {
+		out.Items = append(out.Items, newAdminTaskView(t))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *server) fleetOverview(c echo.Context) error {
+	model, err := queryParam(c, "model")
+	if err != nil {
+		return err
+	}
+	fleet, err := s.ext.fleet.FleetOverview(c.Request().Context(), model)
+	if err != nil {
+		return err
+	}
+	out := fleetView{Items: make([]modelFleetView, 0, len(fleet))}
+	for _, m := range fleet {
+		v := modelFleetView{
+			Model: m.Model, Devices: m.Devices, PolledLastHour: m.PolledLastHour, PolledLastDay: m.PolledLastDay,
+			NewestVersion: optString(m.NewestVersion), OnNewest: m.OnNewest,
+			Versions: make([]versionShareView, 0, len(m.Versions)),
+		}
+		for _, vs := range m.Versions {
+			v.Versions = append(v.Versions, versionShareView{Version: optString(vs.Version), Devices: vs.Devices})
+		}
+		out.Items = append(out.Items, v)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// rolloutSummaryView is a rollout with its stats and its firmware's model
+// and version, one row of the rollout listing.
+type rolloutSummaryView struct {
+	rolloutView
+	Model   string `json:"model"`
+	Version string `json:"version"`
+}
+
+type rolloutListView struct {
+	Items []rolloutSummaryView `json:"items"`
+}
+
+type adminTaskListView struct {
+	Items []adminTaskView `json:"items"`
+}
+
+// modelFleetView is one model's fleet at a glance.
+type modelFleetView struct {
+	Model          string             `json:"model"`
+	Devices        int                `json:"devices"`
+	PolledLastHour int                `json:"polled_last_hour"`
+	PolledLastDay  int                `json:"polled_last_day"`
+	NewestVersion  *string            `json:"newest_version"`
+	OnNewest       int                `json:"on_newest"`
+	Versions       []versionShareView `json:"versions"`
+}
+
+// versionShareView counts a version's devices; a null version stands for
+// devices that never reported one.
+type versionShareView struct {
+	Version *string `json:"version"`
+	Devices int     `json:"devices"`
+}
+
+type fleetView struct {
+	Items []modelFleetView `json:"items"`
+}

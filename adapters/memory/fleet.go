@@ -1,0 +1,134 @@
+package memory
+
+import (
+	"context"
+	"sort"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// Fleet is the in-memory ports.FleetReader over a Store: the aggregates of
+// the operator's views, computed under the store's mutex so that each
+// answer is one consistent snapshot, as one Postgres statement is.
+type Fleet struct{ s *Store }
+
+var _ ports.FleetReader = (*Fleet)(nil)
+
+// NewFleet returns the fleet reader of s.
+func NewFleet(s *Store) *Fleet { return &Fleet{s: s} }
+
+// DefaultRolloutLimit is how many rollouts ListRollouts returns when the
+// filter sets no limit, the same as the Postgres adapter's.
+const DefaultRolloutLimit = 100
+
+// ListRollouts returns rollouts newest first (created_at, then id, both
+// descending), each with its firmware's model and version and its task
+// counts.
+func (r *Fleet) ListRollouts(ctx context.Context, f ports.RolloutFilter) ([]ports.RolloutSummary, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultRolloutLimit
+	}
+	s := r.s
+	s.mu.Lock()
+	out := []ports.RolloutSummary{}
+	for id, ro := range s.rollouts {
+		fw := s.firmwares[ro.FirmwareID()]
+		if f.Model != "" && fw.Model() != f.Model {
+			continue
+		}
+		var st domain.TaskStats
+		for _, tid := range s.byRollout[id] {
+			st.Add(s.tasks[tid].Status(), 1)
+		}
+		out = append(out, ports.RolloutSummary{
+			Rollout: cloneRollout(ro), Model: fw.Model(), Version: fw.Version().String(), Stats: st,
+		})
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].Rollout, out[j].Rollout
+		if c := a.CreatedAt().Compare(b.CreatedAt()); c != 0 {
+			return c > 0
+		}
+		return a.ID() > b.ID()
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// VersionCounts counts devices by (model, current version as stored).
+func (r *Fleet) VersionCounts(ctx context.Context, q ports.VersionCountQuery) ([]ports.VersionCount, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// Instants at the store's precision, as the Postgres adapter compares.
+	hourAgo, dayAgo := stamp(q.HourAgo), stamp(q.DayAgo)
+	type key struct{ model, version string }
+	counts := map[key]*ports.VersionCount{}
+	s := r.s
+	s.mu.Lock()
+	for _, d := range s.devices {
+		if q.Model != "" && d.Model() != q.Model {
+			continue
+		}
+		k := key{d.Model(), d.CurrentVersion().String()}
+		c := counts[k]
+		if c == nil {
+			c = &ports.VersionCount{Model: k.model, Version: k.version}
+			counts[k] = c
+		}
+		c.Devices++
+		if seen := d.LastSeenAt(); !seen.IsZero() {
+			if !seen.Before(hourAgo) {
+				c.SeenSinceHour++
+			}
+			if !seen.Before(dayAgo) {
+				c.SeenSinceDay++
+			}
+		}
+	}
+	s.mu.Unlock()
+	out := make([]ports.VersionCount, 0, len(counts))
+	for _, c := range counts {
+		out = append(out, *c)
+	}
+	return out, nil
+}
+
+// RecentFailures returns a rollout's failed tasks, most recently failed
+// first (updated_at, then id, descending), at most limit.
+func (r *Fleet) RecentFailures(ctx context.Context, rolloutID string, limit int) ([]domain.Task, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := []domain.Task{}
+	key, ok := canonicalUUID(rolloutID)
+	if !ok || limit <= 0 {
+		return out, nil
+	}
+	s := r.s
+	s.mu.Lock()
+	for _, id := range s.byRollout[key] {
+		if t := s.tasks[id]; t.Status() == domain.TaskFailed {
+			out = append(out, t)
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if c := out[i].UpdatedAt().Compare(out[j].UpdatedAt()); c != 0 {
+			return c > 0
+		}
+		return out[i].ID() > out[j].ID()
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}

@@ -1,0 +1,162 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// FleetReader answers the operator's fleet views (ports.FleetReader), each
+// with one prepared statement: the rollout listing with every rollout's task
+// counts, the devices counted by model and version, a rollout's newest
+// failures.
+type FleetReader struct {
+	rollouts *sqlx.Stmt
+	versions *sqlx.Stmt
+	failures *sqlx.Stmt
+}
+
+var _ ports.FleetReader = (*FleetReader)(nil)
+
+// DefaultRolloutLimit is how many rollouts ListRollouts returns when the
+// filter sets no limit.
+const DefaultRolloutLimit = 100
+
+// listRolloutsSQL picks the page of rollouts first and only then counts
+// their tasks (one index-only pass over tasks_rollout_status_idx per
+// rollout on the page), so old rollouts beyond the limit cost nothing.
+var listRolloutsSQL = `WITH page AS (
+		SELECT ` + columns("r", rolloutFields) + `, f.model AS model, f.version AS version
+		FROM rollouts r JOIN firmwares f ON f.id = r.firmware_id
+		WHERE ($1 = '' OR f.model = $1)
+		ORDER BY r.created_at DESC, r.id DESC
+		LIMIT $2)
+	SELECT page.*, s.pending, s.downloading, s.downloaded, s.installing, s.succeeded, s.failed, s.cancelled
+	FROM page LEFT JOIN LATERAL (
+		SELECT count(*) FILTER (WHERE t.status = 'pending') AS pending,
+			count(*) FILTER (WHERE t.status = 'downloading') AS downloading,
+			count(*) FILTER (WHERE t.status = 'downloaded') AS downloaded,
+			count(*) FILTER (WHERE t.status = 'installing') AS installing,
+			count(*) FILTER (WHERE t.status = 'succeeded') AS succeeded,
+			count(*) FILTER (WHERE t.status = 'failed') AS failed,
+			count(*) FILTER (WHERE t.status = 'cancelled') AS cancelled
+		FROM tasks t WHERE t.rollout_id = page."r.id") s ON true
+	ORDER BY page."r.created_at" DESC, page."r.id" DESC`
+
+// versionCountsSQL is one sequential scan of devices (see migration 00020
+// for why no index serves it).
+const versionCountsSQL = `SELECT model, coalesce(current_version, ''), count(*),
+		count(*) FILTER (WHERE last_seen_at >= $2), count(*) FILTER (WHERE last_seen_at >= $3)
+	FROM devices WHERE ($1 = '' OR model = $1)
+	GROUP BY model, current_version`
+
+// recentFailuresSQL walks tasks_failed_rollout_updated_idx from its newest end.
+const recentFailuresSQL = `SELECT ` + taskColumns + ` FROM tasks
+	WHERE rollout_id = $1 AND status = 'failed'
+	ORDER BY updated_at DESC, id DESC LIMIT $2`
+
+// NewFleetReader reads through the given pool, preparing its statements; it
+// fails when they cannot be prepared (no schema).
+func NewFleetReader(db *sqlx.DB) (*FleetReader, error) {
+	p := newStatements(db)
+	r := &FleetReader{
+		rollouts: p.prepare(listRolloutsSQL),
+		versions: p.prepare(versionCountsSQL),
+		failures: p.prepare(recentFailuresSQL),
+	}
+	if err := p.done("fleet reader"); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// ListRollouts returns rollouts newest first with their firmware's model
+// and version and their task counts.
+func (s *FleetReader) ListRollouts(ctx context.Context, f ports.RolloutFilter) ([]ports.RolloutSummary, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultRolloutLimit
+	}
+	rows, err := s.rollouts.QueryContext(ctx, f.Model, limit)
+	if err != nil {
+		return nil, fmt.Errorf("listing rollouts: %w", unavailable(err))
+	}
+	defer rows.Close()
+	out := []ports.RolloutSummary{}
+	for rows.Next() {
+		var (
+			r              rolloutRow
+			model, version string
+			st             domain.TaskStats
+		)
+		if err := rows.Scan(&r.ID, &r.FirmwareID, &r.Percentage, &r.MaxAttempts, &r.FailureThresholdPercent,
+			&r.MinSample, &r.Status, &r.PausedReason, &r.CreatedAt, &r.UpdatedAt, &model, &version,
+			&st.Pending, &st.Downloading, &st.Downloaded, &st.Installing, &st.Succeeded, &st.Failed, &st.Cancelled); err != nil {
+			return nil, fmt.Errorf("listing rollouts: %w", unavailable(err))
+		}
+		ro, err := r.toDomain()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ports.RolloutSummary{Rollout: ro, Model: model, Version: version, Stats: st})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing rollouts: %w", unavailable(err))
+	}
+	return out, nil
+}
+
+// VersionCounts counts devices by (model, current version as stored).
+func (s *FleetReader) VersionCounts(ctx context.Context, q ports.VersionCountQuery) ([]ports.VersionCount, error) {
+	rows, err := s.versions.QueryContext(ctx, q.Model, dbTime(q.HourAgo), dbTime(q.DayAgo))
+	if err != nil {
+		return nil, fmt.Errorf("counting devices by version: %w", unavailable(err))
+	}
+	defer rows.Close()
+	out := []ports.VersionCount{}
+	for rows.Next() {
+		var c ports.VersionCount
+		if err := rows.Scan(&c.Model, &c.Version, &c.Devices, &c.SeenSinceHour, &c.SeenSinceDay); err != nil {
+			return nil, fmt.Errorf("counting devices by version: %w", unavailable(err))
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("counting devices by version: %w", unavailable(err))
+	}
+	return out, nil
+}
+
+// RecentFailures returns a rollout's failed tasks, most recently failed
+// first, at most limit. An id that is not a UUID has none.
+func (s *FleetReader) RecentFailures(ctx context.Context, rolloutID string, limit int) ([]domain.Task, error) {
+	out := []domain.Task{}
+	uid, ok := canonicalUUID(rolloutID)
+	if !ok || limit <= 0 {
+		return out, nil
+	}
+	rows, err := s.failures.QueryContext(ctx, uid, limit)
+	if err != nil {
+		return nil, fmt.Errorf("listing failures of rollout %s: %w", uid, unavailable(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r taskRow
+		if err := r.scan(rows); err != nil {
+			return nil, fmt.Errorf("listing failures of rollout %s: %w", uid, unavailable(err))
+		}
+		t, err := r.toDomain()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing failures of rollout %s: %w", uid, unavailable(err))
+	}
+	return out, nil
+}

@@ -1,0 +1,48 @@
+package bootstrap
+
+import (
+	"log/slog"
+
+	"github.com/google/wire"
+
+	"github.com/ai-device/ota/adapters/console"
+	httpadapter "github.com/ai-device/ota/adapters/http"
+	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/postgres"
+	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/ports"
+)
+
+// fleetSet provides the fleet views (the admin API's listings and the
+// console's overview) on whatever ports.FleetReader the store set binds.
+var fleetSet = wire.NewSet(
+	application.NewFleet, wire.Bind(new(ports.FleetService), new(*application.Fleet)),
+)
+
+// postgresFleetSet reads the fleet views from Postgres. They are read
+// straight from the tables, not through the catalog cache: an operator
+// wants the counts as they are.
+var postgresFleetSet = wire.NewSet(
+	postgres.NewFleetReader, wire.Bind(new(ports.FleetReader), new(*postgres.FleetReader)),
+)
+
+// memoryFleetSet reads the fleet views from the in-process store.
+var memoryFleetSet = wire.NewSet(
+	memory.NewFleet, wire.Bind(new(ports.FleetReader), new(*memory.Fleet)),
+)
+
+// consoleSet provides the operator console and mounts it, with the fleet
+// views, on the HTTP server.
+var consoleSet = wire.NewSet(NewConsole, HTTPOptions)
+
+// NewConsole builds the operator console; it signs operators in with the
+// admin token.
+func NewConsole(cfg Config, admin ports.AdminService, fleet ports.FleetService, clock ports.Clock, logger *slog.Logger) (*console.Console, error) {
+	return console.New(console.Config{AdminToken: cfg.AdminToken}, admin, fleet, clock, logger)
+}
+
+// HTTPOptions adds the fleet views to the admin API and serves the console
+// at /console/ on the same server.
+func HTTPOptions(fleet ports.FleetService, con *console.Console) []httpadapter.Option {
+	return []httpadapter.Option{httpadapter.WithFleet(fleet), httpadapter.WithMount(console.Prefix, con)}
+}
