@@ -3,6 +3,7 @@ package application
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -75,11 +76,14 @@ func (s *Admin) GetDevice(ctx context.Context, deviceID string) (ports.DeviceVie
 	if err != nil {
 		return ports.DeviceView{}, fmt.Errorf("loading device: %w", err)
 	}
-	active, err := s.deps.activeTask(ctx, deviceID)
-	if err != nil || active == nil {
-		return ports.DeviceView{Device: dev}, err
+	active, err := s.deps.Tasks.Active(ctx, deviceID)
+	if errors.Is(err, domain.ErrNotFound) {
+		return ports.DeviceView{Device: dev}, nil
 	}
-	v, err := s.deps.view(ctx, nil, *active)
+	if err != nil {
+		return ports.DeviceView{}, fmt.Errorf("loading active task: %w", err)
+	}
+	v, err := s.deps.view(ctx, nil, active)
 	if err != nil {
 		return ports.DeviceView{}, err
 	}
@@ -153,16 +157,10 @@ func (s *Admin) UpdateRollout(ctx context.Context, id string, change ports.Rollo
 		}
 		to = &st
 	}
-	current, err := s.deps.Rollouts.Get(ctx, id)
-	if err != nil {
-		return domain.Rollout{}, fmt.Errorf("loading rollout: %w", err)
-	}
-	fw, err := s.deps.Firmwares.Get(ctx, current.FirmwareID())
-	if err != nil {
-		return domain.Rollout{}, fmt.Errorf("loading firmware: %w", err)
-	}
 	now := s.deps.Clock.Now()
-	r, err := s.deps.Rollouts.Update(ctx, id, func(r *domain.Rollout) error {
+	// The firmware comes from the rollout's own transaction, locked against
+	// a revoke: "resumed only while released" holds at commit.
+	r, err := s.deps.Rollouts.Update(ctx, id, func(r *domain.Rollout, fw domain.Firmware) error {
 		// Percentage first: {"percentage":0,"status":"cancelled"} is a
 		// coherent request, and a cancelled rollout refuses any change.
 		if change.Percentage != nil {
@@ -270,6 +268,13 @@ func encodeCursor(c ports.TaskCursor) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(raw))
 }
 
+// The range of cursor times: years 1 to 9999, well inside both Go's and
+// Postgres' timestamps (every task was created inside it).
+var (
+	minCursorMicros = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+	maxCursorMicros = time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC).UnixMicro()
+)
+
 var errBadCursor = &domain.ValidationError{Field: "after", Reason: "is not a cursor this service issued"}
 
 func decodeCursor(s string) (ports.TaskCursor, error) {
@@ -283,6 +288,11 @@ func decodeCursor(s string) (ports.TaskCursor, error) {
 	}
 	us, err := strconv.ParseInt(micros, 10, 64)
 	if err != nil {
+		return ports.TaskCursor{}, errBadCursor
+	}
+	// A forged number far outside the timestamps the store can hold would
+	// reach the database as an out-of-range value: refuse it here.
+	if us < minCursorMicros || us > maxCursorMicros {
 		return ports.TaskCursor{}, errBadCursor
 	}
 	u, err := uuid.Parse(id)

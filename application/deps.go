@@ -7,6 +7,7 @@ package application
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/ai-device/ota/domain"
@@ -63,31 +64,34 @@ func (d Deps) view(ctx context.Context, known map[string]domain.Firmware, t doma
 	return ports.TaskView{Task: t, Firmware: fw}, nil
 }
 
-// activeTask returns the device's active task, or nil.
-func (d Deps) activeTask(ctx context.Context, deviceID string) (*domain.Task, error) {
-	t, err := d.Tasks.Active(ctx, deviceID)
-	if errors.Is(err, domain.ErrNotFound) {
+// activeTask pairs the device's active task (nil if none) with its
+// firmware and rollout, preferring the offers at hand (where an active
+// rollout of released firmware is) to the repositories (cached in
+// production).
+func (d Deps) activeTask(ctx context.Context, t *domain.Task, offers []domain.Offer) (*domain.ActiveTask, error) {
+	if t == nil {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
+	a := &domain.ActiveTask{Task: *t}
+	var fwOK, roOK bool
+	for _, o := range offers {
+		if !fwOK && o.Firmware.ID() == t.FirmwareID() {
+			a.Firmware, fwOK = o.Firmware, true
+		}
+		if !roOK && o.Rollout.ID() == t.RolloutID() {
+			a.Rollout, roOK = o.Rollout, true
+		}
 	}
-	return &t, nil
-}
-
-// activeAndFailed returns the device's active task (nil if none) and its
-// failed counts by firmware id (never nil).
-func (d Deps) activeAndFailed(ctx context.Context, deviceID string) (*domain.Task, map[string]int, error) {
-	if r, ok := d.Tasks.(ports.ActiveAndFailedReader); ok {
-		return r.ActiveAndFailedCounts(ctx, deviceID)
+	var err error
+	if !fwOK {
+		if a.Firmware, err = d.Firmwares.Get(ctx, t.FirmwareID()); err != nil {
+			return nil, fmt.Errorf("loading task firmware: %w", err)
+		}
 	}
-	active, err := d.activeTask(ctx, deviceID)
-	if err != nil {
-		return nil, nil, err
+	if !roOK {
+		if a.Rollout, err = d.Rollouts.Get(ctx, t.RolloutID()); err != nil {
+			return nil, fmt.Errorf("loading task rollout: %w", err)
+		}
 	}
-	failed, err := d.Tasks.FailedCounts(ctx, deviceID)
-	if err != nil {
-		return nil, nil, err
-	}
-	return active, failed, nil
+	return a, nil
 }

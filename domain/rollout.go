@@ -265,11 +265,18 @@ func (r Rollout) CreatedAt() time.Time { return r.createdAt }
 // UpdatedAt is when it last changed.
 func (r Rollout) UpdatedAt() time.Time { return r.updatedAt }
 
+// WatchesFailures reports whether the rollout may pause itself (event rule
+// 5): it is active and has a failure threshold. Only then are its tasks
+// worth counting when one of them finishes.
+func (r Rollout) WatchesFailures() bool {
+	return r.status == RolloutActive && r.failureThresholdPercent != nil
+}
+
 // AutoPause pauses an active rollout whose failure rate among finished
 // tasks reached its threshold with at least MinSample finished tasks
 // (event rule 5). It reports whether it paused.
 func (r *Rollout) AutoPause(s TaskStats, now time.Time) bool {
-	if r.status != RolloutActive || r.failureThresholdPercent == nil {
+	if !r.WatchesFailures() {
 		return false
 	}
 	finished := s.Succeeded + s.Failed

@@ -162,14 +162,14 @@ func (s *repoSuite) newTask(t *testing.T, deviceID string, o domain.Offer, attem
 // checks that it was created as given.
 func (s *repoSuite) insert(t *testing.T, tk domain.Task) domain.Task {
 	t.Helper()
-	got, created, err := s.Tasks.ReplaceActive(t.Context(), tk.DeviceID(), func(active *domain.Task) (*domain.Task, error) {
+	got, created, err := s.Tasks.ReplaceActive(t.Context(), tk.DeviceID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 		if active != nil {
 			if err := active.Cancel(domain.CodeSuperseded, "superseded", tk.CreatedAt()); err != nil {
 				return nil, err
 			}
 		}
 		return &tk, nil
-	})
+	}))
 	if err != nil || !created {
 		t.Fatalf("insert task: created=%v err=%v", created, err)
 	}
@@ -222,6 +222,17 @@ func repoEvent(t *testing.T, id, status string, progress *int) domain.Event {
 }
 
 func repoInt(v int) *int { return &v }
+
+// onActive adapts a function of the active task alone (nil if none) to
+// ReplaceActive.
+func onActive(fn func(active *domain.Task) (*domain.Task, error)) func(ports.TaskState) (*domain.Task, error) {
+	return func(st ports.TaskState) (*domain.Task, error) {
+		if st.Active == nil {
+			return fn(nil)
+		}
+		return fn(&st.Active.Task)
+	}
+}
 
 func repoIsNotFound(t *testing.T, what string, err error) {
 	t.Helper()
@@ -705,7 +716,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		// (from a cache, say); the store must still refuse the rollout.
 		fw := s.firmware(t, repoSpec(repoName("model"), "1.0.0"), s.at(0), true)
 		paused := s.rollout(t, fw, domain.RolloutSpec{Percentage: 10}, s.at(1), true)
-		if _, err := s.Rollouts.Update(ctx, paused.ID(), func(r *domain.Rollout) error {
+		if _, err := s.Rollouts.Update(ctx, paused.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 			return r.ChangeStatus(domain.RolloutPaused, fw, s.at(2))
 		}); err != nil {
 			t.Fatal(err)
@@ -718,11 +729,16 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		if err := s.Rollouts.Create(ctx, late); !errors.Is(err, domain.ErrFirmwareRevoked) {
 			t.Fatalf("create with a stale firmware: %v, want ErrFirmwareRevoked", err)
 		}
-		_, err := s.Rollouts.Update(ctx, paused.ID(), func(r *domain.Rollout) error {
-			return r.ChangeStatus(domain.RolloutActive, stale, s.at(5))
+		// Update hands fn the firmware as its transaction sees it, not
+		// the caller's stale copy: the domain's rule refuses the resume.
+		_, err := s.Rollouts.Update(ctx, paused.ID(), func(r *domain.Rollout, seen domain.Firmware) error {
+			if seen.ID() != stale.ID() || !seen.Revoked() {
+				t.Errorf("Update handed fn firmware %s (%s), want %s revoked", seen.ID(), seen.Status(), stale.ID())
+			}
+			return r.ChangeStatus(domain.RolloutActive, seen, s.at(5))
 		})
 		if !errors.Is(err, domain.ErrFirmwareRevoked) {
-			t.Fatalf("resume with a stale firmware: %v, want ErrFirmwareRevoked", err)
+			t.Fatalf("resume of a revoked firmware's rollout: %v, want ErrFirmwareRevoked", err)
 		}
 		got, err := s.Rollouts.Get(ctx, paused.ID())
 		if err != nil || got.Status() != domain.RolloutPaused {
@@ -753,7 +769,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 	t.Run("Update", func(t *testing.T) {
 		fw := s.firmware(t, repoSpec(repoName("model"), "1.0.0"), s.at(0), true)
 		r := s.rollout(t, fw, domain.RolloutSpec{Percentage: 10, FailureThresholdPercent: repoInt(30)}, s.at(1), true)
-		got, err := s.Rollouts.Update(ctx, r.ID(), func(ro *domain.Rollout) error {
+		got, err := s.Rollouts.Update(ctx, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			repoSameRollout(t, *ro, r)
 			if err := ro.SetPercentage(60, s.at(5)); err != nil {
 				return err
@@ -772,7 +788,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 			t.Errorf("paused reason %q, want manual", stored.PausedReason())
 		}
 
-		_, err = s.Rollouts.Update(ctx, r.ID(), func(ro *domain.Rollout) error {
+		_, err = s.Rollouts.Update(ctx, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			_ = ro.ChangeStatus(domain.RolloutCancelled, fw, s.at(7))
 			return errRepoBoom
 		})
@@ -784,7 +800,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		repoSameRollout(t, stored, want)
 
 		for _, id := range []string{uuid.NewString(), "not-a-uuid"} {
-			_, err = s.Rollouts.Update(ctx, id, func(*domain.Rollout) error {
+			_, err = s.Rollouts.Update(ctx, id, func(*domain.Rollout, domain.Firmware) error {
 				t.Error("fn called for an unknown rollout")
 				return nil
 			})
@@ -792,7 +808,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		}
 
 		lost, cancel := context.WithCancel(ctx)
-		_, err = s.Rollouts.Update(lost, r.ID(), func(ro *domain.Rollout) error {
+		_, err = s.Rollouts.Update(lost, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			cancel() // the lock is lost while fn runs
 			return ro.SetPercentage(90, s.at(8))
 		})
@@ -812,7 +828,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		errs := make(chan error, n)
 		for range n {
 			wg.Go(func() {
-				_, err := s.Rollouts.Update(ctx, r.ID(), func(ro *domain.Rollout) error {
+				_, err := s.Rollouts.Update(ctx, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 					p := ro.Percentage()
 					time.Sleep(time.Millisecond) // widen the window for a lost update
 					return ro.SetPercentage(p+1, s.at(2))
@@ -848,11 +864,11 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		fwX := s.firmware(t, repoSpec(other, "1.1.0"), s.at(1), true)
 		rX := s.rollout(t, fwX, spec, s.at(2), true)
 
-		_, err := s.Rollouts.Update(ctx, rA2.ID(), func(ro *domain.Rollout) error {
+		_, err := s.Rollouts.Update(ctx, rA2.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			return ro.ChangeStatus(domain.RolloutPaused, fwA, s.at(4))
 		})
 		repoNoErr(t, "pause", err)
-		_, err = s.Rollouts.Update(ctx, rB.ID(), func(ro *domain.Rollout) error {
+		_, err = s.Rollouts.Update(ctx, rB.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			return ro.ChangeStatus(domain.RolloutCancelled, fwB, s.at(4))
 		})
 		repoNoErr(t, "cancel", err)
@@ -888,12 +904,12 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		check(repoName("model"))
 
 		// Pausing an offered rollout withdraws it; resuming brings it back.
-		paused, err := s.Rollouts.Update(ctx, rE.ID(), func(ro *domain.Rollout) error {
+		paused, err := s.Rollouts.Update(ctx, rE.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			return ro.ChangeStatus(domain.RolloutPaused, fwE, s.at(5))
 		})
 		repoNoErr(t, "pause", err)
 		check(model, domain.Offer{Firmware: fwA, Rollout: rA})
-		resumed, err := s.Rollouts.Update(ctx, rE.ID(), func(ro *domain.Rollout) error {
+		resumed, err := s.Rollouts.Update(ctx, rE.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			return ro.ChangeStatus(domain.RolloutActive, fwE, s.at(6))
 		})
 		repoNoErr(t, "resume", err)
@@ -937,12 +953,12 @@ func (s *repoSuite) tasks(t *testing.T) {
 		o1, o2 := s.offer(t, model, "2.0.0"), s.offer(t, model, "3.0.0")
 
 		t1 := s.newTask(t, d.ID(), o1, 1, s.at(10))
-		first, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), func(active *domain.Task) (*domain.Task, error) {
+		first, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 			if active != nil {
 				t.Errorf("a device without tasks has active task %s", active.ID())
 			}
 			return &t1, nil
-		})
+		}))
 		repoNoErr(t, "create", err)
 		if !created {
 			t.Fatal("created = false for the first task")
@@ -963,13 +979,13 @@ func (s *repoSuite) tasks(t *testing.T) {
 		}
 
 		// Reuse: fn sees the active task and inserts nothing.
-		reused, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), func(active *domain.Task) (*domain.Task, error) {
+		reused, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 			if active == nil {
 				t.Fatal("fn did not get the active task")
 			}
 			repoSameTask(t, *active, want1)
 			return nil, nil
-		})
+		}))
 		repoNoErr(t, "reuse", err)
 		if created {
 			t.Error("created = true when fn inserted nothing")
@@ -978,12 +994,12 @@ func (s *repoSuite) tasks(t *testing.T) {
 
 		// Supersede: fn cancels the pending task and inserts the new one.
 		t2 := s.newTask(t, d.ID(), o2, 1, s.at(11))
-		second, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), func(active *domain.Task) (*domain.Task, error) {
+		second, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 			if err := active.Cancel(domain.CodeSuperseded, "a newer firmware is rolled out", s.at(11)); err != nil {
 				return nil, err
 			}
 			return &t2, nil
-		})
+		}))
 		repoNoErr(t, "supersede", err)
 		if !created {
 			t.Fatal("created = false for the superseding task")
@@ -1014,7 +1030,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 
 		// fn does not (cannot) cancel the started task but still asks for an insert.
 		t3 := s.newTask(t, d.ID(), o2, 1, s.at(13))
-		got, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), func(*domain.Task) (*domain.Task, error) { return &t3, nil })
+		got, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &t3, nil }))
 		repoNoErr(t, "replace", err)
 		if created {
 			t.Error("created = true although the device still has an active task")
@@ -1031,9 +1047,9 @@ func (s *repoSuite) tasks(t *testing.T) {
 		model := repoName("model")
 		d := s.device(t, model, "1.0.0")
 		pending := s.insert(t, s.newTask(t, d.ID(), s.offer(t, model, "2.0.0"), 1, s.at(10)))
-		got, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), func(active *domain.Task) (*domain.Task, error) {
+		got, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 			return nil, active.Cancel(domain.CodeFirmwareRevoked, "the firmware was revoked", s.at(14))
-		})
+		}))
 		repoNoErr(t, "cancel", err)
 		if created {
 			t.Error("created = true when fn inserted nothing")
@@ -1050,12 +1066,12 @@ func (s *repoSuite) tasks(t *testing.T) {
 
 	t.Run("ReplaceActiveNothingAtAll", func(t *testing.T) {
 		d := s.device(t, repoName("model"), "1.0.0")
-		got, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), func(active *domain.Task) (*domain.Task, error) {
+		got, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 			if active != nil {
 				t.Errorf("unexpected active task %s", active.ID())
 			}
 			return nil, nil
-		})
+		}))
 		repoNoErr(t, "replace", err)
 		if created || got.ID() != "" {
 			t.Errorf("got task %q created=%v, want the zero task", got.ID(), created)
@@ -1068,12 +1084,12 @@ func (s *repoSuite) tasks(t *testing.T) {
 		o := s.offer(t, model, "2.0.0")
 		pending := s.insert(t, s.newTask(t, d.ID(), o, 1, s.at(10)))
 		t2 := s.newTask(t, d.ID(), s.offer(t, model, "3.0.0"), 1, s.at(11))
-		_, _, err := s.Tasks.ReplaceActive(ctx, d.ID(), func(active *domain.Task) (*domain.Task, error) {
+		_, _, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 			if err := active.Cancel(domain.CodeSuperseded, "superseded", s.at(11)); err != nil {
 				return nil, err
 			}
 			return &t2, errRepoBoom
-		})
+		}))
 		if !errors.Is(err, errRepoBoom) {
 			t.Fatalf("err = %v, want fn's error", err)
 		}
@@ -1109,14 +1125,14 @@ func (s *repoSuite) tasks(t *testing.T) {
 					pending = s.insert(t, s.newTask(t, deviceID, o, 1, s.at(5)))
 				}
 				tk := s.newTask(t, deviceID, c.offer, 1, s.at(6))
-				_, _, err := s.Tasks.ReplaceActive(ctx, deviceID, func(active *domain.Task) (*domain.Task, error) {
+				_, _, err := s.Tasks.ReplaceActive(ctx, deviceID, onActive(func(active *domain.Task) (*domain.Task, error) {
 					if active != nil {
 						if err := active.Cancel(domain.CodeSuperseded, "superseded", s.at(6)); err != nil {
 							return nil, err
 						}
 					}
 					return &tk, nil
-				})
+				}))
 				repoIsNotFound(t, "task with an unknown "+name, err)
 				_, err = s.Tasks.Get(ctx, tk.ID())
 				repoIsNotFound(t, "refused task", err)
@@ -1140,7 +1156,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 		rec := s.newTask(t, d.ID(), o, 1, us).Record()
 		rec.CreatedAt, rec.UpdatedAt = us.Add(999), us.Add(998) // as a rehydrated task could be
 		tk := domain.RehydrateTask(rec)
-		got, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), func(*domain.Task) (*domain.Task, error) { return &tk, nil })
+		got, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil }))
 		repoNoErr(t, "insert", err)
 		if !created || !got.CreatedAt().Equal(us) || !got.UpdatedAt().Equal(us) {
 			t.Errorf("created=%v, times %v, %v; want %v", created, got.CreatedAt(), got.UpdatedAt(), us)
@@ -1160,7 +1176,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 		first = s.drive(t, first.ID(), domain.TaskFailed, s.at(11))
 		same, err := domain.NewTask(first.ID(), d.ID(), o, 2, s.at(12))
 		repoNoErr(t, "new task", err)
-		if _, _, err := s.Tasks.ReplaceActive(ctx, d.ID(), func(*domain.Task) (*domain.Task, error) { return &same, nil }); err == nil {
+		if _, _, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &same, nil })); err == nil {
 			t.Error("a second task with a taken id was stored")
 		}
 		got, err := s.Tasks.Get(ctx, first.ID())
@@ -1177,23 +1193,23 @@ func (s *repoSuite) tasks(t *testing.T) {
 		o2 := s.offer(t, model, "3.0.0")
 
 		tk := s.newTask(t, d.ID(), o2, 1, s.at(11))
-		_, _, err := s.Tasks.ReplaceActive(repoCancelled(t), d.ID(), func(*domain.Task) (*domain.Task, error) {
+		_, _, err := s.Tasks.ReplaceActive(repoCancelled(t), d.ID(), onActive(func(*domain.Task) (*domain.Task, error) {
 			t.Error("fn called under a cancelled context")
 			return &tk, nil
-		})
+		}))
 		if err == nil {
 			t.Error("replace with a cancelled context succeeded")
 		}
 
 		// The lock is lost while fn runs: the transaction must roll back.
 		lost, cancel := context.WithCancel(ctx)
-		_, _, err = s.Tasks.ReplaceActive(lost, d.ID(), func(active *domain.Task) (*domain.Task, error) {
+		_, _, err = s.Tasks.ReplaceActive(lost, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 			if err := active.Cancel(domain.CodeSuperseded, "superseded", s.at(11)); err != nil {
 				return nil, err
 			}
 			cancel()
 			return &tk, nil
-		})
+		}))
 		if err == nil {
 			t.Error("replace whose context ended inside fn succeeded")
 		}
@@ -1291,7 +1307,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 					step := repoEvent(t, ev.ID(), "downloading", repoInt(x.Progress()+1))
 					time.Sleep(time.Millisecond) // widen the window for a lost update
 					return x.ApplyEvent(step, prior, s.at(11+i))
-				})
+				}, nil)
 				errs <- err
 			})
 		}
@@ -1333,12 +1349,12 @@ func (s *repoSuite) replaceActiveRace(t *testing.T, alwaysInsert bool) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			got, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), func(active *domain.Task) (*domain.Task, error) {
+			got, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 				if active != nil && !alwaysInsert {
 					return nil, nil
 				}
 				return &mine[i], nil
-			})
+			}))
 			results[i] = outcome{got, created, err}
 		})
 	}
@@ -1394,7 +1410,7 @@ func (s *repoSuite) applyEvent(t *testing.T) {
 			calls++
 			seen = prior
 			return x.ApplyEvent(ev, prior, at)
-		})
+		}, nil)
 		if calls != 1 {
 			t.Errorf("fn called %d times, want once", calls)
 		}
@@ -1440,7 +1456,7 @@ func (s *repoSuite) applyEvent(t *testing.T) {
 	_, err = s.Tasks.ApplyEvent(ctx, tk.ID(), ev2, func(x *domain.Task, _ *domain.Event) (bool, error) {
 		_, err := x.ApplyEvent(ev2, nil, s.at(14))
 		return false, err
-	})
+	}, nil)
 	repoNoErr(t, "unchanged", err)
 	stored, err = s.Tasks.Get(ctx, tk.ID())
 	repoNoErr(t, "get", err)
@@ -1450,7 +1466,7 @@ func (s *repoSuite) applyEvent(t *testing.T) {
 	_, err = s.Tasks.ApplyEvent(ctx, tk.ID(), ev3, func(x *domain.Task, _ *domain.Event) (bool, error) {
 		_, _ = x.ApplyEvent(ev3, nil, s.at(15))
 		return true, errRepoBoom
-	})
+	}, nil)
 	if !errors.Is(err, errRepoBoom) {
 		t.Fatalf("failing fn: err = %v, want fn's error", err)
 	}
@@ -1488,7 +1504,7 @@ func (s *repoSuite) applyEvent(t *testing.T) {
 	_, err = s.Tasks.ApplyEvent(lost, tk.ID(), ev4, func(x *domain.Task, prior *domain.Event) (bool, error) {
 		cancel()
 		return x.ApplyEvent(ev4, prior, s.at(19))
-	})
+	}, nil)
 	if err == nil {
 		t.Error("event whose context ended inside fn was applied")
 	}
@@ -1511,7 +1527,7 @@ func (s *repoSuite) applyEvent(t *testing.T) {
 		_, err = s.Tasks.ApplyEvent(ctx, id, ev1, func(*domain.Task, *domain.Event) (bool, error) {
 			t.Error("fn called for an unknown task")
 			return true, nil
-		})
+		}, nil)
 		repoIsNotFound(t, "event on "+id, err)
 	}
 }
