@@ -149,3 +149,5 @@ func (b *busyLocker) WithLock(context.Context, string, func(context.Context) err
 	b.calls.Add(1)
 	return &ports.BusyError{Reason: ports.LockUnavailable, Err: errors.New("redis: connection refused")}
 }
+
+func strp(s string) *string { return &s }
