@@ -25,6 +25,14 @@ import (
 // after it.
 func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*bootstrap.App, func(), error) {
 	config := bootstrap.HTTPConfigFrom(cfg)
+	taskRepository, err := postgres.NewTaskRepository(db)
+	if err != nil {
+		return nil, nil, err
+	}
+	auth, err := application.NewAuth(taskRepository)
+	if err != nil {
+		return nil, nil, err
+	}
 	deviceRepository, err := postgres.NewDeviceRepository(db)
 	if err != nil {
 		return nil, nil, err
@@ -52,12 +60,6 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	cachedFirmwares := postgres.CachedFirmwaresOf(catalogCache)
 	cachedRollouts := postgres.CachedRolloutsOf(catalogCache)
-	taskRepository, err := postgres.NewTaskRepository(db)
-	if err != nil {
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
 	redislockConfig := bootstrap.LockConfigFrom(cfg)
 	metrics := bootstrap.NewMetrics()
 	lockMetrics := bootstrap.LockMetricsFrom(metrics)
@@ -70,32 +72,51 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	clock := memory.NewClock()
 	uuiDs := memory.NewUUIDs()
 	rateLimiter := bootstrap.RateLimiterFrom(cfg)
-	deps := application.Deps{
-		Devices:   writeBehindDevices,
-		Firmwares: cachedFirmwares,
-		Rollouts:  cachedRollouts,
-		Tasks:     taskRepository,
-		Locker:    locker,
-		Clock:     clock,
-		IDs:       uuiDs,
-		Metrics:   metrics,
-		Limiter:   rateLimiter,
-	}
 	pollInterval := bootstrap.PollIntervalFrom(cfg)
-	devices, err := application.NewDevices(deps, pollInterval)
+	checks, err := application.NewChecks(writeBehindDevices, cachedFirmwares, cachedRollouts, taskRepository, locker, clock, uuiDs, metrics, rateLimiter, pollInterval)
 	if err != nil {
 		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	admin, err := application.NewAdmin(deps)
+	events, err := application.NewEvents(taskRepository, cachedFirmwares, clock, metrics, rateLimiter)
 	if err != nil {
 		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
+	devices := application.ComposeDevices(auth, checks, events)
+	deviceAdmin, err := application.NewDeviceAdmin(writeBehindDevices, taskRepository, cachedFirmwares, clock)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	firmwareAdmin, err := application.NewFirmwareAdmin(cachedFirmwares, clock, uuiDs)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	rolloutAdmin, err := application.NewRolloutAdmin(cachedFirmwares, cachedRollouts, taskRepository, clock, uuiDs)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	taskAdmin, err := application.NewTaskAdmin(taskRepository, cachedFirmwares)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	admin := application.ComposeAdmin(deviceAdmin, firmwareAdmin, rolloutAdmin, taskAdmin)
 	healthCheck := postgres.NewHealthCheck(db)
 	v := bootstrap.HealthChecks(healthCheck, locker)
 	handler := bootstrap.MetricsHandler(metrics)
@@ -113,35 +134,46 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, error) {
 	config := bootstrap.HTTPConfigFrom(cfg)
 	store := memory.NewStore()
+	tasks := memory.NewTasks(store)
+	auth, err := application.NewAuth(tasks)
+	if err != nil {
+		return nil, err
+	}
 	devices := memory.NewDevices(store)
 	firmwares := memory.NewFirmwares(store)
 	rollouts := memory.NewRollouts(store)
-	tasks := memory.NewTasks(store)
 	metrics := bootstrap.NewMetrics()
 	locker := bootstrap.MemoryLocker(cfg, metrics)
 	clock := memory.NewClock()
 	uuiDs := memory.NewUUIDs()
 	rateLimiter := bootstrap.RateLimiterFrom(cfg)
-	deps := application.Deps{
-		Devices:   devices,
-		Firmwares: firmwares,
-		Rollouts:  rollouts,
-		Tasks:     tasks,
-		Locker:    locker,
-		Clock:     clock,
-		IDs:       uuiDs,
-		Metrics:   metrics,
-		Limiter:   rateLimiter,
-	}
 	pollInterval := bootstrap.PollIntervalFrom(cfg)
-	applicationDevices, err := application.NewDevices(deps, pollInterval)
+	checks, err := application.NewChecks(devices, firmwares, rollouts, tasks, locker, clock, uuiDs, metrics, rateLimiter, pollInterval)
 	if err != nil {
 		return nil, err
 	}
-	admin, err := application.NewAdmin(deps)
+	events, err := application.NewEvents(tasks, firmwares, clock, metrics, rateLimiter)
 	if err != nil {
 		return nil, err
 	}
+	applicationDevices := application.ComposeDevices(auth, checks, events)
+	deviceAdmin, err := application.NewDeviceAdmin(devices, tasks, firmwares, clock)
+	if err != nil {
+		return nil, err
+	}
+	firmwareAdmin, err := application.NewFirmwareAdmin(firmwares, clock, uuiDs)
+	if err != nil {
+		return nil, err
+	}
+	rolloutAdmin, err := application.NewRolloutAdmin(firmwares, rollouts, tasks, clock, uuiDs)
+	if err != nil {
+		return nil, err
+	}
+	taskAdmin, err := application.NewTaskAdmin(tasks, firmwares)
+	if err != nil {
+		return nil, err
+	}
+	admin := application.ComposeAdmin(deviceAdmin, firmwareAdmin, rolloutAdmin, taskAdmin)
 	v := bootstrap.NoHealthChecks()
 	handler := bootstrap.MetricsHandler(metrics)
 	echo := http.NewServer(config, applicationDevices, admin, v, metrics, handler, logger)

@@ -12,16 +12,31 @@ import (
 // maxTokenLen bounds a presented token; real ones are far shorter.
 const maxTokenLen = 256
 
+// Auth tells which device a request comes from. It reads the device with
+// its task state (ports.CheckView), so that the check that follows in the
+// same request reads nothing more.
+type Auth struct {
+	tasks ports.TaskRepository
+}
+
+// NewAuth builds the device authentication use case.
+func NewAuth(tasks ports.TaskRepository) (*Auth, error) {
+	if err := required(tasks); err != nil {
+		return nil, err
+	}
+	return &Auth{tasks: tasks}, nil
+}
+
 // AuthenticateDevice maps a bearer token to its device by the token's hash,
 // reading the device's task state in the same round trip so that the check
 // that follows reads nothing more. Unknown tokens and token-less calls are
 // indistinguishable to the caller.
-func (s *Devices) AuthenticateDevice(ctx context.Context, token string) (ports.AuthenticatedDevice, error) {
+func (s *Auth) AuthenticateDevice(ctx context.Context, token string) (ports.AuthenticatedDevice, error) {
 	if token == "" || len(token) > maxTokenLen {
 		return ports.AuthenticatedDevice{}, domain.ErrUnauthorized
 	}
 	h := domain.HashToken(token)
-	v, err := s.deps.Tasks.CheckView(ctx, h)
+	v, err := s.tasks.CheckView(ctx, h)
 	if errors.Is(err, domain.ErrNotFound) {
 		return ports.AuthenticatedDevice{}, domain.ErrUnauthorized
 	}
@@ -36,11 +51,11 @@ func (s *Devices) AuthenticateDevice(ctx context.Context, token string) (ports.A
 
 // IdentifyDevice loads a device that an edge authenticated by its own means,
 // with its task state in the same round trip.
-func (s *Devices) IdentifyDevice(ctx context.Context, deviceID string) (ports.AuthenticatedDevice, error) {
+func (s *Auth) IdentifyDevice(ctx context.Context, deviceID string) (ports.AuthenticatedDevice, error) {
 	if err := domain.ValidateIdentifier("device_id", deviceID); err != nil {
 		return ports.AuthenticatedDevice{}, fmt.Errorf("device %q: %w", deviceID, domain.ErrNotFound)
 	}
-	v, err := s.deps.Tasks.CheckViewOf(ctx, deviceID)
+	v, err := s.tasks.CheckViewOf(ctx, deviceID)
 	if err != nil {
 		return ports.AuthenticatedDevice{}, fmt.Errorf("loading device: %w", err)
 	}

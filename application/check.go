@@ -7,9 +7,47 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
+
+// Checks answers devices' polls.
+type Checks struct {
+	devices   ports.DeviceRepository
+	firmwares ports.FirmwareRepository
+	rollouts  ports.RolloutRepository
+	tasks     ports.TaskRepository
+	locker    ports.Locker
+	clock     ports.Clock
+	ids       ports.IDGenerator
+	metrics   ports.Metrics
+	limiter   ports.RateLimiter
+	pollAfter time.Duration
+	// flights coalesces concurrent creations for the same device, firmware
+	// and reported version within this process: a burst of duplicate polls
+	// takes the lock once per replica instead of queueing every request
+	// behind it.
+	flights singleflight.Group
+}
+
+// NewChecks builds the check use case: devices records each check
+// (possibly written behind), rollouts offers what to install, tasks holds
+// the device's tasks, locker serialises creation per device and firmware,
+// firmwares describes tasks whose firmware is not on offer any more.
+func NewChecks(devices ports.DeviceRepository, firmwares ports.FirmwareRepository, rollouts ports.RolloutRepository,
+	tasks ports.TaskRepository, locker ports.Locker, clock ports.Clock, ids ports.IDGenerator, metrics ports.Metrics,
+	limiter ports.RateLimiter, poll PollInterval) (*Checks, error) {
+	if err := required(devices, firmwares, rollouts, tasks, locker, clock, ids, metrics, limiter); err != nil {
+		return nil, err
+	}
+	if poll <= 0 {
+		return nil, errors.New("application: poll interval must be positive")
+	}
+	return &Checks{devices: devices, firmwares: firmwares, rollouts: rollouts, tasks: tasks, locker: locker,
+		clock: clock, ids: ids, metrics: metrics, limiter: limiter, pollAfter: time.Duration(poll)}, nil
+}
 
 // Check answers a device's poll (check rules 1–7). One function decides it,
 // domain.PlanCheck: first on a lock-free read (the device's task state that
@@ -18,7 +56,7 @@ import (
 // transaction sees. Creation runs under the lock {device_id}:{firmware_id},
 // so that retries and replicas converge on one task; the store's
 // one-active-task constraint backs the lock up.
-func (s *Devices) Check(ctx context.Context, req ports.CheckRequest) (ports.CheckResult, error) {
+func (s *Checks) Check(ctx context.Context, req ports.CheckRequest) (ports.CheckResult, error) {
 	res, err := s.check(ctx, req)
 	switch {
 	case err == nil:
@@ -32,11 +70,11 @@ func (s *Devices) Check(ctx context.Context, req ports.CheckRequest) (ports.Chec
 	default:
 		res.Outcome = ports.CheckError
 	}
-	s.deps.Metrics.CheckDone(res.Outcome)
+	s.metrics.CheckDone(res.Outcome)
 	return res, err
 }
 
-func (s *Devices) check(ctx context.Context, req ports.CheckRequest) (ports.CheckResult, error) {
+func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.CheckResult, error) {
 	if err := domain.ValidateIdentifier("model", req.Model); err != nil {
 		return ports.CheckResult{}, err
 	}
@@ -48,32 +86,31 @@ func (s *Devices) check(ctx context.Context, req ports.CheckRequest) (ports.Chec
 	if dev.ID() == "" {
 		return ports.CheckResult{}, fmt.Errorf("check without an authenticated device: %w", domain.ErrUnauthorized)
 	}
-	d := s.deps
-	if ok, wait := d.Limiter.Allow(dev.ID()); !ok {
+	if ok, wait := s.limiter.Allow(dev.ID()); !ok {
 		return ports.CheckResult{}, &ports.RateLimitedError{Wait: wait}
 	}
 	if err := dev.CheckModel(req.Model); err != nil {
 		return ports.CheckResult{}, err
 	}
-	now := d.Clock.Now()
+	now := s.clock.Now()
 	// Stores may write this behind, in batches: the check goes on with the
 	// version the device reported, never with the stored one.
-	if err := d.Devices.RecordSeen(ctx, dev.ID(), current, now); err != nil {
+	if err := s.devices.RecordSeen(ctx, dev.ID(), current, now); err != nil {
 		return ports.CheckResult{}, fmt.Errorf("recording check: %w", err)
 	}
-	offers, err := d.Rollouts.Offers(ctx, dev.Model())
+	offers, err := s.rollouts.Offers(ctx, dev.Model())
 	if err != nil {
 		return ports.CheckResult{}, fmt.Errorf("loading offers: %w", err)
 	}
 	tasks := req.Device.Tasks
 	if tasks == nil {
-		v, err := d.Tasks.CheckViewOf(ctx, dev.ID())
+		v, err := s.tasks.CheckViewOf(ctx, dev.ID())
 		if err != nil {
 			return ports.CheckResult{}, fmt.Errorf("loading the device's tasks: %w", err)
 		}
 		tasks = &v.Tasks
 	}
-	active, err := d.activeTask(ctx, tasks.Active, offers)
+	active, err := s.activeTask(ctx, tasks.Active, offers)
 	if err != nil {
 		return ports.CheckResult{}, err
 	}
@@ -109,7 +146,7 @@ type flightResult struct {
 // reported version in this process, and shares its answer with the callers
 // that asked meanwhile (a caller reporting another version is planned
 // anew: rule 3 may succeed its task instead).
-func (s *Devices) createOnce(ctx context.Context, dev domain.Device, current domain.Version, offer domain.Offer) (ports.CheckResult, error) {
+func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current domain.Version, offer domain.Offer) (ports.CheckResult, error) {
 	key := dev.ID() + ":" + offer.Firmware.ID() + ":" + current.String()
 	ch := s.flights.DoChan(key, func() (any, error) {
 		// The flight outlives any one caller's cancellation, since the
@@ -142,10 +179,9 @@ func (s *Devices) createOnce(ctx context.Context, dev domain.Device, current dom
 
 // create is the critical section of check rule 7: under the lock, plan
 // again on what the transaction sees, and reuse, keep or replace.
-func (s *Devices) create(ctx context.Context, dev domain.Device, current domain.Version, offer domain.Offer) (ports.CheckResult, error) {
-	d := s.deps
+func (s *Checks) create(ctx context.Context, dev domain.Device, current domain.Version, offer domain.Offer) (ports.CheckResult, error) {
 	var res ports.CheckResult
-	err := d.Locker.WithLock(ctx, dev.ID()+":"+offer.Firmware.ID(), func(ctx context.Context) error {
+	err := s.locker.WithLock(ctx, dev.ID()+":"+offer.Firmware.ID(), func(ctx context.Context) error {
 		var err error
 		res, err = s.write(ctx, dev, current, &offer)
 		if errors.Is(err, domain.ErrOfferWithdrawn) {
@@ -158,7 +194,7 @@ func (s *Devices) create(ctx context.Context, dev domain.Device, current domain.
 	if errors.Is(err, domain.ErrServiceBusy) {
 		// Whoever held the lock may have created exactly the task we
 		// wanted; handing it out needs no lock (check rule 7).
-		if v, rerr := d.Tasks.CheckViewOf(ctx, dev.ID()); rerr == nil && v.Tasks.Active != nil && v.Tasks.Active.FirmwareID() == offer.Firmware.ID() {
+		if v, rerr := s.tasks.CheckViewOf(ctx, dev.ID()); rerr == nil && v.Tasks.Active != nil && v.Tasks.Active.FirmwareID() == offer.Firmware.ID() {
 			return ports.CheckResult{Task: &ports.TaskView{Task: *v.Tasks.Active, Firmware: offer.Firmware}, Outcome: ports.CheckReused}, nil
 		}
 	}
@@ -174,18 +210,17 @@ func (s *Devices) create(ctx context.Context, dev domain.Device, current domain.
 // task the transaction may create (nil: create nothing, as when no lock is
 // held), so a plan that would now create another answers as if nothing
 // were on offer.
-func (s *Devices) write(ctx context.Context, dev domain.Device, current domain.Version, candidate *domain.Offer) (ports.CheckResult, error) {
-	d := s.deps
+func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Version, candidate *domain.Offer) (ports.CheckResult, error) {
 	var (
 		plan domain.CheckPlan
 		seen *domain.ActiveTask
 	)
-	result, created, err := d.Tasks.ReplaceActive(ctx, dev.ID(), func(st ports.TaskState) (*domain.Task, error) {
+	result, created, err := s.tasks.ReplaceActive(ctx, dev.ID(), func(st ports.TaskState) (*domain.Task, error) {
 		var offers []domain.Offer
 		if candidate != nil {
 			offers = []domain.Offer{*candidate}
 		}
-		now := d.Clock.Now()
+		now := s.clock.Now()
 		seen = st.Active
 		plan = domain.PlanCheck(domain.CheckInput{
 			Device: dev, Reported: current, Active: st.Active, Offers: offers, Failed: st.Failed, Now: now,
@@ -196,7 +231,7 @@ func (s *Devices) write(ctx context.Context, dev domain.Device, current domain.V
 		if plan.Action != domain.CheckCreate {
 			return nil, nil
 		}
-		t, err := domain.NewTask(d.IDs.NewID(), dev.ID(), plan.Offer, plan.Attempt, now)
+		t, err := domain.NewTask(s.ids.NewID(), dev.ID(), plan.Offer, plan.Attempt, now)
 		if err != nil {
 			return nil, err
 		}
@@ -206,11 +241,11 @@ func (s *Devices) write(ctx context.Context, dev domain.Device, current domain.V
 		return ports.CheckResult{}, err
 	}
 	if plan.Ended != nil {
-		d.Metrics.TaskTransition(plan.Ended.Status().String())
+		s.metrics.TaskTransition(plan.Ended.Status().String())
 	}
 	switch {
 	case created:
-		d.Metrics.TaskTransition(domain.TaskPending.String())
+		s.metrics.TaskTransition(domain.TaskPending.String())
 		outcome := ports.CheckCreated
 		if plan.Superseded() {
 			outcome = ports.CheckSuperseded
@@ -222,7 +257,7 @@ func (s *Devices) write(ctx context.Context, dev domain.Device, current domain.V
 		if !result.Status().IsActive() {
 			return ports.CheckResult{Outcome: ports.CheckNoUpdate}, nil
 		}
-		v, err := d.view(ctx, map[string]domain.Firmware{plan.Offer.Firmware.ID(): plan.Offer.Firmware}, result)
+		v, err := taskView(ctx, s.firmwares, map[string]domain.Firmware{plan.Offer.Firmware.ID(): plan.Offer.Firmware}, result)
 		if err != nil {
 			return ports.CheckResult{}, err
 		}
@@ -231,4 +266,36 @@ func (s *Devices) write(ctx context.Context, dev domain.Device, current domain.V
 		return ports.CheckResult{Task: &ports.TaskView{Task: result, Firmware: seen.Firmware}, Outcome: ports.CheckReused}, nil
 	}
 	return ports.CheckResult{Outcome: ports.CheckNoUpdate}, nil
+}
+
+// activeTask pairs the device's active task (nil if none) with its
+// firmware and rollout, preferring the offers at hand (where an active
+// rollout of released firmware is) to the repositories (cached in
+// production).
+func (s *Checks) activeTask(ctx context.Context, t *domain.Task, offers []domain.Offer) (*domain.ActiveTask, error) {
+	if t == nil {
+		return nil, nil
+	}
+	a := &domain.ActiveTask{Task: *t}
+	var fwOK, roOK bool
+	for _, o := range offers {
+		if !fwOK && o.Firmware.ID() == t.FirmwareID() {
+			a.Firmware, fwOK = o.Firmware, true
+		}
+		if !roOK && o.Rollout.ID() == t.RolloutID() {
+			a.Rollout, roOK = o.Rollout, true
+		}
+	}
+	var err error
+	if !fwOK {
+		if a.Firmware, err = s.firmwares.Get(ctx, t.FirmwareID()); err != nil {
+			return nil, fmt.Errorf("loading task firmware: %w", err)
+		}
+	}
+	if !roOK {
+		if a.Rollout, err = s.rollouts.Get(ctx, t.RolloutID()); err != nil {
+			return nil, fmt.Errorf("loading task rollout: %w", err)
+		}
+	}
+	return a, nil
 }

@@ -1,36 +1,44 @@
 package application
 
 import (
-	"errors"
-	"time"
-
-	"golang.org/x/sync/singleflight"
-
 	"github.com/ai-device/ota/ports"
 )
 
-// Devices implements ports.DeviceService: what a device can ask. Its use
-// cases live in auth.go (who is asking), check.go (the poll) and events.go
-// (a task's progress).
+// Devices implements ports.DeviceService: what a device can ask. It is the
+// sum of three use cases: Auth (who is asking), Checks (the poll) and
+// Events (a task's progress).
 type Devices struct {
-	deps      Deps
-	pollAfter time.Duration
-	// flights coalesces concurrent creations for the same device, firmware
-	// and reported version within this process: a burst of duplicate polls
-	// takes the lock once per replica instead of queueing every request
-	// behind it.
-	flights singleflight.Group
+	*Auth
+	*Checks
+	*Events
 }
 
 var _ ports.DeviceService = (*Devices)(nil)
 
-// NewDevices builds the device use cases.
+// NewDevices builds every device use case from deps (tests and tools; the
+// service is wired use case by use case, see ComposeDevices).
 func NewDevices(deps Deps, poll PollInterval) (*Devices, error) {
 	if err := deps.validate(); err != nil {
 		return nil, err
 	}
-	if poll <= 0 {
-		return nil, errors.New("application: poll interval must be positive")
+	auth, err := NewAuth(deps.Tasks)
+	if err != nil {
+		return nil, err
 	}
-	return &Devices{deps: deps, pollAfter: time.Duration(poll)}, nil
+	checks, err := NewChecks(deps.Devices, deps.Firmwares, deps.Rollouts, deps.Tasks, deps.Locker,
+		deps.Clock, deps.IDs, deps.Metrics, deps.Limiter, poll)
+	if err != nil {
+		return nil, err
+	}
+	events, err := NewEvents(deps.Tasks, deps.Firmwares, deps.Clock, deps.Metrics, deps.Limiter)
+	if err != nil {
+		return nil, err
+	}
+	return ComposeDevices(auth, checks, events), nil
+}
+
+// ComposeDevices puts the device use cases together behind
+// ports.DeviceService.
+func ComposeDevices(auth *Auth, checks *Checks, events *Events) *Devices {
+	return &Devices{Auth: auth, Checks: checks, Events: events}
 }

@@ -8,16 +8,34 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
+// Events shows devices their tasks and applies their progress events.
+type Events struct {
+	tasks     ports.TaskRepository
+	firmwares ports.FirmwareRepository
+	clock     ports.Clock
+	metrics   ports.Metrics
+	limiter   ports.RateLimiter
+}
+
+// NewEvents builds the task and event use cases.
+func NewEvents(tasks ports.TaskRepository, firmwares ports.FirmwareRepository, clock ports.Clock,
+	metrics ports.Metrics, limiter ports.RateLimiter) (*Events, error) {
+	if err := required(tasks, firmwares, clock, metrics, limiter); err != nil {
+		return nil, err
+	}
+	return &Events{tasks: tasks, firmwares: firmwares, clock: clock, metrics: metrics, limiter: limiter}, nil
+}
+
 // GetTask returns one of the device's own tasks; anyone else's is not found.
-func (s *Devices) GetTask(ctx context.Context, deviceID, taskID string) (ports.TaskView, error) {
-	t, err := s.deps.Tasks.Get(ctx, taskID)
+func (s *Events) GetTask(ctx context.Context, deviceID, taskID string) (ports.TaskView, error) {
+	t, err := s.tasks.Get(ctx, taskID)
 	if err != nil {
 		return ports.TaskView{}, fmt.Errorf("loading task: %w", err)
 	}
 	if t.DeviceID() != deviceID {
 		return ports.TaskView{}, fmt.Errorf("task %s: %w", taskID, domain.ErrNotFound)
 	}
-	return s.deps.view(ctx, nil, t)
+	return taskView(ctx, s.firmwares, nil, t)
 }
 
 // ReportEvent applies a device's progress event once per event id (event
@@ -25,16 +43,15 @@ func (s *Devices) GetTask(ctx context.Context, deviceID, taskID string) (ports.T
 // failure threshold is reached (rule 5) — in the event's own transaction,
 // so that the evaluation happens exactly when the event is stored, whether
 // or not the device waits for the answer.
-func (s *Devices) ReportEvent(ctx context.Context, deviceID, taskID string, req ports.EventRequest) (ports.TaskView, error) {
+func (s *Events) ReportEvent(ctx context.Context, deviceID, taskID string, req ports.EventRequest) (ports.TaskView, error) {
 	ev, err := domain.NewEvent(req.EventID, req.Status, req.Progress, req.ErrorCode, req.ErrorMessage)
 	if err != nil {
 		return ports.TaskView{}, err
 	}
-	d := s.deps
 	// A final status is never refused for rate reasons: it is the word
 	// that lets the device stop, and losing it would leave the task open.
 	if !ev.IsFinal() {
-		if ok, wait := d.Limiter.Allow(deviceID); !ok {
+		if ok, wait := s.limiter.Allow(deviceID); !ok {
 			return ports.TaskView{}, &ports.RateLimitedError{Wait: wait}
 		}
 	}
@@ -49,22 +66,22 @@ func (s *Devices) ReportEvent(ctx context.Context, deviceID, taskID string, req 
 			if err != nil {
 				return false, err
 			}
-			return r.AutoPause(st, d.Clock.Now()), nil
+			return r.AutoPause(st, s.clock.Now()), nil
 		}
 	}
-	t, err := d.Tasks.ApplyEvent(ctx, taskID, ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
+	t, err := s.tasks.ApplyEvent(ctx, taskID, ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
 		if t.DeviceID() != deviceID {
 			return false, fmt.Errorf("task %s: %w", taskID, domain.ErrNotFound)
 		}
 		var err error
-		changed, err = t.ApplyEvent(ev, prior, d.Clock.Now())
+		changed, err = t.ApplyEvent(ev, prior, s.clock.Now())
 		return changed, err
 	}, onRollout)
 	if err != nil {
 		return ports.TaskView{}, fmt.Errorf("applying event: %w", err)
 	}
 	if changed {
-		d.Metrics.TaskTransition(t.Status().String())
+		s.metrics.TaskTransition(t.Status().String())
 	}
-	return d.view(ctx, nil, t)
+	return taskView(ctx, s.firmwares, nil, t)
 }
