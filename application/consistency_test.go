@@ -175,3 +175,64 @@ func TestForgedCursorIsAValidationError(t *testing.T) {
 		}
 	}
 }
+
+// gateLocker holds every caller until n of them are inside WithLock (or a
+// second passed), then lets them go one at a time.
+type gateLocker struct {
+	ports.Locker
+	n       int
+	arrived chan struct{}
+}
+
+func (g *gateLocker) WithLock(ctx context.Context, name string, fn func(context.Context) error) error {
+	g.arrived <- struct{}{}
+	deadline := time.After(time.Second)
+	for len(g.arrived) < g.n {
+		select {
+		case <-deadline:
+			return g.Locker.WithLock(ctx, name, fn)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return g.Locker.WithLock(ctx, name, fn)
+}
+
+// Issue 9, smaller: two polls of one device for one firmware that report
+// different versions are planned each on its own version — they do not
+// share one in-process flight (whose answer was computed for the other
+// version).
+func TestFlightKeyIncludesTheReportedVersion(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.rollout(e.firmware("2.0.0"), 100)
+	gate := &gateLocker{Locker: e.deps.Locker, n: 2, arrived: make(chan struct{}, 2)}
+	deps := e.deps
+	deps.Locker = gate
+	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := e.device("1.0.0")
+	reqs := []ports.CheckRequest{e.req(d, model, "1.0.0"), e.req(d, model, "1.5.0")}
+	done := make(chan error, len(reqs))
+	for _, r := range reqs {
+		go func() {
+			res, err := devices.Check(e.ctx, r)
+			if err == nil && res.Task == nil {
+				err = errors.New("no task")
+			}
+			done <- err
+		}()
+	}
+	for range reqs {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(gate.arrived); got != 2 {
+		t.Fatalf("%d lock calls for two polls reporting different versions, want 2 (one flight each)", got)
+	}
+	if n := len(e.tasksOf(d)); n != 1 {
+		t.Fatalf("%d tasks, want 1", n)
+	}
+}
