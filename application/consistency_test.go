@@ -236,3 +236,52 @@ func TestFlightKeyIncludesTheReportedVersion(t *testing.T) {
 		t.Fatalf("%d tasks, want 1", n)
 	}
 }
+
+// staleOffers is a catalog that has not heard of one firmware yet (a
+// replica's cache within its staleness window).
+type staleOffers struct {
+	ports.RolloutRepository
+	unseen string
+}
+
+func (s staleOffers) Offers(ctx context.Context, model string) ([]domain.Offer, error) {
+	all, err := s.RolloutRepository.Offers(ctx, model)
+	var out []domain.Offer
+	for _, o := range all {
+		if o.Firmware.ID() != s.unseen {
+			out = append(out, o)
+		}
+	}
+	return out, err
+}
+
+// Issue 9, smaller: a replica whose catalog lags behind never supersedes a
+// pending task with a lower version; it hands the pending task out.
+func TestStaleCatalogNeverSupersedesWithALowerVersion(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.rollout(e.firmware("1.1.0"), 100)
+	higher := e.firmware("1.2.0")
+	e.rollout(higher, 100)
+	d := e.device("1.0.0")
+	pending := e.check(d, "1.0.0").Task.Task // for 1.2.0, on a fresh replica
+	if pending.FirmwareID() != higher.ID() {
+		t.Fatalf("fresh replica created %s, want 1.2.0", pending.FirmwareID())
+	}
+	deps := e.deps
+	deps.Rollouts = staleOffers{RolloutRepository: e.deps.Rollouts, unseen: higher.ID()}
+	lagging, err := application.NewDevices(deps, application.PollInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := lagging.Check(e.ctx, e.req(d, model, "1.0.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Task == nil || res.Task.Task.ID() != pending.ID() || res.Outcome != ports.CheckReused {
+		t.Fatalf("lagging replica answered %s with %+v, want the pending 1.2.0 task", res.Outcome, res.Task)
+	}
+	if got := e.task(pending.ID()); got.Status() != domain.TaskPending {
+		t.Fatalf("pending task is %s (%s), want pending", got.Status(), got.ErrorCode())
+	}
+}
