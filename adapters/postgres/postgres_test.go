@@ -402,7 +402,7 @@ func TestRolloutsAndOffers(t *testing.T) {
 	if paused.Status() != domain.RolloutPaused || paused.PausedReason() != domain.PausedManual {
 		t.Fatalf("paused: %+v", paused.Record())
 	}
-	if got := try(e.rollouts.Get(ctx, r2.ID())).must(t); got.Record() != paused.Record() {
+	if got := try(e.rollouts.Get(ctx, r2.ID())).must(t); !got.Record().Equal(paused.Record()) {
 		t.Fatalf("stored %+v, returned %+v", got.Record(), paused.Record())
 	}
 	if _, err := e.rollouts.Update(ctx, r3.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
