@@ -285,3 +285,64 @@ func TestStaleCatalogNeverSupersedesWithALowerVersion(t *testing.T) {
 		t.Fatalf("pending task is %s (%s), want pending", got.Status(), got.ErrorCode())
 	}
 }
+
+// countingTasks counts the calls a check makes on the task store.
+type countingTasks struct {
+	ports.TaskRepository
+	calls *int
+}
+
+func (c countingTasks) CheckViewOf(ctx context.Context, id string) (ports.CheckView, error) {
+	*c.calls++
+	return c.TaskRepository.CheckViewOf(ctx, id)
+}
+
+func (c countingTasks) Active(ctx context.Context, id string) (domain.Task, error) {
+	*c.calls++
+	return c.TaskRepository.Active(ctx, id)
+}
+
+func (c countingTasks) FailedCounts(ctx context.Context, id string) (map[string]int, error) {
+	*c.calls++
+	return c.TaskRepository.FailedCounts(ctx, id)
+}
+
+func (c countingTasks) ReplaceActive(ctx context.Context, id string, fn func(ports.TaskState) (*domain.Task, error)) (domain.Task, bool, error) {
+	*c.calls++
+	return c.TaskRepository.ReplaceActive(ctx, id, fn)
+}
+
+// A check that changes nothing decides on the task state that came with the
+// device's authentication and reads no more of it; without that state (an
+// edge that identified the device by other means) it reads it once.
+func TestCheckReadsTheTaskStateOnlyWhenNotGiven(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.rollout(e.firmware("1.1.0"), 100)
+	d := e.device("1.0.0")
+	created := e.check(d, "1.0.0").Task.Task
+	calls := 0
+	deps := e.deps
+	deps.Tasks = countingTasks{TaskRepository: e.deps.Tasks, calls: &calls}
+	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withState := e.req(d, model, "1.0.0")
+	res, err := devices.Check(e.ctx, withState)
+	if err != nil || res.Task == nil || res.Task.Task.ID() != created.ID() || res.Outcome != ports.CheckReused {
+		t.Fatalf("reuse: %+v %v", res, err)
+	}
+	if calls != 0 {
+		t.Fatalf("a reuse with the task state at hand made %d task store calls, want 0", calls)
+	}
+	bare := withState
+	bare.Device.Tasks = nil
+	res, err = devices.Check(e.ctx, bare)
+	if err != nil || res.Task == nil || res.Task.Task.ID() != created.ID() {
+		t.Fatalf("reuse without the task state: %+v %v", res, err)
+	}
+	if calls != 1 {
+		t.Fatalf("a reuse without the task state made %d task store calls, want 1", calls)
+	}
+}
