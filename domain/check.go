@@ -12,6 +12,13 @@ type Offer struct {
 	Rollout  Rollout
 }
 
+// Open reports whether the offer still stands: its firmware is released
+// and its rollout, of that firmware, is active. A task is created only for
+// an open offer, judged when it is stored.
+func (o Offer) Open() bool {
+	return !o.Firmware.Revoked() && o.Rollout.Status() == RolloutActive && o.Rollout.FirmwareID() == o.Firmware.ID()
+}
+
 // SelectTarget picks the firmware a device should run (check rule 4): among
 // released firmware of its model that is an upgrade from current (and not
 // from below its min_source_version), offered by an active rollout that
@@ -24,7 +31,7 @@ func SelectTarget(d Device, current Version, offers []Offer, failed map[string]i
 	found := false
 	for _, o := range offers {
 		fw := o.Firmware
-		if fw.Revoked() || fw.Model() != d.Model() || o.Rollout.FirmwareID() != fw.ID() {
+		if !o.Open() || fw.Model() != d.Model() {
 			continue
 		}
 		if !fw.AcceptsSource(current) || !o.Rollout.Admits(d.ID()) {

@@ -475,3 +475,22 @@ func TestRetryCycleStopsAtMaxAttempts(t *testing.T) {
 		t.Fatalf("attempts = %v, want [1 2]", attempts)
 	}
 }
+
+func TestOfferOpen(t *testing.T) {
+	f := newPlanFixture(t)
+	open := domain.Offer{Firmware: f.fw["1.2.0"], Rollout: f.ro["1.2.0"]}
+	if !open.Open() {
+		t.Fatal("a released firmware's active rollout is not open")
+	}
+	paused := open
+	if err := paused.Rollout.ChangeStatus(domain.RolloutPaused, paused.Firmware, t1); err != nil {
+		t.Fatal(err)
+	}
+	revoked := domain.Offer{Firmware: revoked(open.Firmware), Rollout: open.Rollout}
+	mismatched := domain.Offer{Firmware: f.fw["1.3.0"], Rollout: open.Rollout}
+	for name, o := range map[string]domain.Offer{"paused": paused, "revoked": revoked, "rollout of another firmware": mismatched} {
+		if o.Open() {
+			t.Errorf("%s: open", name)
+		}
+	}
+}

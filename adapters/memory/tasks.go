@@ -211,7 +211,7 @@ func (r *Tasks) ReplaceActive(ctx context.Context, deviceID string, fn func(st p
 	if !okF || !okR || ro.FirmwareID() != rec.FirmwareID {
 		return domain.Task{}, false, domain.ErrNotFound
 	}
-	if fw.Revoked() || ro.Status() != domain.RolloutActive {
+	if !(domain.Offer{Firmware: fw, Rollout: ro}).Open() {
 		return domain.Task{}, false, domain.ErrOfferWithdrawn
 	}
 	// Postgres draws the identity before it knows whether the insert

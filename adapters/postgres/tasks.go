@@ -335,10 +335,10 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, deviceID string, fn 
 		if err != nil {
 			return fmt.Errorf("inserting task %s: %w", ins.ID(), err)
 		}
-		if o.Firmware.Revoked() || o.Rollout.Status() != domain.RolloutActive || o.Rollout.FirmwareID() != o.Firmware.ID() {
-			if o.Rollout.FirmwareID() != o.Firmware.ID() {
-				return fmt.Errorf("inserting task %s: rollout %s is not of firmware %s: %w", ins.ID(), o.Rollout.ID(), o.Firmware.ID(), domain.ErrNotFound)
-			}
+		if o.Rollout.FirmwareID() != o.Firmware.ID() {
+			return fmt.Errorf("inserting task %s: rollout %s is not of firmware %s: %w", ins.ID(), o.Rollout.ID(), o.Firmware.ID(), domain.ErrNotFound)
+		}
+		if !o.Open() {
 			return fmt.Errorf("inserting task %s: %w", ins.ID(), domain.ErrOfferWithdrawn)
 		}
 		result, created, err = s.insertOrWinner(ctx, tx, deviceID, *ins)
