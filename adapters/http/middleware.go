@@ -206,10 +206,11 @@ func (s *server) adminAuth(next echo.HandlerFunc) echo.HandlerFunc {
 
 // deviceAuth admits a request bearing a device token whose device is the
 // one in the path, and keeps what authentication returned (the device and
-// its task state, read in one round trip) for the handler to pass on. A valid token for another device — or for a device id
-// that does not exist — is FORBIDDEN, the same answer either way, so the
-// response does not reveal which device ids are registered. The admin
-// token is not a device token and gets 401.
+// its task state, read in one round trip) for the handler to pass on. A
+// valid token for another device — or for a device id that does not exist
+// — is FORBIDDEN, the same answer either way, so the response does not
+// reveal which device ids are registered. The admin token is not a device
+// token and gets 401.
 func (s *server) deviceAuth(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		token, err := bearerToken(c.Request())
