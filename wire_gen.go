@@ -26,6 +26,14 @@ import (
 // after it.
 func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*bootstrap.App, func(), error) {
 	config := bootstrap.DDIConfigFrom(cfg)
+	taskRepository, err := postgres.NewTaskRepository(db)
+	if err != nil {
+		return nil, nil, err
+	}
+	auth, err := application.NewAuth(taskRepository)
+	if err != nil {
+		return nil, nil, err
+	}
 	deviceRepository, err := postgres.NewDeviceRepository(db)
 	if err != nil {
 		return nil, nil, err
@@ -53,12 +61,6 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	cachedFirmwares := postgres.CachedFirmwaresOf(catalogCache)
 	cachedRollouts := postgres.CachedRolloutsOf(catalogCache)
-	taskRepository, err := postgres.NewTaskRepository(db)
-	if err != nil {
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
 	redislockConfig := bootstrap.LockConfigFrom(cfg)
 	metrics := bootstrap.NewMetrics()
 	lockMetrics := bootstrap.LockMetricsFrom(metrics)
@@ -71,25 +73,22 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	clock := memory.NewClock()
 	uuiDs := memory.NewUUIDs()
 	rateLimiter := bootstrap.RateLimiterFrom(cfg)
-	deps := application.Deps{
-		Devices:   writeBehindDevices,
-		Firmwares: cachedFirmwares,
-		Rollouts:  cachedRollouts,
-		Tasks:     taskRepository,
-		Locker:    locker,
-		Clock:     clock,
-		IDs:       uuiDs,
-		Metrics:   metrics,
-		Limiter:   rateLimiter,
-	}
 	pollInterval := bootstrap.PollIntervalFrom(cfg)
-	devices, err := application.NewDevices(deps, pollInterval)
+	checks, err := application.NewChecks(writeBehindDevices, cachedFirmwares, cachedRollouts, taskRepository, locker, clock, uuiDs, metrics, rateLimiter, pollInterval)
 	if err != nil {
 		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
+	events, err := application.NewEvents(taskRepository, cachedFirmwares, clock, metrics, rateLimiter)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	devices := application.ComposeDevices(auth, checks, events)
 	attributeRepository := postgres.NewAttributeRepository(db)
 	taskActionRepository := postgres.NewTaskActionRepository(db)
 	ddiVersionAttribute := bootstrap.DDIVersionAttributeFrom(cfg)
@@ -102,13 +101,35 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	adapter := ddi.New(config, applicationDDI)
 	httpConfig := bootstrap.HTTPConfigFrom(cfg, adapter)
-	admin, err := application.NewAdmin(deps)
+	deviceAdmin, err := application.NewDeviceAdmin(writeBehindDevices, taskRepository, cachedFirmwares, clock)
 	if err != nil {
 		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
+	firmwareAdmin, err := application.NewFirmwareAdmin(cachedFirmwares, clock, uuiDs)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	rolloutAdmin, err := application.NewRolloutAdmin(cachedFirmwares, cachedRollouts, taskRepository, clock, uuiDs)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	taskAdmin, err := application.NewTaskAdmin(taskRepository, cachedFirmwares)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	admin := application.ComposeAdmin(deviceAdmin, firmwareAdmin, rolloutAdmin, taskAdmin)
 	healthCheck := postgres.NewHealthCheck(db)
 	v := bootstrap.HealthChecks(healthCheck, locker)
 	handler := bootstrap.MetricsHandler(metrics)
@@ -119,7 +140,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	fleet, err := application.NewFleet(fleetReader, deps)
+	fleet, err := application.NewFleet(fleetReader, cachedFirmwares, cachedRollouts, clock)
 	if err != nil {
 		cleanup3()
 		cleanup2()
@@ -148,31 +169,29 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, error) {
 	config := bootstrap.DDIConfigFrom(cfg)
 	store := memory.NewStore()
+	tasks := memory.NewTasks(store)
+	auth, err := application.NewAuth(tasks)
+	if err != nil {
+		return nil, err
+	}
 	devices := memory.NewDevices(store)
 	firmwares := memory.NewFirmwares(store)
 	rollouts := memory.NewRollouts(store)
-	tasks := memory.NewTasks(store)
 	metrics := bootstrap.NewMetrics()
 	locker := bootstrap.MemoryLocker(cfg, metrics)
 	clock := memory.NewClock()
 	uuiDs := memory.NewUUIDs()
 	rateLimiter := bootstrap.RateLimiterFrom(cfg)
-	deps := application.Deps{
-		Devices:   devices,
-		Firmwares: firmwares,
-		Rollouts:  rollouts,
-		Tasks:     tasks,
-		Locker:    locker,
-		Clock:     clock,
-		IDs:       uuiDs,
-		Metrics:   metrics,
-		Limiter:   rateLimiter,
-	}
 	pollInterval := bootstrap.PollIntervalFrom(cfg)
-	applicationDevices, err := application.NewDevices(deps, pollInterval)
+	checks, err := application.NewChecks(devices, firmwares, rollouts, tasks, locker, clock, uuiDs, metrics, rateLimiter, pollInterval)
 	if err != nil {
 		return nil, err
 	}
+	events, err := application.NewEvents(tasks, firmwares, clock, metrics, rateLimiter)
+	if err != nil {
+		return nil, err
+	}
+	applicationDevices := application.ComposeDevices(auth, checks, events)
 	attributes := memory.NewAttributes(store)
 	taskActions := memory.NewTaskActions(store)
 	ddiVersionAttribute := bootstrap.DDIVersionAttributeFrom(cfg)
@@ -182,14 +201,27 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	}
 	adapter := ddi.New(config, applicationDDI)
 	httpConfig := bootstrap.HTTPConfigFrom(cfg, adapter)
-	admin, err := application.NewAdmin(deps)
+	deviceAdmin, err := application.NewDeviceAdmin(devices, tasks, firmwares, clock)
 	if err != nil {
 		return nil, err
 	}
+	firmwareAdmin, err := application.NewFirmwareAdmin(firmwares, clock, uuiDs)
+	if err != nil {
+		return nil, err
+	}
+	rolloutAdmin, err := application.NewRolloutAdmin(firmwares, rollouts, tasks, clock, uuiDs)
+	if err != nil {
+		return nil, err
+	}
+	taskAdmin, err := application.NewTaskAdmin(tasks, firmwares)
+	if err != nil {
+		return nil, err
+	}
+	admin := application.ComposeAdmin(deviceAdmin, firmwareAdmin, rolloutAdmin, taskAdmin)
 	v := bootstrap.NoHealthChecks()
 	handler := bootstrap.MetricsHandler(metrics)
 	fleet := memory.NewFleet(store)
-	applicationFleet, err := application.NewFleet(fleet, deps)
+	applicationFleet, err := application.NewFleet(fleet, firmwares, rollouts, clock)
 	if err != nil {
 		return nil, err
 	}

@@ -67,10 +67,13 @@ func TestCheckRefusals(t *testing.T) {
 		req  ports.CheckRequest
 		want error
 	}{
-		{"model mismatch", ports.CheckRequest{DeviceID: d, Model: "other-model", CurrentVersion: "1.0.0"}, domain.ErrModelMismatch},
-		{"bad version", ports.CheckRequest{DeviceID: d, Model: model, CurrentVersion: "1.0"}, domain.ErrValidation},
-		{"bad model", ports.CheckRequest{DeviceID: d, Model: "bad model", CurrentVersion: "1.0.0"}, domain.ErrValidation},
-		{"unknown device", ports.CheckRequest{DeviceID: "nobody", Model: model, CurrentVersion: "1.0.0"}, domain.ErrNotFound},
+		{"model mismatch", e.req(d, "other-model", "1.0.0"), domain.ErrModelMismatch},
+		{"bad version", e.req(d, model, "1.0"), domain.ErrValidation},
+		{"bad model", e.req(d, "bad model", "1.0.0"), domain.ErrValidation},
+		{"unauthenticated", e.req("nobody", model, "1.0.0"), domain.ErrUnauthorized},
+	}
+	if _, err := e.devices.IdentifyDevice(e.ctx, "nobody"); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("identify an unknown device: %v", err)
 	}
 	for _, c := range cases {
 		if _, err := e.devices.Check(e.ctx, c.req); !errors.Is(err, c.want) {
@@ -300,7 +303,7 @@ func TestBusyLockAnswersServiceBusyAndWritesNothing(t *testing.T) {
 	e := newEnv(t, locker)
 	e.rollout(e.firmware("1.1.0"), 100)
 	d := e.device("1.0.0")
-	res, err := e.devices.Check(e.ctx, ports.CheckRequest{DeviceID: d, Model: model, CurrentVersion: "1.0.0"})
+	res, err := e.devices.Check(e.ctx, e.req(d, model, "1.0.0"))
 	if !errors.Is(err, domain.ErrServiceBusy) || res.Outcome != ports.CheckBusy {
 		t.Fatalf("got %+v, %v", res, err)
 	}
@@ -330,7 +333,7 @@ func TestConcurrentChecksShareOneTask(t *testing.T) {
 				go func(i int) {
 					defer wg.Done()
 					<-start
-					res, err := e.devices.Check(e.ctx, ports.CheckRequest{DeviceID: d, Model: model, CurrentVersion: "1.0.0"})
+					res, err := e.devices.Check(e.ctx, e.req(d, model, "1.0.0"))
 					if err != nil || res.Task == nil {
 						t.Errorf("check %d: %+v %v", i, res, err)
 						return
@@ -403,7 +406,7 @@ func TestACheckWhoseCallerHungUpIsNotCountedAsAnError(t *testing.T) {
 	d := e.device("1.0.0")
 	ctx, cancel := context.WithCancel(e.ctx)
 	cancel()
-	if _, err := devices.Check(ctx, ports.CheckRequest{DeviceID: d, Model: model, CurrentVersion: "1.0.0"}); err == nil {
+	if _, err := devices.Check(ctx, e.req(d, model, "1.0.0")); err == nil {
 		t.Fatal("a cancelled check succeeded")
 	}
 	if len(rec.got) != 1 || rec.got[0] != ports.CheckCancelled {

@@ -50,11 +50,11 @@ func NewDDI(devices ports.DeviceService, repo ports.DeviceRepository, attrs port
 
 // AuthenticateTarget admits the device's own token only.
 func (s *DDI) AuthenticateTarget(ctx context.Context, token, deviceID string) error {
-	id, err := s.devices.AuthenticateDevice(ctx, token)
+	dev, err := s.devices.AuthenticateDevice(ctx, token)
 	if err != nil {
 		return err
 	}
-	if id != deviceID {
+	if dev.ID() != deviceID {
 		return domain.ErrForbidden
 	}
 	return nil
@@ -102,7 +102,7 @@ func (s *DDI) Poll(ctx context.Context, deviceID string) (ports.DDIPoll, error) 
 // check is the one place DDI calls the check use case.
 func (s *DDI) check(ctx context.Context, dev domain.Device) (*ports.TaskView, error) {
 	res, err := s.devices.Check(ctx, ports.CheckRequest{
-		DeviceID: dev.ID(), Model: dev.Model(), CurrentVersion: dev.CurrentVersion().String(),
+		Device: ports.AuthenticatedDevice{Device: dev}, Model: dev.Model(), CurrentVersion: dev.CurrentVersion().String(),
 	})
 	if err != nil {
 		return nil, err

@@ -1,12 +1,17 @@
 // Package application holds the OTA service's use cases: the device check
 // (find or create the upgrade task under a distributed lock), progress
-// events, and the operators' commands and queries. It orchestrates ports and
-// leaves every rule to the domain.
+// events, authentication, and the operators' commands and queries by
+// aggregate. It orchestrates ports and leaves every rule to the domain.
+//
+// Each use case is its own type whose constructor takes only the ports it
+// uses (auth.go, check.go, events.go, admin_*.go); Devices and Admin put
+// them together behind ports.DeviceService and ports.AdminService.
 package application
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/ai-device/ota/domain"
@@ -16,7 +21,9 @@ import (
 // PollInterval is the hint sent to devices as poll_after_seconds.
 type PollInterval time.Duration
 
-// Deps are the ports the use cases run on. Every field is required.
+// Deps are every port the use cases run on, for callers that build the
+// whole application at once (tests, tools): NewDevices and NewAdmin hand
+// each use case the ports it uses. Every field is required.
 type Deps struct {
 	Devices   ports.DeviceRepository
 	Firmwares ports.FirmwareRepository
@@ -32,19 +39,25 @@ type Deps struct {
 }
 
 func (d Deps) validate() error {
-	if d.Devices == nil || d.Firmwares == nil || d.Rollouts == nil || d.Tasks == nil ||
-		d.Locker == nil || d.Clock == nil || d.IDs == nil || d.Metrics == nil || d.Limiter == nil {
-		return errors.New("application: every dependency is required")
+	return required(d.Devices, d.Firmwares, d.Rollouts, d.Tasks, d.Locker, d.Clock, d.IDs, d.Metrics, d.Limiter)
+}
+
+// required fails when any dependency is missing (a nil interface).
+func required(deps ...any) error {
+	for _, d := range deps {
+		if d == nil {
+			return errors.New("application: every dependency is required")
+		}
 	}
 	return nil
 }
 
 // firmwareOf loads the firmware of a task, preferring ones already at hand.
-func (d Deps) firmwareOf(ctx context.Context, known map[string]domain.Firmware, id string) (domain.Firmware, error) {
+func firmwareOf(ctx context.Context, firmwares ports.FirmwareRepository, known map[string]domain.Firmware, id string) (domain.Firmware, error) {
 	if fw, ok := known[id]; ok {
 		return fw, nil
 	}
-	fw, err := d.Firmwares.Get(ctx, id)
+	fw, err := firmwares.Get(ctx, id)
 	if err != nil {
 		return domain.Firmware{}, err
 	}
@@ -54,40 +67,11 @@ func (d Deps) firmwareOf(ctx context.Context, known map[string]domain.Firmware, 
 	return fw, nil
 }
 
-// view pairs a task with its firmware.
-func (d Deps) view(ctx context.Context, known map[string]domain.Firmware, t domain.Task) (ports.TaskView, error) {
-	fw, err := d.firmwareOf(ctx, known, t.FirmwareID())
+// taskView pairs a task with its firmware.
+func taskView(ctx context.Context, firmwares ports.FirmwareRepository, known map[string]domain.Firmware, t domain.Task) (ports.TaskView, error) {
+	fw, err := firmwareOf(ctx, firmwares, known, t.FirmwareID())
 	if err != nil {
-		return ports.TaskView{}, err
+		return ports.TaskView{}, fmt.Errorf("loading task firmware: %w", err)
 	}
 	return ports.TaskView{Task: t, Firmware: fw}, nil
-}
-
-// activeTask returns the device's active task, or nil.
-func (d Deps) activeTask(ctx context.Context, deviceID string) (*domain.Task, error) {
-	t, err := d.Tasks.Active(ctx, deviceID)
-	if errors.Is(err, domain.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &t, nil
-}
-
-// activeAndFailed returns the device's active task (nil if none) and its
-// failed counts by firmware id (never nil).
-func (d Deps) activeAndFailed(ctx context.Context, deviceID string) (*domain.Task, map[string]int, error) {
-	if r, ok := d.Tasks.(ports.ActiveAndFailedReader); ok {
-		return r.ActiveAndFailedCounts(ctx, deviceID)
-	}
-	active, err := d.activeTask(ctx, deviceID)
-	if err != nil {
-		return nil, nil, err
-	}
-	failed, err := d.Tasks.FailedCounts(ctx, deviceID)
-	if err != nil {
-		return nil, nil, err
-	}
-	return active, failed, nil
 }

@@ -88,9 +88,21 @@ func (e *env) rollout(fw domain.Firmware, pct int, mutate ...func(*domain.Rollou
 	return r
 }
 
+// req is a check request of the device as the edge makes it: identified
+// (with its task state read alongside). An unknown device makes a request
+// with no device, which Check refuses.
+func (e *env) req(deviceID, model, version string) ports.CheckRequest {
+	e.t.Helper()
+	dev, err := e.devices.IdentifyDevice(e.ctx, deviceID)
+	if err != nil && !errors.Is(err, domain.ErrNotFound) {
+		e.t.Fatalf("identify %s: %v", deviceID, err)
+	}
+	return ports.CheckRequest{Device: dev, Model: model, CurrentVersion: version}
+}
+
 func (e *env) check(deviceID, version string) ports.CheckResult {
 	e.t.Helper()
-	res, err := e.devices.Check(e.ctx, ports.CheckRequest{DeviceID: deviceID, Model: model, CurrentVersion: version})
+	res, err := e.devices.Check(e.ctx, e.req(deviceID, model, version))
 	if err != nil {
 		e.t.Fatalf("check %s@%s: %v", deviceID, version, err)
 	}
@@ -137,3 +149,5 @@ func (b *busyLocker) WithLock(context.Context, string, func(context.Context) err
 	b.calls.Add(1)
 	return &ports.BusyError{Reason: ports.LockUnavailable, Err: errors.New("redis: connection refused")}
 }
+
+func strp(s string) *string { return &s }

@@ -16,22 +16,24 @@ import (
 // resources (the rollout listing, a rollout's recent failures, who runs
 // what), read through a ports.FleetReader.
 type Fleet struct {
-	reader ports.FleetReader
-	deps   Deps
+	reader    ports.FleetReader
+	firmwares ports.FirmwareRepository
+	rollouts  ports.RolloutRepository
+	clock     ports.Clock
 }
 
 var _ ports.FleetService = (*Fleet)(nil)
 
-// NewFleet builds the fleet views on reader and the shared dependencies
-// (firmware and rollouts to resolve, the clock for "last hour").
-func NewFleet(reader ports.FleetReader, deps Deps) (*Fleet, error) {
+// NewFleet builds the fleet views on reader, with the firmware and rollouts
+// they resolve and the clock that says what "the last hour" is.
+func NewFleet(reader ports.FleetReader, firmwares ports.FirmwareRepository, rollouts ports.RolloutRepository, clock ports.Clock) (*Fleet, error) {
 	if reader == nil {
 		return nil, errors.New("application: the fleet reader is required")
 	}
-	if err := deps.validate(); err != nil {
+	if err := required(firmwares, rollouts, clock); err != nil {
 		return nil, err
 	}
-	return &Fleet{reader: reader, deps: deps}, nil
+	return &Fleet{reader: reader, firmwares: firmwares, rollouts: rollouts, clock: clock}, nil
 }
 
 // Listing bounds: a screenful of rollouts, the rollout page's 50 failures.
@@ -69,7 +71,7 @@ func (f *Fleet) RecentFailures(ctx context.Context, rolloutID, limit string) ([]
 	if err != nil {
 		return nil, err
 	}
-	r, err := f.deps.Rollouts.Get(ctx, rolloutID)
+	r, err := f.rollouts.Get(ctx, rolloutID)
 	if err != nil {
 		return nil, fmt.Errorf("loading rollout: %w", err)
 	}
@@ -80,7 +82,7 @@ func (f *Fleet) RecentFailures(ctx context.Context, rolloutID, limit string) ([]
 	known := map[string]domain.Firmware{}
 	out := make([]ports.TaskView, 0, len(tasks))
 	for _, t := range tasks {
-		v, err := f.deps.view(ctx, known, t)
+		v, err := taskView(ctx, f.firmwares, known, t)
 		if err != nil {
 			return nil, fmt.Errorf("loading firmware of task %s: %w", t.ID(), err)
 		}
@@ -99,14 +101,14 @@ func (f *Fleet) FleetOverview(ctx context.Context, model string) ([]ports.ModelF
 			return nil, err
 		}
 	}
-	now := f.deps.Clock.Now()
+	now := f.clock.Now()
 	counts, err := f.reader.VersionCounts(ctx, ports.VersionCountQuery{
 		Model: model, HourAgo: now.Add(-time.Hour), DayAgo: now.Add(-24 * time.Hour),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("counting devices by version: %w", err)
 	}
-	firmwares, err := f.deps.Firmwares.List(ctx, model)
+	firmwares, err := f.firmwares.List(ctx, model)
 	if err != nil {
 		return nil, fmt.Errorf("listing firmware: %w", err)
 	}

@@ -44,7 +44,7 @@ func newFleetEnv(t *testing.T) *fleetEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fleet, err := application.NewFleet(memory.NewFleet(store), deps)
+	fleet, err := application.NewFleet(memory.NewFleet(store), deps.Firmwares, deps.Rollouts, deps.Clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,11 @@ func (e *fleetEnv) poll(id, model, version string, ago time.Duration) ports.Chec
 	saved := e.clock.now
 	e.clock.now = saved.Add(-ago)
 	defer func() { e.clock.now = saved }()
-	res, err := e.devices.Check(context.Background(), ports.CheckRequest{DeviceID: id, Model: model, CurrentVersion: version})
+	ident, err := e.devices.IdentifyDevice(context.Background(), id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	res, err := e.devices.Check(context.Background(), ports.CheckRequest{Device: ident, Model: model, CurrentVersion: version})
 	if err != nil {
 		e.t.Fatal(err)
 	}

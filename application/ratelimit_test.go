@@ -22,7 +22,7 @@ func TestRateLimitRefusesChecksAndProgressButNeverAFinalStatus(t *testing.T) {
 	}
 	e.rollout(e.firmware("1.1.0"), 100)
 	d := e.device("1.0.0")
-	req := ports.CheckRequest{DeviceID: d, Model: model, CurrentVersion: "1.0.0"}
+	req := e.req(d, model, "1.0.0")
 	res, err := limited.Check(e.ctx, req) // 1
 	if err != nil || res.Task == nil {
 		t.Fatal(res, err)

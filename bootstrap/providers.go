@@ -20,12 +20,14 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
-// ApplicationSet provides the use cases and binds them to the ports the
-// HTTP edge calls.
+// ApplicationSet provides the use cases, each from only the ports it uses,
+// and binds their compositions to the ports the HTTP edge calls.
 var ApplicationSet = wire.NewSet(
-	wire.Struct(new(application.Deps), "*"),
-	application.NewDevices, wire.Bind(new(ports.DeviceService), new(*application.Devices)),
-	application.NewAdmin, wire.Bind(new(ports.AdminService), new(*application.Admin)),
+	application.NewAuth, application.NewChecks, application.NewEvents, application.ComposeDevices,
+	wire.Bind(new(ports.DeviceService), new(*application.Devices)),
+	application.NewDeviceAdmin, application.NewFirmwareAdmin, application.NewRolloutAdmin, application.NewTaskAdmin,
+	application.ComposeAdmin,
+	wire.Bind(new(ports.AdminService), new(*application.Admin)),
 	PollIntervalFrom,
 	RateLimiterFrom,
 	fleetSet,

@@ -234,50 +234,202 @@ func TestSortOffers(t *testing.T) {
 	}
 }
 
-func TestDecide(t *testing.T) {
-	fw := mustFirmware(t, "fw-1", "cam-x1", "1.2.0", "")
-	target := &domain.Offer{Firmware: fw, Rollout: mustRollout(t, rolloutA, fw, domain.RolloutSpec{Percentage: 100}, t0)}
-	taskFor := func(fwID string, st domain.TaskStatus) *domain.Task {
-		tk := domain.RehydrateTask(domain.TaskRecord{ID: "t", DeviceID: "d", FirmwareID: fwID, Status: st, Attempt: 1})
-		return &tk
+// planFixture is one device (cam-0001, model cam-x1) and a catalogue of
+// firmware 1.1.0, 1.2.0 and 1.3.0, each with a 100% rollout.
+type planFixture struct {
+	t   *testing.T
+	dev domain.Device
+	fw  map[string]domain.Firmware
+	ro  map[string]domain.Rollout
+}
+
+func newPlanFixture(t *testing.T) *planFixture {
+	f := &planFixture{t: t, dev: mustDevice(t, "cam-0001", "cam-x1", "1.0.0"), fw: map[string]domain.Firmware{}, ro: map[string]domain.Rollout{}}
+	for v, rid := range map[string]string{"1.1.0": rolloutA, "1.2.0": rolloutB, "1.3.0": rolloutC} {
+		fw := mustFirmware(t, "fw-"+v, "cam-x1", v, "")
+		f.fw[v] = fw
+		f.ro[v] = mustRollout(t, rid, fw, domain.RolloutSpec{Percentage: 100}, t0)
+	}
+	return f
+}
+
+func (f *planFixture) offers(versions ...string) []domain.Offer {
+	var out []domain.Offer
+	for _, v := range versions {
+		out = append(out, domain.Offer{Firmware: f.fw[v], Rollout: f.ro[v]})
+	}
+	return out
+}
+
+// active is a task for version v in status st; edit changes its firmware
+// or rollout (revoked, cancelled) before it is judged.
+func (f *planFixture) active(v string, st domain.TaskStatus, edit ...func(*domain.ActiveTask)) *domain.ActiveTask {
+	tk := domain.RehydrateTask(domain.TaskRecord{ID: "task-" + v, DeviceID: f.dev.ID(), FirmwareID: f.fw[v].ID(),
+		RolloutID: f.ro[v].ID(), Status: st, Attempt: 1, CreatedAt: t0, UpdatedAt: t0})
+	a := &domain.ActiveTask{Task: tk, Firmware: f.fw[v], Rollout: f.ro[v]}
+	for _, e := range edit {
+		e(a)
+	}
+	return a
+}
+
+func TestPlanCheck(t *testing.T) {
+	revokeFW := func(a *domain.ActiveTask) { a.Firmware = revoked(a.Firmware) }
+	cancelRollout := func(a *domain.ActiveTask) {
+		if err := a.Rollout.ChangeStatus(domain.RolloutCancelled, a.Firmware, t1); err != nil {
+			panic(err)
+		}
+	}
+	pauseRollout := func(a *domain.ActiveTask) {
+		if err := a.Rollout.ChangeStatus(domain.RolloutPaused, a.Firmware, t1); err != nil {
+			panic(err)
+		}
 	}
 	tests := []struct {
-		name   string
-		active *domain.Task
-		target *domain.Offer
-		want   domain.Plan
+		name     string
+		reported string
+		active   func(f *planFixture) *domain.ActiveTask
+		offers   []string
+		failed   map[string]int
+		// want
+		action    domain.CheckAction
+		task      string // the task handed back (keep, reuse)
+		ended     string // status:code of the ended active task, "" if none
+		create    string // version of the created task
+		attempt   int
+		supersede bool
 	}{
-		{"nothing at all", nil, nil, domain.PlanNone},
-		{"target, no task", nil, target, domain.PlanCreate},
-		{"pending task for target", taskFor("fw-1", domain.TaskPending), target, domain.PlanReuse},
-		{"downloading task for target", taskFor("fw-1", domain.TaskDownloading), target, domain.PlanReuse},
-		{"installing task for target", taskFor("fw-1", domain.TaskInstalling), target, domain.PlanReuse},
-		{"pending task for other firmware: supersede", taskFor("fw-2", domain.TaskPending), target, domain.PlanCreate},
-		{"downloading task for other firmware: keep", taskFor("fw-2", domain.TaskDownloading), target, domain.PlanKeep},
-		{"downloaded task for other firmware: keep", taskFor("fw-2", domain.TaskDownloaded), target, domain.PlanKeep},
-		{"installing task for other firmware: keep", taskFor("fw-2", domain.TaskInstalling), target, domain.PlanKeep},
-		{"pending task, no target: keep", taskFor("fw-2", domain.TaskPending), nil, domain.PlanKeep},
-		{"installing task, no target: keep", taskFor("fw-2", domain.TaskInstalling), nil, domain.PlanKeep},
+		// Rule 6: nothing to offer, nothing active.
+		{name: "no offers, no task", reported: "1.0.0", action: domain.CheckNoUpdate},
+		// Rule 4: the highest eligible version is created, attempt 1.
+		{name: "create the highest", reported: "1.0.0", offers: []string{"1.1.0", "1.3.0", "1.2.0"},
+			action: domain.CheckCreate, create: "1.3.0", attempt: 1},
+		// Rule 4 + event rule 4: attempts count failures; exhausted firmware is skipped.
+		{name: "attempt after failures", reported: "1.0.0", offers: []string{"1.3.0"}, failed: map[string]int{"fw-1.3.0": 2},
+			action: domain.CheckCreate, create: "1.3.0", attempt: 3},
+		{name: "exhausted target skipped", reported: "1.0.0", offers: []string{"1.2.0", "1.3.0"}, failed: map[string]int{"fw-1.3.0": 3},
+			action: domain.CheckCreate, create: "1.2.0", attempt: 1},
+		// Never a downgrade, never the running version.
+		{name: "no downgrade offered", reported: "1.2.5", offers: []string{"1.1.0", "1.2.0"}, action: domain.CheckNoUpdate},
+		{name: "running version not offered", reported: "1.3.0", offers: []string{"1.3.0"}, action: domain.CheckNoUpdate},
+		// Rule 5: reuse.
+		{name: "reuse pending for target", reported: "1.0.0", offers: []string{"1.3.0"},
+			active: func(f *planFixture) *domain.ActiveTask { return f.active("1.3.0", domain.TaskPending) },
+			action: domain.CheckReuse, task: "task-1.3.0"},
+		{name: "reuse started for target", reported: "1.0.0", offers: []string{"1.3.0"},
+			active: func(f *planFixture) *domain.ActiveTask { return f.active("1.3.0", domain.TaskInstalling) },
+			action: domain.CheckReuse, task: "task-1.3.0"},
+		// Rule 5: supersede a pending task by a higher target; keep a started one.
+		{name: "supersede pending lower", reported: "1.0.0", offers: []string{"1.3.0"},
+			active: func(f *planFixture) *domain.ActiveTask { return f.active("1.1.0", domain.TaskPending) },
+			action: domain.CheckCreate, create: "1.3.0", attempt: 1, ended: "cancelled:SUPERSEDED", supersede: true},
+		{name: "keep started", reported: "1.0.0", offers: []string{"1.3.0"},
+			active: func(f *planFixture) *domain.ActiveTask { return f.active("1.1.0", domain.TaskDownloading) },
+			action: domain.CheckKeep, task: "task-1.1.0"},
+		// Issue 9: a stale view of the offers never replaces a pending task by a lower version.
+		{name: "pending higher never superseded by lower", reported: "1.0.0", offers: []string{"1.2.0"},
+			active: func(f *planFixture) *domain.ActiveTask { return f.active("1.3.0", domain.TaskPending) },
+			action: domain.CheckKeep, task: "task-1.3.0"},
+		{name: "pending kept while its rollout is paused", reported: "1.0.0", offers: []string{"1.2.0"},
+			active: func(f *planFixture) *domain.ActiveTask { return f.active("1.3.0", domain.TaskPending, pauseRollout) },
+			action: domain.CheckKeep, task: "task-1.3.0"},
+		{name: "keep pending without target", reported: "1.0.0",
+			active: func(f *planFixture) *domain.ActiveTask { return f.active("1.2.0", domain.TaskPending) },
+			action: domain.CheckKeep, task: "task-1.2.0"},
+		// Rule 3: reporting the task's version succeeds it (any active status).
+		{name: "implicit success", reported: "1.3.0+build.9", offers: []string{"1.3.0"},
+			active: func(f *planFixture) *domain.ActiveTask { return f.active("1.3.0", domain.TaskInstalling) },
+			action: domain.CheckNoUpdate, ended: "succeeded:"},
+		{name: "implicit success then next target", reported: "1.2.0", offers: []string{"1.3.0"},
+			active: func(f *planFixture) *domain.ActiveTask { return f.active("1.2.0", domain.TaskPending) },
+			action: domain.CheckCreate, create: "1.3.0", attempt: 1, ended: "succeeded:"},
+		// Rule 5: a pending task of revoked firmware or a cancelled rollout is cancelled.
+		{name: "revoked firmware cancels pending", reported: "1.0.0",
+			active: func(f *planFixture) *domain.ActiveTask { return f.active("1.3.0", domain.TaskPending, revokeFW) },
+			action: domain.CheckNoUpdate, ended: "cancelled:FIRMWARE_REVOKED"},
+		{name: "revoked firmware: pending cancelled, lower offered", reported: "1.0.0", offers: []string{"1.2.0"},
+			active: func(f *planFixture) *domain.ActiveTask { return f.active("1.3.0", domain.TaskPending, revokeFW) },
+			action: domain.CheckCreate, create: "1.2.0", attempt: 1, ended: "cancelled:FIRMWARE_REVOKED"},
+		{name: "revoked firmware: started task finishes", reported: "1.0.0",
+			active: func(f *planFixture) *domain.ActiveTask { return f.active("1.3.0", domain.TaskDownloaded, revokeFW) },
+			action: domain.CheckKeep, task: "task-1.3.0"},
+		{name: "cancelled rollout cancels pending", reported: "1.0.0",
+			active: func(f *planFixture) *domain.ActiveTask { return f.active("1.3.0", domain.TaskPending, cancelRollout) },
+			action: domain.CheckNoUpdate, ended: "cancelled:ROLLOUT_CANCELLED"},
+		// A pending task below what the device runs would be a downgrade.
+		{name: "pending below reported cancelled", reported: "1.2.5",
+			active: func(f *planFixture) *domain.ActiveTask { return f.active("1.2.0", domain.TaskPending) },
+			action: domain.CheckNoUpdate, ended: "cancelled:SUPERSEDED"},
+		// A finished task passed as active is ignored.
+		{name: "finished task ignored", reported: "1.0.0", offers: []string{"1.3.0"},
+			active: func(f *planFixture) *domain.ActiveTask { return f.active("1.3.0", domain.TaskFailed) },
+			action: domain.CheckCreate, create: "1.3.0", attempt: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := domain.Decide(tt.active, tt.target); got != tt.want {
-				t.Fatalf("Decide = %s, want %s", got, tt.want)
+			f := newPlanFixture(t)
+			in := domain.CheckInput{Device: f.dev, Reported: domain.MustParseVersion(tt.reported),
+				Offers: f.offers(tt.offers...), Failed: tt.failed, Now: t1}
+			if tt.active != nil {
+				in.Active = tt.active(f)
+			}
+			var before domain.TaskRecord
+			if in.Active != nil {
+				before = in.Active.Task.Record()
+			}
+			p := domain.PlanCheck(in)
+			if in.Active != nil && in.Active.Task.Record() != before {
+				t.Fatal("PlanCheck changed its input")
+			}
+			if p.Action != tt.action {
+				t.Fatalf("action %s, want %s", p.Action, tt.action)
+			}
+			if got := taskID(p.Task); got != tt.task {
+				t.Fatalf("task handed back %q, want %q", got, tt.task)
+			}
+			ended := ""
+			if p.Ended != nil {
+				ended = p.Ended.Status().String() + ":" + p.Ended.ErrorCode()
+				if p.Ended.ID() != in.Active.Task.ID() || !p.Ended.UpdatedAt().Equal(t1.UTC()) {
+					t.Fatalf("ended %+v", p.Ended.Record())
+				}
+			}
+			if ended != tt.ended {
+				t.Fatalf("ended %q, want %q", ended, tt.ended)
+			}
+			if p.Writes() != (tt.ended != "" || tt.create != "") {
+				t.Fatalf("Writes() = %v", p.Writes())
+			}
+			if p.Superseded() != tt.supersede {
+				t.Fatalf("Superseded() = %v, want %v", p.Superseded(), tt.supersede)
+			}
+			if tt.create == "" {
+				return
+			}
+			if p.Offer.Firmware.Version().String() != tt.create || p.Attempt != tt.attempt {
+				t.Fatalf("create %s attempt %d, want %s attempt %d", p.Offer.Firmware.Version(), p.Attempt, tt.create, tt.attempt)
 			}
 		})
 	}
 }
 
-func TestPlanString(t *testing.T) {
-	tests := map[domain.Plan]string{
-		domain.PlanNone:   "none",
-		domain.PlanKeep:   "keep",
-		domain.PlanReuse:  "reuse",
-		domain.PlanCreate: "create",
+func taskID(t *domain.Task) string {
+	if t == nil {
+		return ""
 	}
-	for p, want := range tests {
-		if got := p.String(); got != want {
-			t.Errorf("Plan(%d).String() = %q, want %q", int(p), got, want)
+	return t.ID()
+}
+
+func TestCheckActionString(t *testing.T) {
+	tests := map[domain.CheckAction]string{
+		domain.CheckNoUpdate: "no_update",
+		domain.CheckKeep:     "keep",
+		domain.CheckReuse:    "reuse",
+		domain.CheckCreate:   "create",
+	}
+	for a, want := range tests {
+		if got := a.String(); got != want {
+			t.Errorf("CheckAction(%d).String() = %q, want %q", int(a), got, want)
 		}
 	}
 }
@@ -305,10 +457,11 @@ func TestRetryCycleStopsAtMaxAttempts(t *testing.T) {
 		if !found {
 			break
 		}
-		if domain.Decide(nil, &target) != domain.PlanCreate {
+		p := domain.PlanCheck(domain.CheckInput{Device: d, Reported: cur, Offers: []domain.Offer{target}, Failed: failed, Now: t1})
+		if p.Action != domain.CheckCreate {
 			t.Fatal("no active task and a target must create")
 		}
-		task, err := domain.NewTask("t", d.ID(), target, domain.NextAttempt(failed[target.Firmware.ID()]), t1)
+		task, err := domain.NewTask("t", d.ID(), p.Offer, p.Attempt, t1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -320,5 +473,24 @@ func TestRetryCycleStopsAtMaxAttempts(t *testing.T) {
 	}
 	if !slices.Equal(attempts, []int{1, 2}) {
 		t.Fatalf("attempts = %v, want [1 2]", attempts)
+	}
+}
+
+func TestOfferOpen(t *testing.T) {
+	f := newPlanFixture(t)
+	open := domain.Offer{Firmware: f.fw["1.2.0"], Rollout: f.ro["1.2.0"]}
+	if !open.Open() {
+		t.Fatal("a released firmware's active rollout is not open")
+	}
+	paused := open
+	if err := paused.Rollout.ChangeStatus(domain.RolloutPaused, paused.Firmware, t1); err != nil {
+		t.Fatal(err)
+	}
+	revoked := domain.Offer{Firmware: revoked(open.Firmware), Rollout: open.Rollout}
+	mismatched := domain.Offer{Firmware: f.fw["1.3.0"], Rollout: open.Rollout}
+	for name, o := range map[string]domain.Offer{"paused": paused, "revoked": revoked, "rollout of another firmware": mismatched} {
+		if o.Open() {
+			t.Errorf("%s: open", name)
+		}
 	}
 }

@@ -40,6 +40,11 @@ var (
 	ErrServiceBusy = errors.New("service busy")
 	// ErrRateLimited means the caller exceeded its request budget.
 	ErrRateLimited = errors.New("rate limited")
+	// ErrOfferWithdrawn means a task was not created because, by the time
+	// it was to be stored, its firmware had been revoked or its rollout had
+	// stopped being active. The check then answers as if the offer were
+	// gone; it never reaches a caller.
+	ErrOfferWithdrawn = errors.New("offer withdrawn")
 )
 
 // ValidationError says which field broke which rule. It unwraps to ErrValidation.

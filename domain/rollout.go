@@ -134,22 +134,45 @@ type RolloutRecord struct {
 	UpdatedAt               time.Time
 }
 
-// RehydrateRollout rebuilds a stored rollout; only adapters call it.
+// RehydrateRollout rebuilds a stored rollout; only adapters call it. The
+// rollout keeps its own copy of the threshold.
 func RehydrateRollout(rec RolloutRecord) Rollout {
 	return Rollout{
 		id: rec.ID, firmwareID: rec.FirmwareID, percentage: rec.Percentage, maxAttempts: rec.MaxAttempts,
-		failureThresholdPercent: rec.FailureThresholdPercent, minSample: rec.MinSample, status: rec.Status,
+		failureThresholdPercent: copyInt(rec.FailureThresholdPercent), minSample: rec.MinSample, status: rec.Status,
 		pausedReason: rec.PausedReason, createdAt: rec.CreatedAt, updatedAt: rec.UpdatedAt,
 	}
 }
 
-// Record exposes the fields for storage and display.
+// Record exposes the fields for storage and display. It shares nothing
+// with the rollout: changing the record (its threshold) leaves the rollout
+// — and any cache holding it — as it was.
 func (r Rollout) Record() RolloutRecord {
 	return RolloutRecord{
 		ID: r.id, FirmwareID: r.firmwareID, Percentage: r.percentage, MaxAttempts: r.maxAttempts,
-		FailureThresholdPercent: r.failureThresholdPercent, MinSample: r.minSample, Status: r.status,
+		FailureThresholdPercent: copyInt(r.failureThresholdPercent), MinSample: r.minSample, Status: r.status,
 		PausedReason: r.pausedReason, CreatedAt: r.createdAt, UpdatedAt: r.updatedAt,
 	}
+}
+
+// Equal reports whether two records hold the same values (the threshold
+// compared by value, not by pointer).
+func (rec RolloutRecord) Equal(o RolloutRecord) bool {
+	a, b := rec.FailureThresholdPercent, o.FailureThresholdPercent
+	if (a == nil) != (b == nil) || a != nil && *a != *b {
+		return false
+	}
+	rec.FailureThresholdPercent, o.FailureThresholdPercent = nil, nil
+	return rec == o
+}
+
+// copyInt copies an optional value, so that no two owners share it.
+func copyInt(p *int) *int {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }
 
 func validPercentage(field string, p int) error {
@@ -253,8 +276,9 @@ func (s *TaskStats) Add(st TaskStatus, n int) {
 	}
 }
 
-// FailureThresholdPercent is the failure rate that pauses the rollout (nil: never).
-func (r Rollout) FailureThresholdPercent() *int { return r.failureThresholdPercent }
+// FailureThresholdPercent is the failure rate that pauses the rollout
+// (nil: never), as a copy the caller owns.
+func (r Rollout) FailureThresholdPercent() *int { return copyInt(r.failureThresholdPercent) }
 
 // MinSample is how many finished tasks are needed before the threshold applies.
 func (r Rollout) MinSample() int { return r.minSample }
@@ -265,11 +289,18 @@ func (r Rollout) CreatedAt() time.Time { return r.createdAt }
 // UpdatedAt is when it last changed.
 func (r Rollout) UpdatedAt() time.Time { return r.updatedAt }
 
+// WatchesFailures reports whether the rollout may pause itself (event rule
+// 5): it is active and has a failure threshold. Only then are its tasks
+// worth counting when one of them finishes.
+func (r Rollout) WatchesFailures() bool {
+	return r.status == RolloutActive && r.failureThresholdPercent != nil
+}
+
 // AutoPause pauses an active rollout whose failure rate among finished
 // tasks reached its threshold with at least MinSample finished tasks
 // (event rule 5). It reports whether it paused.
 func (r *Rollout) AutoPause(s TaskStats, now time.Time) bool {
-	if r.status != RolloutActive || r.failureThresholdPercent == nil {
+	if !r.WatchesFailures() {
 		return false
 	}
 	finished := s.Succeeded + s.Failed

@@ -191,7 +191,7 @@ func TestRolloutSetPercentage(t *testing.T) {
 				}
 				return
 			}
-			if r.Record() != before {
+			if !r.Record().Equal(before) {
 				t.Fatalf("refused change modified the rollout: %+v", r.Record())
 			}
 		})
@@ -271,7 +271,7 @@ func TestRolloutChangeStatus(t *testing.T) {
 				if !errors.Is(err, tt.err) {
 					t.Fatalf("err = %v, want %v", err, tt.err)
 				}
-				if r.Record() != before {
+				if !r.Record().Equal(before) {
 					t.Fatalf("refused change modified the rollout: %+v", r.Record())
 				}
 			} else if err != nil {
@@ -295,7 +295,7 @@ func TestRolloutChangeStatusInvalidTarget(t *testing.T) {
 	r := rolloutIn(t, "active", fw)
 	before := r.Record()
 	wantValidation(t, r.ChangeStatus(domain.RolloutStatus{}, fw, t1), "status")
-	if r.Record() != before {
+	if !r.Record().Equal(before) {
 		t.Fatal("invalid status modified the rollout")
 	}
 }
@@ -338,7 +338,7 @@ func TestRolloutAutoPause(t *testing.T) {
 				t.Fatalf("AutoPause(%+v) = %v, want %v", tt.stats, got, tt.want)
 			}
 			if !tt.want {
-				if r.Record() != before {
+				if !r.Record().Equal(before) {
 					t.Fatal("AutoPause changed a rollout it did not pause")
 				}
 				return
@@ -363,7 +363,7 @@ func TestRolloutAutoPauseOnlyWhenActive(t *testing.T) {
 			if r.AutoPause(stats, t1) {
 				t.Fatalf("AutoPause paused a %s rollout", state)
 			}
-			if r.Record() != before {
+			if !r.Record().Equal(before) {
 				t.Fatalf("AutoPause changed a %s rollout: %+v", state, r.Record())
 			}
 		})
@@ -409,7 +409,7 @@ func TestRolloutRecordRoundTrip(t *testing.T) {
 	fw := mustFirmware(t, "fw-1", "cam-x1", "1.2.0", "")
 	r := rolloutIn(t, "paused-auto", fw)
 	back := domain.RehydrateRollout(r.Record())
-	if back.Record() != r.Record() {
+	if !back.Record().Equal(r.Record()) {
 		t.Fatalf("round trip: %+v vs %+v", back.Record(), r.Record())
 	}
 }
@@ -427,5 +427,41 @@ func TestTaskStatsAdd(t *testing.T) {
 	s.Add(domain.TaskStatus{}, 100)
 	if s != want {
 		t.Fatal("unknown status was counted")
+	}
+}
+
+func TestRolloutSharesNoThresholdWithItsRecords(t *testing.T) {
+	fw := mustFirmware(t, "fw-1", "cam-x1", "1.2.0", "")
+	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Percentage: 10, FailureThresholdPercent: intp(12)}, t0)
+	*r.Record().FailureThresholdPercent = 99
+	*r.FailureThresholdPercent() = 98
+	rec := r.Record()
+	back := domain.RehydrateRollout(rec)
+	*rec.FailureThresholdPercent = 97
+	if got := *r.FailureThresholdPercent(); got != 12 {
+		t.Fatalf("threshold %d after changing copies, want 12", got)
+	}
+	if got := *back.FailureThresholdPercent(); got != 12 {
+		t.Fatalf("rehydrated threshold %d after changing its record, want 12", got)
+	}
+}
+
+func TestRolloutRecordEqual(t *testing.T) {
+	base := domain.RolloutRecord{ID: rolloutA, Percentage: 5, FailureThresholdPercent: intp(10)}
+	same := base
+	same.FailureThresholdPercent = intp(10)
+	if !base.Equal(same) {
+		t.Fatal("equal values at different addresses are not Equal")
+	}
+	for name, change := range map[string]func(*domain.RolloutRecord){
+		"threshold value": func(r *domain.RolloutRecord) { r.FailureThresholdPercent = intp(11) },
+		"threshold unset": func(r *domain.RolloutRecord) { r.FailureThresholdPercent = nil },
+		"percentage":      func(r *domain.RolloutRecord) { r.Percentage = 6 },
+	} {
+		other := base
+		change(&other)
+		if base.Equal(other) || other.Equal(base) {
+			t.Errorf("%s: records Equal", name)
+		}
 	}
 }

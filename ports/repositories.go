@@ -52,8 +52,11 @@ type RolloutRepository interface {
 	Create(ctx context.Context, r domain.Rollout) error
 	// Get loads a rollout by id.
 	Get(ctx context.Context, id string) (domain.Rollout, error)
-	// Update loads the rollout locked, lets fn change it, and stores it.
-	Update(ctx context.Context, id string, fn func(*domain.Rollout) error) (domain.Rollout, error)
+	// Update loads the rollout locked, with its firmware as the same
+	// transaction sees it (locked against a concurrent revoke, so a rule
+	// judged on it holds at commit), lets fn change the rollout, and
+	// stores it.
+	Update(ctx context.Context, id string, fn func(r *domain.Rollout, fw domain.Firmware) error) (domain.Rollout, error)
 	// Offers returns every active rollout of released firmware of a model,
 	// with its firmware: the candidates of check rule 4.
 	Offers(ctx context.Context, model string) ([]domain.Offer, error)
@@ -75,6 +78,36 @@ type TaskCursor struct {
 	ID        string
 }
 
+// DeviceTasks is what a check needs to know of a device's tasks: its
+// active task (nil if none) and its failed tasks counted by firmware id
+// (never nil).
+type DeviceTasks struct {
+	Active *domain.Task
+	Failed map[string]int
+}
+
+// CheckView is a device with its task state, read together in one round
+// trip: the whole of what a poll reads from the store.
+type CheckView struct {
+	Device domain.Device
+	Tasks  DeviceTasks
+}
+
+// TaskState is what the transaction replacing a device's active task sees:
+// the active task (locked; nil if none) with its firmware and rollout, and
+// the device's failed tasks counted by firmware id (never nil).
+type TaskState struct {
+	Active *domain.ActiveTask
+	Failed map[string]int
+}
+
+// RolloutEvaluation lets the transaction that stores a task's final status
+// re-evaluate the task's rollout (event rule 5). It gets the rollout,
+// locked, and a function counting the rollout's tasks in that transaction
+// (called only when needed: the count is a scan of the rollout's tasks),
+// and reports whether it changed the rollout.
+type RolloutEvaluation func(r *domain.Rollout, stats func() (domain.TaskStats, error)) (bool, error)
+
 // TaskRepository stores tasks and the events applied to them.
 // Not-found is domain.ErrNotFound.
 type TaskRepository interface {
@@ -82,34 +115,40 @@ type TaskRepository interface {
 	Get(ctx context.Context, id string) (domain.Task, error)
 	// Active returns the device's active task, or domain.ErrNotFound.
 	Active(ctx context.Context, deviceID string) (domain.Task, error)
-	// ReplaceActive runs fn with the device's active task (nil if none)
-	// locked against concurrent changes. fn may change that task (cancel
-	// it) and returns the task to insert as the new active one, or nil.
-	// The store enforces one active task per device whatever the caller's
-	// locks do: when the insert loses to a concurrent one, the winner is
-	// returned with created false. Otherwise the result is the inserted
-	// task (created true) or, when fn inserts nothing, the active task as
-	// fn left it (zero Task if none).
-	ReplaceActive(ctx context.Context, deviceID string, fn func(active *domain.Task) (*domain.Task, error)) (result domain.Task, created bool, err error)
+	// CheckView reads the device whose token has hash h with its task
+	// state, in one round trip (domain.ErrNotFound: no such device). It
+	// takes no lock: a poll that changes nothing needs none.
+	CheckView(ctx context.Context, h domain.TokenHash) (CheckView, error)
+	// CheckViewOf is CheckView for a device known by id (an edge that
+	// authenticated the device without reading it).
+	CheckViewOf(ctx context.Context, deviceID string) (CheckView, error)
+	// ReplaceActive runs fn with what one transaction sees of the device's
+	// tasks (TaskState: the active task locked against concurrent changes).
+	// fn may change the active task (end it) and returns the task to
+	// insert as the new active one, or nil. The insert happens only if,
+	// at commit, its firmware is still released and its rollout still
+	// active (both read under a lock a revoke or a rollout change waits
+	// for), else nothing is stored and the error is
+	// domain.ErrOfferWithdrawn. The store enforces one active task per
+	// device whatever the caller's locks do: when the insert loses to a
+	// concurrent one, the winner is returned with created false. Otherwise
+	// the result is the inserted task (created true) or, when fn inserts
+	// nothing, the active task as fn left it (zero Task if none).
+	ReplaceActive(ctx context.Context, deviceID string, fn func(st TaskState) (*domain.Task, error)) (result domain.Task, created bool, err error)
 	// Update loads the task locked, lets fn change it, and stores it.
 	Update(ctx context.Context, id string, fn func(*domain.Task) error) (domain.Task, error)
 	// ApplyEvent loads the task locked, with the event already recorded
 	// under ev's id (nil if none), and calls fn. When fn reports a change,
-	// the task and the event are stored together, atomically.
-	ApplyEvent(ctx context.Context, taskID string, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error)) (domain.Task, error)
+	// the task and the event are stored together, atomically; and when
+	// onRollout is not nil it is called, in the same transaction, with the
+	// task's rollout locked, and a change it reports is stored with them.
+	// So an evaluation of the rollout depends neither on the caller
+	// staying connected after the commit nor on a retry of the event.
+	ApplyEvent(ctx context.Context, taskID string, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout RolloutEvaluation) (domain.Task, error)
 	// FailedCounts counts the device's failed tasks by firmware id.
 	FailedCounts(ctx context.Context, deviceID string) (map[string]int, error)
 	// RolloutStats counts a rollout's tasks by status, in the store.
 	RolloutStats(ctx context.Context, rolloutID string) (domain.TaskStats, error)
 	// List returns tasks matching f in (created_at, id) order, at most f.Limit.
 	List(ctx context.Context, f TaskFilter) ([]domain.Task, error)
-}
-
-// ActiveAndFailedReader is an optional capability of a TaskRepository: the
-// device's active task (nil if none) and its failed tasks counted by
-// firmware id, read together. A check with a target needs both; a store
-// that can answer in one round trip (Postgres) implements it, and the
-// application asks the two TaskRepository methods otherwise.
-type ActiveAndFailedReader interface {
-	ActiveAndFailedCounts(ctx context.Context, deviceID string) (*domain.Task, map[string]int, error)
 }

@@ -14,9 +14,24 @@ type TaskView struct {
 	Firmware domain.Firmware
 }
 
-// CheckRequest is a device's poll: who it is, what it is, what it runs.
+// AuthenticatedDevice is the device a request authenticated as, as the
+// edge hands it to the use cases: no use case looks the caller up again.
+type AuthenticatedDevice struct {
+	Device domain.Device
+	// Tasks is the device's task state, read with the device during
+	// authentication (one round trip for both), or nil when the edge
+	// authenticated without reading it. A check decides on it and reads
+	// again, under the lock, only before it writes.
+	Tasks *DeviceTasks
+}
+
+// ID is the authenticated device's id.
+func (a AuthenticatedDevice) ID() string { return a.Device.ID() }
+
+// CheckRequest is a device's poll: who it is (authenticated by the edge),
+// what it says it is, what it runs.
 type CheckRequest struct {
-	DeviceID       string
+	Device         AuthenticatedDevice
 	Model          string
 	CurrentVersion string
 }
@@ -53,9 +68,14 @@ type EventRequest struct {
 
 // DeviceService is what devices can do.
 type DeviceService interface {
-	// AuthenticateDevice returns the id of the device a token belongs to,
-	// or domain.ErrUnauthorized.
-	AuthenticateDevice(ctx context.Context, token string) (string, error)
+	// AuthenticateDevice returns the device a bearer token belongs to,
+	// with its task state read in the same round trip, or
+	// domain.ErrUnauthorized.
+	AuthenticateDevice(ctx context.Context, token string) (AuthenticatedDevice, error)
+	// IdentifyDevice returns a device an edge authenticated by its own
+	// means (a signed token, a gateway) by id, with its task state, or
+	// domain.ErrNotFound.
+	IdentifyDevice(ctx context.Context, deviceID string) (AuthenticatedDevice, error)
 	// Check finds or creates the device's upgrade task (check rules 1–7).
 	Check(ctx context.Context, req CheckRequest) (CheckResult, error)
 	// GetTask returns one of the device's own tasks (domain.ErrNotFound for

@@ -322,7 +322,11 @@ func (e *env) addSecondModel(t *testing.T) {
 		if _, err := e.admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: id, Model: "speaker-s2"}); err != nil {
 			t.Fatal(err)
 		}
-		res, err := e.devices.Check(ctx, ports.CheckRequest{DeviceID: id, Model: "speaker-s2", CurrentVersion: v})
+		ident, err := e.devices.IdentifyDevice(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.devices.Check(ctx, ports.CheckRequest{Device: ident, Model: "speaker-s2", CurrentVersion: v})
 		if err != nil {
 			t.Fatal(err)
 		}

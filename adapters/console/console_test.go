@@ -75,7 +75,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fleet, err := application.NewFleet(memory.NewFleet(store), deps)
+	fleet, err := application.NewFleet(memory.NewFleet(store), deps.Firmwares, deps.Rollouts, deps.Clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,6 +184,15 @@ func (e *env) startRollout(fw domain.Firmware, pct int, threshold *int) domain.R
 	return r
 }
 
+// check polls as the device id, authenticated as the edge would hand it over.
+func (e *env) check(ctx context.Context, id, model, version string) (ports.CheckResult, error) {
+	ident, err := e.devices.IdentifyDevice(ctx, id)
+	if err != nil {
+		return ports.CheckResult{}, err
+	}
+	return e.devices.Check(ctx, ports.CheckRequest{Device: ident, Model: model, CurrentVersion: version})
+}
+
 // deviceWithTask registers a device of model on version and checks it in.
 func (e *env) deviceWithTask(id, model, version string) *ports.TaskView {
 	e.t.Helper()
@@ -191,7 +200,7 @@ func (e *env) deviceWithTask(id, model, version string) *ports.TaskView {
 	if _, err := e.admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: id, Model: model, CurrentVersion: version}); err != nil {
 		e.t.Fatal(err)
 	}
-	res, err := e.devices.Check(ctx, ports.CheckRequest{DeviceID: id, Model: model, CurrentVersion: version})
+	res, err := e.check(ctx, id, model, version)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -624,7 +633,7 @@ func TestDeviceLookup(t *testing.T) {
 	first := e.deviceWithTask("dev-7", "cam", "1.0.0")
 	e.fail("dev-7", first.Task.ID(), "E_DISK")
 	e.clock.advance(time.Minute)
-	second, err := e.devices.Check(context.Background(), ports.CheckRequest{DeviceID: "dev-7", Model: "cam", CurrentVersion: "1.0.0"})
+	second, err := e.check(context.Background(), "dev-7", "cam", "1.0.0")
 	if err != nil || second.Task == nil {
 		t.Fatalf("retry: %v", err)
 	}
@@ -653,7 +662,7 @@ func TestFleetPage(t *testing.T) {
 		if _, err := e.admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: id, Model: "cam"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.devices.Check(ctx, ports.CheckRequest{DeviceID: id, Model: "cam", CurrentVersion: v}); err != nil {
+		if _, err := e.check(ctx, id, "cam", v); err != nil {
 			t.Fatal(err)
 		}
 	}

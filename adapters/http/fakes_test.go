@@ -106,21 +106,40 @@ func (f *fakeServices) called() []string {
 	return append([]string(nil), f.calls...)
 }
 
-func (f *fakeServices) AuthenticateDevice(_ context.Context, token string) (string, error) {
-	if f.authFn != nil {
-		return f.authFn(token)
+func (f *fakeServices) AuthenticateDevice(_ context.Context, token string) (ports.AuthenticatedDevice, error) {
+	id := ""
+	var err error
+	switch {
+	case f.authFn != nil:
+		id, err = f.authFn(token)
+	case token == tokenDev1:
+		id = dev1
+	case token == tokenDev2:
+		id = dev2
+	default:
+		err = domain.ErrUnauthorized
 	}
-	switch token {
-	case tokenDev1:
-		return dev1, nil
-	case tokenDev2:
-		return dev2, nil
+	if err != nil {
+		return ports.AuthenticatedDevice{}, err
 	}
-	return "", domain.ErrUnauthorized
+	return fakeDevice(id), nil
+}
+
+func (f *fakeServices) IdentifyDevice(_ context.Context, deviceID string) (ports.AuthenticatedDevice, error) {
+	f.record("IdentifyDevice", deviceID)
+	return fakeDevice(deviceID), nil
+}
+
+// fakeDevice is an authenticated device of model cam-x1 with no tasks.
+func fakeDevice(id string) ports.AuthenticatedDevice {
+	return ports.AuthenticatedDevice{
+		Device: domain.RehydrateDevice(id, "cam-x1", domain.Version{}, domain.HashToken("fake-"+id), time.Time{}, time.Time{}),
+		Tasks:  &ports.DeviceTasks{Failed: map[string]int{}},
+	}
 }
 
 func (f *fakeServices) Check(_ context.Context, req ports.CheckRequest) (ports.CheckResult, error) {
-	f.record("Check", req.DeviceID)
+	f.record("Check", req.Device.ID())
 	f.mu.Lock()
 	f.lastCheck = req
 	f.mu.Unlock()

@@ -211,7 +211,7 @@ func TestFleetResponsesOfTheRealApplicationMatchOpenAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fleet, err := application.NewFleet(memory.NewFleet(store), deps)
+	fleet, err := application.NewFleet(memory.NewFleet(store), deps.Firmwares, deps.Rollouts, deps.Clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,11 @@ func TestFleetResponsesOfTheRealApplicationMatchOpenAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	res, err := devices.Check(ctx, ports.CheckRequest{DeviceID: "dev-a", Model: "cam-x1", CurrentVersion: "1.0.0"})
+	ident, err := devices.IdentifyDevice(ctx, "dev-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := devices.Check(ctx, ports.CheckRequest{Device: ident, Model: "cam-x1", CurrentVersion: "1.0.0"})
 	if err != nil || res.Task == nil {
 		t.Fatalf("check: %v", err)
 	}

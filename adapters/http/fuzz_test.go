@@ -101,7 +101,9 @@ func newFuzzWorld(t *testing.T) *fuzzWorld {
 	_, err = admin.UpdateRollout(ctx, cancelled.ID(), ports.RolloutChange{Status: str("cancelled")})
 	must(err)
 
-	res, err := devices.Check(ctx, ports.CheckRequest{DeviceID: fuzzDeviceID, Model: fuzzModel, CurrentVersion: "1.0.0"})
+	dev, err := devices.IdentifyDevice(ctx, fuzzDeviceID)
+	must(err)
+	res, err := devices.Check(ctx, ports.CheckRequest{Device: dev, Model: fuzzModel, CurrentVersion: "1.0.0"})
 	must(err)
 	if res.Task == nil {
 		t.Fatal("setup: the check created no task")

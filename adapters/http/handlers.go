@@ -227,9 +227,9 @@ func queryParam(c echo.Context, name string) (string, error) {
 
 // authDevice is the device the request authenticated as; deviceAuth has
 // checked that it is the one in the path.
-func authDevice(c echo.Context) string {
-	id, _ := c.Get(ctxDeviceID).(string)
-	return id
+func authDevice(c echo.Context) ports.AuthenticatedDevice {
+	d, _ := c.Get(ctxDevice).(ports.AuthenticatedDevice)
+	return d
 }
 
 func (s *server) check(c echo.Context) error {
@@ -241,7 +241,7 @@ func (s *server) check(c echo.Context) error {
 		return err
 	}
 	res, err := s.devices.Check(c.Request().Context(), ports.CheckRequest{
-		DeviceID: authDevice(c), Model: *b.Model, CurrentVersion: *b.CurrentVersion,
+		Device: authDevice(c), Model: *b.Model, CurrentVersion: *b.CurrentVersion,
 	})
 	if err != nil {
 		return err
@@ -250,7 +250,7 @@ func (s *server) check(c echo.Context) error {
 }
 
 func (s *server) getTask(c echo.Context) error {
-	v, err := s.devices.GetTask(c.Request().Context(), authDevice(c), pathParam(c, "task_id"))
+	v, err := s.devices.GetTask(c.Request().Context(), authDevice(c).ID(), pathParam(c, "task_id"))
 	if err != nil {
 		return err
 	}
@@ -265,7 +265,7 @@ func (s *server) reportEvent(c echo.Context) error {
 	if err := required(has("event_id", b.EventID), has("status", b.Status)); err != nil {
 		return err
 	}
-	v, err := s.devices.ReportEvent(c.Request().Context(), authDevice(c), pathParam(c, "task_id"), ports.EventRequest{
+	v, err := s.devices.ReportEvent(c.Request().Context(), authDevice(c).ID(), pathParam(c, "task_id"), ports.EventRequest{
 		EventID: *b.EventID, Status: *b.Status, Progress: b.Progress,
 		ErrorCode: deref(b.ErrorCode), ErrorMessage: deref(b.ErrorMessage),
 	})

@@ -27,7 +27,7 @@ const maxRequestIDLen = 128
 const (
 	ctxRequestID = "ota.request_id"
 	ctxErrorCode = "ota.error_code"
-	ctxDeviceID  = "ota.device_id" // the authenticated device
+	ctxDevice    = "ota.device" // the authenticated device (ports.AuthenticatedDevice)
 )
 
 type requestIDKey struct{}
@@ -208,10 +208,12 @@ func (s *server) adminAuth(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // deviceAuth admits a request bearing a device token whose device is the
-// one in the path. A valid token for another device — or for a device id
-// that does not exist — is FORBIDDEN, the same answer either way, so the
-// response does not reveal which device ids are registered. The admin
-// token is not a device token and gets 401.
+// one in the path, and keeps what authentication returned (the device and
+// its task state, read in one round trip) for the handler to pass on. A
+// valid token for another device — or for a device id that does not exist
+// — is FORBIDDEN, the same answer either way, so the response does not
+// reveal which device ids are registered. The admin token is not a device
+// token and gets 401.
 func (s *server) deviceAuth(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		token, err := bearerToken(c.Request())
@@ -223,7 +225,7 @@ func (s *server) deviceAuth(next echo.HandlerFunc) echo.HandlerFunc {
 			// that a guess is the admin token.
 			return domain.ErrUnauthorized
 		}
-		id, err := s.devices.AuthenticateDevice(c.Request().Context(), token)
+		dev, err := s.devices.AuthenticateDevice(c.Request().Context(), token)
 		switch {
 		case errors.Is(err, domain.ErrNotFound), errors.Is(err, domain.ErrValidation):
 			// No device has this token, however the service phrases it.
@@ -231,10 +233,10 @@ func (s *server) deviceAuth(next echo.HandlerFunc) echo.HandlerFunc {
 		case err != nil:
 			return err
 		}
-		if id != pathParam(c, "device_id") {
+		if dev.ID() != pathParam(c, "device_id") {
 			return domain.ErrForbidden
 		}
-		c.Set(ctxDeviceID, id)
+		c.Set(ctxDevice, dev)
 		return next(c)
 	}
 }

@@ -80,10 +80,14 @@ func (r *Rollouts) Get(ctx context.Context, id string) (domain.Rollout, error) {
 	return cloneRollout(ro), nil
 }
 
-// Update loads the rollout locked, lets fn change a copy, and stores it only
-// if fn returns nil. As in the Postgres adapter, everything but the id, the
-// firmware (tasks reference the pair) and the start time is written.
-func (r *Rollouts) Update(ctx context.Context, id string, fn func(*domain.Rollout) error) (domain.Rollout, error) {
+// Update loads the rollout locked, with its firmware locked too (as the
+// Postgres adapter reads it FOR SHARE: a revoke waits, and the rule fn
+// judges on the firmware holds when the change is stored), lets fn change a
+// copy, and stores it only if fn returns nil. As in the Postgres adapter,
+// everything but the id, the firmware (tasks reference the pair) and the
+// start time is written. Locks are taken rollout first, then firmware, in
+// every path of this package.
+func (r *Rollouts) Update(ctx context.Context, id string, fn func(*domain.Rollout, domain.Firmware) error) (domain.Rollout, error) {
 	key, ok := canonicalUUID(id)
 	if !ok {
 		if err := ctx.Err(); err != nil {
@@ -103,29 +107,35 @@ func (r *Rollouts) Update(ctx context.Context, id string, fn func(*domain.Rollou
 	if !ok {
 		return domain.Rollout{}, domain.ErrNotFound
 	}
+	unlockFW, err := s.rows.lock(ctx, firmwareRow(ro.FirmwareID()))
+	if err != nil {
+		return domain.Rollout{}, err
+	}
+	defer unlockFW()
+	s.mu.Lock()
+	fw := s.firmwares[ro.FirmwareID()]
+	s.mu.Unlock()
 	changed := cloneRollout(ro)
-	if err := fn(&changed); err != nil {
+	if err := fn(&changed, fw); err != nil {
 		return domain.Rollout{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return domain.Rollout{}, err
 	}
-	rec, c := ro.Record(), changed.Record()
-	if c.Status == domain.RolloutActive && rec.Status != domain.RolloutActive {
-		s.mu.Lock()
-		fw, ok := s.firmwares[rec.FirmwareID]
-		s.mu.Unlock()
-		if ok && fw.Revoked() {
-			return domain.Rollout{}, domain.ErrFirmwareRevoked
-		}
-	}
-	rec.Percentage, rec.MaxAttempts, rec.FailureThresholdPercent, rec.MinSample = c.Percentage, c.MaxAttempts, c.FailureThresholdPercent, c.MinSample
-	rec.Status, rec.PausedReason, rec.UpdatedAt = c.Status, c.PausedReason, stamp(c.UpdatedAt)
-	merged := cloneRollout(domain.RehydrateRollout(rec))
+	merged := mergeRollout(ro, changed)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rollouts[key] = merged
 	return cloneRollout(merged), nil
+}
+
+// mergeRollout writes onto the stored rollout what the Postgres UPDATE
+// writes: everything but the id, the firmware and the start time.
+func mergeRollout(stored, changed domain.Rollout) domain.Rollout {
+	rec, c := stored.Record(), changed.Record()
+	rec.Percentage, rec.MaxAttempts, rec.FailureThresholdPercent, rec.MinSample = c.Percentage, c.MaxAttempts, c.FailureThresholdPercent, c.MinSample
+	rec.Status, rec.PausedReason, rec.UpdatedAt = c.Status, c.PausedReason, stamp(c.UpdatedAt)
+	return cloneRollout(domain.RehydrateRollout(rec))
 }
 
 // Offers returns every active rollout of released firmware of model, with

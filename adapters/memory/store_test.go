@@ -73,7 +73,7 @@ func (f *storeFixture) task(deviceID string, o domain.Offer) domain.Task {
 
 func (f *storeFixture) insert(tk domain.Task) domain.Task {
 	f.t.Helper()
-	got, created, err := f.tk.ReplaceActive(f.t.Context(), tk.DeviceID(), func(*domain.Task) (*domain.Task, error) { return &tk, nil })
+	got, created, err := f.tk.ReplaceActive(f.t.Context(), tk.DeviceID(), onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil }))
 	f.must(err)
 	if !created {
 		f.t.Fatal("not created")
@@ -95,11 +95,11 @@ func TestActionIDsCountFromOne(t *testing.T) {
 	d := f.device("busy")
 	f.insert(f.task(d.ID(), o))
 	loser := f.task(d.ID(), o)
-	if _, created, err := f.tk.ReplaceActive(t.Context(), d.ID(), func(*domain.Task) (*domain.Task, error) { return &loser, nil }); err != nil || created {
+	if _, created, err := f.tk.ReplaceActive(t.Context(), d.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &loser, nil })); err != nil || created {
 		t.Fatalf("losing insert: created=%v err=%v", created, err)
 	}
 	ghost := f.task("ghost", o)
-	if _, _, err := f.tk.ReplaceActive(t.Context(), "ghost", func(*domain.Task) (*domain.Task, error) { return &ghost, nil }); !errors.Is(err, domain.ErrNotFound) {
+	if _, _, err := f.tk.ReplaceActive(t.Context(), "ghost", onActive(func(*domain.Task) (*domain.Task, error) { return &ghost, nil })); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("insert for an unknown device: %v", err)
 	}
 	if got := f.insert(f.task(f.device("next").ID(), o)).ActionID(); got != 7 {
@@ -150,7 +150,7 @@ func TestNonUUIDIDsAreRefused(t *testing.T) {
 	d := f.device("d1")
 	tk, err := domain.NewTask("task-1", d.ID(), o, 1, f.now)
 	f.must(err)
-	if _, _, err := f.tk.ReplaceActive(t.Context(), d.ID(), func(*domain.Task) (*domain.Task, error) { return &tk, nil }); err == nil {
+	if _, _, err := f.tk.ReplaceActive(t.Context(), d.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil })); err == nil {
 		t.Error("task with id task-1 was stored")
 	}
 	// A duplicate id is refused too, and is not the (model, version) conflict.
@@ -166,7 +166,7 @@ func TestTaskForAnotherDeviceIsRefused(t *testing.T) {
 	o := f.offer(uuid.NewString(), "2.0.0")
 	a, b := f.device("a"), f.device("b")
 	tk := f.task(b.ID(), o)
-	if _, _, err := f.tk.ReplaceActive(t.Context(), a.ID(), func(*domain.Task) (*domain.Task, error) { return &tk, nil }); !errors.Is(err, errForeignDevice) {
+	if _, _, err := f.tk.ReplaceActive(t.Context(), a.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil })); !errors.Is(err, errForeignDevice) {
 		t.Errorf("err = %v, want errForeignDevice", err)
 	}
 	if _, err := f.tk.Get(t.Context(), tk.ID()); !errors.Is(err, domain.ErrNotFound) {
@@ -232,7 +232,7 @@ func TestContextErrorsAreTheContexts(t *testing.T) {
 	_, errs["firmwares.list"] = f.fw.List(ctx, "")
 	_, errs["firmwares.update"] = f.fw.Update(ctx, o.Firmware.ID(), func(*domain.Firmware) error { return nil })
 	_, errs["rollouts.offers"] = f.ro.Offers(ctx, "cam")
-	_, errs["rollouts.update"] = f.ro.Update(ctx, o.Rollout.ID(), func(*domain.Rollout) error { return nil })
+	_, errs["rollouts.update"] = f.ro.Update(ctx, o.Rollout.ID(), func(*domain.Rollout, domain.Firmware) error { return nil })
 	_, errs["tasks.active"] = f.tk.Active(ctx, d.ID())
 	_, errs["tasks.update"] = f.tk.Update(ctx, tk.ID(), func(*domain.Task) error { return nil })
 	_, errs["tasks.list"] = f.tk.List(ctx, ports.TaskFilter{})
@@ -269,10 +269,10 @@ func TestRowLockWaitHonoursDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, _, err := f.tk.ReplaceActive(ctx, d.ID(), func(*domain.Task) (*domain.Task, error) {
+	_, _, err := f.tk.ReplaceActive(ctx, d.ID(), onActive(func(*domain.Task) (*domain.Task, error) {
 		t.Error("fn ran while another caller held the device's tasks")
 		return nil, nil
-	})
+	}))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("err = %v, want context.DeadlineExceeded", err)
 	}
@@ -296,7 +296,7 @@ func TestFnMayReadOtherRepositories(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _, err := f.tk.ReplaceActive(t.Context(), d.ID(), func(*domain.Task) (*domain.Task, error) {
+		_, _, err := f.tk.ReplaceActive(t.Context(), d.ID(), onActive(func(*domain.Task) (*domain.Task, error) {
 			if _, err := f.fw.Get(t.Context(), o.Firmware.ID()); err != nil {
 				return nil, err
 			}
@@ -308,7 +308,7 @@ func TestFnMayReadOtherRepositories(t *testing.T) {
 			}
 			_, err := f.dev.Get(t.Context(), d.ID())
 			return &tk, err
-		})
+		}))
 		if err != nil {
 			t.Error(err)
 		}
@@ -341,10 +341,10 @@ func TestListEdges(t *testing.T) {
 	if st, err := f.tk.RolloutStats(t.Context(), "nope"); err != nil || st != (domain.TaskStats{}) {
 		t.Errorf("stats of a non-UUID rollout: %+v, %v; want zero counts, nil", st, err)
 	}
-	if _, _, err := f.tk.ReplaceActive(t.Context(), "no spaces allowed", func(*domain.Task) (*domain.Task, error) {
+	if _, _, err := f.tk.ReplaceActive(t.Context(), "no spaces allowed", onActive(func(*domain.Task) (*domain.Task, error) {
 		t.Error("fn ran for a device id that cannot exist")
 		return nil, nil
-	}); !errors.Is(err, domain.ErrNotFound) {
+	})); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("replace for an impossible device id: err = %v, want ErrNotFound", err)
 	}
 }
@@ -406,4 +406,15 @@ func storeHeldRows(s *Store) int {
 	s.rows.mu.Lock()
 	defer s.rows.mu.Unlock()
 	return len(s.rows.held)
+}
+
+// onActive adapts a function of the active task alone (nil if none) to
+// ReplaceActive.
+func onActive(fn func(active *domain.Task) (*domain.Task, error)) func(ports.TaskState) (*domain.Task, error) {
+	return func(st ports.TaskState) (*domain.Task, error) {
+		if st.Active == nil {
+			return fn(nil)
+		}
+		return fn(&st.Active.Task)
+	}
 }

@@ -70,18 +70,74 @@ func (r *Tasks) Active(ctx context.Context, deviceID string) (domain.Task, error
 	return s.tasks[id], nil
 }
 
-// ReplaceActive runs fn with a copy of the device's active task (nil if
-// none) while holding the device's task lock, then stores fn's change to it
-// and fn's new task together, or nothing when fn fails or ctx ends first.
+// CheckView reads the device whose token has hash h with its active task
+// and failed counts, as one consistent snapshot.
+func (r *Tasks) CheckView(ctx context.Context, h domain.TokenHash) (ports.CheckView, error) {
+	if err := ctx.Err(); err != nil {
+		return ports.CheckView{}, err
+	}
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.byToken[h]
+	if !ok {
+		return ports.CheckView{}, domain.ErrNotFound
+	}
+	return s.checkViewLocked(id)
+}
+
+// CheckViewOf is CheckView for a device known by id.
+func (r *Tasks) CheckViewOf(ctx context.Context, deviceID string) (ports.CheckView, error) {
+	if err := ctx.Err(); err != nil {
+		return ports.CheckView{}, err
+	}
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.checkViewLocked(deviceID)
+}
+
+func (s *Store) checkViewLocked(deviceID string) (ports.CheckView, error) {
+	d, ok := s.devices[deviceID]
+	if !ok {
+		return ports.CheckView{}, domain.ErrNotFound
+	}
+	v := ports.CheckView{Device: d, Tasks: ports.DeviceTasks{Failed: s.failedLocked(deviceID)}}
+	if id, ok := s.active[deviceID]; ok {
+		t := s.tasks[id]
+		v.Tasks.Active = &t
+	}
+	return v, nil
+}
+
+// failedLocked counts the device's failed tasks by firmware id. s.mu is held.
+func (s *Store) failedLocked(deviceID string) map[string]int {
+	out := map[string]int{}
+	for _, id := range s.byDevice[deviceID] {
+		if t := s.tasks[id]; t.Status() == domain.TaskFailed {
+			out[t.FirmwareID()]++
+		}
+	}
+	return out
+}
+
+// ReplaceActive runs fn with a copy of what the device's tasks are — its
+// active task (nil if none) with that task's firmware and rollout, and its
+// failed counts — while holding the device's task lock, then stores fn's
+// change to the active task and fn's new task together, or nothing when fn
+// fails or ctx ends first.
 //
-// The one-active-task rule is checked here whatever fn did: when fn leaves
-// the active task active and still asks for an insert, the insert loses and
-// the active task is returned with created false, as the Postgres partial
-// unique index makes the insert lose. A new task must reference a stored
-// device (deviceID itself), firmware and a rollout of that firmware, else
-// domain.ErrNotFound; a device id that cannot exist is domain.ErrNotFound
+// A new task must reference a stored device (deviceID itself), firmware
+// and a rollout of that firmware, else domain.ErrNotFound; its firmware
+// must still be released and its rollout still active, checked while both
+// rows are locked (a revoke or rollout change waits), else
+// domain.ErrOfferWithdrawn and nothing is stored. The one-active-task rule
+// is checked here whatever fn did: when fn leaves the active task active
+// and still asks for an insert, the insert loses and the active task is
+// returned with created false, as the Postgres partial unique index makes
+// the insert lose. A device id that cannot exist is domain.ErrNotFound
 // before fn runs.
-func (r *Tasks) ReplaceActive(ctx context.Context, deviceID string, fn func(active *domain.Task) (*domain.Task, error)) (domain.Task, bool, error) {
+func (r *Tasks) ReplaceActive(ctx context.Context, deviceID string, fn func(st ports.TaskState) (*domain.Task, error)) (domain.Task, bool, error) {
 	if domain.ValidateIdentifier("device_id", deviceID) != nil {
 		if err := ctx.Err(); err != nil {
 			return domain.Task{}, false, err
@@ -96,16 +152,36 @@ func (r *Tasks) ReplaceActive(ctx context.Context, deviceID string, fn func(acti
 	defer unlock()
 
 	s.mu.Lock()
-	var before, arg *domain.Task
+	var before *domain.Task
+	st := ports.TaskState{Failed: s.failedLocked(deviceID)}
 	if id, ok := s.active[deviceID]; ok {
-		t, cp := s.tasks[id], s.tasks[id]
-		before, arg = &t, &cp
+		t := s.tasks[id]
+		before = &t
+		st.Active = &domain.ActiveTask{Task: t, Firmware: s.firmwares[t.FirmwareID()], Rollout: cloneRollout(s.rollouts[t.RolloutID()])}
 	}
 	s.mu.Unlock()
 
-	ins, err := fn(arg)
+	ins, err := fn(st)
 	if err != nil {
 		return domain.Task{}, false, err
+	}
+	var rec domain.TaskRecord
+	if ins != nil {
+		if rec, err = checkNewTask(deviceID, *ins); err != nil {
+			return domain.Task{}, false, err
+		}
+		// FOR SHARE on the offer's rows: wait for a revoke or a rollout
+		// change in progress, and hold them off until this is stored.
+		unlockRO, err := s.rows.lock(ctx, rolloutRow(rec.RolloutID))
+		if err != nil {
+			return domain.Task{}, false, err
+		}
+		defer unlockRO()
+		unlockFW, err := s.rows.lock(ctx, firmwareRow(rec.FirmwareID))
+		if err != nil {
+			return domain.Task{}, false, err
+		}
+		defer unlockFW()
 	}
 	if err := ctx.Err(); err != nil {
 		return domain.Task{}, false, err
@@ -115,7 +191,7 @@ func (r *Tasks) ReplaceActive(ctx context.Context, deviceID string, fn func(acti
 	defer s.mu.Unlock()
 	var after *domain.Task
 	if before != nil {
-		m := mergeTask(*before, *arg)
+		m := mergeTask(*before, st.Active.Task)
 		after = &m
 	}
 	if ins == nil {
@@ -127,9 +203,16 @@ func (r *Tasks) ReplaceActive(ctx context.Context, deviceID string, fn func(acti
 		}
 		return *after, false, nil
 	}
-	rec, err := checkNewTask(deviceID, *ins)
-	if err != nil {
-		return domain.Task{}, false, err
+	// As the Postgres adapter reads the offer FOR SHARE before it inserts:
+	// a firmware or rollout that does not exist is not found, one that
+	// stopped being offered is withdrawn.
+	fw, okF := s.firmwares[rec.FirmwareID]
+	ro, okR := s.rollouts[rec.RolloutID]
+	if !okF || !okR || ro.FirmwareID() != rec.FirmwareID {
+		return domain.Task{}, false, domain.ErrNotFound
+	}
+	if !(domain.Offer{Firmware: fw, Rollout: ro}).Open() {
+		return domain.Task{}, false, domain.ErrOfferWithdrawn
 	}
 	// Postgres draws the identity before it knows whether the insert
 	// stands, and a sequence never rolls back: every attempt uses a number.
@@ -137,8 +220,7 @@ func (r *Tasks) ReplaceActive(ctx context.Context, deviceID string, fn func(acti
 	rec.ActionID = s.lastActionID
 	if rec.Status.IsActive() {
 		// The partial unique index: the insert loses to the task that is
-		// still active once fn's change to it is applied. Postgres decides
-		// this before the foreign keys are checked.
+		// still active once fn's change to it is applied.
 		if after != nil && after.Status().IsActive() {
 			if err := s.putTaskLocked(*after); err != nil {
 				return domain.Task{}, false, err
@@ -286,12 +368,15 @@ func (r *Tasks) Update(ctx context.Context, id string, fn func(*domain.Task) err
 
 // ApplyEvent loads the task locked, with the event already recorded under
 // ev's id for this task (nil if none), and calls fn on a copy. Only when fn
-// reports a change are the task and the event stored, together; when it
-// reports none nothing is stored and the task is returned as fn left it
-// (the domain leaves it untouched then), and when fn fails or ctx ends first
-// nothing is stored and the error is returned. The recorded event keeps
-// only its id and fingerprint, as the Postgres table does.
-func (r *Tasks) ApplyEvent(ctx context.Context, taskID string, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error)) (domain.Task, error) {
+// reports a change are the task and the event stored, together — and,
+// when onRollout is given, with the change it makes to the task's rollout,
+// which it judges with that rollout locked and its tasks counted as they
+// will be once this change is stored. When fn reports no change nothing is
+// stored and the task is returned as fn left it (the domain leaves it
+// untouched then); when fn or onRollout fails or ctx ends first nothing is
+// stored and the error is returned. The recorded event keeps only its id
+// and fingerprint, as the Postgres table does.
+func (r *Tasks) ApplyEvent(ctx context.Context, taskID string, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout ports.RolloutEvaluation) (domain.Task, error) {
 	s := r.s
 	t, unlock, err := s.lockTask(ctx, taskID)
 	if err != nil {
@@ -318,16 +403,56 @@ func (r *Tasks) ApplyEvent(ctx context.Context, taskID string, ev domain.Event, 
 	if seen {
 		return domain.Task{}, errEventRecorded
 	}
+	merged := mergeTask(t, changed)
+	var (
+		rollout        domain.Rollout
+		rolloutChanged bool
+	)
+	if onRollout != nil {
+		unlockRO, err := s.rows.lock(ctx, rolloutRow(t.RolloutID()))
+		if err != nil {
+			return domain.Task{}, err
+		}
+		defer unlockRO()
+		s.mu.Lock()
+		stored, found := s.rollouts[t.RolloutID()]
+		s.mu.Unlock()
+		if !found {
+			return domain.Task{}, domain.ErrNotFound // not reached: the task references it
+		}
+		rollout = cloneRollout(stored)
+		stats := func() (domain.TaskStats, error) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			var st domain.TaskStats
+			for _, id := range s.byRollout[t.RolloutID()] {
+				if id == merged.ID() {
+					st.Add(merged.Status(), 1)
+					continue
+				}
+				st.Add(s.tasks[id].Status(), 1)
+			}
+			return st, nil
+		}
+		if rolloutChanged, err = onRollout(&rollout, stats); err != nil {
+			return domain.Task{}, err
+		}
+		if rolloutChanged {
+			rollout = mergeRollout(stored, rollout)
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return domain.Task{}, err
 	}
-	merged := mergeTask(t, changed)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.putTaskLocked(merged); err != nil {
 		return domain.Task{}, err
 	}
 	s.events[key] = ev.Fingerprint()
+	if rolloutChanged {
+		s.rollouts[rollout.ID()] = rollout
+	}
 	return merged, nil
 }
 
@@ -341,13 +466,7 @@ func (r *Tasks) FailedCounts(ctx context.Context, deviceID string) (map[string]i
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := map[string]int{}
-	for _, id := range s.byDevice[deviceID] {
-		if t := s.tasks[id]; t.Status() == domain.TaskFailed {
-			out[t.FirmwareID()]++
-		}
-	}
-	return out, nil
+	return s.failedLocked(deviceID), nil
 }
 
 // RolloutStats counts a rollout's tasks by status. A rollout without tasks,

@@ -94,7 +94,11 @@ func newBenchFleet(b *testing.B, store string) *benchFleet {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := devices.Check(ctx, ports.CheckRequest{DeviceID: c.Device.ID(), Model: m, CurrentVersion: "1.0.0"}); err != nil {
+			dev, err := devices.IdentifyDevice(ctx, c.Device.ID())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := devices.Check(ctx, ports.CheckRequest{Device: dev, Model: m, CurrentVersion: "1.0.0"}); err != nil {
 				b.Fatal(err)
 			}
 			if m == f.reuseM {
@@ -132,12 +136,12 @@ func BenchmarkCheck(b *testing.B) {
 					ctx := context.Background()
 					for pb.Next() {
 						c := devs[int(next.Add(1))%len(devs)]
-						id, err := f.devices.AuthenticateDevice(ctx, c.Token)
+						dev, err := f.devices.AuthenticateDevice(ctx, c.Token)
 						if err != nil {
 							b.Error(err)
 							return
 						}
-						res, err := f.devices.Check(ctx, ports.CheckRequest{DeviceID: id, Model: c.Device.Model(), CurrentVersion: "1.0.0"})
+						res, err := f.devices.Check(ctx, ports.CheckRequest{Device: dev, Model: c.Device.Model(), CurrentVersion: "1.0.0"})
 						if err != nil || res.Outcome != want {
 							b.Errorf("%s: %v", res.Outcome, err)
 							return

@@ -489,7 +489,7 @@ func (r *CachedRollouts) Get(ctx context.Context, id string) (domain.Rollout, er
 
 // Update changes a rollout (percentage, status); this replica forgets what
 // it cached at once, the others when the notification reaches them.
-func (r *CachedRollouts) Update(ctx context.Context, id string, fn func(*domain.Rollout) error) (domain.Rollout, error) {
+func (r *CachedRollouts) Update(ctx context.Context, id string, fn func(*domain.Rollout, domain.Firmware) error) (domain.Rollout, error) {
 	out, err := r.c.rollouts.Update(ctx, id, fn)
 	r.c.invalidate("*")
 	return out, err

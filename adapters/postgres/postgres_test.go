@@ -114,12 +114,12 @@ func (e *env) newTask(t *testing.T, deviceID string, o domain.Offer) domain.Task
 func (e *env) createTask(t *testing.T, deviceID string, o domain.Offer) domain.Task {
 	t.Helper()
 	tk := e.newTask(t, deviceID, o)
-	got, created, err := e.tasks.ReplaceActive(context.Background(), deviceID, func(active *domain.Task) (*domain.Task, error) {
+	got, created, err := e.tasks.ReplaceActive(context.Background(), deviceID, onActive(func(active *domain.Task) (*domain.Task, error) {
 		if active != nil {
 			return nil, fmt.Errorf("device %s already has active task %s", deviceID, active.ID())
 		}
 		return &tk, nil
-	})
+	}))
 	if err != nil || !created {
 		t.Fatalf("creating task: created=%v err=%v", created, err)
 	}
@@ -138,12 +138,12 @@ func (e *env) count(t *testing.T, query string, args ...any) int {
 // checkFn is what a device check does with the active task: reuse a task
 // for the target, supersede a pending task for another firmware, keep a
 // started one, create one when there is none.
-func checkFn(deviceID string, target domain.Offer, now time.Time) func(*domain.Task) (*domain.Task, error) {
-	return func(active *domain.Task) (*domain.Task, error) {
-		if active != nil {
-			switch domain.Decide(active, &target) {
-			case domain.PlanReuse, domain.PlanKeep:
-				return nil, nil
+func checkFn(deviceID string, target domain.Offer, now time.Time) func(ports.TaskState) (*domain.Task, error) {
+	return func(st ports.TaskState) (*domain.Task, error) {
+		if st.Active != nil {
+			active := &st.Active.Task
+			if active.FirmwareID() == target.Firmware.ID() || active.Status() != domain.TaskPending {
+				return nil, nil // reuse, or keep a started task
 			}
 			if err := active.Cancel(domain.CodeSuperseded, "superseded", now); err != nil {
 				return nil, err
@@ -154,6 +154,17 @@ func checkFn(deviceID string, target domain.Offer, now time.Time) func(*domain.T
 			return nil, err
 		}
 		return &tk, nil
+	}
+}
+
+// onActive adapts a function of the active task alone (nil if none) to
+// ReplaceActive.
+func onActive(fn func(active *domain.Task) (*domain.Task, error)) func(ports.TaskState) (*domain.Task, error) {
+	return func(st ports.TaskState) (*domain.Task, error) {
+		if st.Active == nil {
+			return fn(nil)
+		}
+		return fn(&st.Active.Task)
 	}
 }
 
@@ -385,16 +396,16 @@ func TestRolloutsAndOffers(t *testing.T) {
 		}
 	}
 
-	paused := try(e.rollouts.Update(ctx, r2.ID(), func(r *domain.Rollout) error {
+	paused := try(e.rollouts.Update(ctx, r2.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutPaused, f2, e.now.Add(time.Minute))
 	})).must(t)
 	if paused.Status() != domain.RolloutPaused || paused.PausedReason() != domain.PausedManual {
 		t.Fatalf("paused: %+v", paused.Record())
 	}
-	if got := try(e.rollouts.Get(ctx, r2.ID())).must(t); got.Record() != paused.Record() {
+	if got := try(e.rollouts.Get(ctx, r2.ID())).must(t); !got.Record().Equal(paused.Record()) {
 		t.Fatalf("stored %+v, returned %+v", got.Record(), paused.Record())
 	}
-	if _, err := e.rollouts.Update(ctx, r3.ID(), func(r *domain.Rollout) error {
+	if _, err := e.rollouts.Update(ctx, r3.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutStatus{}, f3, e.now)
 	}); !errors.Is(err, domain.ErrValidation) {
 		t.Fatalf("fn's error: %v", err)
@@ -406,7 +417,7 @@ func TestRolloutsAndOffers(t *testing.T) {
 	if len(offers) != 1 || offers[0].Rollout.ID() != r1.ID() || offers[0].Firmware.ID() != f1.ID() {
 		t.Fatalf("offers: %+v", offers)
 	}
-	try(e.rollouts.Update(ctx, r2.ID(), func(r *domain.Rollout) error {
+	try(e.rollouts.Update(ctx, r2.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutActive, f2, e.now)
 	})).must(t)
 	offers = try(e.rollouts.Offers(ctx, "box")).must(t)
@@ -426,7 +437,7 @@ func TestTaskReferencesMustExist(t *testing.T) {
 
 	// Unknown device.
 	tk := e.newTask(t, "ghost", o)
-	if _, _, err := e.tasks.ReplaceActive(ctx, "ghost", func(*domain.Task) (*domain.Task, error) { return &tk, nil }); !errors.Is(err, domain.ErrNotFound) {
+	if _, _, err := e.tasks.ReplaceActive(ctx, "ghost", onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil })); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("unknown device: %v, want ErrNotFound", err)
 	}
 	// Unknown rollout, and a rollout of another firmware.
@@ -437,7 +448,7 @@ func TestTaskReferencesMustExist(t *testing.T) {
 		"unknown firmware": {Firmware: try(domain.NewFirmware(uuid.NewString(), o.Firmware.Spec(), e.now)).must(t), Rollout: o.Rollout},
 	} {
 		tk := e.newTask(t, "d1", off)
-		if _, _, err := e.tasks.ReplaceActive(ctx, "d1", func(*domain.Task) (*domain.Task, error) { return &tk, nil }); !errors.Is(err, domain.ErrNotFound) {
+		if _, _, err := e.tasks.ReplaceActive(ctx, "d1", onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil })); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("%s: %v, want ErrNotFound", name, err)
 		}
 	}
@@ -452,7 +463,7 @@ func TestTaskReferencesMustExist(t *testing.T) {
 			t.Errorf("Update(%q): %v", id, err)
 		}
 		ev := try(domain.NewEvent("e1", "downloading", nil, "", "")).must(t)
-		if _, err := e.tasks.ApplyEvent(ctx, id, ev, func(*domain.Task, *domain.Event) (bool, error) { return true, nil }); !errors.Is(err, domain.ErrNotFound) {
+		if _, err := e.tasks.ApplyEvent(ctx, id, ev, func(*domain.Task, *domain.Event) (bool, error) { return true, nil }, nil); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("ApplyEvent(%q): %v", id, err)
 		}
 	}
@@ -469,12 +480,12 @@ func TestReplaceActiveLifecycle(t *testing.T) {
 	o2 := e.offer(t, "m", "3.0.0")
 
 	// No active task, nothing to insert: zero task.
-	res, created, err := e.tasks.ReplaceActive(ctx, "d1", func(a *domain.Task) (*domain.Task, error) {
+	res, created, err := e.tasks.ReplaceActive(ctx, "d1", onActive(func(a *domain.Task) (*domain.Task, error) {
 		if a != nil {
 			t.Errorf("active %v", a.ID())
 		}
 		return nil, nil
-	})
+	}))
 	if err != nil || created || res.ID() != "" {
 		t.Fatalf("empty: %v %v %v", res.ID(), created, err)
 	}
@@ -505,16 +516,16 @@ func TestReplaceActiveLifecycle(t *testing.T) {
 	}
 	// fn's error: nothing written.
 	boom := errors.New("boom")
-	if _, _, err := e.tasks.ReplaceActive(ctx, "d1", func(a *domain.Task) (*domain.Task, error) {
+	if _, _, err := e.tasks.ReplaceActive(ctx, "d1", onActive(func(a *domain.Task) (*domain.Task, error) {
 		_ = a.Cancel(domain.CodeSuperseded, "x", e.now)
 		return nil, boom
-	}); err != boom {
+	})); err != boom {
 		t.Fatalf("fn's error: %v", err)
 	}
 	// A cancel with nothing inserted returns the task as fn left it.
-	res, created, err = e.tasks.ReplaceActive(ctx, "d1", func(a *domain.Task) (*domain.Task, error) {
+	res, created, err = e.tasks.ReplaceActive(ctx, "d1", onActive(func(a *domain.Task) (*domain.Task, error) {
 		return nil, a.Cancel(domain.CodeFirmwareRevoked, "revoked", e.now.Add(2*time.Second))
-	})
+	}))
 	if err != nil || created || res.ID() != second.ID() || res.Status() != domain.TaskCancelled {
 		t.Fatalf("cancel only: %+v %v %v", res.Record(), created, err)
 	}
@@ -543,12 +554,12 @@ func TestReplaceActiveRace(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			tk, c, err := e.tasks.ReplaceActive(context.Background(), "racer", func(active *domain.Task) (*domain.Task, error) {
+			tk, c, err := e.tasks.ReplaceActive(context.Background(), "racer", onActive(func(active *domain.Task) (*domain.Task, error) {
 				// Each caller wants its own new task, whatever it sees:
 				// only the index can stop it.
 				nt, err := domain.NewTask(uuid.NewString(), "racer", o, 1, e.now)
 				return &nt, err
-			})
+			}))
 			if err != nil {
 				errs <- err
 				return
@@ -648,7 +659,7 @@ func TestApplyEvent(t *testing.T) {
 	}
 	p := 40
 	ev1 := try(domain.NewEvent("e1", "downloading", &p, "", "")).must(t)
-	got := try(e.tasks.ApplyEvent(ctx, tk.ID(), ev1, apply(ev1, e.now.Add(time.Second)))).must(t)
+	got := try(e.tasks.ApplyEvent(ctx, tk.ID(), ev1, apply(ev1, e.now.Add(time.Second)), nil)).must(t)
 	if got.Status() != domain.TaskDownloading || got.Progress() != 40 || !got.UpdatedAt().Equal(e.now.Add(time.Second)) {
 		t.Fatalf("after e1: %+v", got.Record())
 	}
@@ -656,19 +667,19 @@ func TestApplyEvent(t *testing.T) {
 		t.Fatalf("stored %+v, returned %+v", stored.Record(), got.Record())
 	}
 	// A replay: nothing changes, the task comes back as it is.
-	again := try(e.tasks.ApplyEvent(ctx, tk.ID(), ev1, apply(ev1, e.now.Add(time.Hour)))).must(t)
+	again := try(e.tasks.ApplyEvent(ctx, tk.ID(), ev1, apply(ev1, e.now.Add(time.Hour)), nil)).must(t)
 	if again.Record() != got.Record() {
 		t.Fatalf("replay changed the task: %+v", again.Record())
 	}
 	// The same id, another body.
 	q := 50
 	ev1b := try(domain.NewEvent("e1", "downloading", &q, "", "")).must(t)
-	if _, err := e.tasks.ApplyEvent(ctx, tk.ID(), ev1b, apply(ev1b, e.now)); !errors.Is(err, domain.ErrIdempotencyConflict) {
+	if _, err := e.tasks.ApplyEvent(ctx, tk.ID(), ev1b, apply(ev1b, e.now), nil); !errors.Is(err, domain.ErrIdempotencyConflict) {
 		t.Fatalf("conflicting reuse: %v", err)
 	}
 	// Going back is refused and nothing is recorded.
 	ev2 := try(domain.NewEvent("e2", "downloading", new(int), "", "")).must(t)
-	if _, err := e.tasks.ApplyEvent(ctx, tk.ID(), ev2, apply(ev2, e.now)); !errors.Is(err, domain.ErrInvalidTransition) {
+	if _, err := e.tasks.ApplyEvent(ctx, tk.ID(), ev2, apply(ev2, e.now), nil); !errors.Is(err, domain.ErrInvalidTransition) {
 		t.Fatalf("progress down: %v", err)
 	}
 	if n := e.count(t, `SELECT count(*) FROM task_events WHERE task_id = $1`, tk.ID()); n != 1 {
@@ -702,7 +713,7 @@ func TestApplyEventConcurrentSameID(t *testing.T) {
 					changed.Add(1)
 				}
 				return c, err
-			})
+			}, nil)
 			if err != nil {
 				t.Errorf("ApplyEvent: %v", err)
 				return
@@ -733,9 +744,9 @@ func TestCancelledContextRollsBack(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	supersede := checkFn("cx", o2, e.now)
-	_, _, err := e.tasks.ReplaceActive(ctx, "cx", func(a *domain.Task) (*domain.Task, error) {
-		ins, err := supersede(a) // cancels the old task, returns a new one
-		cancel()                 // the lock is lost before the writes
+	_, _, err := e.tasks.ReplaceActive(ctx, "cx", func(st ports.TaskState) (*domain.Task, error) {
+		ins, err := supersede(st) // cancels the old task, returns a new one
+		cancel()                  // the lock is lost before the writes
 		return ins, err
 	})
 	if err == nil {
@@ -781,7 +792,7 @@ func TestStatsAndFailedCounts(t *testing.T) {
 		ev := try(domain.NewEvent("fin-"+tk.ID(), status, nil, "E", "m")).must(t)
 		return try(e.tasks.ApplyEvent(ctx, tk.ID(), ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
 			return t.ApplyEvent(ev, prior, e.now)
-		})).must(t)
+		}, nil)).must(t)
 	}
 	for i := 0; i < 3; i++ {
 		e.device(t, fmt.Sprintf("d%d", i), "m")
@@ -815,9 +826,19 @@ func TestStatsAndFailedCounts(t *testing.T) {
 
 	// The check's one-round-trip read agrees with Active and FailedCounts.
 	for _, id := range []string{"d0", "d1", "d2", "nobody", "bad\x00id"} {
-		active, failed, err := e.tasks.ActiveAndFailedCounts(ctx, id)
+		v, err := e.tasks.CheckViewOf(ctx, id)
+		if id == "nobody" || id == "bad\x00id" {
+			if !errors.Is(err, domain.ErrNotFound) {
+				t.Errorf("%q: %v, want not found", id, err)
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatalf("%q: %v", id, err)
+		}
+		active, failed := v.Tasks.Active, v.Tasks.Failed
+		if v.Device.ID() != id {
+			t.Errorf("%q: device %q", id, v.Device.ID())
 		}
 		wantFailed, _ := e.tasks.FailedCounts(ctx, id)
 		if fmt.Sprint(failed) != fmt.Sprint(wantFailed) {

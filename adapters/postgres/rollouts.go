@@ -161,12 +161,17 @@ func (s *RolloutRepository) Get(ctx context.Context, id string) (domain.Rollout,
 	return r.toDomain()
 }
 
-// Update loads the rollout with a row lock, lets fn change it (percentage,
-// status, auto-pause), and stores it in one transaction; it returns the
-// rollout as stored. The lock is FOR NO KEY UPDATE: concurrent Updates
-// (an operator's and an auto-pause) serialise, while checks creating tasks
-// in the rollout (whose foreign-key checks take KEY SHARE) are not held up. fn's error is returned as is and nothing is written.
-func (s *RolloutRepository) Update(ctx context.Context, id string, fn func(*domain.Rollout) error) (domain.Rollout, error) {
+// Update loads the rollout with a row lock and its firmware with a share
+// lock, lets fn change the rollout (percentage, status) judging by that
+// firmware, and stores it in one transaction; it returns the rollout as
+// stored. The rollout's lock is FOR NO KEY UPDATE: concurrent Updates (an
+// operator's, an auto-pause) serialise, while the foreign-key checks of
+// tasks being created in the rollout (KEY SHARE) are not held up. The
+// firmware's FOR SHARE waits for a revoke in progress and holds off the
+// next one until this commits, so a rule fn judges on the firmware (a
+// rollout resumes only while its firmware is released) still holds at
+// commit. fn's error is returned as is and nothing is written.
+func (s *RolloutRepository) Update(ctx context.Context, id string, fn func(*domain.Rollout, domain.Firmware) error) (domain.Rollout, error) {
 	uid, ok := canonicalUUID(id)
 	if !ok {
 		return domain.Rollout{}, fmt.Errorf("loading rollout: %w", domain.ErrNotFound)
@@ -181,41 +186,43 @@ func (s *RolloutRepository) Update(ctx context.Context, id string, fn func(*doma
 		if err != nil {
 			return err
 		}
-		if err := fn(&ro); err != nil {
+		var f firmwareRow
+		if err := tx.GetContext(ctx, &f, `SELECT `+firmwareColumns+` FROM firmwares WHERE id = $1 FOR SHARE`, r.FirmwareID); err != nil {
+			return fmt.Errorf("loading firmware of rollout %s: %w", uid, notFound(err))
+		}
+		fw, err := f.toDomain()
+		if err != nil {
 			return err
 		}
-		if ro.Status() == domain.RolloutActive && r.Status != domain.RolloutActive.String() {
-			// Resuming needs a released firmware. The caller judged it on a
-			// copy read before this transaction (possibly from a cache); a
-			// revoke committed since must still win, so look again under a
-			// lock that waits for it.
-			var status string
-			if err := tx.GetContext(ctx, &status, `SELECT status FROM firmwares WHERE id = $1 FOR SHARE`, r.FirmwareID); err != nil {
-				return fmt.Errorf("loading firmware of rollout %s: %w", uid, notFound(err))
-			}
-			if status != domain.FirmwareReleased.String() {
-				return domain.ErrFirmwareRevoked
-			}
+		if err := fn(&ro, fw); err != nil {
+			return err
 		}
-		w := newRolloutRow(ro)
-		// The firmware of a rollout never changes: tasks reference the pair.
-		w.ID, w.FirmwareID, w.CreatedAt = r.ID, r.FirmwareID, r.CreatedAt
-		if _, err := tx.ExecContext(ctx, `UPDATE rollouts SET percentage = $2, max_attempts = $3,
-				failure_threshold_percent = $4, min_sample = $5, status = $6, paused_reason = $7, updated_at = $8
-			WHERE id = $1`, w.ID, w.Percentage, w.MaxAttempts, w.FailureThresholdPercent, w.MinSample,
-			w.Status, w.PausedReason, w.UpdatedAt); err != nil {
-			return fmt.Errorf("storing rollout %s: %w", uid, mapWriteErr(err))
-		}
-		if _, err := tx.ExecContext(ctx, `SELECT pg_notify('`+catalogChannel+`', model) FROM firmwares WHERE id = $1`, w.FirmwareID); err != nil {
-			return fmt.Errorf("announcing the change of rollout %s: %w", uid, err)
-		}
-		out, err = w.toDomain()
+		out, err = storeRollout(ctx, tx, r, ro)
 		return err
 	})
 	if err != nil {
 		return domain.Rollout{}, err
 	}
 	return out, nil
+}
+
+// storeRollout writes the changeable fields of ro over the stored row
+// before (the id, the firmware and the start time never change: tasks
+// reference the pair), in tx, and announces the change on the catalog
+// channel at commit.
+func storeRollout(ctx context.Context, tx *sqlx.Tx, before rolloutRow, ro domain.Rollout) (domain.Rollout, error) {
+	w := newRolloutRow(ro)
+	w.ID, w.FirmwareID, w.CreatedAt = before.ID, before.FirmwareID, before.CreatedAt
+	if _, err := tx.ExecContext(ctx, `UPDATE rollouts SET percentage = $2, max_attempts = $3,
+			failure_threshold_percent = $4, min_sample = $5, status = $6, paused_reason = $7, updated_at = $8
+		WHERE id = $1`, w.ID, w.Percentage, w.MaxAttempts, w.FailureThresholdPercent, w.MinSample,
+		w.Status, w.PausedReason, w.UpdatedAt); err != nil {
+		return domain.Rollout{}, fmt.Errorf("storing rollout %s: %w", w.ID, mapWriteErr(err))
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT pg_notify('`+catalogChannel+`', model) FROM firmwares WHERE id = $1`, w.FirmwareID); err != nil {
+		return domain.Rollout{}, fmt.Errorf("announcing the change of rollout %s: %w", w.ID, err)
+	}
+	return w.toDomain()
 }
 
 // offerRow is one row of the offers join: sqlx fills F from the columns

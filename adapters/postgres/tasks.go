@@ -24,7 +24,11 @@ type TaskRepository struct {
 	get             *sqlx.Stmt
 	active          *sqlx.Stmt
 	activeForUpdate *sqlx.Stmt
-	activeAndFailed *sqlx.Stmt
+	checkByToken    *sqlx.Stmt
+	checkByID       *sqlx.Stmt
+	offerOf         *sqlx.Stmt
+	offerForShare   *sqlx.Stmt
+	lockRollout     *sqlx.Stmt
 	failed          *sqlx.Stmt
 	insert          *sqlx.Stmt
 	update          *sqlx.Stmt
@@ -45,7 +49,11 @@ func NewTaskRepository(db *sqlx.DB) (*TaskRepository, error) {
 		get:             p.prepare(`SELECT ` + taskColumns + ` FROM tasks WHERE id = $1`),
 		active:          p.prepare(activeTaskSQL),
 		activeForUpdate: p.prepare(activeTaskSQL + ` FOR UPDATE`),
-		activeAndFailed: p.prepare(activeAndFailedSQL),
+		checkByToken:    p.prepare(checkViewSQL + ` WHERE d.token_hash = $1`),
+		checkByID:       p.prepare(checkViewSQL + ` WHERE d.device_id = $1`),
+		offerOf:         p.prepare(offerOfSQL),
+		offerForShare:   p.prepare(offerOfSQL + ` FOR SHARE OF f, r`),
+		lockRollout:     p.prepare(`SELECT ` + rolloutColumns + ` FROM rollouts WHERE id = $1 FOR NO KEY UPDATE`),
 		failed: p.prepare(`SELECT firmware_id, count(*) FROM tasks
 			WHERE device_id = $1 AND status = 'failed' GROUP BY firmware_id`),
 		insert: p.prepare(insertTaskSQL),
@@ -159,42 +167,61 @@ func activeTask(ctx context.Context, stmt *sqlx.Stmt, deviceID string) (domain.T
 	return r.toDomain()
 }
 
-// activeAndFailedSQL reads the device's active task (NULLs when none) and
-// the firmware ids of its failed tasks, one per failed task, in one row:
-// both are index lookups on the device (the partial unique index of active
-// tasks, the partial index of failed ones).
-const activeAndFailedSQL = `SELECT a.id, a.action_id, a.device_id, a.firmware_id, a.rollout_id, a.status, a.progress,
+// checkViewSQL reads a device, its active task (NULLs when none) and the
+// firmware ids of its failed tasks, one per failed task, in one row: a
+// poll's whole read, in one round trip. Each part is an index lookup (the
+// device by key or token hash, the partial unique index of active tasks,
+// the partial index of failed ones). The caller appends the WHERE clause.
+const checkViewSQL = `SELECT d.device_id, d.model, d.current_version, d.token_hash, d.last_seen_at, d.created_at,
+		a.id, a.action_id, a.device_id, a.firmware_id, a.rollout_id, a.status, a.progress,
 		a.attempt, a.error_code, a.error_message, a.created_at, a.updated_at,
-		ARRAY(SELECT firmware_id::text FROM tasks WHERE device_id = $1 AND status = 'failed') AS failed
-	FROM (SELECT 1) AS one
-	LEFT JOIN LATERAL (SELECT ` + taskColumns + ` FROM tasks WHERE device_id = $1 AND ` + activeStatusSQL + `) AS a ON true`
+		ARRAY(SELECT firmware_id::text FROM tasks WHERE device_id = d.device_id AND status = 'failed') AS failed
+	FROM devices d
+	LEFT JOIN LATERAL (SELECT ` + taskColumns + ` FROM tasks WHERE device_id = d.device_id AND ` + activeStatusSQL + `) AS a ON true`
 
-// ActiveAndFailedCounts returns the device's active task (nil if none) and
-// its failed tasks counted by firmware id — Active and FailedCounts in one
-// round trip, for checks that have a target to offer. The failed map is
-// never nil.
-func (s *TaskRepository) ActiveAndFailedCounts(ctx context.Context, deviceID string) (*domain.Task, map[string]int, error) {
-	failed := map[string]int{}
+// offerOfSQL reads a firmware and a rollout together (an offer, or the
+// active task's pair).
+var offerOfSQL = `SELECT ` + columns("f", firmwareFields) + `, ` + columns("r", rolloutFields) + `
+	FROM firmwares f, rollouts r WHERE f.id = $1 AND r.id = $2`
+
+// CheckView reads the device whose token has hash h with its active task
+// and failed counts, in one prepared statement (one round trip).
+func (s *TaskRepository) CheckView(ctx context.Context, h domain.TokenHash) (ports.CheckView, error) {
+	return s.checkView(ctx, s.checkByToken, h[:])
+}
+
+// CheckViewOf is CheckView for a device known by id.
+func (s *TaskRepository) CheckViewOf(ctx context.Context, deviceID string) (ports.CheckView, error) {
 	if !validDeviceID(deviceID) {
-		return nil, failed, nil
+		return ports.CheckView{}, fmt.Errorf("loading device: %w", domain.ErrNotFound)
 	}
+	return s.checkView(ctx, s.checkByID, deviceID)
+}
+
+func (s *TaskRepository) checkView(ctx context.Context, stmt *sqlx.Stmt, key any) (ports.CheckView, error) {
 	var (
+		dev                                      deviceRow
 		id, deviceCol, fw, ro, status, code, msg sql.NullString
 		actionID                                 sql.NullInt64
 		progress, attempt                        sql.NullInt32
 		created, updated                         sql.NullTime
 		failedIDs                                pq.StringArray
 	)
-	err := s.activeAndFailed.QueryRowContext(ctx, deviceID).Scan(&id, &actionID, &deviceCol, &fw, &ro, &status, &progress,
-		&attempt, &code, &msg, &created, &updated, &failedIDs)
+	err := stmt.QueryRowContext(ctx, key).Scan(&dev.DeviceID, &dev.Model, &dev.CurrentVersion, &dev.TokenHash, &dev.LastSeenAt, &dev.CreatedAt,
+		&id, &actionID, &deviceCol, &fw, &ro, &status, &progress, &attempt, &code, &msg, &created, &updated, &failedIDs)
 	if err != nil {
-		return nil, nil, fmt.Errorf("loading the active and failed tasks of device %q: %w", deviceID, unavailable(err))
+		return ports.CheckView{}, fmt.Errorf("loading a device and its tasks: %w", notFound(err))
 	}
+	d, err := dev.toDomain()
+	if err != nil {
+		return ports.CheckView{}, err
+	}
+	v := ports.CheckView{Device: d, Tasks: ports.DeviceTasks{Failed: make(map[string]int, len(failedIDs))}}
 	for _, f := range failedIDs {
-		failed[f]++
+		v.Tasks.Failed[f]++
 	}
 	if !id.Valid {
-		return nil, failed, nil
+		return v, nil
 	}
 	t, err := taskRow{
 		ID: id.String, ActionID: actionID.Int64, DeviceID: deviceCol.String, FirmwareID: fw.String, RolloutID: ro.String,
@@ -202,9 +229,29 @@ func (s *TaskRepository) ActiveAndFailedCounts(ctx context.Context, deviceID str
 		CreatedAt: created.Time, UpdatedAt: updated.Time,
 	}.toDomain()
 	if err != nil {
-		return nil, nil, err
+		return ports.CheckView{}, err
 	}
-	return &t, failed, nil
+	v.Tasks.Active = &t
+	return v, nil
+}
+
+// offerIn reads a firmware and a rollout with stmt (offerOfSQL, or it FOR
+// SHARE) in tx; domain.ErrNotFound when either does not exist.
+func offerIn(ctx context.Context, tx *sqlx.Tx, stmt *sqlx.Stmt, firmwareID, rolloutID string) (domain.Offer, error) {
+	fw, ok1 := canonicalUUID(firmwareID)
+	ro, ok2 := canonicalUUID(rolloutID)
+	if !ok1 || !ok2 {
+		return domain.Offer{}, fmt.Errorf("loading firmware %q and rollout %q: %w", firmwareID, rolloutID, domain.ErrNotFound)
+	}
+	var row offerRow
+	if err := tx.StmtxContext(ctx, stmt).GetContext(ctx, &row, fw, ro); err != nil {
+		return domain.Offer{}, fmt.Errorf("loading firmware %s and rollout %s: %w", fw, ro, notFound(err))
+	}
+	out, err := offersFrom([]offerRow{row})
+	if err != nil {
+		return domain.Offer{}, err
+	}
+	return out[0], nil
 }
 
 // insertTaskSQL inserts a task unless the device already has an active
@@ -222,9 +269,17 @@ const insertTaskSQL = `INSERT INTO tasks (id, device_id, firmware_id, rollout_id
 // statements; more than a few means the device's task is churning.
 const maxInsertRounds = 5
 
-// ReplaceActive runs fn with the device's active task locked (SELECT … FOR
-// UPDATE), stores any change fn made to it, and inserts the task fn returns
-// as the new active one, all in one READ COMMITTED transaction.
+// ReplaceActive runs fn with what one READ COMMITTED transaction sees of
+// the device's tasks — its active task locked (SELECT … FOR UPDATE), with
+// that task's firmware and rollout, and its failed counts — stores any
+// change fn made to the active task, and inserts the task fn returns as
+// the new active one, all in that transaction.
+//
+// Before the insert the new task's firmware and rollout are read FOR
+// SHARE: a revoke or rollout change in progress is waited for, and the
+// next one waits for this commit. Unless the firmware is still released
+// and the rollout still active, nothing is stored and the error is
+// domain.ErrOfferWithdrawn.
 //
 // The partial unique index, not the caller's lock, guarantees one active
 // task per device: the insert is INSERT … ON CONFLICT DO NOTHING against
@@ -234,7 +289,7 @@ const maxInsertRounds = 5
 // a pending task that the winner then cancelled (a supersede) re-checks the
 // row after the wait, no longer sees it active, and so calls fn with nil,
 // then loses the insert to the winner in the same way.
-func (s *TaskRepository) ReplaceActive(ctx context.Context, deviceID string, fn func(active *domain.Task) (*domain.Task, error)) (domain.Task, bool, error) {
+func (s *TaskRepository) ReplaceActive(ctx context.Context, deviceID string, fn func(st ports.TaskState) (*domain.Task, error)) (domain.Task, bool, error) {
 	if !validDeviceID(deviceID) {
 		return domain.Task{}, false, fmt.Errorf("replacing the active task: the device does not exist: %w", domain.ErrNotFound)
 	}
@@ -244,34 +299,47 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, deviceID string, fn 
 	)
 	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
 		result, created = domain.Task{}, false
-		var active *domain.Task
+		var st ports.TaskState
 		cur, err := activeTask(ctx, tx.StmtxContext(ctx, s.activeForUpdate), deviceID)
 		switch {
 		case err == nil:
-			active = &cur
+			o, err := offerIn(ctx, tx, s.offerOf, cur.FirmwareID(), cur.RolloutID())
+			if err != nil {
+				return err
+			}
+			st.Active = &domain.ActiveTask{Task: cur, Firmware: o.Firmware, Rollout: o.Rollout}
 		case !errors.Is(err, domain.ErrNotFound):
 			return err
 		}
-		var before domain.TaskRecord
-		if active != nil {
-			before = active.Record()
+		if st.Failed, err = s.failedIn(ctx, tx.StmtxContext(ctx, s.failed), deviceID); err != nil {
+			return err
 		}
-		ins, err := fn(active)
+		ins, err := fn(st)
 		if err != nil {
 			return err
 		}
-		if active != nil {
-			if active.Record() != before {
-				stored, err := s.updateTask(ctx, tx, before.ID, *active)
+		if st.Active != nil {
+			if st.Active.Task.Record() != cur.Record() {
+				stored, err := s.updateTask(ctx, tx, cur.ID(), st.Active.Task)
 				if err != nil {
 					return err
 				}
-				*active = stored
+				st.Active.Task = stored
 			}
-			result = *active
+			result = st.Active.Task
 		}
 		if ins == nil {
 			return nil
+		}
+		o, err := offerIn(ctx, tx, s.offerForShare, ins.FirmwareID(), ins.RolloutID())
+		if err != nil {
+			return fmt.Errorf("inserting task %s: %w", ins.ID(), err)
+		}
+		if o.Rollout.FirmwareID() != o.Firmware.ID() {
+			return fmt.Errorf("inserting task %s: rollout %s is not of firmware %s: %w", ins.ID(), o.Rollout.ID(), o.Firmware.ID(), domain.ErrNotFound)
+		}
+		if !o.Open() {
+			return fmt.Errorf("inserting task %s: %w", ins.ID(), domain.ErrOfferWithdrawn)
 		}
 		result, created, err = s.insertOrWinner(ctx, tx, deviceID, *ins)
 		return err
@@ -375,7 +443,13 @@ func (s *TaskRepository) lockTask(ctx context.Context, tx *sqlx.Tx, id string) (
 // event of a task, so the same event id sent many times at once is applied
 // once: the later transactions find it recorded after their wait. It
 // returns the task as it now is (changed or not).
-func (s *TaskRepository) ApplyEvent(ctx context.Context, taskID string, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error)) (domain.Task, error) {
+//
+// When onRollout is given and fn changed the task, the task's rollout is
+// locked (FOR NO KEY UPDATE) and onRollout judges it, counting its tasks in
+// this transaction (which sees this change); a change it reports is stored
+// in the same transaction. The evaluation commits with the event, or
+// neither does.
+func (s *TaskRepository) ApplyEvent(ctx context.Context, taskID string, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout ports.RolloutEvaluation) (domain.Task, error) {
 	uid, ok := canonicalUUID(taskID)
 	if !ok {
 		return domain.Task{}, fmt.Errorf("loading task: %w", domain.ErrNotFound)
@@ -411,7 +485,10 @@ func (s *TaskRepository) ApplyEvent(ctx context.Context, taskID string, ev domai
 		if _, err := tx.StmtxContext(ctx, s.insertEvent).ExecContext(ctx, uid, ev.ID(), ev.Fingerprint(), dbTime(out.UpdatedAt())); err != nil {
 			return fmt.Errorf("recording event %q of task %s: %w", ev.ID(), uid, mapWriteErr(err))
 		}
-		return nil
+		if onRollout == nil {
+			return nil
+		}
+		return s.evaluateRollout(ctx, tx, out.RolloutID(), onRollout)
 	})
 	if err != nil {
 		return domain.Task{}, err
@@ -419,14 +496,41 @@ func (s *TaskRepository) ApplyEvent(ctx context.Context, taskID string, ev domai
 	return out, nil
 }
 
+// evaluateRollout locks the rollout, lets eval judge it (counting its tasks
+// in tx only if eval asks) and stores what eval changed.
+func (s *TaskRepository) evaluateRollout(ctx context.Context, tx *sqlx.Tx, rolloutID string, eval ports.RolloutEvaluation) error {
+	var r rolloutRow
+	if err := tx.StmtxContext(ctx, s.lockRollout).GetContext(ctx, &r, rolloutID); err != nil {
+		return fmt.Errorf("loading rollout %s: %w", rolloutID, notFound(err))
+	}
+	ro, err := r.toDomain()
+	if err != nil {
+		return err
+	}
+	changed, err := eval(&ro, func() (domain.TaskStats, error) {
+		return statsIn(ctx, tx.StmtxContext(ctx, s.stats), rolloutID)
+	})
+	if err != nil || !changed {
+		return err
+	}
+	_, err = storeRollout(ctx, tx, r, ro)
+	return err
+}
+
 // FailedCounts counts the device's failed tasks by firmware id, in one
 // grouped query (on a partial index of failed tasks). Never nil.
 func (s *TaskRepository) FailedCounts(ctx context.Context, deviceID string) (map[string]int, error) {
-	out := map[string]int{}
 	if !validDeviceID(deviceID) {
-		return out, nil
+		return map[string]int{}, nil
 	}
-	rows, err := s.failed.QueryContext(ctx, deviceID)
+	return s.failedIn(ctx, s.failed, deviceID)
+}
+
+// failedIn counts the device's failed tasks with stmt (s.failed, possibly
+// bound to a transaction).
+func (s *TaskRepository) failedIn(ctx context.Context, stmt *sqlx.Stmt, deviceID string) (map[string]int, error) {
+	out := map[string]int{}
+	rows, err := stmt.QueryContext(ctx, deviceID)
 	if err != nil {
 		return nil, fmt.Errorf("counting failed tasks of device %q: %w", deviceID, unavailable(err))
 	}
@@ -448,12 +552,18 @@ func (s *TaskRepository) FailedCounts(ctx context.Context, deviceID string) (map
 // RolloutStats counts a rollout's tasks by status in one aggregate query.
 // An unknown rollout (or an id that is not a UUID) has no tasks.
 func (s *TaskRepository) RolloutStats(ctx context.Context, rolloutID string) (domain.TaskStats, error) {
-	var stats domain.TaskStats
 	uid, ok := canonicalUUID(rolloutID)
 	if !ok {
-		return stats, nil
+		return domain.TaskStats{}, nil
 	}
-	rows, err := s.stats.QueryContext(ctx, uid)
+	return statsIn(ctx, s.stats, uid)
+}
+
+// statsIn counts a rollout's tasks by status with stmt (the stats
+// statement, possibly bound to a transaction).
+func statsIn(ctx context.Context, stmt *sqlx.Stmt, uid string) (domain.TaskStats, error) {
+	var stats domain.TaskStats
+	rows, err := stmt.QueryContext(ctx, uid)
 	if err != nil {
 		return stats, fmt.Errorf("counting tasks of rollout %s: %w", uid, unavailable(err))
 	}

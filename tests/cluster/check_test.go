@@ -65,7 +65,12 @@ func TestChecksOnClusterCreateOneTaskPerDevice(t *testing.T) {
 			go func(i int) {
 				defer wg.Done()
 				<-start
-				res, err := replicas[i%2].Check(ctx, ports.CheckRequest{DeviceID: id, Model: "cl", CurrentVersion: "1.0.0"})
+				dev, err := replicas[i%2].IdentifyDevice(ctx, id)
+				if err != nil {
+					t.Errorf("identify: %v", err)
+					return
+				}
+				res, err := replicas[i%2].Check(ctx, ports.CheckRequest{Device: dev, Model: "cl", CurrentVersion: "1.0.0"})
 				if err != nil || res.Task == nil {
 					t.Errorf("check: %+v %v", res, err)
 					return

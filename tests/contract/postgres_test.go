@@ -27,3 +27,35 @@ func TestPostgresRepositories(t *testing.T) {
 		}
 	})
 }
+
+// TestServingRepositories holds the repositories as production wires them
+// (postgres.ServingSet: checks written behind, the catalog cached and
+// invalidated by LISTEN/NOTIFY, tasks direct) to the same contract: the
+// speed-ups must not change what a caller can observe beyond what the ports
+// allow (a check's record visible within a second).
+func TestServingRepositories(t *testing.T) {
+	contract.RunRepositories(t, func(t *testing.T) contract.Repos {
+		db, url := testenv.PostgresDB(t)
+		repos, err := postgres.NewRepositories(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen, stopSeen, err := postgres.NewWriteBehindDevices(repos.Devices, postgres.WriteBehindConfig{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stopSeen)
+		cache, stopCache, err := postgres.NewCatalogCache(repos.Firmwares, repos.Rollouts,
+			postgres.CatalogCacheConfig{URL: postgres.DatabaseURL(url)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stopCache)
+		return contract.Repos{
+			Devices:   seen,
+			Firmwares: cache.Firmwares(),
+			Rollouts:  cache.Rollouts(),
+			Tasks:     repos.Tasks,
+		}
+	})
+}

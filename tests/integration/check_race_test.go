@@ -100,8 +100,14 @@ func hammer(t *testing.T, replicas []replica, deviceID, model string, n int) []s
 		go func(i int) {
 			defer wg.Done()
 			<-start
-			res, err := replicas[i%len(replicas)].devices.Check(context.Background(),
-				ports.CheckRequest{DeviceID: deviceID, Model: model, CurrentVersion: "1.0.0"})
+			svc := replicas[i%len(replicas)].devices
+			dev, err := svc.IdentifyDevice(context.Background(), deviceID)
+			if err != nil {
+				t.Errorf("identify %d: %v", i, err)
+				return
+			}
+			res, err := svc.Check(context.Background(),
+				ports.CheckRequest{Device: dev, Model: model, CurrentVersion: "1.0.0"})
 			if err != nil || res.Task == nil {
 				t.Errorf("check %d: %+v, %v", i, res, err)
 				return

@@ -1,0 +1,81 @@
+package application
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// DeviceAdmin registers devices, rotates their tokens and shows them.
+type DeviceAdmin struct {
+	devices   ports.DeviceRepository
+	tasks     ports.TaskRepository
+	firmwares ports.FirmwareRepository
+	clock     ports.Clock
+}
+
+// NewDeviceAdmin builds the operators' device use cases (tasks and
+// firmwares show a device's active task).
+func NewDeviceAdmin(devices ports.DeviceRepository, tasks ports.TaskRepository, firmwares ports.FirmwareRepository, clock ports.Clock) (*DeviceAdmin, error) {
+	if err := required(devices, tasks, firmwares, clock); err != nil {
+		return nil, err
+	}
+	return &DeviceAdmin{devices: devices, tasks: tasks, firmwares: firmwares, clock: clock}, nil
+}
+
+// RegisterDevice adds a device and returns its token, which is not stored
+// and cannot be shown again.
+func (s *DeviceAdmin) RegisterDevice(ctx context.Context, req ports.RegisterDevice) (ports.DeviceCredentials, error) {
+	token, hash, err := domain.NewDeviceToken()
+	if err != nil {
+		return ports.DeviceCredentials{}, fmt.Errorf("making device token: %w", err)
+	}
+	dev, err := domain.NewDevice(req.DeviceID, req.Model, req.CurrentVersion, hash, s.clock.Now())
+	if err != nil {
+		return ports.DeviceCredentials{}, err
+	}
+	if err := s.devices.Create(ctx, dev); err != nil {
+		return ports.DeviceCredentials{}, fmt.Errorf("registering device: %w", err)
+	}
+	return ports.DeviceCredentials{Device: dev, Token: token}, nil
+}
+
+// RotateDeviceToken issues a new token; the old one stops working as soon
+// as the change commits.
+func (s *DeviceAdmin) RotateDeviceToken(ctx context.Context, deviceID string) (ports.DeviceCredentials, error) {
+	token, hash, err := domain.NewDeviceToken()
+	if err != nil {
+		return ports.DeviceCredentials{}, fmt.Errorf("making device token: %w", err)
+	}
+	dev, err := s.devices.Update(ctx, deviceID, func(d *domain.Device) error {
+		d.RotateToken(hash)
+		return nil
+	})
+	if err != nil {
+		return ports.DeviceCredentials{}, fmt.Errorf("rotating token: %w", err)
+	}
+	return ports.DeviceCredentials{Device: dev, Token: token}, nil
+}
+
+// GetDevice shows a device and its active task.
+func (s *DeviceAdmin) GetDevice(ctx context.Context, deviceID string) (ports.DeviceView, error) {
+	dev, err := s.devices.Get(ctx, deviceID)
+	if err != nil {
+		return ports.DeviceView{}, fmt.Errorf("loading device: %w", err)
+	}
+	active, err := s.tasks.Active(ctx, deviceID)
+	if errors.Is(err, domain.ErrNotFound) {
+		return ports.DeviceView{Device: dev}, nil
+	}
+	if err != nil {
+		return ports.DeviceView{}, fmt.Errorf("loading active task: %w", err)
+	}
+	v, err := taskView(ctx, s.firmwares, nil, active)
+	if err != nil {
+		return ports.DeviceView{}, err
+	}
+	return ports.DeviceView{Device: dev, ActiveTask: &v}, nil
+}

@@ -1,0 +1,61 @@
+package application
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// FirmwareAdmin publishes, lists and revokes firmware.
+type FirmwareAdmin struct {
+	firmwares ports.FirmwareRepository
+	clock     ports.Clock
+	ids       ports.IDGenerator
+}
+
+// NewFirmwareAdmin builds the operators' firmware use cases.
+func NewFirmwareAdmin(firmwares ports.FirmwareRepository, clock ports.Clock, ids ports.IDGenerator) (*FirmwareAdmin, error) {
+	if err := required(firmwares, clock, ids); err != nil {
+		return nil, err
+	}
+	return &FirmwareAdmin{firmwares: firmwares, clock: clock, ids: ids}, nil
+}
+
+// PublishFirmware validates and stores a released firmware.
+func (s *FirmwareAdmin) PublishFirmware(ctx context.Context, spec domain.FirmwareSpec) (domain.Firmware, error) {
+	fw, err := domain.NewFirmware(s.ids.NewID(), spec, s.clock.Now())
+	if err != nil {
+		return domain.Firmware{}, err
+	}
+	if err := s.firmwares.Create(ctx, fw); err != nil {
+		return domain.Firmware{}, fmt.Errorf("publishing firmware: %w", err)
+	}
+	return fw, nil
+}
+
+// ListFirmwares lists a model's firmware, or all when model is empty.
+func (s *FirmwareAdmin) ListFirmwares(ctx context.Context, model string) ([]domain.Firmware, error) {
+	if model != "" {
+		if err := domain.ValidateIdentifier("model", model); err != nil {
+			return nil, err
+		}
+	}
+	return s.firmwares.List(ctx, model)
+}
+
+// RevokeFirmware withdraws a firmware: it is never offered again, its
+// rollouts stop admitting, and its pending tasks are cancelled at each
+// device's next check (check rule 5).
+func (s *FirmwareAdmin) RevokeFirmware(ctx context.Context, id string) (domain.Firmware, error) {
+	now := s.clock.Now()
+	fw, err := s.firmwares.Update(ctx, id, func(f *domain.Firmware) error {
+		f.Revoke(now)
+		return nil
+	})
+	if err != nil {
+		return domain.Firmware{}, fmt.Errorf("revoking firmware: %w", err)
+	}
+	return fw, nil
+}

@@ -1,0 +1,93 @@
+package application
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// RolloutAdmin starts, changes and shows rollouts.
+type RolloutAdmin struct {
+	firmwares ports.FirmwareRepository
+	rollouts  ports.RolloutRepository
+	tasks     ports.TaskRepository
+	clock     ports.Clock
+	ids       ports.IDGenerator
+}
+
+// NewRolloutAdmin builds the operators' rollout use cases (tasks counts a
+// rollout's tasks).
+func NewRolloutAdmin(firmwares ports.FirmwareRepository, rollouts ports.RolloutRepository, tasks ports.TaskRepository,
+	clock ports.Clock, ids ports.IDGenerator) (*RolloutAdmin, error) {
+	if err := required(firmwares, rollouts, tasks, clock, ids); err != nil {
+		return nil, err
+	}
+	return &RolloutAdmin{firmwares: firmwares, rollouts: rollouts, tasks: tasks, clock: clock, ids: ids}, nil
+}
+
+// StartRollout starts an active rollout of a released firmware.
+func (s *RolloutAdmin) StartRollout(ctx context.Context, req ports.StartRollout) (domain.Rollout, error) {
+	fw, err := s.firmwares.Get(ctx, req.FirmwareID)
+	if err != nil {
+		return domain.Rollout{}, fmt.Errorf("loading firmware: %w", err)
+	}
+	r, err := domain.NewRollout(s.ids.NewID(), fw, req.Spec, s.clock.Now())
+	if err != nil {
+		return domain.Rollout{}, err
+	}
+	if err := s.rollouts.Create(ctx, r); err != nil {
+		return domain.Rollout{}, fmt.Errorf("starting rollout: %w", err)
+	}
+	return r, nil
+}
+
+// UpdateRollout widens, narrows, pauses, resumes or cancels a rollout.
+// Every rule is applied at the devices' next check, so nothing sweeps the fleet.
+func (s *RolloutAdmin) UpdateRollout(ctx context.Context, id string, change ports.RolloutChange) (domain.Rollout, error) {
+	if change.Percentage == nil && change.Status == nil {
+		return domain.Rollout{}, &domain.ValidationError{Reason: "give percentage, status, or both"}
+	}
+	var to *domain.RolloutStatus
+	if change.Status != nil {
+		st, err := domain.ParseRolloutStatus(*change.Status)
+		if err != nil {
+			return domain.Rollout{}, err
+		}
+		to = &st
+	}
+	now := s.clock.Now()
+	// The firmware comes from the rollout's own transaction, locked against
+	// a revoke: "resumed only while released" holds at commit.
+	r, err := s.rollouts.Update(ctx, id, func(r *domain.Rollout, fw domain.Firmware) error {
+		// Percentage first: {"percentage":0,"status":"cancelled"} is a
+		// coherent request, and a cancelled rollout refuses any change.
+		if change.Percentage != nil {
+			if err := r.SetPercentage(*change.Percentage, now); err != nil {
+				return err
+			}
+		}
+		if to != nil {
+			return r.ChangeStatus(*to, fw, now)
+		}
+		return nil
+	})
+	if err != nil {
+		return domain.Rollout{}, fmt.Errorf("updating rollout: %w", err)
+	}
+	return r, nil
+}
+
+// GetRollout shows a rollout with its task counts, counted by the store.
+func (s *RolloutAdmin) GetRollout(ctx context.Context, id string) (ports.RolloutView, error) {
+	r, err := s.rollouts.Get(ctx, id)
+	if err != nil {
+		return ports.RolloutView{}, fmt.Errorf("loading rollout: %w", err)
+	}
+	stats, err := s.tasks.RolloutStats(ctx, id)
+	if err != nil {
+		return ports.RolloutView{}, fmt.Errorf("counting rollout tasks: %w", err)
+	}
+	return ports.RolloutView{Rollout: r, Stats: stats}, nil
+}

@@ -1,0 +1,145 @@
+package application
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// Task listing bounds from the product contract.
+const (
+	defaultTaskLimit = 50
+	maxTaskLimit     = 500
+)
+
+// TaskAdmin lists tasks for operators.
+type TaskAdmin struct {
+	tasks     ports.TaskRepository
+	firmwares ports.FirmwareRepository
+}
+
+// NewTaskAdmin builds the operators' task listing.
+func NewTaskAdmin(tasks ports.TaskRepository, firmwares ports.FirmwareRepository) (*TaskAdmin, error) {
+	if err := required(tasks, firmwares); err != nil {
+		return nil, err
+	}
+	return &TaskAdmin{tasks: tasks, firmwares: firmwares}, nil
+}
+
+// ListTasks pages through tasks in (created_at, id) order with an opaque
+// cursor, so pages neither skip nor repeat while tasks are being created.
+func (s *TaskAdmin) ListTasks(ctx context.Context, q ports.TaskQuery) (ports.TaskPage, error) {
+	f, err := parseTaskQuery(q)
+	if err != nil {
+		return ports.TaskPage{}, err
+	}
+	limit := f.Limit
+	f.Limit = limit + 1 // one more tells whether there is a next page
+	tasks, err := s.tasks.List(ctx, f)
+	if err != nil {
+		return ports.TaskPage{}, fmt.Errorf("listing tasks: %w", err)
+	}
+	page := ports.TaskPage{}
+	if len(tasks) > limit {
+		tasks = tasks[:limit]
+		last := tasks[len(tasks)-1]
+		page.Next = encodeCursor(ports.TaskCursor{CreatedAt: last.CreatedAt(), ID: last.ID()})
+	}
+	known := map[string]domain.Firmware{}
+	page.Items = make([]ports.TaskView, 0, len(tasks))
+	for _, t := range tasks {
+		v, err := taskView(ctx, s.firmwares, known, t)
+		if err != nil {
+			return ports.TaskPage{}, err
+		}
+		page.Items = append(page.Items, v)
+	}
+	return page, nil
+}
+
+func parseTaskQuery(q ports.TaskQuery) (ports.TaskFilter, error) {
+	f := ports.TaskFilter{DeviceID: q.DeviceID, RolloutID: q.RolloutID, Limit: defaultTaskLimit}
+	if q.DeviceID != "" {
+		if err := domain.ValidateIdentifier("device_id", q.DeviceID); err != nil {
+			return f, err
+		}
+	}
+	if q.RolloutID != "" {
+		u, err := uuid.Parse(q.RolloutID)
+		if err != nil || len(q.RolloutID) != 36 {
+			return f, &domain.ValidationError{Field: "rollout_id", Reason: "must be a UUID"}
+		}
+		f.RolloutID = u.String()
+	}
+	if q.Status != "" {
+		st, err := domain.ParseTaskStatus(q.Status)
+		if err != nil {
+			return f, err
+		}
+		f.Status = &st
+	}
+	if q.Limit != "" {
+		n, err := strconv.Atoi(q.Limit)
+		if err != nil || n < 1 || n > maxTaskLimit {
+			return f, &domain.ValidationError{Field: "limit", Reason: fmt.Sprintf("must be an integer from 1 to %d", maxTaskLimit)}
+		}
+		f.Limit = n
+	}
+	if q.After != "" {
+		c, err := decodeCursor(q.After)
+		if err != nil {
+			return f, err
+		}
+		f.After = &c
+	}
+	return f, nil
+}
+
+// encodeCursor makes an opaque, URL-safe position: microseconds since the
+// epoch (the store's precision) and the task id.
+func encodeCursor(c ports.TaskCursor) string {
+	raw := strconv.FormatInt(c.CreatedAt.UnixMicro(), 10) + "|" + c.ID
+	return base64.RawURLEncoding.EncodeToString([]byte(raw))
+}
+
+// The range of cursor times: years 1 to 9999, well inside both Go's and
+// Postgres' timestamps (every task was created inside it).
+var (
+	minCursorMicros = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+	maxCursorMicros = time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC).UnixMicro()
+)
+
+var errBadCursor = &domain.ValidationError{Field: "after", Reason: "is not a cursor this service issued"}
+
+func decodeCursor(s string) (ports.TaskCursor, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return ports.TaskCursor{}, errBadCursor
+	}
+	micros, id, ok := strings.Cut(string(raw), "|")
+	if !ok {
+		return ports.TaskCursor{}, errBadCursor
+	}
+	us, err := strconv.ParseInt(micros, 10, 64)
+	if err != nil {
+		return ports.TaskCursor{}, errBadCursor
+	}
+	// A forged number far outside the timestamps the store can hold would
+	// reach the database as an out-of-range value: refuse it here.
+	if us < minCursorMicros || us > maxCursorMicros {
+		return ports.TaskCursor{}, errBadCursor
+	}
+	u, err := uuid.Parse(id)
+	if err != nil || len(id) != 36 {
+		return ports.TaskCursor{}, errBadCursor
+	}
+	return ports.TaskCursor{CreatedAt: time.UnixMicro(us).UTC(), ID: u.String()}, nil
+}

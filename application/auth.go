@@ -1,0 +1,63 @@
+package application
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// maxTokenLen bounds a presented token; real ones are far shorter.
+const maxTokenLen = 256
+
+// Auth tells which device a request comes from. It reads the device with
+// its task state (ports.CheckView), so that the check that follows in the
+// same request reads nothing more.
+type Auth struct {
+	tasks ports.TaskRepository
+}
+
+// NewAuth builds the device authentication use case.
+func NewAuth(tasks ports.TaskRepository) (*Auth, error) {
+	if err := required(tasks); err != nil {
+		return nil, err
+	}
+	return &Auth{tasks: tasks}, nil
+}
+
+// AuthenticateDevice maps a bearer token to its device by the token's hash,
+// reading the device's task state in the same round trip so that the check
+// that follows reads nothing more. Unknown tokens and token-less calls are
+// indistinguishable to the caller.
+func (s *Auth) AuthenticateDevice(ctx context.Context, token string) (ports.AuthenticatedDevice, error) {
+	if token == "" || len(token) > maxTokenLen {
+		return ports.AuthenticatedDevice{}, domain.ErrUnauthorized
+	}
+	h := domain.HashToken(token)
+	v, err := s.tasks.CheckView(ctx, h)
+	if errors.Is(err, domain.ErrNotFound) {
+		return ports.AuthenticatedDevice{}, domain.ErrUnauthorized
+	}
+	if err != nil {
+		return ports.AuthenticatedDevice{}, fmt.Errorf("authenticating device: %w", err)
+	}
+	if !v.Device.TokenHash().Matches(h) {
+		return ports.AuthenticatedDevice{}, domain.ErrUnauthorized
+	}
+	return ports.AuthenticatedDevice{Device: v.Device, Tasks: &v.Tasks}, nil
+}
+
+// IdentifyDevice loads a device that an edge authenticated by its own means,
+// with its task state in the same round trip.
+func (s *Auth) IdentifyDevice(ctx context.Context, deviceID string) (ports.AuthenticatedDevice, error) {
+	if err := domain.ValidateIdentifier("device_id", deviceID); err != nil {
+		return ports.AuthenticatedDevice{}, fmt.Errorf("device %q: %w", deviceID, domain.ErrNotFound)
+	}
+	v, err := s.tasks.CheckViewOf(ctx, deviceID)
+	if err != nil {
+		return ports.AuthenticatedDevice{}, fmt.Errorf("loading device: %w", err)
+	}
+	return ports.AuthenticatedDevice{Device: v.Device, Tasks: &v.Tasks}, nil
+}

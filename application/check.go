@@ -1,0 +1,301 @@
+package application
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// Checks answers devices' polls.
+type Checks struct {
+	devices   ports.DeviceRepository
+	firmwares ports.FirmwareRepository
+	rollouts  ports.RolloutRepository
+	tasks     ports.TaskRepository
+	locker    ports.Locker
+	clock     ports.Clock
+	ids       ports.IDGenerator
+	metrics   ports.Metrics
+	limiter   ports.RateLimiter
+	pollAfter time.Duration
+	// flights coalesces concurrent creations for the same device, firmware
+	// and reported version within this process: a burst of duplicate polls
+	// takes the lock once per replica instead of queueing every request
+	// behind it.
+	flights singleflight.Group
+}
+
+// NewChecks builds the check use case: devices records each check
+// (possibly written behind), rollouts offers what to install, tasks holds
+// the device's tasks, locker serialises creation per device and firmware,
+// firmwares describes tasks whose firmware is not on offer any more.
+func NewChecks(devices ports.DeviceRepository, firmwares ports.FirmwareRepository, rollouts ports.RolloutRepository,
+	tasks ports.TaskRepository, locker ports.Locker, clock ports.Clock, ids ports.IDGenerator, metrics ports.Metrics,
+	limiter ports.RateLimiter, poll PollInterval) (*Checks, error) {
+	if err := required(devices, firmwares, rollouts, tasks, locker, clock, ids, metrics, limiter); err != nil {
+		return nil, err
+	}
+	if poll <= 0 {
+		return nil, errors.New("application: poll interval must be positive")
+	}
+	return &Checks{devices: devices, firmwares: firmwares, rollouts: rollouts, tasks: tasks, locker: locker,
+		clock: clock, ids: ids, metrics: metrics, limiter: limiter, pollAfter: time.Duration(poll)}, nil
+}
+
+// Check answers a device's poll (check rules 1–7). One function decides it,
+// domain.PlanCheck: first on a lock-free read (the device's task state that
+// came with its authentication, and the offers), and, only when that plan
+// writes, again inside the transaction that writes, on what that
+// transaction sees. Creation runs under the lock {device_id}:{firmware_id},
+// so that retries and replicas converge on one task; the store's
+// one-active-task constraint backs the lock up.
+func (s *Checks) Check(ctx context.Context, req ports.CheckRequest) (ports.CheckResult, error) {
+	res, err := s.check(ctx, req)
+	switch {
+	case err == nil:
+		res.PollAfter = s.pollAfter
+	case errors.Is(err, domain.ErrServiceBusy):
+		res.Outcome = ports.CheckBusy
+	case errors.Is(err, domain.ErrRateLimited):
+		res.Outcome = ports.CheckRateLimited
+	case ctx.Err() != nil:
+		res.Outcome = ports.CheckCancelled
+	default:
+		res.Outcome = ports.CheckError
+	}
+	s.metrics.CheckDone(res.Outcome)
+	return res, err
+}
+
+func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.CheckResult, error) {
+	if err := domain.ValidateIdentifier("model", req.Model); err != nil {
+		return ports.CheckResult{}, err
+	}
+	current, err := domain.ParseVersion("current_version", req.CurrentVersion)
+	if err != nil {
+		return ports.CheckResult{}, err
+	}
+	dev := req.Device.Device
+	if dev.ID() == "" {
+		return ports.CheckResult{}, fmt.Errorf("check without an authenticated device: %w", domain.ErrUnauthorized)
+	}
+	if ok, wait := s.limiter.Allow(dev.ID()); !ok {
+		return ports.CheckResult{}, &ports.RateLimitedError{Wait: wait}
+	}
+	if err := dev.CheckModel(req.Model); err != nil {
+		return ports.CheckResult{}, err
+	}
+	now := s.clock.Now()
+	// Stores may write this behind, in batches: the check goes on with the
+	// version the device reported, never with the stored one.
+	if err := s.devices.RecordSeen(ctx, dev.ID(), current, now); err != nil {
+		return ports.CheckResult{}, fmt.Errorf("recording check: %w", err)
+	}
+	offers, err := s.rollouts.Offers(ctx, dev.Model())
+	if err != nil {
+		return ports.CheckResult{}, fmt.Errorf("loading offers: %w", err)
+	}
+	tasks := req.Device.Tasks
+	if tasks == nil {
+		v, err := s.tasks.CheckViewOf(ctx, dev.ID())
+		if err != nil {
+			return ports.CheckResult{}, fmt.Errorf("loading the device's tasks: %w", err)
+		}
+		tasks = &v.Tasks
+	}
+	active, err := s.activeTask(ctx, tasks.Active, offers)
+	if err != nil {
+		return ports.CheckResult{}, err
+	}
+	plan := domain.PlanCheck(domain.CheckInput{
+		Device: dev, Reported: current, Active: active, Offers: offers, Failed: tasks.Failed, Now: now,
+	})
+	switch {
+	case !plan.Writes():
+		if plan.Task == nil {
+			return ports.CheckResult{Outcome: ports.CheckNoUpdate}, nil
+		}
+		return ports.CheckResult{Task: &ports.TaskView{Task: *plan.Task, Firmware: active.Firmware}, Outcome: ports.CheckReused}, nil
+	case plan.Action == domain.CheckCreate:
+		return s.createOnce(ctx, dev, current, plan.Offer)
+	}
+	// Only the active task changes (it succeeded, or was cancelled): no
+	// task is created, so no lock is needed; the row lock of the
+	// transaction serialises this with any other writer.
+	return s.write(ctx, dev, current, nil)
+}
+
+// flightTimeout bounds one find-or-create, lock wait included.
+const flightTimeout = 10 * time.Second
+
+// flightResult is one creation's answer, shared by every caller that
+// joined the flight; exactly one of them reports it as the creation.
+type flightResult struct {
+	res     ports.CheckResult
+	claimed *atomic.Bool
+}
+
+// createOnce runs create at most once at a time per device, firmware and
+// reported version in this process, and shares its answer with the callers
+// that asked meanwhile (a caller reporting another version is planned
+// anew: rule 3 may succeed its task instead).
+func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current domain.Version, offer domain.Offer) (ports.CheckResult, error) {
+	key := dev.ID() + ":" + offer.Firmware.ID() + ":" + current.String()
+	ch := s.flights.DoChan(key, func() (any, error) {
+		// The flight outlives any one caller's cancellation, since the
+		// others still want its answer. The lock's wait bounds the wait;
+		// flightTimeout bounds a database that stalls while the lock is
+		// held, so neither the lock nor this goroutine is kept forever.
+		flightCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flightTimeout)
+		defer cancel()
+		res, err := s.create(flightCtx, dev, current, offer)
+		if err != nil && flightCtx.Err() != nil && !errors.Is(err, domain.ErrServiceBusy) {
+			err = fmt.Errorf("%w: find-or-create ran out of time: %w", domain.ErrServiceBusy, err)
+		}
+		return flightResult{res: res, claimed: new(atomic.Bool)}, err
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return ports.CheckResult{}, r.Err
+		}
+		fr := r.Val.(flightResult)
+		res := fr.res
+		if (res.Outcome == ports.CheckCreated || res.Outcome == ports.CheckSuperseded) && !fr.claimed.CompareAndSwap(false, true) {
+			res.Outcome = ports.CheckReused
+		}
+		return res, nil
+	case <-ctx.Done():
+		return ports.CheckResult{}, ctx.Err()
+	}
+}
+
+// create is the critical section of check rule 7: under the lock, plan
+// again on what the transaction sees, and reuse, keep or replace.
+func (s *Checks) create(ctx context.Context, dev domain.Device, current domain.Version, offer domain.Offer) (ports.CheckResult, error) {
+	var res ports.CheckResult
+	err := s.locker.WithLock(ctx, dev.ID()+":"+offer.Firmware.ID(), func(ctx context.Context) error {
+		var err error
+		res, err = s.write(ctx, dev, current, &offer)
+		if errors.Is(err, domain.ErrOfferWithdrawn) {
+			// Revoked or stopped between the plan and the insert: answer
+			// as if it had never been offered.
+			res, err = s.write(ctx, dev, current, nil)
+		}
+		return err
+	})
+	if errors.Is(err, domain.ErrServiceBusy) {
+		// Whoever held the lock may have created exactly the task we
+		// wanted; handing it out needs no lock (check rule 7).
+		if v, rerr := s.tasks.CheckViewOf(ctx, dev.ID()); rerr == nil && v.Tasks.Active != nil && v.Tasks.Active.FirmwareID() == offer.Firmware.ID() {
+			return ports.CheckResult{Task: &ports.TaskView{Task: *v.Tasks.Active, Firmware: offer.Firmware}, Outcome: ports.CheckReused}, nil
+		}
+	}
+	if err != nil {
+		return ports.CheckResult{}, fmt.Errorf("finding or creating task: %w", err)
+	}
+	return res, nil
+}
+
+// write carries out a plan in the transaction that replaces the device's
+// active task, re-planning on what that transaction sees (domain.PlanCheck
+// again). candidate is the offer the lock was taken for; it is the only
+// task the transaction may create (nil: create nothing, as when no lock is
+// held), so a plan that would now create another answers as if nothing
+// were on offer.
+func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Version, candidate *domain.Offer) (ports.CheckResult, error) {
+	var (
+		plan domain.CheckPlan
+		seen *domain.ActiveTask
+	)
+	result, created, err := s.tasks.ReplaceActive(ctx, dev.ID(), func(st ports.TaskState) (*domain.Task, error) {
+		var offers []domain.Offer
+		if candidate != nil {
+			offers = []domain.Offer{*candidate}
+		}
+		now := s.clock.Now()
+		seen = st.Active
+		plan = domain.PlanCheck(domain.CheckInput{
+			Device: dev, Reported: current, Active: st.Active, Offers: offers, Failed: st.Failed, Now: now,
+		})
+		if plan.Ended != nil {
+			st.Active.Task = *plan.Ended
+		}
+		if plan.Action != domain.CheckCreate {
+			return nil, nil
+		}
+		t, err := domain.NewTask(s.ids.NewID(), dev.ID(), plan.Offer, plan.Attempt, now)
+		if err != nil {
+			return nil, err
+		}
+		return &t, nil
+	})
+	if err != nil {
+		return ports.CheckResult{}, err
+	}
+	if plan.Ended != nil {
+		s.metrics.TaskTransition(plan.Ended.Status().String())
+	}
+	switch {
+	case created:
+		s.metrics.TaskTransition(domain.TaskPending.String())
+		outcome := ports.CheckCreated
+		if plan.Superseded() {
+			outcome = ports.CheckSuperseded
+		}
+		return ports.CheckResult{Task: &ports.TaskView{Task: result, Firmware: plan.Offer.Firmware}, Outcome: outcome}, nil
+	case plan.Action == domain.CheckCreate:
+		// The insert lost to a concurrent one: hand out the winner, unless
+		// it has already finished.
+		if !result.Status().IsActive() {
+			return ports.CheckResult{Outcome: ports.CheckNoUpdate}, nil
+		}
+		v, err := taskView(ctx, s.firmwares, map[string]domain.Firmware{plan.Offer.Firmware.ID(): plan.Offer.Firmware}, result)
+		if err != nil {
+			return ports.CheckResult{}, err
+		}
+		return ports.CheckResult{Task: &v, Outcome: ports.CheckReused}, nil
+	case plan.Task != nil && seen != nil:
+		return ports.CheckResult{Task: &ports.TaskView{Task: result, Firmware: seen.Firmware}, Outcome: ports.CheckReused}, nil
+	}
+	return ports.CheckResult{Outcome: ports.CheckNoUpdate}, nil
+}
+
+// activeTask pairs the device's active task (nil if none) with its
+// firmware and rollout, preferring the offers at hand (where an active
+// rollout of released firmware is) to the repositories (cached in
+// production).
+func (s *Checks) activeTask(ctx context.Context, t *domain.Task, offers []domain.Offer) (*domain.ActiveTask, error) {
+	if t == nil {
+		return nil, nil
+	}
+	a := &domain.ActiveTask{Task: *t}
+	var fwOK, roOK bool
+	for _, o := range offers {
+		if !fwOK && o.Firmware.ID() == t.FirmwareID() {
+			a.Firmware, fwOK = o.Firmware, true
+		}
+		if !roOK && o.Rollout.ID() == t.RolloutID() {
+			a.Rollout, roOK = o.Rollout, true
+		}
+	}
+	var err error
+	if !fwOK {
+		if a.Firmware, err = s.firmwares.Get(ctx, t.FirmwareID()); err != nil {
+			return nil, fmt.Errorf("loading task firmware: %w", err)
+		}
+	}
+	if !roOK {
+		if a.Rollout, err = s.rollouts.Get(ctx, t.RolloutID()); err != nil {
+			return nil, fmt.Errorf("loading task rollout: %w", err)
+		}
+	}
+	return a, nil
+}

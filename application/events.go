@@ -1,0 +1,87 @@
+package application
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// Events shows devices their tasks and applies their progress events.
+type Events struct {
+	tasks     ports.TaskRepository
+	firmwares ports.FirmwareRepository
+	clock     ports.Clock
+	metrics   ports.Metrics
+	limiter   ports.RateLimiter
+}
+
+// NewEvents builds the task and event use cases.
+func NewEvents(tasks ports.TaskRepository, firmwares ports.FirmwareRepository, clock ports.Clock,
+	metrics ports.Metrics, limiter ports.RateLimiter) (*Events, error) {
+	if err := required(tasks, firmwares, clock, metrics, limiter); err != nil {
+		return nil, err
+	}
+	return &Events{tasks: tasks, firmwares: firmwares, clock: clock, metrics: metrics, limiter: limiter}, nil
+}
+
+// GetTask returns one of the device's own tasks; anyone else's is not found.
+func (s *Events) GetTask(ctx context.Context, deviceID, taskID string) (ports.TaskView, error) {
+	t, err := s.tasks.Get(ctx, taskID)
+	if err != nil {
+		return ports.TaskView{}, fmt.Errorf("loading task: %w", err)
+	}
+	if t.DeviceID() != deviceID {
+		return ports.TaskView{}, fmt.Errorf("task %s: %w", taskID, domain.ErrNotFound)
+	}
+	return taskView(ctx, s.firmwares, nil, t)
+}
+
+// ReportEvent applies a device's progress event once per event id (event
+// rules 1–3) and, on a final status, lets the rollout pause itself when its
+// failure threshold is reached (rule 5) — in the event's own transaction,
+// so that the evaluation happens exactly when the event is stored, whether
+// or not the device waits for the answer.
+func (s *Events) ReportEvent(ctx context.Context, deviceID, taskID string, req ports.EventRequest) (ports.TaskView, error) {
+	ev, err := domain.NewEvent(req.EventID, req.Status, req.Progress, req.ErrorCode, req.ErrorMessage)
+	if err != nil {
+		return ports.TaskView{}, err
+	}
+	// A final status is never refused for rate reasons: it is the word
+	// that lets the device stop, and losing it would leave the task open.
+	if !ev.IsFinal() {
+		if ok, wait := s.limiter.Allow(deviceID); !ok {
+			return ports.TaskView{}, &ports.RateLimitedError{Wait: wait}
+		}
+	}
+	var changed bool
+	var onRollout ports.RolloutEvaluation
+	if ev.IsFinal() {
+		onRollout = func(r *domain.Rollout, stats func() (domain.TaskStats, error)) (bool, error) {
+			if !r.WatchesFailures() {
+				return false, nil
+			}
+			st, err := stats()
+			if err != nil {
+				return false, err
+			}
+			return r.AutoPause(st, s.clock.Now()), nil
+		}
+	}
+	t, err := s.tasks.ApplyEvent(ctx, taskID, ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
+		if t.DeviceID() != deviceID {
+			return false, fmt.Errorf("task %s: %w", taskID, domain.ErrNotFound)
+		}
+		var err error
+		changed, err = t.ApplyEvent(ev, prior, s.clock.Now())
+		return changed, err
+	}, onRollout)
+	if err != nil {
+		return ports.TaskView{}, fmt.Errorf("applying event: %w", err)
+	}
+	if changed {
+		s.metrics.TaskTransition(t.Status().String())
+	}
+	return taskView(ctx, s.firmwares, nil, t)
+}

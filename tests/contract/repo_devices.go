@@ -1,0 +1,217 @@
+package contract
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ai-device/ota/domain"
+)
+
+func (s *repoSuite) devices(t *testing.T) {
+	ctx := t.Context()
+	model := repoName("model")
+
+	t.Run("CreateGetRoundTrip", func(t *testing.T) {
+		d, err := domain.NewDevice(repoName("dev"), model, "1.2.3-rc.1+build.7", s.hash(t), s.at(0))
+		repoNoErr(t, "new device", err)
+		repoNoErr(t, "create", s.Devices.Create(ctx, d))
+		got, err := s.Devices.Get(ctx, d.ID())
+		repoNoErr(t, "get", err)
+		repoSameDevice(t, got, d)
+		if !got.LastSeenAt().IsZero() {
+			t.Errorf("a new device was seen at %v", got.LastSeenAt())
+		}
+
+		bare, err := domain.NewDevice(repoName("dev"), model, "", s.hash(t), s.at(1))
+		repoNoErr(t, "new device", err)
+		repoNoErr(t, "create", s.Devices.Create(ctx, bare))
+		got, err = s.Devices.Get(ctx, bare.ID())
+		repoNoErr(t, "get", err)
+		repoSameDevice(t, got, bare)
+		if !got.CurrentVersion().IsZero() {
+			t.Errorf("version %q, want none", got.CurrentVersion())
+		}
+	})
+
+	t.Run("TimesAreTruncated", func(t *testing.T) {
+		// The domain's constructors already truncate; a rehydrated value
+		// need not be, and the store must still keep microseconds only.
+		us := repoUs(s.base)
+		d := domain.RehydrateDevice(repoName("dev"), model, domain.MustParseVersion("1.0.0"), s.hash(t), us.Add(999), us.Add(1))
+		repoNoErr(t, "create", s.Devices.Create(ctx, d))
+		got, err := s.Devices.Get(ctx, d.ID())
+		repoNoErr(t, "get", err)
+		if !got.CreatedAt().Equal(us) || !got.LastSeenAt().Equal(us) {
+			t.Errorf("stored times %v, %v; want %v", got.CreatedAt(), got.LastSeenAt(), us)
+		}
+	})
+
+	t.Run("CreateDuplicate", func(t *testing.T) {
+		d := s.device(t, model, "1.0.0")
+		dup, err := domain.NewDevice(d.ID(), repoName("model"), "2.0.0", s.hash(t), s.at(5))
+		repoNoErr(t, "new device", err)
+		if err := s.Devices.Create(ctx, dup); !errors.Is(err, domain.ErrDeviceExists) {
+			t.Fatalf("second create: err = %v, want domain.ErrDeviceExists", err)
+		}
+		got, err := s.Devices.Get(ctx, d.ID())
+		repoNoErr(t, "get", err)
+		repoSameDevice(t, got, d)
+		if _, err := s.Devices.GetByTokenHash(ctx, dup.TokenHash()); !errors.Is(err, domain.ErrNotFound) {
+			t.Errorf("the refused device's token finds a device: err = %v", err)
+		}
+	})
+
+	t.Run("GetMissing", func(t *testing.T) {
+		_, err := s.Devices.Get(ctx, repoName("dev"))
+		repoIsNotFound(t, "get unknown", err)
+	})
+
+	t.Run("TokenHashesAreUnique", func(t *testing.T) {
+		d := s.device(t, model, "1.0.0")
+		other := s.device(t, model, "1.0.0")
+		twin, err := domain.NewDevice(repoName("dev"), model, "1.0.0", d.TokenHash(), s.at(0))
+		repoNoErr(t, "new device", err)
+		if err := s.Devices.Create(ctx, twin); err == nil {
+			t.Error("a second device with a taken token hash was stored")
+		}
+		_, err = s.Devices.Get(ctx, twin.ID())
+		repoIsNotFound(t, "the refused twin", err)
+
+		_, err = s.Devices.Update(ctx, other.ID(), func(dv *domain.Device) error {
+			dv.RotateToken(d.TokenHash())
+			return nil
+		})
+		if err == nil {
+			t.Error("rotating to another device's token hash succeeded")
+		}
+		for _, want := range []domain.Device{d, other} {
+			got, err := s.Devices.GetByTokenHash(ctx, want.TokenHash())
+			repoNoErr(t, "by token", err)
+			repoSameDevice(t, got, want)
+		}
+	})
+
+	t.Run("GetByTokenHash", func(t *testing.T) {
+		d := s.device(t, model, "1.0.0")
+		s.device(t, model, "1.0.0") // another device, another token
+		got, err := s.Devices.GetByTokenHash(ctx, d.TokenHash())
+		repoNoErr(t, "by token", err)
+		repoSameDevice(t, got, d)
+		_, err = s.Devices.GetByTokenHash(ctx, s.hash(t))
+		repoIsNotFound(t, "unknown token", err)
+	})
+
+	t.Run("Update", func(t *testing.T) {
+		d := s.device(t, model, "1.0.0")
+		newHash := s.hash(t)
+		called := false
+		got, err := s.Devices.Update(ctx, d.ID(), func(dv *domain.Device) error {
+			called = true
+			repoSameDevice(t, *dv, d)
+			dv.RotateToken(newHash)
+			dv.Seen(domain.MustParseVersion("1.1.0+b9"), s.at(10))
+			return nil
+		})
+		repoNoErr(t, "update", err)
+		if !called {
+			t.Fatal("fn not called")
+		}
+		want := domain.RehydrateDevice(d.ID(), d.Model(), domain.MustParseVersion("1.1.0+b9"), newHash, s.at(10), d.CreatedAt())
+		repoSameDevice(t, got, want)
+		stored, err := s.Devices.Get(ctx, d.ID())
+		repoNoErr(t, "get", err)
+		repoSameDevice(t, stored, want)
+		_, err = s.Devices.GetByTokenHash(ctx, d.TokenHash())
+		repoIsNotFound(t, "old token after rotation", err)
+		byNew, err := s.Devices.GetByTokenHash(ctx, newHash)
+		repoNoErr(t, "new token", err)
+		repoSameDevice(t, byNew, want)
+
+		// fn fails after changing its copy: nothing is stored.
+		_, err = s.Devices.Update(ctx, d.ID(), func(dv *domain.Device) error {
+			dv.RotateToken(s.hash(t))
+			dv.Seen(domain.MustParseVersion("9.9.9"), s.at(20))
+			return errRepoBoom
+		})
+		if !errors.Is(err, errRepoBoom) {
+			t.Fatalf("failing fn: err = %v, want fn's error", err)
+		}
+		stored, err = s.Devices.Get(ctx, d.ID())
+		repoNoErr(t, "get", err)
+		repoSameDevice(t, stored, want)
+		_, err = s.Devices.GetByTokenHash(ctx, newHash)
+		repoNoErr(t, "token after failed update", err)
+
+		_, err = s.Devices.Update(ctx, repoName("dev"), func(*domain.Device) error {
+			t.Error("fn called for an unknown device")
+			return nil
+		})
+		repoIsNotFound(t, "update unknown", err)
+	})
+
+	t.Run("RecordSeen", func(t *testing.T) {
+		d := s.device(t, model, "1.0.0")
+		v := domain.MustParseVersion("1.4.0+ci.3")
+		repoNoErr(t, "record seen", s.Devices.RecordSeen(ctx, d.ID(), v, s.at(30)))
+		s.eventuallySeen(t, domain.RehydrateDevice(d.ID(), d.Model(), v, d.TokenHash(), s.at(30), d.CreatedAt()))
+
+		// Reports may arrive out of order: an older one never overwrites a
+		// newer one; one of the same instant does.
+		old := domain.MustParseVersion("1.3.0")
+		repoNoErr(t, "record an older report", s.Devices.RecordSeen(ctx, d.ID(), old, s.at(29)))
+		s.eventuallySeen(t, domain.RehydrateDevice(d.ID(), d.Model(), v, d.TokenHash(), s.at(30), d.CreatedAt()))
+		same := domain.MustParseVersion("1.4.1")
+		repoNoErr(t, "record a report of the same instant", s.Devices.RecordSeen(ctx, d.ID(), same, s.at(30)))
+		s.eventuallySeen(t, domain.RehydrateDevice(d.ID(), d.Model(), same, d.TokenHash(), s.at(30), d.CreatedAt()))
+
+		unknown := repoName("dev")
+		if err := s.Devices.RecordSeen(ctx, unknown, v, s.at(31)); err != nil && !errors.Is(err, domain.ErrNotFound) {
+			t.Errorf("record seen of an unknown device: err = %v, want nil or domain.ErrNotFound", err)
+		}
+		time.Sleep(1100 * time.Millisecond)
+		_, err := s.Devices.Get(ctx, unknown)
+		repoIsNotFound(t, "record seen must not register a device", err)
+	})
+
+	t.Run("CancelledContext", func(t *testing.T) {
+		d, err := domain.NewDevice(repoName("dev"), model, "1.0.0", s.hash(t), s.at(0))
+		repoNoErr(t, "new device", err)
+		if err := s.Devices.Create(repoCancelled(t), d); err == nil {
+			t.Error("create with a cancelled context succeeded")
+		}
+		_, err = s.Devices.Get(ctx, d.ID())
+		repoIsNotFound(t, "device created under a cancelled context", err)
+
+		stored := s.device(t, model, "1.0.0")
+		_, err = s.Devices.Update(repoCancelled(t), stored.ID(), func(dv *domain.Device) error {
+			dv.RotateToken(s.hash(t))
+			return nil
+		})
+		if err == nil {
+			t.Error("update with a cancelled context succeeded")
+		}
+		got, err := s.Devices.Get(ctx, stored.ID())
+		repoNoErr(t, "get", err)
+		repoSameDevice(t, got, stored)
+	})
+}
+
+// eventuallySeen waits for the device to read back as want: RecordSeen may
+// write behind, visible within a second.
+func (s *repoSuite) eventuallySeen(t *testing.T, want domain.Device) {
+	t.Helper()
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	for {
+		got, err := s.Devices.Get(t.Context(), want.ID())
+		repoNoErr(t, "get", err)
+		if got.CurrentVersion().String() == want.CurrentVersion().String() && got.LastSeenAt().Equal(repoUs(want.LastSeenAt())) ||
+			time.Now().After(deadline) {
+			repoSameDevice(t, got, want)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ---------------------------------------------------------------- firmwares

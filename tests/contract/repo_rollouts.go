@@ -1,0 +1,266 @@
+package contract
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/google/uuid"
+)
+
+func (s *repoSuite) rollouts(t *testing.T) {
+	ctx := t.Context()
+
+	t.Run("CreateGetRoundTrip", func(t *testing.T) {
+		fw := s.firmware(t, repoSpec(repoName("model"), "1.0.0"), s.at(0), true)
+		specs := []domain.RolloutSpec{
+			{Percentage: 35, MaxAttempts: repoInt(5), FailureThresholdPercent: repoInt(12), MinSample: repoInt(7)},
+			{Percentage: 0},
+			{Percentage: 100, FailureThresholdPercent: repoInt(1)},
+		}
+		for i, spec := range specs {
+			r := s.rollout(t, fw, spec, s.at(i+1), true)
+			got, err := s.Rollouts.Get(ctx, r.ID())
+			repoNoErr(t, "get", err)
+			repoSameRollout(t, got, r)
+			// A returned rollout shares nothing with the store.
+			if p := got.Record().FailureThresholdPercent; p != nil {
+				*p = 99
+				again, err := s.Rollouts.Get(ctx, r.ID())
+				repoNoErr(t, "get", err)
+				repoSameRollout(t, again, r)
+			}
+		}
+	})
+
+	t.Run("UnknownFirmware", func(t *testing.T) {
+		fw := s.firmware(t, repoSpec(repoName("model"), "1.0.0"), s.at(0), false)
+		r := s.rollout(t, fw, domain.RolloutSpec{Percentage: 10}, s.at(1), false)
+		repoIsNotFound(t, "rollout of an unstored firmware", s.Rollouts.Create(ctx, r))
+		_, err := s.Rollouts.Get(ctx, r.ID())
+		repoIsNotFound(t, "refused rollout", err)
+	})
+
+	t.Run("RevokedSinceTheCallerLooked", func(t *testing.T) {
+		// The caller judged a copy of the firmware read before the revoke
+		// (from a cache, say); the store must still refuse the rollout.
+		fw := s.firmware(t, repoSpec(repoName("model"), "1.0.0"), s.at(0), true)
+		paused := s.rollout(t, fw, domain.RolloutSpec{Percentage: 10}, s.at(1), true)
+		if _, err := s.Rollouts.Update(ctx, paused.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
+			return r.ChangeStatus(domain.RolloutPaused, fw, s.at(2))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		stale := fw
+		if _, err := s.Firmwares.Update(ctx, fw.ID(), func(f *domain.Firmware) error { f.Revoke(s.at(3)); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		late := s.rollout(t, stale, domain.RolloutSpec{Percentage: 10}, s.at(4), false)
+		if err := s.Rollouts.Create(ctx, late); !errors.Is(err, domain.ErrFirmwareRevoked) {
+			t.Fatalf("create with a stale firmware: %v, want ErrFirmwareRevoked", err)
+		}
+		// Update hands fn the firmware as its transaction sees it, not
+		// the caller's stale copy: the domain's rule refuses the resume.
+		_, err := s.Rollouts.Update(ctx, paused.ID(), func(r *domain.Rollout, seen domain.Firmware) error {
+			if seen.ID() != stale.ID() || !seen.Revoked() {
+				t.Errorf("Update handed fn firmware %s (%s), want %s revoked", seen.ID(), seen.Status(), stale.ID())
+			}
+			return r.ChangeStatus(domain.RolloutActive, seen, s.at(5))
+		})
+		if !errors.Is(err, domain.ErrFirmwareRevoked) {
+			t.Fatalf("resume of a revoked firmware's rollout: %v, want ErrFirmwareRevoked", err)
+		}
+		got, err := s.Rollouts.Get(ctx, paused.ID())
+		if err != nil || got.Status() != domain.RolloutPaused {
+			t.Fatalf("rollout after the refused resume: %v %v", got.Status(), err)
+		}
+	})
+
+	t.Run("DuplicateID", func(t *testing.T) {
+		fw := s.firmware(t, repoSpec(repoName("model"), "1.0.0"), s.at(0), true)
+		r := s.rollout(t, fw, domain.RolloutSpec{Percentage: 10}, s.at(1), true)
+		same, err := domain.NewRollout(r.ID(), fw, domain.RolloutSpec{Percentage: 90}, s.at(2))
+		repoNoErr(t, "new rollout", err)
+		if err := s.Rollouts.Create(ctx, same); err == nil {
+			t.Error("a second rollout with a taken id was stored")
+		}
+		got, err := s.Rollouts.Get(ctx, r.ID())
+		repoNoErr(t, "get", err)
+		repoSameRollout(t, got, r)
+	})
+
+	t.Run("GetMissing", func(t *testing.T) {
+		for _, id := range []string{uuid.NewString(), "not-a-uuid", ""} {
+			_, err := s.Rollouts.Get(ctx, id)
+			repoIsNotFound(t, "get "+id, err)
+		}
+	})
+
+	t.Run("Update", func(t *testing.T) {
+		fw := s.firmware(t, repoSpec(repoName("model"), "1.0.0"), s.at(0), true)
+		r := s.rollout(t, fw, domain.RolloutSpec{Percentage: 10, FailureThresholdPercent: repoInt(30)}, s.at(1), true)
+		got, err := s.Rollouts.Update(ctx, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
+			repoSameRollout(t, *ro, r)
+			if err := ro.SetPercentage(60, s.at(5)); err != nil {
+				return err
+			}
+			return ro.ChangeStatus(domain.RolloutPaused, fw, s.at(6))
+		})
+		repoNoErr(t, "update", err)
+		want := r
+		repoNoErr(t, "set", want.SetPercentage(60, s.at(5)))
+		repoNoErr(t, "pause", want.ChangeStatus(domain.RolloutPaused, fw, s.at(6)))
+		repoSameRollout(t, got, want)
+		stored, err := s.Rollouts.Get(ctx, r.ID())
+		repoNoErr(t, "get", err)
+		repoSameRollout(t, stored, want)
+		if stored.PausedReason() != domain.PausedManual {
+			t.Errorf("paused reason %q, want manual", stored.PausedReason())
+		}
+
+		_, err = s.Rollouts.Update(ctx, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
+			_ = ro.ChangeStatus(domain.RolloutCancelled, fw, s.at(7))
+			return errRepoBoom
+		})
+		if !errors.Is(err, errRepoBoom) {
+			t.Fatalf("failing fn: err = %v, want fn's error", err)
+		}
+		stored, err = s.Rollouts.Get(ctx, r.ID())
+		repoNoErr(t, "get", err)
+		repoSameRollout(t, stored, want)
+
+		for _, id := range []string{uuid.NewString(), "not-a-uuid"} {
+			_, err = s.Rollouts.Update(ctx, id, func(*domain.Rollout, domain.Firmware) error {
+				t.Error("fn called for an unknown rollout")
+				return nil
+			})
+			repoIsNotFound(t, "update "+id, err)
+		}
+
+		lost, cancel := context.WithCancel(ctx)
+		_, err = s.Rollouts.Update(lost, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
+			cancel() // the lock is lost while fn runs
+			return ro.SetPercentage(90, s.at(8))
+		})
+		if err == nil {
+			t.Error("update whose context ended inside fn succeeded")
+		}
+		stored, err = s.Rollouts.Get(ctx, r.ID())
+		repoNoErr(t, "get", err)
+		repoSameRollout(t, stored, want)
+	})
+
+	t.Run("ConcurrentUpdatesSerialise", func(t *testing.T) {
+		fw := s.firmware(t, repoSpec(repoName("model"), "1.0.0"), s.at(0), true)
+		r := s.rollout(t, fw, domain.RolloutSpec{Percentage: 0}, s.at(1), true)
+		const n = 40
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for range n {
+			wg.Go(func() {
+				_, err := s.Rollouts.Update(ctx, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
+					p := ro.Percentage()
+					time.Sleep(time.Millisecond) // widen the window for a lost update
+					return ro.SetPercentage(p+1, s.at(2))
+				})
+				errs <- err
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			repoNoErr(t, "concurrent update", err)
+		}
+		got, err := s.Rollouts.Get(ctx, r.ID())
+		repoNoErr(t, "get", err)
+		if got.Percentage() != n {
+			t.Errorf("percentage %d after %d increments: updates were lost", got.Percentage(), n)
+		}
+	})
+
+	t.Run("Offers", func(t *testing.T) {
+		model, other := repoName("model"), repoName("model")
+		spec := domain.RolloutSpec{Percentage: 50}
+		fwA := s.firmware(t, repoSpec(model, "1.1.0"), s.at(1), true)
+		rA := s.rollout(t, fwA, spec, s.at(2), true)
+		rA2 := s.rollout(t, fwA, domain.RolloutSpec{Percentage: 100}, s.at(3), true)
+		fwB := s.firmware(t, repoSpec(model, "1.2.0"), s.at(1), true)
+		rB := s.rollout(t, fwB, spec, s.at(2), true)
+		fwC := s.firmware(t, repoSpec(model, "1.3.0"), s.at(1), true)
+		s.rollout(t, fwC, spec, s.at(2), true)
+		s.firmware(t, repoSpec(model, "1.4.0"), s.at(1), true) // no rollout
+		fwE := s.firmware(t, repoSpec(model, "1.5.0"), s.at(1), true)
+		rE := s.rollout(t, fwE, spec, s.at(2), true)
+		fwX := s.firmware(t, repoSpec(other, "1.1.0"), s.at(1), true)
+		rX := s.rollout(t, fwX, spec, s.at(2), true)
+
+		_, err := s.Rollouts.Update(ctx, rA2.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
+			return ro.ChangeStatus(domain.RolloutPaused, fwA, s.at(4))
+		})
+		repoNoErr(t, "pause", err)
+		_, err = s.Rollouts.Update(ctx, rB.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
+			return ro.ChangeStatus(domain.RolloutCancelled, fwB, s.at(4))
+		})
+		repoNoErr(t, "cancel", err)
+		_, err = s.Firmwares.Update(ctx, fwC.ID(), func(f *domain.Firmware) error {
+			f.Revoke(s.at(4))
+			return nil
+		})
+		repoNoErr(t, "revoke", err)
+
+		check := func(model string, want ...domain.Offer) {
+			t.Helper()
+			got, err := s.Rollouts.Offers(ctx, model)
+			repoNoErr(t, "offers", err)
+			byRollout := map[string]domain.Offer{}
+			for _, o := range got {
+				byRollout[o.Rollout.ID()] = o
+			}
+			if len(got) != len(want) || len(byRollout) != len(want) {
+				t.Errorf("offers of %s: got %d, want %d", model, len(got), len(want))
+			}
+			for _, w := range want {
+				g, ok := byRollout[w.Rollout.ID()]
+				if !ok {
+					t.Errorf("offers of %s miss rollout %s", model, w.Rollout.ID())
+					continue
+				}
+				repoSameRollout(t, g.Rollout, w.Rollout)
+				repoSameFirmware(t, g.Firmware, w.Firmware)
+			}
+		}
+		check(model, domain.Offer{Firmware: fwA, Rollout: rA}, domain.Offer{Firmware: fwE, Rollout: rE})
+		check(other, domain.Offer{Firmware: fwX, Rollout: rX})
+		check(repoName("model"))
+
+		// Pausing an offered rollout withdraws it; resuming brings it back.
+		paused, err := s.Rollouts.Update(ctx, rE.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
+			return ro.ChangeStatus(domain.RolloutPaused, fwE, s.at(5))
+		})
+		repoNoErr(t, "pause", err)
+		check(model, domain.Offer{Firmware: fwA, Rollout: rA})
+		resumed, err := s.Rollouts.Update(ctx, rE.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
+			return ro.ChangeStatus(domain.RolloutActive, fwE, s.at(6))
+		})
+		repoNoErr(t, "resume", err)
+		if paused.Status() != domain.RolloutPaused || resumed.Status() != domain.RolloutActive {
+			t.Fatalf("statuses %s then %s", paused.Status(), resumed.Status())
+		}
+		check(model, domain.Offer{Firmware: fwA, Rollout: rA}, domain.Offer{Firmware: fwE, Rollout: resumed})
+	})
+
+	t.Run("CancelledContext", func(t *testing.T) {
+		fw := s.firmware(t, repoSpec(repoName("model"), "1.0.0"), s.at(0), true)
+		r := s.rollout(t, fw, domain.RolloutSpec{Percentage: 10}, s.at(1), false)
+		if err := s.Rollouts.Create(repoCancelled(t), r); err == nil {
+			t.Error("create with a cancelled context succeeded")
+		}
+		_, err := s.Rollouts.Get(ctx, r.ID())
+		repoIsNotFound(t, "rollout created under a cancelled context", err)
+	})
+}
+
+// ---------------------------------------------------------------- tasks
