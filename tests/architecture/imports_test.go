@@ -28,6 +28,17 @@ var allowedInternal = []struct {
 	{".", []string{"domain", "ports", "application", "adapters", "bootstrap", "migrations"}},
 }
 
+// mountedOnEdge reports whether pkg is a driving adapter served through the
+// HTTP edge's Echo server (the console and the device-protocol adapters).
+func mountedOnEdge(pkg string) bool {
+	for _, a := range []string{"adapters/console", "adapters/ddi", "adapters/mender"} {
+		if within(pkg, a) {
+			return true
+		}
+	}
+	return false
+}
+
 func within(pkg, folder string) bool {
 	return folder == "." && pkg == "." || pkg == folder || strings.HasPrefix(pkg, folder+"/")
 }
@@ -66,11 +77,13 @@ func violations(pkg string, imports []string) []string {
 				ok = true
 			}
 		}
-		// An adapter may use its own subpackages, never another adapter.
+		// An adapter may use its own subpackages, never another adapter —
+		// except that the driving adapters mounted on the HTTP edge share
+		// its request ids and its one error mapping (adapters/http).
 		if within(pkg, "adapters") {
 			parts := strings.SplitN(pkg, "/", 3)
 			if within(rel, "adapters") {
-				ok = within(rel, strings.Join(parts[:2], "/"))
+				ok = within(rel, strings.Join(parts[:2], "/")) || mountedOnEdge(pkg) && within(rel, "adapters/http")
 			}
 		}
 		if !ok {
@@ -94,6 +107,9 @@ func TestViolationsCatches(t *testing.T) {
 		{"adapters/http", []string{module + "/application"}, true},
 		{"adapters/http", []string{module + "/adapters/postgres"}, true},
 		{"adapters/console/views", []string{module + "/adapters/console"}, false},
+		{"adapters/console", []string{module + "/adapters/http"}, false},
+		{"adapters/postgres", []string{module + "/adapters/http"}, true},
+		{"adapters/console", []string{module + "/adapters/postgres"}, true},
 		{"adapters/postgres", []string{module + "/domain", module + "/ports", "github.com/lib/pq"}, false},
 		{"bootstrap", []string{module + "/tests/testenv"}, true},
 		{".", []string{module + "/bootstrap", module + "/adapters/postgres"}, false},
