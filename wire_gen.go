@@ -10,6 +10,7 @@ import (
 	"github.com/ai-device/ota/adapters/ddi"
 	"github.com/ai-device/ota/adapters/http"
 	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/mender"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/adapters/redislock"
 	"github.com/ai-device/ota/application"
@@ -71,16 +72,18 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	clock := memory.NewClock()
 	uuiDs := memory.NewUUIDs()
 	rateLimiter := bootstrap.RateLimiterFrom(cfg)
+	admissionRepository := postgres.NewAdmissionRepository(db)
 	deps := application.Deps{
-		Devices:   writeBehindDevices,
-		Firmwares: cachedFirmwares,
-		Rollouts:  cachedRollouts,
-		Tasks:     taskRepository,
-		Locker:    locker,
-		Clock:     clock,
-		IDs:       uuiDs,
-		Metrics:   metrics,
-		Limiter:   rateLimiter,
+		Devices:    writeBehindDevices,
+		Firmwares:  cachedFirmwares,
+		Rollouts:   cachedRollouts,
+		Tasks:      taskRepository,
+		Locker:     locker,
+		Clock:      clock,
+		IDs:        uuiDs,
+		Metrics:    metrics,
+		Limiter:    rateLimiter,
+		Admissions: admissionRepository,
 	}
 	pollInterval := bootstrap.PollIntervalFrom(cfg)
 	devices, err := application.NewDevices(deps, pollInterval)
@@ -101,7 +104,25 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		return nil, nil, err
 	}
 	adapter := ddi.New(config, applicationDDI)
-	httpConfig := bootstrap.HTTPConfigFrom(cfg, adapter)
+	authRequestRepository := postgres.NewAuthRequestRepository(db)
+	artifactCatalogRepository := postgres.NewArtifactCatalogRepository(db)
+	taskLogRepository := postgres.NewTaskLogRepository(db)
+	menderConfig, err := bootstrap.MenderConfigFrom(cfg, logger)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	applicationMender, err := application.NewMender(deps, devices, attributeRepository, admissionRepository, authRequestRepository, artifactCatalogRepository, taskLogRepository, menderConfig)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	menderAdapter := mender.New(applicationMender, applicationMender)
+	httpConfig := bootstrap.HTTPConfigFrom(cfg, adapter, menderAdapter)
 	admin, err := application.NewAdmin(deps)
 	if err != nil {
 		cleanup3()
@@ -135,16 +156,18 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	clock := memory.NewClock()
 	uuiDs := memory.NewUUIDs()
 	rateLimiter := bootstrap.RateLimiterFrom(cfg)
+	admissions := memory.NewAdmissions(store)
 	deps := application.Deps{
-		Devices:   devices,
-		Firmwares: firmwares,
-		Rollouts:  rollouts,
-		Tasks:     tasks,
-		Locker:    locker,
-		Clock:     clock,
-		IDs:       uuiDs,
-		Metrics:   metrics,
-		Limiter:   rateLimiter,
+		Devices:    devices,
+		Firmwares:  firmwares,
+		Rollouts:   rollouts,
+		Tasks:      tasks,
+		Locker:     locker,
+		Clock:      clock,
+		IDs:        uuiDs,
+		Metrics:    metrics,
+		Limiter:    rateLimiter,
+		Admissions: admissions,
 	}
 	pollInterval := bootstrap.PollIntervalFrom(cfg)
 	applicationDevices, err := application.NewDevices(deps, pollInterval)
@@ -159,7 +182,19 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 		return nil, err
 	}
 	adapter := ddi.New(config, applicationDDI)
-	httpConfig := bootstrap.HTTPConfigFrom(cfg, adapter)
+	authRequests := memory.NewAuthRequests(store)
+	artifactCatalog := memory.NewArtifactCatalog(store)
+	taskLogs := memory.NewTaskLogs(store)
+	menderConfig, err := bootstrap.MenderConfigFrom(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	applicationMender, err := application.NewMender(deps, applicationDevices, attributes, admissions, authRequests, artifactCatalog, taskLogs, menderConfig)
+	if err != nil {
+		return nil, err
+	}
+	menderAdapter := mender.New(applicationMender, applicationMender)
+	httpConfig := bootstrap.HTTPConfigFrom(cfg, adapter, menderAdapter)
 	admin, err := application.NewAdmin(deps)
 	if err != nil {
 		return nil, err

@@ -51,6 +51,8 @@ type Config struct {
 	DDITenant           string
 	DDIGatewayToken     string
 	DDIVersionAttribute string
+	// Mender holds the OTA_MENDER_* settings of Mender's device API.
+	Mender MenderSettings
 }
 
 // Defaults from PRODUCT.md §5.
@@ -135,6 +137,7 @@ func LoadConfig(getenv func(string) string, requireAdminToken bool) (Config, err
 	cfg.DeviceBurst = int(number("OTA_DEVICE_RATE_BURST", "20", 1, 1e6))
 	cfg.LockMajority = int32(number("OTA_LOCK_MAJORITY", "1", 1, 5))
 	loadDDIConfig(&cfg, get, getenv, bad)
+	loadMenderConfig(&cfg, get, getenv, bad, duration)
 	if err := cfg.LogLevel.UnmarshalText([]byte(get("OTA_LOG_LEVEL", "info"))); err != nil {
 		bad("OTA_LOG_LEVEL", "must be debug, info, warn or error")
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/ai-device/ota/adapters/ddi"
 	httpadapter "github.com/ai-device/ota/adapters/http"
 	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/mender"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/adapters/redislock"
 	"github.com/ai-device/ota/application"
@@ -34,6 +35,7 @@ var ApplicationSet = wire.NewSet(
 var edgeBaseSet = wire.NewSet(
 	httpadapter.ProviderSet,
 	DDISet,
+	MenderSet,
 	HTTPConfigFrom,
 	NewMetrics,
 	wire.Bind(new(ports.Metrics), new(*Metrics)),
@@ -62,6 +64,7 @@ var PostgresSet = wire.NewSet(
 	memory.SystemSet,
 	HealthChecks,
 	DDIPostgresStores,
+	MenderPostgresStores,
 )
 
 // WriteBehindConfigFrom tunes the write-behind of device checks (the
@@ -113,6 +116,7 @@ var MemorySet = wire.NewSet(
 	MemoryLocker,
 	NoHealthChecks,
 	DDIMemoryStores,
+	MenderMemoryStores,
 )
 
 // PollIntervalFrom extracts the devices' poll hint.
@@ -129,9 +133,11 @@ func RateLimiterFrom(cfg Config) ports.RateLimiter {
 	return memory.NewRateLimiter(cfg.DeviceRate, cfg.DeviceBurst)
 }
 
-// HTTPConfigFrom extracts the edge's settings; the DDI routes are mounted on it.
-func HTTPConfigFrom(cfg Config, d *ddi.Adapter) httpadapter.Config {
-	return httpadapter.Config{AdminToken: httpadapter.AdminToken(cfg.AdminToken), Mounts: ddiMounts(d)}
+// HTTPConfigFrom extracts the edge's settings; the DDI and Mender routes
+// are mounted on it.
+func HTTPConfigFrom(cfg Config, d *ddi.Adapter, m *mender.Adapter) httpadapter.Config {
+	return httpadapter.Config{AdminToken: httpadapter.AdminToken(cfg.AdminToken),
+		Mounts: append(ddiMounts(d), menderMounts(m)...), AdminMounts: menderAdminMounts(m)}
 }
 
 // LockConfigFrom extracts the Redis lock's settings.
