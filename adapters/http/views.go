@@ -113,7 +113,7 @@ type firmwareView struct {
 	ReleaseNotes     *string `json:"release_notes"`
 	Mandatory        bool    `json:"mandatory"`
 	MinSourceVersion *string `json:"min_source_version"`
-	ArtifactName     *string `json:"artifact_name"`
+	ArtifactName     *string `json:"artifact_name,omitempty"`
 	Status           string  `json:"status"`
 	CreatedAt        string  `json:"created_at"`
 	UpdatedAt        string  `json:"updated_at"`

@@ -126,7 +126,9 @@ type AuthRequests struct {
 var _ ports.AuthRequests = (*AuthRequests)(nil)
 
 // NewAuthRequests returns the pending auth request repository of s.
-func NewAuthRequests(s *Store) *AuthRequests { return &AuthRequests{adm: NewAdmissions(s), t: menderOf(s)} }
+func NewAuthRequests(s *Store) *AuthRequests {
+	return &AuthRequests{adm: NewAdmissions(s), t: menderOf(s)}
+}
 
 func storedRequest(q domain.AuthRequest) (domain.AuthRequest, error) {
 	return domain.RehydrateAuthRequest(q.ID(), q.DeviceID(), q.Identity(), q.Key().PEM(), q.DeviceType(), q.Status(),
@@ -360,4 +362,3 @@ func (r *TaskLogs) Get(ctx context.Context, taskID string) (domain.TaskLog, erro
 	}
 	return l, nil
 }
-

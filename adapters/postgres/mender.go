@@ -139,7 +139,9 @@ type AuthRequestRepository struct{ db *sqlx.DB }
 var _ ports.AuthRequests = (*AuthRequestRepository)(nil)
 
 // NewAuthRequestRepository stores auth requests through the given pool.
-func NewAuthRequestRepository(db *sqlx.DB) *AuthRequestRepository { return &AuthRequestRepository{db: db} }
+func NewAuthRequestRepository(db *sqlx.DB) *AuthRequestRepository {
+	return &AuthRequestRepository{db: db}
+}
 
 type authRequestRow struct {
 	ID         string         `db:"id"`
