@@ -258,8 +258,11 @@ func (r *AuthRequests) Accept(ctx context.Context, id string, dev *domain.Device
 		return err
 	}
 	defer unlock()
-	if _, err := r.Get(ctx, id); err != nil {
+	if q, err = r.Get(ctx, id); err != nil {
 		return err
+	}
+	if q.Status() != domain.AuthRequestPending {
+		return fmt.Errorf("auth request %s is no longer pending: %w", id, domain.ErrNotFound)
 	}
 	s := r.adm.s
 	s.mu.Lock()
