@@ -105,13 +105,14 @@ func newRig(t *testing.T) *rig {
 	if err := os.MkdirAll(www, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// Mender clients fetch NAME.mender, anything else NAME as is: one
-	// firmware URL serves both agent families of a mixed fleet. The file
+	// Mender clients (Go's HTTP client, which mender-client 3.4 does not
+	// rename) fetch NAME.mender, anything else NAME as is: one firmware URL
+	// serves both agent families of a mixed fleet. The file
 	// server answers Range requests and sends Content-Length, as the
 	// Mender client needs.
 	fs := http.FileServer(http.Dir(www))
 	r.files = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if strings.Contains(req.UserAgent(), "Mender") && !strings.HasSuffix(req.URL.Path, ".mender") {
+		if strings.HasPrefix(req.UserAgent(), "Go-http-client") && !strings.HasSuffix(req.URL.Path, ".mender") {
 			req.URL.Path += ".mender"
 		}
 		fs.ServeHTTP(w, req)
