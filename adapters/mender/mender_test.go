@@ -661,6 +661,19 @@ func TestChunkedBodiesKeepTheLimit(t *testing.T) {
 	if r := h.do(http.MethodPost, mender.AuthPath, nil, strings.Repeat(" ", 70<<10), true); r.status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("auth: %d, want 413", r.status)
 	}
+	// The admin API reads chunked bodies too (adapters/http), within its limit.
+	k2 := newKey(t, "ecdsa")
+	reg := `{"device_id":"dev-2","model":"cam-x1","public_key":` + jsonString(k2.pub) + `}`
+	admin := map[string]string{"Authorization": "Bearer " + adminToken}
+	if r := h.do(http.MethodPost, "/api/v1/admin/devices", admin, reg, true); r.status != http.StatusCreated {
+		t.Fatalf("chunked registration: %d %s", r.status, r.body)
+	}
+	if r := h.do(http.MethodPost, "/api/v1/admin/devices", admin, `{"device_id":"dev-3","model":"`+strings.Repeat("m", 70<<10)+`"}`, true); r.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("oversized chunked registration: %d", r.status)
+	}
+	if r := h.auth("dev-2", k2, k2, true); r.status != http.StatusOK {
+		t.Fatalf("device registered by a chunked request: %d %s", r.status, r.body)
+	}
 }
 
 // TestAdminRoutesMatchOpenAPI validates the operators' Mender routes
