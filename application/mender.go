@@ -439,3 +439,25 @@ func (s *Mender) TaskLog(ctx context.Context, taskID string) (domain.TaskLog, er
 	}
 	return l, nil
 }
+
+// SetKey admits a registered device with publicKey (preauthorizing a
+// device registered without one, or rotating its key).
+func (s *Mender) SetKey(ctx context.Context, deviceID, publicKey string) (domain.DeviceAdmission, error) {
+	key, err := domain.ParseDeviceKey("public_key", publicKey)
+	if err != nil {
+		return domain.DeviceAdmission{}, err
+	}
+	now := s.deps.Clock.Now()
+	a, err := s.admissions.Admit(ctx, deviceID, func(cur *domain.DeviceAdmission) (domain.DeviceAdmission, error) {
+		if cur == nil {
+			return domain.NewDeviceAdmission(deviceID, key, now)
+		}
+		next := *cur
+		next.RotateKey(key, now)
+		return next, nil
+	})
+	if err != nil {
+		return domain.DeviceAdmission{}, fmt.Errorf("setting device key: %w", err)
+	}
+	return a, nil
+}

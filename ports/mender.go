@@ -107,4 +107,7 @@ type AdmissionService interface {
 	Reject(ctx context.Context, requestID string) (domain.AuthRequest, error)
 	// TaskLog returns the log a device uploaded about a task.
 	TaskLog(ctx context.Context, taskID string) (domain.TaskLog, error)
+	// SetKey admits a registered device with a public key, replacing the
+	// key it had (its session tokens' generation moves on).
+	SetKey(ctx context.Context, deviceID, publicKey string) (domain.DeviceAdmission, error)
 }

@@ -289,3 +289,39 @@ func (a *Adapter) taskLog(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, map[string]any{"task_id": l.TaskID(), "messages": lines, "updated_at": stamp(l.UpdatedAt())})
 }
+
+// KeyView is a device's admission, as operators see it (the key itself is
+// the operator's to know; its fingerprint identifies it).
+type KeyView struct {
+	DeviceID        string `json:"device_id"`
+	KeyFingerprint  string `json:"key_fingerprint"`
+	TokenGeneration int64  `json:"token_generation"`
+	UpdatedAt       string `json:"updated_at"`
+}
+
+// setKey preauthorizes a registered device with {"public_key"}, or
+// rotates its key.
+func (a *Adapter) setKey(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	if ct := c.Request().Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
+		return echo.ErrUnsupportedMediaType
+	}
+	var b struct {
+		PublicKey *string `json:"public_key"`
+	}
+	if err := decodeBytes(body, &b, `{"public_key"}`); err != nil {
+		return err
+	}
+	if b.PublicKey == nil {
+		return &domain.ValidationError{Field: "public_key", Reason: "is required"}
+	}
+	adm, err := a.admin.SetKey(c.Request().Context(), param(c, "device_id"), *b.PublicKey)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, KeyView{DeviceID: adm.DeviceID(), KeyFingerprint: adm.Key().Fingerprint(),
+		TokenGeneration: adm.Generation(), UpdatedAt: stamp(adm.UpdatedAt())})
+}

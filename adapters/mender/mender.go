@@ -75,6 +75,7 @@ func (a *Adapter) MountAdmin(add func(method, path string, h echo.HandlerFunc, m
 	add(http.MethodPost, "/devices/pending/:id/accept", a.accept)
 	add(http.MethodPost, "/devices/pending/:id/reject", a.reject)
 	add(http.MethodGet, "/tasks/:id/log", a.taskLog)
+	add(http.MethodPut, "/devices/:device_id/public_key", a.setKey)
 }
 
 // maxBody bounds a request body, as the REST API does (64 KiB). Bodies

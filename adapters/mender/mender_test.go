@@ -17,6 +17,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/labstack/echo/v4"
 
 	httpadapter "github.com/ai-device/ota/adapters/http"
 	"github.com/ai-device/ota/adapters/memory"
@@ -738,4 +740,81 @@ func TestAdminRoutesMatchOpenAPI(t *testing.T) {
 	h.do(http.MethodPut, "/api/devices/v1/deployments/device/deployments/"+d.ID+"/log", bearer(tok),
 		`{"messages":[{"level":"error","message":"boom","timestamp":"2026-12-01T00:00:00Z"}]}`, true)
 	check(http.MethodGet, "/tasks/"+d.ID+"/log", "", h.admin(http.MethodGet, "/tasks/"+d.ID+"/log", nil, http.StatusOK))
+	k3 := newKey(t, "ecdsa")
+	setKey := `{"public_key":` + jsonString(k3.pub) + `}`
+	check(http.MethodPut, "/devices/dev-new/public_key", setKey,
+		h.admin(http.MethodPut, "/devices/dev-new/public_key", map[string]any{"public_key": k3.pub}, http.StatusOK))
+	check(http.MethodPut, "/devices/dev-new/public_key", setKey,
+		h.admin(http.MethodPut, "/devices/dev-new/public_key", map[string]any{"public_key": "x"}, http.StatusBadRequest))
+}
+
+func TestOperatorsSetAndRotateADeviceKey(t *testing.T) {
+	h := newHarness(t, false)
+	k1, k2 := newKey(t, "ed25519"), newKey(t, "ecdsa")
+	// Registered without a key (REST devices), then preauthorized.
+	h.admin(http.MethodPost, "/devices", map[string]any{"device_id": "dev-1", "model": model}, http.StatusCreated)
+	if r := h.auth("dev-1", k1, k1, true); r.status != http.StatusUnauthorized {
+		t.Fatalf("device without a key: %d", r.status)
+	}
+	var v mender.KeyView
+	_ = json.Unmarshal(h.admin(http.MethodPut, "/devices/dev-1/public_key", map[string]any{"public_key": k1.pub}, http.StatusOK).body, &v)
+	if v.DeviceID != "dev-1" || v.TokenGeneration != 1 || v.KeyFingerprint == "" {
+		t.Fatalf("set: %+v", v)
+	}
+	old := h.token("dev-1", k1)
+	_ = json.Unmarshal(h.admin(http.MethodPut, "/devices/dev-1/public_key", map[string]any{"public_key": k2.pub}, http.StatusOK).body, &v)
+	if v.TokenGeneration != 2 {
+		t.Fatalf("rotated: %+v", v)
+	}
+	if r := h.auth("dev-1", k1, k1, true); r.status != http.StatusUnauthorized {
+		t.Fatalf("the rotated-out key still authenticates: %d", r.status)
+	}
+	h.token("dev-1", k2)
+	// A token issued before the rotation lives until it expires.
+	if r := h.do(http.MethodPut, mender.InventoryPath, bearer(old), `[]`, true); r.status != http.StatusOK {
+		t.Fatalf("unexpired token after rotation: %d", r.status)
+	}
+	h.clock.advance(11 * time.Minute)
+	if r := h.do(http.MethodPut, mender.InventoryPath, bearer(old), `[]`, true); r.status != http.StatusUnauthorized {
+		t.Fatalf("expired token after rotation: %d", r.status)
+	}
+	h.admin(http.MethodPut, "/devices/ghost/public_key", map[string]any{"public_key": k1.pub}, http.StatusNotFound)
+	h.admin(http.MethodPut, "/devices/dev-1/public_key", map[string]any{"public_key": "nope"}, http.StatusBadRequest)
+	h.admin(http.MethodPut, "/devices/dev-1/public_key", map[string]any{}, http.StatusBadRequest)
+}
+
+// TestAdminRoutesAreDocumented keeps openapi.yaml's x-served-by operations
+// and the routes MountAdmin registers in step (the edge's own test skips
+// them).
+func TestAdminRoutesAreDocumented(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromData(httpadapter.OpenAPISpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	param := regexp.MustCompile(`:([A-Za-z0-9_]+)`)
+	served := map[string]bool{}
+	mender.New(nil, nil).MountAdmin(func(method, path string, _ echo.HandlerFunc, _ ...echo.MiddlewareFunc) {
+		served[method+" "+httpadapter.APIPrefix+"/admin"+param.ReplaceAllString(path, "{x}")] = true
+	})
+	documented := map[string]bool{}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.Extensions["x-served-by"] != nil {
+				documented[method+" "+regexp.MustCompile(`\{[a-z_]+\}`).ReplaceAllString(path, "{x}")] = true
+			}
+		}
+	}
+	for k := range served {
+		if !documented[k] {
+			t.Errorf("%s is served but not documented with x-served-by", k)
+		}
+	}
+	for k := range documented {
+		if !served[k] {
+			t.Errorf("%s is documented as served by adapters/mender, which does not serve it", k)
+		}
+	}
+	if len(served) != 5 {
+		t.Errorf("%d admin routes", len(served))
+	}
 }
