@@ -72,18 +72,16 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	clock := memory.NewClock()
 	uuiDs := memory.NewUUIDs()
 	rateLimiter := bootstrap.RateLimiterFrom(cfg)
-	admissionRepository := postgres.NewAdmissionRepository(db)
 	deps := application.Deps{
-		Devices:    writeBehindDevices,
-		Firmwares:  cachedFirmwares,
-		Rollouts:   cachedRollouts,
-		Tasks:      taskRepository,
-		Locker:     locker,
-		Clock:      clock,
-		IDs:        uuiDs,
-		Metrics:    metrics,
-		Limiter:    rateLimiter,
-		Admissions: admissionRepository,
+		Devices:   writeBehindDevices,
+		Firmwares: cachedFirmwares,
+		Rollouts:  cachedRollouts,
+		Tasks:     taskRepository,
+		Locker:    locker,
+		Clock:     clock,
+		IDs:       uuiDs,
+		Metrics:   metrics,
+		Limiter:   rateLimiter,
 	}
 	pollInterval := bootstrap.PollIntervalFrom(cfg)
 	devices, err := application.NewDevices(deps, pollInterval)
@@ -104,6 +102,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		return nil, nil, err
 	}
 	adapter := ddi.New(config, applicationDDI)
+	admissionRepository := postgres.NewAdmissionRepository(db)
 	authRequestRepository := postgres.NewAuthRequestRepository(db)
 	artifactCatalogRepository := postgres.NewArtifactCatalogRepository(db)
 	taskLogRepository := postgres.NewTaskLogRepository(db)
@@ -130,10 +129,17 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
+	keyedAdmin, err := application.NewKeyedAdmin(admin, admissionRepository, clock)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	healthCheck := postgres.NewHealthCheck(db)
 	v := bootstrap.HealthChecks(healthCheck, locker)
 	handler := bootstrap.MetricsHandler(metrics)
-	echo := http.NewServer(httpConfig, devices, admin, v, metrics, handler, logger)
+	echo := http.NewServer(httpConfig, devices, keyedAdmin, v, metrics, handler, logger)
 	app := bootstrap.NewPostgresApp(cfg, echo, logger, metrics, writeBehindDevices, catalogCache)
 	return app, func() {
 		cleanup3()
@@ -156,18 +162,16 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	clock := memory.NewClock()
 	uuiDs := memory.NewUUIDs()
 	rateLimiter := bootstrap.RateLimiterFrom(cfg)
-	admissions := memory.NewAdmissions(store)
 	deps := application.Deps{
-		Devices:    devices,
-		Firmwares:  firmwares,
-		Rollouts:   rollouts,
-		Tasks:      tasks,
-		Locker:     locker,
-		Clock:      clock,
-		IDs:        uuiDs,
-		Metrics:    metrics,
-		Limiter:    rateLimiter,
-		Admissions: admissions,
+		Devices:   devices,
+		Firmwares: firmwares,
+		Rollouts:  rollouts,
+		Tasks:     tasks,
+		Locker:    locker,
+		Clock:     clock,
+		IDs:       uuiDs,
+		Metrics:   metrics,
+		Limiter:   rateLimiter,
 	}
 	pollInterval := bootstrap.PollIntervalFrom(cfg)
 	applicationDevices, err := application.NewDevices(deps, pollInterval)
@@ -182,6 +186,7 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 		return nil, err
 	}
 	adapter := ddi.New(config, applicationDDI)
+	admissions := memory.NewAdmissions(store)
 	authRequests := memory.NewAuthRequests(store)
 	artifactCatalog := memory.NewArtifactCatalog(store)
 	taskLogs := memory.NewTaskLogs(store)
@@ -199,9 +204,13 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
+	keyedAdmin, err := application.NewKeyedAdmin(admin, admissions, clock)
+	if err != nil {
+		return nil, err
+	}
 	v := bootstrap.NoHealthChecks()
 	handler := bootstrap.MetricsHandler(metrics)
-	echo := http.NewServer(httpConfig, applicationDevices, admin, v, metrics, handler, logger)
+	echo := http.NewServer(httpConfig, applicationDevices, keyedAdmin, v, metrics, handler, logger)
 	app := bootstrap.NewApp(cfg, echo, logger)
 	return app, nil
 }

@@ -46,9 +46,6 @@ func (s *Admin) RegisterDevice(ctx context.Context, req ports.RegisterDevice) (p
 	if err != nil {
 		return ports.DeviceCredentials{}, err
 	}
-	if req.PublicKey != "" {
-		return s.registerWithKey(ctx, dev, token, req.PublicKey)
-	}
 	if err := s.deps.Devices.Create(ctx, dev); err != nil {
 		return ports.DeviceCredentials{}, fmt.Errorf("registering device: %w", err)
 	}

@@ -29,9 +29,6 @@ type Deps struct {
 	// Limiter spends each device's request budget on checks and non-final
 	// events (ports.Unlimited turns limits off).
 	Limiter ports.RateLimiter
-	// Admissions stores device public keys (optional: without it, a
-	// registration with a public key is refused).
-	Admissions ports.DeviceAdmissions
 }
 
 func (d Deps) validate() error {

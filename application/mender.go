@@ -209,9 +209,11 @@ func (s *Mender) Next(ctx context.Context, deviceID string, p ports.MenderProvid
 			return nil, fmt.Errorf("looking up artifact %q: %w", p.ArtifactName, err)
 		}
 	}
-	v, err := s.check(ctx, ports.CheckRequest{
-		DeviceID: deviceID, Model: p.DeviceType, CurrentVersion: domain.RunningVersion(named).String(),
-	})
+	dev, err := s.identify(ctx, deviceID)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.check(ctx, dev, p.DeviceType, domain.RunningVersion(named))
 	if err != nil || v == nil {
 		return nil, err
 	}
@@ -221,9 +223,24 @@ func (s *Mender) Next(ctx context.Context, deviceID string, p ports.MenderProvid
 	return v, nil
 }
 
-// check is the one place the Mender translation calls the check use case.
-func (s *Mender) check(ctx context.Context, req ports.CheckRequest) (*ports.TaskView, error) {
-	res, err := s.devices.Check(ctx, req)
+// identify loads the device a session token named (the token proved who
+// it is; the device may have been removed since).
+func (s *Mender) identify(ctx context.Context, deviceID string) (domain.Device, error) {
+	dev, err := s.deps.Devices.Get(ctx, deviceID)
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Device{}, domain.ErrUnauthorized
+	}
+	if err != nil {
+		return domain.Device{}, fmt.Errorf("loading device: %w", err)
+	}
+	return dev, nil
+}
+
+// check is the one place the Mender translation calls the check use case,
+// for the device the session token identified, with the model it reports
+// (device_type) and the version it runs.
+func (s *Mender) check(ctx context.Context, dev domain.Device, model string, running domain.Version) (*ports.TaskView, error) {
+	res, err := s.devices.Check(ctx, ports.CheckRequest{DeviceID: dev.ID(), Model: model, CurrentVersion: running.String()})
 	if err != nil {
 		return nil, err
 	}

@@ -43,6 +43,8 @@ type Config struct {
 	LockMajority int32
 	// Migrate applies pending migrations at start (serve --no-migrate turns it off).
 	Migrate bool
+	// Mender holds the OTA_MENDER_* settings of Mender's device API.
+	Mender MenderSettings
 	// DDITenant is the hawkBit tenant the DDI routes answer to
 	// (OTA_DDI_TENANT); DDIGatewayToken, when set, is a gateway token valid
 	// for every device (OTA_DDI_GATEWAY_TOKEN); DDIVersionAttribute names
@@ -51,8 +53,6 @@ type Config struct {
 	DDITenant           string
 	DDIGatewayToken     string
 	DDIVersionAttribute string
-	// Mender holds the OTA_MENDER_* settings of Mender's device API.
-	Mender MenderSettings
 }
 
 // Defaults from PRODUCT.md §5.
@@ -136,8 +136,8 @@ func LoadConfig(getenv func(string) string, requireAdminToken bool) (Config, err
 	cfg.DeviceRate = number("OTA_DEVICE_RATE_LIMIT", "5", 0, 1e6)
 	cfg.DeviceBurst = int(number("OTA_DEVICE_RATE_BURST", "20", 1, 1e6))
 	cfg.LockMajority = int32(number("OTA_LOCK_MAJORITY", "1", 1, 5))
-	loadDDIConfig(&cfg, get, getenv, bad)
 	loadMenderConfig(&cfg, get, getenv, bad, duration)
+	loadDDIConfig(&cfg, get, getenv, bad)
 	if err := cfg.LogLevel.UnmarshalText([]byte(get("OTA_LOG_LEVEL", "info"))); err != nil {
 		bad("OTA_LOG_LEVEL", "must be debug, info, warn or error")
 	}

@@ -26,7 +26,9 @@ import (
 var ApplicationSet = wire.NewSet(
 	wire.Struct(new(application.Deps), "*"),
 	application.NewDevices, wire.Bind(new(ports.DeviceService), new(*application.Devices)),
-	application.NewAdmin, wire.Bind(new(ports.AdminService), new(*application.Admin)),
+	application.NewAdmin,
+	// Registration may carry a device's public key (Mender's device API).
+	application.NewKeyedAdmin, wire.Bind(new(ports.AdminService), new(*application.KeyedAdmin)),
 	PollIntervalFrom,
 	RateLimiterFrom,
 )

@@ -139,13 +139,17 @@ func newHarness(t *testing.T, acceptPending bool) *harness {
 		Devices: memory.NewDevices(store), Firmwares: memory.NewFirmwares(store),
 		Rollouts: memory.NewRollouts(store), Tasks: memory.NewTasks(store),
 		Locker: memory.NewLocker(500*time.Millisecond, ports.NopLockMetrics{}), Clock: clk, IDs: memory.NewUUIDs(),
-		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{}, Admissions: memory.NewAdmissions(store),
+		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
 	}
 	devices, err := application.NewDevices(deps, application.PollInterval(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := application.NewAdmin(deps)
+	plain, err := application.NewAdmin(deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := application.NewKeyedAdmin(plain, memory.NewAdmissions(store), clk)
 	if err != nil {
 		t.Fatal(err)
 	}
