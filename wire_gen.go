@@ -106,6 +106,20 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	authRequestRepository := postgres.NewAuthRequestRepository(db)
 	artifactCatalogRepository := postgres.NewArtifactCatalogRepository(db)
 	taskLogRepository := postgres.NewTaskLogRepository(db)
+	menderPorts := application.MenderPorts{
+		Devices:    devices,
+		Repo:       writeBehindDevices,
+		Rollouts:   cachedRollouts,
+		Tasks:      taskRepository,
+		Attributes: attributeRepository,
+		Admissions: admissionRepository,
+		Requests:   authRequestRepository,
+		Catalog:    artifactCatalogRepository,
+		Logs:       taskLogRepository,
+		Clock:      clock,
+		IDs:        uuiDs,
+		Metrics:    metrics,
+	}
 	menderConfig, err := bootstrap.MenderConfigFrom(cfg, logger)
 	if err != nil {
 		cleanup3()
@@ -113,7 +127,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	applicationMender, err := application.NewMender(deps, devices, attributeRepository, admissionRepository, authRequestRepository, artifactCatalogRepository, taskLogRepository, menderConfig)
+	applicationMender, err := application.NewMender(menderPorts, menderConfig)
 	if err != nil {
 		cleanup3()
 		cleanup2()
@@ -190,11 +204,25 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	authRequests := memory.NewAuthRequests(store)
 	artifactCatalog := memory.NewArtifactCatalog(store)
 	taskLogs := memory.NewTaskLogs(store)
+	menderPorts := application.MenderPorts{
+		Devices:    applicationDevices,
+		Repo:       devices,
+		Rollouts:   rollouts,
+		Tasks:      tasks,
+		Attributes: attributes,
+		Admissions: admissions,
+		Requests:   authRequests,
+		Catalog:    artifactCatalog,
+		Logs:       taskLogs,
+		Clock:      clock,
+		IDs:        uuiDs,
+		Metrics:    metrics,
+	}
 	menderConfig, err := bootstrap.MenderConfigFrom(cfg, logger)
 	if err != nil {
 		return nil, err
 	}
-	applicationMender, err := application.NewMender(deps, applicationDevices, attributes, admissions, authRequests, artifactCatalog, taskLogs, menderConfig)
+	applicationMender, err := application.NewMender(menderPorts, menderConfig)
 	if err != nil {
 		return nil, err
 	}

@@ -37,20 +37,32 @@ const DefaultMenderTokenTTL = time.Hour
 // the key it presents, which proves nothing about the sender).
 const MaxPendingAuthRequests = 10000
 
+// MenderPorts are the ports the Mender use cases run on. Every field is
+// required.
+type MenderPorts struct {
+	// Devices is the device use cases: the check and events.
+	Devices    ports.DeviceService
+	Repo       ports.DeviceRepository
+	Rollouts   ports.RolloutRepository
+	Tasks      ports.TaskRepository
+	Attributes ports.DeviceAttributes
+	Admissions ports.DeviceAdmissions
+	Requests   ports.AuthRequests
+	Catalog    ports.ArtifactCatalog
+	Logs       ports.TaskLogs
+	Clock      ports.Clock
+	IDs        ports.IDGenerator
+	Metrics    ports.Metrics
+}
+
 // Mender implements ports.MenderService and ports.AdmissionService:
 // Mender's device API translated onto the device use cases. Admission and
 // session tokens are domain rules (domain.DeviceAdmission,
 // domain.IssueSessionToken); the deployment is the check, a status report
 // is a task event.
 type Mender struct {
-	deps       Deps
-	devices    ports.DeviceService
-	attrs      ports.DeviceAttributes
-	admissions ports.DeviceAdmissions
-	requests   ports.AuthRequests
-	catalog    ports.ArtifactCatalog
-	logs       ports.TaskLogs
-	cfg        MenderConfig
+	p   MenderPorts
+	cfg MenderConfig
 }
 
 var (
@@ -58,13 +70,10 @@ var (
 	_ ports.AdmissionService = (*Mender)(nil)
 )
 
-// NewMender builds the Mender use cases over the device service.
-func NewMender(deps Deps, devices ports.DeviceService, attrs ports.DeviceAttributes, admissions ports.DeviceAdmissions,
-	requests ports.AuthRequests, catalog ports.ArtifactCatalog, logs ports.TaskLogs, cfg MenderConfig) (*Mender, error) {
-	if err := deps.validate(); err != nil {
-		return nil, err
-	}
-	if devices == nil || attrs == nil || admissions == nil || requests == nil || catalog == nil || logs == nil {
+// NewMender builds the Mender use cases.
+func NewMender(p MenderPorts, cfg MenderConfig) (*Mender, error) {
+	if p.Devices == nil || p.Repo == nil || p.Rollouts == nil || p.Tasks == nil || p.Attributes == nil || p.Admissions == nil ||
+		p.Requests == nil || p.Catalog == nil || p.Logs == nil || p.Clock == nil || p.IDs == nil || p.Metrics == nil {
 		return nil, errors.New("application: every Mender dependency is required")
 	}
 	if cfg.IDKey == "" || len(cfg.Secret) < domain.MinSessionSecretLen {
@@ -73,8 +82,7 @@ func NewMender(deps Deps, devices ports.DeviceService, attrs ports.DeviceAttribu
 	if cfg.TokenTTL <= 0 {
 		cfg.TokenTTL = DefaultMenderTokenTTL
 	}
-	return &Mender{deps: deps, devices: devices, attrs: attrs, admissions: admissions, requests: requests,
-		catalog: catalog, logs: logs, cfg: cfg}, nil
+	return &Mender{p: p, cfg: cfg}, nil
 }
 
 // authBody is Mender's authentication request.
@@ -105,7 +113,7 @@ func (s *Mender) Authenticate(ctx context.Context, req ports.MenderAuth) (string
 	if err != nil {
 		return "", err
 	}
-	adm, err := s.admissions.Get(ctx, deviceID)
+	adm, err := s.p.Admissions.Get(ctx, deviceID)
 	switch {
 	case err == nil:
 		if adm.Admits(key, req.Body, req.Signature) {
@@ -145,7 +153,7 @@ func (s *Mender) identity(idData string) (deviceID, deviceType string, err error
 }
 
 func (s *Mender) issue(adm domain.DeviceAdmission) (string, error) {
-	now := s.deps.Clock.Now()
+	now := s.p.Clock.Now()
 	tok, err := domain.IssueSessionToken(s.cfg.Secret, domain.SessionClaims{
 		DeviceID: adm.DeviceID(), Generation: adm.Generation(), Expires: now.Add(s.cfg.TokenTTL),
 	}, now)
@@ -156,22 +164,22 @@ func (s *Mender) issue(adm domain.DeviceAdmission) (string, error) {
 }
 
 func (s *Mender) recordPending(ctx context.Context, deviceID, idData string, key domain.DeviceKey, deviceType string) error {
-	now := s.deps.Clock.Now()
-	return s.requests.Upsert(ctx, deviceID, func(cur *domain.AuthRequest) (*domain.AuthRequest, error) {
+	now := s.p.Clock.Now()
+	return s.p.Requests.Upsert(ctx, deviceID, func(cur *domain.AuthRequest) (*domain.AuthRequest, error) {
 		if cur != nil {
 			if !cur.Asked(idData, key, deviceType, now) {
 				return nil, nil
 			}
 			return cur, nil
 		}
-		n, err := s.requests.Count(ctx)
+		n, err := s.p.Requests.Count(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("counting auth requests: %w", err)
 		}
 		if n >= MaxPendingAuthRequests {
 			return nil, nil
 		}
-		r, err := domain.NewAuthRequest(s.deps.IDs.NewID(), deviceID, idData, key, deviceType, now)
+		r, err := domain.NewAuthRequest(s.p.IDs.NewID(), deviceID, idData, key, deviceType, now)
 		if err != nil {
 			return nil, err
 		}
@@ -181,7 +189,7 @@ func (s *Mender) recordPending(ctx context.Context, deviceID, idData string, key
 
 // Session verifies a session token without reading the store.
 func (s *Mender) Session(token string) (string, error) {
-	c, err := domain.VerifySessionToken(s.cfg.Secret, token, s.deps.Clock.Now())
+	c, err := domain.VerifySessionToken(s.cfg.Secret, token, s.p.Clock.Now())
 	if err != nil {
 		return "", err
 	}
@@ -201,7 +209,7 @@ func (s *Mender) Next(ctx context.Context, deviceID string, p ports.MenderProvid
 	}
 	var named *domain.Firmware
 	if p.ArtifactName != "" {
-		fw, err := s.catalog.ByArtifactName(ctx, p.DeviceType, p.ArtifactName)
+		fw, err := s.p.Catalog.ByArtifactName(ctx, p.DeviceType, p.ArtifactName)
 		switch {
 		case err == nil:
 			named = &fw
@@ -226,7 +234,7 @@ func (s *Mender) Next(ctx context.Context, deviceID string, p ports.MenderProvid
 // identify loads the device a session token named (the token proved who
 // it is; the device may have been removed since).
 func (s *Mender) identify(ctx context.Context, deviceID string) (domain.Device, error) {
-	dev, err := s.deps.Devices.Get(ctx, deviceID)
+	dev, err := s.p.Repo.Get(ctx, deviceID)
 	if errors.Is(err, domain.ErrNotFound) {
 		return domain.Device{}, domain.ErrUnauthorized
 	}
@@ -240,7 +248,7 @@ func (s *Mender) identify(ctx context.Context, deviceID string) (domain.Device, 
 // for the device the session token identified, with the model it reports
 // (device_type) and the version it runs.
 func (s *Mender) check(ctx context.Context, dev domain.Device, model string, running domain.Version) (*ports.TaskView, error) {
-	res, err := s.devices.Check(ctx, ports.CheckRequest{DeviceID: dev.ID(), Model: model, CurrentVersion: running.String()})
+	res, err := s.p.Devices.Check(ctx, ports.CheckRequest{DeviceID: dev.ID(), Model: model, CurrentVersion: running.String()})
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +314,7 @@ func (s *Mender) Status(ctx context.Context, deviceID, taskID, status string) er
 	if err != nil {
 		return err
 	}
-	v, err := s.devices.GetTask(ctx, deviceID, taskID)
+	v, err := s.p.Devices.GetTask(ctx, deviceID, taskID)
 	if err != nil {
 		return err
 	}
@@ -322,7 +330,7 @@ func (s *Mender) Status(ctx context.Context, deviceID, taskID, status string) er
 	if !apply {
 		return nil
 	}
-	if _, err := s.devices.ReportEvent(ctx, deviceID, taskID, ev); err != nil {
+	if _, err := s.p.Devices.ReportEvent(ctx, deviceID, taskID, ev); err != nil {
 		if !final && errors.Is(err, domain.ErrInvalidTransition) {
 			return nil
 		}
@@ -333,15 +341,15 @@ func (s *Mender) Status(ctx context.Context, deviceID, taskID, status string) er
 
 // stopBeforeInstall stores domain.Task.StopBeforeInstall's decision.
 func (s *Mender) stopBeforeInstall(ctx context.Context, v ports.TaskView) (domain.Task, error) {
-	r, err := s.deps.Rollouts.Get(ctx, v.Task.RolloutID())
+	r, err := s.p.Rollouts.Get(ctx, v.Task.RolloutID())
 	if err != nil {
 		return domain.Task{}, fmt.Errorf("loading rollout: %w", err)
 	}
-	now := s.deps.Clock.Now()
+	now := s.p.Clock.Now()
 	if probe := v.Task; !probe.StopBeforeInstall(v.Firmware, r, now) {
 		return v.Task, nil
 	}
-	t, err := s.deps.Tasks.Update(ctx, v.Task.ID(), func(t *domain.Task) error {
+	t, err := s.p.Tasks.Update(ctx, v.Task.ID(), func(t *domain.Task) error {
 		t.StopBeforeInstall(v.Firmware, r, now)
 		return nil
 	})
@@ -349,17 +357,17 @@ func (s *Mender) stopBeforeInstall(ctx context.Context, v ports.TaskView) (domai
 		return domain.Task{}, fmt.Errorf("stopping task: %w", err)
 	}
 	if t.Status() == domain.TaskCancelled {
-		s.deps.Metrics.TaskTransition(t.Status().String())
+		s.p.Metrics.TaskTransition(t.Status().String())
 	}
 	return t, nil
 }
 
 // Log keeps the device's log on its task (bounded, see domain.NewTaskLog).
 func (s *Mender) Log(ctx context.Context, deviceID, taskID string, lines []domain.LogLine) error {
-	if _, err := s.devices.GetTask(ctx, deviceID, taskID); err != nil {
+	if _, err := s.p.Devices.GetTask(ctx, deviceID, taskID); err != nil {
 		return err
 	}
-	if err := s.logs.Put(ctx, domain.NewTaskLog(taskID, lines, s.deps.Clock.Now())); err != nil {
+	if err := s.p.Logs.Put(ctx, domain.NewTaskLog(taskID, lines, s.p.Clock.Now())); err != nil {
 		return fmt.Errorf("storing task log: %w", err)
 	}
 	return nil
@@ -373,8 +381,8 @@ func (s *Mender) Inventory(ctx context.Context, deviceID string, items []domain.
 		mode = domain.AttributesReplace
 	}
 	data := domain.FitInventory(items)
-	now := s.deps.Clock.Now()
-	if _, err := s.attrs.Update(ctx, deviceID, func(a *domain.DeviceAttributes) error {
+	now := s.p.Clock.Now()
+	if _, err := s.p.Attributes.Update(ctx, deviceID, func(a *domain.DeviceAttributes) error {
 		if mode == domain.AttributesMerge && len(a.Values())+len(data) > domain.MaxAttributes {
 			mode = domain.AttributesReplace
 		}
@@ -387,7 +395,7 @@ func (s *Mender) Inventory(ctx context.Context, deviceID string, items []domain.
 
 // Pending lists the devices waiting for an operator, oldest first.
 func (s *Mender) Pending(ctx context.Context) ([]domain.AuthRequest, error) {
-	return s.requests.List(ctx, domain.AuthRequestPending, MaxPendingAuthRequests)
+	return s.p.Requests.List(ctx, domain.AuthRequestPending, MaxPendingAuthRequests)
 }
 
 // Accept admits the request's device with the key it presented. A device
@@ -395,19 +403,19 @@ func (s *Mender) Pending(ctx context.Context) ([]domain.AuthRequest, error) {
 // registered one keeps its model and has its key replaced (its tokens'
 // generation moves on).
 func (s *Mender) Accept(ctx context.Context, requestID, model string) (domain.Device, error) {
-	r, err := s.requests.Get(ctx, requestID)
+	r, err := s.p.Requests.Get(ctx, requestID)
 	if err != nil {
 		return domain.Device{}, fmt.Errorf("loading auth request: %w", err)
 	}
 	if r.Status() != domain.AuthRequestPending {
 		return domain.Device{}, &domain.TransitionError{Kind: domain.ErrInvalidTransition, Detail: "the request was rejected; the device must ask again with a new key"}
 	}
-	now := s.deps.Clock.Now()
+	now := s.p.Clock.Now()
 	adm, err := domain.NewDeviceAdmission(r.DeviceID(), r.Key(), now)
 	if err != nil {
 		return domain.Device{}, err
 	}
-	dev, err := s.deps.Devices.Get(ctx, r.DeviceID())
+	dev, err := s.p.Repo.Get(ctx, r.DeviceID())
 	var newDev *domain.Device
 	switch {
 	case errors.Is(err, domain.ErrNotFound):
@@ -428,7 +436,7 @@ func (s *Mender) Accept(ctx context.Context, requestID, model string) (domain.De
 	case model != "" && model != dev.Model():
 		return domain.Device{}, domain.ErrModelMismatch
 	}
-	if err := s.requests.Accept(ctx, requestID, newDev, adm); err != nil {
+	if err := s.p.Requests.Accept(ctx, requestID, newDev, adm); err != nil {
 		return domain.Device{}, fmt.Errorf("accepting device: %w", err)
 	}
 	return dev, nil
@@ -437,8 +445,8 @@ func (s *Mender) Accept(ctx context.Context, requestID, model string) (domain.De
 // Reject refuses a pending device; it stays refused until it presents
 // another key.
 func (s *Mender) Reject(ctx context.Context, requestID string) (domain.AuthRequest, error) {
-	now := s.deps.Clock.Now()
-	r, err := s.requests.Update(ctx, requestID, func(r *domain.AuthRequest) error {
+	now := s.p.Clock.Now()
+	r, err := s.p.Requests.Update(ctx, requestID, func(r *domain.AuthRequest) error {
 		r.Reject(now)
 		return nil
 	})
@@ -450,7 +458,7 @@ func (s *Mender) Reject(ctx context.Context, requestID string) (domain.AuthReque
 
 // TaskLog returns the log a device uploaded about a task.
 func (s *Mender) TaskLog(ctx context.Context, taskID string) (domain.TaskLog, error) {
-	l, err := s.logs.Get(ctx, taskID)
+	l, err := s.p.Logs.Get(ctx, taskID)
 	if err != nil {
 		return domain.TaskLog{}, fmt.Errorf("loading task log: %w", err)
 	}
@@ -464,8 +472,8 @@ func (s *Mender) SetKey(ctx context.Context, deviceID, publicKey string) (domain
 	if err != nil {
 		return domain.DeviceAdmission{}, err
 	}
-	now := s.deps.Clock.Now()
-	a, err := s.admissions.Admit(ctx, deviceID, func(cur *domain.DeviceAdmission) (domain.DeviceAdmission, error) {
+	now := s.p.Clock.Now()
+	a, err := s.p.Admissions.Admit(ctx, deviceID, func(cur *domain.DeviceAdmission) (domain.DeviceAdmission, error) {
 		if cur == nil {
 			return domain.NewDeviceAdmission(deviceID, key, now)
 		}

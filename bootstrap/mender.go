@@ -37,6 +37,7 @@ type MenderSettings struct {
 var MenderSet = wire.NewSet(
 	mender.ProviderSet,
 	MenderConfigFrom,
+	wire.Struct(new(application.MenderPorts), "*"),
 	application.NewMender,
 	wire.Bind(new(ports.MenderService), new(*application.Mender)),
 	wire.Bind(new(ports.AdmissionService), new(*application.Mender)),

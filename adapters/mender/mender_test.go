@@ -153,10 +153,13 @@ func newHarness(t *testing.T, acceptPending bool) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := application.NewMender(deps, devices, memory.NewAttributes(store), memory.NewAdmissions(store),
-		memory.NewAuthRequests(store), memory.NewArtifactCatalog(store), memory.NewTaskLogs(store),
-		application.MenderConfig{IDKey: "device_id", AcceptPending: acceptPending, TokenTTL: 10 * time.Minute,
-			Secret: []byte(strings.Repeat("s", 32))})
+	svc, err := application.NewMender(application.MenderPorts{
+		Devices: devices, Repo: deps.Devices, Rollouts: deps.Rollouts, Tasks: deps.Tasks,
+		Attributes: memory.NewAttributes(store), Admissions: memory.NewAdmissions(store),
+		Requests: memory.NewAuthRequests(store), Catalog: memory.NewArtifactCatalog(store), Logs: memory.NewTaskLogs(store),
+		Clock: clk, IDs: deps.IDs, Metrics: deps.Metrics,
+	}, application.MenderConfig{IDKey: "device_id", AcceptPending: acceptPending, TokenTTL: 10 * time.Minute,
+		Secret: []byte(strings.Repeat("s", 32))})
 	if err != nil {
 		t.Fatal(err)
 	}
