@@ -10,6 +10,7 @@ import (
 	"github.com/ai-device/ota/adapters/ddi"
 	"github.com/ai-device/ota/adapters/http"
 	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/mender"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/adapters/redislock"
 	"github.com/ai-device/ota/application"
@@ -100,7 +101,40 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		return nil, nil, err
 	}
 	adapter := ddi.New(config, applicationDDI)
-	httpConfig := bootstrap.HTTPConfigFrom(cfg, adapter)
+	admissionRepository := postgres.NewAdmissionRepository(db)
+	authRequestRepository := postgres.NewAuthRequestRepository(db)
+	artifactCatalogRepository := postgres.NewArtifactCatalogRepository(db)
+	taskLogRepository := postgres.NewTaskLogRepository(db)
+	menderPorts := application.MenderPorts{
+		Devices:    devices,
+		Repo:       writeBehindDevices,
+		Rollouts:   cachedRollouts,
+		Tasks:      taskRepository,
+		Attributes: attributeRepository,
+		Admissions: admissionRepository,
+		Requests:   authRequestRepository,
+		Catalog:    artifactCatalogRepository,
+		Logs:       taskLogRepository,
+		Clock:      clock,
+		IDs:        uuiDs,
+		Metrics:    metrics,
+	}
+	menderConfig, err := bootstrap.MenderConfigFrom(cfg, logger)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	applicationMender, err := application.NewMender(menderPorts, menderConfig)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	menderAdapter := mender.New(applicationMender, applicationMender)
+	httpConfig := bootstrap.HTTPConfigFrom(cfg, adapter, menderAdapter)
 	deviceAdmin, err := application.NewDeviceAdmin(writeBehindDevices, taskRepository, cachedFirmwares, clock)
 	if err != nil {
 		cleanup3()
@@ -130,6 +164,13 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		return nil, nil, err
 	}
 	admin := application.ComposeAdmin(deviceAdmin, firmwareAdmin, rolloutAdmin, taskAdmin)
+	keyedAdmin, err := application.NewKeyedAdmin(admin, admissionRepository, clock)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	healthCheck := postgres.NewHealthCheck(db)
 	v := bootstrap.HealthChecks(healthCheck, locker)
 	handler := bootstrap.MetricsHandler(metrics)
@@ -147,7 +188,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	console, err := bootstrap.NewConsole(cfg, admin, fleet, clock, logger)
+	console, err := bootstrap.NewConsole(cfg, keyedAdmin, fleet, clock, logger)
 	if err != nil {
 		cleanup3()
 		cleanup2()
@@ -155,7 +196,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		return nil, nil, err
 	}
 	v2 := bootstrap.HTTPOptions(fleet, console)
-	echo := http.NewServer(httpConfig, devices, admin, v, metrics, handler, logger, v2...)
+	echo := http.NewServer(httpConfig, devices, keyedAdmin, v, metrics, handler, logger, v2...)
 	app := bootstrap.NewPostgresApp(cfg, echo, logger, metrics, writeBehindDevices, catalogCache)
 	return app, func() {
 		cleanup3()
@@ -200,7 +241,34 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 		return nil, err
 	}
 	adapter := ddi.New(config, applicationDDI)
-	httpConfig := bootstrap.HTTPConfigFrom(cfg, adapter)
+	admissions := memory.NewAdmissions(store)
+	authRequests := memory.NewAuthRequests(store)
+	artifactCatalog := memory.NewArtifactCatalog(store)
+	taskLogs := memory.NewTaskLogs(store)
+	menderPorts := application.MenderPorts{
+		Devices:    applicationDevices,
+		Repo:       devices,
+		Rollouts:   rollouts,
+		Tasks:      tasks,
+		Attributes: attributes,
+		Admissions: admissions,
+		Requests:   authRequests,
+		Catalog:    artifactCatalog,
+		Logs:       taskLogs,
+		Clock:      clock,
+		IDs:        uuiDs,
+		Metrics:    metrics,
+	}
+	menderConfig, err := bootstrap.MenderConfigFrom(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	applicationMender, err := application.NewMender(menderPorts, menderConfig)
+	if err != nil {
+		return nil, err
+	}
+	menderAdapter := mender.New(applicationMender, applicationMender)
+	httpConfig := bootstrap.HTTPConfigFrom(cfg, adapter, menderAdapter)
 	deviceAdmin, err := application.NewDeviceAdmin(devices, tasks, firmwares, clock)
 	if err != nil {
 		return nil, err
@@ -218,6 +286,10 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 		return nil, err
 	}
 	admin := application.ComposeAdmin(deviceAdmin, firmwareAdmin, rolloutAdmin, taskAdmin)
+	keyedAdmin, err := application.NewKeyedAdmin(admin, admissions, clock)
+	if err != nil {
+		return nil, err
+	}
 	v := bootstrap.NoHealthChecks()
 	handler := bootstrap.MetricsHandler(metrics)
 	fleet := memory.NewFleet(store)
@@ -225,12 +297,12 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
-	console, err := bootstrap.NewConsole(cfg, admin, applicationFleet, clock, logger)
+	console, err := bootstrap.NewConsole(cfg, keyedAdmin, applicationFleet, clock, logger)
 	if err != nil {
 		return nil, err
 	}
 	v2 := bootstrap.HTTPOptions(applicationFleet, console)
-	echo := http.NewServer(httpConfig, applicationDevices, admin, v, metrics, handler, logger, v2...)
+	echo := http.NewServer(httpConfig, applicationDevices, keyedAdmin, v, metrics, handler, logger, v2...)
 	app := bootstrap.NewApp(cfg, echo, logger)
 	return app, nil
 }

@@ -45,6 +45,8 @@ type Config struct {
 	LockMajority int32
 	// Migrate applies pending migrations at start (serve --no-migrate turns it off).
 	Migrate bool
+	// Mender holds the OTA_MENDER_* settings of Mender's device API.
+	Mender MenderSettings
 	// DDITenant is the hawkBit tenant the DDI routes answer to
 	// (OTA_DDI_TENANT); DDIGatewayToken, when set, is a gateway token valid
 	// for every device (OTA_DDI_GATEWAY_TOKEN); DDIVersionAttribute names
@@ -157,6 +159,7 @@ func LoadConfig(getenv func(string) string, requireAdminToken bool) (Config, err
 	cfg.DeviceRate = number("OTA_DEVICE_RATE_LIMIT", "5", 0, 1e6)
 	cfg.DeviceBurst = int(number("OTA_DEVICE_RATE_BURST", "20", 1, 1e6))
 	cfg.LockMajority = int32(number("OTA_LOCK_MAJORITY", "1", 1, 5))
+	loadMenderConfig(&cfg, get, getenv, bad, duration)
 	loadDDIConfig(&cfg, get, getenv, bad)
 	rawConns := get("OTA_DB_MAX_CONNS", strconv.Itoa(int(DefaultDBMaxConns)))
 	if n, err := strconv.Atoi(rawConns); err != nil || n < 1 || DBMaxConns(n) > maxDBMaxConns {

@@ -14,6 +14,7 @@ import (
 	"github.com/ai-device/ota/adapters/ddi"
 	httpadapter "github.com/ai-device/ota/adapters/http"
 	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/mender"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/adapters/redislock"
 	"github.com/ai-device/ota/application"
@@ -27,7 +28,8 @@ var ApplicationSet = wire.NewSet(
 	wire.Bind(new(ports.DeviceService), new(*application.Devices)),
 	application.NewDeviceAdmin, application.NewFirmwareAdmin, application.NewRolloutAdmin, application.NewTaskAdmin,
 	application.ComposeAdmin,
-	wire.Bind(new(ports.AdminService), new(*application.Admin)),
+	// Registration may carry a device's public key (Mender's device API).
+	application.NewKeyedAdmin, wire.Bind(new(ports.AdminService), new(*application.KeyedAdmin)),
 	PollIntervalFrom,
 	RateLimiterFrom,
 	fleetSet,
@@ -37,6 +39,7 @@ var ApplicationSet = wire.NewSet(
 var edgeBaseSet = wire.NewSet(
 	httpadapter.ProviderSet,
 	DDISet,
+	MenderSet,
 	HTTPConfigFrom,
 	NewMetrics,
 	wire.Bind(new(ports.Metrics), new(*Metrics)),
@@ -67,6 +70,7 @@ var PostgresSet = wire.NewSet(
 	memory.SystemSet,
 	HealthChecks,
 	DDIPostgresStores,
+	MenderPostgresStores,
 )
 
 // WriteBehindConfigFrom tunes the write-behind of device checks (the
@@ -119,6 +123,7 @@ var MemorySet = wire.NewSet(
 	MemoryLocker,
 	NoHealthChecks,
 	DDIMemoryStores,
+	MenderMemoryStores,
 )
 
 // PollIntervalFrom extracts the devices' poll hint.
@@ -135,9 +140,11 @@ func RateLimiterFrom(cfg Config) ports.RateLimiter {
 	return memory.NewRateLimiter(cfg.DeviceRate, cfg.DeviceBurst)
 }
 
-// HTTPConfigFrom extracts the edge's settings; the DDI routes are mounted on it.
-func HTTPConfigFrom(cfg Config, d *ddi.Adapter) httpadapter.Config {
-	return httpadapter.Config{AdminToken: httpadapter.AdminToken(cfg.AdminToken), Mounts: ddiMounts(d)}
+// HTTPConfigFrom extracts the edge's settings; the DDI and Mender routes
+// are mounted on it.
+func HTTPConfigFrom(cfg Config, d *ddi.Adapter, m *mender.Adapter) httpadapter.Config {
+	return httpadapter.Config{AdminToken: httpadapter.AdminToken(cfg.AdminToken),
+		Mounts: append(ddiMounts(d), menderMounts(m)...), AdminMounts: menderAdminMounts(m)}
 }
 
 // LockConfigFrom extracts the Redis lock's settings.

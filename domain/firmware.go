@@ -41,6 +41,9 @@ type FirmwareSpec struct {
 	ReleaseNotes     string
 	Mandatory        bool
 	MinSourceVersion string
+	// ArtifactName is the name Mender devices know this image by (their
+	// artifact_name); optional, unique per model. See ValidateArtifactName.
+	ArtifactName string
 }
 
 // Firmware is one published image of one model at one version.
@@ -57,6 +60,7 @@ type Firmware struct {
 	releaseNotes     string
 	mandatory        bool
 	minSourceVersion Version
+	artifactName     string
 	status           FirmwareStatus
 	createdAt        time.Time
 	updatedAt        time.Time
@@ -97,6 +101,9 @@ func NewFirmware(id string, spec FirmwareSpec, now time.Time) (Firmware, error) 
 	if err := ValidateText("release_notes", spec.ReleaseNotes, MaxNotesLen); err != nil {
 		return Firmware{}, err
 	}
+	if err := ValidateArtifactName(spec.ArtifactName); err != nil {
+		return Firmware{}, err
+	}
 	var minSrc Version
 	if spec.MinSourceVersion != "" {
 		if minSrc, err = ParseVersion("min_source_version", spec.MinSourceVersion); err != nil {
@@ -111,7 +118,7 @@ func NewFirmware(id string, spec FirmwareSpec, now time.Time) (Firmware, error) 
 		id: id, model: spec.Model, version: v, url: spec.URL, sizeBytes: spec.SizeBytes,
 		sha256: spec.SHA256, sha1: spec.SHA1, md5: spec.MD5, signature: spec.Signature,
 		releaseNotes: spec.ReleaseNotes, mandatory: spec.Mandatory, minSourceVersion: minSrc,
-		status: FirmwareReleased, createdAt: now, updatedAt: now,
+		artifactName: spec.ArtifactName, status: FirmwareReleased, createdAt: now, updatedAt: now,
 	}, nil
 }
 
@@ -131,7 +138,7 @@ func RehydrateFirmware(id string, spec FirmwareSpec, status FirmwareStatus, crea
 		id: id, model: spec.Model, version: v, url: spec.URL, sizeBytes: spec.SizeBytes,
 		sha256: spec.SHA256, sha1: spec.SHA1, md5: spec.MD5, signature: spec.Signature,
 		releaseNotes: spec.ReleaseNotes, mandatory: spec.Mandatory, minSourceVersion: minSrc,
-		status: status, createdAt: createdAt, updatedAt: updatedAt,
+		artifactName: spec.ArtifactName, status: status, createdAt: createdAt, updatedAt: updatedAt,
 	}, nil
 }
 
@@ -177,6 +184,7 @@ func (f Firmware) Spec() FirmwareSpec {
 		Model: f.model, Version: f.version.String(), URL: f.url, SizeBytes: f.sizeBytes,
 		SHA256: f.sha256, SHA1: f.sha1, MD5: f.md5, Signature: f.signature,
 		ReleaseNotes: f.releaseNotes, Mandatory: f.mandatory, MinSourceVersion: f.minSourceVersion.String(),
+		ArtifactName: f.artifactName,
 	}
 }
 

@@ -91,6 +91,9 @@ type RegisterDevice struct {
 	DeviceID       string
 	Model          string
 	CurrentVersion string
+	// PublicKey, when set, preauthorizes the device to authenticate with
+	// this PEM public key (Mender's device API).
+	PublicKey string
 }
 
 // DeviceCredentials is a device with its plain token, shown once.

@@ -17,6 +17,7 @@ type registerDeviceBody struct {
 	DeviceID       *string `json:"device_id"`
 	Model          *string `json:"model"`
 	CurrentVersion *string `json:"current_version"`
+	PublicKey      *string `json:"public_key"`
 }
 
 type publishFirmwareBody struct {
@@ -31,6 +32,7 @@ type publishFirmwareBody struct {
 	ReleaseNotes     *string `json:"release_notes"`
 	Mandatory        *bool   `json:"mandatory"`
 	MinSourceVersion *string `json:"min_source_version"`
+	ArtifactName     *string `json:"artifact_name"`
 }
 
 type startRolloutBody struct {
@@ -71,6 +73,7 @@ func (s *server) registerDevice(c echo.Context) error {
 	}
 	cred, err := s.admin.RegisterDevice(c.Request().Context(), ports.RegisterDevice{
 		DeviceID: *b.DeviceID, Model: *b.Model, CurrentVersion: deref(b.CurrentVersion),
+		PublicKey: deref(b.PublicKey),
 	})
 	if err != nil {
 		return err
@@ -114,6 +117,7 @@ func (s *server) publishFirmware(c echo.Context) error {
 		SHA1: deref(b.SHA1), MD5: deref(b.MD5), Signature: deref(b.Signature),
 		ReleaseNotes: deref(b.ReleaseNotes), Mandatory: deref(b.Mandatory),
 		MinSourceVersion: deref(b.MinSourceVersion),
+		ArtifactName:     deref(b.ArtifactName),
 	})
 	if err != nil {
 		return err

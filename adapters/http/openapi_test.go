@@ -47,8 +47,12 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	}
 	documented := map[string]bool{}
 	for path, item := range doc.Paths.Map() {
-		for method := range item.Operations() {
-			documented[method+" "+path] = true
+		for method, op := range item.Operations() {
+			// Operations mounted by another adapter (x-served-by) are
+			// checked by that adapter's tests.
+			if op.Extensions["x-served-by"] == nil {
+				documented[method+" "+path] = true
+			}
 		}
 	}
 	for k := range served {

@@ -63,6 +63,9 @@ type Config struct {
 	// that they share this server's request ids, access log, metrics and
 	// error mapping.
 	Mounts []Mount
+	// AdminMounts add operator routes of other adapters (adapters/mender's
+	// pending devices) under /api/v1/admin, behind the admin token.
+	AdminMounts []Mount
 }
 
 // Mount registers another protocol's routes through add.
@@ -169,6 +172,11 @@ func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService
 	s.add(e, http.MethodPost, d+"/check", s.check, deviceMW...)
 	s.add(e, http.MethodGet, d+"/tasks/:task_id", s.getTask, deviceMW...)
 	s.add(e, http.MethodPost, d+"/tasks/:task_id/events", s.reportEvent, deviceMW...)
+	for _, mount := range s.cfg.AdminMounts {
+		mount(func(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+			s.add(e, method, a+path, h, append(append([]echo.MiddlewareFunc{}, adminMW...), m...)...)
+		})
+	}
 	for _, mount := range s.cfg.Mounts {
 		mount(func(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
 			s.add(e, method, path, h, m...)

@@ -113,6 +113,7 @@ type firmwareView struct {
 	ReleaseNotes     *string `json:"release_notes"`
 	Mandatory        bool    `json:"mandatory"`
 	MinSourceVersion *string `json:"min_source_version"`
+	ArtifactName     *string `json:"artifact_name,omitempty"`
 	Status           string  `json:"status"`
 	CreatedAt        string  `json:"created_at"`
 	UpdatedAt        string  `json:"updated_at"`
@@ -125,7 +126,8 @@ func newFirmwareView(f domain.Firmware) firmwareView {
 		SHA256: spec.SHA256, SHA1: optString(spec.SHA1), MD5: optString(spec.MD5),
 		Signature: optString(spec.Signature), ReleaseNotes: optString(spec.ReleaseNotes),
 		Mandatory: spec.Mandatory, MinSourceVersion: optString(spec.MinSourceVersion),
-		Status: f.Status().String(), CreatedAt: timestamp(f.CreatedAt()), UpdatedAt: timestamp(f.UpdatedAt()),
+		ArtifactName: optString(spec.ArtifactName),
+		Status:       f.Status().String(), CreatedAt: timestamp(f.CreatedAt()), UpdatedAt: timestamp(f.UpdatedAt()),
 	}
 }
 

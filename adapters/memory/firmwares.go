@@ -38,6 +38,9 @@ func (r *Firmwares) Create(ctx context.Context, f domain.Firmware) error {
 	if _, taken := s.firmwareKeys[key]; taken {
 		return domain.ErrFirmwareExists
 	}
+	if _, taken := s.artifactLocked(f.Model(), f.ArtifactName()); taken {
+		return domain.ErrFirmwareExists // artifact names are unique per model
+	}
 	if _, taken := s.firmwares[id]; taken {
 		return errDuplicateID("firmware", id)
 	}

@@ -210,6 +210,8 @@ var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 const (
 	constraintDevicesPK       = "devices_pkey"
 	constraintFirmwareVersion = "firmwares_model_version_key"
+	// constraintFirmwareArtifactName keeps artifact names unique per model.
+	constraintFirmwareArtifactName = "firmwares_model_artifact_name_key"
 )
 
 // unavailable marks an error saying that Postgres cannot be reached, or is
@@ -266,7 +268,7 @@ func mapWriteErr(err error) error {
 		switch pqErr.Constraint {
 		case constraintDevicesPK:
 			return domain.ErrDeviceExists
-		case constraintFirmwareVersion:
+		case constraintFirmwareVersion, constraintFirmwareArtifactName:
 			return domain.ErrFirmwareExists
 		}
 		return err

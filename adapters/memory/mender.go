@@ -1,0 +1,367 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// menderTables are the tables Mender's device API adds (device keys,
+// pending auth requests, task logs), kept beside a Store like ddiTables.
+type menderTables struct {
+	rows       rowLocks
+	mu         sync.Mutex
+	admissions map[string]domain.DeviceAdmission
+	requests   map[string]domain.AuthRequest // id → request
+	logs       map[string]domain.TaskLog
+}
+
+var menderByStore sync.Map // *Store → *menderTables
+
+func menderOf(s *Store) *menderTables {
+	t, _ := menderByStore.LoadOrStore(s, &menderTables{
+		rows:       rowLocks{held: map[string]*rowLock{}},
+		admissions: map[string]domain.DeviceAdmission{},
+		requests:   map[string]domain.AuthRequest{},
+		logs:       map[string]domain.TaskLog{},
+	})
+	return t.(*menderTables)
+}
+
+// Admissions is the in-memory ports.DeviceAdmissions over a Store.
+type Admissions struct {
+	s *Store
+	t *menderTables
+}
+
+var _ ports.DeviceAdmissions = (*Admissions)(nil)
+
+// NewAdmissions returns the device key repository of s.
+func NewAdmissions(s *Store) *Admissions { return &Admissions{s: s, t: menderOf(s)} }
+
+func storedAdmission(a domain.DeviceAdmission) (domain.DeviceAdmission, error) {
+	return domain.RehydrateDeviceAdmission(a.DeviceID(), a.Key().PEM(), a.Generation(), stamp(a.UpdatedAt()))
+}
+
+// Get returns the device's admission.
+func (r *Admissions) Get(ctx context.Context, deviceID string) (domain.DeviceAdmission, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.DeviceAdmission{}, err
+	}
+	r.t.mu.Lock()
+	defer r.t.mu.Unlock()
+	a, ok := r.t.admissions[deviceID]
+	if !ok {
+		return domain.DeviceAdmission{}, fmt.Errorf("admission of %q: %w", deviceID, domain.ErrNotFound)
+	}
+	return a, nil
+}
+
+// createDeviceLocked stores a new device and its admission; the caller
+// holds the store's mutex.
+func (r *Admissions) createDeviceLocked(d domain.Device, a domain.DeviceAdmission) error {
+	if _, ok := r.s.devices[d.ID()]; ok {
+		return domain.ErrDeviceExists
+	}
+	stored, err := storedAdmission(a)
+	if err != nil {
+		return err
+	}
+	if err := r.s.putDeviceLocked(storedDevice(d)); err != nil {
+		return err
+	}
+	r.t.mu.Lock()
+	r.t.admissions[d.ID()] = stored
+	r.t.mu.Unlock()
+	return nil
+}
+
+// CreateDevice registers a device with its admission, atomically.
+func (r *Admissions) CreateDevice(ctx context.Context, d domain.Device, a domain.DeviceAdmission) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	return r.createDeviceLocked(d, a)
+}
+
+// Admit replaces a registered device's admission under its row lock.
+func (r *Admissions) Admit(ctx context.Context, deviceID string, fn func(*domain.DeviceAdmission) (domain.DeviceAdmission, error)) (domain.DeviceAdmission, error) {
+	if _, err := NewDevices(r.s).Get(ctx, deviceID); err != nil {
+		return domain.DeviceAdmission{}, fmt.Errorf("loading device: %w", err)
+	}
+	unlock, err := r.t.rows.lock(ctx, "admission\x00"+deviceID)
+	if err != nil {
+		return domain.DeviceAdmission{}, err
+	}
+	defer unlock()
+	var cur *domain.DeviceAdmission
+	if a, err := r.Get(ctx, deviceID); err == nil {
+		cur = &a
+	}
+	next, err := fn(cur)
+	if err != nil {
+		return domain.DeviceAdmission{}, err
+	}
+	if next, err = storedAdmission(next); err != nil {
+		return domain.DeviceAdmission{}, err
+	}
+	r.t.mu.Lock()
+	r.t.admissions[deviceID] = next
+	r.t.mu.Unlock()
+	return next, nil
+}
+
+// AuthRequests is the in-memory ports.AuthRequests over a Store.
+type AuthRequests struct {
+	adm *Admissions
+	t   *menderTables
+}
+
+var _ ports.AuthRequests = (*AuthRequests)(nil)
+
+// NewAuthRequests returns the pending auth request repository of s.
+func NewAuthRequests(s *Store) *AuthRequests {
+	return &AuthRequests{adm: NewAdmissions(s), t: menderOf(s)}
+}
+
+func storedRequest(q domain.AuthRequest) (domain.AuthRequest, error) {
+	return domain.RehydrateAuthRequest(q.ID(), q.DeviceID(), q.Identity(), q.Key().PEM(), q.DeviceType(), q.Status(),
+		stamp(q.CreatedAt()), stamp(q.UpdatedAt()))
+}
+
+func (r *AuthRequests) byDeviceLocked(deviceID string) *domain.AuthRequest {
+	for _, q := range r.t.requests {
+		if q.DeviceID() == deviceID {
+			return &q
+		}
+	}
+	return nil
+}
+
+// Upsert changes the device's request under its row lock.
+func (r *AuthRequests) Upsert(ctx context.Context, deviceID string, fn func(*domain.AuthRequest) (*domain.AuthRequest, error)) error {
+	unlock, err := r.t.rows.lock(ctx, "request\x00"+deviceID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	r.t.mu.Lock()
+	cur := r.byDeviceLocked(deviceID)
+	r.t.mu.Unlock()
+	next, err := fn(cur)
+	if err != nil || next == nil {
+		return err
+	}
+	id, err := mustUUID("auth request", next.ID())
+	if err != nil {
+		return err
+	}
+	stored, err := storedRequest(*next)
+	if err != nil {
+		return err
+	}
+	r.t.mu.Lock()
+	defer r.t.mu.Unlock()
+	r.t.requests[id] = stored
+	return nil
+}
+
+// Get returns a request by id.
+func (r *AuthRequests) Get(ctx context.Context, id string) (domain.AuthRequest, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.AuthRequest{}, err
+	}
+	key, ok := canonicalUUID(id)
+	r.t.mu.Lock()
+	defer r.t.mu.Unlock()
+	q, found := r.t.requests[key]
+	if !ok || !found {
+		return domain.AuthRequest{}, fmt.Errorf("auth request %q: %w", id, domain.ErrNotFound)
+	}
+	return q, nil
+}
+
+// List returns the requests with the status, oldest first.
+func (r *AuthRequests) List(ctx context.Context, status domain.AuthRequestStatus, limit int) ([]domain.AuthRequest, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r.t.mu.Lock()
+	out := []domain.AuthRequest{}
+	for _, q := range r.t.requests {
+		if q.Status() == status {
+			out = append(out, q)
+		}
+	}
+	r.t.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt().Equal(out[j].CreatedAt()) {
+			return out[i].CreatedAt().Before(out[j].CreatedAt())
+		}
+		return out[i].ID() < out[j].ID()
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// Count counts every stored request.
+func (r *AuthRequests) Count(ctx context.Context) (int, error) {
+	r.t.mu.Lock()
+	defer r.t.mu.Unlock()
+	return len(r.t.requests), ctx.Err()
+}
+
+// Update changes a request under its row lock.
+func (r *AuthRequests) Update(ctx context.Context, id string, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error) {
+	q, err := r.Get(ctx, id)
+	if err != nil {
+		return domain.AuthRequest{}, err
+	}
+	unlock, err := r.t.rows.lock(ctx, "request\x00"+q.DeviceID())
+	if err != nil {
+		return domain.AuthRequest{}, err
+	}
+	defer unlock()
+	if q, err = r.Get(ctx, id); err != nil {
+		return domain.AuthRequest{}, err
+	}
+	if err := fn(&q); err != nil {
+		return domain.AuthRequest{}, err
+	}
+	if q, err = storedRequest(q); err != nil {
+		return domain.AuthRequest{}, err
+	}
+	r.t.mu.Lock()
+	r.t.requests[q.ID()] = q
+	r.t.mu.Unlock()
+	return q, nil
+}
+
+// Accept registers the device if dev is set, stores its admission (a
+// replaced key moves the generation on) and deletes the request, as one
+// step.
+func (r *AuthRequests) Accept(ctx context.Context, id string, dev *domain.Device, a domain.DeviceAdmission) error {
+	q, err := r.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	unlock, err := r.t.rows.lock(ctx, "request\x00"+q.DeviceID())
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if q, err = r.Get(ctx, id); err != nil {
+		return err
+	}
+	if q.Status() != domain.AuthRequestPending {
+		return fmt.Errorf("auth request %s is no longer pending: %w", id, domain.ErrNotFound)
+	}
+	s := r.adm.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if dev != nil {
+		if err := r.adm.createDeviceLocked(*dev, a); err != nil {
+			return err
+		}
+	} else {
+		if _, ok := s.devices[a.DeviceID()]; !ok {
+			return fmt.Errorf("device %q: %w", a.DeviceID(), domain.ErrNotFound)
+		}
+		r.t.mu.Lock()
+		gen := a.Generation()
+		if cur, ok := r.t.admissions[a.DeviceID()]; ok && cur.Generation() >= gen {
+			gen = cur.Generation() + 1
+		}
+		stored, err := domain.RehydrateDeviceAdmission(a.DeviceID(), a.Key().PEM(), gen, stamp(a.UpdatedAt()))
+		if err != nil {
+			r.t.mu.Unlock()
+			return err
+		}
+		r.t.admissions[a.DeviceID()] = stored
+		r.t.mu.Unlock()
+	}
+	r.t.mu.Lock()
+	delete(r.t.requests, id)
+	r.t.mu.Unlock()
+	return nil
+}
+
+// ArtifactCatalog is the in-memory ports.ArtifactCatalog over a Store.
+type ArtifactCatalog struct{ s *Store }
+
+var _ ports.ArtifactCatalog = (*ArtifactCatalog)(nil)
+
+// NewArtifactCatalog returns the artifact-name lookup of s.
+func NewArtifactCatalog(s *Store) *ArtifactCatalog { return &ArtifactCatalog{s: s} }
+
+// ByArtifactName returns the model's firmware published under name.
+func (r *ArtifactCatalog) ByArtifactName(ctx context.Context, model, name string) (domain.Firmware, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.Firmware{}, err
+	}
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	if f, ok := r.s.artifactLocked(model, name); ok {
+		return f, nil
+	}
+	return domain.Firmware{}, fmt.Errorf("artifact %q of %q: %w", name, model, domain.ErrNotFound)
+}
+
+// artifactLocked finds the model's firmware named name; the caller holds
+// the store's mutex.
+func (s *Store) artifactLocked(model, name string) (domain.Firmware, bool) {
+	if name == "" {
+		return domain.Firmware{}, false
+	}
+	for _, f := range s.firmwares {
+		if f.Model() == model && f.ArtifactName() == name {
+			return f, true
+		}
+	}
+	return domain.Firmware{}, false
+}
+
+// TaskLogs is the in-memory ports.TaskLogs over a Store.
+type TaskLogs struct {
+	tasks *Tasks
+	t     *menderTables
+}
+
+var _ ports.TaskLogs = (*TaskLogs)(nil)
+
+// NewTaskLogs returns the task log repository of s.
+func NewTaskLogs(s *Store) *TaskLogs { return &TaskLogs{tasks: NewTasks(s), t: menderOf(s)} }
+
+// Put stores a task's log; domain.ErrNotFound if the task does not exist.
+func (r *TaskLogs) Put(ctx context.Context, l domain.TaskLog) error {
+	if _, err := r.tasks.Get(ctx, l.TaskID()); err != nil {
+		return err
+	}
+	r.t.mu.Lock()
+	defer r.t.mu.Unlock()
+	r.t.logs[l.TaskID()] = domain.RehydrateTaskLog(l.TaskID(), l.Lines(), stamp(l.UpdatedAt()))
+	return nil
+}
+
+// Get returns a task's log.
+func (r *TaskLogs) Get(ctx context.Context, taskID string) (domain.TaskLog, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.TaskLog{}, err
+	}
+	key, _ := canonicalUUID(taskID)
+	r.t.mu.Lock()
+	defer r.t.mu.Unlock()
+	l, ok := r.t.logs[key]
+	if !ok {
+		return domain.TaskLog{}, fmt.Errorf("log of task %q: %w", taskID, domain.ErrNotFound)
+	}
+	return l, nil
+}

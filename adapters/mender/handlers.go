@@ -1,0 +1,327 @@
+package mender
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// authenticate answers a device's signed authentication request with a
+// session token as the whole body (the client keeps any 200 body as its
+// token), or 401 while it is not admitted.
+func (a *Adapter) authenticate(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	tok, err := a.svc.Authenticate(c.Request().Context(), ports.MenderAuth{
+		Body: body, Signature: c.Request().Header.Get("X-MEN-Signature"),
+	})
+	if err != nil {
+		return err
+	}
+	return c.Blob(http.StatusOK, "application/jwt", []byte(tok))
+}
+
+// inventoryItem is one {"name", "value"} of an inventory report; the value
+// is a string, a list, or another JSON value (kept as its JSON text).
+type inventoryItem struct {
+	Name  string          `json:"name"`
+	Value json.RawMessage `json:"value"`
+}
+
+func values(raw json.RawMessage) []string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []string{s}
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) == nil {
+		out := make([]string, 0, len(list))
+		for _, v := range list {
+			out = append(out, values(v)...)
+		}
+		return out
+	}
+	if len(raw) == 0 {
+		return nil
+	}
+	return []string{string(raw)}
+}
+
+// inventory stores a report: PUT replaces the attributes, PATCH merges.
+// Only 200 counts for mender-client.
+func (a *Adapter) inventory(replace bool) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		var items []inventoryItem
+		if err := decode(c, &items, "a list of {name, value}"); err != nil {
+			return err
+		}
+		report := make([]domain.InventoryItem, 0, len(items))
+		for _, it := range items {
+			report = append(report, domain.InventoryItem{Name: it.Name, Values: values(it.Value)})
+		}
+		if err := a.svc.Inventory(c.Request().Context(), deviceOf(c), report, replace); err != nil {
+			return err
+		}
+		return c.NoContent(http.StatusOK)
+	}
+}
+
+// provides reads the artifact name and device type out of what the client
+// says it provides: strings (or lists whose first element is taken).
+type provides map[string]json.RawMessage
+
+func (p provides) get(k string) string {
+	if v := values(p[k]); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+type source struct {
+	URI    string `json:"uri"`
+	Expire string `json:"expire"`
+}
+
+type artifactView struct {
+	ID                    string   `json:"id"`
+	ArtifactName          string   `json:"artifact_name"`
+	Source                source   `json:"source"`
+	DeviceTypesCompatible []string `json:"device_types_compatible"`
+}
+
+type deploymentView struct {
+	ID       string       `json:"id"`
+	Artifact artifactView `json:"artifact"`
+}
+
+// sourceTTL is how long an offered download link is said to be valid
+// (firmware URLs are the operator's; they do not expire here).
+const sourceTTL = 24 * time.Hour
+
+func (a *Adapter) next(c echo.Context, p ports.MenderProvides) error {
+	v, err := a.svc.Next(c.Request().Context(), deviceOf(c), p)
+	if err != nil {
+		return err
+	}
+	if v == nil {
+		return c.NoContent(http.StatusNoContent)
+	}
+	spec := v.Firmware.Spec()
+	return c.JSON(http.StatusOK, deploymentView{
+		ID: v.Task.ID(),
+		Artifact: artifactView{
+			ID: v.Firmware.ID(), ArtifactName: spec.ArtifactName,
+			Source:                source{URI: spec.URL, Expire: a.now().Add(sourceTTL).UTC().Format(time.RFC3339)},
+			DeviceTypesCompatible: []string{spec.Model},
+		},
+	})
+}
+
+func (a *Adapter) nextV2(c echo.Context) error {
+	var b struct {
+		DeviceProvides provides `json:"device_provides"`
+	}
+	if err := decode(c, &b, `{"device_provides": {"artifact_name", "device_type"}}`); err != nil {
+		return err
+	}
+	return a.next(c, ports.MenderProvides{ArtifactName: b.DeviceProvides.get("artifact_name"), DeviceType: b.DeviceProvides.get("device_type")})
+}
+
+func (a *Adapter) nextV1Post(c echo.Context) error {
+	var b provides
+	if err := decode(c, &b, `{"artifact_name", "device_type"}`); err != nil {
+		return err
+	}
+	return a.next(c, ports.MenderProvides{ArtifactName: b.get("artifact_name"), DeviceType: b.get("device_type")})
+}
+
+func (a *Adapter) nextV1Get(c echo.Context) error {
+	q := c.QueryParams()
+	return a.next(c, ports.MenderProvides{ArtifactName: q.Get("artifact_name"), DeviceType: q.Get("device_type")})
+}
+
+// status applies a deployment status: 204, or 409 when the task was
+// cancelled or is over (the client aborts).
+func (a *Adapter) status(c echo.Context) error {
+	var b struct {
+		Status   *string `json:"status"`
+		Substate string  `json:"substate"`
+	}
+	if err := decode(c, &b, `{"status", "substate"?}`); err != nil {
+		return err
+	}
+	if b.Status == nil {
+		return &domain.ValidationError{Field: "status", Reason: "is required"}
+	}
+	if err := a.svc.Status(c.Request().Context(), deviceOf(c), param(c, "id"), *b.Status); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// log keeps the deployment log the device uploads (after a failure).
+func (a *Adapter) log(c echo.Context) error {
+	var b struct {
+		Messages []struct {
+			Level     string          `json:"level"`
+			Message   string          `json:"message"`
+			Timestamp json.RawMessage `json:"timestamp"`
+		} `json:"messages"`
+	}
+	if err := decode(c, &b, `{"messages": [{"level", "message", "timestamp"}]}`); err != nil {
+		return err
+	}
+	lines := make([]domain.LogLine, 0, len(b.Messages))
+	for _, m := range b.Messages {
+		ts := strings.Join(values(m.Timestamp), ",")
+		lines = append(lines, domain.LogLine{Level: m.Level, Message: m.Message, Timestamp: ts})
+	}
+	if err := a.svc.Log(c.Request().Context(), deviceOf(c), param(c, "id"), lines); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// ---- operators ----
+
+// PendingView is a device waiting to be admitted, as operators see it.
+type PendingView struct {
+	ID             string `json:"id"`
+	DeviceID       string `json:"device_id"`
+	IDData         string `json:"id_data"`
+	PublicKey      string `json:"public_key"`
+	KeyFingerprint string `json:"key_fingerprint"`
+	DeviceType     string `json:"device_type,omitempty"`
+	Status         string `json:"status"`
+	CreatedAt      string `json:"created_at"`
+	UpdatedAt      string `json:"updated_at"`
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func pendingView(r domain.AuthRequest) PendingView {
+	return PendingView{
+		ID: r.ID(), DeviceID: r.DeviceID(), IDData: r.Identity(), PublicKey: r.Key().PEM(),
+		KeyFingerprint: r.Key().Fingerprint(), DeviceType: r.DeviceType(), Status: r.Status().String(),
+		CreatedAt: stamp(r.CreatedAt()), UpdatedAt: stamp(r.UpdatedAt()),
+	}
+}
+
+func (a *Adapter) listPending(c echo.Context) error {
+	rs, err := a.admin.Pending(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	items := make([]PendingView, 0, len(rs))
+	for _, r := range rs {
+		items = append(items, pendingView(r))
+	}
+	return c.JSON(http.StatusOK, map[string]any{"items": items})
+}
+
+// AcceptedView is the device an operator admitted.
+type AcceptedView struct {
+	DeviceID  string `json:"device_id"`
+	Model     string `json:"model"`
+	CreatedAt string `json:"created_at"`
+}
+
+// accept admits a pending device; the body {"model"} is optional when
+// the device's identity data names its device_type.
+func (a *Adapter) accept(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	var b struct {
+		Model *string `json:"model"`
+	}
+	if len(strings.TrimSpace(string(body))) > 0 {
+		if ct := c.Request().Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
+			return echo.ErrUnsupportedMediaType
+		}
+		if err := decodeBytes(body, &b, `{"model"?}`); err != nil {
+			return err
+		}
+	}
+	model := ""
+	if b.Model != nil {
+		model = *b.Model
+	}
+	d, err := a.admin.Accept(c.Request().Context(), param(c, "id"), model)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, AcceptedView{DeviceID: d.ID(), Model: d.Model(), CreatedAt: stamp(d.CreatedAt())})
+}
+
+func (a *Adapter) reject(c echo.Context) error {
+	r, err := a.admin.Reject(c.Request().Context(), param(c, "id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, pendingView(r))
+}
+
+// LogLineView is one line of a task's device log.
+type LogLineView struct {
+	Level     string `json:"level"`
+	Message   string `json:"message"`
+	Timestamp string `json:"timestamp"`
+}
+
+func (a *Adapter) taskLog(c echo.Context) error {
+	l, err := a.admin.TaskLog(c.Request().Context(), param(c, "id"))
+	if err != nil {
+		return err
+	}
+	lines := make([]LogLineView, 0, len(l.Lines()))
+	for _, x := range l.Lines() {
+		lines = append(lines, LogLineView(x))
+	}
+	return c.JSON(http.StatusOK, map[string]any{"task_id": l.TaskID(), "messages": lines, "updated_at": stamp(l.UpdatedAt())})
+}
+
+// KeyView is a device's admission, as operators see it (the key itself is
+// the operator's to know; its fingerprint identifies it).
+type KeyView struct {
+	DeviceID        string `json:"device_id"`
+	KeyFingerprint  string `json:"key_fingerprint"`
+	TokenGeneration int64  `json:"token_generation"`
+	UpdatedAt       string `json:"updated_at"`
+}
+
+// setKey preauthorizes a registered device with {"public_key"}, or
+// rotates its key.
+func (a *Adapter) setKey(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	if ct := c.Request().Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
+		return echo.ErrUnsupportedMediaType
+	}
+	var b struct {
+		PublicKey *string `json:"public_key"`
+	}
+	if err := decodeBytes(body, &b, `{"public_key"}`); err != nil {
+		return err
+	}
+	if b.PublicKey == nil {
+		return &domain.ValidationError{Field: "public_key", Reason: "is required"}
+	}
+	adm, err := a.admin.SetKey(c.Request().Context(), param(c, "device_id"), *b.PublicKey)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, KeyView{DeviceID: adm.DeviceID(), KeyFingerprint: adm.Key().Fingerprint(),
+		TokenGeneration: adm.Generation(), UpdatedAt: stamp(adm.UpdatedAt())})
+}

@@ -1,0 +1,380 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// AdmissionRepository stores device public keys in device_admissions.
+type AdmissionRepository struct{ db *sqlx.DB }
+
+var _ ports.DeviceAdmissions = (*AdmissionRepository)(nil)
+
+// NewAdmissionRepository stores admissions through the given pool.
+func NewAdmissionRepository(db *sqlx.DB) *AdmissionRepository { return &AdmissionRepository{db: db} }
+
+type admissionRow struct {
+	DeviceID   string    `db:"device_id"`
+	PublicKey  string    `db:"public_key"`
+	Generation int64     `db:"token_generation"`
+	UpdatedAt  time.Time `db:"updated_at"`
+}
+
+func (r admissionRow) toDomain() (domain.DeviceAdmission, error) {
+	a, err := domain.RehydrateDeviceAdmission(r.DeviceID, r.PublicKey, r.Generation, r.UpdatedAt.UTC())
+	if err != nil {
+		return domain.DeviceAdmission{}, fmt.Errorf("admission of %q is corrupt: %w", r.DeviceID, err)
+	}
+	return a, nil
+}
+
+type menderExecer interface {
+	GetContext(ctx context.Context, dest any, query string, args ...any) error
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// Get returns the device's admission.
+func (s *AdmissionRepository) Get(ctx context.Context, deviceID string) (domain.DeviceAdmission, error) {
+	if !validDeviceID(deviceID) {
+		return domain.DeviceAdmission{}, fmt.Errorf("loading admission: %w", domain.ErrNotFound)
+	}
+	var r admissionRow
+	if err := s.db.GetContext(ctx, &r, `SELECT device_id, public_key, token_generation, updated_at FROM device_admissions WHERE device_id = $1`, deviceID); err != nil {
+		return domain.DeviceAdmission{}, fmt.Errorf("loading admission of %q: %w", deviceID, notFound(err))
+	}
+	return r.toDomain()
+}
+
+// putAdmission stores a, replacing any key the device had; a replaced key
+// moves the generation past the stored one.
+func putAdmission(ctx context.Context, q menderExecer, a domain.DeviceAdmission) error {
+	_, err := q.ExecContext(ctx, `INSERT INTO device_admissions (device_id, public_key, token_generation, updated_at)
+		VALUES ($1, $2, $3, $4)
+		ON CONFLICT (device_id) DO UPDATE SET public_key = EXCLUDED.public_key, updated_at = EXCLUDED.updated_at,
+			token_generation = CASE WHEN device_admissions.public_key = EXCLUDED.public_key
+				THEN GREATEST(device_admissions.token_generation, EXCLUDED.token_generation)
+				ELSE GREATEST(device_admissions.token_generation + 1, EXCLUDED.token_generation) END`,
+		a.DeviceID(), a.Key().PEM(), a.Generation(), dbTime(a.UpdatedAt()))
+	if err != nil {
+		return fmt.Errorf("storing admission of %q: %w", a.DeviceID(), mapWriteErr(err))
+	}
+	return nil
+}
+
+// insertDevice stores a new device in a transaction.
+func insertDevice(ctx context.Context, q menderExecer, d domain.Device) error {
+	r := newDeviceRow(d)
+	if _, err := q.ExecContext(ctx, `INSERT INTO devices (`+deviceColumns+`) VALUES ($1, $2, $3, $4, $5, $6)`,
+		r.DeviceID, r.Model, r.CurrentVersion, r.TokenHash, r.LastSeenAt, r.CreatedAt); err != nil {
+		return fmt.Errorf("storing device %q: %w", d.ID(), mapWriteErr(err))
+	}
+	return nil
+}
+
+// CreateDevice registers a device with its admission in one transaction.
+func (s *AdmissionRepository) CreateDevice(ctx context.Context, d domain.Device, a domain.DeviceAdmission) error {
+	return inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
+		if err := insertDevice(ctx, tx, d); err != nil {
+			return err
+		}
+		return putAdmission(ctx, tx, a)
+	})
+}
+
+// Admit locks the device row, lets fn decide its admission, and stores it.
+func (s *AdmissionRepository) Admit(ctx context.Context, deviceID string, fn func(*domain.DeviceAdmission) (domain.DeviceAdmission, error)) (domain.DeviceAdmission, error) {
+	if !validDeviceID(deviceID) {
+		return domain.DeviceAdmission{}, fmt.Errorf("loading device: %w", domain.ErrNotFound)
+	}
+	var out domain.DeviceAdmission
+	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
+		var one int
+		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM devices WHERE device_id = $1 FOR NO KEY UPDATE`, deviceID).Scan(&one); err != nil {
+			return fmt.Errorf("loading device %q: %w", deviceID, notFound(err))
+		}
+		var (
+			cur *domain.DeviceAdmission
+			r   admissionRow
+		)
+		err := tx.GetContext(ctx, &r, `SELECT device_id, public_key, token_generation, updated_at FROM device_admissions WHERE device_id = $1`, deviceID)
+		switch {
+		case err == nil:
+			a, err := r.toDomain()
+			if err != nil {
+				return err
+			}
+			cur = &a
+		case !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("loading admission of %q: %w", deviceID, err)
+		}
+		next, err := fn(cur)
+		if err != nil {
+			return err
+		}
+		if err := putAdmission(ctx, tx, next); err != nil {
+			return err
+		}
+		if err := tx.GetContext(ctx, &r, `SELECT device_id, public_key, token_generation, updated_at FROM device_admissions WHERE device_id = $1`, deviceID); err != nil {
+			return err
+		}
+		out, err = r.toDomain()
+		return err
+	})
+	return out, err
+}
+
+// AuthRequestRepository stores the requests of devices waiting to be
+// admitted in device_auth_requests.
+type AuthRequestRepository struct{ db *sqlx.DB }
+
+var _ ports.AuthRequests = (*AuthRequestRepository)(nil)
+
+// NewAuthRequestRepository stores auth requests through the given pool.
+func NewAuthRequestRepository(db *sqlx.DB) *AuthRequestRepository {
+	return &AuthRequestRepository{db: db}
+}
+
+type authRequestRow struct {
+	ID         string         `db:"id"`
+	DeviceID   string         `db:"device_id"`
+	IDData     string         `db:"id_data"`
+	PublicKey  string         `db:"public_key"`
+	DeviceType sql.NullString `db:"device_type"`
+	Status     string         `db:"status"`
+	CreatedAt  time.Time      `db:"created_at"`
+	UpdatedAt  time.Time      `db:"updated_at"`
+}
+
+const authRequestColumns = `id, device_id, id_data, public_key, device_type, status, created_at, updated_at`
+
+func (r authRequestRow) toDomain() (domain.AuthRequest, error) {
+	st, err := domain.ParseAuthRequestStatus(r.Status)
+	if err != nil {
+		return domain.AuthRequest{}, fmt.Errorf("auth request %s is corrupt: %w", r.ID, err)
+	}
+	q, err := domain.RehydrateAuthRequest(r.ID, r.DeviceID, r.IDData, r.PublicKey, r.DeviceType.String, st, r.CreatedAt.UTC(), r.UpdatedAt.UTC())
+	if err != nil {
+		return domain.AuthRequest{}, fmt.Errorf("auth request %s is corrupt: %w", r.ID, err)
+	}
+	return q, nil
+}
+
+func putAuthRequest(ctx context.Context, q menderExecer, r domain.AuthRequest) error {
+	_, err := q.ExecContext(ctx, `INSERT INTO device_auth_requests (`+authRequestColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		ON CONFLICT (id) DO UPDATE SET id_data = EXCLUDED.id_data, public_key = EXCLUDED.public_key,
+			device_type = EXCLUDED.device_type, status = EXCLUDED.status, updated_at = EXCLUDED.updated_at`,
+		r.ID(), r.DeviceID(), r.Identity(), r.Key().PEM(), nullString(r.DeviceType()), r.Status().String(),
+		dbTime(r.CreatedAt()), dbTime(r.UpdatedAt()))
+	if err != nil {
+		return fmt.Errorf("storing auth request of %q: %w", r.DeviceID(), mapWriteErr(err))
+	}
+	return nil
+}
+
+// Upsert serialises on the device id (a transaction-scoped advisory lock:
+// the row may not exist yet), lets fn decide, and stores its answer.
+func (s *AuthRequestRepository) Upsert(ctx context.Context, deviceID string, fn func(*domain.AuthRequest) (*domain.AuthRequest, error)) error {
+	return inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('ota:auth_request:' || $1))`, deviceID); err != nil {
+			return err
+		}
+		var (
+			cur *domain.AuthRequest
+			r   authRequestRow
+		)
+		err := tx.GetContext(ctx, &r, `SELECT `+authRequestColumns+` FROM device_auth_requests WHERE device_id = $1`, deviceID)
+		switch {
+		case err == nil:
+			q, err := r.toDomain()
+			if err != nil {
+				return err
+			}
+			cur = &q
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		next, err := fn(cur)
+		if err != nil || next == nil {
+			return err
+		}
+		return putAuthRequest(ctx, tx, *next)
+	})
+}
+
+// Get returns a request by id.
+func (s *AuthRequestRepository) Get(ctx context.Context, id string) (domain.AuthRequest, error) {
+	uid, ok := canonicalUUID(id)
+	if !ok {
+		return domain.AuthRequest{}, fmt.Errorf("loading auth request: %w", domain.ErrNotFound)
+	}
+	var r authRequestRow
+	if err := s.db.GetContext(ctx, &r, `SELECT `+authRequestColumns+` FROM device_auth_requests WHERE id = $1`, uid); err != nil {
+		return domain.AuthRequest{}, fmt.Errorf("loading auth request %s: %w", uid, notFound(err))
+	}
+	return r.toDomain()
+}
+
+// List returns the requests with the status, oldest first.
+func (s *AuthRequestRepository) List(ctx context.Context, status domain.AuthRequestStatus, limit int) ([]domain.AuthRequest, error) {
+	var rows []authRequestRow
+	if err := s.db.SelectContext(ctx, &rows, `SELECT `+authRequestColumns+` FROM device_auth_requests WHERE status = $1
+		ORDER BY created_at, id LIMIT $2`, status.String(), limit); err != nil {
+		return nil, fmt.Errorf("listing auth requests: %w", unavailable(err))
+	}
+	out := make([]domain.AuthRequest, 0, len(rows))
+	for _, r := range rows {
+		q, err := r.toDomain()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, q)
+	}
+	return out, nil
+}
+
+// Count counts every stored request.
+func (s *AuthRequestRepository) Count(ctx context.Context) (int, error) {
+	var n int
+	if err := s.db.GetContext(ctx, &n, `SELECT count(*) FROM device_auth_requests`); err != nil {
+		return 0, fmt.Errorf("counting auth requests: %w", unavailable(err))
+	}
+	return n, nil
+}
+
+// Update locks a request, lets fn change it, and stores it.
+func (s *AuthRequestRepository) Update(ctx context.Context, id string, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error) {
+	uid, ok := canonicalUUID(id)
+	if !ok {
+		return domain.AuthRequest{}, fmt.Errorf("loading auth request: %w", domain.ErrNotFound)
+	}
+	var out domain.AuthRequest
+	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
+		var r authRequestRow
+		if err := tx.GetContext(ctx, &r, `SELECT `+authRequestColumns+` FROM device_auth_requests WHERE id = $1 FOR UPDATE`, uid); err != nil {
+			return fmt.Errorf("loading auth request %s: %w", uid, notFound(err))
+		}
+		q, err := r.toDomain()
+		if err != nil {
+			return err
+		}
+		if err := fn(&q); err != nil {
+			return err
+		}
+		out = q
+		return putAuthRequest(ctx, tx, q)
+	})
+	return out, err
+}
+
+// Accept registers the device if dev is set, stores its admission and
+// deletes the request, in one transaction.
+func (s *AuthRequestRepository) Accept(ctx context.Context, id string, dev *domain.Device, a domain.DeviceAdmission) error {
+	uid, ok := canonicalUUID(id)
+	if !ok {
+		return fmt.Errorf("loading auth request: %w", domain.ErrNotFound)
+	}
+	return inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM device_auth_requests WHERE id = $1 AND status = 'pending'`, uid)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return fmt.Errorf("auth request %s is no longer pending: %w", uid, domain.ErrNotFound)
+		}
+		if dev != nil {
+			if err := insertDevice(ctx, tx, *dev); err != nil {
+				return err
+			}
+		}
+		return putAdmission(ctx, tx, a)
+	})
+}
+
+// ArtifactCatalogRepository finds firmware by artifact name (the unique
+// index on (model, artifact_name) answers it).
+type ArtifactCatalogRepository struct{ db *sqlx.DB }
+
+var _ ports.ArtifactCatalog = (*ArtifactCatalogRepository)(nil)
+
+// NewArtifactCatalogRepository reads firmware through the given pool.
+func NewArtifactCatalogRepository(db *sqlx.DB) *ArtifactCatalogRepository {
+	return &ArtifactCatalogRepository{db: db}
+}
+
+// ByArtifactName returns the model's firmware published under name.
+func (s *ArtifactCatalogRepository) ByArtifactName(ctx context.Context, model, name string) (domain.Firmware, error) {
+	var r firmwareRow
+	if err := s.db.GetContext(ctx, &r, `SELECT `+firmwareColumns+` FROM firmwares WHERE model = $1 AND artifact_name = $2`, model, name); err != nil {
+		return domain.Firmware{}, fmt.Errorf("loading artifact %q of %q: %w", name, model, notFound(err))
+	}
+	return r.toDomain()
+}
+
+// TaskLogRepository keeps device logs in task_logs.
+type TaskLogRepository struct{ db *sqlx.DB }
+
+var _ ports.TaskLogs = (*TaskLogRepository)(nil)
+
+// NewTaskLogRepository stores task logs through the given pool.
+func NewTaskLogRepository(db *sqlx.DB) *TaskLogRepository { return &TaskLogRepository{db: db} }
+
+type logLine struct {
+	Level     string `json:"level"`
+	Message   string `json:"message"`
+	Timestamp string `json:"timestamp"`
+}
+
+// Put stores a task's log, replacing the previous one.
+func (s *TaskLogRepository) Put(ctx context.Context, l domain.TaskLog) error {
+	uid, ok := canonicalUUID(l.TaskID())
+	if !ok {
+		return fmt.Errorf("storing task log: %w", domain.ErrNotFound)
+	}
+	lines := []logLine{}
+	for _, x := range l.Lines() {
+		lines = append(lines, logLine{Level: x.Level, Message: x.Message, Timestamp: x.Timestamp})
+	}
+	raw, err := json.Marshal(lines)
+	if err != nil {
+		return err
+	}
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO task_logs (task_id, lines, updated_at) VALUES ($1, $2, $3)
+		ON CONFLICT (task_id) DO UPDATE SET lines = EXCLUDED.lines, updated_at = EXCLUDED.updated_at`,
+		uid, raw, dbTime(l.UpdatedAt())); err != nil {
+		return fmt.Errorf("storing log of task %s: %w", uid, mapWriteErr(err))
+	}
+	return nil
+}
+
+// Get returns a task's log.
+func (s *TaskLogRepository) Get(ctx context.Context, taskID string) (domain.TaskLog, error) {
+	uid, ok := canonicalUUID(taskID)
+	if !ok {
+		return domain.TaskLog{}, fmt.Errorf("loading task log: %w", domain.ErrNotFound)
+	}
+	var (
+		raw []byte
+		at  time.Time
+	)
+	if err := s.db.QueryRowContext(ctx, `SELECT lines, updated_at FROM task_logs WHERE task_id = $1`, uid).Scan(&raw, &at); err != nil {
+		return domain.TaskLog{}, fmt.Errorf("loading log of task %s: %w", uid, notFound(err))
+	}
+	var lines []logLine
+	if err := json.Unmarshal(raw, &lines); err != nil {
+		return domain.TaskLog{}, fmt.Errorf("log of task %s is corrupt: %w", uid, err)
+	}
+	out := make([]domain.LogLine, 0, len(lines))
+	for _, x := range lines {
+		out = append(out, domain.LogLine{Level: x.Level, Message: x.Message, Timestamp: x.Timestamp})
+	}
+	return domain.RehydrateTaskLog(uid, out, at.UTC()), nil
+}

@@ -1,0 +1,56 @@
+package application
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// KeyedAdmin is the operators' use cases with a device registration that
+// may carry a public key (Mender's device API): such a device is
+// preauthorized to authenticate with its key pair. Every other call is the
+// wrapped AdminService's.
+type KeyedAdmin struct {
+	ports.AdminService
+	admissions ports.DeviceAdmissions
+	clock      ports.Clock
+}
+
+// NewKeyedAdmin wraps the operators' use cases.
+func NewKeyedAdmin(inner *Admin, admissions ports.DeviceAdmissions, clock ports.Clock) (*KeyedAdmin, error) {
+	if inner == nil || admissions == nil || clock == nil {
+		return nil, errors.New("application: KeyedAdmin needs the admin use cases, the admissions and a clock")
+	}
+	return &KeyedAdmin{AdminService: inner, admissions: admissions, clock: clock}, nil
+}
+
+// RegisterDevice registers a device; with a public key, the device and its
+// admission are stored together, or neither is.
+func (s *KeyedAdmin) RegisterDevice(ctx context.Context, req ports.RegisterDevice) (ports.DeviceCredentials, error) {
+	if req.PublicKey == "" {
+		return s.AdminService.RegisterDevice(ctx, req)
+	}
+	token, hash, err := domain.NewDeviceToken()
+	if err != nil {
+		return ports.DeviceCredentials{}, fmt.Errorf("making device token: %w", err)
+	}
+	dev, err := domain.NewDevice(req.DeviceID, req.Model, req.CurrentVersion, hash, s.clock.Now())
+	if err != nil {
+		return ports.DeviceCredentials{}, err
+	}
+	key, err := domain.ParseDeviceKey("public_key", req.PublicKey)
+	if err != nil {
+		return ports.DeviceCredentials{}, err
+	}
+	adm, err := domain.NewDeviceAdmission(dev.ID(), key, dev.CreatedAt())
+	if err != nil {
+		return ports.DeviceCredentials{}, err
+	}
+	if err := s.admissions.CreateDevice(ctx, dev, adm); err != nil {
+		return ports.DeviceCredentials{}, fmt.Errorf("registering device: %w", err)
+	}
+	return ports.DeviceCredentials{Device: dev, Token: token}, nil
+}

@@ -1,0 +1,486 @@
+package application
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// MenderConfig tunes the Mender device API's use cases.
+type MenderConfig struct {
+	// IDKey names the id_data key that carries the device id
+	// (OTA_MENDER_ID_KEY, default device_id).
+	IDKey string
+	// AcceptPending records devices that authenticate with a key nobody
+	// registered, for an operator to accept or reject
+	// (OTA_MENDER_ACCEPT_PENDING). Off: only preauthorized devices get in.
+	AcceptPending bool
+	// TokenTTL is how long a session token is valid.
+	TokenTTL time.Duration
+	// Secret signs session tokens (OTA_MENDER_TOKEN_SECRET).
+	Secret domain.SessionSecret
+}
+
+// DefaultMenderTokenTTL bounds how long a revoked device keeps working on
+// a token it already holds; devices authenticate again on their own.
+const DefaultMenderTokenTTL = time.Hour
+
+// MaxPendingAuthRequests bounds the requests unadmitted devices can make
+// the service store (anyone can send one; each needs a valid signature by
+// the key it presents, which proves nothing about the sender).
+const MaxPendingAuthRequests = 10000
+
+// MenderPorts are the ports the Mender use cases run on. Every field is
+// required.
+type MenderPorts struct {
+	// Devices is the device use cases: the check and events.
+	Devices    ports.DeviceService
+	Repo       ports.DeviceRepository
+	Rollouts   ports.RolloutRepository
+	Tasks      ports.TaskRepository
+	Attributes ports.DeviceAttributes
+	Admissions ports.DeviceAdmissions
+	Requests   ports.AuthRequests
+	Catalog    ports.ArtifactCatalog
+	Logs       ports.TaskLogs
+	Clock      ports.Clock
+	IDs        ports.IDGenerator
+	Metrics    ports.Metrics
+}
+
+// Mender implements ports.MenderService and ports.AdmissionService:
+// Mender's device API translated onto the device use cases. Admission and
+// session tokens are domain rules (domain.DeviceAdmission,
+// domain.IssueSessionToken); the deployment is the check, a status report
+// is a task event.
+type Mender struct {
+	p   MenderPorts
+	cfg MenderConfig
+}
+
+var (
+	_ ports.MenderService    = (*Mender)(nil)
+	_ ports.AdmissionService = (*Mender)(nil)
+)
+
+// NewMender builds the Mender use cases.
+func NewMender(p MenderPorts, cfg MenderConfig) (*Mender, error) {
+	if p.Devices == nil || p.Repo == nil || p.Rollouts == nil || p.Tasks == nil || p.Attributes == nil || p.Admissions == nil ||
+		p.Requests == nil || p.Catalog == nil || p.Logs == nil || p.Clock == nil || p.IDs == nil || p.Metrics == nil {
+		return nil, errors.New("application: every Mender dependency is required")
+	}
+	if cfg.IDKey == "" || len(cfg.Secret) < domain.MinSessionSecretLen {
+		return nil, errors.New("application: Mender needs an id_data key and a session secret of at least 32 bytes")
+	}
+	if cfg.TokenTTL <= 0 {
+		cfg.TokenTTL = DefaultMenderTokenTTL
+	}
+	return &Mender{p: p, cfg: cfg}, nil
+}
+
+// authBody is Mender's authentication request.
+type authBody struct {
+	IDData      *string `json:"id_data"`
+	Pubkey      *string `json:"pubkey"`
+	TenantToken string  `json:"tenant_token"`
+}
+
+// Authenticate verifies the request's signature over its exact bytes and
+// answers an admitted device (its registered key presented and verified)
+// with a fresh session token. Anything else is domain.ErrUnauthorized; a
+// request signed by the key it presents is recorded as pending when
+// operators accept pending devices.
+func (s *Mender) Authenticate(ctx context.Context, req ports.MenderAuth) (string, error) {
+	var b authBody
+	if err := json.Unmarshal(req.Body, &b); err != nil {
+		return "", &domain.ValidationError{Field: "body", Reason: "must be Mender's authentication request: {id_data, pubkey, tenant_token}"}
+	}
+	if b.IDData == nil || b.Pubkey == nil {
+		return "", &domain.ValidationError{Field: "body", Reason: "id_data and pubkey are required"}
+	}
+	key, err := domain.ParseDeviceKey("pubkey", *b.Pubkey)
+	if err != nil {
+		return "", err
+	}
+	deviceID, deviceType, err := s.identity(*b.IDData)
+	if err != nil {
+		return "", err
+	}
+	adm, err := s.p.Admissions.Get(ctx, deviceID)
+	switch {
+	case err == nil:
+		if adm.Admits(key, req.Body, req.Signature) {
+			return s.issue(adm)
+		}
+	case !errors.Is(err, domain.ErrNotFound):
+		return "", fmt.Errorf("loading admission: %w", err)
+	}
+	if !s.cfg.AcceptPending || !key.Verify(req.Body, req.Signature) {
+		return "", domain.ErrUnauthorized
+	}
+	if err := s.recordPending(ctx, deviceID, *b.IDData, key, deviceType); err != nil {
+		return "", err
+	}
+	return "", domain.ErrUnauthorized
+}
+
+// identity reads the device id (the configured key) and device type from
+// Mender's id_data, a JSON object encoded as a string.
+func (s *Mender) identity(idData string) (deviceID, deviceType string, err error) {
+	if err := domain.ValidateText("id_data", idData, domain.MaxIdentityDataLen); err != nil {
+		return "", "", err
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(idData), &m); err != nil {
+		return "", "", &domain.ValidationError{Field: "id_data", Reason: "must be a JSON object encoded as a string"}
+	}
+	id, _ := m[s.cfg.IDKey].(string)
+	if id == "" {
+		return "", "", &domain.ValidationError{Field: "id_data", Reason: fmt.Sprintf("must carry the device id as %q", s.cfg.IDKey)}
+	}
+	if err := domain.ValidateIdentifier("id_data."+s.cfg.IDKey, id); err != nil {
+		return "", "", err
+	}
+	deviceType, _ = m["device_type"].(string)
+	return id, deviceType, nil
+}
+
+func (s *Mender) issue(adm domain.DeviceAdmission) (string, error) {
+	now := s.p.Clock.Now()
+	tok, err := domain.IssueSessionToken(s.cfg.Secret, domain.SessionClaims{
+		DeviceID: adm.DeviceID(), Generation: adm.Generation(), Expires: now.Add(s.cfg.TokenTTL),
+	}, now)
+	if err != nil {
+		return "", fmt.Errorf("issuing session token: %w", err)
+	}
+	return tok, nil
+}
+
+func (s *Mender) recordPending(ctx context.Context, deviceID, idData string, key domain.DeviceKey, deviceType string) error {
+	now := s.p.Clock.Now()
+	return s.p.Requests.Upsert(ctx, deviceID, func(cur *domain.AuthRequest) (*domain.AuthRequest, error) {
+		if cur != nil {
+			if !cur.Asked(idData, key, deviceType, now) {
+				return nil, nil
+			}
+			return cur, nil
+		}
+		n, err := s.p.Requests.Count(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("counting auth requests: %w", err)
+		}
+		if n >= MaxPendingAuthRequests {
+			return nil, nil
+		}
+		r, err := domain.NewAuthRequest(s.p.IDs.NewID(), deviceID, idData, key, deviceType, now)
+		if err != nil {
+			return nil, err
+		}
+		return &r, nil
+	})
+}
+
+// Session verifies a session token without reading the store.
+func (s *Mender) Session(token string) (string, error) {
+	c, err := domain.VerifySessionToken(s.cfg.Secret, token, s.p.Clock.Now())
+	if err != nil {
+		return "", err
+	}
+	return c.DeviceID, nil
+}
+
+// Next runs the check with the version the device runs: that of the
+// firmware of its device type published under the artifact name it
+// reports (domain.RunningVersion). The deployment must carry an artifact
+// name (domain.Firmware.CheckArtifactDeliverable).
+func (s *Mender) Next(ctx context.Context, deviceID string, p ports.MenderProvides) (*ports.TaskView, error) {
+	if err := domain.ValidateIdentifier("device_type", p.DeviceType); err != nil {
+		return nil, err
+	}
+	if err := domain.ValidateText("artifact_name", p.ArtifactName, domain.MaxArtifactNameLen); err != nil {
+		return nil, err
+	}
+	var named *domain.Firmware
+	if p.ArtifactName != "" {
+		fw, err := s.p.Catalog.ByArtifactName(ctx, p.DeviceType, p.ArtifactName)
+		switch {
+		case err == nil:
+			named = &fw
+		case !errors.Is(err, domain.ErrNotFound):
+			return nil, fmt.Errorf("looking up artifact %q: %w", p.ArtifactName, err)
+		}
+	}
+	dev, err := s.identify(ctx, deviceID)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.check(ctx, dev, p.DeviceType, domain.RunningVersion(named))
+	if err != nil || v == nil {
+		return nil, err
+	}
+	if err := v.Firmware.CheckArtifactDeliverable(); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// identify loads the device a session token named, with its task state
+// (the token proved who it is; the device may have been removed since).
+func (s *Mender) identify(ctx context.Context, deviceID string) (ports.AuthenticatedDevice, error) {
+	dev, err := s.p.Devices.IdentifyDevice(ctx, deviceID)
+	if errors.Is(err, domain.ErrNotFound) {
+		return ports.AuthenticatedDevice{}, domain.ErrUnauthorized
+	}
+	if err != nil {
+		return ports.AuthenticatedDevice{}, fmt.Errorf("loading device: %w", err)
+	}
+	return dev, nil
+}
+
+// check is the one place the Mender translation calls the check use case.
+func (s *Mender) check(ctx context.Context, dev ports.AuthenticatedDevice, model string, running domain.Version) (*ports.TaskView, error) {
+	res, err := s.p.Devices.Check(ctx, ports.CheckRequest{Device: dev, Model: model, CurrentVersion: running.String()})
+	if err != nil {
+		return nil, err
+	}
+	return res.Task, nil
+}
+
+// Mender deployment statuses (Mender's device API).
+const (
+	menderDownloading      = "downloading"
+	menderInstalling       = "installing"
+	menderRebooting        = "rebooting"
+	menderSuccess          = "success"
+	menderFailure          = "failure"
+	menderAlreadyInstalled = "already-installed"
+)
+
+// Error code of a task a Mender device reports as failed.
+const CodeMenderFailure = "MENDER_FAILURE"
+
+// MenderEvent translates a Mender deployment status into a task event, or
+// reports that it carries no change (apply false: the pause_before_*
+// statuses of update control maps). The translation:
+//
+//	downloading                 → downloading
+//	installing, rebooting       → installing
+//	success, already-installed  → succeeded
+//	failure                     → failed (MENDER_FAILURE)
+//
+// The event id is a digest of the task and the status it maps to, so a
+// repeated report (Mender sends downloading three times and installing
+// twice) is a replay.
+func MenderEvent(taskID, status string) (ports.EventRequest, bool, error) {
+	var ev ports.EventRequest
+	switch status {
+	case menderDownloading:
+		ev.Status = domain.TaskDownloading.String()
+	case menderInstalling, menderRebooting:
+		ev.Status = domain.TaskInstalling.String()
+	case menderSuccess, menderAlreadyInstalled:
+		ev.Status = domain.TaskSucceeded.String()
+	case menderFailure:
+		ev.Status, ev.ErrorCode = domain.TaskFailed.String(), CodeMenderFailure
+		ev.ErrorMessage = "the device reported failure (see the task's log)"
+	case "pause_before_installing", "pause_before_committing", "pause_before_rebooting":
+		return ports.EventRequest{}, false, nil
+	default:
+		return ports.EventRequest{}, false, &domain.ValidationError{Field: "status",
+			Reason: "must be one of downloading, installing, rebooting, success, failure, already-installed, pause_before_*"}
+	}
+	sum := sha256.Sum256([]byte(taskID + "\x00" + ev.Status))
+	ev.EventID = "mender-" + hex.EncodeToString(sum[:])[:40]
+	return ev, true, nil
+}
+
+// Status applies a deployment status to the device's task. A task whose
+// rollout was cancelled or firmware revoked before the device began
+// installing is stopped first (domain.Task.StopBeforeInstall), and every
+// report on a cancelled or finished task is domain.ErrTaskFinished (Mender
+// answers 409: the device aborts). A late intermediate status that would
+// move the task backwards is acknowledged without change.
+func (s *Mender) Status(ctx context.Context, deviceID, taskID, status string) error {
+	ev, apply, err := MenderEvent(taskID, status)
+	if err != nil {
+		return err
+	}
+	v, err := s.p.Devices.GetTask(ctx, deviceID, taskID)
+	if err != nil {
+		return err
+	}
+	final := ev.Status == domain.TaskSucceeded.String() || ev.Status == domain.TaskFailed.String()
+	if !final {
+		if v.Task, err = s.stopBeforeInstall(ctx, v); err != nil {
+			return err
+		}
+	}
+	if v.Task.Status() == domain.TaskCancelled {
+		return &domain.TransitionError{Kind: domain.ErrTaskFinished, Detail: "the deployment was cancelled (" + v.Task.ErrorCode() + ")"}
+	}
+	if !apply {
+		return nil
+	}
+	if _, err := s.p.Devices.ReportEvent(ctx, deviceID, taskID, ev); err != nil {
+		if !final && errors.Is(err, domain.ErrInvalidTransition) {
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+// stopBeforeInstall stores domain.Task.StopBeforeInstall's decision.
+func (s *Mender) stopBeforeInstall(ctx context.Context, v ports.TaskView) (domain.Task, error) {
+	r, err := s.p.Rollouts.Get(ctx, v.Task.RolloutID())
+	if err != nil {
+		return domain.Task{}, fmt.Errorf("loading rollout: %w", err)
+	}
+	now := s.p.Clock.Now()
+	if probe := v.Task; !probe.StopBeforeInstall(v.Firmware, r, now) {
+		return v.Task, nil
+	}
+	t, err := s.p.Tasks.Update(ctx, v.Task.ID(), func(t *domain.Task) error {
+		t.StopBeforeInstall(v.Firmware, r, now)
+		return nil
+	})
+	if err != nil {
+		return domain.Task{}, fmt.Errorf("stopping task: %w", err)
+	}
+	if t.Status() == domain.TaskCancelled {
+		s.p.Metrics.TaskTransition(t.Status().String())
+	}
+	return t, nil
+}
+
+// Log keeps the device's log on its task (bounded, see domain.NewTaskLog).
+func (s *Mender) Log(ctx context.Context, deviceID, taskID string, lines []domain.LogLine) error {
+	if _, err := s.p.Devices.GetTask(ctx, deviceID, taskID); err != nil {
+		return err
+	}
+	if err := s.p.Logs.Put(ctx, domain.NewTaskLog(taskID, lines, s.p.Clock.Now())); err != nil {
+		return fmt.Errorf("storing task log: %w", err)
+	}
+	return nil
+}
+
+// Inventory stores the device's inventory as its attributes
+// (domain.FitInventory keeps an oversized report storable).
+func (s *Mender) Inventory(ctx context.Context, deviceID string, items []domain.InventoryItem, replace bool) error {
+	mode := domain.AttributesMerge
+	if replace {
+		mode = domain.AttributesReplace
+	}
+	data := domain.FitInventory(items)
+	now := s.p.Clock.Now()
+	if _, err := s.p.Attributes.Update(ctx, deviceID, func(a *domain.DeviceAttributes) error {
+		if mode == domain.AttributesMerge && len(a.Values())+len(data) > domain.MaxAttributes {
+			mode = domain.AttributesReplace
+		}
+		return a.Apply(mode, data, now)
+	}); err != nil {
+		return fmt.Errorf("storing inventory: %w", err)
+	}
+	return nil
+}
+
+// Pending lists the devices waiting for an operator, oldest first.
+func (s *Mender) Pending(ctx context.Context) ([]domain.AuthRequest, error) {
+	return s.p.Requests.List(ctx, domain.AuthRequestPending, MaxPendingAuthRequests)
+}
+
+// Accept admits the request's device with the key it presented. A device
+// not registered yet is registered with model (or its device type); a
+// registered one keeps its model and has its key replaced (its tokens'
+// generation moves on).
+func (s *Mender) Accept(ctx context.Context, requestID, model string) (domain.Device, error) {
+	r, err := s.p.Requests.Get(ctx, requestID)
+	if err != nil {
+		return domain.Device{}, fmt.Errorf("loading auth request: %w", err)
+	}
+	if r.Status() != domain.AuthRequestPending {
+		return domain.Device{}, &domain.TransitionError{Kind: domain.ErrInvalidTransition, Detail: "the request was rejected; the device must ask again with a new key"}
+	}
+	now := s.p.Clock.Now()
+	adm, err := domain.NewDeviceAdmission(r.DeviceID(), r.Key(), now)
+	if err != nil {
+		return domain.Device{}, err
+	}
+	dev, err := s.p.Repo.Get(ctx, r.DeviceID())
+	var newDev *domain.Device
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		m, err := r.AcceptModel(model)
+		if err != nil {
+			return domain.Device{}, err
+		}
+		_, hash, err := domain.NewDeviceToken()
+		if err != nil {
+			return domain.Device{}, fmt.Errorf("making device token: %w", err)
+		}
+		if dev, err = domain.NewDevice(r.DeviceID(), m, "", hash, now); err != nil {
+			return domain.Device{}, err
+		}
+		newDev = &dev
+	case err != nil:
+		return domain.Device{}, fmt.Errorf("loading device: %w", err)
+	case model != "" && model != dev.Model():
+		return domain.Device{}, domain.ErrModelMismatch
+	}
+	if err := s.p.Requests.Accept(ctx, requestID, newDev, adm); err != nil {
+		return domain.Device{}, fmt.Errorf("accepting device: %w", err)
+	}
+	return dev, nil
+}
+
+// Reject refuses a pending device; it stays refused until it presents
+// another key.
+func (s *Mender) Reject(ctx context.Context, requestID string) (domain.AuthRequest, error) {
+	now := s.p.Clock.Now()
+	r, err := s.p.Requests.Update(ctx, requestID, func(r *domain.AuthRequest) error {
+		r.Reject(now)
+		return nil
+	})
+	if err != nil {
+		return domain.AuthRequest{}, fmt.Errorf("rejecting device: %w", err)
+	}
+	return r, nil
+}
+
+// TaskLog returns the log a device uploaded about a task.
+func (s *Mender) TaskLog(ctx context.Context, taskID string) (domain.TaskLog, error) {
+	l, err := s.p.Logs.Get(ctx, taskID)
+	if err != nil {
+		return domain.TaskLog{}, fmt.Errorf("loading task log: %w", err)
+	}
+	return l, nil
+}
+
+// SetKey admits a registered device with publicKey (preauthorizing a
+// device registered without one, or rotating its key).
+func (s *Mender) SetKey(ctx context.Context, deviceID, publicKey string) (domain.DeviceAdmission, error) {
+	key, err := domain.ParseDeviceKey("public_key", publicKey)
+	if err != nil {
+		return domain.DeviceAdmission{}, err
+	}
+	now := s.p.Clock.Now()
+	a, err := s.p.Admissions.Admit(ctx, deviceID, func(cur *domain.DeviceAdmission) (domain.DeviceAdmission, error) {
+		if cur == nil {
+			return domain.NewDeviceAdmission(deviceID, key, now)
+		}
+		next := *cur
+		next.RotateKey(key, now)
+		return next, nil
+	})
+	if err != nil {
+		return domain.DeviceAdmission{}, fmt.Errorf("setting device key: %w", err)
+	}
+	return a, nil
+}

@@ -1,0 +1,40 @@
+package bootstrap_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ai-device/ota/bootstrap"
+)
+
+func TestMenderConfig(t *testing.T) {
+	cfg, err := bootstrap.LoadConfig(env(map[string]string{"OTA_ADMIN_TOKEN": "0123456789abcdef"}), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := cfg.Mender
+	if m.IDKey != "device_id" || m.AcceptPending || m.TokenSecret != "" || m.TokenTTL != time.Hour {
+		t.Fatalf("Mender defaults: %+v", m)
+	}
+	cfg, err = bootstrap.LoadConfig(env(map[string]string{"OTA_ADMIN_TOKEN": "0123456789abcdef",
+		"OTA_MENDER_ID_KEY": "mac", "OTA_MENDER_ACCEPT_PENDING": "true",
+		"OTA_MENDER_TOKEN_SECRET": strings.Repeat("s", 32), "OTA_MENDER_TOKEN_TTL": "15m"}), true)
+	if m = cfg.Mender; err != nil || m.IDKey != "mac" || !m.AcceptPending || m.TokenTTL != 15*time.Minute {
+		t.Fatalf("Mender settings: %v %+v", err, m)
+	}
+	for name, value := range map[string]string{
+		"OTA_MENDER_ACCEPT_PENDING": "yes",
+		"OTA_MENDER_TOKEN_SECRET":   "short-secret",
+		"OTA_MENDER_TOKEN_TTL":      "5s",
+		"OTA_MENDER_ID_KEY":         strings.Repeat("k", 129),
+	} {
+		_, err := bootstrap.LoadConfig(env(map[string]string{"OTA_ADMIN_TOKEN": "0123456789abcdef", name: value}), true)
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=%q: %v, want an error naming the variable", name, value, err)
+		}
+		if err != nil && name == "OTA_MENDER_TOKEN_SECRET" && strings.Contains(err.Error(), value) {
+			t.Errorf("the error shows the secret: %v", err)
+		}
+	}
+}
