@@ -43,9 +43,13 @@ type Config struct {
 	// answers SERVICE_BUSY. It also bounds an answer when Redis is down or
 	// silent, and how long a release may hold up the caller.
 	Wait time.Duration
-	// Majority is how many of 2*Majority-1 keys must be acquired. Against
-	// one Redis (or one cluster) keep 1: more keys on the same server add
-	// round trips, not safety.
+	// Majority is how many of 2*Majority-1 keys must be acquired, so that a
+	// lock survives the loss of Majority-1 masters of a Redis Cluster. Keep
+	// 1 on a single Redis: more keys on one server add round trips, not
+	// safety, and New refuses more there. Above 1, New reads the cluster's
+	// slots and refuses a cluster with fewer masters than keys; the keys of
+	// a lock are then named KeyPrefix + "{:" + i + ":" + tag + "}:" + name,
+	// the tag chosen so that each lands on its own master (see keySpread).
 	Majority int32
 }
 

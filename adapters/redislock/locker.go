@@ -40,6 +40,7 @@ var (
 type Locker struct {
 	lk      rueidislock.Locker
 	names   *nameTable
+	spread  *keySpread // nil with a majority of 1: the lock is one key
 	wait    time.Duration
 	metrics ports.LockMetrics
 
@@ -61,7 +62,13 @@ func New(cfg Config, metrics ports.LockMetrics) (*Locker, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	names := &nameTable{prefix: cfg.KeyPrefix + ":", states: make(map[string]*nameState)}
+	// With more than one key per lock, the keys carry a hash tag that puts
+	// each on its own cluster master (see keySpread): the prefix opens it.
+	prefix := cfg.KeyPrefix
+	if cfg.Majority > 1 {
+		prefix += "{"
+	}
+	names := &nameTable{prefix: prefix + ":", states: make(map[string]*nameState)}
 	lk, err := rueidislock.NewLocker(rueidislock.LockerOption{
 		ClientOption: opt,
 		ClientBuilder: func(o rueidis.ClientOption) (rueidis.Client, error) {
@@ -76,7 +83,7 @@ func New(cfg Config, metrics ports.LockMetrics) (*Locker, func(), error) {
 			}
 			return rueidis.NewClient(o)
 		},
-		KeyPrefix:    cfg.KeyPrefix,
+		KeyPrefix:    prefix,
 		KeyValidity:  cfg.TTL,
 		KeyMajority:  cfg.Majority,
 		TryNextAfter: tryNextAfter(cfg),
@@ -88,6 +95,15 @@ func New(cfg Config, metrics ports.LockMetrics) (*Locker, func(), error) {
 		return nil, nil, fmt.Errorf("redislock: connect to Redis at %s: %w", strings.Join(opt.InitAddress, ","), err)
 	}
 	l := &Locker{lk: lk, names: names, wait: cfg.Wait, metrics: metrics}
+	if cfg.Majority > 1 {
+		ctx, cancel := context.WithTimeout(context.Background(), max(cfg.Wait, 2*time.Second))
+		l.spread, err = readSpread(ctx, lk.Client(), cfg.Majority)
+		cancel()
+		if err != nil {
+			lk.Close()
+			return nil, nil, err
+		}
+	}
 	return l, l.Close, nil
 }
 
@@ -107,6 +123,9 @@ func New(cfg Config, metrics ports.LockMetrics) (*Locker, func(), error) {
 func (l *Locker) WithLock(ctx context.Context, name string, fn func(ctx context.Context) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if l.spread != nil {
+		name = l.spread.rueidisName(name)
 	}
 	start := time.Now()
 	lockCtx, release, err := l.acquire(ctx, name)
@@ -198,8 +217,10 @@ func (l *Locker) acquire(ctx context.Context, name string) (context.Context, fun
 			}, nil
 		}
 		// The wait ran out, or the caller left, as the lock arrived: its
-		// context is being cancelled, so it cannot guard fn.
-		l.release(a.release)
+		// context is being cancelled, so it cannot guard fn. It is released
+		// in the background: waiting for a slow release here would stretch
+		// the wait to twice OTA_LOCK_WAIT.
+		l.releaseLater(a.release)
 		finish()
 		return nil, nil, l.refusal(ctx, waitCtx, st, name, errWaitExpired)
 	case <-waitCtx.Done():
@@ -290,6 +311,19 @@ func (l *Locker) release(release func()) {
 	case <-t.C:
 	}
 	t.Stop()
+}
+
+// releaseLater releases a lock nobody will use without waiting for Redis;
+// Close still waits for it.
+func (l *Locker) releaseLater(release func()) {
+	if !l.track() {
+		release()
+		return
+	}
+	go func() {
+		defer l.bg.Done()
+		release()
+	}()
 }
 
 // track registers background work unless the Locker is closed, so Close can
