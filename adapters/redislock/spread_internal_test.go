@@ -77,7 +77,7 @@ func TestKeysOfALockLandOnDistinctMasters(t *testing.T) {
 	even3 := layout(3, [][2]int{{0, 5460}}, [][2]int{{5461, 10922}}, [][2]int{{10923, 16383}})
 	layouts := map[string]*keySpread{
 		"3 even masters (redis-cli --cluster create)": even3,
-		"3 uneven masters": layout(3, [][2]int{{0, 999}}, [][2]int{{1000, 13999}}, [][2]int{{14000, 16383}}),
+		"3 uneven masters":                            layout(3, [][2]int{{0, 999}}, [][2]int{{1000, 13999}}, [][2]int{{14000, 16383}}),
 		"3 masters, interleaved ranges": layout(3, [][2]int{{0, 99}, {300, 5000}}, [][2]int{{100, 199}, {5001, 12000}},
 			[][2]int{{200, 299}, {12001, 16383}}),
 		"5 masters, majority 3": layout(5, [][2]int{{0, 3276}}, [][2]int{{3277, 6553}}, [][2]int{{6554, 9830}},

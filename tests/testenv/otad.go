@@ -83,9 +83,11 @@ func buildOtad() {
 }
 
 // RunWithOtad is the body of a TestMain for tests that start otad: it runs
-// the tests, then removes the binary OtadBinary built (if any).
+// the tests, reports skips as Main does, then removes the binary
+// OtadBinary built (if any).
 func RunWithOtad(m *testing.M) int {
 	code := m.Run()
+	reportSkips()
 	otadMu.Lock()
 	dir := otadDir
 	otadMu.Unlock()
