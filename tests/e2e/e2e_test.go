@@ -33,6 +33,7 @@ func TestE2E(t *testing.T) {
 		t.Run("RequestIDsAndErrors", testRequestIDsAndErrors)
 		t.Run("GracefulShutdown", testGracefulShutdown)
 		t.Run("RateLimits", testRateLimits)
+		t.Run("Linearizable", testLinearizable)
 	})
 	t.Run("OpenAPIConformance", testOpenAPIConformance)
 }

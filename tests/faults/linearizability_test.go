@@ -1,0 +1,144 @@
+package faults
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/ai-device/ota/tests/testenv"
+)
+
+// TestLinearizableUnderFaults records every check, progress event and
+// rollout change that concurrent devices make against several otad
+// processes while a fault is played, and checks each history with
+// porcupine against the sequential model of the service (testenv.LinModel:
+// one active task per device, handed out unchanged until it finishes,
+// events applied once per id and only forward, no creation while the
+// rollout is paused; a SERVICE_BUSY or unanswered call may or may not have
+// taken effect). A history no sequential order explains fails the test,
+// and its visualisation is written to a file whose path is printed.
+//
+// Faults, each during a run of 4 devices × 3 clients (spread over the
+// instances) × 14 calls:
+//   - redis-cut: the instances' Redis connections are reset and refused for
+//     800ms (the TCP proxy is cut), then restored;
+//   - postgres-restart: every otad session is terminated (57P01) and the
+//     proxy refuses connections for 800ms, then is restored;
+//   - frozen-holder: one of three instances is frozen (SIGSTOP) for 2.5s,
+//     longer than OTA_LOCK_TTL (1s) and the clients' 2s timeout, while it
+//     serves the load, then thawed: the calls it held get no answer
+//     (unknown: they may take effect at any time after), its locks expire
+//     and the others take them.
+//
+// After the load, the rollout is paused (and, a catalog refresh later,
+// every device checks once), then resumed (and every device checks once).
+// Each scenario runs twice; each history holds about 180 operations and is
+// checked in well under a second.
+func TestLinearizableUnderFaults(t *testing.T) {
+	t.Parallel()
+	scenarios := []struct {
+		name      string
+		instances int
+		setup     func(t *testing.T, w *world) (dbURL, redisURL string, fault func(insts []*testenv.Otad))
+	}{
+		{"redis-cut", 2, func(t *testing.T, w *world) (string, string, func([]*testenv.Otad)) {
+			p := testenv.StartProxy(t, hostOf(t, w.redisURL))
+			return "", viaProxy(t, w.redisURL, p), func([]*testenv.Otad) {
+				p.Cut()
+				time.Sleep(800 * time.Millisecond)
+				if err := p.Restore(); err != nil {
+					t.Error(err)
+				}
+			}
+		}},
+		{"postgres-restart", 2, func(t *testing.T, w *world) (string, string, func([]*testenv.Otad)) {
+			p := testenv.StartProxy(t, hostOf(t, w.dbURL))
+			return viaProxy(t, w.dbURL, p), "", func([]*testenv.Otad) {
+				w.terminateOtadSessions()
+				p.Cut()
+				time.Sleep(800 * time.Millisecond)
+				if err := p.Restore(); err != nil {
+					t.Error(err)
+				}
+			}
+		}},
+		{"frozen-holder", 3, func(t *testing.T, w *world) (string, string, func([]*testenv.Otad)) {
+			return "", "", func(insts []*testenv.Otad) {
+				if err := insts[0].Pause(); err != nil {
+					t.Error(err)
+					return
+				}
+				// Longer than OTA_LOCK_TTL (1s), and than the clients'
+				// patience (2s): the calls it holds go unanswered.
+				time.Sleep(2500 * time.Millisecond)
+				if err := insts[0].Resume(); err != nil {
+					t.Error(err)
+				}
+			}
+		}},
+	}
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			for round := range 2 {
+				w := newWorld(t)
+				dbURL, redisURL, fault := sc.setup(t, w)
+				names := []string{"A", "B", "C"}[:sc.instances]
+				insts := w.start(otadOpts{dbURL: dbURL, redisURL: redisURL, env: map[string]string{
+					"OTA_LOCK_TTL": "1s", "OTA_LOCK_WAIT": "500ms"}}, names...)
+				h := runLinearizable(t, w, insts, fault)
+				if res := testenv.CheckLinearizable(t, sc.name+"-"+string(rune('1'+round)), h); res != porcupine.Ok {
+					return
+				}
+			}
+		})
+	}
+}
+
+// runLinearizable plays the load (with fault in the middle of it) and the
+// rollout changes, and returns the recorded history.
+func runLinearizable(t *testing.T, w *world, insts []*testenv.Otad, fault func([]*testenv.Otad)) *testenv.History {
+	t.Helper()
+	admin := w.client(insts[len(insts)-1], 30*time.Second)
+	model := uniq("lin")
+	_, rollout := w.publish(admin, model, "2.0.0")
+	var devs []testenv.LinDevice
+	for _, d := range w.register(admin, model, "1.0.0", 4) {
+		devs = append(devs, testenv.LinDevice{ID: d.id, Token: d.token, Model: d.model, Version: d.version})
+	}
+	urls := make([]string, len(insts))
+	for i, o := range insts {
+		urls[i] = o.URL
+	}
+	// Let every instance's catalog cache see the new rollout.
+	time.Sleep(1200 * time.Millisecond)
+
+	h := &testenv.History{}
+	load := testenv.LinWorkload{URLs: urls, Devices: devs, ClientsPerDevice: 3, OpsPerClient: 14, Timeout: 2 * time.Second,
+		Pause: func() time.Duration { return time.Duration(20+rand.N(60)) * time.Millisecond }}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		load.Run(ctx, h)
+	}()
+	time.Sleep(150 * time.Millisecond)
+	fault(insts)
+	<-done
+
+	// Rollout changes, each followed by one check per device once every
+	// instance's catalog has caught up (the model treats a change as atomic).
+	once := testenv.LinWorkload{URLs: urls, Devices: devs, ClientsPerDevice: 1, OpsPerClient: 1, Timeout: 5 * time.Second}
+	for _, status := range []string{"paused", "active"} {
+		if out := testenv.LinRolloutChange(ctx, h, load.Clients(), insts[0].URL, w.admin, rollout, status); out.Outcome != "ok" {
+			t.Fatalf("setting the rollout %s: %+v", status, out)
+		}
+		time.Sleep(1200 * time.Millisecond)
+		once.Run(ctx, h)
+	}
+	return h
+}

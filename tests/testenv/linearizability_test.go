@@ -1,0 +1,106 @@
+package testenv
+
+import (
+	"testing"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// op builds a recorded operation of client c over [call, ret].
+func op(c int, call, ret int64, in LinInput, out LinOutput) porcupine.Operation {
+	return porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret}
+}
+
+func check(dev string) LinInput { return LinInput{Kind: "check", Device: dev} }
+
+func event(dev, task, id, status string, progress int) LinInput {
+	return LinInput{Kind: "event", Device: dev, TaskID: task, EventID: id, Status: status, Progress: progress}
+}
+
+func got(task, status string, progress int) LinOutput {
+	return LinOutput{Outcome: "ok", TaskID: task, Status: status, Progress: progress}
+}
+
+// The model must reject the bugs the service guards against and accept
+// what concurrency and lost answers allow: each case is a history a real
+// run could record.
+func TestLinModel(t *testing.T) {
+	busy, unknown := LinOutput{Outcome: "busy"}, LinOutput{Outcome: "unknown"}
+	for _, tc := range []struct {
+		name string
+		ops  []porcupine.Operation
+		want porcupine.CheckResult
+	}{
+		{"concurrent checks share one new task", []porcupine.Operation{
+			op(0, 0, 10, check("d"), got("t1", "pending", 0)),
+			op(1, 1, 9, check("d"), got("t1", "pending", 0)),
+		}, porcupine.Ok},
+		{"a second task while the first is active (duplicate)", []porcupine.Operation{
+			op(0, 0, 10, check("d"), got("t1", "pending", 0)),
+			op(1, 11, 20, check("d"), got("t2", "pending", 0)),
+		}, porcupine.Illegal},
+		{"concurrent duplicates (two tasks handed out at once)", []porcupine.Operation{
+			op(0, 0, 10, check("d"), got("t1", "pending", 0)),
+			op(1, 0, 10, check("d"), got("t2", "pending", 0)),
+		}, porcupine.Illegal},
+		{"a busy check created the task the next one hands out", []porcupine.Operation{
+			op(0, 0, 10, check("d"), busy),
+			op(1, 11, 20, check("d"), got("t1", "pending", 0)),
+			op(1, 21, 30, check("d"), got("t1", "pending", 0)),
+		}, porcupine.Ok},
+		{"a stale read after an acknowledged event", []porcupine.Operation{
+			op(0, 0, 10, check("d"), got("t1", "pending", 0)),
+			op(0, 11, 20, event("d", "t1", "e1", "downloading", 50), got("t1", "downloading", 50)),
+			op(1, 21, 30, check("d"), got("t1", "pending", 0)),
+		}, porcupine.Illegal},
+		{"an event applied twice under one id", []porcupine.Operation{
+			op(0, 0, 10, check("d"), got("t1", "pending", 0)),
+			op(0, 11, 20, event("d", "t1", "e1", "downloading", 50), got("t1", "downloading", 50)),
+			op(0, 21, 30, event("d", "t1", "e2", "downloaded", 100), got("t1", "downloaded", 100)),
+			op(1, 31, 40, event("d", "t1", "e1", "downloading", 50), LinOutput{Outcome: "error", Code: "INVALID_TRANSITION"}),
+		}, porcupine.Illegal},
+		{"a repeated event answers the task as it is now", []porcupine.Operation{
+			op(0, 0, 10, check("d"), got("t1", "pending", 0)),
+			op(0, 11, 20, event("d", "t1", "e1", "downloading", 50), got("t1", "downloading", 50)),
+			op(0, 21, 30, event("d", "t1", "e2", "downloaded", 100), got("t1", "downloaded", 100)),
+			op(1, 31, 40, event("d", "t1", "e1", "downloading", 50), got("t1", "downloaded", 100)),
+		}, porcupine.Ok},
+		{"an unanswered event may land after later calls", []porcupine.Operation{
+			op(0, 0, 10, check("d"), got("t1", "pending", 0)),
+			op(0, 11, 99, event("d", "t1", "e1", "failed", 0), unknown), // open until the end, as History records it
+			op(1, 20, 30, check("d"), got("t1", "pending", 0)),
+			op(1, 40, 50, event("d", "t1", "e2", "downloading", 10), LinOutput{Outcome: "error", Code: "TASK_FINISHED"}),
+		}, porcupine.Ok},
+		{"no update while the rollout is active and nothing failed", []porcupine.Operation{
+			op(0, 0, 10, check("d"), LinOutput{Outcome: "none"}),
+		}, porcupine.Illegal},
+		{"no update once paused, a task once resumed", []porcupine.Operation{
+			op(9, 0, 10, LinInput{Kind: "rollout", Status: "paused"}, LinOutput{Outcome: "ok", Status: "paused"}),
+			op(0, 11, 20, check("d"), LinOutput{Outcome: "none"}),
+			op(9, 21, 30, LinInput{Kind: "rollout", Status: "active"}, LinOutput{Outcome: "ok", Status: "active"}),
+			op(0, 31, 40, check("d"), got("t1", "pending", 0)),
+		}, porcupine.Ok},
+		{"a task created after the pause returned", []porcupine.Operation{
+			op(9, 0, 10, LinInput{Kind: "rollout", Status: "paused"}, LinOutput{Outcome: "ok", Status: "paused"}),
+			op(0, 11, 20, check("d"), got("t1", "pending", 0)),
+		}, porcupine.Illegal},
+		{"a 500 is never explained", []porcupine.Operation{
+			op(0, 0, 10, check("d"), LinOutput{Outcome: "bad", Detail: "500 INTERNAL"}),
+		}, porcupine.Illegal},
+		{"after three failures, no task", []porcupine.Operation{
+			op(0, 0, 1, check("d"), got("t1", "pending", 0)),
+			op(0, 2, 3, event("d", "t1", "e1", "failed", 0), got("t1", "failed", 0)),
+			op(0, 4, 5, check("d"), got("t2", "pending", 0)),
+			op(0, 6, 7, event("d", "t2", "e1", "failed", 0), got("t2", "failed", 0)),
+			op(0, 8, 9, check("d"), got("t3", "pending", 0)),
+			op(0, 10, 11, event("d", "t3", "e1", "failed", 0), got("t3", "failed", 0)),
+			op(0, 12, 13, check("d"), got("t4", "pending", 0)),
+		}, porcupine.Illegal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if res := porcupine.CheckOperationsTimeout(LinModel, tc.ops, 0); res != tc.want {
+				t.Fatalf("check = %v, want %v", res, tc.want)
+			}
+		})
+	}
+}
