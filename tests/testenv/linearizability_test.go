@@ -104,3 +104,21 @@ func TestLinModel(t *testing.T) {
 		})
 	}
 }
+
+// An unanswered call may take effect at any time after it was made: the
+// history keeps it open until the last return, so a later answer can be
+// explained by it.
+func TestUnansweredCallStaysOpen(t *testing.T) {
+	h := &History{}
+	h.Record(0, check("d"), func() LinOutput { return got("t1", "pending", 0) })
+	h.Record(0, event("d", "t1", "e1", "failed", 0), func() LinOutput { return LinOutput{Outcome: "unknown"} })
+	h.Record(1, check("d"), func() LinOutput { return got("t1", "pending", 0) })
+	h.Record(1, event("d", "t1", "e2", "downloading", 10), func() LinOutput { return LinOutput{Outcome: "error", Code: "TASK_FINISHED"} })
+	ops := h.operations()
+	if ops[1].Return <= ops[3].Return {
+		t.Fatalf("the unanswered call returns at %d, before the last answer (%d)", ops[1].Return, ops[3].Return)
+	}
+	if res := CheckLinearizable(t, "unanswered", h); res != porcupine.Ok {
+		t.Fatalf("check = %v, want the unanswered failure explaining TASK_FINISHED", res)
+	}
+}
