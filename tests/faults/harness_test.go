@@ -39,6 +39,9 @@ type world struct {
 	redisURL string
 	admin    string
 	tally    *tally
+
+	gateMu sync.Mutex
+	gate   *sqlx.Tx // the tasks table's lock, while closed (closeGate)
 }
 
 func newWorld(t *testing.T) *world {

@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"math/rand/v2"
+	"net/url"
 	"testing"
 	"time"
 
@@ -27,11 +28,15 @@ import (
 //     800ms (the TCP proxy is cut), then restored;
 //   - postgres-restart: every otad session is terminated (57P01) and the
 //     proxy refuses connections for 800ms, then is restored;
-//   - frozen-holder: one of three instances is frozen (SIGSTOP) for 2.5s,
-//     longer than OTA_LOCK_TTL (1s) and the clients' 2s timeout, while it
-//     serves the load, then thawed: the calls it held get no answer
-//     (unknown: they may take effect at any time after), its locks expire
-//     and the others take them.
+//   - frozen-holder: the tasks table is locked (SHARE MODE: reads pass,
+//     inserts wait) as the load starts, so the first creations park inside
+//     their critical sections, holding their locks; once instance A has
+//     some parked, A is frozen (SIGSTOP) and the table let go: A's inserts
+//     complete in Postgres and stay uncommitted while A is frozen, for 2.5s,
+//     longer than OTA_LOCK_TTL (1s) and the clients' 2s timeout; the other
+//     instances take the expired locks and meet A's uncommitted rows in the
+//     unique index. Then A is thawed. The calls A held get no answer
+//     (unknown: they may take effect at any time after).
 //
 // After the load, the rollout is paused (and, a catalog refresh later,
 // every device checks once), then resumed (and every device checks once).
@@ -43,8 +48,9 @@ func TestLinearizableUnderFaults(t *testing.T) {
 		name      string
 		instances int
 		setup     func(t *testing.T, w *world) (dbURL, redisURL string, fault func(insts []*testenv.Otad))
+		park      bool // park A's first creations in their critical sections before the fault
 	}{
-		{"redis-cut", 2, func(t *testing.T, w *world) (string, string, func([]*testenv.Otad)) {
+		{name: "redis-cut", instances: 2, setup: func(t *testing.T, w *world) (string, string, func([]*testenv.Otad)) {
 			p := testenv.StartProxy(t, hostOf(t, w.redisURL))
 			return "", viaProxy(t, w.redisURL, p), func([]*testenv.Otad) {
 				p.Cut()
@@ -54,7 +60,7 @@ func TestLinearizableUnderFaults(t *testing.T) {
 				}
 			}
 		}},
-		{"postgres-restart", 2, func(t *testing.T, w *world) (string, string, func([]*testenv.Otad)) {
+		{name: "postgres-restart", instances: 2, setup: func(t *testing.T, w *world) (string, string, func([]*testenv.Otad)) {
 			p := testenv.StartProxy(t, hostOf(t, w.dbURL))
 			return viaProxy(t, w.dbURL, p), "", func([]*testenv.Otad) {
 				w.terminateOtadSessions()
@@ -65,12 +71,13 @@ func TestLinearizableUnderFaults(t *testing.T) {
 				}
 			}
 		}},
-		{"frozen-holder", 3, func(t *testing.T, w *world) (string, string, func([]*testenv.Otad)) {
+		{name: "frozen-holder", instances: 3, park: true, setup: func(t *testing.T, w *world) (string, string, func([]*testenv.Otad)) {
 			return "", "", func(insts []*testenv.Otad) {
 				if err := insts[0].Pause(); err != nil {
 					t.Error(err)
 					return
 				}
+				w.openGate()
 				// Longer than OTA_LOCK_TTL (1s), and than the clients'
 				// patience (2s): the calls it holds go unanswered.
 				time.Sleep(2500 * time.Millisecond)
@@ -86,10 +93,16 @@ func TestLinearizableUnderFaults(t *testing.T) {
 			for round := range 2 {
 				w := newWorld(t)
 				dbURL, redisURL, fault := sc.setup(t, w)
-				names := []string{"A", "B", "C"}[:sc.instances]
-				insts := w.start(otadOpts{dbURL: dbURL, redisURL: redisURL, env: map[string]string{
-					"OTA_LOCK_TTL": "1s", "OTA_LOCK_WAIT": "500ms"}}, names...)
-				h := runLinearizable(t, w, insts, fault)
+				env := map[string]string{"OTA_LOCK_TTL": "1s", "OTA_LOCK_WAIT": "500ms"}
+				var insts []*testenv.Otad
+				if sc.park {
+					// A's sessions are told apart in pg_stat_activity.
+					insts = w.start(otadOpts{dbURL: withAppName(t, w.dbURL, linAppA), redisURL: redisURL, env: env}, "A")
+					insts = append(insts, w.start(otadOpts{dbURL: dbURL, redisURL: redisURL, env: env}, []string{"B", "C"}[:sc.instances-1]...)...)
+				} else {
+					insts = w.start(otadOpts{dbURL: dbURL, redisURL: redisURL, env: env}, []string{"A", "B", "C"}[:sc.instances]...)
+				}
+				h := runLinearizable(t, w, insts, fault, sc.park)
 				if res := testenv.CheckLinearizable(t, sc.name+"-"+string(rune('1'+round)), h); res != porcupine.Ok {
 					return
 				}
@@ -100,7 +113,7 @@ func TestLinearizableUnderFaults(t *testing.T) {
 
 // runLinearizable plays the load (with fault in the middle of it) and the
 // rollout changes, and returns the recorded history.
-func runLinearizable(t *testing.T, w *world, insts []*testenv.Otad, fault func([]*testenv.Otad)) *testenv.History {
+func runLinearizable(t *testing.T, w *world, insts []*testenv.Otad, fault func([]*testenv.Otad), park bool) *testenv.History {
 	t.Helper()
 	admin := w.client(insts[len(insts)-1], 30*time.Second)
 	model := uniq("lin")
@@ -121,12 +134,29 @@ func runLinearizable(t *testing.T, w *world, insts []*testenv.Otad, fault func([
 		Pause: func() time.Duration { return time.Duration(20+rand.N(60)) * time.Millisecond }}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	if park {
+		w.closeGate(ctx)
+		defer w.openGate()
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		load.Run(ctx, h)
 	}()
-	time.Sleep(150 * time.Millisecond)
+	if park {
+		var parked int
+		waitFor(3*time.Second, func() bool {
+			_ = w.db.GetContext(ctx, &parked, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND application_name = $1 AND wait_event_type = 'Lock'`, linAppA)
+			return parked > 0
+		})
+		if parked == 0 {
+			t.Errorf("no creation of A's parked at the gate within 3s: the frozen instance would hold no lock")
+		}
+		t.Logf("A frozen with %d sessions parked in critical sections", parked)
+	} else {
+		time.Sleep(150 * time.Millisecond)
+	}
 	fault(insts)
 	<-done
 
@@ -141,4 +171,47 @@ func runLinearizable(t *testing.T, w *world, insts []*testenv.Otad, fault func([
 		once.Run(ctx, h)
 	}
 	return h
+}
+
+// linAppA is instance A's application_name in the frozen-holder scenario.
+const linAppA = "otad-lin-a"
+
+// withAppName sets a database URL's application_name.
+func withAppName(t *testing.T, raw, name string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("application_name", name)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// closeGate locks the tasks table in SHARE MODE: reads (and SELECT … FOR
+// UPDATE) pass, every insert or update of a task waits until openGate.
+func (w *world) closeGate(ctx context.Context) {
+	w.t.Helper()
+	tx, err := w.db.BeginTxx(ctx, nil)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, `LOCK TABLE tasks IN SHARE MODE`); err != nil {
+		_ = tx.Rollback()
+		w.t.Fatal(err)
+	}
+	w.gateMu.Lock()
+	w.gate = tx
+	w.gateMu.Unlock()
+}
+
+// openGate lets the tasks table go; it does nothing when it is open.
+func (w *world) openGate() {
+	w.gateMu.Lock()
+	defer w.gateMu.Unlock()
+	if w.gate != nil {
+		_ = w.gate.Rollback()
+		w.gate = nil
+	}
 }
