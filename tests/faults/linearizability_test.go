@@ -134,9 +134,14 @@ func runLinearizable(t *testing.T, w *world, insts []*testenv.Otad, fault func([
 		Pause: func() time.Duration { return time.Duration(20+rand.N(60)) * time.Millisecond }}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	release := make(chan struct{})
 	if park {
 		w.closeGate(ctx)
 		defer w.openGate()
+		// A's clients (one per device) go first: A takes every device's
+		// lock and parks its creations at the gate; the others follow.
+		load.Held = func(client int) bool { return load.URLOf(client) != insts[0].URL }
+		load.Release = release
 	}
 	done := make(chan struct{})
 	go func() {
@@ -148,13 +153,15 @@ func runLinearizable(t *testing.T, w *world, insts []*testenv.Otad, fault func([
 		waitFor(3*time.Second, func() bool {
 			_ = w.db.GetContext(ctx, &parked, `SELECT count(*) FROM pg_stat_activity
 				WHERE datname = current_database() AND application_name = $1 AND wait_event_type = 'Lock'`, linAppA)
-			return parked > 0
+			return parked >= len(devs)
 		})
+		close(release)
 		if parked == 0 {
 			t.Errorf("no creation of A's parked at the gate within 3s: the frozen instance would hold no lock")
 		}
 		t.Logf("A frozen with %d sessions parked in critical sections", parked)
 	} else {
+		close(release)
 		time.Sleep(150 * time.Millisecond)
 	}
 	fault(insts)

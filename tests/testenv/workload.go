@@ -33,7 +33,14 @@ type LinWorkload struct {
 	Timeout          time.Duration // per call; a call without an answer by then is "unknown"
 	// Pause, if set, returns how long to wait between a client's calls.
 	Pause func() time.Duration
+	// Held, if set, names the clients that wait for Release to be closed
+	// before their first call (so that the others go first).
+	Held    func(client int) bool
+	Release <-chan struct{}
 }
+
+// URLOf is the instance client id talks to.
+func (w LinWorkload) URLOf(client int) string { return w.URLs[client%len(w.URLs)] }
 
 // Clients is how many client ids the workload uses; admin changes may use
 // the next one.
@@ -48,8 +55,16 @@ func (w LinWorkload) Run(ctx context.Context, h *History) {
 	for d, dev := range w.Devices {
 		for c := range w.ClientsPerDevice {
 			id := d*w.ClientsPerDevice + c
-			base := w.URLs[id%len(w.URLs)]
-			wg.Go(func() { w.client(ctx, h, hc, base, dev, id) })
+			wg.Go(func() {
+				if w.Held != nil && w.Held(id) {
+					select {
+					case <-w.Release:
+					case <-ctx.Done():
+						return
+					}
+				}
+				w.client(ctx, h, hc, w.URLOf(id), dev, id)
+			})
 		}
 	}
 	wg.Wait()
