@@ -29,9 +29,10 @@ import (
 //   - postgres-restart: every otad session is terminated (57P01) and the
 //     proxy refuses connections for 800ms, then is restored;
 //   - frozen-holder: the tasks table is locked (SHARE MODE: reads pass,
-//     inserts wait) as the load starts, so the first creations park inside
-//     their critical sections, holding their locks; once instance A has
-//     some parked, A is frozen (SIGSTOP) and the table let go: A's inserts
+//     inserts wait) and instance A's clients (one per device) start first,
+//     so A takes every device's lock and parks its creations inside their
+//     critical sections; once all 4 are parked, the other clients start, A
+//     is frozen (SIGSTOP) and the table let go: A's inserts
 //     complete in Postgres and stay uncommitted while A is frozen, for 2.5s,
 //     longer than OTA_LOCK_TTL (1s) and the clients' 2s timeout; the other
 //     instances take the expired locks and meet A's uncommitted rows in the
