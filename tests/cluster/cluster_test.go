@@ -312,7 +312,9 @@ func TestMajorityTwoLockHoldsAfterAMasterDies(t *testing.T) {
 
 	// The kill matters: a single-key lock living on the dead master cannot
 	// be had any more, while the majority lock below still can.
-	single := newLocker(t, nodes, prefix+":single", 1, 300*time.Millisecond)
+	// (Seeded with a live node: the victim may be the usual seed, nodes[0].)
+	live := []node{nodes[(victimIdx+1)%len(nodes)]}
+	single := newLocker(t, live, prefix+":single", 1, 300*time.Millisecond)
 	var deadName string
 	for deadName = uuid.NewString(); master(prefix+":single:0:"+deadName) != victimIdx; deadName = uuid.NewString() {
 	}
