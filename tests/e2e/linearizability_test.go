@@ -24,17 +24,24 @@ func testLinearizable(t *testing.T) {
 		insts := e.start(t, instanceConfig{env: map[string]string{"OTA_DEVICE_RATE_LIMIT": "0", "OTA_LOCK_TTL": "1s"}}, "L1", "L2", "L3")
 		c := newClient(t, insts[0])
 		model := uniq("lin")
-		fw := c.publishFirmware(t, e.adminToken, model, "2.0.0")
-		rollout := c.startRollout(t, e.adminToken, fw, 100)
 		var devs []testenv.LinDevice
 		for range 4 {
 			id := uniq("dev")
 			devs = append(devs, testenv.LinDevice{ID: id, Token: c.registerDevice(t, e.adminToken, id, model, "1.0.0"), Model: model, Version: "1.0.0"})
 		}
 		urls := []string{insts[0].URL, insts[1].URL, insts[2].URL}
-		time.Sleep(1200 * time.Millisecond) // every catalog cache has the rollout
-
 		h := &testenv.History{}
+		operator := len(devs) * 3 // the client id after the devices'
+		start := func(version string) (rollout string) {
+			testenv.LinRolloutStart(h, operator, version, func() error {
+				rollout = c.startRollout(t, e.adminToken, c.publishFirmware(t, e.adminToken, model, version), 100)
+				return nil
+			})
+			time.Sleep(1200 * time.Millisecond) // every catalog cache has the rollout
+			return rollout
+		}
+		start("2.0.0")
+
 		load := testenv.LinWorkload{URLs: urls, Devices: devs, ClientsPerDevice: 3, OpsPerClient: 14, Timeout: 5 * time.Second,
 			Pause: func() time.Duration { return time.Duration(10+rand.N(40)) * time.Millisecond }}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -50,9 +57,14 @@ func testLinearizable(t *testing.T) {
 			g.open(t)
 		}
 		<-done
+		// A newer version supersedes pending tasks; pausing it makes the
+		// older one the target again.
+		rollout3 := start("3.0.0")
+		more := testenv.LinWorkload{URLs: urls, Devices: devs, ClientsPerDevice: 3, OpsPerClient: 8, Timeout: 5 * time.Second, Pause: load.Pause}
+		more.Run(ctx, h)
 		once := testenv.LinWorkload{URLs: urls, Devices: devs, ClientsPerDevice: 1, OpsPerClient: 1, Timeout: 5 * time.Second}
 		for _, status := range []string{"paused", "active"} {
-			if out := testenv.LinRolloutChange(ctx, h, load.Clients(), insts[1].URL, e.adminToken, rollout, status); out.Outcome != "ok" {
+			if out := testenv.LinRolloutChange(ctx, h, operator, insts[1].URL, e.adminToken, rollout3, "3.0.0", status); out.Outcome != "ok" {
 				t.Fatalf("setting the rollout %s: %+v", status, out)
 			}
 			time.Sleep(1200 * time.Millisecond)

@@ -118,7 +118,6 @@ func runLinearizable(t *testing.T, w *world, insts []*testenv.Otad, fault func([
 	t.Helper()
 	admin := w.client(insts[len(insts)-1], 30*time.Second)
 	model := uniq("lin")
-	_, rollout := w.publish(admin, model, "2.0.0")
 	var devs []testenv.LinDevice
 	for _, d := range w.register(admin, model, "1.0.0", 4) {
 		devs = append(devs, testenv.LinDevice{ID: d.id, Token: d.token, Model: d.model, Version: d.version})
@@ -127,10 +126,18 @@ func runLinearizable(t *testing.T, w *world, insts []*testenv.Otad, fault func([
 	for i, o := range insts {
 		urls[i] = o.URL
 	}
-	// Let every instance's catalog cache see the new rollout.
-	time.Sleep(1200 * time.Millisecond)
-
 	h := &testenv.History{}
+	operator := len(devs) * 3 // the client id after the devices'
+	start := func(version string) (rollout string) {
+		testenv.LinRolloutStart(h, operator, version, func() error {
+			_, rollout = w.publish(admin, model, version)
+			return nil
+		})
+		// Let every instance's catalog cache see the new rollout.
+		time.Sleep(1200 * time.Millisecond)
+		return rollout
+	}
+	start("2.0.0")
 	load := testenv.LinWorkload{URLs: urls, Devices: devs, ClientsPerDevice: 3, OpsPerClient: 14, Timeout: 2 * time.Second,
 		Pause: func() time.Duration { return time.Duration(20+rand.N(60)) * time.Millisecond }}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -168,11 +175,17 @@ func runLinearizable(t *testing.T, w *world, insts []*testenv.Otad, fault func([
 	fault(insts)
 	<-done
 
+	// A newer version: pending tasks are superseded, started ones kept.
+	rollout3 := start("3.0.0")
+	more := testenv.LinWorkload{URLs: urls, Devices: devs, ClientsPerDevice: 3, OpsPerClient: 8, Timeout: 2 * time.Second, Pause: load.Pause}
+	more.Run(ctx, h)
+
 	// Rollout changes, each followed by one check per device once every
 	// instance's catalog has caught up (the model treats a change as atomic).
+	// Pausing 3.0.0 makes 2.0.0 the target again.
 	once := testenv.LinWorkload{URLs: urls, Devices: devs, ClientsPerDevice: 1, OpsPerClient: 1, Timeout: 5 * time.Second}
 	for _, status := range []string{"paused", "active"} {
-		if out := testenv.LinRolloutChange(ctx, h, load.Clients(), insts[0].URL, w.admin, rollout, status); out.Outcome != "ok" {
+		if out := testenv.LinRolloutChange(ctx, h, operator, insts[0].URL, w.admin, rollout3, "3.0.0", status); out.Outcome != "ok" {
 			t.Fatalf("setting the rollout %s: %+v", status, out)
 		}
 		time.Sleep(1200 * time.Millisecond)

@@ -20,19 +20,24 @@ import (
 // wall-clock times, and CheckLinearizable checks it against a sequential
 // model of the service with porcupine. The model is per device (the
 // history is partitioned by device; rollout changes belong to every
-// device's part) and covers one firmware rolled out to the whole fleet:
+// device's part) and covers firmware versions rolled out to the whole
+// fleet (each above the devices' reported version):
 //
-//   - check: the device's active task is handed out unchanged (same id,
-//     status, progress); with none, a new pending task with an id never seen
-//     before is created if the rollout is active and the device has failed
-//     fewer than MaxAttempts tasks, else "no update";
+//   - check: the target is the highest version whose rollout is active and
+//     for which the device has failed fewer than LinMaxAttempts tasks. The
+//     device's active task is handed out unchanged (same id, firmware,
+//     status, progress) when it is for the target, or when it has started,
+//     or when there is no target; a pending task for another firmware is
+//     cancelled (superseded) and a new pending task for the target, with an
+//     id never seen before, handed out; with no active task, one is created
+//     for the target, else "no update";
 //   - event: applied at most once per (task, event id): a repeat answers
-//     the task as it is now; status moves forward only (pending, downloading,
+//     the task as it is now, the id with another body IDEMPOTENCY_CONFLICT; status moves forward only (pending, downloading,
 //     downloaded, installing, succeeded; failed from any active status),
 //     progress never goes down within a status (else INVALID_TRANSITION);
 //     on a cancelled task, or another status on a finished one,
 //     TASK_FINISHED; the same final status again: 200, nothing changes;
-//   - rollout change: pauses or resumes creation.
+//   - rollout change: starts, pauses or resumes a version's rollout.
 //
 // An operation answered 503 SERVICE_BUSY, or not answered at all (timeout,
 // connection reset, killed process), may or may not have taken effect: the
@@ -55,6 +60,7 @@ type LinInput struct {
 	EventID  string // event
 	Status   string // event: the reported status; rollout: "active" or "paused"
 	Progress int    // event
+	Firmware string // rollout: the version rolled out
 }
 
 // LinOutput is how an operation returned.
@@ -65,6 +71,7 @@ type LinOutput struct {
 	Outcome  string
 	Code     string
 	TaskID   string
+	Firmware string // check: the version of the task handed out
 	Status   string
 	Progress int
 	Detail   string // for the visualisation: what came back
@@ -120,6 +127,9 @@ func (h *History) Counts() string {
 	for _, op := range h.ops {
 		o := op.Output.(LinOutput)
 		k := op.Input.(LinInput).Kind + " " + o.Outcome
+		if o.Firmware != "" {
+			k += " " + o.Firmware
+		}
 		if o.Code != "" {
 			k += " " + o.Code
 		}
@@ -188,16 +198,19 @@ func visualisationPath(name string) string {
 // first check that hands it out.
 type linTask struct {
 	ID       string
+	Fw       string
 	Status   string
 	Progress int
-	Events   string // applied event ids, sorted, ";"-separated
+	Events   string // applied events as id:status:progress, sorted, ";"-separated
 }
 
-// linState is one device's state, plus its rollout's; immutable.
+// linState is one device's state, plus the rollouts'; immutable. Rollouts
+// and Failed are "version=value" lists sorted by version, so that states
+// compare as strings.
 type linState struct {
-	Tasks  []linTask
-	Paused bool
-	Failed int
+	Tasks    []linTask
+	Rollouts string // version=active|paused
+	Failed   string // version=failed tasks of the device
 }
 
 var statusOrder = map[string]int{"pending": 0, "downloading": 1, "downloaded": 2, "installing": 3, "succeeded": 4}
@@ -206,9 +219,9 @@ func isFinal(s string) bool { return s == "succeeded" || s == "failed" || s == "
 
 func (s linState) key() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "p=%v f=%d", s.Paused, s.Failed)
+	fmt.Fprintf(&b, "r=%s f=%s", s.Rollouts, s.Failed)
 	for _, t := range s.Tasks {
-		fmt.Fprintf(&b, " [%s %s %d %s]", t.ID, t.Status, t.Progress, t.Events)
+		fmt.Fprintf(&b, " [%s %s %s %d %s]", t.ID, t.Fw, t.Status, t.Progress, t.Events)
 	}
 	return b.String()
 }
@@ -227,7 +240,71 @@ func (s linState) fresh(id string) bool {
 	return !slices.ContainsFunc(s.Tasks, func(t linTask) bool { return t.ID == id })
 }
 
-func (s linState) canCreate() bool { return !s.Paused && s.Failed < LinMaxAttempts && s.active() < 0 }
+// target is the version a check offers: the highest one whose rollout is
+// active and which the device has failed fewer than LinMaxAttempts times.
+func (s linState) target() string {
+	best := ""
+	failed := listMap(s.Failed)
+	for v, st := range listMap(s.Rollouts) {
+		if st == "active" && atoi(failed[v]) < LinMaxAttempts && (best == "" || versionLess(best, v)) {
+			best = v
+		}
+	}
+	return best
+}
+
+// listMap reads a "k=v;k=v" list.
+func listMap(list string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range strings.Split(list, ";") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// withKey returns list with k set to v, sorted.
+func withKey(list, k, v string) string {
+	m := listMap(list)
+	m[k] = v
+	keys := make([]string, 0, len(m))
+	for key := range m {
+		keys = append(keys, key)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, key := range keys {
+		parts[i] = key + "=" + m[key]
+	}
+	return strings.Join(parts, ";")
+}
+
+func atoi(s string) int {
+	n := 0
+	for _, c := range s {
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// versionLess compares dotted numeric versions ("2.0.0" < "10.0.0").
+func versionLess(a, b string) bool {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < max(len(as), len(bs)); i++ {
+		var x, y int
+		if i < len(as) {
+			x = atoi(as[i])
+		}
+		if i < len(bs) {
+			y = atoi(bs[i])
+		}
+		if x != y {
+			return x < y
+		}
+	}
+	return false
+}
 
 func (s linState) withTask(i int, t linTask) linState {
 	tasks := slices.Clone(s.Tasks)
@@ -240,8 +317,19 @@ func (s linState) withTask(i int, t linTask) linState {
 	return s
 }
 
-func hasEvent(events, id string) bool {
-	return slices.Contains(strings.Split(events, ";"), id)
+// eventBody is how an applied event is remembered: id and body.
+func eventBody(in LinInput) string {
+	return fmt.Sprintf("%s:%s:%d", in.EventID, in.Status, in.Progress)
+}
+
+// priorEvent returns the body applied under in's event id, if any.
+func priorEvent(events string, in LinInput) (string, bool) {
+	for _, e := range strings.Split(events, ";") {
+		if strings.HasPrefix(e, in.EventID+":") {
+			return e, true
+		}
+	}
+	return "", false
 }
 
 func addEvent(events, id string) string {
@@ -265,7 +353,7 @@ func step(s linState, in LinInput, out LinOutput) []linState {
 		return stepEvent(s, in, out, maybe)
 	case "rollout":
 		next := s
-		next.Paused = in.Status == "paused"
+		next.Rollouts = withKey(s.Rollouts, in.Firmware, in.Status)
 		if maybe {
 			return []linState{s, next}
 		}
@@ -277,30 +365,51 @@ func step(s linState, in LinInput, out LinOutput) []linState {
 }
 
 func stepCheck(s linState, out LinOutput, maybe bool) []linState {
-	act := s.active()
+	act, tgt := s.active(), s.target()
+	// What the check does: hand out the active task, create one, or
+	// supersede a pending task for another version with one for the target.
+	create, supersede := false, false
+	switch {
+	case act < 0:
+		create = tgt != ""
+	case tgt != "" && s.Tasks[act].Fw != tgt && s.Tasks[act].Status == "pending":
+		supersede = true
+	}
+	after := func(id string) linState {
+		next := s
+		if supersede {
+			old := s.Tasks[act]
+			old.Status = "cancelled"
+			next = next.withTask(act, old)
+		}
+		return next.withTask(len(next.Tasks), linTask{ID: id, Fw: tgt, Status: "pending"})
+	}
 	if maybe {
-		if s.canCreate() {
-			return []linState{s, s.withTask(len(s.Tasks), linTask{ID: "?", Status: "pending"})}
+		if create || supersede {
+			return []linState{s, after("?")}
 		}
 		return []linState{s}
 	}
 	switch out.Outcome {
 	case "ok":
-		if act >= 0 {
-			t := s.Tasks[act]
-			if t.ID == "?" && s.fresh(out.TaskID) {
-				t.ID = out.TaskID
-			}
-			if t.ID == out.TaskID && t.Status == out.Status && t.Progress == out.Progress {
-				return []linState{s.withTask(act, t)}
+		if create || supersede {
+			if s.fresh(out.TaskID) && out.Firmware == tgt && out.Status == "pending" && out.Progress == 0 {
+				return []linState{after(out.TaskID)}
 			}
 			return nil
 		}
-		if s.canCreate() && s.fresh(out.TaskID) && out.Status == "pending" && out.Progress == 0 {
-			return []linState{s.withTask(len(s.Tasks), linTask{ID: out.TaskID, Status: "pending"})}
+		if act < 0 {
+			return nil
+		}
+		t := s.Tasks[act]
+		if t.ID == "?" && s.fresh(out.TaskID) {
+			t.ID = out.TaskID
+		}
+		if t.ID == out.TaskID && t.Fw == out.Firmware && t.Status == out.Status && t.Progress == out.Progress {
+			return []linState{s.withTask(act, t)}
 		}
 	case "none":
-		if act < 0 && !s.canCreate() {
+		if act < 0 && !create {
 			return []linState{s}
 		}
 	}
@@ -315,8 +424,11 @@ func stepEvent(s linState, in LinInput, out LinOutput, maybe bool) []linState {
 	t := s.Tasks[i]
 	// What the service must do, and answer.
 	next, want := s, LinOutput{Outcome: "ok", TaskID: t.ID, Status: t.Status, Progress: t.Progress}
+	prior, repeated := priorEvent(t.Events, in)
 	switch {
-	case hasEvent(t.Events, in.EventID):
+	case repeated && prior != eventBody(in):
+		want = LinOutput{Outcome: "error", Code: "IDEMPOTENCY_CONFLICT"}
+	case repeated:
 		// A repeat: the task as it is now.
 	case t.Status == "cancelled" || (isFinal(t.Status) && in.Status != t.Status):
 		want = LinOutput{Outcome: "error", Code: "TASK_FINISHED"}
@@ -327,10 +439,10 @@ func stepEvent(s linState, in LinInput, out LinOutput, maybe bool) []linState {
 		if in.Status != t.Status {
 			u.Progress = 0
 		}
-		u.Status, u.Progress, u.Events = in.Status, max(u.Progress, in.Progress), addEvent(t.Events, in.EventID)
+		u.Status, u.Progress, u.Events = in.Status, max(u.Progress, in.Progress), addEvent(t.Events, eventBody(in))
 		next = s.withTask(i, u)
 		if in.Status == "failed" {
-			next.Failed++
+			next.Failed = withKey(s.Failed, u.Fw, fmt.Sprint(atoi(listMap(s.Failed)[u.Fw])+1))
 		}
 		want = LinOutput{Outcome: "ok", TaskID: u.ID, Status: u.Status, Progress: u.Progress}
 	default:
@@ -417,12 +529,12 @@ var linNondeterministic = porcupine.NondeterministicModel{
 		case "event":
 			call = fmt.Sprintf("event %s %s %d on %s", in.EventID, in.Status, in.Progress, short(in.TaskID))
 		default:
-			call = "rollout " + in.Status
+			call = "rollout " + in.Firmware + " " + in.Status
 		}
 		ret := out.Outcome
 		switch out.Outcome {
 		case "ok":
-			ret = fmt.Sprintf("%s %s %d", short(out.TaskID), out.Status, out.Progress)
+			ret = fmt.Sprintf("%s %s %s %d", short(out.TaskID), out.Firmware, out.Status, out.Progress)
 		case "error":
 			ret = out.Code
 		case "bad":

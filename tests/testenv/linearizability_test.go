@@ -18,7 +18,16 @@ func event(dev, task, id, status string, progress int) LinInput {
 }
 
 func got(task, status string, progress int) LinOutput {
-	return LinOutput{Outcome: "ok", TaskID: task, Status: status, Progress: progress}
+	return gotFw(task, "2.0.0", status, progress)
+}
+
+func gotFw(task, fw, status string, progress int) LinOutput {
+	return LinOutput{Outcome: "ok", TaskID: task, Firmware: fw, Status: status, Progress: progress}
+}
+
+// rollout is version's rollout set to status by the operator (client 9).
+func rollout(call, ret int64, version, status string) porcupine.Operation {
+	return op(9, call, ret, LinInput{Kind: "rollout", Firmware: version, Status: status}, LinOutput{Outcome: "ok", Status: status})
 }
 
 // The model must reject the bugs the service guards against and accept
@@ -75,13 +84,44 @@ func TestLinModel(t *testing.T) {
 			op(0, 0, 10, check("d"), LinOutput{Outcome: "none"}),
 		}, porcupine.Illegal},
 		{"no update once paused, a task once resumed", []porcupine.Operation{
-			op(9, 0, 10, LinInput{Kind: "rollout", Status: "paused"}, LinOutput{Outcome: "ok", Status: "paused"}),
+			rollout(0, 10, "2.0.0", "paused"),
 			op(0, 11, 20, check("d"), LinOutput{Outcome: "none"}),
-			op(9, 21, 30, LinInput{Kind: "rollout", Status: "active"}, LinOutput{Outcome: "ok", Status: "active"}),
+			rollout(21, 30, "2.0.0", "active"),
 			op(0, 31, 40, check("d"), got("t1", "pending", 0)),
 		}, porcupine.Ok},
 		{"a task created after the pause returned", []porcupine.Operation{
-			op(9, 0, 10, LinInput{Kind: "rollout", Status: "paused"}, LinOutput{Outcome: "ok", Status: "paused"}),
+			rollout(0, 10, "2.0.0", "paused"),
+			op(0, 11, 20, check("d"), got("t1", "pending", 0)),
+		}, porcupine.Illegal},
+		{"an event id reused with another body", []porcupine.Operation{
+			op(0, 0, 10, check("d"), got("t1", "pending", 0)),
+			op(0, 11, 20, event("d", "t1", "e1", "downloading", 10), got("t1", "downloading", 10)),
+			op(0, 21, 30, event("d", "t1", "e1", "downloading", 50), LinOutput{Outcome: "error", Code: "IDEMPOTENCY_CONFLICT"}),
+		}, porcupine.Ok},
+		{"an event id reused with another body, applied", []porcupine.Operation{
+			op(0, 0, 10, check("d"), got("t1", "pending", 0)),
+			op(0, 11, 20, event("d", "t1", "e1", "downloading", 10), got("t1", "downloading", 10)),
+			op(0, 21, 30, event("d", "t1", "e1", "downloading", 50), got("t1", "downloading", 50)),
+		}, porcupine.Illegal},
+		{"a newer version supersedes a pending task", []porcupine.Operation{
+			op(0, 0, 10, check("d"), got("t1", "pending", 0)),
+			rollout(11, 20, "3.0.0", "active"),
+			op(0, 21, 30, check("d"), gotFw("t2", "3.0.0", "pending", 0)),
+			op(1, 31, 40, event("d", "t1", "e1", "downloading", 10), LinOutput{Outcome: "error", Code: "TASK_FINISHED"}),
+		}, porcupine.Ok},
+		{"a pending task kept although a newer version is out", []porcupine.Operation{
+			op(0, 0, 10, check("d"), got("t1", "pending", 0)),
+			rollout(11, 20, "3.0.0", "active"),
+			op(0, 21, 30, check("d"), got("t1", "pending", 0)),
+		}, porcupine.Illegal},
+		{"a started task is kept when a newer version is out", []porcupine.Operation{
+			op(0, 0, 10, check("d"), got("t1", "pending", 0)),
+			op(0, 11, 20, event("d", "t1", "e1", "downloading", 10), got("t1", "downloading", 10)),
+			rollout(21, 30, "3.0.0", "active"),
+			op(0, 31, 40, check("d"), got("t1", "downloading", 10)),
+		}, porcupine.Ok},
+		{"the lower version offered while the higher one is out", []porcupine.Operation{
+			rollout(0, 10, "3.0.0", "active"),
 			op(0, 11, 20, check("d"), got("t1", "pending", 0)),
 		}, porcupine.Illegal},
 		{"a 500 is never explained", []porcupine.Operation{
@@ -98,7 +138,8 @@ func TestLinModel(t *testing.T) {
 		}, porcupine.Illegal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if res := porcupine.CheckOperationsTimeout(LinModel, tc.ops, 0); res != tc.want {
+			ops := append([]porcupine.Operation{rollout(-10, -5, "2.0.0", "active")}, tc.ops...)
+			if res := porcupine.CheckOperationsTimeout(LinModel, ops, 0); res != tc.want {
 				t.Fatalf("check = %v, want %v", res, tc.want)
 			}
 		})
@@ -110,13 +151,14 @@ func TestLinModel(t *testing.T) {
 // explained by it.
 func TestUnansweredCallStaysOpen(t *testing.T) {
 	h := &History{}
+	LinRolloutStart(h, 9, "2.0.0", func() error { return nil })
 	h.Record(0, check("d"), func() LinOutput { return got("t1", "pending", 0) })
 	h.Record(0, event("d", "t1", "e1", "failed", 0), func() LinOutput { return LinOutput{Outcome: "unknown"} })
 	h.Record(1, check("d"), func() LinOutput { return got("t1", "pending", 0) })
 	h.Record(1, event("d", "t1", "e2", "downloading", 10), func() LinOutput { return LinOutput{Outcome: "error", Code: "TASK_FINISHED"} })
 	ops := h.operations()
-	if ops[1].Return <= ops[3].Return {
-		t.Fatalf("the unanswered call returns at %d, before the last answer (%d)", ops[1].Return, ops[3].Return)
+	if ops[2].Return <= ops[4].Return {
+		t.Fatalf("the unanswered call returns at %d, before the last answer (%d)", ops[2].Return, ops[4].Return)
 	}
 	if res := CheckLinearizable(t, "unanswered", h); res != porcupine.Ok {
 		t.Fatalf("check = %v, want the unanswered failure explaining TASK_FINISHED", res)

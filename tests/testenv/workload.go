@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -70,6 +71,10 @@ func (w LinWorkload) Run(ctx context.Context, h *History) {
 	wg.Wait()
 }
 
+// linEventSeq numbers events: a device never reuses an event id for
+// another report, so ids are unique across workloads of the test binary.
+var linEventSeq atomic.Int64
+
 type linEvent struct {
 	id, status string
 	progress   int
@@ -82,7 +87,6 @@ func (w LinWorkload) client(ctx context.Context, h *History, hc *http.Client, ba
 		prog   int
 		last   *linEvent
 		retry  bool // the last event got no acknowledgement
-		n      int
 	)
 	for range w.OpsPerClient {
 		if ctx.Err() != nil {
@@ -102,7 +106,7 @@ func (w LinWorkload) client(ctx context.Context, h *History, hc *http.Client, ba
 			}
 			continue
 		}
-		ev := linEvent{id: fmt.Sprintf("c%d-e%d", id, n)}
+		ev := linEvent{id: fmt.Sprintf("c%d-e%d", id, linEventSeq.Add(1))}
 		switch r := rand.Float64(); {
 		case retry:
 			ev = *last // unacknowledged: a device sends it again, same id, until it is
@@ -112,9 +116,6 @@ func (w LinWorkload) client(ctx context.Context, h *History, hc *http.Client, ba
 			ev.status = "failed"
 		default:
 			ev.status, ev.progress = nextStep(status, prog)
-		}
-		if ev.id != "" && (last == nil || ev.id != last.id) {
-			n++
 		}
 		in := LinInput{Kind: "event", Device: dev.ID, TaskID: task, EventID: ev.id, Status: ev.status, Progress: ev.progress}
 		out := h.Record(id, in, func() LinOutput {
@@ -151,12 +152,24 @@ func nextStep(status string, progress int) (string, int) {
 	return "succeeded", 100
 }
 
-// LinRolloutChange pauses or resumes a rollout through the admin API and
-// records it (client id: the workload's Clients()).
-func LinRolloutChange(ctx context.Context, h *History, client int, baseURL, adminToken, rolloutID, status string) LinOutput {
+// LinRolloutStart records the start of version's rollout to the whole
+// fleet, which start makes (publishing the firmware and starting the
+// rollout through the admin API); client is the workload's Clients().
+func LinRolloutStart(h *History, client int, version string, start func() error) LinOutput {
+	return h.Record(client, LinInput{Kind: "rollout", Firmware: version, Status: "active"}, func() LinOutput {
+		if err := start(); err != nil {
+			return LinOutput{Outcome: "bad", Detail: err.Error()}
+		}
+		return LinOutput{Outcome: "ok", Status: "active"}
+	})
+}
+
+// LinRolloutChange pauses or resumes version's rollout through the admin
+// API and records it (client id: the workload's Clients()).
+func LinRolloutChange(ctx context.Context, h *History, client int, baseURL, adminToken, rolloutID, version, status string) LinOutput {
 	hc := &http.Client{Timeout: 10 * time.Second}
 	defer hc.CloseIdleConnections()
-	return h.Record(client, LinInput{Kind: "rollout", Status: status}, func() LinOutput {
+	return h.Record(client, LinInput{Kind: "rollout", Firmware: version, Status: status}, func() LinOutput {
 		return linCall(ctx, hc, "rollout", http.MethodPatch, baseURL+"/api/v1/admin/rollouts/"+rolloutID, adminToken,
 			map[string]any{"status": status})
 	})
@@ -203,6 +216,9 @@ func linDecode(kind string, body []byte) LinOutput {
 			ID       string `json:"id"`
 			Status   string `json:"status"`
 			Progress int    `json:"progress"`
+			Firmware struct {
+				Version string `json:"version"`
+			} `json:"firmware"`
 		} `json:"task"`
 		// event (a task) and rollout
 		ID       string `json:"id"`
@@ -220,7 +236,7 @@ func linDecode(kind string, body []byte) LinOutput {
 			}
 			return LinOutput{Outcome: "none"}
 		}
-		return LinOutput{Outcome: "ok", TaskID: v.Task.ID, Status: v.Task.Status, Progress: v.Task.Progress}
+		return LinOutput{Outcome: "ok", TaskID: v.Task.ID, Firmware: v.Task.Firmware.Version, Status: v.Task.Status, Progress: v.Task.Progress}
 	case "event":
 		return LinOutput{Outcome: "ok", TaskID: v.ID, Status: v.Status, Progress: v.Progress}
 	}
