@@ -172,11 +172,36 @@ func CheckLinearizable(t testing.TB, name string, h *History) porcupine.CheckRes
 		if res == porcupine.Illegal {
 			t.Errorf("linearizability %s: %d operations (%s): NOT linearizable - no order of the operations explains every answer; visualisation: %s",
 				name, len(ops), h.Counts(), path)
+			logIllegalPartitions(t, ops)
 		} else {
 			t.Errorf("linearizability %s: the check of %d operations (%s) did not finish in %v; visualisation: %s", name, len(ops), h.Counts(), took, path)
 		}
 	}
 	return res
+}
+
+// logIllegalPartitions logs, for each device whose history alone is not
+// linearizable, its operations in call order (times in ms from the first
+// call), so that a failure can be read from the test's output.
+func logIllegalPartitions(t testing.TB, ops []porcupine.Operation) {
+	t.Helper()
+	for _, part := range LinModel.Partition(ops) {
+		if porcupine.CheckOperations(LinModel, part) {
+			continue
+		}
+		slices.SortFunc(part, func(a, b porcupine.Operation) int { return int(a.Call - b.Call) })
+		var b strings.Builder
+		t0 := part[0].Call
+		for _, op := range part {
+			ret := fmt.Sprintf("%8.1f", float64(op.Return-t0)/1e6)
+			if op.Output.(LinOutput).Outcome == "unknown" {
+				ret = "       -"
+			}
+			fmt.Fprintf(&b, "  c%-3d %8.1f %s  %s\n", op.ClientId, float64(op.Call-t0)/1e6, ret,
+				LinModel.DescribeOperation(op.Input, op.Output))
+		}
+		t.Logf("a device whose history is not linearizable (client, call ms, return ms, operation):\n%s", b.String())
+	}
 }
 
 // visualisationPath is where a failing history's HTML goes: under
@@ -368,12 +393,16 @@ func stepCheck(s linState, out LinOutput, maybe bool) []linState {
 	act, tgt := s.active(), s.target()
 	// What the check does: hand out the active task, create one, or
 	// supersede a pending task for another version with one for the target.
-	create, supersede := false, false
+	// A target lower than the pending task's version may do either:
+	// PRODUCT.md says supersede, main's domain (issue 9) now keeps it, so
+	// that a stale catalog can never replace a task with a lower version.
+	create, supersede, either := false, false, false
 	switch {
 	case act < 0:
 		create = tgt != ""
 	case tgt != "" && s.Tasks[act].Fw != tgt && s.Tasks[act].Status == "pending":
 		supersede = true
+		either = versionLess(tgt, s.Tasks[act].Fw)
 	}
 	after := func(id string) linState {
 		next := s
@@ -396,7 +425,9 @@ func stepCheck(s linState, out LinOutput, maybe bool) []linState {
 			if s.fresh(out.TaskID) && out.Firmware == tgt && out.Status == "pending" && out.Progress == 0 {
 				return []linState{after(out.TaskID)}
 			}
-			return nil
+			if !either {
+				return nil
+			}
 		}
 		if act < 0 {
 			return nil

@@ -120,6 +120,18 @@ func TestLinModel(t *testing.T) {
 			rollout(21, 30, "3.0.0", "active"),
 			op(0, 31, 40, check("d"), got("t1", "downloading", 10)),
 		}, porcupine.Ok},
+		{"a pending task kept when only a lower version is offered", []porcupine.Operation{
+			rollout(0, 10, "3.0.0", "active"),
+			op(0, 11, 20, check("d"), gotFw("t1", "3.0.0", "pending", 0)),
+			rollout(21, 30, "3.0.0", "paused"),
+			op(0, 31, 40, check("d"), gotFw("t1", "3.0.0", "pending", 0)),
+		}, porcupine.Ok},
+		{"a pending task superseded by a lower version (PRODUCT.md's reading)", []porcupine.Operation{
+			rollout(0, 10, "3.0.0", "active"),
+			op(0, 11, 20, check("d"), gotFw("t1", "3.0.0", "pending", 0)),
+			rollout(21, 30, "3.0.0", "paused"),
+			op(0, 31, 40, check("d"), got("t2", "pending", 0)),
+		}, porcupine.Ok},
 		{"the lower version offered while the higher one is out", []porcupine.Operation{
 			rollout(0, 10, "3.0.0", "active"),
 			op(0, 11, 20, check("d"), got("t1", "pending", 0)),
