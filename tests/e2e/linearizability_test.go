@@ -33,7 +33,7 @@ func testLinearizable(t *testing.T) {
 		h := &testenv.History{}
 		operator := len(devs) * 3 // the client id after the devices'
 		start := func(version string) (rollout string) {
-			testenv.LinRolloutStart(h, operator, version, func() error {
+			testenv.LinRolloutStart(h, operator, version, 0, func() error {
 				rollout = c.startRollout(t, e.adminToken, c.publishFirmware(t, e.adminToken, model, version), 100)
 				return nil
 			})

@@ -24,7 +24,7 @@ import (
 // fleet (each above the devices' reported version):
 //
 //   - check: the target is the highest version whose rollout is active and
-//     for which the device has failed fewer than LinMaxAttempts tasks. The
+//     for which the device has failed fewer than its max_attempts tasks. The
 //     device's active task is handed out unchanged (same id, firmware,
 //     status, progress) when it is for the target, or when it has started,
 //     or when there is no target; a pending task for another firmware is
@@ -48,8 +48,8 @@ import (
 // (within about a second): callers keep device operations away from that
 // window, so the model can treat the change as atomic.
 
-// LinMaxAttempts is the rollouts' max_attempts the model assumes (the
-// product's default).
+// LinMaxAttempts is a rollout's max_attempts when its start does not say
+// (the product's default).
 const LinMaxAttempts = 3
 
 // LinInput is one operation as called.
@@ -61,6 +61,8 @@ type LinInput struct {
 	Status   string // event: the reported status; rollout: "active" or "paused"
 	Progress int    // event
 	Firmware string // rollout: the version rolled out
+	// MaxAttempts is a rollout start's max_attempts (0: LinMaxAttempts).
+	MaxAttempts int
 }
 
 // LinOutput is how an operation returned.
@@ -236,6 +238,7 @@ type linState struct {
 	Tasks    []linTask
 	Rollouts string // version=active|paused
 	Failed   string // version=failed tasks of the device
+	Max      string // version=max_attempts, when not LinMaxAttempts
 }
 
 var statusOrder = map[string]int{"pending": 0, "downloading": 1, "downloaded": 2, "installing": 3, "succeeded": 4}
@@ -244,7 +247,7 @@ func isFinal(s string) bool { return s == "succeeded" || s == "failed" || s == "
 
 func (s linState) key() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "r=%s f=%s", s.Rollouts, s.Failed)
+	fmt.Fprintf(&b, "r=%s f=%s m=%s", s.Rollouts, s.Failed, s.Max)
 	for _, t := range s.Tasks {
 		fmt.Fprintf(&b, " [%s %s %s %d %s]", t.ID, t.Fw, t.Status, t.Progress, t.Events)
 	}
@@ -266,12 +269,16 @@ func (s linState) fresh(id string) bool {
 }
 
 // target is the version a check offers: the highest one whose rollout is
-// active and which the device has failed fewer than LinMaxAttempts times.
+// active and which the device has failed fewer than max_attempts times.
 func (s linState) target() string {
 	best := ""
-	failed := listMap(s.Failed)
+	failed, maxes := listMap(s.Failed), listMap(s.Max)
 	for v, st := range listMap(s.Rollouts) {
-		if st == "active" && atoi(failed[v]) < LinMaxAttempts && (best == "" || versionLess(best, v)) {
+		limit := LinMaxAttempts
+		if m, ok := maxes[v]; ok {
+			limit = atoi(m)
+		}
+		if st == "active" && atoi(failed[v]) < limit && (best == "" || versionLess(best, v)) {
 			best = v
 		}
 	}
@@ -379,6 +386,9 @@ func step(s linState, in LinInput, out LinOutput) []linState {
 	case "rollout":
 		next := s
 		next.Rollouts = withKey(s.Rollouts, in.Firmware, in.Status)
+		if in.MaxAttempts > 0 {
+			next.Max = withKey(s.Max, in.Firmware, fmt.Sprint(in.MaxAttempts))
+		}
 		if maybe {
 			return []linState{s, next}
 		}

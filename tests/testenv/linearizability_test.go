@@ -139,6 +139,12 @@ func TestLinModel(t *testing.T) {
 		{"a 500 is never explained", []porcupine.Operation{
 			op(0, 0, 10, check("d"), LinOutput{Outcome: "bad", Detail: "500 INTERNAL"}),
 		}, porcupine.Illegal},
+		{"a rollout's own max_attempts", []porcupine.Operation{
+			op(9, -4, -3, LinInput{Kind: "rollout", Firmware: "2.0.0", Status: "active", MaxAttempts: 1}, LinOutput{Outcome: "ok", Status: "active"}),
+			op(0, 0, 1, check("d"), got("t1", "pending", 0)),
+			op(0, 2, 3, event("d", "t1", "e1", "failed", 0), got("t1", "failed", 0)),
+			op(0, 4, 5, check("d"), LinOutput{Outcome: "none"}),
+		}, porcupine.Ok},
 		{"after three failures, no task", []porcupine.Operation{
 			op(0, 0, 1, check("d"), got("t1", "pending", 0)),
 			op(0, 2, 3, event("d", "t1", "e1", "failed", 0), got("t1", "failed", 0)),
@@ -163,7 +169,7 @@ func TestLinModel(t *testing.T) {
 // explained by it.
 func TestUnansweredCallStaysOpen(t *testing.T) {
 	h := &History{}
-	LinRolloutStart(h, 9, "2.0.0", func() error { return nil })
+	LinRolloutStart(h, 9, "2.0.0", 0, func() error { return nil })
 	h.Record(0, check("d"), func() LinOutput { return got("t1", "pending", 0) })
 	h.Record(0, event("d", "t1", "e1", "failed", 0), func() LinOutput { return LinOutput{Outcome: "unknown"} })
 	h.Record(1, check("d"), func() LinOutput { return got("t1", "pending", 0) })

@@ -153,10 +153,11 @@ func nextStep(status string, progress int) (string, int) {
 }
 
 // LinRolloutStart records the start of version's rollout to the whole
-// fleet, which start makes (publishing the firmware and starting the
-// rollout through the admin API); client is the workload's Clients().
-func LinRolloutStart(h *History, client int, version string, start func() error) LinOutput {
-	return h.Record(client, LinInput{Kind: "rollout", Firmware: version, Status: "active"}, func() LinOutput {
+// fleet with maxAttempts (0: the default), which start makes (publishing
+// the firmware and starting the rollout through the admin API); client is
+// the workload's Clients().
+func LinRolloutStart(h *History, client int, version string, maxAttempts int, start func() error) LinOutput {
+	return h.Record(client, LinInput{Kind: "rollout", Firmware: version, Status: "active", MaxAttempts: maxAttempts}, func() LinOutput {
 		if err := start(); err != nil {
 			return LinOutput{Outcome: "bad", Detail: err.Error()}
 		}
