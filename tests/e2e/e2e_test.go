@@ -33,6 +33,7 @@ func TestE2E(t *testing.T) {
 		t.Run("RequestIDsAndErrors", testRequestIDsAndErrors)
 		t.Run("GracefulShutdown", testGracefulShutdown)
 		t.Run("RateLimits", testRateLimits)
+		t.Run("Linearizable", testLinearizable)
 	})
 	t.Run("OpenAPIConformance", testOpenAPIConformance)
 }
@@ -711,6 +712,7 @@ func testRequestIDsAndErrors(t *testing.T) {
 		"model": model, "version": "1.1.0+rebuild", "url": "https://fw.example.com/x.bin", "size_bytes": 1,
 		"sha256": strings.Repeat("ab", 32)}})
 	wantError(t, r, http.StatusConflict, "FIRMWARE_EXISTS") // build metadata is not part of the identity
+	checkUnreadableBodies(t, c, admin, devA, tokA)
 }
 
 // testGracefulShutdown sends SIGTERM while checks are in flight inside the

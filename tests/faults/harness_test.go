@@ -39,6 +39,9 @@ type world struct {
 	redisURL string
 	admin    string
 	tally    *tally
+
+	gateMu sync.Mutex
+	gate   *sqlx.Tx // the tasks table's lock, while closed (closeGate)
 }
 
 func newWorld(t *testing.T) *world {
@@ -266,6 +269,12 @@ func (w *world) mustAdmin(c *client, path string, body any, want int) []byte {
 // the firmware and rollout ids.
 func (w *world) publish(c *client, model, version string) (string, string) {
 	w.t.Helper()
+	return w.publishWith(c, model, version, 0)
+}
+
+// publishWith is publish with the rollout's max_attempts (0: the default).
+func (w *world) publishWith(c *client, model, version string, maxAttempts int) (string, string) {
+	w.t.Helper()
 	sum := sha256.Sum256([]byte(model + "@" + version))
 	var fw struct {
 		ID string `json:"id"`
@@ -280,7 +289,11 @@ func (w *world) publish(c *client, model, version string) (string, string) {
 	var ro struct {
 		ID string `json:"id"`
 	}
-	b = w.mustAdmin(c, "/api/v1/admin/rollouts", map[string]any{"firmware_id": fw.ID, "percentage": 100}, http.StatusCreated)
+	spec := map[string]any{"firmware_id": fw.ID, "percentage": 100}
+	if maxAttempts > 0 {
+		spec["max_attempts"] = maxAttempts
+	}
+	b = w.mustAdmin(c, "/api/v1/admin/rollouts", spec, http.StatusCreated)
 	if err := json.Unmarshal(b, &ro); err != nil || ro.ID == "" {
 		w.t.Fatalf("started rollout: %s", b)
 	}

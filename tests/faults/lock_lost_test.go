@@ -2,7 +2,6 @@ package faults
 
 import (
 	"context"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -11,8 +10,7 @@ import (
 )
 
 // TestLockLostMidCriticalSection makes an instance's critical section
-// outlast its lock, and lets another instance take the lock and create the
-// task meanwhile.
+// outlast its lock while another instance takes the lock.
 //
 // Three devices each have a pending task for firmware 1.1.0; 1.2.0 is then
 // rolled out, so their next check must supersede it: cancel the pending
@@ -22,18 +20,22 @@ import (
 //     inside the critical section, waits in Postgres for its task's row.
 //  3. A is frozen with SIGSTOP for longer than OTA_LOCK_TTL: it cannot
 //     extend its locks, and the keys expire.
-//  4. The test settles the rows it holds (cancels the pending tasks, as a
-//     supersede elsewhere would) and commits: A's waiting statements
-//     complete in Postgres while A is still frozen.
-//  5. Instance B checks the three devices: it takes the locks and creates
-//     the 1.2.0 tasks.
-//  6. A is thawed with SIGCONT and finishes its critical sections, holding
-//     locks it no longer has.
+//  4. Instance B checks the three devices: it takes the locks, and its
+//     critical sections wait for the same rows.
+//  5. A is thawed with SIGCONT while the rows are still held: its critical
+//     sections are still inside Postgres, holding locks B now has.
+//  6. Once A has answered, the test lets the rows go: B supersedes and
+//     creates the 1.2.0 tasks.
 //
-// What must hold: A's transactions commit no second active task (the
-// partial unique index has the last word whatever the lock did); A answers
-// SERVICE_BUSY or B's task, never 500; each device has exactly its
-// cancelled 1.1.0 task and B's 1.2.0 task; the database is intact.
+// The designed outcome, asserted: on thawing, rueidislock finds A's keys
+// taken and cancels the lock's context; A's waiting statements are
+// cancelled and its transactions rolled back, A counts three lost locks
+// (ota_lock_failures_total{reason="lost"}) and answers SERVICE_BUSY (the
+// fallback finds no 1.2.0 task to hand out: B's cannot exist yet). Nothing
+// of A's is stored; each device ends with its cancelled 1.1.0 task and B's
+// one 1.2.0 task; no 500; the database intact. A locker that never tells
+// its holder of the loss leaves A's sections waiting on the rows, and A
+// does not answer: the test fails.
 func TestLockLostMidCriticalSection(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -41,6 +43,10 @@ func TestLockLostMidCriticalSection(t *testing.T) {
 		lockTTL  = time.Second
 		lockWait = 500 * time.Millisecond
 		devices  = 3
+		// How long A may take to learn of the loss after SIGCONT: its
+		// overdue extension runs at once, one round trip to Redis, then
+		// the statement's cancellation, one to Postgres.
+		answerWithin = 5 * time.Second
 	)
 	insts := w.start(otadOpts{env: map[string]string{
 		"OTA_LOCK_TTL": lockTTL.String(), "OTA_LOCK_WAIT": lockWait.String()}}, "A", "B")
@@ -57,6 +63,10 @@ func TestLockLostMidCriticalSection(t *testing.T) {
 	// Published through A: A's catalog cache learns of it at once, B's by
 	// notification (within 1s, long before B checks).
 	fw2, _ := w.publish(a, model, "1.2.0")
+	lostBefore, err := insts[0].Metric("ota_lock_failures_total", `reason="lost"`)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -69,26 +79,34 @@ func TestLockLostMidCriticalSection(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	aRes := make([]result, devices)
-	var (
-		aWG      sync.WaitGroup
-		aMu      sync.Mutex
-		answered int
-	)
-	for i, d := range devs {
-		aWG.Go(func() {
-			r := a.check(d)
-			aMu.Lock()
-			aRes[i] = r
-			answered++
-			aMu.Unlock()
-		})
+	checkAll := func(c *client) ([]result, *sync.WaitGroup, func() int) {
+		res := make([]result, devices)
+		var (
+			wg sync.WaitGroup
+			mu sync.Mutex
+			n  int
+		)
+		for i, d := range devs {
+			wg.Go(func() {
+				r := c.check(d)
+				mu.Lock()
+				res[i] = r
+				n++
+				mu.Unlock()
+			})
+		}
+		return res, &wg, func() int { mu.Lock(); defer mu.Unlock(); return n }
 	}
-	// However the test ends, A's checks end first: A running, the rows free.
+	aRes, aWG, aAnswered := checkAll(a)
+	var bWG *sync.WaitGroup
+	// However the test ends, the checks end first: A running, the rows free.
 	defer func() {
 		_ = insts[0].Resume()
 		_ = hold.Rollback()
 		aWG.Wait()
+		if bWG != nil {
+			bWG.Wait()
+		}
 	}()
 	if err := w.waitLockWaiters(devices, 10*time.Second); err != nil {
 		t.Fatalf("A's critical sections should wait for the rows the test holds: %v", err)
@@ -104,7 +122,6 @@ func TestLockLostMidCriticalSection(t *testing.T) {
 	}
 	frozenAt := time.Now()
 	// A's keys expire: nobody extends them.
-	var expiredAfter time.Duration
 	if !waitFor(lockTTL+2*time.Second, func() bool {
 		for _, d := range devs {
 			if v, err := pttl(rc, lockKey(d.id, fw2)); err != nil || v != -2 {
@@ -115,31 +132,21 @@ func TestLockLostMidCriticalSection(t *testing.T) {
 	}) {
 		t.Fatalf("A's lock keys still exist %v after it was frozen (TTL %v)", time.Since(frozenAt), lockTTL)
 	}
-	expiredAfter = time.Since(frozenAt)
+	expiredAfter := time.Since(frozenAt)
 
-	if _, err := hold.ExecContext(ctx, `UPDATE tasks SET status = 'cancelled', error_code = 'SUPERSEDED',
-		error_message = 'superseded (fault test)', updated_at = now() WHERE id = ANY($1)`, pq.Array(old)); err != nil {
-		t.Fatal(err)
+	// B takes the locks; its critical sections wait for the same rows.
+	bRes, bw, bAnswered := checkAll(b)
+	bWG = bw
+	if err := w.waitLockWaiters(2*devices, 10*time.Second); err != nil {
+		t.Fatalf("B's critical sections should wait for the rows too: %v", err)
 	}
-	if err := hold.Commit(); err != nil {
-		t.Fatal(err)
-	}
-
-	bTasks := make([]string, devices)
-	var bWorst time.Duration
-	for i, d := range devs {
-		r := b.check(d)
-		if bTasks[i] = taskOf(r); bTasks[i] == "" {
-			t.Fatalf("B's check of %s while A is frozen: want a new task, got %s", d.id, r)
+	for _, d := range devs {
+		if v, err := pttl(rc, lockKey(d.id, fw2)); err != nil || v <= 0 {
+			t.Fatalf("B should hold the lock of %s: PTTL %v, %v", d.id, v, err)
 		}
-		bWorst = max(bWorst, r.elapsed)
 	}
-	// A is still frozen; its checks have not answered.
-	aMu.Lock()
-	early := answered
-	aMu.Unlock()
-	if early != 0 {
-		t.Fatalf("A answered %d checks while frozen", early)
+	if n := aAnswered(); n != 0 {
+		t.Fatalf("A answered %d checks while frozen", n)
 	}
 
 	frozenFor := time.Since(frozenAt)
@@ -147,18 +154,42 @@ func TestLockLostMidCriticalSection(t *testing.T) {
 		t.Fatal(err)
 	}
 	resumedAt := time.Now()
-	aWG.Wait()
+	if !waitFor(answerWithin, func() bool { return aAnswered() == devices }) {
+		t.Fatalf("A answered %d of its %d checks within %v of SIGCONT while the rows were still held: "+
+			"its critical sections were not told that their locks were lost", aAnswered(), devices, answerWithin)
+	}
 	answeredIn := time.Since(resumedAt)
-
-	same, busy := 0, 0
 	for i, r := range aRes {
-		switch {
-		case r.status == http.StatusOK && taskOf(r) == bTasks[i]:
-			same++
-		case r.busy():
-			busy++
-		default:
-			t.Errorf("A's check of %s, its lock lost mid-section: want SERVICE_BUSY or B's task %s, got %s", devs[i].id, bTasks[i], r)
+		if !r.busy() || !wholeSeconds(r.retryAfter) {
+			t.Errorf("A's check of %s, its lock lost mid-section: want 503 SERVICE_BUSY with Retry-After, got %s", devs[i].id, r)
+		}
+	}
+	lostAfter, err := insts[0].Metric("ota_lock_failures_total", `reason="lost"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lost := lostAfter - lostBefore; lost != devices {
+		t.Errorf("A counted %v lost locks, want %d", lost, devices)
+	}
+	if n := bAnswered(); n != 0 {
+		t.Fatalf("B answered %d checks before the rows were let go", n)
+	}
+	var fw2Tasks int
+	if err := w.db.GetContext(ctx, &fw2Tasks, `SELECT count(*) FROM tasks WHERE firmware_id = $1`, fw2); err != nil {
+		t.Fatal(err)
+	}
+	if fw2Tasks != 0 {
+		t.Fatalf("%d tasks for 1.2.0 stored while only A had finished: A committed without its lock", fw2Tasks)
+	}
+
+	if err := hold.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	bWG.Wait()
+	bTasks := make([]string, devices)
+	for i, r := range bRes {
+		if bTasks[i] = taskOf(r); bTasks[i] == "" {
+			t.Fatalf("B's check of %s: want the new task, got %s", devs[i].id, r)
 		}
 	}
 
@@ -184,13 +215,8 @@ func TestLockLostMidCriticalSection(t *testing.T) {
 	w.assertIntact()
 	w.tally.assertNoServerErrors(t)
 	assertNoServerErrorsRecorded(t, insts...)
-	lost, err := insts[0].Metric("ota_lock_failures_total", `reason="lost"`)
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	t.Logf("FIGURES lock-lost: OTA_LOCK_TTL %v; A frozen (SIGSTOP) inside %d critical sections for %s; its keys expired %s after the freeze; "+
-		"B took the locks and created the tasks (slowest check %s); after SIGCONT A answered within %s: %d with B's task, %d SERVICE_BUSY; "+
-		"A counted %v lost locks; active tasks per device: 1; tally: %s",
-		lockTTL, devices, ms(frozenFor), ms(expiredAfter), ms(bWorst), ms(answeredIn), same, busy, lost, w.tally.summary())
+		"B took the locks; after SIGCONT A answered %d × SERVICE_BUSY within %s and counted %v lost locks; then B created the tasks; tally: %s",
+		lockTTL, devices, ms(frozenFor), ms(expiredAfter), devices, ms(answeredIn), lostAfter-lostBefore, w.tally.summary())
 }

@@ -41,7 +41,7 @@ func startRedisServer(t *testing.T) *redisServer {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		t.Skip("faults: redis-server is not on PATH; the Redis restart needs a Redis of its own to stop")
+		testenv.Skip(t, "redis-server", "faults: redis-server is not on PATH; the Redis restart needs a Redis of its own to stop")
 	}
 	rs := &redisServer{t: t, bin: bin, dir: t.TempDir()}
 	var lastErr error

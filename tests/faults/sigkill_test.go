@@ -72,6 +72,12 @@ func TestKilledLockHolder(t *testing.T) {
 		AND s.wait_event_type = 'Lock'`); err != nil {
 		t.Fatal(err)
 	}
+	// Each of A's creations holds a transaction id: its task row is written
+	// and waits, uncommitted, for the rollout's row. Fewer would mean the
+	// kill did not catch them with rows to leave behind.
+	if uncommitted != devices {
+		t.Fatalf("%d of A's sessions hold uncommitted rows at the kill, want %d (one per creation)", uncommitted, devices)
+	}
 	// A's keys, by their value (an owner id rueidislock draws per lock):
 	// B's keys will have the same names.
 	aVals := map[string]string{}

@@ -1,6 +1,8 @@
 package faults
 
 import (
+	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -271,6 +273,26 @@ func TestSlowPostgres(t *testing.T) {
 	top := peak.halt()
 	final, took, ok := settleGoroutines(t, inst, baseline, 3*time.Second)
 	settledAt := time.Now()
+
+	// Every request of an impatient client was recorded by otad once, when
+	// it ended: as 499 when its caller had gone, or as the 200 it finished
+	// with as its caller left; never as a 5xx.
+	if abandoned == 0 {
+		t.Fatalf("no impatient client gave up (%d answered in 300ms): the scenario did not play", answered)
+	}
+	var recorded, closedLines, okLines int
+	waitFor(3*time.Second, func() bool {
+		recorded, closedLines, okLines = accessLinesOf(inst.Log(), quitters)
+		return recorded >= abandoned+answered
+	})
+	if recorded != abandoned+answered || closedLines+okLines != recorded {
+		t.Errorf("impatient clients sent %d checks (%d abandoned); otad recorded %d: %d as 499, %d as 200, %d otherwise",
+			abandoned+answered, abandoned, recorded, closedLines, okLines, recorded-closedLines-okLines)
+	}
+	if finishedAnyway := okLines - answered; closedLines != abandoned-finishedAnyway || closedLines == 0 {
+		t.Errorf("%d abandoned checks: %d recorded as 499, %d finished as their caller left; want every other one a 499",
+			abandoned, closedLines, finishedAnyway)
+	}
 	// The quitters, now patient, each find one task.
 	for _, d := range quitters {
 		w.mustTask(patient, d)
@@ -281,6 +303,9 @@ func TestSlowPostgres(t *testing.T) {
 	closed, err := inst.Metric("ota_http_request_duration_seconds_count", `code="499"`)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if int(closed) != closedLines {
+		t.Errorf("otad's metrics count %v requests as 499, its access log %d", closed, closedLines)
 	}
 
 	w.assertOneTaskEach(holders, func(d device) []string { return append(handedOut(reuse.of(d.id)), held[d.id]) })
@@ -294,4 +319,32 @@ func TestSlowPostgres(t *testing.T) {
 		"impatient clients (300ms): %d gave up, %d answered in time; otad recorded %v of them as 499; "+
 		"go_goroutines baseline %d, peak %d, back to %d %s after the load stopped (%s after the dependency was fast again); tally: %s",
 		slow, ms(freshWorst), slowReuse, abandoned, answered, closed, baseline, top, final, ms(took), ms(settledAt.Sub(fastAt)), w.tally.summary())
+}
+
+// accessLinesOf counts otad's access log lines for checks of devs: all of
+// them, those with status 499, and those with status 200.
+func accessLinesOf(log string, devs []device) (all, closed, ok int) {
+	ids := map[string]bool{}
+	for _, d := range devs {
+		ids[d.id] = true
+	}
+	for _, line := range strings.Split(log, "\n") {
+		var l struct {
+			Msg      string `json:"msg"`
+			Route    string `json:"route"`
+			Status   int    `json:"status"`
+			DeviceID string `json:"device_id"`
+		}
+		if json.Unmarshal([]byte(line), &l) != nil || l.Msg != "http request" || !ids[l.DeviceID] || !strings.HasSuffix(l.Route, "/ota/check") {
+			continue
+		}
+		all++
+		switch l.Status {
+		case 499:
+			closed++
+		case 200:
+			ok++
+		}
+	}
+	return all, closed, ok
 }

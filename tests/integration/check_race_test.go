@@ -160,17 +160,64 @@ func TestConcurrentChecksAcrossReplicasCreateOneTask(t *testing.T) {
 // With the lock made useless, the partial unique index alone still leaves
 // exactly one active task, and every caller gets that task's id: the lock
 // is for efficiency, the constraint for correctness.
+//
+// The race is forced, not hoped for: a gate (LOCK TABLE tasks IN SHARE
+// MODE) lets every caller read "no active task" and take its row locks,
+// and stops each at its INSERT; once a pool's worth of callers wait there,
+// the gate opens and their inserts meet the index together. Without
+// ON CONFLICT all but one would fail, every time.
 func TestDatabaseConstraintAloneCreatesOneTask(t *testing.T) {
 	t.Parallel()
-	db, _ := testenv.PostgresDB(t)
+	db, dbURL := testenv.PostgresDB(t)
 	// One replica per caller, so no in-process coalescing hides a race.
 	replicas := make([]replica, 200)
 	for i := range replicas {
 		replicas[i] = newReplica(t, db, memory.AlwaysGrantLocker{})
 	}
+	// The gate and its watcher have their own connections: the callers
+	// may take every connection of db's pool.
+	gateDB, err := sqlx.Open("postgres", dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gateDB.Close() })
 	model := "nolock-" + uuid.NewString()[:8]
 	devices := seed(t, replicas[0], model, 5)
 	for _, d := range devices {
-		assertOneTask(t, db, d, hammer(t, replicas, d, model, 200))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		gate, err := gateDB.BeginTxx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := gate.ExecContext(ctx, `LOCK TABLE tasks IN SHARE MODE`); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			got = hammer(t, replicas, d, model, 200)
+		}()
+		// Every connection of the callers' pool ends up at the gate.
+		waiting := 0
+		for end := time.Now().Add(10 * time.Second); waiting < postgresPoolSize && time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			if err := gateDB.GetContext(ctx, &waiting, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'relation'`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := gate.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		cancel()
+		if waiting < 2 {
+			t.Fatalf("device %s: %d inserts met at the gate, want the race forced (at least 2)", d, waiting)
+		}
+		assertOneTask(t, db, d, got)
 	}
 }
+
+// postgresPoolSize is how many connections testenv gives a test database's
+// pool: as many callers can wait at the gate at once.
+const postgresPoolSize = 12

@@ -198,7 +198,9 @@ func TestRolloutLifecycleOverHTTP(t *testing.T) {
 	}
 	if got := s.checkAll(model, batch[:1], batchTokens[:1], "1.0.0")[0]; got != "" {
 		var fw string
-		_ = s.db.QueryRow(`SELECT firmware_id FROM tasks WHERE id = $1`, got).Scan(&fw)
+		if err := s.db.QueryRow(`SELECT firmware_id FROM tasks WHERE id = $1`, got).Scan(&fw); err != nil {
+			t.Fatalf("reading the firmware of task %s handed out after max_attempts failures: %v", got, err)
+		}
 		if fw == fw3 {
 			t.Fatalf("firmware offered again after max_attempts failures")
 		}

@@ -157,6 +157,7 @@ func buildReport(cfg config, st *stats, s *sim, elapsed time.Duration, c *consis
 	add("no 5xx except 503 SERVICE_BUSY", bad5xx == 0, "%d%s", bad5xx, sample(bad5xxNames))
 	add("every request answered", transport == 0, "%d transport errors", transport)
 	add("no unexpected 4xx on device calls", bad4xx == 0, "%d%s", bad4xx, sample(bad4xxNames))
+	add("SERVICE_BUSY under 1% of checks", r.BusyTargetMet, "%d of %d checks (%.3f%%)", busy, checks, 100*r.BusyShare)
 	r.OK = true
 	for _, inv := range r.Invariants {
 		r.OK = r.OK && inv.OK

@@ -71,7 +71,7 @@ func PostgresDB(t testing.TB) (*sqlx.DB, string) {
 	t.Helper()
 	pgOnce.Do(postgresSetup)
 	if pgSkip != "" {
-		t.Skip(pgSkip)
+		Skip(t, PostgresURLEnv, pgSkip)
 	}
 	if pgErr != nil {
 		t.Fatalf("testenv: %v", pgErr)

@@ -35,7 +35,7 @@ func RedisURL(t testing.TB) string {
 	t.Helper()
 	redisOnce.Do(redisSetup)
 	if redisSkip != "" {
-		t.Skip(redisSkip)
+		Skip(t, RedisURLEnv, redisSkip)
 	}
 	if redisErr != nil {
 		t.Fatalf("testenv: %v", redisErr)
