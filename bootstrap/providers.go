@@ -70,9 +70,14 @@ var PostgresSet = wire.NewSet(
 )
 
 // WriteBehindConfigFrom tunes the write-behind of device checks (the
-// adapter's defaults: a flush every 200ms, visible well within 1s).
-func WriteBehindConfigFrom(Config) postgres.WriteBehindConfig {
-	return postgres.WriteBehindConfig{}
+// adapter's defaults: a flush every 200ms, visible well within 1s) with
+// OTA_LAST_SEEN_RESOLUTION (0: every check is written).
+func WriteBehindConfigFrom(cfg Config) postgres.WriteBehindConfig {
+	r := time.Duration(cfg.LastSeenResolution)
+	if r <= 0 {
+		r = postgres.SeenEveryCheck
+	}
+	return postgres.WriteBehindConfig{Resolution: r}
 }
 
 // CatalogCacheConfigFrom points the catalog cache's listener at the
@@ -103,6 +108,7 @@ func registerHotPathMetrics(m *Metrics, seen *postgres.WriteBehindStats, catalog
 		counter("ota_device_seen_written_total", "Device check records (last_seen_at, current_version) written behind.", &seen.Written),
 		counter("ota_device_seen_batches_total", "Write-behind batch statements that succeeded.", &seen.Batches),
 		counter("ota_device_seen_flush_failures_total", "Write-behind batch statements that failed (their records retried).", &seen.Failures),
+		counter("ota_device_seen_skipped_total", "Device checks not written: same version, last_seen_at within OTA_LAST_SEEN_RESOLUTION.", &seen.Skipped),
 		counter("ota_device_seen_dropped_total", "Device check records given up (retries spent, or too many pending).", &seen.Dropped),
 		counter("ota_catalog_cache_hits_total", "Catalog reads (offers, firmware, rollouts) answered from memory.", &catalog.Hits),
 		counter("ota_catalog_cache_misses_total", "Catalog reads that filled the cache from Postgres.", &catalog.Misses),
