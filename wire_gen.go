@@ -26,36 +26,48 @@ import (
 // after it.
 func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*bootstrap.App, func(), error) {
 	config := bootstrap.DDIConfigFrom(cfg)
-	taskRepository, err := postgres.NewTaskRepository(db)
+	readReplicaConfig := bootstrap.ReadReplicaConfigFrom(cfg)
+	readReplica, cleanup, err := postgres.OpenReadReplica(readReplicaConfig, db, logger)
 	if err != nil {
+		return nil, nil, err
+	}
+	taskRepository, err := postgres.NewServingTaskRepository(db, readReplica)
+	if err != nil {
+		cleanup()
 		return nil, nil, err
 	}
 	auth, err := application.NewAuth(taskRepository)
 	if err != nil {
+		cleanup()
 		return nil, nil, err
 	}
 	deviceRepository, err := postgres.NewDeviceRepository(db)
 	if err != nil {
+		cleanup()
 		return nil, nil, err
 	}
 	writeBehindConfig := bootstrap.WriteBehindConfigFrom(cfg)
-	writeBehindDevices, cleanup, err := postgres.NewWriteBehindDevices(deviceRepository, writeBehindConfig, logger)
+	writeBehindDevices, cleanup2, err := postgres.NewWriteBehindDevices(deviceRepository, writeBehindConfig, logger)
 	if err != nil {
+		cleanup()
 		return nil, nil, err
 	}
 	firmwareRepository, err := postgres.NewFirmwareRepository(db)
 	if err != nil {
+		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
 	rolloutRepository, err := postgres.NewRolloutRepository(db)
 	if err != nil {
+		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
 	catalogCacheConfig := bootstrap.CatalogCacheConfigFrom(cfg)
-	catalogCache, cleanup2, err := postgres.NewCatalogCache(firmwareRepository, rolloutRepository, catalogCacheConfig, logger)
+	catalogCache, cleanup3, err := postgres.NewCatalogCache(firmwareRepository, rolloutRepository, catalogCacheConfig, logger)
 	if err != nil {
+		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
@@ -64,8 +76,9 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	redislockConfig := bootstrap.LockConfigFrom(cfg)
 	metrics := bootstrap.NewMetrics()
 	lockMetrics := bootstrap.LockMetricsFrom(metrics)
-	locker, cleanup3, err := redislock.New(redislockConfig, lockMetrics)
+	locker, cleanup4, err := redislock.New(redislockConfig, lockMetrics)
 	if err != nil {
+		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
@@ -76,6 +89,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	pollInterval := bootstrap.PollIntervalFrom(cfg)
 	checks, err := application.NewChecks(writeBehindDevices, cachedFirmwares, cachedRollouts, taskRepository, locker, clock, uuiDs, metrics, rateLimiter, pollInterval)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -83,6 +97,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	events, err := application.NewEvents(taskRepository, cachedFirmwares, clock, metrics, rateLimiter)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -94,6 +109,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	ddiVersionAttribute := bootstrap.DDIVersionAttributeFrom(cfg)
 	applicationDDI, err := application.NewDDI(devices, writeBehindDevices, attributeRepository, taskActionRepository, clock, pollInterval, ddiVersionAttribute)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -103,6 +119,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	httpConfig := bootstrap.HTTPConfigFrom(cfg, adapter)
 	deviceAdmin, err := application.NewDeviceAdmin(writeBehindDevices, taskRepository, cachedFirmwares, clock)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -110,6 +127,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	firmwareAdmin, err := application.NewFirmwareAdmin(cachedFirmwares, clock, uuiDs)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -117,6 +135,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	rolloutAdmin, err := application.NewRolloutAdmin(cachedFirmwares, cachedRollouts, taskRepository, clock, uuiDs)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -124,6 +143,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	taskAdmin, err := application.NewTaskAdmin(taskRepository, cachedFirmwares)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -135,6 +155,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	handler := bootstrap.MetricsHandler(metrics)
 	fleetReader, err := postgres.NewFleetReader(db)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -142,6 +163,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	fleet, err := application.NewFleet(fleetReader, cachedFirmwares, cachedRollouts, clock)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -149,6 +171,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	console, err := bootstrap.NewConsole(cfg, admin, fleet, clock, logger)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -156,8 +179,9 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	v2 := bootstrap.HTTPOptions(fleet, console)
 	echo := http.NewServer(httpConfig, devices, admin, v, metrics, handler, logger, v2...)
-	app := bootstrap.NewPostgresApp(cfg, echo, logger, metrics, writeBehindDevices, catalogCache)
+	app := bootstrap.NewPostgresApp(cfg, echo, logger, metrics, writeBehindDevices, catalogCache, readReplica)
 	return app, func() {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()

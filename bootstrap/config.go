@@ -58,6 +58,11 @@ type Config struct {
 	// LastSeenResolution is how precisely a device's last_seen_at is
 	// stored (OTA_LAST_SEEN_RESOLUTION).
 	LastSeenResolution LastSeenResolution
+	// DatabaseReadURL is a streaming replica of DatabaseURL for the
+	// check's lock-free read (OTA_DATABASE_READ_URL, optional); ReadMaxLag
+	// is how far behind the primary it may be read (OTA_READ_MAX_LAG).
+	DatabaseReadURL string
+	ReadMaxLag      time.Duration
 }
 
 // LastSeenResolution is how precisely last_seen_at is kept: a check that
@@ -185,6 +190,11 @@ func LoadConfig(getenv func(string) string, requireAdminToken bool) (Config, err
 	}
 	cfg.LastSeenResolution = LastSeenResolution(duration("OTA_LAST_SEEN_RESOLUTION",
 		time.Duration(DefaultLastSeenResolution).String(), 0, time.Duration(maxLastSeenResolution)))
+	cfg.DatabaseReadURL = strings.TrimSpace(getenv("OTA_DATABASE_READ_URL"))
+	if u, err := url.Parse(cfg.DatabaseReadURL); cfg.DatabaseReadURL != "" && (err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql")) {
+		bad("OTA_DATABASE_READ_URL", "must be a postgres:// URL (or unset)")
+	}
+	cfg.ReadMaxLag = duration("OTA_READ_MAX_LAG", "1s", 10*time.Millisecond, time.Minute)
 	if err := cfg.LogLevel.UnmarshalText([]byte(get("OTA_LOG_LEVEL", "info"))); err != nil {
 		bad("OTA_LOG_LEVEL", "must be debug, info, warn or error")
 	}

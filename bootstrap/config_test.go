@@ -37,6 +37,8 @@ func TestLoadConfigRefusesBadValuesNamingTheVariable(t *testing.T) {
 		"OTA_DEVICE_RATE_LIMIT":    {"OTA_DEVICE_RATE_LIMIT": "fast"},
 		"OTA_LOCK_MAJORITY":        {"OTA_LOCK_MAJORITY": "0"},
 		"OTA_LAST_SEEN_RESOLUTION": {"OTA_LAST_SEEN_RESOLUTION": "-1m"},
+		"OTA_DATABASE_READ_URL":    {"OTA_DATABASE_READ_URL": "mysql://replica"},
+		"OTA_READ_MAX_LAG":         {"OTA_READ_MAX_LAG": "2m"},
 	}
 	for name, vars := range cases {
 		if name != "OTA_ADMIN_TOKEN" {

@@ -61,6 +61,7 @@ var PostgresSet = wire.NewSet(
 	postgresFleetSet,
 	WriteBehindConfigFrom,
 	CatalogCacheConfigFrom,
+	ReadReplicaConfigFrom,
 	redislock.ProviderSet,
 	LockConfigFrom,
 	LockMetricsFrom,
@@ -86,16 +87,37 @@ func CatalogCacheConfigFrom(cfg Config) postgres.CatalogCacheConfig {
 	return postgres.CatalogCacheConfig{URL: postgres.DatabaseURL(cfg.DatabaseURL)}
 }
 
+// ReadReplicaConfigFrom points the check's read at OTA_DATABASE_READ_URL
+// (none when unset), read while at most OTA_READ_MAX_LAG behind.
+func ReadReplicaConfigFrom(cfg Config) postgres.ReadReplicaConfig {
+	return postgres.ReadReplicaConfig{URL: postgres.DatabaseURL(cfg.DatabaseReadURL), MaxLag: cfg.ReadMaxLag, MaxOpenConns: int(cfg.DBMaxConns)}
+}
+
 // NewPostgresApp is NewApp for the production wiring: on shutdown, after
 // requests drained, it stores the device checks still written behind
 // (before wire's cleanup closes the pool), and its metrics count the
 // write-behind's and the catalog cache's work.
 func NewPostgresApp(cfg Config, server *echo.Echo, logger *slog.Logger, m *Metrics,
-	seen *postgres.WriteBehindDevices, catalog *postgres.CatalogCache) *App {
+	seen *postgres.WriteBehindDevices, catalog *postgres.CatalogCache, reads *postgres.ReadReplica) *App {
 	app := NewApp(cfg, server, logger)
 	app.OnShutdown(seen.Flush)
 	registerHotPathMetrics(m, seen.Stats(), catalog.Stats())
+	if reads != nil {
+		registerReplicaMetrics(m, reads.Stats())
+	}
 	return app
+}
+
+// registerReplicaMetrics exposes where the check's reads went.
+func registerReplicaMetrics(m *Metrics, s *postgres.ReadReplicaStats) {
+	counter := func(name, help string, v *atomic.Int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v.Load()) })
+	}
+	m.registry.MustRegister(
+		counter("ota_read_replica_reads_total", "Check reads answered by the read replica.", &s.Reads),
+		counter("ota_read_replica_primary_total", "Check reads sent to the primary: the replica too far behind or failing.", &s.Primary),
+		counter("ota_read_replica_fallbacks_total", "Check reads tried on the replica and answered by the primary.", &s.Fallbacks),
+	)
 }
 
 // registerHotPathMetrics exposes the write-behind's and the cache's
