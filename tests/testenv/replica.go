@@ -31,6 +31,7 @@ type StreamingPair struct {
 	PrimaryURL, ReplicaURL string
 
 	bin, dir, primaryData, replicaData string
+	primaryPort                        int
 	runAs                              []string // runuser prefix when root
 }
 
@@ -62,23 +63,23 @@ func postgresBinDir() (string, error) {
 	return "", errors.New("no Postgres server binaries (initdb, pg_ctl, pg_basebackup) in pg_config --bindir or /usr/lib/postgresql/*/bin")
 }
 
-// StartStreamingPair starts a primary and a streaming replica of it and
-// migrates database "ota" on the primary (the replica follows). The test
-// is skipped, loudly, when the binaries are missing.
-func StartStreamingPair(t testing.TB) *StreamingPair {
+// StartPrivatePrimary starts a private Postgres server (no replica) with
+// database "ota" migrated; PrimaryURL names it. For measurements that no
+// other user of the machine's cluster may disturb (WAL bytes written).
+func StartPrivatePrimary(t testing.TB) *StreamingPair {
 	t.Helper()
 	bin, err := postgresBinDir()
 	if err != nil {
-		skipOrFail(t, "testenv: a streaming replica needs "+err.Error())
+		skipOrFail(t, "testenv: a private Postgres needs "+err.Error())
 	}
 	p := &StreamingPair{bin: bin}
 	// Postgres refuses to run as root: run it as the postgres user, in a
 	// directory that user owns.
-	var uid, gid = -1, -1
+	uid, gid := -1, -1
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			skipOrFail(t, "testenv: running as root and there is no postgres user to run the private cluster as")
+			skipOrFail(t, "testenv: running as root and there is no postgres user to run a private cluster as")
 		}
 		uid, _ = strconv.Atoi(u.Uid)
 		gid, _ = strconv.Atoi(u.Gid)
@@ -94,12 +95,7 @@ func StartStreamingPair(t testing.TB) *StreamingPair {
 		}
 	}
 	p.primaryData, p.replicaData = filepath.Join(p.dir, "primary"), filepath.Join(p.dir, "replica")
-	primaryPort, err := FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	replicaPort, err := FreePort()
-	if err != nil {
+	if p.primaryPort, err = FreePort(); err != nil {
 		t.Fatal(err)
 	}
 	p.run(t, "initdb", "-D", p.primaryData, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions")
@@ -117,16 +113,10 @@ wal_keep_size = 64MB
 hot_standby = on
 hot_standby_feedback = on
 logging_collector = off
-`, primaryPort, p.dir)
+`, p.primaryPort, p.dir)
 	p.appendFile(t, filepath.Join(p.primaryData, "postgresql.conf"), conf)
 	p.run(t, "pg_ctl", "-D", p.primaryData, "-l", filepath.Join(p.dir, "primary.log"), "-w", "-t", "30", "start")
-	p.run(t, "pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(primaryPort), "-U", "postgres",
-		"-D", p.replicaData, "-R", "-X", "stream", "--no-sync", "-c", "fast")
-	p.appendFile(t, filepath.Join(p.replicaData, "postgresql.auto.conf"), fmt.Sprintf("port = %d\n", replicaPort))
-	p.run(t, "pg_ctl", "-D", p.replicaData, "-l", filepath.Join(p.dir, "replica.log"), "-w", "-t", "30", "start")
-
-	p.PrimaryURL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/ota?sslmode=disable", primaryPort)
-	p.ReplicaURL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/ota?sslmode=disable", replicaPort)
+	p.PrimaryURL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/ota?sslmode=disable", p.primaryPort)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	admin, err := sqlx.Open("postgres", strings.Replace(p.PrimaryURL, "/ota?", "/postgres?", 1))
@@ -135,29 +125,30 @@ logging_collector = off
 	}
 	defer admin.Close()
 	if _, err := admin.ExecContext(ctx, `CREATE DATABASE ota`); err != nil {
-		t.Fatalf("testenv: creating the private primary's database: %v", err)
+		t.Fatalf("testenv: creating the private primary's database: %v\n%s", err, p.Logs())
 	}
 	if err := postgresMigrate(ctx, p.PrimaryURL); err != nil {
 		t.Fatalf("testenv: migrating the private primary: %v", err)
 	}
-	// The replica has the schema once it replayed the primary's position.
-	replica := p.Open(t, p.ReplicaURL)
-	primary := p.Open(t, p.PrimaryURL)
-	var lsn string
-	if err := primary.GetContext(ctx, &lsn, `SELECT pg_current_wal_lsn()::text`); err != nil {
+	return p
+}
+
+// StartStreamingPair starts a private primary (StartPrivatePrimary) and a
+// streaming replica of it made with pg_basebackup -R, which starts with
+// the migrated schema. The test is skipped, loudly, when the binaries are
+// missing.
+func StartStreamingPair(t testing.TB) *StreamingPair {
+	t.Helper()
+	p := StartPrivatePrimary(t)
+	replicaPort, err := FreePort()
+	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		var ok bool
-		err := replica.GetContext(ctx, &ok, `SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn`, lsn)
-		if err == nil && ok {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("testenv: the replica did not catch up with the migrated primary: %v\n%s", err, p.Logs())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	p.run(t, "pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(p.primaryPort), "-U", "postgres",
+		"-D", p.replicaData, "-R", "-X", "stream", "--no-sync", "-c", "fast")
+	p.appendFile(t, filepath.Join(p.replicaData, "postgresql.auto.conf"), fmt.Sprintf("port = %d\n", replicaPort))
+	p.run(t, "pg_ctl", "-D", p.replicaData, "-l", filepath.Join(p.dir, "replica.log"), "-w", "-t", "30", "start")
+	p.ReplicaURL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/ota?sslmode=disable", replicaPort)
 	return p
 }
 
