@@ -63,8 +63,8 @@ func NewTaskRepository(db *sqlx.DB) (*TaskRepository, error) {
 			WHERE id = $1
 			RETURNING ` + taskColumns),
 		lock:        p.prepare(`SELECT ` + taskColumns + ` FROM tasks WHERE id = $1 FOR UPDATE`),
-		event:       p.prepare(`SELECT fingerprint FROM task_events WHERE task_id = $1 AND event_id = $2`),
-		insertEvent: p.prepare(`INSERT INTO task_events (task_id, event_id, fingerprint, created_at) VALUES ($1, $2, $3, $4)`),
+		event:       p.prepare(selectEventSQL),
+		insertEvent: p.prepare(insertEventSQL),
 		stats:       p.prepare(`SELECT status, count(*) FROM tasks WHERE rollout_id = $1 GROUP BY status`),
 	}
 	if err := p.done("task repository"); err != nil {
@@ -184,6 +184,16 @@ const checkViewSQL = `SELECT d.device_id, d.model, d.current_version, d.token_ha
 const (
 	checkViewByTokenSQL = checkViewSQL + ` WHERE d.token_hash = $1`
 	checkViewByIDSQL    = checkViewSQL + ` WHERE d.device_id = $1`
+)
+
+// task_events is partitioned by its task's created_at (migration 00051):
+// the lookup names it, so only that month's partition is read, and the
+// insert takes it from the task row, so that it cannot be written wrong
+// and (task_id, event_id) stays unique through the partitioned key.
+const (
+	selectEventSQL = `SELECT fingerprint FROM task_events WHERE task_id = $1 AND event_id = $2 AND task_created_at = $3`
+	insertEventSQL = `INSERT INTO task_events (task_id, event_id, fingerprint, created_at, task_created_at)
+		SELECT $1, $2, $3, $4, created_at FROM tasks WHERE id = $1`
 )
 
 // offerOfSQL reads a firmware and a rollout together (an offer, or the
@@ -470,7 +480,7 @@ func (s *TaskRepository) ApplyEvent(ctx context.Context, taskID string, ev domai
 		}
 		var prior *domain.Event
 		var fingerprint string
-		err = tx.StmtxContext(ctx, s.event).QueryRowContext(ctx, uid, ev.ID()).Scan(&fingerprint)
+		err = tx.StmtxContext(ctx, s.event).QueryRowContext(ctx, uid, ev.ID(), dbTime(t.CreatedAt())).Scan(&fingerprint)
 		switch {
 		case err == nil:
 			p := domain.RehydrateEvent(ev.ID(), fingerprint)
