@@ -86,6 +86,7 @@ func TestTaskEventsPartitionsKeepEventsIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	defer func() { _, _ = conn.ExecContext(ctx, `DEALLOCATE ev; RESET plan_cache_mode`) }()
 	for _, q := range []string{`SET plan_cache_mode = force_generic_plan`,
 		`PREPARE ev(uuid, text, timestamptz) AS SELECT fingerprint FROM task_events WHERE task_id = $1 AND event_id = $2 AND task_created_at = $3`} {
 		if _, err := conn.ExecContext(ctx, q); err != nil {
