@@ -139,4 +139,3 @@ func TestCheckPlanIgnoresHistory(t *testing.T) {
 		t.Errorf("the check's read touched %d buffers with 10× history, %d with 1×", buffers10, buffers1)
 	}
 }
-
