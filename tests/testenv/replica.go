@@ -224,3 +224,14 @@ func (p *StreamingPair) cleanup() {
 		_ = os.RemoveAll(p.dir)
 	}
 }
+
+// PrimaryPID is the private primary's postmaster process id (its backends
+// are its children), for measuring the server's CPU.
+func (p *StreamingPair) PrimaryPID() (int, error) {
+	data, err := os.ReadFile(filepath.Join(p.primaryData, "postmaster.pid"))
+	if err != nil {
+		return 0, err
+	}
+	first, _, _ := strings.Cut(string(data), "\n")
+	return strconv.Atoi(strings.TrimSpace(first))
+}
