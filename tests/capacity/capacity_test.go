@@ -336,3 +336,73 @@ func TestCapacityCosts(t *testing.T) {
 		}
 	}
 }
+
+// checksServed sums ota_checks_total over its outcomes.
+func checksServed(t *testing.T, base string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(resp.Body)
+	var total float64
+	for _, l := range strings.Split(buf.String(), "\n") {
+		if strings.HasPrefix(l, "ota_checks_total") {
+			f := strings.Fields(l)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			total += v
+		}
+	}
+	return total
+}
+
+// TestCapacityModelAt1M checks the model against the fleet simulator
+// (tests/load) at 1,000,000 devices: it seeds them (COPY) on a private
+// Postgres, then polls at the rate of a 1M fleet polling hourly (278/s)
+// and at a higher open-loop rate, and compares otad's CPU-seconds per
+// check with the per-check cost TestCapacityCosts measured on 20,000
+// devices (otad's CPU is its own process's; Postgres's is not compared
+// here, as the simulator's seeding and final consistency check run on the
+// same server).
+//
+//	OTA_CAPACITY=1 go test ./tests/capacity -run TestCapacityModelAt1M -v -timeout 20m
+func TestCapacityModelAt1M(t *testing.T) {
+	if os.Getenv("OTA_CAPACITY") != "1" {
+		t.Skip("a measurement, not a test: OTA_CAPACITY=1 runs it (docs/SCALING.md)")
+	}
+	devices := "1000000"
+	if v := os.Getenv("OTA_CAPACITY_SIM_DEVICES"); v != "" {
+		devices = v
+	}
+	pg := testenv.StartPrivatePrimary(t)
+	redisURL, _ := privateRedis(t)
+	o := testenv.StartOtad(t, testenv.OtadConfig{Name: "capacity-1m", DatabaseURL: pg.PrimaryURL, RedisURL: redisURL, AdminToken: adminToken,
+		Env: map[string]string{"OTA_DEVICE_RATE_LIMIT": "0", "OTA_LOG_LEVEL": "error"}})
+	defer func() { _ = o.Kill() }()
+	sim := filepath.Join(t.TempDir(), "loadsim")
+	if out, err := exec.Command("go", "build", "-o", sim, "github.com/ai-device/ota/tests/load").CombinedOutput(); err != nil {
+		t.Fatalf("building the simulator: %v\n%s", err, out)
+	}
+	run := func(rate, duration string) string {
+		t.Helper()
+		cmd := exec.Command(sim, "-urls", o.URL, "-admin-token", adminToken, "-database-url", pg.PrimaryURL, "-seed",
+			"-devices", devices, "-model", "sim1m", "-mode", "poll", "-rate", rate, "-duration", duration, "-concurrency", "64", "-quiet")
+		cmd.Env = append(os.Environ(), "OTA_LOAD_TOKEN_SECRET=capacity")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("simulator: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	start := time.Now()
+	t.Logf("seeding %s devices (simulator, COPY):\n%s(%v)", devices, run("50", "2s"), time.Since(start).Round(time.Second))
+	for _, rate := range []string{"278", "1000"} {
+		cpu0, n0 := cpuOf(o.Pid()), checksServed(t, o.URL)
+		out := run(rate, "20s")
+		cpu, n := cpuOf(o.Pid())-cpu0, checksServed(t, o.URL)-n0
+		t.Logf("simulator at -rate %s for 20s on %s devices: %.0f checks, otad %.1f µs CPU per check (%.3f cores)\n%s",
+			rate, devices, n, cpu/n*1e6, cpu/20, out)
+	}
+}
