@@ -226,8 +226,9 @@ func (r *ReadReplica) probe() {
 }
 
 // trimSamples keeps the probe's memory bounded while the replica is far
-// behind: a sample older than MaxLag can only prove a staleness beyond the
-// bound, except the newest of them, kept as the next best proof.
+// behind (256 samples, a minute at the default probe): it drops the
+// oldest, so a replica that far behind is proven fresh again only once it
+// replays past a kept sample — erring on the stale side.
 func (r *ReadReplica) trimSamples() {
 	const keep = 256
 	if len(r.samples) > keep {
@@ -259,10 +260,13 @@ func (r *ReadReplica) stmt(q string) *sqlx.Stmt {
 		return nil
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if s, ok := r.stmts[q]; ok {
+	s, ok := r.stmts[q]
+	r.mu.Unlock()
+	if ok {
 		return s
 	}
+	// Prepared outside the lock: a replica that hangs holds up only the
+	// reads that found no statement, each for at most MaxLag.
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.MaxLag)
 	defer cancel()
 	s, err := r.db.PreparexContext(ctx, q)
@@ -270,6 +274,12 @@ func (r *ReadReplica) stmt(q string) *sqlx.Stmt {
 		r.logger.Warn("read replica: preparing the check's read failed; reading from the primary", "err", err)
 		r.caughtUp.Store(0)
 		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if prior, ok := r.stmts[q]; ok {
+		_ = s.Close()
+		return prior
 	}
 	r.stmts[q] = s
 	return s
@@ -297,7 +307,7 @@ func (s *TaskRepository) routedCheckView(ctx context.Context, q string, primary 
 		return s.checkView(ctx, primary, key)
 	}
 	if stmt := s.reads.stmt(q); stmt != nil {
-		v, err := s.checkView(ctx, stmt, key)
+		v, late, err := s.replicaRead(ctx, stmt, key)
 		if err == nil {
 			s.reads.stats.Reads.Add(1)
 			return v, nil
@@ -305,7 +315,7 @@ func (s *TaskRepository) routedCheckView(ctx context.Context, q string, primary 
 		if ctx.Err() != nil {
 			return ports.CheckView{}, err
 		}
-		if errors.Is(err, domain.ErrServiceBusy) {
+		if late || errors.Is(err, domain.ErrServiceBusy) {
 			s.reads.caughtUp.Store(0) // the probe decides when to come back
 		}
 		s.reads.stats.Fallbacks.Add(1)
@@ -313,4 +323,31 @@ func (s *TaskRepository) routedCheckView(ctx context.Context, q string, primary 
 		s.reads.stats.Primary.Add(1)
 	}
 	return s.checkView(ctx, primary, key)
+}
+
+type replicaAnswer struct {
+	v   ports.CheckView
+	err error
+}
+
+// replicaRead reads the check view on the replica, giving up after MaxLag
+// (late): a replica that stops answering without refusing (cut off, a
+// lost network) must not hold the check. lib/pq ends a cancelled query
+// only when the server answers the cancel, so the read runs in its own
+// goroutine and is abandoned, not waited for; it ends, and gives its
+// connection back, when the replica answers or the connection breaks.
+func (s *TaskRepository) replicaRead(ctx context.Context, stmt *sqlx.Stmt, key any) (v ports.CheckView, late bool, err error) {
+	rctx, cancel := context.WithTimeout(ctx, s.reads.cfg.MaxLag)
+	done := make(chan replicaAnswer, 1)
+	go func() {
+		defer cancel()
+		v, err := s.checkView(rctx, stmt, key)
+		done <- replicaAnswer{v, err}
+	}()
+	select {
+	case a := <-done:
+		return a.v, false, a.err
+	case <-rctx.Done():
+		return ports.CheckView{}, ctx.Err() == nil, fmt.Errorf("reading the replica: %w", rctx.Err())
+	}
 }

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,6 +112,35 @@ func TestReadReplicaBoundsStalenessAndFallsBack(t *testing.T) {
 	if reads.Stats().Reads.Load() != before+1 {
 		t.Fatalf("after resume the read did not go to the replica")
 	}
+
+	// A replica that stops answering without refusing (every byte delayed
+	// 3s): the read falls back to the primary within about MaxLag.
+	proxy := testenv.StartProxy(t, strings.TrimPrefix(strings.Split(pair.ReplicaURL, "/ota?")[0], "postgres://postgres@"))
+	slowURL := strings.Replace(pair.ReplicaURL, proxy.Target(), proxy.Addr(), 1)
+	slow, closeSlow, err := postgres.OpenReadReplica(postgres.ReadReplicaConfig{
+		URL: postgres.DatabaseURL(slowURL), MaxLag: maxLag, Probe: 50 * time.Millisecond,
+	}, primary, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeSlow()
+	slowTasks, err := postgres.NewServingTaskRepository(primary, slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the proxied replica to be usable", 5*time.Second, slow.Usable)
+	if _, err := slowTasks.CheckViewOf(ctx, d.ID()); err != nil || slow.Stats().Reads.Load() == 0 {
+		t.Fatalf("a read through the proxy: %v (%d replica reads)", err, slow.Stats().Reads.Load())
+	}
+	proxy.SetLatency(3 * time.Second)
+	start := time.Now()
+	if v, err := slowTasks.CheckViewOf(ctx, d.ID()); err != nil || v.Device.ID() != d.ID() {
+		t.Fatalf("a read while the replica hangs: %v %v", v.Device.ID(), err)
+	}
+	if took := time.Since(start); took > maxLag+time.Second {
+		t.Errorf("a read while the replica hangs took %v; the primary should answer after about %v", took, maxLag)
+	}
+	proxy.SetLatency(0)
 
 	// Replica killed: every read is answered, by the primary.
 	pair.KillReplica(t)
