@@ -59,6 +59,26 @@ func cpuOf(pids ...int) float64 {
 	return float64(ticks) / clkTck
 }
 
+// serverCPU is the CPU-seconds of a server process and all its children,
+// live (their utime + stime) or exited (the parent's cutime + cstime, as
+// it reaped them): a postmaster and its backends, however many came and
+// went.
+func serverCPU(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	var ticks int64
+	for _, i := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		ticks += v
+	}
+	children := childrenOf(pid)[1:]
+	return float64(ticks)/clkTck + cpuOf(children...)
+}
+
 // childrenOf lists pid and its children (a postmaster's backends).
 func childrenOf(pid int) []int {
 	out := []int{pid}
@@ -157,7 +177,7 @@ func (m *meter) begin() {
 	if err := m.db.Get(&m.wal, `SELECT pg_current_wal_lsn()::text`); err != nil {
 		m.t.Fatal(err)
 	}
-	m.otadCPU, m.pgCPU, m.redisCPU, m.selfCPU = cpuOf(m.otadPID), cpuOf(childrenOf(m.pgPID)...), cpuOf(m.redisPID), selfCPU()
+	m.otadCPU, m.pgCPU, m.redisCPU, m.selfCPU = cpuOf(m.otadPID), serverCPU(m.pgPID), cpuOf(m.redisPID), selfCPU()
 	m.redisN = redisCommands(m.t, m.redisURL)
 	m.start = time.Now()
 }
@@ -172,7 +192,7 @@ func (m *meter) end(what string, n int) {
 	}
 	per := func(v float64) string { return fmt.Sprintf("%.1f µs", v/float64(n)*1e6) }
 	row := fmt.Sprintf("| %s | %d | %s | %s | %s | %.2f | %d | %s | %.0f/s |", what, n,
-		per(cpuOf(m.otadPID)-m.otadCPU), per(cpuOf(childrenOf(m.pgPID)...)-m.pgCPU), per(cpuOf(m.redisPID)-m.redisCPU),
+		per(cpuOf(m.otadPID)-m.otadCPU), per(serverCPU(m.pgPID)-m.pgCPU), per(cpuOf(m.redisPID)-m.redisCPU),
 		float64(redisCommands(m.t, m.redisURL)-m.redisN)/float64(n), wal/int64(n), per(selfCPU()-m.selfCPU), float64(n)/wall.Seconds())
 	m.rows = append(m.rows, row)
 	m.t.Log(row)
@@ -327,6 +347,7 @@ func TestCapacityCosts(t *testing.T) {
 	// At OTA_LOG_LEVEL=error otad does not log "stopped"; the numbers
 	// are taken, so end it without the clean-stop check.
 	_ = o.Kill()
+	m.pgbench(pg.PrimaryURL)
 	report := "| request | n | otad CPU/req | Postgres CPU/req | Redis CPU/req | Redis cmds/req | WAL bytes/req | generator CPU/req | rate (load-sensitive) |\n" +
 		"| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n" + strings.Join(m.rows, "\n") + "\n"
 	t.Logf("\n%s", report)
@@ -405,4 +426,44 @@ func TestCapacityModelAt1M(t *testing.T) {
 		t.Logf("simulator at -rate %s for 20s on %s devices: %.0f checks, otad %.1f µs CPU per check (%.3f cores)\n%s",
 			rate, devices, n, cpu/n*1e6, cpu/20, out)
 	}
+}
+
+// pgbench measures, on the same private server, what one `pgbench -N`
+// transaction (BEGIN; UPDATE; SELECT; INSERT; END) costs Postgres, the
+// yardstick issue 15 sets creations against.
+func (m *meter) pgbench(primaryURL string) {
+	t := m.t
+	t.Helper()
+	bin := "pgbench"
+	if _, err := exec.LookPath(bin); err != nil {
+		if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+			bin = filepath.Join(strings.TrimSpace(string(out)), "pgbench")
+		}
+	}
+	if _, err := os.Stat(bin); err != nil && bin != "pgbench" {
+		t.Logf("no pgbench: the pgbench -N comparison is skipped")
+		return
+	}
+	if _, err := m.db.Exec(`CREATE DATABASE pgb`); err != nil {
+		t.Fatal(err)
+	}
+	url := strings.Replace(primaryURL, "/ota?", "/pgb?", 1)
+	if out, err := exec.Command(bin, "-i", "-q", "-s", "10", url).CombinedOutput(); err != nil {
+		t.Fatalf("pgbench -i: %v\n%s", err, out)
+	}
+	m.begin()
+	out, err := exec.Command(bin, "-n", "-N", "-M", "prepared", "-c", "8", "-j", "2", "-T", "10", url).CombinedOutput()
+	if err != nil {
+		t.Fatalf("pgbench -N: %v\n%s", err, out)
+	}
+	var n int
+	for _, l := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(l, "number of transactions actually processed: "); ok {
+			n, _ = strconv.Atoi(strings.Fields(v)[0])
+		}
+	}
+	if n == 0 {
+		t.Fatalf("pgbench -N: no transaction count in\n%s", out)
+	}
+	m.end("pgbench -N -M prepared -c 8 -j 2 -T 10 transaction (scale 10)", n)
 }
