@@ -202,9 +202,11 @@ func (w *WriteBehindDevices) Update(ctx context.Context, id string, fn func(*dom
 // the flush. After Close it writes synchronously.
 //
 // Two replicas may each hold a report of one device; if one of them
-// skips a check because its read predates the other's flush, the stored
-// version may show the other's (older) report until the device's next
-// write, at most one resolution later.
+// skips a check because its read predates the other's flush (or was made
+// on a read replica that had not yet replayed it), the stored version may
+// show that older report until the device's next write, at most one
+// resolution later. It takes a device reporting a version and then the
+// previous one again within about a second.
 func (w *WriteBehindDevices) RecordSeen(ctx context.Context, stored domain.Device, v domain.Version, at time.Time) error {
 	id := stored.ID()
 	if !validDeviceID(id) {
