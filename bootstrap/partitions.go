@@ -45,8 +45,16 @@ func EnsurePartitions(ctx context.Context, db *sql.DB, ahead int, out io.Writer)
 // DropPartitionsBefore drops the monthly task_events partitions whose
 // month ends on or before before: the events of tasks created then
 // (retention, docs/SCALING.md). It names each partition it drops; the
-// DEFAULT partition is never dropped.
+// DEFAULT partition is never dropped, nor the current month's or later
+// ones (before after the current month's start is refused): events of
+// live tasks land there, and a month dropped would send them to the
+// DEFAULT partition, where they would block re-creating it.
 func DropPartitionsBefore(ctx context.Context, db *sql.DB, before time.Time, out io.Writer) error {
+	now := time.Now().UTC()
+	if thisMonth := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC); before.After(thisMonth) {
+		return fmt.Errorf("partitions: refusing to drop the current month's events or later ones (before %s > %s)",
+			before.Format("2006-01"), thisMonth.Format("2006-01"))
+	}
 	rows, err := db.QueryContext(ctx, `SELECT c.relname FROM pg_inherits i
 		JOIN pg_class c ON c.oid = i.inhrelid
 		WHERE i.inhparent = 'task_events'::regclass AND c.relname ~ '^task_events_[0-9]{4}_[0-9]{2}$'`)

@@ -103,6 +103,10 @@ func TestTaskEventsPartitionsKeepEventsIdempotent(t *testing.T) {
 		t.Errorf("the event lookup should read one partition, pruned at execution:\n%s", text)
 	}
 
+	// Retention never reaches the current month.
+	if err := bootstrap.DropPartitionsBefore(ctx, e.db.DB, now.AddDate(0, 1, 0), &out); err == nil {
+		t.Errorf("dropping the current month's events was not refused")
+	}
 	// Retention: the months before February 2024 go, tasks stay.
 	out.Reset()
 	if err := bootstrap.DropPartitionsBefore(ctx, e.db.DB, time.Date(2024, 2, 1, 0, 0, 0, 0, time.UTC), &out); err != nil {
