@@ -23,6 +23,10 @@
 -- otad migrate up (and serve, which migrates at start) and
 -- `otad partitions` call; a DEFAULT partition catches anything outside
 -- them, so an insert never fails for want of a partition.
+--
+-- Existing events are copied into the partitioned table in this
+-- migration's transaction; events wait for it. On a database with years
+-- of events, delete the history past retention first (or expect minutes).
 
 -- +goose Up
 -- +goose StatementBegin
