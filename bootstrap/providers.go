@@ -103,17 +103,27 @@ func NewPostgresApp(cfg Config, server *echo.Echo, logger *slog.Logger, m *Metri
 	app.OnShutdown(seen.Flush)
 	registerHotPathMetrics(m, seen.Stats(), catalog.Stats())
 	if reads != nil {
-		registerReplicaMetrics(m, reads.Stats())
+		registerReplicaMetrics(m, reads)
 	}
 	return app
 }
 
-// registerReplicaMetrics exposes where the check's reads went.
-func registerReplicaMetrics(m *Metrics, s *postgres.ReadReplicaStats) {
+// registerReplicaMetrics exposes where the check's reads went and how far
+// behind the replica is.
+func registerReplicaMetrics(m *Metrics, r *postgres.ReadReplica) {
+	s := r.Stats()
 	counter := func(name, help string, v *atomic.Int64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v.Load()) })
 	}
 	m.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ota_read_replica_lag_seconds",
+			Help: "How stale a read from the replica would be now, as measured (-1: not caught up or failing)."},
+			func() float64 {
+				if lag, ok := r.Lag(); ok {
+					return lag.Seconds()
+				}
+				return -1
+			}),
 		counter("ota_read_replica_reads_total", "Check reads answered by the read replica.", &s.Reads),
 		counter("ota_read_replica_primary_total", "Check reads sent to the primary: the replica too far behind or failing.", &s.Primary),
 		counter("ota_read_replica_fallbacks_total", "Check reads tried on the replica and answered by the primary.", &s.Fallbacks),

@@ -96,6 +96,10 @@ func TestOtadReadsChecksFromTheReplica(t *testing.T) {
 		t.Errorf("ota_read_replica_reads_total went from %v to %v over 5 checks: they were not read from the replica", before, after)
 	}
 
+	if lag, err := o.Metric("ota_read_replica_lag_seconds"); err != nil || lag < 0 || lag >= 1 {
+		t.Errorf("ota_read_replica_lag_seconds = %v (%v), want a lag within the 1s bound", lag, err)
+	}
+
 	pair.KillReplica(t)
 	for range 10 {
 		if got := check(); got != created {
