@@ -113,6 +113,8 @@ wal_keep_size = 64MB
 hot_standby = on
 hot_standby_feedback = on
 logging_collector = off
+# Measurements of WAL per request must not see autovacuum's.
+autovacuum = off
 `, p.primaryPort, p.dir)
 	p.appendFile(t, filepath.Join(p.primaryData, "postgresql.conf"), conf)
 	p.run(t, "pg_ctl", "-D", p.primaryData, "-l", filepath.Join(p.dir, "primary.log"), "-w", "-t", "30", "start")
