@@ -47,6 +47,7 @@ func main() {
 const usage = `usage:
   otad serve [--no-migrate] [--create-db]   serve the API (migrates on start)
   otad migrate up|down|status               manage the database schema
+  otad partitions [--ahead N] [--drop-before YYYY-MM]  keep task_events partitions ahead; drop old history
   otad healthcheck [--url URL]              exit 0 when the local otad answers /healthz
   otad version                              print the version and commit
 "otad COMMAND --help" describes a command's flags.
@@ -67,6 +68,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = serve(ctx, args[1:], getenv, stdout, stderr)
 	case "migrate":
 		err = migrate(ctx, args[1:], getenv, stdout, stderr)
+	case "partitions":
+		err = partitions(ctx, args[1:], getenv, stdout, stderr)
 	case "healthcheck":
 		err = healthcheck(ctx, args[1:], getenv, stdout, stderr)
 	case "version":

@@ -27,36 +27,48 @@ import (
 // after it.
 func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*bootstrap.App, func(), error) {
 	config := bootstrap.DDIConfigFrom(cfg)
-	taskRepository, err := postgres.NewTaskRepository(db)
+	readReplicaConfig := bootstrap.ReadReplicaConfigFrom(cfg)
+	readReplica, cleanup, err := postgres.OpenReadReplica(readReplicaConfig, db, logger)
 	if err != nil {
+		return nil, nil, err
+	}
+	taskRepository, err := postgres.NewServingTaskRepository(db, readReplica)
+	if err != nil {
+		cleanup()
 		return nil, nil, err
 	}
 	auth, err := application.NewAuth(taskRepository)
 	if err != nil {
+		cleanup()
 		return nil, nil, err
 	}
 	deviceRepository, err := postgres.NewDeviceRepository(db)
 	if err != nil {
+		cleanup()
 		return nil, nil, err
 	}
 	writeBehindConfig := bootstrap.WriteBehindConfigFrom(cfg)
-	writeBehindDevices, cleanup, err := postgres.NewWriteBehindDevices(deviceRepository, writeBehindConfig, logger)
+	writeBehindDevices, cleanup2, err := postgres.NewWriteBehindDevices(deviceRepository, writeBehindConfig, logger)
 	if err != nil {
+		cleanup()
 		return nil, nil, err
 	}
 	firmwareRepository, err := postgres.NewFirmwareRepository(db)
 	if err != nil {
+		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
 	rolloutRepository, err := postgres.NewRolloutRepository(db)
 	if err != nil {
+		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
 	catalogCacheConfig := bootstrap.CatalogCacheConfigFrom(cfg)
-	catalogCache, cleanup2, err := postgres.NewCatalogCache(firmwareRepository, rolloutRepository, catalogCacheConfig, logger)
+	catalogCache, cleanup3, err := postgres.NewCatalogCache(firmwareRepository, rolloutRepository, catalogCacheConfig, logger)
 	if err != nil {
+		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
@@ -65,8 +77,9 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	redislockConfig := bootstrap.LockConfigFrom(cfg)
 	metrics := bootstrap.NewMetrics()
 	lockMetrics := bootstrap.LockMetricsFrom(metrics)
-	locker, cleanup3, err := redislock.New(redislockConfig, lockMetrics)
+	locker, cleanup4, err := redislock.New(redislockConfig, lockMetrics)
 	if err != nil {
+		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
@@ -77,6 +90,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	pollInterval := bootstrap.PollIntervalFrom(cfg)
 	checks, err := application.NewChecks(writeBehindDevices, cachedFirmwares, cachedRollouts, taskRepository, locker, clock, uuiDs, metrics, rateLimiter, pollInterval)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -84,6 +98,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	events, err := application.NewEvents(taskRepository, cachedFirmwares, clock, metrics, rateLimiter)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -95,6 +110,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	ddiVersionAttribute := bootstrap.DDIVersionAttributeFrom(cfg)
 	applicationDDI, err := application.NewDDI(devices, writeBehindDevices, attributeRepository, taskActionRepository, clock, pollInterval, ddiVersionAttribute)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -121,6 +137,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	menderConfig, err := bootstrap.MenderConfigFrom(cfg, logger)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -128,6 +145,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	applicationMender, err := application.NewMender(menderPorts, menderConfig)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -137,6 +155,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	httpConfig := bootstrap.HTTPConfigFrom(cfg, adapter, menderAdapter)
 	deviceAdmin, err := application.NewDeviceAdmin(writeBehindDevices, taskRepository, cachedFirmwares, clock)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -144,6 +163,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	firmwareAdmin, err := application.NewFirmwareAdmin(cachedFirmwares, clock, uuiDs)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -151,6 +171,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	rolloutAdmin, err := application.NewRolloutAdmin(cachedFirmwares, cachedRollouts, taskRepository, clock, uuiDs)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -158,6 +179,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	taskAdmin, err := application.NewTaskAdmin(taskRepository, cachedFirmwares)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -166,6 +188,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	admin := application.ComposeAdmin(deviceAdmin, firmwareAdmin, rolloutAdmin, taskAdmin)
 	keyedAdmin, err := application.NewKeyedAdmin(admin, admissionRepository, clock)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -176,6 +199,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	handler := bootstrap.MetricsHandler(metrics)
 	fleetReader, err := postgres.NewFleetReader(db)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -183,6 +207,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	fleet, err := application.NewFleet(fleetReader, cachedFirmwares, cachedRollouts, clock)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -190,6 +215,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	console, err := bootstrap.NewConsole(cfg, keyedAdmin, fleet, clock, logger)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -197,8 +223,9 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	v2 := bootstrap.HTTPOptions(fleet, console)
 	echo := http.NewServer(httpConfig, devices, keyedAdmin, v, metrics, handler, logger, v2...)
-	app := bootstrap.NewPostgresApp(cfg, echo, logger, metrics, writeBehindDevices, catalogCache)
+	app := bootstrap.NewPostgresApp(cfg, echo, logger, metrics, writeBehindDevices, catalogCache, readReplica)
 	return app, func() {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()

@@ -95,7 +95,7 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 	now := s.clock.Now()
 	// Stores may write this behind, in batches: the check goes on with the
 	// version the device reported, never with the stored one.
-	if err := s.devices.RecordSeen(ctx, dev.ID(), current, now); err != nil {
+	if err := s.devices.RecordSeen(ctx, dev, current, now); err != nil {
 		return ports.CheckResult{}, fmt.Errorf("recording check: %w", err)
 	}
 	offers, err := s.rollouts.Offers(ctx, dev.Model())

@@ -57,7 +57,31 @@ type Config struct {
 	DDIVersionAttribute string
 	// DBMaxConns caps the replica's Postgres pool (OTA_DB_MAX_CONNS).
 	DBMaxConns DBMaxConns
+	// LastSeenResolution is how precisely a device's last_seen_at is
+	// stored (OTA_LAST_SEEN_RESOLUTION).
+	LastSeenResolution LastSeenResolution
+	// DatabaseReadURL is a streaming replica of DatabaseURL for the
+	// check's lock-free read (OTA_DATABASE_READ_URL, optional); ReadMaxLag
+	// is how far behind the primary it may be read (OTA_READ_MAX_LAG).
+	DatabaseReadURL string
+	ReadMaxLag      time.Duration
 }
+
+// LastSeenResolution is how precisely last_seen_at is kept: a check that
+// reports the stored version less than this after the stored last_seen_at
+// writes nothing, so a fleet's writes grow with its version changes and
+// its size, not with how often it polls (docs/SCALING.md). Operators read
+// last_seen_at at most this far behind a device's newest check; a changed
+// version is stored at once. Zero stores every check.
+type LastSeenResolution time.Duration
+
+// Default and bound of OTA_LAST_SEEN_RESOLUTION. The default is well
+// under the devices' hourly poll, so "seen in the last hour" stays exact
+// to within five minutes.
+const (
+	DefaultLastSeenResolution = LastSeenResolution(5 * time.Minute)
+	maxLastSeenResolution     = LastSeenResolution(24 * time.Hour)
+)
 
 // DBMaxConns is the most connections one replica opens to Postgres. Every
 // cold check holds a connection for its round trip, so too few make checks
@@ -167,6 +191,13 @@ func LoadConfig(getenv func(string) string, requireAdminToken bool) (Config, err
 	} else {
 		cfg.DBMaxConns = DBMaxConns(n)
 	}
+	cfg.LastSeenResolution = LastSeenResolution(duration("OTA_LAST_SEEN_RESOLUTION",
+		time.Duration(DefaultLastSeenResolution).String(), 0, time.Duration(maxLastSeenResolution)))
+	cfg.DatabaseReadURL = strings.TrimSpace(getenv("OTA_DATABASE_READ_URL"))
+	if u, err := url.Parse(cfg.DatabaseReadURL); cfg.DatabaseReadURL != "" && (err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql")) {
+		bad("OTA_DATABASE_READ_URL", "must be a postgres:// URL (or unset)")
+	}
+	cfg.ReadMaxLag = duration("OTA_READ_MAX_LAG", "1s", 10*time.Millisecond, time.Minute)
 	if err := cfg.LogLevel.UnmarshalText([]byte(get("OTA_LOG_LEVEL", "info"))); err != nil {
 		bad("OTA_LOG_LEVEL", "must be debug, info, warn or error")
 	}

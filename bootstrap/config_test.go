@@ -17,24 +17,28 @@ func TestLoadConfigDefaults(t *testing.T) {
 	}
 	if cfg.HTTPAddr != ":8080" || cfg.LockTTL != 5*time.Second || cfg.LockWait != 500*time.Millisecond ||
 		cfg.PollInterval != time.Hour || cfg.Store != bootstrap.StorePostgres || cfg.DatabaseURL != bootstrap.DefaultDatabaseURL ||
-		cfg.RedisURL != bootstrap.DefaultRedisURL || cfg.LockMajority != 1 || !cfg.Migrate {
+		cfg.RedisURL != bootstrap.DefaultRedisURL || cfg.LockMajority != 1 || !cfg.Migrate ||
+		cfg.LastSeenResolution != bootstrap.DefaultLastSeenResolution {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 }
 
 func TestLoadConfigRefusesBadValuesNamingTheVariable(t *testing.T) {
 	cases := map[string]map[string]string{
-		"OTA_ADMIN_TOKEN":       {},
-		"OTA_LOCK_TTL":          {"OTA_LOCK_TTL": "soon"},
-		"OTA_LOCK_WAIT":         {"OTA_LOCK_WAIT": "-1s"},
-		"OTA_POLL_INTERVAL":     {"OTA_POLL_INTERVAL": "0s"},
-		"OTA_STORE":             {"OTA_STORE": "sqlite"},
-		"OTA_LOG_LEVEL":         {"OTA_LOG_LEVEL": "loud"},
-		"OTA_HTTP_ADDR":         {"OTA_HTTP_ADDR": "8080"},
-		"OTA_DATABASE_URL":      {"OTA_DATABASE_URL": "mysql://x"},
-		"OTA_REDIS_URL":         {"OTA_REDIS_URL": "http://x"},
-		"OTA_DEVICE_RATE_LIMIT": {"OTA_DEVICE_RATE_LIMIT": "fast"},
-		"OTA_LOCK_MAJORITY":     {"OTA_LOCK_MAJORITY": "0"},
+		"OTA_ADMIN_TOKEN":          {},
+		"OTA_LOCK_TTL":             {"OTA_LOCK_TTL": "soon"},
+		"OTA_LOCK_WAIT":            {"OTA_LOCK_WAIT": "-1s"},
+		"OTA_POLL_INTERVAL":        {"OTA_POLL_INTERVAL": "0s"},
+		"OTA_STORE":                {"OTA_STORE": "sqlite"},
+		"OTA_LOG_LEVEL":            {"OTA_LOG_LEVEL": "loud"},
+		"OTA_HTTP_ADDR":            {"OTA_HTTP_ADDR": "8080"},
+		"OTA_DATABASE_URL":         {"OTA_DATABASE_URL": "mysql://x"},
+		"OTA_REDIS_URL":            {"OTA_REDIS_URL": "http://x"},
+		"OTA_DEVICE_RATE_LIMIT":    {"OTA_DEVICE_RATE_LIMIT": "fast"},
+		"OTA_LOCK_MAJORITY":        {"OTA_LOCK_MAJORITY": "0"},
+		"OTA_LAST_SEEN_RESOLUTION": {"OTA_LAST_SEEN_RESOLUTION": "-1m"},
+		"OTA_DATABASE_READ_URL":    {"OTA_DATABASE_READ_URL": "mysql://replica"},
+		"OTA_READ_MAX_LAG":         {"OTA_READ_MAX_LAG": "2m"},
 	}
 	for name, vars := range cases {
 		if name != "OTA_ADMIN_TOKEN" {
@@ -57,5 +61,18 @@ func TestLoadConfigAcceptsSeveralRedisAddresses(t *testing.T) {
 	}), true)
 	if err != nil || cfg.RedisURL != "redis://10.0.0.1:7000,10.0.0.2:7000,10.0.0.3:7000" {
 		t.Fatalf("%+v %v", cfg, err)
+	}
+}
+
+func TestLoadConfigLastSeenResolution(t *testing.T) {
+	for raw, want := range map[string]time.Duration{"0": 0, "30s": 30 * time.Second, "1h": time.Hour} {
+		cfg, err := bootstrap.LoadConfig(env(map[string]string{"OTA_LAST_SEEN_RESOLUTION": raw}), false)
+		if err != nil || time.Duration(cfg.LastSeenResolution) != want {
+			t.Errorf("OTA_LAST_SEEN_RESOLUTION=%s: %v %v, want %v", raw, time.Duration(cfg.LastSeenResolution), err, want)
+		}
+	}
+	if _, err := bootstrap.LoadConfig(env(map[string]string{"OTA_LAST_SEEN_RESOLUTION": "48h"}), false); err == nil ||
+		!strings.Contains(err.Error(), "OTA_LAST_SEEN_RESOLUTION") {
+		t.Errorf("48h: %v, want an error naming OTA_LAST_SEEN_RESOLUTION", err)
 	}
 }

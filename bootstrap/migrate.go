@@ -60,7 +60,7 @@ func Migrate(ctx context.Context, db *sql.DB, command string, out io.Writer) err
 
 	switch command {
 	case MigrateUp:
-		return migrateUp(ctx, p, out)
+		return migrateUp(ctx, db, p, out)
 	case MigrateDown:
 		return migrateDown(ctx, p, out)
 	default:
@@ -71,7 +71,7 @@ func Migrate(ctx context.Context, db *sql.DB, command string, out io.Writer) err
 // durationPrecision is how finely migration timings are shown.
 const durationPrecision = 100 * time.Microsecond
 
-func migrateUp(ctx context.Context, p *goose.Provider, out io.Writer) error {
+func migrateUp(ctx context.Context, db *sql.DB, p *goose.Provider, out io.Writer) error {
 	results, err := p.Up(ctx)
 	if partial, ok := errors.AsType[*goose.PartialError](err); ok {
 		// Say what did get applied before the failure: the operator needs
@@ -98,7 +98,8 @@ func migrateUp(ctx context.Context, p *goose.Provider, out io.Writer) error {
 	} else {
 		fmt.Fprintf(out, "schema is now at version %d\n", v)
 	}
-	return nil
+	// Every up (serve migrates at start) keeps history partitions ahead.
+	return EnsurePartitions(ctx, db, DefaultPartitionsAhead, out)
 }
 
 func migrateDown(ctx context.Context, p *goose.Provider, out io.Writer) error {

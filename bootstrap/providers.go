@@ -64,6 +64,7 @@ var PostgresSet = wire.NewSet(
 	postgresFleetSet,
 	WriteBehindConfigFrom,
 	CatalogCacheConfigFrom,
+	ReadReplicaConfigFrom,
 	redislock.ProviderSet,
 	LockConfigFrom,
 	LockMetricsFrom,
@@ -74,9 +75,14 @@ var PostgresSet = wire.NewSet(
 )
 
 // WriteBehindConfigFrom tunes the write-behind of device checks (the
-// adapter's defaults: a flush every 200ms, visible well within 1s).
-func WriteBehindConfigFrom(Config) postgres.WriteBehindConfig {
-	return postgres.WriteBehindConfig{}
+// adapter's defaults: a flush every 200ms, visible well within 1s) with
+// OTA_LAST_SEEN_RESOLUTION (0: every check is written).
+func WriteBehindConfigFrom(cfg Config) postgres.WriteBehindConfig {
+	r := time.Duration(cfg.LastSeenResolution)
+	if r <= 0 {
+		r = postgres.SeenEveryCheck
+	}
+	return postgres.WriteBehindConfig{Resolution: r}
 }
 
 // CatalogCacheConfigFrom points the catalog cache's listener at the
@@ -85,16 +91,47 @@ func CatalogCacheConfigFrom(cfg Config) postgres.CatalogCacheConfig {
 	return postgres.CatalogCacheConfig{URL: postgres.DatabaseURL(cfg.DatabaseURL)}
 }
 
+// ReadReplicaConfigFrom points the check's read at OTA_DATABASE_READ_URL
+// (none when unset), read while at most OTA_READ_MAX_LAG behind.
+func ReadReplicaConfigFrom(cfg Config) postgres.ReadReplicaConfig {
+	return postgres.ReadReplicaConfig{URL: postgres.DatabaseURL(cfg.DatabaseReadURL), MaxLag: cfg.ReadMaxLag, MaxOpenConns: int(cfg.DBMaxConns)}
+}
+
 // NewPostgresApp is NewApp for the production wiring: on shutdown, after
 // requests drained, it stores the device checks still written behind
 // (before wire's cleanup closes the pool), and its metrics count the
 // write-behind's and the catalog cache's work.
 func NewPostgresApp(cfg Config, server *echo.Echo, logger *slog.Logger, m *Metrics,
-	seen *postgres.WriteBehindDevices, catalog *postgres.CatalogCache) *App {
+	seen *postgres.WriteBehindDevices, catalog *postgres.CatalogCache, reads *postgres.ReadReplica) *App {
 	app := NewApp(cfg, server, logger)
 	app.OnShutdown(seen.Flush)
 	registerHotPathMetrics(m, seen.Stats(), catalog.Stats())
+	if reads != nil {
+		registerReplicaMetrics(m, reads)
+	}
 	return app
+}
+
+// registerReplicaMetrics exposes where the check's reads went and how far
+// behind the replica is.
+func registerReplicaMetrics(m *Metrics, r *postgres.ReadReplica) {
+	s := r.Stats()
+	counter := func(name, help string, v *atomic.Int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v.Load()) })
+	}
+	m.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ota_read_replica_lag_seconds",
+			Help: "How stale a read from the replica would be now, as measured (-1: not caught up or failing)."},
+			func() float64 {
+				if lag, ok := r.Lag(); ok {
+					return lag.Seconds()
+				}
+				return -1
+			}),
+		counter("ota_read_replica_reads_total", "Check reads answered by the read replica.", &s.Reads),
+		counter("ota_read_replica_primary_total", "Check reads sent to the primary: the replica too far behind or failing.", &s.Primary),
+		counter("ota_read_replica_fallbacks_total", "Check reads tried on the replica and answered by the primary.", &s.Fallbacks),
+	)
 }
 
 // registerHotPathMetrics exposes the write-behind's and the cache's
@@ -107,6 +144,7 @@ func registerHotPathMetrics(m *Metrics, seen *postgres.WriteBehindStats, catalog
 		counter("ota_device_seen_written_total", "Device check records (last_seen_at, current_version) written behind.", &seen.Written),
 		counter("ota_device_seen_batches_total", "Write-behind batch statements that succeeded.", &seen.Batches),
 		counter("ota_device_seen_flush_failures_total", "Write-behind batch statements that failed (their records retried).", &seen.Failures),
+		counter("ota_device_seen_skipped_total", "Device checks not written: same version, last_seen_at within OTA_LAST_SEEN_RESOLUTION.", &seen.Skipped),
 		counter("ota_device_seen_dropped_total", "Device check records given up (retries spent, or too many pending).", &seen.Dropped),
 		counter("ota_catalog_cache_hits_total", "Catalog reads (offers, firmware, rollouts) answered from memory.", &catalog.Hits),
 		counter("ota_catalog_cache_misses_total", "Catalog reads that filled the cache from Postgres.", &catalog.Misses),

@@ -73,3 +73,20 @@ func (d *Device) Seen(v Version, at time.Time) {
 	d.currentVersion = v
 	d.lastSeenAt = stamp(at)
 }
+
+// SeenNeedsWrite reports whether a check reporting v at time at must be
+// stored for a device whose stored record is d (check rule 1). The version
+// is stored whenever it differs from the stored one (compared as reported,
+// build metadata included); last_seen_at only when it has never been
+// stored or is at least resolution older than at. A fleet polling every
+// few minutes thus writes a device row at most once per resolution instead
+// of once per poll, and an operator reads last_seen_at at most resolution
+// behind the device's newest check. A resolution of zero or less stores
+// every check.
+func (d Device) SeenNeedsWrite(v Version, at time.Time, resolution time.Duration) bool {
+	switch {
+	case resolution <= 0, d.lastSeenAt.IsZero(), v.String() != d.currentVersion.String():
+		return true
+	}
+	return at.Sub(d.lastSeenAt) >= resolution
+}

@@ -106,3 +106,31 @@ func TestRehydrateDevice(t *testing.T) {
 		t.Fatalf("rehydrated device lost fields: %+v", d)
 	}
 }
+
+func TestDeviceSeenNeedsWrite(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	v1, v1b, v2 := domain.MustParseVersion("1.0.0"), domain.MustParseVersion("1.0.0+b2"), domain.MustParseVersion("2.0.0")
+	seen := domain.RehydrateDevice("d", "m", v1, domain.TokenHash{}, at, at)
+	never := domain.RehydrateDevice("d", "m", v1, domain.TokenHash{}, time.Time{}, at)
+	tests := []struct {
+		name       string
+		d          domain.Device
+		v          domain.Version
+		at         time.Time
+		resolution time.Duration
+		want       bool
+	}{
+		{"never seen", never, v1, at, 5 * time.Minute, true},
+		{"same version within the resolution", seen, v1, at.Add(5*time.Minute - time.Microsecond), 5 * time.Minute, false},
+		{"same version at the resolution", seen, v1, at.Add(5 * time.Minute), 5 * time.Minute, true},
+		{"an older report", seen, v1, at.Add(-time.Hour), 5 * time.Minute, false},
+		{"new version at once", seen, v2, at.Add(time.Second), 5 * time.Minute, true},
+		{"new build metadata at once", seen, v1b, at.Add(time.Second), 5 * time.Minute, true},
+		{"no resolution: every check", seen, v1, at, 0, true},
+	}
+	for _, tc := range tests {
+		if got := tc.d.SeenNeedsWrite(tc.v, tc.at, tc.resolution); got != tc.want {
+			t.Errorf("%s: SeenNeedsWrite = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

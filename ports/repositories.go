@@ -28,9 +28,12 @@ type DeviceRepository interface {
 	// Update loads the device locked against concurrent changes, lets fn
 	// change it, and stores it if fn returns nil.
 	Update(ctx context.Context, id string, fn func(*domain.Device) error) (domain.Device, error)
-	// RecordSeen stores the version a device reported and when. It may be
-	// written behind in batches; it must be visible within a second.
-	RecordSeen(ctx context.Context, id string, v domain.Version, at time.Time) error
+	// RecordSeen stores the version a device reported and when. stored is
+	// the device as the caller read it: a store may skip a check that
+	// changes nothing but moves last_seen_at by less than its resolution
+	// (domain.Device.SeenNeedsWrite). It may be written behind in batches;
+	// what it writes must be visible within a second.
+	RecordSeen(ctx context.Context, stored domain.Device, v domain.Version, at time.Time) error
 }
 
 // FirmwareRepository stores published firmware. Not-found is domain.ErrNotFound.

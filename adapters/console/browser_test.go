@@ -16,6 +16,8 @@ import (
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
+
+	"github.com/ai-device/ota/tests/testenv"
 )
 
 // chromiumPath is Debian's chromium (apt-get install chromium; .ci/run
@@ -29,7 +31,7 @@ const chromiumPath = "/usr/bin/chromium"
 // screenshots (to OTA_TEST_ARTIFACTS, or the test's temporary directory).
 func TestConsoleInABrowser(t *testing.T) {
 	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("no browser at %s (%v): install Debian's chromium (apt-get install -y chromium) to run the console's browser test; the handler tests ran without it", chromiumPath, err)
+		testenv.Skip(t, "chromium", fmt.Sprintf("no browser at %s (%v): install Debian's chromium (apt-get install -y chromium) to run the console's browser test; the handler tests ran without it", chromiumPath, err))
 	}
 	e := newEnv(t)
 	ctx := browser(t)

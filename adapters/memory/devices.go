@@ -107,8 +107,10 @@ func (r *Devices) Update(ctx context.Context, id string, fn func(*domain.Device)
 // the Postgres adapter, reports may arrive out of order (two replicas, a
 // late batch), so last_seen_at only moves forward and the version follows
 // the newest report. An unknown device is domain.ErrNotFound.
-func (r *Devices) RecordSeen(ctx context.Context, id string, v domain.Version, at time.Time) error {
-	s := r.s
+// The memory store writes every check (writing costs it nothing), so
+// stored serves only for its id.
+func (r *Devices) RecordSeen(ctx context.Context, stored domain.Device, v domain.Version, at time.Time) error {
+	s, id := r.s, stored.ID()
 	unlock, err := s.rows.lock(ctx, deviceRow(id))
 	if err != nil {
 		return err

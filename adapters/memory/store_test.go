@@ -228,7 +228,7 @@ func TestContextErrorsAreTheContexts(t *testing.T) {
 	cancel()
 	errs := map[string]error{}
 	_, errs["devices.get"] = f.dev.Get(ctx, d.ID())
-	errs["devices.recordSeen"] = f.dev.RecordSeen(ctx, d.ID(), domain.MustParseVersion("1.0.1"), f.now)
+	errs["devices.recordSeen"] = f.dev.RecordSeen(ctx, d, domain.MustParseVersion("1.0.1"), f.now)
 	_, errs["firmwares.list"] = f.fw.List(ctx, "")
 	_, errs["firmwares.update"] = f.fw.Update(ctx, o.Firmware.ID(), func(*domain.Firmware) error { return nil })
 	_, errs["rollouts.offers"] = f.ro.Offers(ctx, "cam")
@@ -351,7 +351,7 @@ func TestListEdges(t *testing.T) {
 
 func TestRecordSeenUnknownDevice(t *testing.T) {
 	f := newStoreFixture(t)
-	if err := f.dev.RecordSeen(t.Context(), "ghost", domain.MustParseVersion("1.0.0"), f.now); !errors.Is(err, domain.ErrNotFound) {
+	if err := f.dev.RecordSeen(t.Context(), domain.RehydrateDevice("ghost", "m", domain.Version{}, domain.TokenHash{}, time.Time{}, time.Time{}), domain.MustParseVersion("1.0.0"), f.now); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("err = %v, want ErrNotFound", err)
 	}
 }

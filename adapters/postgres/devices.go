@@ -178,8 +178,11 @@ const recordSeenBatchSQL = `UPDATE devices d SET
 	WHERE d.device_id = u.id`
 
 // RecordSeen stores the version a device reported and when, in one
-// UPDATE (recordSeenSQL: never backwards).
-func (s *DeviceRepository) RecordSeen(ctx context.Context, id string, v domain.Version, at time.Time) error {
+// UPDATE (recordSeenSQL: never backwards). It writes every check; the
+// write-behind (WriteBehindDevices) is what skips the ones that change
+// nothing within its resolution.
+func (s *DeviceRepository) RecordSeen(ctx context.Context, stored domain.Device, v domain.Version, at time.Time) error {
+	id := stored.ID()
 	if !validDeviceID(id) {
 		return fmt.Errorf("recording a check: %w", domain.ErrNotFound)
 	}

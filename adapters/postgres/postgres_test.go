@@ -206,7 +206,7 @@ func TestDevices(t *testing.T) {
 		if _, err := e.devices.Get(ctx, id); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("Get(%q): %v, want ErrNotFound", id, err)
 		}
-		if err := e.devices.RecordSeen(ctx, id, domain.MustParseVersion("1.0.0"), e.now); !errors.Is(err, domain.ErrNotFound) {
+		if err := e.devices.RecordSeen(ctx, unseen(id), domain.MustParseVersion("1.0.0"), e.now); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("RecordSeen(%q): %v, want ErrNotFound", id, err)
 		}
 		if _, err := e.devices.Update(ctx, id, func(*domain.Device) error { return nil }); !errors.Is(err, domain.ErrNotFound) {
@@ -233,10 +233,10 @@ func TestDevices(t *testing.T) {
 
 	// RecordSeen: newest report wins, whatever the order of arrival.
 	t1, t2 := e.now.Add(time.Minute), e.now.Add(2*time.Minute)
-	if err := e.devices.RecordSeen(ctx, "cam-1", domain.MustParseVersion("1.2.0+b7"), t2); err != nil {
+	if err := e.devices.RecordSeen(ctx, unseen("cam-1"), domain.MustParseVersion("1.2.0+b7"), t2); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.devices.RecordSeen(ctx, "cam-1", domain.MustParseVersion("1.1.0"), t1); err != nil {
+	if err := e.devices.RecordSeen(ctx, unseen("cam-1"), domain.MustParseVersion("1.1.0"), t1); err != nil {
 		t.Fatal(err)
 	}
 	got = try(e.devices.Get(ctx, "cam-1")).must(t)

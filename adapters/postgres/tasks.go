@@ -36,6 +36,7 @@ type TaskRepository struct {
 	event           *sqlx.Stmt
 	insertEvent     *sqlx.Stmt
 	stats           *sqlx.Stmt
+	reads           *ReadReplica // the check reads' replica, nil: none (replica.go)
 }
 
 var _ ports.TaskRepository = (*TaskRepository)(nil)
@@ -49,8 +50,8 @@ func NewTaskRepository(db *sqlx.DB) (*TaskRepository, error) {
 		get:             p.prepare(`SELECT ` + taskColumns + ` FROM tasks WHERE id = $1`),
 		active:          p.prepare(activeTaskSQL),
 		activeForUpdate: p.prepare(activeTaskSQL + ` FOR UPDATE`),
-		checkByToken:    p.prepare(checkViewSQL + ` WHERE d.token_hash = $1`),
-		checkByID:       p.prepare(checkViewSQL + ` WHERE d.device_id = $1`),
+		checkByToken:    p.prepare(checkViewByTokenSQL),
+		checkByID:       p.prepare(checkViewByIDSQL),
 		offerOf:         p.prepare(offerOfSQL),
 		offerForShare:   p.prepare(offerOfSQL + ` FOR SHARE OF f, r`),
 		lockRollout:     p.prepare(`SELECT ` + rolloutColumns + ` FROM rollouts WHERE id = $1 FOR NO KEY UPDATE`),
@@ -62,8 +63,8 @@ func NewTaskRepository(db *sqlx.DB) (*TaskRepository, error) {
 			WHERE id = $1
 			RETURNING ` + taskColumns),
 		lock:        p.prepare(`SELECT ` + taskColumns + ` FROM tasks WHERE id = $1 FOR UPDATE`),
-		event:       p.prepare(`SELECT fingerprint FROM task_events WHERE task_id = $1 AND event_id = $2`),
-		insertEvent: p.prepare(`INSERT INTO task_events (task_id, event_id, fingerprint, created_at) VALUES ($1, $2, $3, $4)`),
+		event:       p.prepare(selectEventSQL),
+		insertEvent: p.prepare(insertEventSQL),
 		stats:       p.prepare(`SELECT status, count(*) FROM tasks WHERE rollout_id = $1 GROUP BY status`),
 	}
 	if err := p.done("task repository"); err != nil {
@@ -179,15 +180,32 @@ const checkViewSQL = `SELECT d.device_id, d.model, d.current_version, d.token_ha
 	FROM devices d
 	LEFT JOIN LATERAL (SELECT ` + taskColumns + ` FROM tasks WHERE device_id = d.device_id AND ` + activeStatusSQL + `) AS a ON true`
 
+// The check view by token hash (authentication) and by device id.
+const (
+	checkViewByTokenSQL = checkViewSQL + ` WHERE d.token_hash = $1`
+	checkViewByIDSQL    = checkViewSQL + ` WHERE d.device_id = $1`
+)
+
+// task_events is partitioned by its task's created_at (migration 00051):
+// the lookup names it, so only that month's partition is read, and the
+// insert takes it from the task row, so that it cannot be written wrong
+// and (task_id, event_id) stays unique through the partitioned key.
+const (
+	selectEventSQL = `SELECT fingerprint FROM task_events WHERE task_id = $1 AND event_id = $2 AND task_created_at = $3`
+	insertEventSQL = `INSERT INTO task_events (task_id, event_id, fingerprint, created_at, task_created_at)
+		SELECT $1, $2, $3, $4, created_at FROM tasks WHERE id = $1`
+)
+
 // offerOfSQL reads a firmware and a rollout together (an offer, or the
 // active task's pair).
 var offerOfSQL = `SELECT ` + columns("f", firmwareFields) + `, ` + columns("r", rolloutFields) + `
 	FROM firmwares f, rollouts r WHERE f.id = $1 AND r.id = $2`
 
 // CheckView reads the device whose token has hash h with its active task
-// and failed counts, in one prepared statement (one round trip).
+// and failed counts, in one prepared statement (one round trip), on the
+// read replica when one is configured and fresh enough (replica.go).
 func (s *TaskRepository) CheckView(ctx context.Context, h domain.TokenHash) (ports.CheckView, error) {
-	return s.checkView(ctx, s.checkByToken, h[:])
+	return s.routedCheckView(ctx, checkViewByTokenSQL, s.checkByToken, h[:])
 }
 
 // CheckViewOf is CheckView for a device known by id.
@@ -195,7 +213,7 @@ func (s *TaskRepository) CheckViewOf(ctx context.Context, deviceID string) (port
 	if !validDeviceID(deviceID) {
 		return ports.CheckView{}, fmt.Errorf("loading device: %w", domain.ErrNotFound)
 	}
-	return s.checkView(ctx, s.checkByID, deviceID)
+	return s.routedCheckView(ctx, checkViewByIDSQL, s.checkByID, deviceID)
 }
 
 func (s *TaskRepository) checkView(ctx context.Context, stmt *sqlx.Stmt, key any) (ports.CheckView, error) {
@@ -462,7 +480,7 @@ func (s *TaskRepository) ApplyEvent(ctx context.Context, taskID string, ev domai
 		}
 		var prior *domain.Event
 		var fingerprint string
-		err = tx.StmtxContext(ctx, s.event).QueryRowContext(ctx, uid, ev.ID()).Scan(&fingerprint)
+		err = tx.StmtxContext(ctx, s.event).QueryRowContext(ctx, uid, ev.ID(), dbTime(t.CreatedAt())).Scan(&fingerprint)
 		switch {
 		case err == nil:
 			p := domain.RehydrateEvent(ev.ID(), fingerprint)

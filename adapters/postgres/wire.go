@@ -34,8 +34,9 @@ var ProviderSet = wire.NewSet(Open, RepositorySet)
 // ServingSet is the production wiring of the repositories on a pool: the
 // device repository behind the write-behind of checks (WriteBehindDevices),
 // firmware and rollouts behind the catalog cache (CatalogCache), tasks
-// direct. The injector supplies a *sqlx.DB, a WriteBehindConfig, a
-// CatalogCacheConfig and a *slog.Logger; wire's cleanup stops the
+// with the check's read on the read replica when ReadReplicaConfig names one
+// (OpenReadReplica). The injector supplies a *sqlx.DB, a WriteBehindConfig,
+// a CatalogCacheConfig, a ReadReplicaConfig and a *slog.Logger; wire's cleanup stops the
 // write-behind (flushing it) and the cache's listener before the pool
 // closes.
 var ServingSet = wire.NewSet(
@@ -49,7 +50,8 @@ var ServingSet = wire.NewSet(
 	wire.Bind(new(ports.FirmwareRepository), new(*CachedFirmwares)),
 	CachedRolloutsOf,
 	wire.Bind(new(ports.RolloutRepository), new(*CachedRollouts)),
-	NewTaskRepository,
+	OpenReadReplica,
+	NewServingTaskRepository,
 	wire.Bind(new(ports.TaskRepository), new(*TaskRepository)),
 	NewHealthCheck,
 )

@@ -38,6 +38,13 @@ type WriteBehindConfig struct {
 	MaxRetries int
 	// FlushTimeout bounds one batch statement (default 5s).
 	FlushTimeout time.Duration
+	// Resolution is how precisely last_seen_at is kept (default
+	// DefaultSeenResolution; SeenEveryCheck writes every check): a check
+	// that reports the stored version within Resolution of the stored
+	// last_seen_at is not written at all (domain.Device.SeenNeedsWrite on
+	// the device as the check read it, so deciding costs no round trip).
+	// A changed version is written at once.
+	Resolution time.Duration
 }
 
 // Write-behind defaults; see WriteBehindConfig.
@@ -47,6 +54,9 @@ const (
 	DefaultSeenMaxPending   = 200_000
 	DefaultSeenMaxRetries   = 10
 	DefaultSeenFlushTimeout = 5 * time.Second
+	DefaultSeenResolution   = 5 * time.Minute
+	// SeenEveryCheck as Resolution writes every check.
+	SeenEveryCheck time.Duration = -1
 )
 
 func (c WriteBehindConfig) withDefaults() WriteBehindConfig {
@@ -64,6 +74,9 @@ func (c WriteBehindConfig) withDefaults() WriteBehindConfig {
 	}
 	if c.FlushTimeout <= 0 {
 		c.FlushTimeout = DefaultSeenFlushTimeout
+	}
+	if c.Resolution == 0 {
+		c.Resolution = DefaultSeenResolution
 	}
 	return c
 }
@@ -109,6 +122,7 @@ type WriteBehindStats struct {
 	Batches  atomic.Int64 // batch statements that succeeded
 	Failures atomic.Int64 // batch statements that failed (their reports retried)
 	Dropped  atomic.Int64 // reports given up (retries spent, or too many pending)
+	Skipped  atomic.Int64 // checks that changed nothing within the resolution, not written
 }
 
 type seenEntry struct {
@@ -179,20 +193,40 @@ func (w *WriteBehindDevices) Update(ctx context.Context, id string, fn func(*dom
 }
 
 // RecordSeen notes a check for the next flush and returns at once; it
-// never waits for the database. A device id that cannot exist is
-// domain.ErrNotFound; an unknown one is skipped by the flush. After Close
-// it writes synchronously.
-func (w *WriteBehindDevices) RecordSeen(ctx context.Context, id string, v domain.Version, at time.Time) error {
+// never waits for the database. A check that changes nothing within the
+// resolution (stored, the device as the check read it, already says so)
+// is not noted at all, unless a report of the device waits or is being
+// written: then the newest report replaces it, so that a version reported
+// back (a rollback) is not lost behind the one it replaced. A device id
+// that cannot exist is domain.ErrNotFound; an unknown one is skipped by
+// the flush. After Close it writes synchronously.
+//
+// Two replicas may each hold a report of one device; if one of them
+// skips a check because its read predates the other's flush (or was made
+// on a read replica that had not yet replayed it), the stored version may
+// show that older report until the device's next write, at most one
+// resolution later. It takes a device reporting a version and then the
+// previous one again within about a second.
+func (w *WriteBehindDevices) RecordSeen(ctx context.Context, stored domain.Device, v domain.Version, at time.Time) error {
+	id := stored.ID()
 	if !validDeviceID(id) {
 		return fmt.Errorf("recording a check: %w", domain.ErrNotFound)
 	}
+	needed := stored.SeenNeedsWrite(v, at, w.cfg.Resolution)
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		return w.inner.RecordSeen(ctx, id, v, at)
+		if !needed {
+			w.stats.Skipped.Add(1)
+			return nil
+		}
+		return w.inner.RecordSeen(ctx, stored, v, at)
 	}
 	cur, ok := w.pending[id]
+	_, writing := w.inflight[id]
 	switch {
+	case !needed && !ok && !writing:
+		w.stats.Skipped.Add(1)
 	case ok && at.Before(cur.at):
 		// An older report that arrived late: the newer one stands.
 	case !ok && len(w.pending) >= w.cfg.MaxPending:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -60,7 +61,7 @@ func TestWriteBehindIsVisibleWithinASecond(t *testing.T) {
 	w := e.writeBehind(t, postgres.WriteBehindConfig{})
 	at := e.now.Add(time.Minute)
 	start := time.Now()
-	if err := w.RecordSeen(ctx, "wb-1", version(t, "1.5.0"), at); err != nil {
+	if err := w.RecordSeen(ctx, unseen("wb-1"), version(t, "1.5.0"), at); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d > 50*time.Millisecond {
@@ -102,7 +103,7 @@ func TestWriteBehindFlushesOnShutdown(t *testing.T) {
 	at := e.now.Add(time.Hour)
 	// BatchSize 2 kicks a flush at the second device; Flush takes the rest.
 	for _, id := range []string{"sd-1", "sd-2", "sd-3"} {
-		if err := w.RecordSeen(ctx, id, version(t, "2.0.0"), at); err != nil {
+		if err := w.RecordSeen(ctx, unseen(id), version(t, "2.0.0"), at); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -115,14 +116,14 @@ func TestWriteBehindFlushesOnShutdown(t *testing.T) {
 		}
 	}
 	// Close flushes what came after, and later checks are written at once.
-	if err := w.RecordSeen(ctx, "sd-1", version(t, "2.1.0"), at.Add(time.Second)); err != nil {
+	if err := w.RecordSeen(ctx, unseen("sd-1"), version(t, "2.1.0"), at.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	w.Close()
 	if v, _ := e.stored(t, "sd-1"); v != "2.1.0" {
 		t.Errorf("after Close: %q", v)
 	}
-	if err := w.RecordSeen(ctx, "sd-2", version(t, "2.2.0"), at.Add(time.Second)); err != nil {
+	if err := w.RecordSeen(ctx, unseen("sd-2"), version(t, "2.2.0"), at.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := e.stored(t, "sd-2"); v != "2.2.0" {
@@ -139,14 +140,14 @@ func TestWriteBehindKeepsTheNewestReport(t *testing.T) {
 	t1, t2 := e.now.Add(time.Minute), e.now.Add(2*time.Minute)
 
 	// Within one batch: the later report wins, whatever the arrival order.
-	must(t, w.RecordSeen(ctx, "ooo-1", version(t, "3.0.0"), t2))
-	must(t, w.RecordSeen(ctx, "ooo-1", version(t, "2.0.0"), t1))
+	must(t, w.RecordSeen(ctx, unseen("ooo-1"), version(t, "3.0.0"), t2))
+	must(t, w.RecordSeen(ctx, unseen("ooo-1"), version(t, "2.0.0"), t1))
 	must(t, w.Flush(ctx))
 	if v, seen := e.stored(t, "ooo-1"); v != "3.0.0" || !seen.Equal(t2) {
 		t.Fatalf("one batch: %q %v, want 3.0.0 at %v", v, seen, t2)
 	}
 	// Across batches (another replica's late flush): the database keeps it.
-	must(t, w.RecordSeen(ctx, "ooo-1", version(t, "2.0.0"), t1))
+	must(t, w.RecordSeen(ctx, unseen("ooo-1"), version(t, "2.0.0"), t1))
 	must(t, w.Flush(ctx))
 	if v, seen := e.stored(t, "ooo-1"); v != "3.0.0" || !seen.Equal(t2) {
 		t.Fatalf("late batch: %q %v, want 3.0.0 at %v", v, seen, t2)
@@ -168,7 +169,7 @@ func TestWriteBehindKeepsTheNewestReport(t *testing.T) {
 	}); err == nil {
 		t.Fatal("a device twice in one batch was accepted")
 	}
-	must(t, w.RecordSeen(ctx, "ooo-1", domain.Version{}, t2.Add(time.Second)))
+	must(t, w.RecordSeen(ctx, unseen("ooo-1"), domain.Version{}, t2.Add(time.Second)))
 	must(t, w.Flush(ctx))
 	if v, seen := e.stored(t, "ooo-1"); v != "" || !seen.Equal(t2.Add(time.Second)) {
 		t.Fatalf("no version: %q %v", v, seen)
@@ -181,7 +182,7 @@ func TestWriteBehindRetriesThenDrops(t *testing.T) {
 	e.device(t, "rt-1", "m")
 	e.device(t, "rt-2", "m")
 	w := e.writeBehind(t, postgres.WriteBehindConfig{Interval: time.Hour, MaxRetries: 2, MaxPending: 2})
-	must(t, w.RecordSeen(ctx, "rt-1", version(t, "1.1.0"), e.now.Add(time.Minute)))
+	must(t, w.RecordSeen(ctx, unseen("rt-1"), version(t, "1.1.0"), e.now.Add(time.Minute)))
 
 	dead, cancel := context.WithCancel(ctx)
 	cancel()
@@ -198,7 +199,7 @@ func TestWriteBehindRetriesThenDrops(t *testing.T) {
 	}
 
 	// MaxRetries failures drop it, counted.
-	must(t, w.RecordSeen(ctx, "rt-1", version(t, "1.2.0"), e.now.Add(2*time.Minute)))
+	must(t, w.RecordSeen(ctx, unseen("rt-1"), version(t, "1.2.0"), e.now.Add(2*time.Minute)))
 	for w.Pending() > 0 {
 		if err := w.Flush(dead); err == nil {
 			t.Fatal("flush on a cancelled context succeeded")
@@ -208,13 +209,13 @@ func TestWriteBehindRetriesThenDrops(t *testing.T) {
 		t.Fatalf("dropped %d, want 1", got)
 	}
 	// Beyond MaxPending devices, new devices' reports are dropped, not queued.
-	must(t, w.RecordSeen(ctx, "rt-1", version(t, "1.3.0"), e.now.Add(3*time.Minute)))
-	must(t, w.RecordSeen(ctx, "rt-2", version(t, "1.3.0"), e.now.Add(3*time.Minute)))
-	must(t, w.RecordSeen(ctx, "rt-3", version(t, "1.3.0"), e.now.Add(3*time.Minute)))
+	must(t, w.RecordSeen(ctx, unseen("rt-1"), version(t, "1.3.0"), e.now.Add(3*time.Minute)))
+	must(t, w.RecordSeen(ctx, unseen("rt-2"), version(t, "1.3.0"), e.now.Add(3*time.Minute)))
+	must(t, w.RecordSeen(ctx, unseen("rt-3"), version(t, "1.3.0"), e.now.Add(3*time.Minute)))
 	if w.Pending() != 2 || w.Stats().Dropped.Load() != 2 {
 		t.Fatalf("over MaxPending: %d pending, %d dropped", w.Pending(), w.Stats().Dropped.Load())
 	}
-	if err := w.RecordSeen(ctx, "bad\x00id", domain.Version{}, e.now); !errors.Is(err, domain.ErrNotFound) {
+	if err := w.RecordSeen(ctx, unseen("bad\x00id"), domain.Version{}, e.now); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("impossible id: %v", err)
 	}
 }
@@ -235,9 +236,9 @@ func TestServeFlushesChecksOnShutdown(t *testing.T) {
 	e.device(t, "shut-1", "m")
 	seen := e.writeBehind(t, postgres.WriteBehindConfig{Interval: time.Hour}) // only a flush writes
 	catalog := e.replica(t, postgres.CatalogCacheConfig{}).cache
-	app := bootstrap.NewPostgresApp(bootstrap.Config{}, echo.New(), slog.New(slog.DiscardHandler), bootstrap.NewMetrics(), seen, catalog)
+	app := bootstrap.NewPostgresApp(bootstrap.Config{}, echo.New(), slog.New(slog.DiscardHandler), bootstrap.NewMetrics(), seen, catalog, nil)
 	at := e.now.Add(time.Hour)
-	must(t, seen.RecordSeen(ctx, "shut-1", version(t, "9.0.0"), at))
+	must(t, seen.RecordSeen(ctx, unseen("shut-1"), version(t, "9.0.0"), at))
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
@@ -262,7 +263,7 @@ func TestWriteBehindWaitsOutASlowDatabase(t *testing.T) {
 	ctx := context.Background()
 	e.device(t, "slow-1", "m")
 	w := e.writeBehind(t, postgres.WriteBehindConfig{Interval: time.Hour, MaxRetries: 2, MaxPending: 10})
-	must(t, w.RecordSeen(ctx, "slow-1", version(t, "1.4.0"), e.now.Add(time.Minute)))
+	must(t, w.RecordSeen(ctx, unseen("slow-1"), version(t, "1.4.0"), e.now.Add(time.Minute)))
 	late, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
 	defer cancel()
 	for i := 0; i < 5; i++ {
@@ -276,5 +277,95 @@ func TestWriteBehindWaitsOutASlowDatabase(t *testing.T) {
 	must(t, w.Flush(ctx))
 	if v, _ := e.stored(t, "slow-1"); v != "1.4.0" {
 		t.Fatalf("report not stored after the database answered: %q", v)
+	}
+}
+
+// unseen is a device by id only, never seen: the write-behind has no
+// reason to skip a check of it.
+func unseen(id string) domain.Device {
+	return domain.RehydrateDevice(id, "m", domain.Version{}, domain.TokenHash{}, time.Time{}, time.Time{})
+}
+
+// TestWriteBehindWritesNothingForUnchangedPollsWithinTheResolution: polls
+// read the device as a check does (CheckViewOf, the check's one read) and
+// record it; once a device's last_seen_at is stored, 1,000 more polls
+// reporting the same version within the resolution write no row, a new
+// version is written at once, and a poll a resolution later is written.
+func TestWriteBehindWritesNothingForUnchangedPollsWithinTheResolution(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	const devices, rounds, resolution = 100, 10, 5 * time.Minute
+	ids := make([]string, devices)
+	for i := range ids {
+		ids[i] = "res-" + strconv.Itoa(i)
+		e.device(t, ids[i], "m")
+	}
+	w, cleanup, err := postgres.NewWriteBehindDevices(e.devices, postgres.WriteBehindConfig{Interval: time.Hour, Resolution: resolution}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	v1 := version(t, "1.0.0")
+	poll := func(id string, v domain.Version, at time.Time) {
+		t.Helper()
+		view, err := e.tasks.CheckViewOf(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		must(t, w.RecordSeen(ctx, view.Device, v, at))
+	}
+	first := e.now.Add(time.Minute)
+	for _, id := range ids {
+		poll(id, v1, first)
+	}
+	must(t, w.Flush(ctx))
+	if n := w.Stats().Written.Load(); n != devices {
+		t.Fatalf("first polls: %d rows written, want %d (a device never seen is always written)", n, devices)
+	}
+	for r := 1; r <= rounds; r++ {
+		for _, id := range ids {
+			poll(id, v1, first.Add(time.Duration(r)*resolution/(rounds+1)))
+		}
+	}
+	must(t, w.Flush(ctx))
+	if n, s := w.Stats().Written.Load(), w.Stats().Skipped.Load(); n != devices || s != devices*rounds {
+		t.Errorf("%d unchanged polls within the resolution: %d rows written in all, %d skipped; want %d and %d",
+			devices*rounds, n, s, devices, devices*rounds)
+	}
+	if v, at := e.stored(t, ids[0]); v != "1.0.0" || !at.Equal(first) {
+		t.Errorf("stored %q at %v, want 1.0.0 at the first poll %v", v, at, first)
+	}
+	// A new version is written at once; a poll one resolution after the
+	// stored last_seen_at is written too.
+	poll(ids[0], version(t, "1.1.0"), first.Add(time.Second))
+	poll(ids[1], v1, first.Add(resolution))
+	must(t, w.Flush(ctx))
+	if v, at := e.stored(t, ids[0]); v != "1.1.0" || !at.Equal(first.Add(time.Second)) {
+		t.Errorf("a new version: stored %q at %v, want 1.1.0 at %v", v, at, first.Add(time.Second))
+	}
+	if _, at := e.stored(t, ids[1]); !at.Equal(first.Add(resolution)) {
+		t.Errorf("a poll one resolution later: last_seen_at %v, want %v", at, first.Add(resolution))
+	}
+}
+
+// TestWriteBehindKeepsAVersionReportedBackWhileAnotherWaits: a device
+// reports 2.0.0 (noted, not yet flushed) and then its stored version
+// 1.0.0 again within the resolution; the second report must replace the
+// first, though on its own it would have been skipped.
+func TestWriteBehindKeepsAVersionReportedBackWhileAnotherWaits(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	d := e.device(t, "back-1", "m")
+	w, cleanup, err := postgres.NewWriteBehindDevices(e.devices, postgres.WriteBehindConfig{Interval: time.Hour, Resolution: time.Hour}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	stored := domain.RehydrateDevice(d.ID(), d.Model(), version(t, "1.0.0"), d.TokenHash(), e.now, d.CreatedAt())
+	must(t, w.RecordSeen(ctx, stored, version(t, "2.0.0"), e.now.Add(time.Second)))
+	must(t, w.RecordSeen(ctx, stored, version(t, "1.0.0"), e.now.Add(2*time.Second)))
+	must(t, w.Flush(ctx))
+	if v, at := e.stored(t, "back-1"); v != "1.0.0" || !at.Equal(e.now.Add(2*time.Second)) {
+		t.Errorf("stored %q at %v, want 1.0.0 at %v", v, at, e.now.Add(2*time.Second))
 	}
 }

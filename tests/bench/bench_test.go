@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ai-device/ota/tests/testenv"
 )
 
 // TestBenchScriptSmoke runs tests/bench/bench.sh on 2,000 devices with
@@ -29,12 +31,12 @@ func TestBenchScriptSmoke(t *testing.T) {
 	}
 	for _, tool := range []string{"wrk", "pgbench", "psql", "jq", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed, so the bench smoke test is skipped (make bench installs it: apt-get install -y wrk postgresql-contrib jq curl)", tool)
+			testenv.Skip(t, tool, tool+" is not installed, so the bench smoke test is skipped (make bench installs it: apt-get install -y wrk postgresql-contrib jq curl)")
 		}
 	}
 	dbURL, redisURL := os.Getenv("OTA_TEST_DATABASE_URL"), os.Getenv("OTA_TEST_REDIS_URL")
 	if dbURL == "" || redisURL == "" {
-		t.Skip("OTA_TEST_DATABASE_URL and OTA_TEST_REDIS_URL must both be set for the bench smoke test (make test sets them when the services answer)")
+		testenv.Skip(t, "OTA_TEST_DATABASE_URL and OTA_TEST_REDIS_URL", "OTA_TEST_DATABASE_URL and OTA_TEST_REDIS_URL must both be set for the bench smoke test (make test sets them when the services answer)")
 	}
 	u, err := url.Parse(dbURL)
 	if err != nil {

@@ -196,7 +196,7 @@ func (s *fleetSuite) versionCounts(t *testing.T) {
 	hourAgo, dayAgo := now.Add(-time.Hour), now.Add(-24*time.Hour)
 	seen := func(d domain.Device, v string, at time.Time) {
 		t.Helper()
-		if err := s.Devices.RecordSeen(t.Context(), d.ID(), domain.MustParseVersion(v), at); err != nil {
+		if err := s.Devices.RecordSeen(t.Context(), d, domain.MustParseVersion(v), at); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,7 +3,7 @@
 // local file server, otad built and started as a process, swupdate
 // processes as devices. It is skipped, loudly, only when the swupdate
 // binary is not installed (apt-get install -y swupdate); with
-// OTA_TEST_REQUIRE_SWUPDATE=1 a missing binary fails instead.
+// OTA_TEST_REQUIRE_SERVICES=1 a missing binary fails instead.
 package ddi_test
 
 import (
@@ -56,10 +56,7 @@ func requireTools(t *testing.T) string {
 			"!! SKIPPING the real-client DDI tests: swupdate (or openssl) is not installed.\n" +
 			"!! Install it with: apt-get update && apt-get install -y swupdate openssl\n" +
 			strings.Repeat("!", 78)
-		if os.Getenv("OTA_TEST_REQUIRE_SWUPDATE") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testenv.Skip(t, "swupdate and openssl", msg)
 	}
 	out, _ := exec.Command(bin, "-h").CombinedOutput()
 	if !bytes.Contains(out, []byte("suricatta")) {

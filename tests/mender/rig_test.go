@@ -7,7 +7,7 @@
 // inventory scripts, update modules) and /etc/mender (artifact_info), so
 // that the host is left untouched. It is skipped, loudly, only when the
 // packages are not installed (apt-get install -y mender-client
-// mender-artifact); with OTA_TEST_REQUIRE_MENDER=1 a missing package fails
+// mender-artifact); with OTA_TEST_REQUIRE_SERVICES=1 a missing package fails
 // instead.
 package mender_test
 
@@ -77,10 +77,7 @@ func requireTools(t *testing.T) tools {
 			"!! SKIPPING the real-client Mender tests: " + strings.Join(missing, ", ") + " not installed.\n" +
 			"!! Install them with: apt-get update && apt-get install -y mender-client mender-artifact\n" +
 			strings.Repeat("!", 78)
-		if os.Getenv("OTA_TEST_REQUIRE_MENDER") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testenv.Skip(t, "mender-client and mender-artifact", msg)
 	}
 	if out, err := exec.Command(tl.unshare, "-m", "--propagation", "private", "true").CombinedOutput(); err != nil {
 		t.Fatalf("the Mender tests run each client in its own mount namespace, and unshare -m fails here (root and CAP_SYS_ADMIN are needed): %v\n%s", err, out)

@@ -34,7 +34,7 @@ type swuImage struct {
 func (r *rig) buildSWU(name, version string) (swuImage, string) {
 	r.t.Helper()
 	if _, err := exec.LookPath("openssl"); err != nil {
-		r.t.Skip("openssl is not installed")
+		testenv.Skip(r.t, "openssl", "openssl is not installed")
 	}
 	cert, key := filepath.Join(r.dir, "cert.pem"), filepath.Join(r.dir, "key.pem")
 	r.run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
@@ -148,7 +148,7 @@ func TestMixedFleetGetsOneTaskPerDevice(t *testing.T) {
 	r := newRig(t)
 	swBin, err := exec.LookPath("swupdate")
 	if err != nil {
-		t.Skip("\n" + "!! SKIPPING the mixed-fleet test: swupdate is not installed (apt-get install -y swupdate)")
+		testenv.Skip(t, "swupdate", "\n"+"!! SKIPPING the mixed-fleet test: swupdate is not installed (apt-get install -y swupdate)")
 	}
 	// One firmware for the whole fleet: SWUpdate fetches release-2 (the
 	// .swu), mender-client release-2.mender from the same URL.

@@ -1,0 +1,172 @@
+package postgres_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ai-device/ota/adapters/postgres"
+	"github.com/ai-device/ota/tests/testenv"
+)
+
+// TestReadReplicaBoundsStalenessAndFallsBack runs against a private
+// primary and a real streaming replica of it (testenv.StartStreamingPair):
+// the check's read goes to the replica while it keeps up, stays there on
+// an idle primary, leaves it when replay is paused for longer than the
+// bound — a task the primary cancelled is never handed out from the
+// replica more than MaxLag after the cancel — comes back when replay
+// resumes, and falls back to the primary, without an error, when the
+// replica is killed.
+func TestReadReplicaBoundsStalenessAndFallsBack(t *testing.T) {
+	pair := testenv.StartStreamingPair(t)
+	ctx := context.Background()
+	primary := pair.Open(t, pair.PrimaryURL)
+	replicaAdmin := pair.Open(t, pair.ReplicaURL)
+	const maxLag = 500 * time.Millisecond
+	reads, closeReads, err := postgres.OpenReadReplica(postgres.ReadReplicaConfig{
+		URL: postgres.DatabaseURL(pair.ReplicaURL), MaxLag: maxLag, Probe: 50 * time.Millisecond,
+	}, primary, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeReads)
+	repos, err := postgres.NewRepositories(primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := postgres.NewServingTaskRepository(primary, reads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{db: primary, devices: repos.Devices, firmwares: repos.Firmwares, rollouts: repos.Rollouts, tasks: repos.Tasks,
+		now: time.Now().UTC().Truncate(time.Microsecond)}
+	d := e.device(t, "rr-1", "m")
+	task := e.createTask(t, d.ID(), e.offer(t, "m", "2.0.0"))
+	waitFor(t, "the replica to be usable", 5*time.Second, reads.Usable)
+
+	// Idle primary: the replica stays usable well past the bound.
+	time.Sleep(3 * maxLag)
+	if lag, ok := reads.Lag(); !ok || lag >= maxLag {
+		t.Fatalf("an idle primary made the replica look %v behind (usable %v); it is up to date", lag, ok)
+	}
+	before := reads.Stats().Reads.Load()
+	if v, err := tasks.CheckView(ctx, d.TokenHash()); err != nil || v.Tasks.Active == nil || v.Tasks.Active.ID() != task.ID() {
+		t.Fatalf("CheckView from the replica: %+v %v, want active task %s", v.Tasks, err, task.ID())
+	}
+	if reads.Stats().Reads.Load() != before+1 {
+		t.Fatalf("the check's read did not go to the replica (%d replica reads)", reads.Stats().Reads.Load())
+	}
+
+	// Replay paused: the primary cancels the task. A read may show it for
+	// less than maxLag after the cancel committed, never later.
+	if _, err := replicaAdmin.ExecContext(ctx, `SELECT pg_wal_replay_pause()`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := primary.ExecContext(ctx, `UPDATE tasks SET status = 'cancelled' WHERE id = $1`, task.ID()); err != nil {
+		t.Fatal(err)
+	}
+	cancelled := time.Now()
+	fromPrimary := reads.Stats().Primary.Load()
+	var staleReads, lateReads int
+	for time.Since(cancelled) < 3*maxLag {
+		start := time.Now()
+		v, err := tasks.CheckViewOf(ctx, d.ID())
+		if err != nil {
+			t.Fatalf("CheckViewOf while replay is paused: %v", err)
+		}
+		if v.Tasks.Active != nil {
+			staleReads++
+			if start.Sub(cancelled) >= maxLag {
+				t.Fatalf("handed task %s %v after the primary cancelled it (bound %v)", v.Tasks.Active.ID(), start.Sub(cancelled), maxLag)
+			}
+		}
+		if start.Sub(cancelled) >= maxLag {
+			lateReads++
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if lateReads == 0 || reads.Stats().Primary.Load() == fromPrimary {
+		t.Fatalf("no read after the bound went to the primary (%d late reads, %d primary reads)", lateReads, reads.Stats().Primary.Load()-fromPrimary)
+	}
+	if reads.Usable() {
+		t.Fatalf("replay paused after a write, yet the replica is usable")
+	}
+	t.Logf("replay paused: %d reads within %v of the cancel still showed the task (allowed), none after", staleReads, maxLag)
+	// A device registered meanwhile is unknown to the paused replica; it
+	// authenticates through the primary.
+	fresh := e.device(t, "rr-2", "m")
+	if v, err := tasks.CheckView(ctx, fresh.TokenHash()); err != nil || v.Device.ID() != fresh.ID() {
+		t.Fatalf("a device registered while replay is paused: %v %v", v.Device.ID(), err)
+	}
+
+	// Replay resumed: back on the replica, which now knows of the cancel.
+	if _, err := replicaAdmin.ExecContext(ctx, `SELECT pg_wal_replay_resume()`); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the replica to be usable after replay resumed", 5*time.Second, reads.Usable)
+	before = reads.Stats().Reads.Load()
+	if v, err := tasks.CheckViewOf(ctx, d.ID()); err != nil || v.Tasks.Active != nil {
+		t.Fatalf("after resume: %+v %v, want no active task", v.Tasks.Active, err)
+	}
+	if reads.Stats().Reads.Load() != before+1 {
+		t.Fatalf("after resume the read did not go to the replica")
+	}
+
+	// A replica that stops answering without refusing (every byte delayed
+	// 3s): the read falls back to the primary within about MaxLag.
+	proxy := testenv.StartProxy(t, strings.TrimPrefix(strings.Split(pair.ReplicaURL, "/ota?")[0], "postgres://postgres@"))
+	slowURL := strings.Replace(pair.ReplicaURL, proxy.Target(), proxy.Addr(), 1)
+	slow, closeSlow, err := postgres.OpenReadReplica(postgres.ReadReplicaConfig{
+		URL: postgres.DatabaseURL(slowURL), MaxLag: maxLag, Probe: 50 * time.Millisecond,
+	}, primary, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeSlow()
+	slowTasks, err := postgres.NewServingTaskRepository(primary, slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the proxied replica to be usable", 5*time.Second, slow.Usable)
+	if _, err := slowTasks.CheckViewOf(ctx, d.ID()); err != nil || slow.Stats().Reads.Load() == 0 {
+		t.Fatalf("a read through the proxy: %v (%d replica reads)", err, slow.Stats().Reads.Load())
+	}
+	proxy.SetLatency(3 * time.Second)
+	start := time.Now()
+	if v, err := slowTasks.CheckViewOf(ctx, d.ID()); err != nil || v.Device.ID() != d.ID() {
+		t.Fatalf("a read while the replica hangs: %v %v", v.Device.ID(), err)
+	}
+	// Waiting for the replica would take two proxy delays (6s); the
+	// primary answers after about maxLag (the margin is for a loaded CI).
+	if took := time.Since(start); took >= 3*time.Second {
+		t.Errorf("a read while the replica hangs took %v; the primary should answer after about %v", took, maxLag)
+	}
+	proxy.SetLatency(0)
+
+	// Replica killed: every read is answered, by the primary.
+	pair.KillReplica(t)
+	for i := 0; i < 20; i++ {
+		if v, err := tasks.CheckView(ctx, d.TokenHash()); err != nil || v.Device.ID() != d.ID() {
+			t.Fatalf("read %d after the replica died: %v %v", i, v.Device.ID(), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if reads.Usable() {
+		t.Errorf("the replica is down, yet usable")
+	}
+	if reads.Stats().Fallbacks.Load()+reads.Stats().Primary.Load() == 0 {
+		t.Errorf("no read was sent to the primary after the replica died")
+	}
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/ai-device/ota/adapters/postgres"
+	"github.com/ai-device/ota/bootstrap"
+)
+
+// partitions is the history maintenance command, for a daily timer: it
+// creates the task_events partitions of the coming months (as every
+// `otad migrate up` does) and, with --drop-before, drops the months of
+// history past retention (docs/SCALING.md, "History").
+func partitions(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("partitions", flag.ContinueOnError)
+	ahead := fs.Int("ahead", bootstrap.DefaultPartitionsAhead, "months of partitions to keep created beyond the current one")
+	dropBefore := fs.String("drop-before", "", "drop the events of tasks created before this month (YYYY-MM)")
+	if err := parseFlags(fs, "otad partitions [--ahead N] [--drop-before YYYY-MM]   (the database is OTA_DATABASE_URL's)", args, stdout, stderr); err != nil {
+		return err
+	}
+	var before time.Time
+	if *dropBefore != "" {
+		var err error
+		if before, err = time.Parse("2006-01", *dropBefore); err != nil {
+			return fmt.Errorf("partitions: --drop-before %q is not a month such as 2026-01", *dropBefore)
+		}
+	}
+	cfg, err := bootstrap.LoadConfig(getenv, false)
+	if err != nil {
+		return err
+	}
+	db, closeDB, err := postgres.Open(postgres.Config{URL: postgres.DatabaseURL(cfg.DatabaseURL)})
+	if err != nil {
+		return fmt.Errorf("%w (OTA_DATABASE_URL)", err)
+	}
+	defer closeDB()
+	if err := bootstrap.EnsurePartitions(ctx, db.DB, *ahead, stdout); err != nil {
+		return err
+	}
+	if !before.IsZero() {
+		return bootstrap.DropPartitionsBefore(ctx, db.DB, before, stdout)
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+// Package replica runs otad with a real streaming replica
+// (OTA_DATABASE_READ_URL) and shows, through the HTTP API and the metrics,
+// that the check's read goes to the replica and that a dead replica costs
+// devices nothing.
+package replica
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ai-device/ota/tests/testenv"
+)
+
+const adminToken = "replica-admin-token-0123456789"
+
+func TestMain(m *testing.M) { os.Exit(testenv.RunWithOtad(m)) }
+
+func post(t *testing.T, url, token string, body any) (int, map[string]any) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+// TestOtadReadsChecksFromTheReplica: otad configured with a replica
+// answers checks from it, hands out the task the primary created, and
+// keeps answering every check after the replica is killed.
+func TestOtadReadsChecksFromTheReplica(t *testing.T) {
+	pair := testenv.StartStreamingPair(t)
+	o := testenv.StartOtad(t, testenv.OtadConfig{Name: "replica", DatabaseURL: pair.PrimaryURL,
+		RedisURL: testenv.RedisURL(t), AdminToken: adminToken,
+		Env: map[string]string{"OTA_DATABASE_READ_URL": pair.ReplicaURL, "OTA_READ_MAX_LAG": "1s"}})
+	api := o.URL + "/api/v1"
+	code, dev := post(t, api+"/admin/devices", adminToken, map[string]any{"device_id": "rep-1", "model": "rep", "current_version": "1.0.0"})
+	if code != http.StatusCreated {
+		t.Fatalf("register: %d %v", code, dev)
+	}
+	token, _ := dev["token"].(string)
+	if token == "" {
+		t.Fatalf("register answered no token: %v", dev)
+	}
+	code, fw := post(t, api+"/admin/firmwares", adminToken, map[string]any{"model": "rep", "version": "2.0.0",
+		"url": "https://fw.example/rep.bin", "size_bytes": 1 << 20, "sha256": strings.Repeat("ab", 32)})
+	if code != http.StatusCreated {
+		t.Fatalf("publish: %d %v", code, fw)
+	}
+	if code, ro := post(t, api+"/admin/rollouts", adminToken, map[string]any{"firmware_id": fw["id"], "percentage": 100}); code != http.StatusCreated {
+		t.Fatalf("rollout: %d %v", code, ro)
+	}
+	check := func() string {
+		t.Helper()
+		code, res := post(t, api+"/devices/rep-1/ota/check", token, map[string]any{"model": "rep", "current_version": "1.0.0"})
+		if code != http.StatusOK {
+			t.Fatalf("check: %d %v", code, res)
+		}
+		task, _ := res["task"].(map[string]any)
+		if task == nil {
+			return ""
+		}
+		id, _ := task["id"].(string)
+		return id
+	}
+	// The catalog cache and the replica catch up within a second or two.
+	var created string
+	for deadline := time.Now().Add(5 * time.Second); created == "" && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		created = check()
+	}
+	if created == "" {
+		t.Fatal("no task handed out")
+	}
+	time.Sleep(1500 * time.Millisecond) // the replica has the task
+	before, err := o.Metric("ota_read_replica_reads_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if got := check(); got != created {
+			t.Fatalf("check handed %q, want the task the primary created, %s", got, created)
+		}
+	}
+	if after, _ := o.Metric("ota_read_replica_reads_total"); after < before+5 {
+		t.Errorf("ota_read_replica_reads_total went from %v to %v over 5 checks: they were not read from the replica", before, after)
+	}
+
+	if lag, err := o.Metric("ota_read_replica_lag_seconds"); err != nil || lag < 0 || lag >= 1 {
+		t.Errorf("ota_read_replica_lag_seconds = %v (%v), want a lag within the 1s bound", lag, err)
+	}
+
+	pair.KillReplica(t)
+	for range 10 {
+		if got := check(); got != created {
+			t.Fatalf("after the replica died: check handed %q, want %s", got, created)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n, _ := o.Metric("ota_read_replica_primary_total"); n == 0 {
+		if f, _ := o.Metric("ota_read_replica_fallbacks_total"); f == 0 {
+			t.Errorf("no check was read from the primary after the replica died")
+		}
+	}
+}
