@@ -3,6 +3,7 @@ package application
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -40,7 +41,8 @@ func (s *Events) GetTask(ctx context.Context, deviceID, taskID string) (ports.Ta
 
 // ReportEvent applies a device's progress event once per event id (event
 // rules 1–3) and, on a final status, lets the rollout pause itself when its
-// failure threshold is reached (rule 5) — in the event's own transaction,
+// failure threshold is reached (rule 5), and a staged rollout advance or
+// pause by its gate (stage rules G2–G3) — in the event's own transaction,
 // so that the evaluation happens exactly when the event is stored, whether
 // or not the device waits for the answer.
 func (s *Events) ReportEvent(ctx context.Context, deviceID, taskID string, req ports.EventRequest) (ports.TaskView, error) {
@@ -58,15 +60,21 @@ func (s *Events) ReportEvent(ctx context.Context, deviceID, taskID string, req p
 	var changed bool
 	var onRollout ports.RolloutEvaluation
 	if ev.IsFinal() {
-		onRollout = func(r *domain.Rollout, stats func() (domain.TaskStats, error)) (bool, error) {
-			if !r.WatchesFailures() {
+		onRollout = func(r *domain.Rollout, stats func(since time.Time) (domain.TaskStats, error)) (bool, error) {
+			if !r.Evaluates() {
 				return false, nil
 			}
-			st, err := stats()
+			total, err := stats(time.Time{})
 			if err != nil {
 				return false, err
 			}
-			return r.AutoPause(st, s.clock.Now()), nil
+			stage := total
+			if since := r.StageSince(); !since.IsZero() {
+				if stage, err = stats(since); err != nil {
+					return false, err
+				}
+			}
+			return r.Evaluate(total, stage, s.clock.Now()), nil
 		}
 	}
 	t, err := s.tasks.ApplyEvent(ctx, taskID, ev, func(t *domain.Task, prior *domain.Event) (bool, error) {

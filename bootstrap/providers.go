@@ -26,7 +26,7 @@ var ApplicationSet = wire.NewSet(
 	application.NewAuth, application.NewChecks, application.NewEvents, application.ComposeDevices,
 	wire.Bind(new(ports.DeviceService), new(*application.Devices)),
 	application.NewDeviceAdmin, application.NewFirmwareAdmin, application.NewRolloutAdmin, application.NewTaskAdmin,
-	application.ComposeAdmin,
+	application.NewTargetingAdmin, application.ComposeAdmin,
 	wire.Bind(new(ports.AdminService), new(*application.Admin)),
 	PollIntervalFrom,
 	RateLimiterFrom,
@@ -67,6 +67,7 @@ var PostgresSet = wire.NewSet(
 	memory.SystemSet,
 	HealthChecks,
 	DDIPostgresStores,
+	postgres.NewDeviceDirectory, wire.Bind(new(ports.DeviceDirectory), new(*postgres.DeviceDirectory)),
 )
 
 // WriteBehindConfigFrom tunes the write-behind of device checks (the
@@ -119,6 +120,7 @@ var MemorySet = wire.NewSet(
 	MemoryLocker,
 	NoHealthChecks,
 	DDIMemoryStores,
+	memory.NewDirectory, wire.Bind(new(ports.DeviceDirectory), new(*memory.Directory)),
 )
 
 // PollIntervalFrom extracts the devices' poll hint.
