@@ -433,6 +433,7 @@ func (r *Tasks) ApplyEvent(ctx context.Context, taskID string, ev domain.Event, 
 		}
 		rollout = cloneRollout(stored)
 		stats := func(since time.Time) (domain.TaskStats, error) {
+			since = stamp(since) // as Postgres compares: at the stored precision
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			var st domain.TaskStats
@@ -502,6 +503,7 @@ func (r *Tasks) RolloutStatsSince(ctx context.Context, rolloutID string, since t
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	since = stamp(since) // as Postgres compares: at the stored precision
 	var st domain.TaskStats
 	for _, id := range s.byRollout[key] {
 		if t := s.tasks[id]; !t.CreatedAt().Before(since) {
