@@ -173,4 +173,12 @@ func (r *Rollout) startStage(i int, now time.Time) {
 	}
 	r.gateMetAt = time.Time{}
 	r.history = append(r.history, StageEvent{Stage: i, Percentage: r.percentage, StartedAt: stamp(now)})
+	if len(r.history) > MaxStageHistory {
+		// Pauses and resumes add entries; the oldest go first.
+		r.history = slices.Clone(r.history[len(r.history)-MaxStageHistory:])
+	}
 }
+
+// MaxStageHistory bounds a rollout's stage history (pause and resume
+// cycles would otherwise grow it without end).
+const MaxStageHistory = 100

@@ -24,12 +24,23 @@ type Window struct {
 // ParseWindow reads a daily window "HH:MM-HH:MM" and its default time zone
 // (an IANA name; "" is UTC).
 func ParseWindow(daily, zone string) (Window, error) {
-	var h1, m1, h2, m2 int
-	var rest string
-	n, _ := fmt.Sscanf(daily, "%02d:%02d-%02d:%02d%s", &h1, &m1, &h2, &m2, &rest)
-	if n != 4 || len(daily) != len("00:00-00:00") || h1 > 23 || h2 > 24 || m1 > 59 || m2 > 59 || h1 < 0 || h2 < 0 || m1 < 0 || m2 < 0 ||
-		h2 == 24 && m2 != 0 {
-		return Window{}, invalid("window.daily", "must be HH:MM-HH:MM, such as 02:00-04:00")
+	bad := invalid("window.daily", "must be HH:MM-HH:MM, such as 02:00-04:00")
+	if len(daily) != len("00:00-00:00") || daily[2] != ':' || daily[5] != '-' || daily[8] != ':' {
+		return Window{}, bad
+	}
+	num := func(i int) (int, bool) {
+		a, b := daily[i], daily[i+1]
+		if a < '0' || a > '9' || b < '0' || b > '9' {
+			return 0, false
+		}
+		return int(a-'0')*10 + int(b-'0'), true
+	}
+	h1, ok1 := num(0)
+	m1, ok2 := num(3)
+	h2, ok3 := num(6)
+	m2, ok4 := num(9)
+	if !ok1 || !ok2 || !ok3 || !ok4 || h1 > 23 || h2 > 24 || m1 > 59 || m2 > 59 || h2 == 24 && m2 != 0 {
+		return Window{}, bad
 	}
 	w := Window{start: h1*60 + m1, end: (h2*60 + m2) % (24 * 60), zone: zone}
 	if w.start == w.end {

@@ -8,7 +8,7 @@ import (
 )
 
 func TestParseWindow(t *testing.T) {
-	for _, bad := range []string{"", "2:00-4:00", "02:00-02:00", "25:00-01:00", "02:60-03:00", "02:00-04:00x", "02:00 04:00"} {
+	for _, bad := range []string{"", "2:00-4:00", "02:00-02:00", "25:00-01:00", "02:60-03:00", "02:00-04:00x", "02:00 04:00", "+1:00-04:00", "02:00-24:30", "0a:00-04:00"} {
 		_, err := domain.ParseWindow(bad, "")
 		wantValidation(t, err, "window.daily")
 	}

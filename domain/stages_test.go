@@ -196,3 +196,22 @@ func TestRolloutPolicyRecordRoundTrip(t *testing.T) {
 		t.Fatal("a rollout whose stored policy no longer parses must admit no one")
 	}
 }
+
+// Pause and resume cycles keep the stage history bounded.
+func TestStageHistoryIsBounded(t *testing.T) {
+	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
+	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Stages: []domain.StageSpec{{Percentage: 10}, {Percentage: 20}}}, t0)
+	for i := range domain.MaxStageHistory + 20 {
+		at := t0.Add(time.Duration(i) * time.Minute)
+		if err := r.ChangeStatus(domain.RolloutPaused, fw, at); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.ChangeStatus(domain.RolloutActive, fw, at.Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := r.History()
+	if len(h) != domain.MaxStageHistory || h[len(h)-1].Outcome != (domain.StageOutcome{}) || h[0].Outcome != domain.StagePaused {
+		t.Fatalf("history of %d entries, last %+v", len(h), h[len(h)-1])
+	}
+}
