@@ -289,6 +289,9 @@ func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Ve
 	if plan.Ended != nil {
 		s.metrics.TaskTransition(plan.Ended.Status().String())
 	}
+	if plan.TimedOut() && seen != nil {
+		s.judgeAfterTimeout(ctx, seen.Rollout)
+	}
 	switch {
 	case created:
 		s.metrics.TaskTransition(domain.TaskPending.String())
@@ -344,4 +347,39 @@ func (s *Checks) activeTask(ctx context.Context, t *domain.Task, offers []domain
 		}
 	}
 	return a, nil
+}
+
+// errRolloutUnchanged tells RolloutRepository.Update that the evaluation
+// changed nothing, so nothing is written (or announced to the caches).
+var errRolloutUnchanged = errors.New("rollout unchanged")
+
+// judgeAfterTimeout lets a task just failed as TIMED_OUT (stuck-task rule
+// K1) count in its rollout's gates and threshold at once, as a device's
+// failed event would (event rule 5, stage rules G2–G3). The counts are
+// read before the rollout is locked — a count and a locked row would need
+// two connections at once, which a busy pool must never be asked for — so
+// an event committing in between is left out here; it judges the rollout
+// itself in its own transaction. A failure here is not the check's: the
+// task is stored, and the next final event of the rollout judges again.
+func (s *Checks) judgeAfterTimeout(ctx context.Context, r domain.Rollout) {
+	if !r.Evaluates() {
+		return
+	}
+	var total, stage domain.TaskStats
+	var err error
+	if total, err = s.tasks.RolloutStatsSince(ctx, r.ID(), time.Time{}); err != nil {
+		return
+	}
+	stage = total
+	if since := r.StageSince(); !since.IsZero() {
+		if stage, err = s.tasks.RolloutStatsSince(ctx, r.ID(), since); err != nil {
+			return
+		}
+	}
+	_, _ = s.rollouts.Update(ctx, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
+		if !ro.Evaluate(total, stage, s.clock.Now()) {
+			return errRolloutUnchanged
+		}
+		return nil
+	})
 }

@@ -61,20 +61,7 @@ func (s *Events) ReportEvent(ctx context.Context, deviceID, taskID string, req p
 	var onRollout ports.RolloutEvaluation
 	if ev.IsFinal() {
 		onRollout = func(r *domain.Rollout, stats func(since time.Time) (domain.TaskStats, error)) (bool, error) {
-			if !r.Evaluates() {
-				return false, nil
-			}
-			total, err := stats(time.Time{})
-			if err != nil {
-				return false, err
-			}
-			stage := total
-			if since := r.StageSince(); !since.IsZero() {
-				if stage, err = stats(since); err != nil {
-					return false, err
-				}
-			}
-			return r.Evaluate(total, stage, s.clock.Now()), nil
+			return evaluateRollout(r, stats, s.clock.Now())
 		}
 	}
 	t, err := s.tasks.ApplyEvent(ctx, taskID, ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
@@ -92,4 +79,25 @@ func (s *Events) ReportEvent(ctx context.Context, deviceID, taskID string, req p
 		s.metrics.TaskTransition(t.Status().String())
 	}
 	return taskView(ctx, s.firmwares, nil, t)
+}
+
+// evaluateRollout re-judges a rollout one of whose tasks just finished
+// (event rule 5, stage rules G2–G3) on its task counts — all of them, and
+// those of its current stage — counted only when the rollout has something
+// to judge.
+func evaluateRollout(r *domain.Rollout, stats func(since time.Time) (domain.TaskStats, error), now time.Time) (bool, error) {
+	if !r.Evaluates() {
+		return false, nil
+	}
+	total, err := stats(time.Time{})
+	if err != nil {
+		return false, err
+	}
+	stage := total
+	if since := r.StageSince(); !since.IsZero() {
+		if stage, err = stats(since); err != nil {
+			return false, err
+		}
+	}
+	return r.Evaluate(total, stage, now), nil
 }

@@ -297,3 +297,31 @@ func TestRollbackReturnsDevices(t *testing.T) {
 		t.Fatal("a device outside the range was downgraded")
 	}
 }
+
+// Timed-out tasks count in the gates at once: a stage whose sample is all
+// stuck tasks pauses itself at the checks that time them out, with no
+// final event from any device.
+func TestTimedOutTasksPauseAStage(t *testing.T) {
+	e, clock := newPolicyEnv(t, policyStart)
+	fw := e.firmware("2.0.0")
+	r := e.rollout(fw, 0, func(s *domain.RolloutSpec) {
+		timeout := time.Hour
+		s.TaskTimeout = &timeout
+		s.Stages = []domain.StageSpec{{Percentage: 100, MinFinished: 2, SuccessPercent: 50}}
+	})
+	a, b := e.device("1.0.0"), e.device("1.0.0")
+	for _, d := range []string{a, b} {
+		res := e.check(d, "1.0.0")
+		e.mustEvent(d, res.Task.Task.ID(), "dl", "downloading")
+	}
+	clock.Add(2 * time.Hour)
+	e.check(a, "1.0.0")
+	if v, _ := e.admin.GetRollout(e.ctx, r.ID()); v.Rollout.Status() != domain.RolloutActive {
+		t.Fatalf("one timeout of a sample of two: %s", v.Rollout.Status())
+	}
+	e.check(b, "1.0.0")
+	v, _ := e.admin.GetRollout(e.ctx, r.ID())
+	if v.Rollout.Status() != domain.RolloutPaused || v.Rollout.PausedReason() != domain.PausedAuto {
+		t.Fatalf("two timeouts: %s %q", v.Rollout.Status(), v.Rollout.PausedReason())
+	}
+}
