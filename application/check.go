@@ -141,10 +141,8 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 		// lock of the transaction serialises this with any other writer.
 		res, err = s.write(ctx, dev, current, facts, nil)
 	}
-	if err == nil && res.Task == nil && !plan.RetryAt.IsZero() {
-		// Schedule rule S3: come back when the window opens (the default
-		// poll interval still applies when it is sooner).
-		res.PollAfter = max(plan.RetryAt.Sub(now), time.Second)
+	if err == nil && res.Task == nil {
+		res.PollAfter = plan.PollAfter(now, s.pollAfter)
 	}
 	return res, err
 }

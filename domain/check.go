@@ -154,6 +154,17 @@ func (p CheckPlan) Superseded() bool {
 	return p.Action == CheckCreate && p.Ended != nil && p.Ended.errorCode == CodeSuperseded
 }
 
+// PollAfter is the poll hint of a check answered with this plan (schedule
+// rule S3): the usual interval, or less when the device would otherwise
+// miss the moment a rollout's window opens or it starts (at least a
+// second, so that a device never polls in a loop).
+func (p CheckPlan) PollAfter(now time.Time, usual time.Duration) time.Duration {
+	if p.RetryAt.IsZero() || p.Action == CheckKeep || p.Action == CheckReuse || p.Action == CheckCreate {
+		return usual
+	}
+	return min(max(p.RetryAt.Sub(now), time.Second), usual)
+}
+
 // TimedOut reports whether the plan fails the active task as stuck
 // (stuck-task rule K1).
 func (p CheckPlan) TimedOut() bool {

@@ -85,6 +85,16 @@ func TestPlanCheckSchedule(t *testing.T) {
 			if p.Action != tt.want || !p.RetryAt.Equal(tt.retry) {
 				t.Fatalf("plan %s retry %s, want %s retry %s", p.Action, p.RetryAt, tt.want, tt.retry)
 			}
+			wantHint := 3 * time.Hour
+			if !tt.retry.IsZero() {
+				wantHint = tt.retry.Sub(now)
+			}
+			if got := p.PollAfter(now, 3*time.Hour); got != wantHint {
+				t.Fatalf("poll hint %s, want %s", got, wantHint)
+			}
+			if got := p.PollAfter(now, 30*time.Minute); !tt.retry.IsZero() && got != 30*time.Minute {
+				t.Fatalf("a sooner usual interval wins: %s", got)
+			}
 		})
 	}
 	// A task handed out in the window is kept when it closes.
@@ -95,7 +105,7 @@ func TestPlanCheckSchedule(t *testing.T) {
 	}
 	p := domain.PlanCheck(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"),
 		Active: &domain.ActiveTask{Task: task, Firmware: fw, Rollout: r}, Offers: []domain.Offer{{Firmware: fw, Rollout: r}}, Now: now})
-	if p.Action != domain.CheckKeep || p.Ended != nil {
+	if p.Action != domain.CheckKeep || p.Ended != nil || p.PollAfter(now, time.Hour) != time.Hour {
 		t.Fatalf("closed window: %s ended=%v, want keep", p.Action, p.Ended != nil)
 	}
 }
