@@ -170,9 +170,10 @@ func activeTask(ctx context.Context, stmt *sqlx.Stmt, deviceID string) (domain.T
 	return r.toDomain()
 }
 
-// checkViewSQL reads a device, its active task (NULLs when none) and the
-// firmware ids of its failed tasks, one per failed task, in one row: a
-// poll's whole read, in one round trip. Each part is an index lookup (the
+// checkViewSQL reads a device, its active task (NULLs when none), the
+// firmware ids of its failed tasks, one per failed task, and its tags and
+// reported attributes (what rollout selectors judge), in one row: a poll's
+// whole read, in one round trip. Each part is an index lookup (the
 // device by key or token hash, the partial unique index of active tasks,
 // the partial index of failed ones). The caller appends the WHERE clause.
 const checkViewSQL = `SELECT d.device_id, d.model, d.current_version, d.token_hash, d.last_seen_at, d.created_at,
