@@ -91,7 +91,7 @@ func (r Rollout) AdmitsAt(d Device, f DeviceFacts, reported Version, now time.Ti
 	return true, time.Time{}
 }
 
-// Offers reports whether the rollout's firmware may be offered to a device
+// offersFrom reports whether the rollout's firmware may be offered to a device
 // running current: an upgrade it accepts (check rule 4), or, for a
 // rollback rollout, any version below current (rollback rule R1: the
 // selector's version range has already said which devices).

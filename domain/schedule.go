@@ -86,7 +86,7 @@ func location(name string) (*time.Location, bool) {
 	return loc, loc != nil
 }
 
-// Zone picks where the window is read for a device: its timezone
+// locationFor picks where the window is read for a device: its timezone
 // attribute when it names a known zone, else the window's own.
 func (w Window) locationFor(f DeviceFacts) *time.Location {
 	if tz, ok := f.Attributes[TimezoneAttribute]; ok {
