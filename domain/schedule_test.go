@@ -146,3 +146,18 @@ func TestPlanCheckTimesOutStuckTasks(t *testing.T) {
 		}
 	}
 }
+
+// A withdrawn pending task is cancelled, not timed out, however old: a
+// cancel is no attempt.
+func TestSettleCancelsBeforeTimingOut(t *testing.T) {
+	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
+	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Percentage: 100}, t0)
+	if err := r.ChangeStatus(domain.RolloutCancelled, fw, t0); err != nil {
+		t.Fatal(err)
+	}
+	task := domain.RehydrateTask(domain.TaskRecord{ID: "5c0c6f3e-4a5b-4c53-9d3e-4f1d7f9e0a11", DeviceID: "cam-0001", FirmwareID: "fw-2",
+		RolloutID: rolloutA, Status: domain.TaskPending, Attempt: 1, CreatedAt: t0, UpdatedAt: t0})
+	if !task.Settle(domain.MustParseVersion("1.0.0"), fw, r, t0.Add(48*time.Hour)) || task.Status() != domain.TaskCancelled || task.ErrorCode() != domain.CodeRolloutCancelled {
+		t.Fatalf("got %s %s, want cancelled ROLLOUT_CANCELLED", task.Status(), task.ErrorCode())
+	}
+}

@@ -204,25 +204,26 @@ func (t *Task) Settle(reported Version, fw Firmware, r Rollout, now time.Time) b
 	if !reported.IsZero() && fw.Version().Equal(reported) {
 		return t.Succeed(now) == nil
 	}
+	if t.status == TaskPending {
+		switch {
+		case !reported.IsZero() && reported.Compare(fw.Version()) > 0 && !r.allowDowngrade:
+			// The device got past this image some other way; installing it
+			// now would be a downgrade.
+			return t.Cancel(CodeSuperseded, "the device already runs a newer version", now) == nil
+		case fw.Revoked():
+			return t.Cancel(CodeFirmwareRevoked, "the firmware was revoked", now) == nil
+		case r.Status() == RolloutCancelled:
+			return t.Cancel(CodeRolloutCancelled, "the rollout was cancelled", now) == nil
+		}
+	}
+	// Last: a pending task the service withdraws is cancelled, which is
+	// not an attempt; only a task nobody withdrew can be stuck.
 	if r.taskTimeout > 0 && now.Sub(t.updatedAt) > r.taskTimeout {
 		t.status = TaskFailed
 		t.errorCode = CodeTimedOut
 		t.errorMessage = "no event for longer than the rollout's task timeout (" + r.taskTimeout.String() + ")"
 		t.updatedAt = stamp(now)
 		return true
-	}
-	if t.status != TaskPending {
-		return false
-	}
-	switch {
-	case !reported.IsZero() && reported.Compare(fw.Version()) > 0 && !r.allowDowngrade:
-		// The device got past this image some other way; installing it
-		// now would be a downgrade.
-		return t.Cancel(CodeSuperseded, "the device already runs a newer version", now) == nil
-	case fw.Revoked():
-		return t.Cancel(CodeFirmwareRevoked, "the firmware was revoked", now) == nil
-	case r.Status() == RolloutCancelled:
-		return t.Cancel(CodeRolloutCancelled, "the rollout was cancelled", now) == nil
 	}
 	return false
 }
