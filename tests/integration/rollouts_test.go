@@ -160,6 +160,8 @@ type fleet struct {
 	version map[string]string
 	// fails says whether a device's install of a version fails.
 	fails func(id, version string) bool
+	// attributes, when set, is what a device reports with its checks.
+	attributes func(id string) map[string]string
 }
 
 func (c *cluster) fleet(n int) *fleet {
@@ -218,7 +220,11 @@ func (c *cluster) round(f *fleet, report bool) *roundResult {
 
 func (c *cluster) device(f *fleet, id string, report bool, res *roundResult) {
 	tok := "tok-" + id
-	code, out := c.call("POST", "/api/v1/devices/"+id+"/ota/check", tok, map[string]any{"model": f.model, "current_version": f.current(id)})
+	body := map[string]any{"model": f.model, "current_version": f.current(id)}
+	if f.attributes != nil {
+		body["attributes"] = f.attributes(id)
+	}
+	code, out := c.call("POST", "/api/v1/devices/"+id+"/ota/check", tok, body)
 	if code != 200 {
 		c.t.Errorf("check %s: %d %v", id, code, out)
 		return
@@ -416,5 +422,102 @@ func TestWindowOpensAndStuckTasksTimeOut(t *testing.T) {
 	c.clock.Set(day.Add(26 * time.Hour))
 	if res := c.round(f, true); res.tasks != 200 || res.succeeded != 200 {
 		t.Fatalf("next window: %d tasks, %d succeeded", res.tasks, res.succeeded)
+	}
+}
+
+// Targeting over HTTP: bulk tags, attributes reported with the check, a
+// selector with a percentage inside the selected set, and the device
+// listing paging through exactly the selected devices.
+func TestTargetingOverHTTP(t *testing.T) {
+	c := newCluster(t, 2, time.Now())
+	f := c.fleet(300)
+	eu := map[string]bool{}
+	var tagged []string
+	for i, id := range f.ids {
+		if i%3 == 0 {
+			eu[id] = true
+			tagged = append(tagged, id)
+		}
+	}
+	out := c.admin("POST", "/devices/tags", map[string]any{"device_ids": tagged, "add": []string{"eu", "pilot"}}, 200)
+	if len(out["items"].([]any)) != len(tagged) {
+		t.Fatalf("bulk tagging answered %v", out)
+	}
+	if code, _ := c.call("POST", "/api/v1/admin/devices/tags", adminToken, map[string]any{"device_ids": []string{f.ids[1], "nobody"}, "add": []string{"eu"}}); code != 404 {
+		t.Fatalf("bulk with an unknown device: %d", code)
+	}
+	c.admin("PUT", "/devices/"+f.ids[1]+"/tags", map[string]any{"tags": []string{"lab"}}, 200)
+	f.attributes = func(id string) map[string]string {
+		if id[len(id)-1]%2 == 0 {
+			return map[string]string{"hw": "rev2"}
+		}
+		return map[string]string{"hw": "rev1"}
+	}
+	fw := c.publish(f.model, "2.0.0")
+	rid := c.admin("POST", "/rollouts", map[string]any{"firmware_id": fw, "percentage": 50,
+		"selector": map[string]any{"tags_all": []string{"eu"}, "attributes": map[string]any{"hw": "rev2"}, "versions": "<2.0.0"}}, 201)["id"].(string)
+	time.Sleep(100 * time.Millisecond)
+	res := c.round(f, false)
+	want := 0
+	for _, id := range f.ids {
+		if eu[id] && id[len(id)-1]%2 == 0 && domain.Bucket(rid, id) < 50 {
+			want++
+		}
+	}
+	if int(res.tasks) != want || want == 0 {
+		t.Fatalf("%d tasks, want %d (tagged eu, reporting hw=rev2, in the rollout's 50%%)", res.tasks, want)
+	}
+	var wrong int
+	if err := c.db.Get(&wrong, `SELECT count(*) FROM tasks t JOIN devices d USING (device_id)
+		WHERE t.rollout_id = $1 AND NOT ('eu' = ANY (d.tags))`, rid); err != nil || wrong != 0 {
+		t.Fatalf("%d tasks for untagged devices (%v)", wrong, err)
+	}
+	// The listing pages through the eu devices that reported hw=rev2.
+	var listed []string
+	next := ""
+	for pages := 0; pages < 100; pages++ {
+		path := "/devices?model=" + f.model + "&tag=eu&tag=pilot&attribute=hw%3Drev2&limit=7"
+		if next != "" {
+			path += "&after=" + next
+		}
+		page := c.admin("GET", path, nil, 200)
+		for _, it := range page["items"].([]any) {
+			d := it.(map[string]any)
+			if d["attributes"].(map[string]any)["hw"] != "rev2" {
+				t.Fatalf("listed %v", d)
+			}
+			listed = append(listed, d["device_id"].(string))
+		}
+		n, _ := page["next"].(string)
+		if n == "" {
+			break
+		}
+		next = n
+	}
+	wantListed := 0
+	for _, id := range tagged {
+		if id[len(id)-1]%2 == 0 {
+			wantListed++
+		}
+	}
+	if len(listed) != wantListed {
+		t.Fatalf("listed %d devices, want %d", len(listed), wantListed)
+	}
+	dev := c.admin("GET", "/devices/"+f.ids[1], nil, 200)
+	if fmt.Sprint(dev["tags"]) != "[lab]" || dev["attributes"].(map[string]any)["hw"] != "rev1" {
+		t.Fatalf("device view %v", dev)
+	}
+	// A report beyond the limits is refused and stores nothing.
+	big := map[string]any{}
+	for i := range domain.MaxAttributes + 1 {
+		big[fmt.Sprintf("k%d", i)] = "v"
+	}
+	code, body := c.call("POST", "/api/v1/devices/"+f.ids[1]+"/ota/check", "tok-"+f.ids[1],
+		map[string]any{"model": f.model, "current_version": "1.0.0", "attributes": big})
+	if code != 400 || body["error"].(map[string]any)["code"] != "VALIDATION_FAILED" {
+		t.Fatalf("65 attributes: %d %v", code, body)
+	}
+	if dev := c.admin("GET", "/devices/"+f.ids[1], nil, 200); len(dev["attributes"].(map[string]any)) != 1 {
+		t.Fatalf("a refused report was stored: %v", dev["attributes"])
 	}
 }
