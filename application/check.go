@@ -369,7 +369,7 @@ func (s *Checks) judgeAfterTimeout(ctx context.Context, r domain.Rollout) {
 		return
 	}
 	stage = total
-	if since := r.StageSince(); !since.IsZero() {
+	if since := r.StageSince(); since.After(r.CreatedAt()) { // else every task is the stage's
 		if stage, err = s.tasks.RolloutStatsSince(ctx, r.ID(), since); err != nil {
 			return
 		}

@@ -94,7 +94,7 @@ func evaluateRollout(r *domain.Rollout, stats func(since time.Time) (domain.Task
 		return false, err
 	}
 	stage := total
-	if since := r.StageSince(); !since.IsZero() {
+	if since := r.StageSince(); since.After(r.CreatedAt()) { // else every task is the stage's
 		if stage, err = stats(since); err != nil {
 			return false, err
 		}
