@@ -363,18 +363,16 @@ func (s *Checks) judgeAfterTimeout(ctx context.Context, r domain.Rollout) {
 	if !r.Evaluates() {
 		return
 	}
-	var total, stage domain.TaskStats
-	var err error
-	if total, err = s.tasks.RolloutStatsSince(ctx, r.ID(), time.Time{}); err != nil {
+	total, stage, err := rolloutCounts(r, func(since time.Time) (domain.TaskStats, error) {
+		return s.tasks.RolloutStatsSince(ctx, r.ID(), since)
+	})
+	if err != nil {
 		return
 	}
-	stage = total
-	if since := r.StageSince(); since.After(r.CreatedAt()) { // else every task is the stage's
-		if stage, err = s.tasks.RolloutStatsSince(ctx, r.ID(), since); err != nil {
-			return
-		}
-	}
 	_, _ = s.rollouts.Update(ctx, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
+		if !ro.StageSince().Equal(r.StageSince()) {
+			return errRolloutUnchanged // another stage by now: these counts are not its
+		}
 		if !ro.Evaluate(total, stage, s.clock.Now()) {
 			return errRolloutUnchanged
 		}

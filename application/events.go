@@ -82,22 +82,38 @@ func (s *Events) ReportEvent(ctx context.Context, deviceID, taskID string, req p
 }
 
 // evaluateRollout re-judges a rollout one of whose tasks just finished
-// (event rule 5, stage rules G2–G3) on its task counts — all of them, and
-// those of its current stage — counted only when the rollout has something
-// to judge.
+// (event rule 5, stage rules G2–G3) on its task counts, counted only when
+// the rollout has something to judge.
 func evaluateRollout(r *domain.Rollout, stats func(since time.Time) (domain.TaskStats, error), now time.Time) (bool, error) {
 	if !r.Evaluates() {
 		return false, nil
 	}
-	total, err := stats(time.Time{})
+	total, stage, err := rolloutCounts(*r, stats)
 	if err != nil {
 		return false, err
 	}
-	stage := total
-	if since := r.StageSince(); since.After(r.CreatedAt()) { // else every task is the stage's
-		if stage, err = stats(since); err != nil {
-			return false, err
+	return r.Evaluate(total, stage, now), nil
+}
+
+// rolloutCounts counts what Rollout.Evaluate judges, and no more: all the
+// rollout's tasks only when it has a failure threshold (or its current
+// stage is all of them), the current stage's from when it began (an index
+// range, not the whole rollout) otherwise.
+func rolloutCounts(r domain.Rollout, stats func(since time.Time) (domain.TaskStats, error)) (total, stage domain.TaskStats, err error) {
+	since := r.StageSince()
+	staged := !since.IsZero()
+	stageIsAll := !since.After(r.CreatedAt()) // tasks are never older than their rollout
+	if r.FailureThresholdPercent() != nil || stageIsAll {
+		if total, err = stats(time.Time{}); err != nil {
+			return total, stage, err
 		}
 	}
-	return r.Evaluate(total, stage, now), nil
+	switch {
+	case !staged:
+	case stageIsAll:
+		stage = total
+	default:
+		stage, err = stats(since)
+	}
+	return total, stage, err
 }
