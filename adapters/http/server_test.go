@@ -718,3 +718,21 @@ func TestAdminTokenRedacts(t *testing.T) {
 		}
 	}
 }
+
+// A device may be called "tags": the bulk-tag route does not shadow its
+// own routes.
+func TestDeviceNamedTags(t *testing.T) {
+	h := newHarness(t)
+	for _, r := range []req{
+		{method: http.MethodGet, path: "/api/v1/admin/devices/tags", token: testAdminToken},
+		{method: http.MethodPost, path: "/api/v1/admin/devices/tags/token", token: testAdminToken},
+		{method: http.MethodPut, path: "/api/v1/admin/devices/tags/tags", token: testAdminToken, body: `{"tags":["x"]}`},
+	} {
+		if rec := h.do(t, r); rec.Code != http.StatusOK {
+			t.Errorf("%s %s: %d %s", r.method, r.path, rec.Code, rec.Body)
+		}
+		if args := h.fake.lastArgs; len(args) == 0 || args[0] != "tags" {
+			t.Errorf("%s %s: called with %q, want device tags", r.method, r.path, args)
+		}
+	}
+}
