@@ -87,8 +87,9 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	clock := memory.NewClock()
 	uuiDs := memory.NewUUIDs()
 	rateLimiter := bootstrap.RateLimiterFrom(cfg)
+	attributeRepository := postgres.NewAttributeRepository(db)
 	pollInterval := bootstrap.PollIntervalFrom(cfg)
-	checks, err := application.NewChecks(writeBehindDevices, cachedFirmwares, cachedRollouts, taskRepository, locker, clock, uuiDs, metrics, rateLimiter, pollInterval)
+	checks, err := application.NewChecks(writeBehindDevices, cachedFirmwares, cachedRollouts, taskRepository, locker, clock, uuiDs, metrics, rateLimiter, attributeRepository, pollInterval)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -105,7 +106,6 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		return nil, nil, err
 	}
 	devices := application.ComposeDevices(auth, checks, events)
-	attributeRepository := postgres.NewAttributeRepository(db)
 	taskActionRepository := postgres.NewTaskActionRepository(db)
 	ddiVersionAttribute := bootstrap.DDIVersionAttributeFrom(cfg)
 	applicationDDI, err := application.NewDDI(devices, writeBehindDevices, attributeRepository, taskActionRepository, clock, pollInterval, ddiVersionAttribute)
@@ -185,7 +185,16 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	admin := application.ComposeAdmin(deviceAdmin, firmwareAdmin, rolloutAdmin, taskAdmin)
+	deviceDirectory := postgres.NewDeviceDirectory(db)
+	targetingAdmin, err := application.NewTargetingAdmin(deviceDirectory, attributeRepository)
+	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	admin := application.ComposeAdmin(deviceAdmin, firmwareAdmin, rolloutAdmin, taskAdmin, targetingAdmin)
 	keyedAdmin, err := application.NewKeyedAdmin(admin, admissionRepository, clock)
 	if err != nil {
 		cleanup4()
@@ -250,8 +259,9 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	clock := memory.NewClock()
 	uuiDs := memory.NewUUIDs()
 	rateLimiter := bootstrap.RateLimiterFrom(cfg)
+	attributes := memory.NewAttributes(store)
 	pollInterval := bootstrap.PollIntervalFrom(cfg)
-	checks, err := application.NewChecks(devices, firmwares, rollouts, tasks, locker, clock, uuiDs, metrics, rateLimiter, pollInterval)
+	checks, err := application.NewChecks(devices, firmwares, rollouts, tasks, locker, clock, uuiDs, metrics, rateLimiter, attributes, pollInterval)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +270,6 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 		return nil, err
 	}
 	applicationDevices := application.ComposeDevices(auth, checks, events)
-	attributes := memory.NewAttributes(store)
 	taskActions := memory.NewTaskActions(store)
 	ddiVersionAttribute := bootstrap.DDIVersionAttributeFrom(cfg)
 	applicationDDI, err := application.NewDDI(applicationDevices, devices, attributes, taskActions, clock, pollInterval, ddiVersionAttribute)
@@ -312,7 +321,12 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
-	admin := application.ComposeAdmin(deviceAdmin, firmwareAdmin, rolloutAdmin, taskAdmin)
+	directory := memory.NewDirectory(store)
+	targetingAdmin, err := application.NewTargetingAdmin(directory, attributes)
+	if err != nil {
+		return nil, err
+	}
+	admin := application.ComposeAdmin(deviceAdmin, firmwareAdmin, rolloutAdmin, taskAdmin, targetingAdmin)
 	keyedAdmin, err := application.NewKeyedAdmin(admin, admissions, clock)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,8 @@
 package application
 
 import (
+	"context"
+
 	"github.com/ai-device/ota/ports"
 )
 
@@ -11,6 +13,7 @@ type Admin struct {
 	*FirmwareAdmin
 	*RolloutAdmin
 	*TaskAdmin
+	*TargetingAdmin
 }
 
 var _ ports.AdminService = (*Admin)(nil)
@@ -37,11 +40,24 @@ func NewAdmin(deps Deps) (*Admin, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ComposeAdmin(d, f, r, t), nil
+	g, err := NewTargetingAdmin(deps.directory(), deps.attributes())
+	if err != nil {
+		return nil, err
+	}
+	return ComposeAdmin(d, f, r, t, g), nil
 }
 
 // ComposeAdmin puts the operator use cases together behind
 // ports.AdminService.
-func ComposeAdmin(d *DeviceAdmin, f *FirmwareAdmin, r *RolloutAdmin, t *TaskAdmin) *Admin {
-	return &Admin{DeviceAdmin: d, FirmwareAdmin: f, RolloutAdmin: r, TaskAdmin: t}
+func ComposeAdmin(d *DeviceAdmin, f *FirmwareAdmin, r *RolloutAdmin, t *TaskAdmin, g *TargetingAdmin) *Admin {
+	return &Admin{DeviceAdmin: d, FirmwareAdmin: f, RolloutAdmin: r, TaskAdmin: t, TargetingAdmin: g}
+}
+
+// GetDevice shows a device, its active task, its tags and its attributes.
+func (a *Admin) GetDevice(ctx context.Context, deviceID string) (ports.DeviceView, error) {
+	v, err := a.DeviceAdmin.GetDevice(ctx, deviceID)
+	if err != nil {
+		return v, err
+	}
+	return a.TargetingAdmin.describe(ctx, v)
 }

@@ -89,5 +89,13 @@ func (s *RolloutAdmin) GetRollout(ctx context.Context, id string) (ports.Rollout
 	if err != nil {
 		return ports.RolloutView{}, fmt.Errorf("counting rollout tasks: %w", err)
 	}
-	return ports.RolloutView{Rollout: r, Stats: stats}, nil
+	v := ports.RolloutView{Rollout: r, Stats: stats}
+	if since := r.StageSince(); !since.IsZero() {
+		st, err := s.tasks.RolloutStatsSince(ctx, id, since)
+		if err != nil {
+			return ports.RolloutView{}, fmt.Errorf("counting the current stage's tasks: %w", err)
+		}
+		v.StageStats = &st
+	}
+	return v, nil
 }

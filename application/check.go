@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +25,7 @@ type Checks struct {
 	ids       ports.IDGenerator
 	metrics   ports.Metrics
 	limiter   ports.RateLimiter
+	attrs     ports.DeviceAttributes
 	pollAfter time.Duration
 	// flights coalesces concurrent creations for the same device, firmware
 	// and reported version within this process: a burst of duplicate polls
@@ -35,18 +37,19 @@ type Checks struct {
 // NewChecks builds the check use case: devices records each check
 // (possibly written behind), rollouts offers what to install, tasks holds
 // the device's tasks, locker serialises creation per device and firmware,
-// firmwares describes tasks whose firmware is not on offer any more.
+// firmwares describes tasks whose firmware is not on offer any more, attrs
+// stores the attributes devices report with their polls.
 func NewChecks(devices ports.DeviceRepository, firmwares ports.FirmwareRepository, rollouts ports.RolloutRepository,
 	tasks ports.TaskRepository, locker ports.Locker, clock ports.Clock, ids ports.IDGenerator, metrics ports.Metrics,
-	limiter ports.RateLimiter, poll PollInterval) (*Checks, error) {
-	if err := required(devices, firmwares, rollouts, tasks, locker, clock, ids, metrics, limiter); err != nil {
+	limiter ports.RateLimiter, attrs ports.DeviceAttributes, poll PollInterval) (*Checks, error) {
+	if err := required(devices, firmwares, rollouts, tasks, locker, clock, ids, metrics, limiter, attrs); err != nil {
 		return nil, err
 	}
 	if poll <= 0 {
 		return nil, errors.New("application: poll interval must be positive")
 	}
 	return &Checks{devices: devices, firmwares: firmwares, rollouts: rollouts, tasks: tasks, locker: locker,
-		clock: clock, ids: ids, metrics: metrics, limiter: limiter, pollAfter: time.Duration(poll)}, nil
+		clock: clock, ids: ids, metrics: metrics, limiter: limiter, attrs: attrs, pollAfter: time.Duration(poll)}, nil
 }
 
 // Check answers a device's poll (check rules 1–7). One function decides it,
@@ -60,7 +63,9 @@ func (s *Checks) Check(ctx context.Context, req ports.CheckRequest) (ports.Check
 	res, err := s.check(ctx, req)
 	switch {
 	case err == nil:
-		res.PollAfter = s.pollAfter
+		if res.PollAfter <= 0 || res.PollAfter > s.pollAfter {
+			res.PollAfter = s.pollAfter
+		}
 	case errors.Is(err, domain.ErrServiceBusy):
 		res.Outcome = ports.CheckBusy
 	case errors.Is(err, domain.ErrRateLimited):
@@ -110,26 +115,65 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 		}
 		tasks = &v.Tasks
 	}
+	facts, err := s.reportAttributes(ctx, dev.ID(), tasks.Facts, req.Attributes, now)
+	if err != nil {
+		return ports.CheckResult{}, err
+	}
 	active, err := s.activeTask(ctx, tasks.Active, offers)
 	if err != nil {
 		return ports.CheckResult{}, err
 	}
 	plan := domain.PlanCheck(domain.CheckInput{
-		Device: dev, Reported: current, Active: active, Offers: offers, Failed: tasks.Failed, Now: now,
+		Device: dev, Reported: current, Active: active, Offers: offers, Failed: tasks.Failed, Now: now, Facts: facts,
 	})
+	var res ports.CheckResult
 	switch {
 	case !plan.Writes():
-		if plan.Task == nil {
-			return ports.CheckResult{Outcome: ports.CheckNoUpdate}, nil
+		res = ports.CheckResult{Outcome: ports.CheckNoUpdate}
+		if plan.Task != nil {
+			res = ports.CheckResult{Task: &ports.TaskView{Task: *plan.Task, Firmware: active.Firmware}, Outcome: ports.CheckReused}
 		}
-		return ports.CheckResult{Task: &ports.TaskView{Task: *plan.Task, Firmware: active.Firmware}, Outcome: ports.CheckReused}, nil
 	case plan.Action == domain.CheckCreate:
-		return s.createOnce(ctx, dev, current, plan.Offer)
+		res, err = s.createOnce(ctx, dev, current, facts, plan.Offer)
+	default:
+		// Only the active task changes (it succeeded, was cancelled or
+		// timed out): no task is created, so no lock is needed; the row
+		// lock of the transaction serialises this with any other writer.
+		res, err = s.write(ctx, dev, current, facts, nil)
 	}
-	// Only the active task changes (it succeeded, or was cancelled): no
-	// task is created, so no lock is needed; the row lock of the
-	// transaction serialises this with any other writer.
-	return s.write(ctx, dev, current, nil)
+	if err == nil && res.Task == nil {
+		res.PollAfter = plan.PollAfter(now, s.pollAfter)
+	}
+	return res, err
+}
+
+// reportAttributes lays the attributes a device reports in this poll over
+// its stored ones (the domain's limits apply: a report that breaks them is
+// refused) and stores them when they changed, so the plan judges what the
+// device says now. Polls that report nothing, or the same thing again,
+// write nothing.
+func (s *Checks) reportAttributes(ctx context.Context, deviceID string, facts domain.DeviceFacts, reported map[string]string, now time.Time) (domain.DeviceFacts, error) {
+	if reported == nil {
+		return facts, nil
+	}
+	merged := domain.RehydrateDeviceAttributes(facts.Attributes, now)
+	if err := merged.Apply(domain.AttributesMerge, reported, now); err != nil {
+		var ve *domain.ValidationError
+		if errors.As(err, &ve) {
+			ve.Field = "attributes"
+		}
+		return facts, err
+	}
+	if maps.Equal(merged.Values(), facts.Attributes) || len(reported) == 0 && facts.Attributes != nil {
+		return facts, nil
+	}
+	if _, err := s.attrs.Update(ctx, deviceID, func(a *domain.DeviceAttributes) error {
+		return a.Apply(domain.AttributesMerge, reported, now)
+	}); err != nil {
+		return facts, fmt.Errorf("storing reported attributes: %w", err)
+	}
+	facts.Attributes = merged.Values()
+	return facts, nil
 }
 
 // flightTimeout bounds one find-or-create, lock wait included.
@@ -146,7 +190,7 @@ type flightResult struct {
 // reported version in this process, and shares its answer with the callers
 // that asked meanwhile (a caller reporting another version is planned
 // anew: rule 3 may succeed its task instead).
-func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current domain.Version, offer domain.Offer) (ports.CheckResult, error) {
+func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, offer domain.Offer) (ports.CheckResult, error) {
 	key := dev.ID() + ":" + offer.Firmware.ID() + ":" + current.String()
 	ch := s.flights.DoChan(key, func() (any, error) {
 		// The flight outlives any one caller's cancellation, since the
@@ -155,7 +199,7 @@ func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current doma
 		// held, so neither the lock nor this goroutine is kept forever.
 		flightCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flightTimeout)
 		defer cancel()
-		res, err := s.create(flightCtx, dev, current, offer)
+		res, err := s.create(flightCtx, dev, current, facts, offer)
 		if err != nil && flightCtx.Err() != nil && !errors.Is(err, domain.ErrServiceBusy) {
 			err = fmt.Errorf("%w: find-or-create ran out of time: %w", domain.ErrServiceBusy, err)
 		}
@@ -179,15 +223,15 @@ func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current doma
 
 // create is the critical section of check rule 7: under the lock, plan
 // again on what the transaction sees, and reuse, keep or replace.
-func (s *Checks) create(ctx context.Context, dev domain.Device, current domain.Version, offer domain.Offer) (ports.CheckResult, error) {
+func (s *Checks) create(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, offer domain.Offer) (ports.CheckResult, error) {
 	var res ports.CheckResult
 	err := s.locker.WithLock(ctx, dev.ID()+":"+offer.Firmware.ID(), func(ctx context.Context) error {
 		var err error
-		res, err = s.write(ctx, dev, current, &offer)
+		res, err = s.write(ctx, dev, current, facts, &offer)
 		if errors.Is(err, domain.ErrOfferWithdrawn) {
 			// Revoked or stopped between the plan and the insert: answer
 			// as if it had never been offered.
-			res, err = s.write(ctx, dev, current, nil)
+			res, err = s.write(ctx, dev, current, facts, nil)
 		}
 		return err
 	})
@@ -210,7 +254,7 @@ func (s *Checks) create(ctx context.Context, dev domain.Device, current domain.V
 // task the transaction may create (nil: create nothing, as when no lock is
 // held), so a plan that would now create another answers as if nothing
 // were on offer.
-func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Version, candidate *domain.Offer) (ports.CheckResult, error) {
+func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, candidate *domain.Offer) (ports.CheckResult, error) {
 	var (
 		plan domain.CheckPlan
 		seen *domain.ActiveTask
@@ -223,7 +267,7 @@ func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Ve
 		now := s.clock.Now()
 		seen = st.Active
 		plan = domain.PlanCheck(domain.CheckInput{
-			Device: dev, Reported: current, Active: st.Active, Offers: offers, Failed: st.Failed, Now: now,
+			Device: dev, Reported: current, Active: st.Active, Offers: offers, Failed: st.Failed, Now: now, Facts: facts,
 		})
 		if plan.Ended != nil {
 			st.Active.Task = *plan.Ended
@@ -242,6 +286,9 @@ func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Ve
 	}
 	if plan.Ended != nil {
 		s.metrics.TaskTransition(plan.Ended.Status().String())
+	}
+	if plan.TimedOut() && seen != nil {
+		s.judgeAfterTimeout(ctx, seen.Rollout)
 	}
 	switch {
 	case created:
@@ -298,4 +345,37 @@ func (s *Checks) activeTask(ctx context.Context, t *domain.Task, offers []domain
 		}
 	}
 	return a, nil
+}
+
+// errRolloutUnchanged tells RolloutRepository.Update that the evaluation
+// changed nothing, so nothing is written (or announced to the caches).
+var errRolloutUnchanged = errors.New("rollout unchanged")
+
+// judgeAfterTimeout lets a task just failed as TIMED_OUT (stuck-task rule
+// K1) count in its rollout's gates and threshold at once, as a device's
+// failed event would (event rule 5, stage rules G2–G3). The counts are
+// read before the rollout is locked — a count and a locked row would need
+// two connections at once, which a busy pool must never be asked for — so
+// an event committing in between is left out here; it judges the rollout
+// itself in its own transaction. A failure here is not the check's: the
+// task is stored, and the next final event of the rollout judges again.
+func (s *Checks) judgeAfterTimeout(ctx context.Context, r domain.Rollout) {
+	if !r.Evaluates() {
+		return
+	}
+	total, stage, err := rolloutCounts(r, func(since time.Time) (domain.TaskStats, error) {
+		return s.tasks.RolloutStatsSince(ctx, r.ID(), since)
+	})
+	if err != nil {
+		return
+	}
+	_, _ = s.rollouts.Update(ctx, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
+		if !ro.StageSince().Equal(r.StageSince()) {
+			return errRolloutUnchanged // another stage by now: these counts are not its
+		}
+		if !ro.Evaluate(total, stage, s.clock.Now()) {
+			return errRolloutUnchanged
+		}
+		return nil
+	})
 }

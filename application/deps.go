@@ -36,6 +36,54 @@ type Deps struct {
 	// Limiter spends each device's request budget on checks and non-final
 	// events (ports.Unlimited turns limits off).
 	Limiter ports.RateLimiter
+	// Attributes and Directory hold what devices report and the
+	// operators' tags (issue 12). They are optional here, for callers
+	// that predate them: without them a check reporting attributes and
+	// the tag and device-listing use cases fail with errNoTargetingStore.
+	// The served wiring always provides both.
+	Attributes ports.DeviceAttributes
+	Directory  ports.DeviceDirectory
+}
+
+// errNoTargetingStore is what the targeting use cases answer when built
+// from Deps without their stores.
+var errNoTargetingStore = errors.New("application: no attribute or tag store configured")
+
+// noTargetingStore stands in for missing targeting stores in Deps.
+type noTargetingStore struct{}
+
+func (noTargetingStore) Get(context.Context, string) (domain.DeviceAttributes, error) {
+	return domain.DeviceAttributes{}, nil
+}
+
+func (noTargetingStore) Update(context.Context, string, func(*domain.DeviceAttributes) error) (domain.DeviceAttributes, error) {
+	return domain.DeviceAttributes{}, errNoTargetingStore
+}
+
+func (noTargetingStore) UpdateTags(context.Context, []string, func(string, []string) ([]string, error)) (map[string][]string, error) {
+	return nil, errNoTargetingStore
+}
+
+func (noTargetingStore) Tags(context.Context, string) ([]string, error) {
+	return nil, errNoTargetingStore
+}
+
+func (noTargetingStore) List(context.Context, ports.DeviceFilter) ([]ports.DeviceListing, error) {
+	return nil, errNoTargetingStore
+}
+
+func (d Deps) attributes() ports.DeviceAttributes {
+	if d.Attributes == nil {
+		return noTargetingStore{}
+	}
+	return d.Attributes
+}
+
+func (d Deps) directory() ports.DeviceDirectory {
+	if d.Directory == nil {
+		return noTargetingStore{}
+	}
+	return d.Directory
 }
 
 func (d Deps) validate() error {

@@ -3,6 +3,7 @@ package application
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -40,7 +41,8 @@ func (s *Events) GetTask(ctx context.Context, deviceID, taskID string) (ports.Ta
 
 // ReportEvent applies a device's progress event once per event id (event
 // rules 1–3) and, on a final status, lets the rollout pause itself when its
-// failure threshold is reached (rule 5) — in the event's own transaction,
+// failure threshold is reached (rule 5), and a staged rollout advance or
+// pause by its gate (stage rules G2–G3) — in the event's own transaction,
 // so that the evaluation happens exactly when the event is stored, whether
 // or not the device waits for the answer.
 func (s *Events) ReportEvent(ctx context.Context, deviceID, taskID string, req ports.EventRequest) (ports.TaskView, error) {
@@ -58,15 +60,8 @@ func (s *Events) ReportEvent(ctx context.Context, deviceID, taskID string, req p
 	var changed bool
 	var onRollout ports.RolloutEvaluation
 	if ev.IsFinal() {
-		onRollout = func(r *domain.Rollout, stats func() (domain.TaskStats, error)) (bool, error) {
-			if !r.WatchesFailures() {
-				return false, nil
-			}
-			st, err := stats()
-			if err != nil {
-				return false, err
-			}
-			return r.AutoPause(st, s.clock.Now()), nil
+		onRollout = func(r *domain.Rollout, stats func(since time.Time) (domain.TaskStats, error)) (bool, error) {
+			return evaluateRollout(r, stats, s.clock.Now())
 		}
 	}
 	t, err := s.tasks.ApplyEvent(ctx, taskID, ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
@@ -84,4 +79,41 @@ func (s *Events) ReportEvent(ctx context.Context, deviceID, taskID string, req p
 		s.metrics.TaskTransition(t.Status().String())
 	}
 	return taskView(ctx, s.firmwares, nil, t)
+}
+
+// evaluateRollout re-judges a rollout one of whose tasks just finished
+// (event rule 5, stage rules G2–G3) on its task counts, counted only when
+// the rollout has something to judge.
+func evaluateRollout(r *domain.Rollout, stats func(since time.Time) (domain.TaskStats, error), now time.Time) (bool, error) {
+	if !r.Evaluates() {
+		return false, nil
+	}
+	total, stage, err := rolloutCounts(*r, stats)
+	if err != nil {
+		return false, err
+	}
+	return r.Evaluate(total, stage, now), nil
+}
+
+// rolloutCounts counts what Rollout.Evaluate judges, and no more: all the
+// rollout's tasks only when it has a failure threshold (or its current
+// stage is all of them), the current stage's from when it began (an index
+// range, not the whole rollout) otherwise.
+func rolloutCounts(r domain.Rollout, stats func(since time.Time) (domain.TaskStats, error)) (total, stage domain.TaskStats, err error) {
+	since := r.StageSince()
+	staged := !since.IsZero()
+	stageIsAll := !since.After(r.CreatedAt()) // tasks are never older than their rollout
+	if r.FailureThresholdPercent() != nil || stageIsAll {
+		if total, err = stats(time.Time{}); err != nil {
+			return total, stage, err
+		}
+	}
+	switch {
+	case !staged:
+	case stageIsAll:
+		stage = total
+	default:
+		stage, err = stats(since)
+	}
+	return total, stage, err
 }

@@ -27,7 +27,7 @@ var ApplicationSet = wire.NewSet(
 	application.NewAuth, application.NewChecks, application.NewEvents, application.ComposeDevices,
 	wire.Bind(new(ports.DeviceService), new(*application.Devices)),
 	application.NewDeviceAdmin, application.NewFirmwareAdmin, application.NewRolloutAdmin, application.NewTaskAdmin,
-	application.ComposeAdmin,
+	application.NewTargetingAdmin, application.ComposeAdmin,
 	// Registration may carry a device's public key (Mender's device API).
 	application.NewKeyedAdmin, wire.Bind(new(ports.AdminService), new(*application.KeyedAdmin)),
 	PollIntervalFrom,
@@ -72,6 +72,7 @@ var PostgresSet = wire.NewSet(
 	HealthChecks,
 	DDIPostgresStores,
 	MenderPostgresStores,
+	postgres.NewDeviceDirectory, wire.Bind(new(ports.DeviceDirectory), new(*postgres.DeviceDirectory)),
 )
 
 // WriteBehindConfigFrom tunes the write-behind of device checks (the
@@ -162,6 +163,7 @@ var MemorySet = wire.NewSet(
 	NoHealthChecks,
 	DDIMemoryStores,
 	MenderMemoryStores,
+	memory.NewDirectory, wire.Bind(new(ports.DeviceDirectory), new(*memory.Directory)),
 )
 
 // PollIntervalFrom extracts the devices' poll hint.

@@ -21,30 +21,40 @@ func (o Offer) Open() bool {
 
 // SelectTarget picks the firmware a device should run (check rule 4): among
 // released firmware of its model that is an upgrade from current (and not
-// from below its min_source_version), offered by an active rollout that
-// admits the device, and not yet failed max_attempts times on this device,
-// the highest version wins. failed counts the device's failed tasks by
-// firmware id, across rollouts. When several rollouts of the winner admit
-// the device, the oldest one is used so the choice is stable.
-func SelectTarget(d Device, current Version, offers []Offer, failed map[string]int) (Offer, bool) {
-	var best Offer
-	found := false
-	for _, o := range offers {
+// from below its min_source_version) — or, for a rollback rollout, below
+// current (rollback rule R1) — offered by an active rollout that admits the
+// device now (targeting rule T1, stage rule G2, schedule rules S1–S2), and
+// not yet failed max_attempts times on this device, the highest version
+// wins. failed counts the device's failed tasks by firmware id, across
+// rollouts. When several rollouts of the winner admit the device, the
+// oldest one is used so the choice is stable. When nothing is found, retry
+// is the earliest time a rollout kept out only by its schedule would admit
+// the device (zero: none).
+func SelectTarget(in CheckInput) (target Offer, found bool, retry time.Time) {
+	d, current := in.Device, in.Reported
+	for _, o := range in.Offers {
 		fw := o.Firmware
-		if !o.Open() || fw.Model() != d.Model() {
+		if !o.Open() || fw.Model() != d.Model() || !o.offersFrom(current) {
 			continue
 		}
-		if !fw.AcceptsSource(current) || !o.Rollout.Admits(d.ID()) {
+		if in.Failed[fw.ID()] >= o.Rollout.MaxAttempts() {
 			continue
 		}
-		if failed[fw.ID()] >= o.Rollout.MaxAttempts() {
+		ok, at := o.Rollout.AdmitsAt(d, in.Facts, current, in.Now)
+		if !ok {
+			if !at.IsZero() && (retry.IsZero() || at.Before(retry)) {
+				retry = at
+			}
 			continue
 		}
-		if !found || better(o, best) {
-			best, found = o, true
+		if !found || better(o, target) {
+			target, found = o, true
 		}
 	}
-	return best, found
+	if found {
+		retry = time.Time{}
+	}
+	return target, found, retry
 }
 
 func better(a, b Offer) bool {
@@ -80,6 +90,8 @@ type CheckInput struct {
 	Offers   []Offer
 	Failed   map[string]int
 	Now      time.Time
+	// Facts are the device's tags and attributes (targeting rule T1).
+	Facts DeviceFacts
 }
 
 // CheckAction is what a check answers with.
@@ -126,6 +138,10 @@ type CheckPlan struct {
 	// Offer and Attempt describe the task to create (CheckCreate).
 	Offer   Offer
 	Attempt int
+	// RetryAt, when not zero, is when a rollout now kept out by its
+	// schedule would admit the device (schedule rule S3): the poll hint
+	// brings the device back then.
+	RetryAt time.Time
 }
 
 // Writes reports whether carrying the plan out changes stored tasks: only
@@ -138,6 +154,23 @@ func (p CheckPlan) Superseded() bool {
 	return p.Action == CheckCreate && p.Ended != nil && p.Ended.errorCode == CodeSuperseded
 }
 
+// PollAfter is the poll hint of a check answered with this plan (schedule
+// rule S3): the usual interval, or less when the device would otherwise
+// miss the moment a rollout's window opens or it starts (at least a
+// second, so that a device never polls in a loop).
+func (p CheckPlan) PollAfter(now time.Time, usual time.Duration) time.Duration {
+	if p.RetryAt.IsZero() || p.Action == CheckKeep || p.Action == CheckReuse || p.Action == CheckCreate {
+		return usual
+	}
+	return min(max(p.RetryAt.Sub(now), time.Second), usual)
+}
+
+// TimedOut reports whether the plan fails the active task as stuck
+// (stuck-task rule K1).
+func (p CheckPlan) TimedOut() bool {
+	return p.Ended != nil && p.Ended.status == TaskFailed && p.Ended.errorCode == CodeTimedOut
+}
+
 // PlanCheck decides a check (check rules 3–6), without side effects: it
 // settles the active task (succeeded when the device reports its version;
 // a pending one cancelled when its firmware was revoked, its rollout
@@ -145,7 +178,9 @@ func (p CheckPlan) Superseded() bool {
 // target among the offers, then reuses, keeps or replaces the active task.
 // A pending task is superseded only by a higher version: a stale view of
 // the offers must never replace it with a lower one, and no downgrade is
-// ever offered (SelectTarget offers only versions above the reported one).
+// offered but by a rollback rollout (rollback rule R1). An active task
+// without an event for longer than its rollout's task timeout is failed
+// as TIMED_OUT first (stuck-task rule K1), counting as a failed attempt.
 //
 // The application runs it on a lock-free read, and again on what the
 // writing transaction sees whenever the first plan writes.
@@ -160,8 +195,18 @@ func PlanCheck(in CheckInput) CheckPlan {
 		if t.status.IsActive() {
 			active = &t
 		}
+		if t.status == TaskFailed {
+			// Timed out just now: it counts as an attempt like any failure.
+			failed := make(map[string]int, len(in.Failed)+1)
+			for k, v := range in.Failed {
+				failed[k] = v
+			}
+			failed[t.firmwareID]++
+			in.Failed = failed
+		}
 	}
-	target, ok := SelectTarget(in.Device, in.Reported, in.Offers, in.Failed)
+	target, ok, retry := SelectTarget(in)
+	plan.RetryAt = retry
 	switch {
 	case !ok && active == nil:
 		plan.Action = CheckNoUpdate

@@ -175,7 +175,7 @@ func TestSelectTarget(t *testing.T) {
 			orders := [][]domain.Offer{offers, slices.Clone(offers)}
 			slices.Reverse(orders[1])
 			for i, in := range orders {
-				got, found := domain.SelectTarget(d, cur, in, tt.failed)
+				got, found, _ := domain.SelectTarget(domain.CheckInput{Device: d, Reported: cur, Offers: in, Failed: tt.failed, Now: t1})
 				if found != (tt.wantFW != "") {
 					t.Fatalf("order %d: found = %v (%s), want %q", i, found, got.Firmware.ID(), tt.wantFW)
 				}
@@ -197,7 +197,7 @@ func TestSelectTargetUsesGivenCurrentVersion(t *testing.T) {
 	// The version the device reports now counts, not the one registered.
 	f := newSelectFixture(t)
 	d := mustDevice(t, "cam-0001", "cam-x1", "1.3.0")
-	got, found := domain.SelectTarget(d, domain.MustParseVersion("1.0.0"), []domain.Offer{f.full("fw-120", rolloutB)}, nil)
+	got, found, _ := domain.SelectTarget(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"), Offers: []domain.Offer{f.full("fw-120", rolloutB)}, Now: t1})
 	if !found || got.Firmware.ID() != "fw-120" {
 		t.Fatalf("target = %v/%s, want fw-120", found, got.Firmware.ID())
 	}
@@ -208,7 +208,7 @@ func TestSelectTargetRespectsPartialRolloutAcrossFleet(t *testing.T) {
 	o := f.offer("fw-130", rolloutC, domain.RolloutSpec{Percentage: 30}, t0, domain.RolloutActive)
 	for i := 0; i < 300; i++ {
 		d := mustDevice(t, fmt.Sprintf("fleet-%03d", i), "cam-x1", "1.0.0")
-		_, found := domain.SelectTarget(d, domain.MustParseVersion("1.0.0"), []domain.Offer{o}, nil)
+		_, found, _ := domain.SelectTarget(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"), Offers: []domain.Offer{o}, Now: t1})
 		if want := referenceBucket(rolloutC, d.ID()) < 30; found != want {
 			t.Fatalf("%s: offered = %v, want %v", d.ID(), found, want)
 		}
@@ -453,7 +453,7 @@ func TestRetryCycleStopsAtMaxAttempts(t *testing.T) {
 	failed := map[string]int{}
 	var attempts []int
 	for range 5 {
-		target, found := domain.SelectTarget(d, cur, []domain.Offer{o}, failed)
+		target, found, _ := domain.SelectTarget(domain.CheckInput{Device: d, Reported: cur, Offers: []domain.Offer{o}, Failed: failed, Now: t1})
 		if !found {
 			break
 		}

@@ -1,6 +1,12 @@
 package domain
 
-import "time"
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"time"
+)
 
 // RolloutStatus is the operator-visible state of a rollout.
 type RolloutStatus struct{ s string }
@@ -68,7 +74,35 @@ type RolloutSpec struct {
 	MaxAttempts             *int
 	FailureThresholdPercent *int
 	MinSample               *int
+	// Selector narrows the model's fleet (targeting rule T1).
+	Selector SelectorSpec
+	// Stages is the plan (stage rules G1–G4); when given, Percentage
+	// must be 0 or the first stage's.
+	Stages []StageSpec
+	// StartsAt: nothing is offered before it (schedule rule S1).
+	StartsAt *time.Time
+	// Window is a daily maintenance window (schedule rule S2).
+	Window *WindowSpec
+	// TaskTimeout bounds how long an active task may go without an event
+	// (stuck-task rule K1); nil is DefaultTaskTimeout.
+	TaskTimeout *time.Duration
+	// AllowDowngrade lets the rollout offer a version below the device's
+	// (rollback rule R1); it needs a version range in Selector.
+	AllowDowngrade bool
 }
+
+// WindowSpec is a daily window "HH:MM-HH:MM" in TimeZone (IANA; "" is UTC).
+type WindowSpec struct {
+	Daily    string
+	TimeZone string
+}
+
+// Task timeout bounds (stuck-task rule K1).
+const (
+	DefaultTaskTimeout = 24 * time.Hour
+	MinTaskTimeout     = time.Minute
+	MaxTaskTimeout     = 30 * 24 * time.Hour
+)
 
 // Rollout offers one firmware to a percentage of its model's fleet.
 type Rollout struct {
@@ -82,6 +116,19 @@ type Rollout struct {
 	pausedReason            PausedReason
 	createdAt               time.Time
 	updatedAt               time.Time
+
+	selector       Selector
+	stages         []StageSpec
+	stage          int
+	gateMetAt      time.Time
+	history        []StageEvent
+	startsAt       time.Time
+	window         *Window
+	taskTimeout    time.Duration
+	allowDowngrade bool
+	// unusable marks a stored rollout whose policy no longer parses (a
+	// time zone gone from tzdata): it admits no device rather than more.
+	unusable bool
 }
 
 // NewRollout starts an active rollout of fw. Revoked firmware cannot be rolled out.
@@ -117,7 +164,52 @@ func NewRollout(id string, fw Firmware, spec RolloutSpec, now time.Time) (Rollou
 		}
 		r.minSample = *spec.MinSample
 	}
+	if err := r.applyPolicy(spec, now); err != nil {
+		return Rollout{}, err
+	}
 	return r, nil
+}
+
+// applyPolicy validates and sets what issue 12 added to a rollout.
+func (r *Rollout) applyPolicy(spec RolloutSpec, now time.Time) error {
+	var err error
+	if r.selector, err = NewSelector(spec.Selector); err != nil {
+		return err
+	}
+	if r.stages, err = validStages(spec.Stages); err != nil {
+		return err
+	}
+	if len(r.stages) > 0 {
+		if spec.Percentage != 0 && spec.Percentage != r.stages[0].Percentage {
+			return invalid("percentage", "must be omitted or equal the first stage's percentage")
+		}
+		r.percentage = r.stages[0].Percentage
+		r.history = []StageEvent{{Stage: 0, Percentage: r.percentage, StartedAt: stamp(now)}}
+	} else {
+		r.stages = nil
+	}
+	if spec.StartsAt != nil {
+		r.startsAt = stamp(*spec.StartsAt)
+	}
+	if spec.Window != nil {
+		w, err := ParseWindow(spec.Window.Daily, spec.Window.TimeZone)
+		if err != nil {
+			return err
+		}
+		r.window = &w
+	}
+	r.taskTimeout = DefaultTaskTimeout
+	if spec.TaskTimeout != nil {
+		if t := *spec.TaskTimeout; t < MinTaskTimeout || t > MaxTaskTimeout {
+			return invalid("task_timeout_seconds", "must be between %d and %d", int(MinTaskTimeout/time.Second), int(MaxTaskTimeout/time.Second))
+		}
+		r.taskTimeout = *spec.TaskTimeout
+	}
+	if spec.AllowDowngrade && r.selector.Versions().IsZero() {
+		return invalid("allow_downgrade", "needs selector.versions: a rollback names the versions it undoes")
+	}
+	r.allowDowngrade = spec.AllowDowngrade
+	return nil
 }
 
 // RolloutRecord is a stored rollout's fields, for RehydrateRollout.
@@ -132,38 +224,101 @@ type RolloutRecord struct {
 	PausedReason            PausedReason
 	CreatedAt               time.Time
 	UpdatedAt               time.Time
+
+	Selector       SelectorSpec
+	Stages         []StageSpec
+	Stage          int
+	GateMetAt      time.Time
+	History        []StageEvent
+	StartsAt       time.Time
+	Window         *WindowSpec
+	TaskTimeout    time.Duration // 0: DefaultTaskTimeout
+	AllowDowngrade bool
 }
 
 // RehydrateRollout rebuilds a stored rollout; only adapters call it. The
 // rollout keeps its own copy of the threshold.
 func RehydrateRollout(rec RolloutRecord) Rollout {
-	return Rollout{
+	r := Rollout{
 		id: rec.ID, firmwareID: rec.FirmwareID, percentage: rec.Percentage, maxAttempts: rec.MaxAttempts,
 		failureThresholdPercent: copyInt(rec.FailureThresholdPercent), minSample: rec.MinSample, status: rec.Status,
 		pausedReason: rec.PausedReason, createdAt: rec.CreatedAt, updatedAt: rec.UpdatedAt,
+		stages: slices.Clone(rec.Stages), stage: rec.Stage, gateMetAt: rec.GateMetAt, history: slices.Clone(rec.History),
+		startsAt: rec.StartsAt, taskTimeout: rec.TaskTimeout, allowDowngrade: rec.AllowDowngrade,
 	}
+	if len(r.stages) == 0 {
+		r.stages = nil
+	}
+	if r.taskTimeout <= 0 {
+		r.taskTimeout = DefaultTaskTimeout
+	}
+	var err error
+	if r.selector, err = NewSelector(rec.Selector); err != nil {
+		r.unusable = true
+	}
+	if rec.Window != nil {
+		w, err := ParseWindow(rec.Window.Daily, rec.Window.TimeZone)
+		if err != nil {
+			r.unusable = true
+		}
+		r.window = &w
+	}
+	if r.stage < 0 || len(r.stages) > 0 && r.stage >= len(r.stages) {
+		r.unusable = true
+	}
+	return r
 }
 
 // Record exposes the fields for storage and display. It shares nothing
 // with the rollout: changing the record (its threshold) leaves the rollout
 // — and any cache holding it — as it was.
 func (r Rollout) Record() RolloutRecord {
-	return RolloutRecord{
+	rec := RolloutRecord{
 		ID: r.id, FirmwareID: r.firmwareID, Percentage: r.percentage, MaxAttempts: r.maxAttempts,
 		FailureThresholdPercent: copyInt(r.failureThresholdPercent), MinSample: r.minSample, Status: r.status,
 		PausedReason: r.pausedReason, CreatedAt: r.createdAt, UpdatedAt: r.updatedAt,
+		Selector: r.selector.Spec(), Stages: slices.Clone(r.stages), Stage: r.stage, GateMetAt: r.gateMetAt,
+		History: slices.Clone(r.history), StartsAt: r.startsAt, TaskTimeout: r.taskTimeout, AllowDowngrade: r.allowDowngrade,
 	}
+	if r.window != nil {
+		rec.Window = &WindowSpec{Daily: r.window.Daily(), TimeZone: r.window.Zone()}
+	}
+	return rec
 }
 
-// Equal reports whether two records hold the same values (the threshold
-// compared by value, not by pointer).
+// Equal reports whether two records hold the same values (optional and
+// composite fields compared by value, not by pointer; times by instant).
 func (rec RolloutRecord) Equal(o RolloutRecord) bool {
 	a, b := rec.FailureThresholdPercent, o.FailureThresholdPercent
 	if (a == nil) != (b == nil) || a != nil && *a != *b {
 		return false
 	}
+	if (rec.Window == nil) != (o.Window == nil) || rec.Window != nil && *rec.Window != *o.Window {
+		return false
+	}
+	if !rec.Selector.equal(o.Selector) || !slices.Equal(rec.Stages, o.Stages) || !slices.EqualFunc(rec.History, o.History, StageEvent.equal) {
+		return false
+	}
+	if !rec.CreatedAt.Equal(o.CreatedAt) || !rec.UpdatedAt.Equal(o.UpdatedAt) || !rec.GateMetAt.Equal(o.GateMetAt) || !rec.StartsAt.Equal(o.StartsAt) {
+		return false
+	}
 	rec.FailureThresholdPercent, o.FailureThresholdPercent = nil, nil
-	return rec == o
+	rec.Window, o.Window = nil, nil
+	rec.Selector, o.Selector = SelectorSpec{}, SelectorSpec{}
+	rec.Stages, o.Stages, rec.History, o.History = nil, nil, nil, nil
+	rec.CreatedAt, o.CreatedAt, rec.UpdatedAt, o.UpdatedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	rec.GateMetAt, o.GateMetAt, rec.StartsAt, o.StartsAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	return reflect.DeepEqual(rec, o)
+}
+
+func (s SelectorSpec) equal(o SelectorSpec) bool {
+	return slices.Equal(s.TagsAll, o.TagsAll) && slices.Equal(s.TagsAny, o.TagsAny) &&
+		maps.Equal(s.Attributes, o.Attributes) && s.Versions == o.Versions
+}
+
+func (e StageEvent) equal(o StageEvent) bool {
+	return e.Stage == o.Stage && e.Percentage == o.Percentage && e.StartedAt.Equal(o.StartedAt) &&
+		e.EndedAt.Equal(o.EndedAt) && e.Outcome == o.Outcome && e.Reason == o.Reason
 }
 
 // copyInt copies an optional value, so that no two owners share it.
@@ -234,14 +389,20 @@ func (r *Rollout) ChangeStatus(to RolloutStatus, fw Firmware, now time.Time) err
 		if fw.Revoked() {
 			return ErrFirmwareRevoked
 		}
+		if r.status == RolloutPaused && len(r.stages) > 0 {
+			// The stage starts over: its gate is judged on a fresh sample.
+			r.startStage(r.stage, now)
+		}
 		r.pausedReason = PausedReason{}
 	case RolloutPaused:
 		if r.status == RolloutPaused {
 			return nil
 		}
 		r.pausedReason = PausedManual
+		r.endStage(StagePaused, "paused by an operator", now)
 	case RolloutCancelled:
 		r.pausedReason = PausedReason{}
+		r.endStage(StagePaused, "cancelled by an operator", now)
 	default:
 		return invalid("status", "must be active, paused or cancelled")
 	}
@@ -313,5 +474,6 @@ func (r *Rollout) AutoPause(s TaskStats, now time.Time) bool {
 	r.status = RolloutPaused
 	r.pausedReason = PausedAuto
 	r.updatedAt = stamp(now)
+	r.endStage(StagePaused, fmt.Sprintf("failure threshold reached: %d of %d finished tasks failed", s.Failed, finished), now)
 	return true
 }

@@ -53,6 +53,9 @@ const (
 	CodeSuperseded       = "SUPERSEDED"
 	CodeFirmwareRevoked  = "FIRMWARE_REVOKED"
 	CodeRolloutCancelled = "ROLLOUT_CANCELLED"
+	// CodeTimedOut fails a task that went without an event for longer
+	// than its rollout's task timeout (stuck-task rule K1).
+	CodeTimedOut = "TIMED_OUT"
 )
 
 // Task is one upgrade of one device to one firmware, within one rollout.
@@ -190,8 +193,10 @@ func (t *Task) Succeed(now time.Time) error {
 // target is chosen: the device already runs the task's version (succeeded,
 // rule 3), or a pending task's firmware was revoked or its rollout cancelled
 // (rule 5). A pending task for a version below what the device reports is
-// cancelled as superseded too: handing it out would be a downgrade. It
-// reports whether the task changed.
+// cancelled as superseded too: handing it out would be a downgrade (unless
+// its rollout is a rollback). An active task without an event for longer
+// than its rollout's task timeout fails as TIMED_OUT (stuck-task rule K1).
+// It reports whether the task changed.
 func (t *Task) Settle(reported Version, fw Firmware, r Rollout, now time.Time) bool {
 	if !t.status.IsActive() {
 		return false
@@ -199,18 +204,26 @@ func (t *Task) Settle(reported Version, fw Firmware, r Rollout, now time.Time) b
 	if !reported.IsZero() && fw.Version().Equal(reported) {
 		return t.Succeed(now) == nil
 	}
-	if t.status != TaskPending {
-		return false
+	if t.status == TaskPending {
+		switch {
+		case !reported.IsZero() && reported.Compare(fw.Version()) > 0 && !r.allowDowngrade:
+			// The device got past this image some other way; installing it
+			// now would be a downgrade.
+			return t.Cancel(CodeSuperseded, "the device already runs a newer version", now) == nil
+		case fw.Revoked():
+			return t.Cancel(CodeFirmwareRevoked, "the firmware was revoked", now) == nil
+		case r.Status() == RolloutCancelled:
+			return t.Cancel(CodeRolloutCancelled, "the rollout was cancelled", now) == nil
+		}
 	}
-	switch {
-	case !reported.IsZero() && reported.Compare(fw.Version()) > 0:
-		// The device got past this image some other way; installing it
-		// now would be a downgrade.
-		return t.Cancel(CodeSuperseded, "the device already runs a newer version", now) == nil
-	case fw.Revoked():
-		return t.Cancel(CodeFirmwareRevoked, "the firmware was revoked", now) == nil
-	case r.Status() == RolloutCancelled:
-		return t.Cancel(CodeRolloutCancelled, "the rollout was cancelled", now) == nil
+	// Last: a pending task the service withdraws is cancelled, which is
+	// not an attempt; only a task nobody withdrew can be stuck.
+	if r.taskTimeout > 0 && now.Sub(t.updatedAt) > r.taskTimeout {
+		t.status = TaskFailed
+		t.errorCode = CodeTimedOut
+		t.errorMessage = "no event for longer than the rollout's task timeout (" + r.taskTimeout.String() + ")"
+		t.updatedAt = stamp(now)
+		return true
 	}
 	return false
 }

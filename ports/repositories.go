@@ -87,6 +87,9 @@ type TaskCursor struct {
 type DeviceTasks struct {
 	Active *domain.Task
 	Failed map[string]int
+	// Facts are the device's tags and stored attributes, read in the same
+	// statement: what the rollouts' selectors judge (targeting rule T1).
+	Facts domain.DeviceFacts
 }
 
 // CheckView is a device with its task state, read together in one round
@@ -105,11 +108,12 @@ type TaskState struct {
 }
 
 // RolloutEvaluation lets the transaction that stores a task's final status
-// re-evaluate the task's rollout (event rule 5). It gets the rollout,
-// locked, and a function counting the rollout's tasks in that transaction
-// (called only when needed: the count is a scan of the rollout's tasks),
-// and reports whether it changed the rollout.
-type RolloutEvaluation func(r *domain.Rollout, stats func() (domain.TaskStats, error)) (bool, error)
+// re-evaluate the task's rollout (event rule 5, stage rules G2–G3). It
+// gets the rollout, locked, and a function counting, in that transaction,
+// the rollout's tasks created at or after since (zero: all of them; called
+// only when needed: the count is a scan of the rollout's tasks), and
+// reports whether it changed the rollout.
+type RolloutEvaluation func(r *domain.Rollout, stats func(since time.Time) (domain.TaskStats, error)) (bool, error)
 
 // TaskRepository stores tasks and the events applied to them.
 // Not-found is domain.ErrNotFound.
@@ -152,6 +156,9 @@ type TaskRepository interface {
 	FailedCounts(ctx context.Context, deviceID string) (map[string]int, error)
 	// RolloutStats counts a rollout's tasks by status, in the store.
 	RolloutStats(ctx context.Context, rolloutID string) (domain.TaskStats, error)
+	// RolloutStatsSince counts, by status, a rollout's tasks created at
+	// or after since: a staged rollout's current stage (stage rule G2).
+	RolloutStatsSince(ctx context.Context, rolloutID string, since time.Time) (domain.TaskStats, error)
 	// List returns tasks matching f in (created_at, id) order, at most f.Limit.
 	List(ctx context.Context, f TaskFilter) ([]domain.Task, error)
 }

@@ -34,6 +34,9 @@ type CheckRequest struct {
 	Device         AuthenticatedDevice
 	Model          string
 	CurrentVersion string
+	// Attributes the device reports in this poll (nil: none), merged over
+	// its stored ones (domain.DeviceAttributes limits) and used at once.
+	Attributes map[string]string
 }
 
 // Check outcomes, as counted in metrics.
@@ -106,6 +109,8 @@ type DeviceCredentials struct {
 type DeviceView struct {
 	Device     domain.Device
 	ActiveTask *TaskView
+	Tags       []string
+	Attributes domain.DeviceAttributes
 }
 
 // StartRollout is an operator's request to roll a firmware out.
@@ -124,6 +129,8 @@ type RolloutChange struct {
 type RolloutView struct {
 	Rollout domain.Rollout
 	Stats   domain.TaskStats
+	// StageStats counts the tasks of the current stage (staged rollouts).
+	StageStats *domain.TaskStats
 }
 
 // TaskQuery is the admin task listing's filter, as received.
@@ -153,6 +160,7 @@ type AdminService interface {
 	UpdateRollout(ctx context.Context, id string, change RolloutChange) (domain.Rollout, error)
 	GetRollout(ctx context.Context, id string) (RolloutView, error)
 	ListTasks(ctx context.Context, q TaskQuery) (TaskPage, error)
+	DeviceTargeting
 }
 
 // Metrics receives what the core observes, for dashboards.

@@ -432,3 +432,31 @@ func decodeMap(t *testing.T, rec *httptest.ResponseRecorder) map[string]any {
 	}
 	return m
 }
+
+func (f *fakeServices) SetDeviceTags(_ context.Context, deviceID string, tags []string) ([]string, error) {
+	f.record("SetDeviceTags", append([]string{deviceID}, tags...)...)
+	if f.adminErr != nil {
+		return nil, f.adminErr
+	}
+	return tags, nil
+}
+
+func (f *fakeServices) ChangeDeviceTags(_ context.Context, c ports.TagChange) (map[string][]string, error) {
+	f.record("ChangeDeviceTags", c.DeviceIDs...)
+	if f.adminErr != nil {
+		return nil, f.adminErr
+	}
+	out := map[string][]string{}
+	for _, id := range c.DeviceIDs {
+		out[id] = append(append([]string{}, c.Set...), c.Add...)
+	}
+	return out, nil
+}
+
+func (f *fakeServices) ListDevices(_ context.Context, q ports.DeviceQuery) (ports.DevicePage, error) {
+	f.record("ListDevices", append(append([]string{q.Model}, q.Tags...), q.Attributes...)...)
+	if f.adminErr != nil {
+		return ports.DevicePage{}, f.adminErr
+	}
+	return ports.DevicePage{Items: []ports.DeviceListing{{Device: testDevice(dev1), Tags: q.Tags}}}, nil
+}

@@ -54,6 +54,7 @@ func newFuzzWorld(t *testing.T) *fuzzWorld {
 		Rollouts: memory.NewRollouts(store), Tasks: memory.NewTasks(store),
 		Locker: memory.NewLocker(2e9, nil), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
 		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
+		Attributes: memory.NewAttributes(store), Directory: memory.NewDirectory(store),
 	}
 	devices, err := application.NewDevices(deps, application.PollInterval(3600e9))
 	if err != nil {
@@ -348,6 +349,8 @@ func FuzzCheckRequest(f *testing.F) {
 	f.Add([]byte(`{"model":"cam-x2","current_version":"1.0.0"}`), ct, "{dev}", false, "")
 	f.Add([]byte(`{"model":"cam-x1","current_version":"1.0"}`), ct, "{dev}", false, "")
 	f.Add([]byte(`{"model":"cam-x1","current_version":1}`), ct, "{dev}", false, "")
+	f.Add([]byte(`{"model":"cam-x1","current_version":"1.0.0","attributes":{"hw":"rev2","timezone":"Asia/Tokyo"}}`), ct, "{dev}", false, "")
+	f.Add([]byte(`{"model":"cam-x1","current_version":"1.0.0","attributes":{"":"x","k":1}}`), ct, "{dev}", false, "")
 	f.Add([]byte(`{"model":"cam-x1","current_version":"1.0.0"} trailing`), ct, "{dev}", false, "")
 	f.Add([]byte(`{"model":"cam-x1","model":"cam-x2","current_version":"1.0.0"}`), ct, "{dev}", false, "")
 	f.Add([]byte(strings.Repeat("[", 20000)), ct, "{dev}", false, "")
@@ -512,6 +515,13 @@ func FuzzAdminRequests(f *testing.F) {
 	add(2, `{"firmware_id":"{firmware}","percentage":100,"max_attempts":1000000,"failure_threshold_percent":100,"min_sample":0}`, ct, "")
 	add(2, `{"firmware_id":"{firmware}","percentage":1e1}`, ct, "")
 	add(2, `{"firmware_id":"{firmware}"}`, "text/json", "")
+	add(2, `{"firmware_id":"{firmware}","selector":{"tags_all":["eu"],"attributes":{"hw":"rev2"},"versions":">=1.0.0 <2.0.0"},`+
+		`"stages":[{"percentage":1,"min_finished":5,"success_percent":90,"soak_seconds":60},{"percentage":100}],`+
+		`"starts_at":"2026-01-02T03:04:05Z","window":{"daily":"22:00-02:00","time_zone":"Europe/Berlin"},"task_timeout_seconds":600}`, ct, "")
+	add(2, `{"firmware_id":"{firmware}","stages":[{"percentage":50},{"percentage":10}]}`, ct, "")
+	add(2, `{"firmware_id":"{firmware}","percentage":10,"window":{"daily":"25:00-02:00","time_zone":"../etc/passwd"}}`, ct, "")
+	add(2, `{"firmware_id":"{firmware}","percentage":10,"allow_downgrade":true}`, ct, "")
+	add(2, `{"firmware_id":"{firmware}","percentage":10,"selector":{"versions":">=1.0"},"task_timeout_seconds":9223372036854775807}`, ct, "")
 	// update rollout
 	add(3, `{"percentage":50}`, ct, "{rollout}")
 	add(3, `{"status":"paused"}`, ct, "{rollout}")

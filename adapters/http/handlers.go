@@ -41,6 +41,13 @@ type startRolloutBody struct {
 	MaxAttempts             *int    `json:"max_attempts"`
 	FailureThresholdPercent *int    `json:"failure_threshold_percent"`
 	MinSample               *int    `json:"min_sample"`
+	// Issue 12 (targeting_handlers.go).
+	Selector           *selectorBody `json:"selector"`
+	Stages             []stageBody   `json:"stages"`
+	StartsAt           *string       `json:"starts_at"`
+	Window             *windowBody   `json:"window"`
+	TaskTimeoutSeconds *int64        `json:"task_timeout_seconds"`
+	AllowDowngrade     *bool         `json:"allow_downgrade"`
 }
 
 type updateRolloutBody struct {
@@ -49,8 +56,9 @@ type updateRolloutBody struct {
 }
 
 type checkBody struct {
-	Model          *string `json:"model"`
-	CurrentVersion *string `json:"current_version"`
+	Model          *string           `json:"model"`
+	CurrentVersion *string           `json:"current_version"`
+	Attributes     map[string]string `json:"attributes"`
 }
 
 type eventBody struct {
@@ -157,16 +165,21 @@ func (s *server) startRollout(c echo.Context) error {
 	if err := s.decodeBody(c, &b); err != nil {
 		return err
 	}
+	if len(b.Stages) > 0 && b.Percentage == nil {
+		p := 0 // a plan starts at its first stage's percentage
+		b.Percentage = &p
+	}
 	if err := required(has("firmware_id", b.FirmwareID), has("percentage", b.Percentage)); err != nil {
 		return err
 	}
-	r, err := s.admin.StartRollout(c.Request().Context(), ports.StartRollout{
-		FirmwareID: *b.FirmwareID,
-		Spec: domain.RolloutSpec{
-			Percentage: *b.Percentage, MaxAttempts: b.MaxAttempts,
-			FailureThresholdPercent: b.FailureThresholdPercent, MinSample: b.MinSample,
-		},
-	})
+	spec := domain.RolloutSpec{
+		Percentage: *b.Percentage, MaxAttempts: b.MaxAttempts,
+		FailureThresholdPercent: b.FailureThresholdPercent, MinSample: b.MinSample,
+	}
+	if err := b.policySpec(&spec); err != nil {
+		return err
+	}
+	r, err := s.admin.StartRollout(c.Request().Context(), ports.StartRollout{FirmwareID: *b.FirmwareID, Spec: spec})
 	if err != nil {
 		return err
 	}
@@ -245,7 +258,7 @@ func (s *server) check(c echo.Context) error {
 		return err
 	}
 	res, err := s.devices.Check(c.Request().Context(), ports.CheckRequest{
-		Device: authDevice(c), Model: *b.Model, CurrentVersion: *b.CurrentVersion,
+		Device: authDevice(c), Model: *b.Model, CurrentVersion: *b.CurrentVersion, Attributes: b.Attributes,
 	})
 	if err != nil {
 		return err

@@ -32,14 +32,21 @@ var apiRoutes = []routeCase{
 	{"register device", http.MethodPost, "/api/v1/admin/devices", `{"device_id":"dev-9","model":"cam-x1","current_version":"1.0.0"}`, true, http.StatusCreated},
 	{"rotate token", http.MethodPost, "/api/v1/admin/devices/dev-1/token", "", true, http.StatusOK},
 	{"get device", http.MethodGet, "/api/v1/admin/devices/dev-1", "", true, http.StatusOK},
+	{"list devices", http.MethodGet, "/api/v1/admin/devices?model=cam-x1&tag=eu&attribute=hw%3Drev2", "", true, http.StatusOK},
+	{"set device tags", http.MethodPut, "/api/v1/admin/devices/dev-1/tags", `{"tags":["eu","lab"]}`, true, http.StatusOK},
+	{"bulk tag devices", http.MethodPost, "/api/v1/admin/devices/tags", `{"device_ids":["dev-1","dev-2"],"add":["eu"]}`, true, http.StatusOK},
 	{"publish firmware", http.MethodPost, "/api/v1/admin/firmwares", firmwareBody, true, http.StatusCreated},
 	{"list firmwares", http.MethodGet, "/api/v1/admin/firmwares?model=cam-x1", "", true, http.StatusOK},
 	{"revoke firmware", http.MethodPost, "/api/v1/admin/firmwares/" + firmwareID + "/revoke", "", true, http.StatusOK},
 	{"start rollout", http.MethodPost, "/api/v1/admin/rollouts", `{"firmware_id":"` + firmwareID + `","percentage":10}`, true, http.StatusCreated},
+	{"start staged rollout", http.MethodPost, "/api/v1/admin/rollouts", `{"firmware_id":"` + firmwareID + `","selector":{"tags_all":["eu"],"versions":">=1.0.0 <2.0.0"},` +
+		`"stages":[{"percentage":1,"min_finished":5,"success_percent":90},{"percentage":100}],"starts_at":"2026-01-02T03:04:05Z",` +
+		`"window":{"daily":"02:00-04:00","time_zone":"Europe/Berlin"},"task_timeout_seconds":3600}`, true, http.StatusCreated},
 	{"update rollout", http.MethodPatch, "/api/v1/admin/rollouts/" + rolloutID, `{"percentage":50,"status":"paused"}`, true, http.StatusOK},
 	{"get rollout", http.MethodGet, "/api/v1/admin/rollouts/" + rolloutID, "", true, http.StatusOK},
 	{"list tasks", http.MethodGet, "/api/v1/admin/tasks?device_id=dev-1&limit=10", "", true, http.StatusOK},
 	{"check", http.MethodPost, "/api/v1/devices/dev-1/ota/check", `{"model":"cam-x1","current_version":"1.2.0"}`, false, http.StatusOK},
+	{"check with attributes", http.MethodPost, "/api/v1/devices/dev-1/ota/check", `{"model":"cam-x1","current_version":"1.2.0","attributes":{"hw":"rev2","timezone":"Europe/Berlin"}}`, false, http.StatusOK},
 	{"get task", http.MethodGet, "/api/v1/devices/dev-1/ota/tasks/" + taskID, "", false, http.StatusOK},
 	{"report event", http.MethodPost, "/api/v1/devices/dev-1/ota/tasks/" + taskID + "/events", `{"event_id":"e1","status":"downloading","progress":50}`, false, http.StatusOK},
 }
@@ -533,6 +540,46 @@ func TestBodyValuesPassedThrough(t *testing.T) {
 			t.Errorf("start = %+v", got)
 		}
 	})
+	t.Run("staged rollout start", func(t *testing.T) {
+		rec := h.do(t, req{method: http.MethodPost, path: "/api/v1/admin/rollouts", token: testAdminToken,
+			body: `{"firmware_id":"f","selector":{"tags_any":["eu"],"attributes":{"hw":"rev2"},"versions":">=1.0.0"},` +
+				`"stages":[{"percentage":1,"min_finished":5,"success_percent":90,"soak_seconds":600},{"percentage":100}],` +
+				`"starts_at":"2026-01-02T03:04:05Z","window":{"daily":"02:00-04:00","time_zone":"Europe/Berlin"},` +
+				`"task_timeout_seconds":3600,"allow_downgrade":true}`})
+		if rec.Code != http.StatusCreated {
+			t.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+		sp := h.fake.lastStart.Spec
+		if len(sp.Stages) != 2 || sp.Stages[0] != (domain.StageSpec{Percentage: 1, MinFinished: 5, SuccessPercent: 90, Soak: 10 * time.Minute}) ||
+			sp.Stages[1] != (domain.StageSpec{Percentage: 100, SuccessPercent: domain.DefaultSuccess}) {
+			t.Errorf("stages = %+v", sp.Stages)
+		}
+		if sp.Selector.Versions != ">=1.0.0" || sp.Selector.Attributes["hw"] != "rev2" || len(sp.Selector.TagsAny) != 1 {
+			t.Errorf("selector = %+v", sp.Selector)
+		}
+		if sp.StartsAt == nil || !sp.StartsAt.Equal(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) || sp.Window == nil ||
+			*sp.Window != (domain.WindowSpec{Daily: "02:00-04:00", TimeZone: "Europe/Berlin"}) ||
+			sp.TaskTimeout == nil || *sp.TaskTimeout != time.Hour || !sp.AllowDowngrade {
+			t.Errorf("schedule = %+v", sp)
+		}
+		for _, bad := range []string{`{"firmware_id":"f","percentage":1,"starts_at":"tomorrow"}`, `{"firmware_id":"f","percentage":1,"task_timeout_seconds":-1}`,
+			`{"firmware_id":"f","stages":[{"min_finished":3}]}`, `{"firmware_id":"f","percentage":1,"window":{}}`} {
+			if rec := h.do(t, req{method: http.MethodPost, path: "/api/v1/admin/rollouts", token: testAdminToken, body: bad}); rec.Code != http.StatusBadRequest {
+				t.Errorf("%s: status %d, want 400", bad, rec.Code)
+			}
+		}
+	})
+	t.Run("check attributes", func(t *testing.T) {
+		h.do(t, req{method: http.MethodPost, path: "/api/v1/devices/dev-1/ota/check", token: tokenDev1,
+			body: `{"model":"cam-x1","current_version":"1.2.0","attributes":{"hw":"rev2"}}`})
+		if got := h.fake.lastCheck.Attributes; got["hw"] != "rev2" || len(got) != 1 {
+			t.Errorf("attributes = %v", got)
+		}
+		if rec := h.do(t, req{method: http.MethodPost, path: "/api/v1/devices/dev-1/ota/check", token: tokenDev1,
+			body: `{"model":"cam-x1","current_version":"1.2.0","attributes":{"hw":2}}`}); rec.Code != http.StatusBadRequest {
+			t.Errorf("a number attribute: status %d, want 400", rec.Code)
+		}
+	})
 	t.Run("rollout change", func(t *testing.T) {
 		h.do(t, req{method: http.MethodPatch, path: "/api/v1/admin/rollouts/" + rolloutID, token: testAdminToken, body: `{"status":"cancelled"}`})
 		got := h.fake.lastChange
@@ -671,6 +718,24 @@ func TestAdminTokenRedacts(t *testing.T) {
 	for _, s := range []string{tok.String(), fmt.Sprintf("%v %s %#v %+v", tok, tok, tok, Config{AdminToken: tok})} {
 		if strings.Contains(s, "s3cret") {
 			t.Errorf("token printed: %q", s)
+		}
+	}
+}
+
+// A device may be called "tags": the bulk-tag route does not shadow its
+// own routes.
+func TestDeviceNamedTags(t *testing.T) {
+	h := newHarness(t)
+	for _, r := range []req{
+		{method: http.MethodGet, path: "/api/v1/admin/devices/tags", token: testAdminToken},
+		{method: http.MethodPost, path: "/api/v1/admin/devices/tags/token", token: testAdminToken},
+		{method: http.MethodPut, path: "/api/v1/admin/devices/tags/tags", token: testAdminToken, body: `{"tags":["x"]}`},
+	} {
+		if rec := h.do(t, r); rec.Code != http.StatusOK {
+			t.Errorf("%s %s: %d %s", r.method, r.path, rec.Code, rec.Body)
+		}
+		if args := h.fake.lastArgs; len(args) == 0 || args[0] != "tags" {
+			t.Errorf("%s %s: called with %q, want device tags", r.method, r.path, args)
 		}
 	}
 }

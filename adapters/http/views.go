@@ -148,6 +148,17 @@ type rolloutView struct {
 	CreatedAt               string         `json:"created_at"`
 	UpdatedAt               string         `json:"updated_at"`
 	Stats                   *taskStatsView `json:"stats,omitempty"`
+	// Issue 12 (targeting_handlers.go).
+	Selector           selectorView     `json:"selector"`
+	Stages             []stageView      `json:"stages"`
+	Stage              *int             `json:"stage"`
+	GateMetAt          *string          `json:"gate_met_at"`
+	StageHistory       []stageEventView `json:"stage_history"`
+	StageStats         *taskStatsView   `json:"stage_stats,omitempty"`
+	StartsAt           *string          `json:"starts_at"`
+	Window             *windowView      `json:"window"`
+	TaskTimeoutSeconds int64            `json:"task_timeout_seconds"`
+	AllowDowngrade     bool             `json:"allow_downgrade"`
 }
 
 type taskStatsView struct {
@@ -167,20 +178,28 @@ func newRolloutView(r domain.Rollout) rolloutView {
 		t := *rec.FailureThresholdPercent
 		threshold = &t
 	}
-	return rolloutView{
+	out := rolloutView{
 		ID: rec.ID, FirmwareID: rec.FirmwareID, Percentage: rec.Percentage, MaxAttempts: rec.MaxAttempts,
 		FailureThresholdPercent: threshold, MinSample: rec.MinSample, Status: rec.Status.String(),
 		PausedReason: optString(rec.PausedReason.String()),
 		CreatedAt:    timestamp(rec.CreatedAt), UpdatedAt: timestamp(rec.UpdatedAt),
 	}
+	addPolicy(&out, rec)
+	return out
+}
+
+func newTaskStatsView(s domain.TaskStats) *taskStatsView {
+	return &taskStatsView{
+		Pending: s.Pending, Downloading: s.Downloading, Downloaded: s.Downloaded, Installing: s.Installing,
+		Succeeded: s.Succeeded, Failed: s.Failed, Cancelled: s.Cancelled,
+	}
 }
 
 func newRolloutStatsView(v ports.RolloutView) rolloutView {
 	out := newRolloutView(v.Rollout)
-	s := v.Stats
-	out.Stats = &taskStatsView{
-		Pending: s.Pending, Downloading: s.Downloading, Downloaded: s.Downloaded, Installing: s.Installing,
-		Succeeded: s.Succeeded, Failed: s.Failed, Cancelled: s.Cancelled,
+	out.Stats = newTaskStatsView(v.Stats)
+	if v.StageStats != nil {
+		out.StageStats = newTaskStatsView(*v.StageStats)
 	}
 	return out
 }
@@ -207,13 +226,16 @@ type deviceView struct {
 	CurrentVersion *string        `json:"current_version"`
 	LastSeenAt     *string        `json:"last_seen_at"`
 	ActiveTask     *adminTaskView `json:"active_task"`
+	// Tags are the operators' labels; Attributes what the device reported.
+	Tags       []string          `json:"tags"`
+	Attributes map[string]string `json:"attributes"`
 }
 
 func newDeviceView(v ports.DeviceView) deviceView {
 	d := v.Device
 	out := deviceView{
 		DeviceID: d.ID(), Model: d.Model(), CurrentVersion: optString(d.CurrentVersion().String()),
-		LastSeenAt: optTime(d.LastSeenAt()),
+		LastSeenAt: optTime(d.LastSeenAt()), Tags: nonNil(v.Tags), Attributes: v.Attributes.Values(),
 	}
 	if v.ActiveTask != nil {
 		t := newAdminTaskView(*v.ActiveTask)

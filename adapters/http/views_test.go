@@ -55,11 +55,26 @@ func wantFirmware(status string) map[string]any {
 }
 
 func wantRollout() map[string]any {
-	return map[string]any{
+	return withPlainPolicy(map[string]any{
 		"id": rolloutID, "firmware_id": firmwareID, "percentage": float64(25), "max_attempts": float64(3),
 		"failure_threshold_percent": float64(10), "min_sample": float64(20), "status": "paused",
 		"paused_reason": "manual", "created_at": wantCreated, "updated_at": wantCreated,
-	}
+	})
+}
+
+// withPlainPolicy adds what issue 12 shows of a rollout without selector,
+// stages, schedule or rollback: empty, null, and the default task timeout.
+func withPlainPolicy(m map[string]any) map[string]any {
+	m["selector"] = map[string]any{"tags_all": []any{}, "tags_any": []any{}, "attributes": map[string]any{}, "versions": nil}
+	m["stages"] = []any{}
+	m["stage"] = nil
+	m["gate_met_at"] = nil
+	m["stage_history"] = []any{}
+	m["starts_at"] = nil
+	m["window"] = nil
+	m["task_timeout_seconds"] = float64(86400)
+	m["allow_downgrade"] = false
+	return m
 }
 
 func assertJSON(t *testing.T, got, want map[string]any) {
@@ -138,7 +153,7 @@ func TestViews(t *testing.T) {
 	t.Run("get device", func(t *testing.T) {
 		got := get(t, req{method: http.MethodGet, path: "/api/v1/admin/devices/dev-1", token: admin}, 200)
 		assertJSON(t, got, map[string]any{"device_id": dev1, "model": "cam-x1", "current_version": "1.2.0",
-			"last_seen_at": wantCreated, "active_task": wantAdminTask()})
+			"last_seen_at": wantCreated, "active_task": wantAdminTask(), "tags": []any{}, "attributes": map[string]any{}})
 	})
 	t.Run("publish firmware", func(t *testing.T) {
 		got := get(t, req{method: http.MethodPost, path: "/api/v1/admin/firmwares", token: admin, body: firmwareBody}, 201)
@@ -163,11 +178,11 @@ func TestViews(t *testing.T) {
 	t.Run("start rollout", func(t *testing.T) {
 		got := get(t, req{method: http.MethodPost, path: "/api/v1/admin/rollouts", token: admin,
 			body: `{"firmware_id":"` + firmwareID + `","percentage":10}`}, 201)
-		assertJSON(t, got, map[string]any{
+		assertJSON(t, got, withPlainPolicy(map[string]any{
 			"id": rolloutID, "firmware_id": firmwareID, "percentage": float64(10), "max_attempts": float64(3),
 			"failure_threshold_percent": nil, "min_sample": float64(20), "status": "active",
 			"paused_reason": nil, "created_at": wantCreated, "updated_at": wantCreated,
-		})
+		}))
 	})
 	t.Run("update rollout", func(t *testing.T) {
 		got := get(t, req{method: http.MethodPatch, path: "/api/v1/admin/rollouts/" + rolloutID, token: admin, body: `{"status":"paused"}`}, 200)
@@ -198,7 +213,7 @@ func TestViews(t *testing.T) {
 	t.Run("never-seen device", func(t *testing.T) {
 		d, _ := domain.NewDevice("d", "m", "", domain.HashToken("t"), testTime)
 		b, _ := json.Marshal(newDeviceView(ports.DeviceView{Device: d}))
-		if string(b) != `{"device_id":"d","model":"m","current_version":null,"last_seen_at":null,"active_task":null}` {
+		if string(b) != `{"device_id":"d","model":"m","current_version":null,"last_seen_at":null,"active_task":null,"tags":[],"attributes":{}}` {
 			t.Errorf("device = %s", b)
 		}
 	})

@@ -135,6 +135,7 @@ func mergeRollout(stored, changed domain.Rollout) domain.Rollout {
 	rec, c := stored.Record(), changed.Record()
 	rec.Percentage, rec.MaxAttempts, rec.FailureThresholdPercent, rec.MinSample = c.Percentage, c.MaxAttempts, c.FailureThresholdPercent, c.MinSample
 	rec.Status, rec.PausedReason, rec.UpdatedAt = c.Status, c.PausedReason, stamp(c.UpdatedAt)
+	rec.Stage, rec.GateMetAt, rec.History = c.Stage, stamp(c.GateMetAt), c.History
 	return cloneRollout(domain.RehydrateRollout(rec))
 }
 

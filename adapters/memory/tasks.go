@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"time"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -83,7 +84,12 @@ func (r *Tasks) CheckView(ctx context.Context, h domain.TokenHash) (ports.CheckV
 	if !ok {
 		return ports.CheckView{}, domain.ErrNotFound
 	}
-	return s.checkViewLocked(id)
+	v, err := s.checkViewLocked(id)
+	if err != nil {
+		return v, err
+	}
+	v.Tasks.Facts = s.factsLocked(id)
+	return v, nil
 }
 
 // CheckViewOf is CheckView for a device known by id.
@@ -94,7 +100,12 @@ func (r *Tasks) CheckViewOf(ctx context.Context, deviceID string) (ports.CheckVi
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.checkViewLocked(deviceID)
+	v, err := s.checkViewLocked(deviceID)
+	if err != nil {
+		return v, err
+	}
+	v.Tasks.Facts = s.factsLocked(deviceID)
+	return v, nil
 }
 
 func (s *Store) checkViewLocked(deviceID string) (ports.CheckView, error) {
@@ -421,16 +432,20 @@ func (r *Tasks) ApplyEvent(ctx context.Context, taskID string, ev domain.Event, 
 			return domain.Task{}, domain.ErrNotFound // not reached: the task references it
 		}
 		rollout = cloneRollout(stored)
-		stats := func() (domain.TaskStats, error) {
+		stats := func(since time.Time) (domain.TaskStats, error) {
+			since = stamp(since) // as Postgres compares: at the stored precision
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			var st domain.TaskStats
 			for _, id := range s.byRollout[t.RolloutID()] {
+				task := s.tasks[id]
 				if id == merged.ID() {
-					st.Add(merged.Status(), 1)
+					task = merged
+				}
+				if task.CreatedAt().Before(since) {
 					continue
 				}
-				st.Add(s.tasks[id].Status(), 1)
+				st.Add(task.Status(), 1)
 			}
 			return st, nil
 		}
@@ -473,6 +488,11 @@ func (r *Tasks) FailedCounts(ctx context.Context, deviceID string) (map[string]i
 // that does not exist, or whose id is not a UUID has all counts zero: it is
 // a count, not a lookup.
 func (r *Tasks) RolloutStats(ctx context.Context, rolloutID string) (domain.TaskStats, error) {
+	return r.RolloutStatsSince(ctx, rolloutID, time.Time{})
+}
+
+// RolloutStatsSince is RolloutStats for the tasks created at or after since.
+func (r *Tasks) RolloutStatsSince(ctx context.Context, rolloutID string, since time.Time) (domain.TaskStats, error) {
 	if err := ctx.Err(); err != nil {
 		return domain.TaskStats{}, err
 	}
@@ -483,9 +503,12 @@ func (r *Tasks) RolloutStats(ctx context.Context, rolloutID string) (domain.Task
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	since = stamp(since) // as Postgres compares: at the stored precision
 	var st domain.TaskStats
 	for _, id := range s.byRollout[key] {
-		st.Add(s.tasks[id].Status(), 1)
+		if t := s.tasks[id]; !t.CreatedAt().Before(since) {
+			st.Add(t.Status(), 1)
+		}
 	}
 	return st, nil
 }

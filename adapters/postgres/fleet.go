@@ -94,7 +94,7 @@ func (s *FleetReader) ListRollouts(ctx context.Context, f ports.RolloutFilter) (
 			st             domain.TaskStats
 		)
 		if err := rows.Scan(&r.ID, &r.FirmwareID, &r.Percentage, &r.MaxAttempts, &r.FailureThresholdPercent,
-			&r.MinSample, &r.Status, &r.PausedReason, &r.CreatedAt, &r.UpdatedAt, &model, &version,
+			&r.MinSample, &r.Status, &r.PausedReason, &r.CreatedAt, &r.UpdatedAt, &r.Policy, &model, &version,
 			&st.Pending, &st.Downloading, &st.Downloaded, &st.Installing, &st.Succeeded, &st.Failed, &st.Cancelled); err != nil {
 			return nil, fmt.Errorf("listing rollouts: %w", unavailable(err))
 		}

@@ -51,12 +51,13 @@ type rolloutRow struct {
 	PausedReason            sql.NullString `db:"paused_reason"`
 	CreatedAt               time.Time      `db:"created_at"`
 	UpdatedAt               time.Time      `db:"updated_at"`
+	Policy                  []byte         `db:"policy"`
 }
 
 // rolloutFields lists the rollouts columns in rolloutRow's order.
 var rolloutFields = []string{
 	"id", "firmware_id", "percentage", "max_attempts", "failure_threshold_percent", "min_sample",
-	"status", "paused_reason", "created_at", "updated_at",
+	"status", "paused_reason", "created_at", "updated_at", "policy",
 }
 
 var rolloutColumns = columns("", rolloutFields)
@@ -73,6 +74,7 @@ func newRolloutRow(ro domain.Rollout) rolloutRow {
 		PausedReason: nullString(rec.PausedReason.String()),
 		CreatedAt:    dbTime(rec.CreatedAt),
 		UpdatedAt:    dbTime(rec.UpdatedAt),
+		Policy:       encodePolicy(rec),
 	}
 	if rec.FailureThresholdPercent != nil {
 		r.FailureThresholdPercent = sql.NullInt32{Int32: int32(*rec.FailureThresholdPercent), Valid: true}
@@ -98,6 +100,9 @@ func (r rolloutRow) toDomain() (domain.Rollout, error) {
 		t := int(r.FailureThresholdPercent.Int32)
 		rec.FailureThresholdPercent = &t
 	}
+	if err := decodePolicy(r.Policy, &rec); err != nil {
+		return domain.Rollout{}, err
+	}
 	return domain.RehydrateRollout(rec), nil
 }
 
@@ -118,10 +123,10 @@ func (s *RolloutRepository) Create(ctx context.Context, ro domain.Rollout) error
 	// revoke), the insert, and its announcement.
 	rows, err := s.db.QueryContext(ctx, `WITH f AS (SELECT id, model FROM firmwares WHERE id = $2 AND status = 'released' FOR SHARE),
 		ins AS (INSERT INTO rollouts (`+rolloutColumns+`)
-			SELECT $1, f.id, $3, $4, $5, $6, $7, $8, $9, $10 FROM f RETURNING firmware_id)
+			SELECT $1, f.id, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM f RETURNING firmware_id)
 		SELECT pg_notify('`+catalogChannel+`', f.model) FROM ins JOIN f ON f.id = ins.firmware_id`,
 		r.ID, fw, r.Percentage, r.MaxAttempts, r.FailureThresholdPercent, r.MinSample,
-		r.Status, r.PausedReason, r.CreatedAt, r.UpdatedAt)
+		r.Status, r.PausedReason, r.CreatedAt, r.UpdatedAt, r.Policy)
 	if err != nil {
 		return fmt.Errorf("storing rollout %s: %w", r.ID, mapWriteErr(err))
 	}
@@ -214,9 +219,9 @@ func storeRollout(ctx context.Context, tx *sqlx.Tx, before rolloutRow, ro domain
 	w := newRolloutRow(ro)
 	w.ID, w.FirmwareID, w.CreatedAt = before.ID, before.FirmwareID, before.CreatedAt
 	if _, err := tx.ExecContext(ctx, `UPDATE rollouts SET percentage = $2, max_attempts = $3,
-			failure_threshold_percent = $4, min_sample = $5, status = $6, paused_reason = $7, updated_at = $8
+			failure_threshold_percent = $4, min_sample = $5, status = $6, paused_reason = $7, updated_at = $8, policy = $9
 		WHERE id = $1`, w.ID, w.Percentage, w.MaxAttempts, w.FailureThresholdPercent, w.MinSample,
-		w.Status, w.PausedReason, w.UpdatedAt); err != nil {
+		w.Status, w.PausedReason, w.UpdatedAt, w.Policy); err != nil {
 		return domain.Rollout{}, fmt.Errorf("storing rollout %s: %w", w.ID, mapWriteErr(err))
 	}
 	if _, err := tx.ExecContext(ctx, `SELECT pg_notify('`+catalogChannel+`', model) FROM firmwares WHERE id = $1`, w.FirmwareID); err != nil {

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -37,6 +38,7 @@ type TaskRepository struct {
 	insertEvent     *sqlx.Stmt
 	stats           *sqlx.Stmt
 	reads           *ReadReplica // the check reads' replica, nil: none (replica.go)
+	statsSince      *sqlx.Stmt
 }
 
 var _ ports.TaskRepository = (*TaskRepository)(nil)
@@ -66,6 +68,7 @@ func NewTaskRepository(db *sqlx.DB) (*TaskRepository, error) {
 		event:       p.prepare(selectEventSQL),
 		insertEvent: p.prepare(insertEventSQL),
 		stats:       p.prepare(`SELECT status, count(*) FROM tasks WHERE rollout_id = $1 GROUP BY status`),
+		statsSince:  p.prepare(`SELECT status, count(*) FROM tasks WHERE rollout_id = $1 AND created_at >= $2 GROUP BY status`),
 	}
 	if err := p.done("task repository"); err != nil {
 		return nil, err
@@ -168,15 +171,17 @@ func activeTask(ctx context.Context, stmt *sqlx.Stmt, deviceID string) (domain.T
 	return r.toDomain()
 }
 
-// checkViewSQL reads a device, its active task (NULLs when none) and the
-// firmware ids of its failed tasks, one per failed task, in one row: a
-// poll's whole read, in one round trip. Each part is an index lookup (the
+// checkViewSQL reads a device, its active task (NULLs when none), the
+// firmware ids of its failed tasks, one per failed task, and its tags and
+// reported attributes (what rollout selectors judge), in one row: a poll's
+// whole read, in one round trip. Each part is an index lookup (the
 // device by key or token hash, the partial unique index of active tasks,
 // the partial index of failed ones). The caller appends the WHERE clause.
 const checkViewSQL = `SELECT d.device_id, d.model, d.current_version, d.token_hash, d.last_seen_at, d.created_at,
 		a.id, a.action_id, a.device_id, a.firmware_id, a.rollout_id, a.status, a.progress,
 		a.attempt, a.error_code, a.error_message, a.created_at, a.updated_at,
-		ARRAY(SELECT firmware_id::text FROM tasks WHERE device_id = d.device_id AND status = 'failed') AS failed
+		ARRAY(SELECT firmware_id::text FROM tasks WHERE device_id = d.device_id AND status = 'failed') AS failed,
+		d.tags, (SELECT attributes FROM device_attributes WHERE device_id = d.device_id AND updated_at IS NOT NULL) AS attributes
 	FROM devices d
 	LEFT JOIN LATERAL (SELECT ` + taskColumns + ` FROM tasks WHERE device_id = d.device_id AND ` + activeStatusSQL + `) AS a ON true`
 
@@ -223,10 +228,11 @@ func (s *TaskRepository) checkView(ctx context.Context, stmt *sqlx.Stmt, key any
 		actionID                                 sql.NullInt64
 		progress, attempt                        sql.NullInt32
 		created, updated                         sql.NullTime
-		failedIDs                                pq.StringArray
+		failedIDs, tags                          pq.StringArray
+		attrs                                    []byte
 	)
 	err := stmt.QueryRowContext(ctx, key).Scan(&dev.DeviceID, &dev.Model, &dev.CurrentVersion, &dev.TokenHash, &dev.LastSeenAt, &dev.CreatedAt,
-		&id, &actionID, &deviceCol, &fw, &ro, &status, &progress, &attempt, &code, &msg, &created, &updated, &failedIDs)
+		&id, &actionID, &deviceCol, &fw, &ro, &status, &progress, &attempt, &code, &msg, &created, &updated, &failedIDs, &tags, &attrs)
 	if err != nil {
 		return ports.CheckView{}, fmt.Errorf("loading a device and its tasks: %w", notFound(err))
 	}
@@ -235,6 +241,14 @@ func (s *TaskRepository) checkView(ctx context.Context, stmt *sqlx.Stmt, key any
 		return ports.CheckView{}, err
 	}
 	v := ports.CheckView{Device: d, Tasks: ports.DeviceTasks{Failed: make(map[string]int, len(failedIDs))}}
+	if len(tags) > 0 {
+		v.Tasks.Facts.Tags = tags
+	}
+	if attrs != nil {
+		if err := json.Unmarshal(attrs, &v.Tasks.Facts.Attributes); err != nil {
+			return ports.CheckView{}, fmt.Errorf("device %s has corrupt attributes: %w", d.ID(), err)
+		}
+	}
 	for _, f := range failedIDs {
 		v.Tasks.Failed[f]++
 	}
@@ -525,8 +539,11 @@ func (s *TaskRepository) evaluateRollout(ctx context.Context, tx *sqlx.Tx, rollo
 	if err != nil {
 		return err
 	}
-	changed, err := eval(&ro, func() (domain.TaskStats, error) {
-		return statsIn(ctx, tx.StmtxContext(ctx, s.stats), rolloutID)
+	changed, err := eval(&ro, func(since time.Time) (domain.TaskStats, error) {
+		if since.IsZero() {
+			return statsIn(ctx, tx.StmtxContext(ctx, s.stats), rolloutID)
+		}
+		return statsIn(ctx, tx.StmtxContext(ctx, s.statsSince), rolloutID, dbTime(since))
 	})
 	if err != nil || !changed {
 		return err
@@ -577,11 +594,24 @@ func (s *TaskRepository) RolloutStats(ctx context.Context, rolloutID string) (do
 	return statsIn(ctx, s.stats, uid)
 }
 
+// RolloutStatsSince counts a rollout's tasks created at or after since, by
+// status (on tasks_rollout_created_idx).
+func (s *TaskRepository) RolloutStatsSince(ctx context.Context, rolloutID string, since time.Time) (domain.TaskStats, error) {
+	uid, ok := canonicalUUID(rolloutID)
+	if !ok {
+		return domain.TaskStats{}, nil
+	}
+	if since.IsZero() {
+		return statsIn(ctx, s.stats, uid)
+	}
+	return statsIn(ctx, s.statsSince, uid, dbTime(since))
+}
+
 // statsIn counts a rollout's tasks by status with stmt (the stats
 // statement, possibly bound to a transaction).
-func statsIn(ctx context.Context, stmt *sqlx.Stmt, uid string) (domain.TaskStats, error) {
+func statsIn(ctx context.Context, stmt *sqlx.Stmt, uid string, since ...any) (domain.TaskStats, error) {
 	var stats domain.TaskStats
-	rows, err := stmt.QueryContext(ctx, uid)
+	rows, err := stmt.QueryContext(ctx, append([]any{uid}, since...)...)
 	if err != nil {
 		return stats, fmt.Errorf("counting tasks of rollout %s: %w", uid, unavailable(err))
 	}

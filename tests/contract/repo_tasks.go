@@ -1027,7 +1027,7 @@ func (s *repoSuite) applyEventRollout(t *testing.T) {
 	repoNoErr(t, "event", err)
 
 	// A failing evaluation stores nothing: not the event, not the task.
-	_, err = s.Tasks.ApplyEvent(ctx, tk.ID(), ev, fail, func(*domain.Rollout, func() (domain.TaskStats, error)) (bool, error) {
+	_, err = s.Tasks.ApplyEvent(ctx, tk.ID(), ev, fail, func(*domain.Rollout, func(time.Time) (domain.TaskStats, error)) (bool, error) {
 		return false, errRepoBoom
 	})
 	if !errors.Is(err, errRepoBoom) {
@@ -1038,12 +1038,12 @@ func (s *repoSuite) applyEventRollout(t *testing.T) {
 	}
 
 	calls := 0
-	got, err := s.Tasks.ApplyEvent(ctx, tk.ID(), ev, fail, func(r *domain.Rollout, stats func() (domain.TaskStats, error)) (bool, error) {
+	got, err := s.Tasks.ApplyEvent(ctx, tk.ID(), ev, fail, func(r *domain.Rollout, stats func(time.Time) (domain.TaskStats, error)) (bool, error) {
 		calls++
 		if r.ID() != o.Rollout.ID() || r.Status() != domain.RolloutActive {
 			t.Errorf("rollout %s (%s), want %s active", r.ID(), r.Status(), o.Rollout.ID())
 		}
-		st, err := stats()
+		st, err := stats(time.Time{})
 		if err != nil {
 			return false, err
 		}
@@ -1066,7 +1066,7 @@ func (s *repoSuite) applyEventRollout(t *testing.T) {
 	}
 
 	// A replay changes nothing, so the evaluation is not run again.
-	_, err = s.Tasks.ApplyEvent(ctx, tk.ID(), ev, fail, func(*domain.Rollout, func() (domain.TaskStats, error)) (bool, error) {
+	_, err = s.Tasks.ApplyEvent(ctx, tk.ID(), ev, fail, func(*domain.Rollout, func(time.Time) (domain.TaskStats, error)) (bool, error) {
 		t.Error("evaluation run for a replay")
 		return false, nil
 	})

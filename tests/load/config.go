@@ -39,12 +39,17 @@ type config struct {
 	Mode           mode
 	FailRate       float64
 	RolloutPercent int
-	Publish        bool
-	Version        string  // the firmware version -publish creates ("" picks one)
-	Rate           float64 // device steps per second over the fleet, 0 for as fast as the workers go
-	Timeout        time.Duration
-	JSON           bool
-	Quiet          bool // no live progress line
+	// Stages, when given, make -publish start a hands-off rollout of these
+	// percentages (issue 12), each gate StageMinFinished finished tasks of
+	// the stage, 95% of them succeeded.
+	Stages           []int
+	StageMinFinished int
+	Publish          bool
+	Version          string  // the firmware version -publish creates ("" picks one)
+	Rate             float64 // device steps per second over the fleet, 0 for as fast as the workers go
+	Timeout          time.Duration
+	JSON             bool
+	Quiet            bool // no live progress line
 }
 
 const (
@@ -89,6 +94,17 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&modeS, "mode", string(modeMixed), "poll, burst, walk or mixed")
 	fs.Float64Var(&cfg.FailRate, "fail-rate", 0.1, "share of walked tasks that fail (0–1)")
 	fs.IntVar(&cfg.RolloutPercent, "rollout-percent", 100, "percentage of the rollout -publish starts")
+	fs.Func("stages", "with -publish: a staged rollout of these percentages, such as 1,10,50,100, that widens by itself as walked devices succeed", func(v string) error {
+		for _, p := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(p))
+			if err != nil {
+				return fmt.Errorf("%q is not a percentage", p)
+			}
+			cfg.Stages = append(cfg.Stages, n)
+		}
+		return nil
+	})
+	fs.IntVar(&cfg.StageMinFinished, "stage-min-finished", 20, "with -stages: finished tasks of a stage its gate needs")
 	fs.BoolVar(&cfg.Publish, "publish", false, "publish a new firmware version and roll it out before starting, so checks create tasks")
 	fs.StringVar(&cfg.Version, "version", "", "firmware version for -publish (default 2.<unix time>.0)")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "device steps per second over the fleet, Poisson-spaced (0: as fast as the workers go)")
@@ -153,6 +169,12 @@ func (c config) validate() error {
 	}
 	if c.Rate < 0 {
 		bad("-rate: must not be negative")
+	}
+	if len(c.Stages) > 0 && (!c.Publish || c.Mode == modeBurst) {
+		bad("-stages: needs -publish, and a mode other than burst (whose check assumes a fixed percentage)")
+	}
+	if c.StageMinFinished < 1 {
+		bad("-stage-min-finished: must be at least 1")
 	}
 	if c.TasksHistory < 0 {
 		bad("-tasks-history: must not be negative")

@@ -291,8 +291,9 @@ func newFirmwareBody(model, version string) firmwareBody {
 }
 
 // publish publishes a firmware version through the admin API and starts a
-// rollout of it.
-func publish(ctx context.Context, cl *client, model, version string, percent int) (published, error) {
+// rollout of it: at percent, or, when stages are given, a staged rollout
+// whose gates ask minFinished finished tasks of each stage, 95% succeeded.
+func publish(ctx context.Context, cl *client, model, version string, percent int, stages []int, minFinished int) (published, error) {
 	var fw struct {
 		ID string `json:"id"`
 	}
@@ -302,8 +303,16 @@ func publish(ctx context.Context, cl *client, model, version string, percent int
 	var ro struct {
 		ID string `json:"id"`
 	}
-	if _, err := cl.admin(ctx, http.MethodPost, "/rollouts",
-		map[string]any{"firmware_id": fw.ID, "percentage": percent}, &ro, http.StatusCreated); err != nil {
+	body := map[string]any{"firmware_id": fw.ID, "percentage": percent}
+	if len(stages) > 0 {
+		plan := make([]map[string]any, len(stages))
+		for i, p := range stages {
+			plan[i] = map[string]any{"percentage": p, "min_finished": minFinished, "success_percent": 95}
+		}
+		body = map[string]any{"firmware_id": fw.ID, "stages": plan}
+		percent = stages[0]
+	}
+	if _, err := cl.admin(ctx, http.MethodPost, "/rollouts", body, &ro, http.StatusCreated); err != nil {
 		return published{}, err
 	}
 	return published{FirmwareID: fw.ID, Version: version, RolloutID: ro.ID, Percentage: percent}, nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/tests/testenv"
@@ -148,6 +149,9 @@ func TestParseConfig(t *testing.T) {
 		{"-model", "bad model"},
 		{"-seed", "-database-url", ""},
 		{"-rollout-percent", "101"},
+		{"-stages", "1,x", "-publish"},
+		{"-stages", "1,10", "-publish", "-mode", "burst"},
+		{"-stages", "1,10"},
 		{"extra"},
 	} {
 		if _, err := parseConfig(args, getenv, &stderr); err == nil {
@@ -257,6 +261,29 @@ func TestSimulatorSmoke(t *testing.T) {
 		}
 		if got := r.Calls["check"].Count; got != 30*4 {
 			t.Errorf("burst sent %d checks, want %d", got, 30*4)
+		}
+	})
+
+	t.Run("staged", func(t *testing.T) {
+		// Issue 12: a 10% → 100% plan widens by itself as walked devices
+		// succeed, with no operator call.
+		cfg := base
+		cfg.Model, cfg.Devices, cfg.Seed, cfg.Publish, cfg.FailRate = "smoke-staged", 100, true, true, 0
+		cfg.Stages, cfg.StageMinFinished = []int{10, 100}, 3
+		cfg.Mode, cfg.Duration = modeWalk, 4*time.Second
+		runOK(t, cfg)
+		db, err := sqlx.Connect("postgres", dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var pct, tasks int
+		if err := db.QueryRow(`SELECT r.percentage, (SELECT count(*) FROM tasks t WHERE t.rollout_id = r.id)
+			FROM rollouts r JOIN firmwares f ON f.id = r.firmware_id WHERE f.model = 'smoke-staged'`).Scan(&pct, &tasks); err != nil {
+			t.Fatal(err)
+		}
+		if pct != 100 || tasks <= 20 {
+			t.Fatalf("after the walk the rollout is at %d%% with %d tasks, want 100%% and more than the first stage's", pct, tasks)
 		}
 	})
 

@@ -31,6 +31,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -151,7 +152,7 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*report, error) {
 	}
 	var fw *published
 	if cfg.Publish {
-		p, err := publish(ctx, cl, cfg.Model, cfg.firmwareVersion(time.Now()), cfg.RolloutPercent)
+		p, err := publish(ctx, cl, cfg.Model, cfg.firmwareVersion(time.Now()), cfg.RolloutPercent, cfg.Stages, cfg.StageMinFinished)
 		if err != nil {
 			return nil, fmt.Errorf("publishing: %w", err)
 		}
@@ -175,6 +176,17 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*report, error) {
 	}()
 	s.run(lctx, ctx)
 	elapsed := time.Since(runStart)
+	if fw != nil && len(cfg.Stages) > 0 {
+		var ro struct {
+			Percentage int    `json:"percentage"`
+			Stage      int    `json:"stage"`
+			Status     string `json:"status"`
+			Paused     string `json:"paused_reason"`
+		}
+		if _, err := cl.admin(context.WithoutCancel(ctx), http.MethodGet, "/rollouts/"+fw.RolloutID, nil, &ro, http.StatusOK); err == nil {
+			logf("staged rollout %s: stage %d of %d at %d%%, %s %s", fw.RolloutID, ro.Stage+1, len(cfg.Stages), ro.Percentage, ro.Status, ro.Paused)
+		}
+	}
 	stopProgress()
 	<-progressDone
 	interrupted := ctx.Err() != nil

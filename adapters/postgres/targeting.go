@@ -1,0 +1,218 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// DeviceDirectory keeps operators' tags in devices.tags and lists devices
+// by model, tags (GIN on devices.tags) and attributes (GIN on
+// device_attributes.attributes) in device_id keyset order.
+type DeviceDirectory struct{ db *sqlx.DB }
+
+var _ ports.DeviceDirectory = (*DeviceDirectory)(nil)
+
+// NewDeviceDirectory reads and writes through the given pool.
+func NewDeviceDirectory(db *sqlx.DB) *DeviceDirectory { return &DeviceDirectory{db: db} }
+
+// UpdateTags locks the devices in device_id order (so two bulk changes
+// cannot deadlock), lets fn compute each one's tags and writes them, in one
+// transaction. An unknown id is domain.ErrNotFound and nothing is written.
+func (s *DeviceDirectory) UpdateTags(ctx context.Context, ids []string, fn func(string, []string) ([]string, error)) (map[string][]string, error) {
+	sorted := slices.Clone(ids)
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
+	for _, id := range sorted {
+		if !validDeviceID(id) {
+			return nil, fmt.Errorf("device %q: %w", id, domain.ErrNotFound)
+		}
+	}
+	out := make(map[string][]string, len(sorted))
+	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
+		clear(out)
+		rows, err := tx.QueryContext(ctx, `SELECT device_id, tags FROM devices WHERE device_id = ANY($1) ORDER BY device_id FOR NO KEY UPDATE`, pq.Array(sorted))
+		if err != nil {
+			return fmt.Errorf("locking devices: %w", unavailable(err))
+		}
+		cur := map[string][]string{}
+		for rows.Next() {
+			var id string
+			var tags pq.StringArray
+			if err := rows.Scan(&id, &tags); err != nil {
+				rows.Close()
+				return fmt.Errorf("locking devices: %w", unavailable(err))
+			}
+			cur[id] = tags
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("locking devices: %w", unavailable(err))
+		}
+		for _, id := range sorted {
+			tags, ok := cur[id]
+			if !ok {
+				return fmt.Errorf("device %q: %w", id, domain.ErrNotFound)
+			}
+			next, err := fn(id, slices.Clone([]string(tags)))
+			if err != nil {
+				return err
+			}
+			if next == nil {
+				next = []string{}
+			}
+			out[id] = next
+		}
+		keys, vals := make([]string, 0, len(out)), make([]string, 0, len(out))
+		for _, id := range sorted {
+			keys = append(keys, id)
+			v, err := pq.Array(out[id]).Value()
+			if err != nil {
+				return fmt.Errorf("encoding tags: %w", err)
+			}
+			vals = append(vals, v.(string))
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE devices d SET tags = u.tags::text[]
+			FROM unnest($1::text[], $2::text[]) AS u(device_id, tags) WHERE d.device_id = u.device_id`,
+			pq.Array(keys), pq.Array(vals)); err != nil {
+			return fmt.Errorf("storing tags: %w", mapWriteErr(err))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Tags returns a device's tags (empty when none or unknown).
+func (s *DeviceDirectory) Tags(ctx context.Context, deviceID string) ([]string, error) {
+	if !validDeviceID(deviceID) {
+		return []string{}, nil
+	}
+	var tags pq.StringArray
+	err := s.db.QueryRowContext(ctx, `SELECT tags FROM devices WHERE device_id = $1`, deviceID).Scan(&tags)
+	if err != nil && err != sql.ErrNoRows {
+		return nil, fmt.Errorf("loading tags of device %q: %w", deviceID, unavailable(err))
+	}
+	if tags == nil {
+		return []string{}, nil
+	}
+	return tags, nil
+}
+
+// List returns the devices matching f in device_id order. Only
+// placeholders are added to the query, never values.
+func (s *DeviceDirectory) List(ctx context.Context, f ports.DeviceFilter) ([]ports.DeviceListing, error) {
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if f.Model != "" {
+		where = append(where, "d.model = "+arg(f.Model))
+	}
+	if len(f.Tags) > 0 {
+		where = append(where, "d.tags @> "+arg(pq.Array(f.Tags))+"::text[]")
+	}
+	if len(f.Attributes) > 0 {
+		b, err := json.Marshal(f.Attributes)
+		if err != nil {
+			return nil, fmt.Errorf("encoding the attribute filter: %w", err)
+		}
+		where = append(where, "a.attributes @> "+arg(string(b))+"::jsonb")
+	}
+	if f.After != "" {
+		where = append(where, "d.device_id > "+arg(f.After))
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	// The page's ids, tags and attributes first; then the devices by the
+	// repository's own row reader, so the device columns stay in one place.
+	q := `SELECT d.device_id, d.tags, a.attributes, a.updated_at
+		FROM devices d LEFT JOIN device_attributes a ON a.device_id = d.device_id`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY d.device_id LIMIT ` + arg(limit)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("listing devices: %w", unavailable(err))
+	}
+	out := []ports.DeviceListing{}
+	var ids []string
+	for rows.Next() {
+		var (
+			id    string
+			tags  pq.StringArray
+			attrs []byte
+			at    sql.NullTime
+		)
+		if err := rows.Scan(&id, &tags, &attrs, &at); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("listing devices: %w", unavailable(err))
+		}
+		l := ports.DeviceListing{Tags: []string(tags)}
+		if l.Tags == nil {
+			l.Tags = []string{}
+		}
+		if attrs != nil {
+			if l.Attributes, err = attributesFrom(attrs, at); err != nil {
+				rows.Close()
+				return nil, err
+			}
+		}
+		ids = append(ids, id)
+		out = append(out, l)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing devices: %w", unavailable(err))
+	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	devs, err := s.db.QueryContext(ctx, `SELECT `+deviceColumns+` FROM devices WHERE device_id = ANY($1)`, pq.Array(ids))
+	if err != nil {
+		return nil, fmt.Errorf("listing devices: %w", unavailable(err))
+	}
+	defer devs.Close()
+	byID := make(map[string]domain.Device, len(ids))
+	for devs.Next() {
+		var r deviceRow
+		if err := r.scan(devs); err != nil {
+			return nil, fmt.Errorf("listing devices: %w", unavailable(err))
+		}
+		d, err := r.toDomain()
+		if err != nil {
+			return nil, err
+		}
+		byID[d.ID()] = d
+	}
+	if err := devs.Err(); err != nil {
+		return nil, fmt.Errorf("listing devices: %w", unavailable(err))
+	}
+	kept := out[:0]
+	for i, id := range ids {
+		if d, ok := byID[id]; ok { // a device deleted in between is left out
+			out[i].Device = d
+			kept = append(kept, out[i])
+		}
+	}
+	return kept, nil
+}

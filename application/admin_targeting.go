@@ -1,0 +1,184 @@
+package application
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// Device listing page sizes.
+const (
+	defaultDevicePage = 50
+	maxDevicePage     = 500
+	maxBulkDevices    = 1000
+)
+
+// TargetingAdmin tags devices and lists them by tags and attributes
+// (issue 12): what rollout selectors are written against.
+type TargetingAdmin struct {
+	directory ports.DeviceDirectory
+	attrs     ports.DeviceAttributes
+}
+
+// NewTargetingAdmin builds the operators' tag and listing use cases.
+func NewTargetingAdmin(directory ports.DeviceDirectory, attrs ports.DeviceAttributes) (*TargetingAdmin, error) {
+	if err := required(directory, attrs); err != nil {
+		return nil, err
+	}
+	return &TargetingAdmin{directory: directory, attrs: attrs}, nil
+}
+
+// SetDeviceTags replaces a device's tags.
+func (s *TargetingAdmin) SetDeviceTags(ctx context.Context, deviceID string, tags []string) ([]string, error) {
+	if err := domain.ValidateIdentifier("device_id", deviceID); err != nil {
+		return nil, fmt.Errorf("device %q: %w", deviceID, domain.ErrNotFound)
+	}
+	out, err := s.ChangeDeviceTags(ctx, ports.TagChange{DeviceIDs: []string{deviceID}, Set: tagsOrEmpty(tags)})
+	if err != nil {
+		return nil, err
+	}
+	return out[deviceID], nil
+}
+
+func tagsOrEmpty(t []string) []string {
+	if t == nil {
+		return []string{}
+	}
+	return t
+}
+
+// ChangeDeviceTags sets, adds or removes tags on up to 1000 devices at
+// once, all or nothing.
+func (s *TargetingAdmin) ChangeDeviceTags(ctx context.Context, c ports.TagChange) (map[string][]string, error) {
+	if len(c.DeviceIDs) == 0 || len(c.DeviceIDs) > maxBulkDevices {
+		return nil, &domain.ValidationError{Field: "device_ids", Reason: fmt.Sprintf("give 1 to %d device ids", maxBulkDevices)}
+	}
+	for _, id := range c.DeviceIDs {
+		if err := domain.ValidateIdentifier("device_ids", id); err != nil {
+			return nil, err
+		}
+	}
+	if c.Set == nil && len(c.Add) == 0 && len(c.Remove) == 0 {
+		return nil, &domain.ValidationError{Field: "tags", Reason: "give tags, add or remove"}
+	}
+	set, err := validTagsOrNil("tags", c.Set)
+	if err != nil {
+		return nil, err
+	}
+	add, err := domain.ValidateTags("add", c.Add)
+	if err != nil {
+		return nil, err
+	}
+	remove, err := domain.ValidateTags("remove", c.Remove)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.directory.UpdateTags(ctx, c.DeviceIDs, func(_ string, cur []string) ([]string, error) {
+		next := cur
+		if set != nil {
+			next = set
+		}
+		next = append(append([]string{}, next...), add...)
+		kept := next[:0:0]
+		for _, t := range next {
+			if !contains(remove, t) {
+				kept = append(kept, t)
+			}
+		}
+		return domain.ValidateTags("tags", kept)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tagging devices: %w", err)
+	}
+	return out, nil
+}
+
+func validTagsOrNil(field string, t []string) ([]string, error) {
+	if t == nil {
+		return nil, nil
+	}
+	return domain.ValidateTags(field, t)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// ListDevices pages through devices in device_id order, filtered by model,
+// tags (all of) and attributes (key=value, all of).
+func (s *TargetingAdmin) ListDevices(ctx context.Context, q ports.DeviceQuery) (ports.DevicePage, error) {
+	f := ports.DeviceFilter{Model: q.Model, Limit: defaultDevicePage, After: q.After}
+	if q.Model != "" {
+		if err := domain.ValidateIdentifier("model", q.Model); err != nil {
+			return ports.DevicePage{}, err
+		}
+	}
+	if q.After != "" {
+		if err := domain.ValidateIdentifier("after", q.After); err != nil {
+			return ports.DevicePage{}, &domain.ValidationError{Field: "after", Reason: "is not a valid cursor"}
+		}
+	}
+	tags, err := domain.ValidateTags("tag", q.Tags)
+	if err != nil {
+		return ports.DevicePage{}, err
+	}
+	f.Tags = tags
+	if len(q.Attributes) > domain.MaxSelectorAttrs {
+		return ports.DevicePage{}, &domain.ValidationError{Field: "attribute", Reason: fmt.Sprintf("at most %d attribute filters", domain.MaxSelectorAttrs)}
+	}
+	for _, kv := range q.Attributes {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || domain.ValidateText("attribute", k, domain.MaxAttributeKeyLen) != nil || domain.ValidateText("attribute", v, domain.MaxAttributeValueLen) != nil {
+			return ports.DevicePage{}, &domain.ValidationError{Field: "attribute", Reason: "must be key=value"}
+		}
+		if f.Attributes == nil {
+			f.Attributes = map[string]string{}
+		}
+		f.Attributes[k] = v
+	}
+	if q.Limit != "" {
+		n, err := strconv.Atoi(q.Limit)
+		if err != nil || n < 1 || n > maxDevicePage {
+			return ports.DevicePage{}, &domain.ValidationError{Field: "limit", Reason: fmt.Sprintf("must be between 1 and %d", maxDevicePage)}
+		}
+		f.Limit = n
+	}
+	want := f.Limit
+	f.Limit++ // one more tells whether there is a next page
+	items, err := s.directory.List(ctx, f)
+	if err != nil {
+		return ports.DevicePage{}, fmt.Errorf("listing devices: %w", err)
+	}
+	page := ports.DevicePage{Items: items}
+	if len(items) > want {
+		page.Items = items[:want]
+		page.Next = items[want-1].Device.ID()
+	}
+	return page, nil
+}
+
+// describe adds a device's tags and attributes to its view.
+func (s *TargetingAdmin) describe(ctx context.Context, v ports.DeviceView) (ports.DeviceView, error) {
+	attrs, err := s.attrs.Get(ctx, v.Device.ID())
+	if err != nil {
+		return v, fmt.Errorf("loading device attributes: %w", err)
+	}
+	v.Attributes = attrs
+	if v.Tags, err = s.directory.Tags(ctx, v.Device.ID()); err != nil && !errors.Is(err, errNoTargetingStore) {
+		return v, fmt.Errorf("loading device tags: %w", err)
+	}
+	if v.Tags == nil {
+		v.Tags = []string{}
+	}
+	return v, nil
+}

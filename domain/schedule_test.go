@@ -1,0 +1,163 @@
+package domain_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ai-device/ota/domain"
+)
+
+func TestParseWindow(t *testing.T) {
+	for _, bad := range []string{"", "2:00-4:00", "02:00-02:00", "25:00-01:00", "02:60-03:00", "02:00-04:00x", "02:00 04:00", "+1:00-04:00", "02:00-24:30", "0a:00-04:00"} {
+		_, err := domain.ParseWindow(bad, "")
+		wantValidation(t, err, "window.daily")
+	}
+	_, err := domain.ParseWindow("02:00-04:00", "Mars/Olympus")
+	wantValidation(t, err, "window.time_zone")
+	w, err := domain.ParseWindow("22:00-24:00", "Europe/Berlin")
+	if err != nil || w.Daily() != "22:00-24:00" || w.Zone() != "Europe/Berlin" {
+		t.Fatalf("got %q %q %v", w.Daily(), w.Zone(), err)
+	}
+}
+
+func TestWindowOpen(t *testing.T) {
+	day := func(h, m int) time.Time { return time.Date(2025, 6, 10, h, m, 0, 0, time.UTC) }
+	berlin := domain.DeviceFacts{Attributes: map[string]string{"timezone": "Europe/Berlin"}} // UTC+2 in June
+	tests := []struct {
+		name     string
+		daily    string
+		facts    domain.DeviceFacts
+		now      time.Time
+		open     bool
+		nextOpen time.Time
+	}{
+		{"inside", "02:00-04:00", domain.DeviceFacts{}, day(3, 0), true, time.Time{}},
+		{"start is inside", "02:00-04:00", domain.DeviceFacts{}, day(2, 0), true, time.Time{}},
+		{"end is outside", "02:00-04:00", domain.DeviceFacts{}, day(4, 0), false, day(2, 0).Add(24 * time.Hour)},
+		{"before, opens today", "02:00-04:00", domain.DeviceFacts{}, day(1, 30), false, day(2, 0)},
+		{"across midnight, late", "22:00-02:00", domain.DeviceFacts{}, day(23, 0), true, time.Time{}},
+		{"across midnight, early", "22:00-02:00", domain.DeviceFacts{}, day(1, 0), true, time.Time{}},
+		{"across midnight, outside", "22:00-02:00", domain.DeviceFacts{}, day(12, 0), false, day(22, 0)},
+		{"device time zone", "02:00-04:00", berlin, day(1, 0), true, time.Time{}},
+		{"device time zone, outside", "02:00-04:00", berlin, day(3, 0), false, day(0, 0).Add(24 * time.Hour)},
+		{"unknown device zone falls back", "02:00-04:00", domain.DeviceFacts{Attributes: map[string]string{"timezone": "Nowhere/Else"}}, day(3, 0), true, time.Time{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, err := domain.ParseWindow(tt.daily, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			open, next := w.Open(tt.now, tt.facts)
+			if open != tt.open || !next.Equal(tt.nextOpen) {
+				t.Fatalf("Open = %v, %s; want %v, %s", open, next, tt.open, tt.nextOpen)
+			}
+		})
+	}
+}
+
+// Schedule rules S1–S3 at the check: before starts_at and outside the
+// window nothing is offered and the plan says when to come back; a task
+// already handed out is kept when the window closes.
+func TestPlanCheckSchedule(t *testing.T) {
+	now := time.Date(2025, 6, 10, 12, 0, 0, 0, time.UTC)
+	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
+	d := mustDevice(t, "cam-0001", "cam-x1", "1.0.0")
+	later := now.Add(time.Hour)
+	tests := []struct {
+		name  string
+		spec  domain.RolloutSpec
+		want  domain.CheckAction
+		retry time.Time
+	}{
+		{"no schedule", domain.RolloutSpec{Percentage: 100}, domain.CheckCreate, time.Time{}},
+		{"not started", domain.RolloutSpec{Percentage: 100, StartsAt: &later}, domain.CheckNoUpdate, later},
+		{"started", domain.RolloutSpec{Percentage: 100, StartsAt: &now}, domain.CheckCreate, time.Time{}},
+		{"window closed", domain.RolloutSpec{Percentage: 100, Window: &domain.WindowSpec{Daily: "14:00-15:00"}}, domain.CheckNoUpdate, now.Add(2 * time.Hour)},
+		{"window open", domain.RolloutSpec{Percentage: 100, Window: &domain.WindowSpec{Daily: "11:30-12:30"}}, domain.CheckCreate, time.Time{}},
+		{"window in the rollout's zone", domain.RolloutSpec{Percentage: 100, Window: &domain.WindowSpec{Daily: "14:00-15:00", TimeZone: "Europe/Berlin"}}, domain.CheckCreate, time.Time{}},
+		{"outside the bucket, no retry", domain.RolloutSpec{Percentage: 0, Window: &domain.WindowSpec{Daily: "14:00-15:00"}}, domain.CheckNoUpdate, time.Time{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := mustRollout(t, rolloutA, fw, tt.spec, now.Add(-time.Hour))
+			p := domain.PlanCheck(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"), Offers: []domain.Offer{{Firmware: fw, Rollout: r}}, Now: now})
+			if p.Action != tt.want || !p.RetryAt.Equal(tt.retry) {
+				t.Fatalf("plan %s retry %s, want %s retry %s", p.Action, p.RetryAt, tt.want, tt.retry)
+			}
+			wantHint := 3 * time.Hour
+			if !tt.retry.IsZero() {
+				wantHint = tt.retry.Sub(now)
+			}
+			if got := p.PollAfter(now, 3*time.Hour); got != wantHint {
+				t.Fatalf("poll hint %s, want %s", got, wantHint)
+			}
+			if got := p.PollAfter(now, 30*time.Minute); !tt.retry.IsZero() && got != 30*time.Minute {
+				t.Fatalf("a sooner usual interval wins: %s", got)
+			}
+		})
+	}
+	// A task handed out in the window is kept when it closes.
+	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Percentage: 100, Window: &domain.WindowSpec{Daily: "11:00-12:00"}}, now.Add(-2*time.Hour))
+	task, err := domain.NewTask("5c0c6f3e-4a5b-4c53-9d3e-4f1d7f9e0a11", "cam-0001", domain.Offer{Firmware: fw, Rollout: r}, 1, now.Add(-30*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := domain.PlanCheck(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"),
+		Active: &domain.ActiveTask{Task: task, Firmware: fw, Rollout: r}, Offers: []domain.Offer{{Firmware: fw, Rollout: r}}, Now: now})
+	if p.Action != domain.CheckKeep || p.Ended != nil || p.PollAfter(now, time.Hour) != time.Hour {
+		t.Fatalf("closed window: %s ended=%v, want keep", p.Action, p.Ended != nil)
+	}
+}
+
+// Stuck-task rule K1: a task without an event for longer than the
+// rollout's timeout fails TIMED_OUT at the check, counts as an attempt, and
+// a late event on it is refused as finished.
+func TestPlanCheckTimesOutStuckTasks(t *testing.T) {
+	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
+	hour := time.Hour
+	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Percentage: 100, TaskTimeout: &hour, MaxAttempts: intp(2)}, t0)
+	d := mustDevice(t, "cam-0001", "cam-x1", "1.0.0")
+	offers := []domain.Offer{{Firmware: fw, Rollout: r}}
+	for _, st := range []domain.TaskStatus{domain.TaskPending, domain.TaskDownloading, domain.TaskInstalling} {
+		task := domain.RehydrateTask(domain.TaskRecord{ID: "5c0c6f3e-4a5b-4c53-9d3e-4f1d7f9e0a11", DeviceID: "cam-0001", FirmwareID: "fw-2",
+			RolloutID: rolloutA, Status: st, Attempt: 1, CreatedAt: t0, UpdatedAt: t0})
+		active := &domain.ActiveTask{Task: task, Firmware: fw, Rollout: r}
+		p := domain.PlanCheck(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"), Active: active, Offers: offers, Now: t0.Add(59 * time.Minute)})
+		if p.Ended != nil || p.Action != domain.CheckReuse {
+			t.Fatalf("%s before the timeout: %s ended=%v", st, p.Action, p.Ended != nil)
+		}
+		p = domain.PlanCheck(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"), Active: active, Offers: offers, Now: t0.Add(61 * time.Minute)})
+		if !p.TimedOut() || p.Ended.Status() != domain.TaskFailed || p.Ended.ErrorCode() != domain.CodeTimedOut {
+			t.Fatalf("%s after the timeout: %+v", st, p)
+		}
+		if p.Action != domain.CheckCreate || p.Attempt != 2 {
+			t.Fatalf("%s: after the timeout want a second attempt, got %s attempt %d", st, p.Action, p.Attempt)
+		}
+		ended := *p.Ended
+		if _, err := ended.ApplyEvent(mustEvent(t, "late", "downloading", nil, "", ""), nil, t0.Add(2*time.Hour)); err == nil {
+			t.Fatalf("%s: a late event on a timed-out task was accepted", st)
+		}
+		// With max_attempts reached, the timeout still fails the task but no new one is made.
+		p = domain.PlanCheck(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"), Active: active, Offers: offers,
+			Failed: map[string]int{"fw-2": 1}, Now: t0.Add(61 * time.Minute)})
+		if !p.TimedOut() || p.Action != domain.CheckNoUpdate {
+			t.Fatalf("%s at max attempts: %s timedOut=%v", st, p.Action, p.TimedOut())
+		}
+	}
+}
+
+// A withdrawn pending task is cancelled, not timed out, however old: a
+// cancel is no attempt.
+func TestSettleCancelsBeforeTimingOut(t *testing.T) {
+	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
+	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Percentage: 100}, t0)
+	if err := r.ChangeStatus(domain.RolloutCancelled, fw, t0); err != nil {
+		t.Fatal(err)
+	}
+	task := domain.RehydrateTask(domain.TaskRecord{ID: "5c0c6f3e-4a5b-4c53-9d3e-4f1d7f9e0a11", DeviceID: "cam-0001", FirmwareID: "fw-2",
+		RolloutID: rolloutA, Status: domain.TaskPending, Attempt: 1, CreatedAt: t0, UpdatedAt: t0})
+	if !task.Settle(domain.MustParseVersion("1.0.0"), fw, r, t0.Add(48*time.Hour)) || task.Status() != domain.TaskCancelled || task.ErrorCode() != domain.CodeRolloutCancelled {
+		t.Fatalf("got %s %s, want cancelled ROLLOUT_CANCELLED", task.Status(), task.ErrorCode())
+	}
+}

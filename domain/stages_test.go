@@ -1,0 +1,217 @@
+package domain_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ai-device/ota/domain"
+)
+
+func TestStageValidation(t *testing.T) {
+	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
+	tests := []struct {
+		name   string
+		spec   domain.RolloutSpec
+		field  string
+		wantPc int
+	}{
+		{"percentage from the first stage", domain.RolloutSpec{Stages: []domain.StageSpec{{Percentage: 1}, {Percentage: 10}}}, "", 1},
+		{"percentage agreeing", domain.RolloutSpec{Percentage: 5, Stages: []domain.StageSpec{{Percentage: 5}}}, "", 5},
+		{"percentage disagreeing", domain.RolloutSpec{Percentage: 7, Stages: []domain.StageSpec{{Percentage: 5}}}, "percentage", 0},
+		{"not increasing", domain.RolloutSpec{Stages: []domain.StageSpec{{Percentage: 10}, {Percentage: 10}}}, "stages[1].percentage", 0},
+		{"zero stage", domain.RolloutSpec{Stages: []domain.StageSpec{{Percentage: 0}}}, "stages[0].percentage", 0},
+		{"success over 100", domain.RolloutSpec{Stages: []domain.StageSpec{{Percentage: 1, SuccessPercent: 101}}}, "stages[0].success_percent", 0},
+		{"negative min", domain.RolloutSpec{Stages: []domain.StageSpec{{Percentage: 1, MinFinished: -1}}}, "stages[0].min_finished", 0},
+		{"soak too long", domain.RolloutSpec{Stages: []domain.StageSpec{{Percentage: 1, Soak: 31 * 24 * time.Hour}}}, "stages[0].soak_seconds", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := domain.NewRollout(rolloutA, fw, tt.spec, t0)
+			if tt.field != "" {
+				wantValidation(t, err, tt.field)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Percentage() != tt.wantPc || len(r.History()) != 1 || !r.History()[0].StartedAt.Equal(t0) {
+				t.Fatalf("percentage %d history %+v", r.Percentage(), r.History())
+			}
+		})
+	}
+}
+
+func stats(succeeded, failed int) domain.TaskStats {
+	return domain.TaskStats{Succeeded: succeeded, Failed: failed}
+}
+
+// Stage rules G2–G3 as a table: each row evaluates a fresh 1% → 10% → 50%
+// rollout once, on the stage's counts.
+func TestRolloutEvaluateStages(t *testing.T) {
+	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
+	plan := []domain.StageSpec{
+		{Percentage: 1, MinFinished: 10, SuccessPercent: 90},
+		{Percentage: 10, MinFinished: 10, SuccessPercent: 90, Soak: time.Hour},
+		{Percentage: 50, MinFinished: 10, SuccessPercent: 90},
+	}
+	tests := []struct {
+		name       string
+		threshold  *int
+		stage      domain.TaskStats
+		total      domain.TaskStats
+		changed    bool
+		wantStatus domain.RolloutStatus
+		wantPct    int
+	}{
+		{"too few finished", nil, stats(9, 0), stats(9, 0), false, domain.RolloutActive, 1},
+		{"gate holds, no soak: advance", nil, stats(9, 1), stats(9, 1), true, domain.RolloutActive, 10},
+		{"gate missed: pause", nil, stats(8, 2), stats(8, 2), true, domain.RolloutPaused, 1},
+		{"threshold first", intp(10), stats(10, 0), stats(20, 3), true, domain.RolloutPaused, 1},
+		{"pending tasks do not count", nil, domain.TaskStats{Succeeded: 5, Pending: 50}, stats(5, 0), false, domain.RolloutActive, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := domain.RolloutSpec{Stages: plan, FailureThresholdPercent: tt.threshold, MinSample: intp(1)}
+			r := mustRollout(t, rolloutA, fw, spec, t0)
+			if got := r.Evaluate(tt.total, tt.stage, t1); got != tt.changed {
+				t.Fatalf("changed = %v, want %v", got, tt.changed)
+			}
+			if r.Status() != tt.wantStatus || r.Percentage() != tt.wantPct {
+				t.Fatalf("status %s percentage %d, want %s %d", r.Status(), r.Percentage(), tt.wantStatus, tt.wantPct)
+			}
+			if tt.wantStatus == domain.RolloutPaused && r.PausedReason() != domain.PausedAuto {
+				t.Fatalf("paused for %q, want auto", r.PausedReason())
+			}
+			h := r.History()
+			if tt.changed && (h[0].EndedAt.IsZero() || h[0].Reason == "") {
+				t.Fatalf("history does not say why: %+v", h)
+			}
+		})
+	}
+}
+
+// The soak time: the gate's first holding is recorded; checks see the next
+// stage's percentage once the soak is over, before any write; the next
+// evaluation stores the advance, dated when the soak ended.
+func TestRolloutSoak(t *testing.T) {
+	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
+	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Stages: []domain.StageSpec{
+		{Percentage: 10, MinFinished: 2, SuccessPercent: 50, Soak: time.Hour},
+		{Percentage: 100, MinFinished: 2, SuccessPercent: 50},
+	}}, t0)
+	if !r.Evaluate(stats(2, 0), stats(2, 0), t1) || r.GateMetAt().IsZero() || r.Percentage() != 10 {
+		t.Fatalf("gate met: changed, gate %s percentage %d", r.GateMetAt(), r.Percentage())
+	}
+	if r.Evaluate(stats(3, 0), stats(3, 0), t1.Add(30*time.Minute)) {
+		t.Fatal("during the soak nothing changes")
+	}
+	if r.PercentageAt(t1.Add(59*time.Minute)) != 10 || r.PercentageAt(t1.Add(time.Hour)) != 100 {
+		t.Fatalf("PercentageAt: %d before, %d after the soak", r.PercentageAt(t1.Add(59*time.Minute)), r.PercentageAt(t1.Add(time.Hour)))
+	}
+	if !r.Evaluate(stats(3, 0), stats(3, 0), t1.Add(3*time.Hour)) || r.Stage() != 1 || r.Percentage() != 100 {
+		t.Fatalf("after the soak: stage %d percentage %d", r.Stage(), r.Percentage())
+	}
+	h := r.History()
+	if len(h) != 2 || h[0].Outcome != domain.StageAdvanced || !h[1].StartedAt.Equal(t1.Add(time.Hour).UTC()) {
+		t.Fatalf("history %+v", h)
+	}
+	// The last stage never advances, but its gate still pauses.
+	if r.Evaluate(stats(3, 0), stats(1, 0), t1.Add(4*time.Hour)) {
+		t.Fatal("last stage: nothing to advance to")
+	}
+	if !r.Evaluate(stats(3, 2), stats(0, 2), t1.Add(4*time.Hour)) || r.Status() != domain.RolloutPaused {
+		t.Fatal("last stage gate missed: want auto pause")
+	}
+}
+
+// Resuming an auto-paused staged rollout restarts the stage's sample.
+func TestRolloutResumeRestartsStage(t *testing.T) {
+	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
+	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Stages: []domain.StageSpec{{Percentage: 10, MinFinished: 2, SuccessPercent: 100}, {Percentage: 20}}}, t0)
+	r.Evaluate(stats(1, 1), stats(1, 1), t1)
+	if r.Status() != domain.RolloutPaused {
+		t.Fatal("want paused")
+	}
+	if err := r.ChangeStatus(domain.RolloutActive, fw, t1.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if !r.StageSince().Equal(t1.Add(time.Minute).UTC()) || len(r.History()) != 2 {
+		t.Fatalf("stage since %s history %+v", r.StageSince(), r.History())
+	}
+}
+
+// A window and a gate together: the gate advances the stage, the window
+// still decides when the newly admitted devices are offered.
+func TestWindowAndGate(t *testing.T) {
+	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
+	created := time.Date(2025, 6, 10, 1, 0, 0, 0, time.UTC)
+	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Window: &domain.WindowSpec{Daily: "02:00-04:00"},
+		Stages: []domain.StageSpec{{Percentage: 1, MinFinished: 1, SuccessPercent: 100}, {Percentage: 100}}}, created)
+	var d domain.Device
+	for i := 0; ; i++ {
+		d = mustDevice(t, "dev-"+string(rune('a'+i%26))+string(rune('a'+i/26)), "cam-x1", "1.0.0")
+		if domain.Bucket(rolloutA, d.ID()) >= 1 {
+			break
+		}
+	}
+	check := func(now time.Time) domain.CheckPlan {
+		return domain.PlanCheck(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"), Offers: []domain.Offer{{Firmware: fw, Rollout: r}}, Now: now})
+	}
+	if p := check(created.Add(2 * time.Hour)); p.Action != domain.CheckNoUpdate || !p.RetryAt.IsZero() {
+		t.Fatalf("stage 1, outside its 1%%: %s retry %s", p.Action, p.RetryAt)
+	}
+	r.Evaluate(stats(1, 0), stats(1, 0), created.Add(2*time.Hour))
+	if r.Percentage() != 100 {
+		t.Fatalf("gate held, percentage %d", r.Percentage())
+	}
+	if p := check(created.Add(3 * time.Hour)); p.Action != domain.CheckNoUpdate || !p.RetryAt.Equal(created.Add(25*time.Hour)) {
+		t.Fatalf("stage 2, window closed: %s retry %s", p.Action, p.RetryAt)
+	}
+	if p := check(created.Add(25 * time.Hour)); p.Action != domain.CheckCreate {
+		t.Fatalf("stage 2, window open: %s", p.Action)
+	}
+}
+
+func TestRolloutPolicyRecordRoundTrip(t *testing.T) {
+	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
+	hour := time.Hour
+	start := t0.Add(time.Hour)
+	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Selector: domain.SelectorSpec{TagsAll: []string{"eu"}, Versions: ">=1.0.0"},
+		Stages: []domain.StageSpec{{Percentage: 5}, {Percentage: 50}}, StartsAt: &start, Window: &domain.WindowSpec{Daily: "01:00-02:00", TimeZone: "Asia/Tokyo"},
+		TaskTimeout: &hour, AllowDowngrade: true}, t0)
+	back := domain.RehydrateRollout(r.Record())
+	if !back.Record().Equal(r.Record()) {
+		t.Fatalf("round trip:\n%+v\n%+v", back.Record(), r.Record())
+	}
+	other := r.Record()
+	other.Selector.TagsAll = []string{"us"}
+	if other.Equal(r.Record()) {
+		t.Fatal("Equal ignores the selector")
+	}
+	broken := r.Record()
+	broken.Window = &domain.WindowSpec{Daily: "01:00-02:00", TimeZone: "Gone/Away"}
+	b := domain.RehydrateRollout(broken)
+	d := mustDevice(t, "cam-0001", "cam-x1", "1.0.0")
+	if ok, _ := b.AdmitsAt(d, domain.DeviceFacts{Tags: []string{"eu"}}, domain.MustParseVersion("1.0.0"), t0.Add(30*time.Hour)); ok {
+		t.Fatal("a rollout whose stored policy no longer parses must admit no one")
+	}
+}
+
+// Pause and resume cycles keep the stage history bounded.
+func TestStageHistoryIsBounded(t *testing.T) {
+	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
+	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Stages: []domain.StageSpec{{Percentage: 10}, {Percentage: 20}}}, t0)
+	for i := range domain.MaxStageHistory + 20 {
+		at := t0.Add(time.Duration(i) * time.Minute)
+		if err := r.ChangeStatus(domain.RolloutPaused, fw, at); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.ChangeStatus(domain.RolloutActive, fw, at.Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := r.History()
+	if len(h) != domain.MaxStageHistory || h[len(h)-1].Outcome != (domain.StageOutcome{}) || h[0].Outcome != domain.StagePaused {
+		t.Fatalf("history of %d entries, last %+v", len(h), h[len(h)-1])
+	}
+}

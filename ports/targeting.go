@@ -1,0 +1,80 @@
+package ports
+
+import (
+	"context"
+
+	"github.com/ai-device/ota/domain"
+)
+
+// DeviceFilter selects devices for the admin listing (issue 12): every
+// given condition must hold. Empty fields match all.
+type DeviceFilter struct {
+	Model string
+	// Tags: the device carries every one of them.
+	Tags []string
+	// Attributes: the device reported each with exactly this value.
+	Attributes map[string]string
+	// After continues a listing after this device id (keyset order).
+	After string
+	Limit int
+}
+
+// DeviceListing is a device as the admin listing shows it.
+type DeviceListing struct {
+	Device     domain.Device
+	Tags       []string
+	Attributes domain.DeviceAttributes
+}
+
+// DeviceDirectory keeps the operator's tags on devices and lists devices
+// by model, tags and attributes. Tags are read by the check with the rest
+// of the device (ports.DeviceTasks.Facts), never separately.
+type DeviceDirectory interface {
+	// UpdateTags locks every listed device, lets fn compute each one's new
+	// tags from its current ones, and stores them all in one transaction:
+	// all or nothing. An unknown id is domain.ErrNotFound and nothing is
+	// written. It returns the stored tags by device id.
+	UpdateTags(ctx context.Context, deviceIDs []string, fn func(deviceID string, tags []string) ([]string, error)) (map[string][]string, error)
+	// Tags returns a device's tags (empty, never nil, when it has none or
+	// does not exist).
+	Tags(ctx context.Context, deviceID string) ([]string, error)
+	// List returns the devices matching f in device_id order, at most
+	// f.Limit, after f.After. Never nil.
+	List(ctx context.Context, f DeviceFilter) ([]DeviceListing, error)
+}
+
+// DeviceQuery is the admin device listing's filter, as received: tag may
+// repeat; attribute is "key=value" and may repeat.
+type DeviceQuery struct {
+	Model      string
+	Tags       []string
+	Attributes []string
+	Limit      string
+	After      string
+}
+
+// DevicePage is one page of devices and the cursor of the next ("" on
+// the last).
+type DevicePage struct {
+	Items []DeviceListing
+	Next  string
+}
+
+// TagChange is an operator's bulk change of tags on a list of devices:
+// Set replaces the tags (when not nil); Add and Remove edit them.
+type TagChange struct {
+	DeviceIDs []string
+	Set       []string
+	Add       []string
+	Remove    []string
+}
+
+// DeviceTargeting is what operators do with tags and the device listing.
+type DeviceTargeting interface {
+	// SetDeviceTags replaces one device's tags.
+	SetDeviceTags(ctx context.Context, deviceID string, tags []string) ([]string, error)
+	// ChangeDeviceTags edits the tags of many devices at once, all or nothing.
+	ChangeDeviceTags(ctx context.Context, change TagChange) (map[string][]string, error)
+	// ListDevices pages through devices by model, tags and attributes.
+	ListDevices(ctx context.Context, q DeviceQuery) (DevicePage, error)
+}
