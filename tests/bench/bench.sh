@@ -147,6 +147,16 @@ want="$HALF $HALF $DEVICES $HISTORY $HALF $((HISTORY + HALF)) 1"
 if [[ $counts == "$want" ]]; then
   note "reusing $DB ($DEVICES devices, $HISTORY historical tasks)"
   SEEDED="reused"
+  # The reuse fleet's pending tasks must stay inside the rollout's
+  # task_timeout (24 h), or every check would time them out and create
+  # the next attempt: a database seeded a while ago is brought forward.
+  stale=$(psql_db "$DB_URL" -c "WITH s AS (UPDATE tasks SET created_at = now() - interval '1 hour', updated_at = now() - interval '1 hour'
+    WHERE firmware_id = '00000000-0000-4000-8000-0000000000b2' AND status = 'pending' AND updated_at < now() - interval '12 hours' RETURNING 1)
+    SELECT count(*) FROM s")
+  if [[ $stale != 0 ]]; then
+    note "brought $stale pending tasks forward to an hour old"
+    psql_db "$DB_URL" -c "VACUUM ANALYZE tasks" >/dev/null
+  fi
 else
   note "seeding $DB: $DEVICES devices, $HISTORY historical tasks, $HALF active tasks (found: $counts; want: $want)"
   s=$(date +%s)

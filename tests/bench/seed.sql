@@ -72,10 +72,12 @@ FROM (SELECT k,
              (SELECT t FROM bench_now) - interval '90 days' + (k * interval '90 days') / greatest(:history, 1) AS created
       FROM generate_series(0::bigint, :history - 1) AS k) AS h;
 
--- The reuse fleet's active tasks: one pending task per device.
+-- The reuse fleet's active tasks: one pending task per device, an hour
+-- old — well inside the rollout's task_timeout (24 h by default), past
+-- which a check would fail it as TIMED_OUT and create the next attempt.
 INSERT INTO tasks (id, device_id, firmware_id, rollout_id, status, progress, attempt, created_at, updated_at)
 SELECT gen_random_uuid(), device_id, '00000000-0000-4000-8000-0000000000b2', '00000000-0000-4000-9000-0000000000b2',
-       'pending', 0, 1, (SELECT t FROM bench_now) - interval '1 day', (SELECT t FROM bench_now) - interval '1 day'
+       'pending', 0, 1, (SELECT t FROM bench_now) - interval '1 hour', (SELECT t FROM bench_now) - interval '1 hour'
 FROM devices WHERE model = 'bru' ORDER BY device_id;
 
 COMMIT;

@@ -173,7 +173,7 @@ func (c config) validate() error {
 	if len(c.Stages) > 0 && (!c.Publish || c.Mode == modeBurst) {
 		bad("-stages: needs -publish, and a mode other than burst (whose check assumes a fixed percentage)")
 	}
-	if c.StageMinFinished < 1 {
+	if len(c.Stages) > 0 && c.StageMinFinished < 1 {
 		bad("-stage-min-finished: must be at least 1")
 	}
 	if c.TasksHistory < 0 {
