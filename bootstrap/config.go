@@ -102,7 +102,7 @@ func (c Config) Postgres() postgres.Config {
 	return postgres.Config{URL: postgres.DatabaseURL(c.DatabaseURL), MaxOpenConns: int(c.DBMaxConns)}
 }
 
-// Defaults from PRODUCT.md §5.
+// Defaults from docs/CONFIGURATION.md.
 const (
 	DefaultHTTPAddr    = ":8080"
 	DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/ota?sslmode=disable"

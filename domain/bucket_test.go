@@ -10,7 +10,7 @@ import (
 	"github.com/ai-device/ota/domain"
 )
 
-// referenceBucket is PRODUCT.md §3 check rule 4 written out independently:
+// referenceBucket is docs/DOMAIN.md check rule 4 written out independently:
 // first 8 bytes of SHA-256(rollout_id ":" device_id), big-endian, mod 100.
 func referenceBucket(rolloutID, deviceID string) int {
 	sum := sha256.Sum256([]byte(rolloutID + ":" + deviceID))

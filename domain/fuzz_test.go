@@ -14,7 +14,7 @@ import (
 
 // Native fuzz targets for the domain's parsers and pure functions. Each
 // checks the code under test against an independent model written here, so
-// a fuzzer-found disagreement is a real divergence from PRODUCT.md, not
+// a fuzzer-found disagreement is a real divergence from docs/DOMAIN.md, not
 // just "it did not panic". Seed corpora live in testdata/fuzz/<FuzzName>/
 // and run as ordinary tests under `go test`.
 
@@ -425,7 +425,7 @@ func fzIsASCII(s string) bool {
 
 // FuzzBucket: Bucket never panics, lands in [0, 100), is deterministic,
 // ignores the case of the rollout id (but not of the device id's bytes),
-// and for ASCII ids is exactly PRODUCT §3 check rule 4.
+// and for ASCII ids is exactly docs/DOMAIN.md check rule 4.
 func FuzzBucket(f *testing.F) {
 	f.Add(rolloutA, "cam-0001")
 	f.Add(strings.ToUpper(rolloutB), "DEV-1")

@@ -243,7 +243,7 @@ const (
 
 func TestApplyEventTransitionMatrix(t *testing.T) {
 	to := []string{"downloading", "downloaded", "installing", "succeeded", "failed"}
-	// PRODUCT.md event rules 2 and 3, written out for every pair.
+	// docs/DOMAIN.md event rules 2 and 3, written out for every pair.
 	grid := []struct {
 		from domain.TaskStatus
 		want [5]outcome

@@ -11,7 +11,7 @@ import (
 	"github.com/ai-device/ota/domain"
 )
 
-// Error codes of the product contract (PRODUCT §4, Errors). Clients switch
+// Error codes of the product contract (docs/ERRORS.md). Clients switch
 // on the code, never on the message, so the codes are a stable API.
 const (
 	CodeMalformedJSON        = "MALFORMED_JSON"

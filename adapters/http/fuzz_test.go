@@ -27,7 +27,7 @@ import (
 // failing input reproduces on its own. Seed corpora live in
 // testdata/fuzz/<FuzzName>/ and run as ordinary tests under `go test`.
 //
-// The checks are the contract's (PRODUCT §4): no panic, never a 5xx, only
+// The checks are the contract's (docs/ERRORS.md): no panic, never a 5xx, only
 // the statuses documented for the endpoint, the JSON error shape
 // {"error":{"code","message","request_id"}} with a code of the error table
 // for every status ≥ 400, and X-Request-ID on every response.
@@ -204,7 +204,7 @@ func (w *fuzzWorld) serve(r fuzzRequest) *httptest.ResponseRecorder {
 	return rec
 }
 
-// productStatus is PRODUCT §4's error table: each code and its status.
+// productStatus is docs/ERRORS.md's table: each code and its status.
 var productStatus = map[string]int{
 	CodeMalformedJSON: 400, CodeValidationFailed: 400, CodeUnauthorized: 401, CodeForbidden: 403,
 	CodeNotFound: 404, CodeMethodNotAllowed: 405, CodeDeviceExists: 409, CodeFirmwareExists: 409,
@@ -276,7 +276,7 @@ func checkResponse(t *testing.T, ec endpointContract, rec *httptest.ResponseReco
 	}
 	d := eb.Error
 	if st, known := productStatus[d.Code]; !known || st != rec.Code {
-		t.Fatalf("%s: status %d with code %q, which PRODUCT's table gives status %d", ec.name, rec.Code, d.Code, st)
+		t.Fatalf("%s: status %d with code %q, which docs/ERRORS.md gives status %d", ec.name, rec.Code, d.Code, st)
 	}
 	allowed := false
 	for _, c := range ec.codes {
@@ -298,7 +298,7 @@ func checkResponse(t *testing.T, ec endpointContract, rec *httptest.ResponseReco
 
 // checkNoInventedText fails when a success answer holds U+FFFD that the
 // request did not send (raw or as a \ufffd escape): the service must refuse
-// a string it cannot keep as given (PRODUCT §4: valid UTF-8 or
+// a string it cannot keep as given (docs/ERRORS.md: valid UTF-8 or
 // VALIDATION_FAILED), never store a replacement character in its place.
 func checkNoInventedText(t *testing.T, name string, reqBody []byte, rec *httptest.ResponseRecorder) {
 	t.Helper()

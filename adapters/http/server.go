@@ -1,4 +1,4 @@
-// Package http is the service's HTTP edge (PRODUCT §4), built on Echo v4.
+// Package http is the service's HTTP edge (adapters/http/openapi.yaml), built on Echo v4.
 //
 // It turns requests into calls on the use-case ports (ports.DeviceService,
 // ports.AdminService) and their results into the JSON views of the product
@@ -20,7 +20,7 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
-// DefaultBodyLimit is the largest request body accepted (PRODUCT §4: 64 KiB).
+// DefaultBodyLimit is the largest request body accepted (docs/ERRORS.md: 64 KiB).
 // Every documented body is far smaller; the limit bounds the memory one
 // request can pin.
 const DefaultBodyLimit int64 = 64 << 10

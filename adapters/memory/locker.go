@@ -107,7 +107,7 @@ func (l *Locker) leave(name string, s *lockSlot) {
 // AlwaysGrantLocker is a ports.Locker that excludes nobody: WithLock just
 // calls fn. It exists for the test that proves the database's partial
 // unique index alone keeps a device at one active task when concurrent
-// checks race with no lock at all (PRODUCT.md §3, check rule 2).
+// checks race with no lock at all (docs/DOMAIN.md check rule 2).
 type AlwaysGrantLocker struct{}
 
 var _ ports.Locker = AlwaysGrantLocker{}

@@ -20,7 +20,7 @@ import (
 type WriteBehindConfig struct {
 	// Interval is how often pending checks are flushed (default 200ms).
 	// A check is visible in the database within Interval plus the time of
-	// one flush, well within the one second PRODUCT.md allows.
+	// one flush, well within the one second docs/DOMAIN.md allows.
 	Interval time.Duration
 	// BatchSize is the most devices one UPDATE carries (default 2000); a
 	// flush starts early when this many devices are pending.

@@ -12,7 +12,7 @@ import (
 )
 
 // Defaults New applies to zero Config fields. They match OTA_LOCK_TTL and
-// OTA_LOCK_WAIT in PRODUCT.md, and the key layout the product documents
+// OTA_LOCK_WAIT in docs/CONFIGURATION.md, and the key layout the product documents
 // ("ota:lock:0:{device_id}:{firmware_id}").
 const (
 	DefaultKeyPrefix       = "ota:lock"

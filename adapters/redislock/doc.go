@@ -1,6 +1,6 @@
 // Package redislock implements ports.Locker on Redis with rueidislock, so that
 // replicas of the service serialise the find-or-create of a device's task
-// (PRODUCT.md §3, check rule 7).
+// (docs/DOMAIN.md check rule 7).
 //
 // rueidislock is used rather than a hand-written SET NX loop because its
 // scripts read the lock key after every attempt, which subscribes the

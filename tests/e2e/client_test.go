@@ -106,7 +106,7 @@ func (r *response) errorCode() string {
 }
 
 // try sends the request and records the exchange. On every response it
-// checks what PRODUCT §4 promises of all of them: an X-Request-ID (the
+// checks what docs/ERRORS.md promises of all of them: an X-Request-ID (the
 // caller's when it sent a sane one) and, on errors, the exact
 // {"error":{"code","message","request_id"}} shape with request_id equal to
 // the header. It is safe to use from several goroutines; transport errors
@@ -273,7 +273,7 @@ func wantError(t testing.TB, r *response, status int, code string) {
 	}
 }
 
-// ---- the views of PRODUCT §4 the tests look into ----
+// ---- the views of adapters/http/openapi.yaml the tests look into ----
 
 type firmwareJSON struct {
 	ID      string `json:"id"`

@@ -178,7 +178,7 @@ func testWalkthrough(t *testing.T) {
 		t.Fatalf("check with the new version: want no update, got %s", r)
 	}
 
-	// The operator sees the device's last report (PRODUCT §3: it may be
+	// The operator sees the device's last report (docs/DOMAIN.md: it may be
 	// written behind, visible within 1 s).
 	var view deviceJSON
 	deadline := time.Now().Add(1500 * time.Millisecond)
@@ -502,7 +502,7 @@ var wholeSeconds = regexp.MustCompile(`^[1-9][0-9]*$`)
 // testRedisOutage cuts an instance off its Redis (through a proxy, since
 // otad refuses to start without a reachable Redis) and restores it.
 //
-// The behaviour checked, per PRODUCT §3 check rule 7:
+// The behaviour checked, per docs/DOMAIN.md check rule 7:
 //   - a check that has to create a task needs the lock: SERVICE_BUSY (503,
 //     Retry-After in whole seconds), within OTA_LOCK_WAIT plus a little,
 //     never a 500, and nothing half-written;
@@ -817,7 +817,7 @@ func testGracefulShutdown(t *testing.T) {
 
 // testRateLimits: a device over its request budget gets RATE_LIMITED (429,
 // Retry-After in whole seconds) on checks and progress events, but a final
-// status is never refused for rate reasons (PRODUCT §3 event rule 3): it is
+// status is never refused for rate reasons (docs/DOMAIN.md event rule 3): it is
 // what lets the device stop. The budget is set small through the service's
 // OTA_DEVICE_RATE_LIMIT / OTA_DEVICE_RATE_BURST (per replica).
 func testRateLimits(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 )
 
 // lockKey is where rueidislock keeps the lock {device_id}:{firmware_id}
-// under otad's key prefix (PRODUCT §3 check rule 7).
+// under otad's key prefix (docs/DOMAIN.md check rule 7).
 func lockKey(deviceID, firmwareID string) string {
 	return "ota:lock:0:" + deviceID + ":" + firmwareID
 }
@@ -50,7 +50,7 @@ func holdLock(t *testing.T, rc rueidis.Client, key string, ttl time.Duration) {
 }
 
 // testLockHeldElsewhere plays another replica holding a device's
-// {device_id}:{firmware_id} lock (PRODUCT §3 check rule 7):
+// {device_id}:{firmware_id} lock (docs/DOMAIN.md check rule 7):
 //   - while it is held for longer than OTA_LOCK_WAIT, a check that must
 //     create the task waits the whole bound and then answers SERVICE_BUSY
 //     (503, Retry-After), writing nothing; other devices are not held up;

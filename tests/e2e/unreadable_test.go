@@ -12,7 +12,7 @@ import (
 
 // unreadableBodies are request bodies that cannot be read: framings an
 // http.Client refuses to send, so they go over a raw TCP connection. Each
-// must answer 400 MALFORMED_JSON, logged as a client error (PRODUCT §4: a
+// must answer 400 MALFORMED_JSON, logged as a client error (docs/ERRORS.md: a
 // body is what the caller sent), never 500.
 var unreadableBodies = []struct {
 	name, framing, body string

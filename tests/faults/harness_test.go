@@ -699,7 +699,7 @@ func (w *world) waitLockWaiters(n int, d time.Duration) error {
 // ---- Redis ----
 
 // lockKey is where rueidislock keeps the lock {device_id}:{firmware_id}
-// under otad's prefix (PRODUCT §3 check rule 7).
+// under otad's prefix (docs/DOMAIN.md check rule 7).
 func lockKey(deviceID, firmwareID string) string {
 	return "ota:lock:0:" + deviceID + ":" + firmwareID
 }

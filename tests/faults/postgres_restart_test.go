@@ -185,8 +185,8 @@ func TestPostgresRestart(t *testing.T) {
 	}
 	w.assertOneTaskEach(quiet, func(d device) []string { return []string{quietTasks[d.id]} })
 	// What a check answered 200 for is kept, outage or not: the quiet
-	// devices' last report reaches the database once it is back (PRODUCT
-	// §3 check rule 1: each check records current_version and last_seen_at).
+	// devices' last report reaches the database once it is back (docs/DOMAIN.md
+	// check rule 1: each check records current_version and last_seen_at).
 	seenLate := "never stored (dropped)"
 	if !waitFor(3*time.Second, func() bool {
 		var n int

@@ -141,7 +141,7 @@ func (c *client) do(ctx context.Context, kind call, base, method, path, token st
 	return a, nil
 }
 
-// ---- wire shapes (PRODUCT §4) ----
+// ---- wire shapes (adapters/http/openapi.yaml) ----
 
 type firmwareRef struct {
 	ID      string `json:"id"`
