@@ -26,6 +26,7 @@ type DDIVersionAttribute string
 type DDI struct {
 	devices     ports.DeviceService
 	repo        ports.DeviceRepository
+	rollouts    ports.RolloutRepository
 	attrs       ports.DeviceAttributes
 	actions     ports.TaskActions
 	clock       ports.Clock
@@ -36,16 +37,16 @@ type DDI struct {
 var _ ports.DDIService = (*DDI)(nil)
 
 // NewDDI builds the DDI use cases over the device use cases and the ports
-// they read.
-func NewDDI(devices ports.DeviceService, repo ports.DeviceRepository, attrs ports.DeviceAttributes,
+// they read (rollouts: for their maintenance windows).
+func NewDDI(devices ports.DeviceService, repo ports.DeviceRepository, rollouts ports.RolloutRepository, attrs ports.DeviceAttributes,
 	actions ports.TaskActions, clock ports.Clock, poll PollInterval, versionAttr DDIVersionAttribute) (*DDI, error) {
-	if devices == nil || repo == nil || attrs == nil || actions == nil || clock == nil {
+	if devices == nil || repo == nil || rollouts == nil || attrs == nil || actions == nil || clock == nil {
 		return nil, errors.New("application: every DDI dependency is required")
 	}
 	if poll <= 0 || versionAttr == "" {
 		return nil, errors.New("application: DDI needs a poll interval and a version attribute")
 	}
-	return &DDI{devices: devices, repo: repo, attrs: attrs, actions: actions, clock: clock, poll: poll, versionAttr: string(versionAttr)}, nil
+	return &DDI{devices: devices, repo: repo, rollouts: rollouts, attrs: attrs, actions: actions, clock: clock, poll: poll, versionAttr: string(versionAttr)}, nil
 }
 
 // AuthenticateTarget admits the device's own token only.
@@ -119,16 +120,41 @@ func (s *DDI) task(ctx context.Context, deviceID string, actionID int64) (ports.
 	return s.devices.GetTask(ctx, deviceID, t.ID())
 }
 
-// Deployment returns the action's task, refusing a firmware without sha1.
-func (s *DDI) Deployment(ctx context.Context, deviceID string, actionID int64) (ports.TaskView, error) {
+// Deployment returns the action's task, refusing a firmware without sha1,
+// with the state of its rollout's maintenance window for the device.
+func (s *DDI) Deployment(ctx context.Context, deviceID string, actionID int64) (ports.DDIDeployment, error) {
 	v, err := s.task(ctx, deviceID, actionID)
 	if err != nil {
-		return ports.TaskView{}, err
+		return ports.DDIDeployment{}, err
 	}
 	if err := v.Firmware.CheckSHA1Deliverable(); err != nil {
-		return ports.TaskView{}, err
+		return ports.DDIDeployment{}, err
 	}
-	return v, nil
+	d := ports.DDIDeployment{TaskView: v}
+	r, err := s.rollouts.Get(ctx, v.Task.RolloutID())
+	if err != nil {
+		return ports.DDIDeployment{}, fmt.Errorf("loading the action's rollout: %w", err)
+	}
+	if w := r.Window(); w != nil {
+		attrs, err := s.attrs.Get(ctx, deviceID)
+		if err != nil {
+			return ports.DDIDeployment{}, fmt.Errorf("loading device attributes: %w", err)
+		}
+		d.Window = ddiWindow(*w, domain.DeviceFacts{Attributes: attrs.Values()}, s.clock.Now())
+	}
+	return d, nil
+}
+
+// ddiWindow judges a maintenance window for a device with the function
+// the check admits it by (schedule rule S2: domain.Window.Open, in the
+// device's timezone attribute when it names a known zone): a task created
+// inside the window is still handed out after it closes, and hawkBit's
+// agents then download it but wait to install.
+func ddiWindow(w domain.Window, f domain.DeviceFacts, now time.Time) ports.DDIWindow {
+	if open, _ := w.Open(now, f); open {
+		return ports.DDIWindowAvailable
+	}
+	return ports.DDIWindowUnavailable
 }
 
 // InstalledBase returns the action's task if it succeeded.

@@ -38,6 +38,30 @@ type DDIPoll struct {
 	PollAfter time.Duration
 }
 
+// DDIWindow is the state of a deployment's maintenance window, as
+// hawkBit's deploymentBase reports it (deployment.maintenanceWindow).
+type DDIWindow int
+
+// Maintenance window states.
+const (
+	// DDINoWindow: the task's rollout has no maintenance window; the field
+	// is left out.
+	DDINoWindow DDIWindow = iota
+	// DDIWindowAvailable: the window is open for the device now.
+	DDIWindowAvailable
+	// DDIWindowUnavailable: the window is closed for the device now; it may
+	// download but must not install ("update": "skip").
+	DDIWindowUnavailable
+)
+
+// DDIDeployment is a device's action as hawkBit's deploymentBase shows it:
+// the task with its firmware, and its rollout's maintenance window as it
+// stands for the device now.
+type DDIDeployment struct {
+	TaskView
+	Window DDIWindow
+}
+
 // DDIService is what a device speaking hawkBit's Direct Device Integration
 // API can do. It adds nothing to the check and event rules: it translates
 // the protocol's actions onto DeviceService.
@@ -54,8 +78,9 @@ type DDIService interface {
 	Poll(ctx context.Context, deviceID string) (DDIPoll, error)
 	// Deployment returns the device's task numbered actionID, with its
 	// firmware; domain.ErrNotDeliverable when the firmware lacks the sha1
-	// hawkBit agents verify.
-	Deployment(ctx context.Context, deviceID string, actionID int64) (TaskView, error)
+	// hawkBit agents verify. Its Window is judged by the rule the check
+	// admits devices by (schedule rule S2), in the device's time zone.
+	Deployment(ctx context.Context, deviceID string, actionID int64) (DDIDeployment, error)
 	// InstalledBase returns the device's succeeded task numbered actionID.
 	InstalledBase(ctx context.Context, deviceID string, actionID int64) (TaskView, error)
 	// DeploymentFeedback applies a device's feedback on an action as a task

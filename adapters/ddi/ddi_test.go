@@ -34,11 +34,17 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	return newHarnessAt(t, memory.NewClock())
+}
+
+// newHarnessAt is newHarness telling the time by clock.
+func newHarnessAt(t *testing.T, clock ports.Clock) *harness {
+	t.Helper()
 	store := memory.NewStore()
 	deps := application.Deps{
 		Devices: memory.NewDevices(store), Firmwares: memory.NewFirmwares(store),
 		Rollouts: memory.NewRollouts(store), Tasks: memory.NewTasks(store),
-		Locker: memory.NewLocker(500*time.Millisecond, ports.NopLockMetrics{}), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
+		Locker: memory.NewLocker(500*time.Millisecond, ports.NopLockMetrics{}), Clock: clock, IDs: memory.NewUUIDs(),
 		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
 	}
 	poll := application.PollInterval(90 * time.Second)
@@ -50,7 +56,7 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := application.NewDDI(devices, deps.Devices, memory.NewAttributes(store), memory.NewTaskActions(store),
+	svc, err := application.NewDDI(devices, deps.Devices, deps.Rollouts, memory.NewAttributes(store), memory.NewTaskActions(store),
 		deps.Clock, poll, "sw_version")
 	if err != nil {
 		t.Fatal(err)
@@ -231,6 +237,9 @@ func TestDeploymentLifecycle(t *testing.T) {
 		t.Fatalf("id %v, want %d", m["id"], action)
 	}
 	dep := m["deployment"].(map[string]any)
+	if _, ok := dep["maintenanceWindow"]; ok {
+		t.Fatalf("a rollout without a maintenance window: maintenanceWindow %v, want the field left out", dep["maintenanceWindow"])
+	}
 	if dep["download"] != "attempt" || dep["update"] != "attempt" {
 		t.Fatalf("optional firmware: download=%v update=%v, want attempt", dep["download"], dep["update"])
 	}

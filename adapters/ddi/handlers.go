@@ -55,9 +55,10 @@ type chunkView struct {
 type deploymentView struct {
 	ID         string `json:"id"`
 	Deployment struct {
-		Download string      `json:"download"`
-		Update   string      `json:"update"`
-		Chunks   []chunkView `json:"chunks"`
+		Download          string      `json:"download"`
+		Update            string      `json:"update"`
+		MaintenanceWindow string      `json:"maintenanceWindow,omitempty"`
+		Chunks            []chunkView `json:"chunks"`
 	} `json:"deployment"`
 }
 
@@ -141,14 +142,23 @@ func (a *Adapter) poll(c echo.Context) error {
 
 // newDeploymentView renders a task as hawkBit's deploymentBase: one chunk
 // (part "os") with one artifact, the firmware image. Mandatory firmware is
-// "forced", other firmware "attempt".
-func newDeploymentView(v ports.TaskView) deploymentView {
+// "forced", other firmware "attempt". When the task's rollout has a
+// maintenance window, deployment.maintenanceWindow says whether it is open
+// ("available") or not ("unavailable", and then "update": "skip": the
+// agent may download but must not install), as hawkBit answers.
+func newDeploymentView(v ports.TaskView, window ports.DDIWindow) deploymentView {
 	spec := v.Firmware.Spec()
 	var d deploymentView
 	d.ID = strconv.FormatInt(v.Task.ActionID(), 10)
 	d.Deployment.Download, d.Deployment.Update = "attempt", "attempt"
 	if spec.Mandatory {
 		d.Deployment.Download, d.Deployment.Update = "forced", "forced"
+	}
+	switch window {
+	case ports.DDIWindowAvailable:
+		d.Deployment.MaintenanceWindow = "available"
+	case ports.DDIWindowUnavailable:
+		d.Deployment.MaintenanceWindow, d.Deployment.Update = "unavailable", "skip"
 	}
 	links := map[string]link{"download-http": {spec.URL}}
 	if strings.HasPrefix(spec.URL, "https://") {
@@ -185,11 +195,11 @@ func (a *Adapter) deploymentBase(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v, err := a.svc.Deployment(c.Request().Context(), deviceID(c), id)
+	d, err := a.svc.Deployment(c.Request().Context(), deviceID(c), id)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, newDeploymentView(v))
+	return c.JSON(http.StatusOK, newDeploymentView(d.TaskView, d.Window))
 }
 
 func (a *Adapter) installedBase(c echo.Context) error {
@@ -201,7 +211,7 @@ func (a *Adapter) installedBase(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, newDeploymentView(v))
+	return c.JSON(http.StatusOK, newDeploymentView(v, ports.DDINoWindow))
 }
 
 // feedback reads a feedback body; status.execution is required.
