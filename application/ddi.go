@@ -49,47 +49,63 @@ func NewDDI(devices ports.DeviceService, repo ports.DeviceRepository, rollouts p
 	return &DDI{devices: devices, repo: repo, rollouts: rollouts, attrs: attrs, actions: actions, clock: clock, poll: poll, versionAttr: string(versionAttr)}, nil
 }
 
-// AuthenticateTarget admits the device's own token only.
-func (s *DDI) AuthenticateTarget(ctx context.Context, token, deviceID string) error {
+// AuthenticateTarget admits the device's own token only, and returns the
+// device with its task state (one round trip): the poll that follows
+// reads nothing more.
+func (s *DDI) AuthenticateTarget(ctx context.Context, token, deviceID string) (ports.AuthenticatedDevice, error) {
 	dev, err := s.devices.AuthenticateDevice(ctx, token)
 	if err != nil {
-		return err
+		return ports.AuthenticatedDevice{}, err
 	}
 	if dev.ID() != deviceID {
-		return domain.ErrForbidden
+		return ports.AuthenticatedDevice{}, domain.ErrForbidden
 	}
-	return nil
+	return dev, nil
 }
 
-// KnownDevice is domain.ErrNotFound for a device that is not registered.
-func (s *DDI) KnownDevice(ctx context.Context, deviceID string) error {
-	if _, err := s.repo.Get(ctx, deviceID); err != nil {
-		return fmt.Errorf("loading device: %w", err)
+// KnownDevice loads a registered device with its task state, or is
+// domain.ErrNotFound.
+func (s *DDI) KnownDevice(ctx context.Context, deviceID string) (ports.AuthenticatedDevice, error) {
+	return s.devices.IdentifyDevice(ctx, deviceID)
+}
+
+// withTasks returns dev with its task state, reading it only when the edge
+// authenticated the device without it.
+func (s *DDI) withTasks(ctx context.Context, dev ports.AuthenticatedDevice) (ports.AuthenticatedDevice, error) {
+	if dev.Tasks != nil {
+		return dev, nil
 	}
-	return nil
+	return s.devices.IdentifyDevice(ctx, dev.ID())
 }
 
 // Poll runs the check with the device's last-known version (a DDI poll
-// carries none; configData provides it). A device whose version is not
-// known yet is asked for its configData and gets no deployment. A cancel
-// the device has not confirmed is looked up after the check, which may
-// itself have cancelled a pending task.
-func (s *DDI) Poll(ctx context.Context, deviceID string) (ports.DDIPoll, error) {
-	dev, err := s.repo.Get(ctx, deviceID)
+// carries none; configData provides it), on the device and task state its
+// authentication read: the check reads nothing again. A device whose
+// version or attributes are not known yet is asked for its configData, and
+// gets no deployment while its version is unknown. A cancel the device has
+// not confirmed is looked up after the check, which may itself have
+// cancelled a pending task.
+func (s *DDI) Poll(ctx context.Context, dev ports.AuthenticatedDevice) (ports.DDIPoll, error) {
+	dev, err := s.withTasks(ctx, dev)
 	if err != nil {
-		return ports.DDIPoll{}, fmt.Errorf("loading device: %w", err)
+		return ports.DDIPoll{}, err
 	}
-	attrs, err := s.attrs.Get(ctx, deviceID)
-	if err != nil {
-		return ports.DDIPoll{}, fmt.Errorf("loading device attributes: %w", err)
-	}
-	res := ports.DDIPoll{PollAfter: time.Duration(s.poll), WantConfigData: !attrs.Known() || dev.CurrentVersion().IsZero()}
-	if !dev.CurrentVersion().IsZero() {
-		if res.Deployment, err = s.check(ctx, dev); err != nil {
+	version := dev.Device.CurrentVersion()
+	// The check view carries the attributes exactly when the device has
+	// reported some (DeviceAttributes.Known).
+	known := dev.Tasks.Facts.Attributes != nil
+	res := ports.DDIPoll{PollAfter: time.Duration(s.poll), WantConfigData: !known || version.IsZero()}
+	if !version.IsZero() {
+		c, err := s.devices.Check(ctx, ports.CheckRequest{Device: dev, Model: dev.Device.Model(), CurrentVersion: version.String()})
+		if err != nil {
 			return ports.DDIPoll{}, err
 		}
+		res.Deployment = c.Task
+		if c.PollAfter > 0 && c.PollAfter < res.PollAfter {
+			res.PollAfter = c.PollAfter // a rollout's window or start is near (schedule rule S3)
+		}
 	}
-	n, err := s.actions.PendingCancel(ctx, deviceID)
+	n, err := s.actions.PendingCancel(ctx, dev.ID())
 	if err != nil {
 		return ports.DDIPoll{}, fmt.Errorf("loading pending cancel: %w", err)
 	}
@@ -98,17 +114,6 @@ func (s *DDI) Poll(ctx context.Context, deviceID string) (ports.DDIPoll, error) 
 		res.Cancel = &t
 	}
 	return res, nil
-}
-
-// check is the one place DDI calls the check use case.
-func (s *DDI) check(ctx context.Context, dev domain.Device) (*ports.TaskView, error) {
-	res, err := s.devices.Check(ctx, ports.CheckRequest{
-		Device: ports.AuthenticatedDevice{Device: dev}, Model: dev.Model(), CurrentVersion: dev.CurrentVersion().String(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return res.Task, nil
 }
 
 // task loads the device's task numbered actionID with its firmware.
@@ -121,9 +126,10 @@ func (s *DDI) task(ctx context.Context, deviceID string, actionID int64) (ports.
 }
 
 // Deployment returns the action's task, refusing a firmware without sha1,
-// with the state of its rollout's maintenance window for the device.
-func (s *DDI) Deployment(ctx context.Context, deviceID string, actionID int64) (ports.DDIDeployment, error) {
-	v, err := s.task(ctx, deviceID, actionID)
+// with the state of its rollout's maintenance window for the device
+// (judged on the attributes its authentication read).
+func (s *DDI) Deployment(ctx context.Context, dev ports.AuthenticatedDevice, actionID int64) (ports.DDIDeployment, error) {
+	v, err := s.task(ctx, dev.ID(), actionID)
 	if err != nil {
 		return ports.DDIDeployment{}, err
 	}
@@ -136,11 +142,10 @@ func (s *DDI) Deployment(ctx context.Context, deviceID string, actionID int64) (
 		return ports.DDIDeployment{}, fmt.Errorf("loading the action's rollout: %w", err)
 	}
 	if w := r.Window(); w != nil {
-		attrs, err := s.attrs.Get(ctx, deviceID)
-		if err != nil {
-			return ports.DDIDeployment{}, fmt.Errorf("loading device attributes: %w", err)
+		if dev, err = s.withTasks(ctx, dev); err != nil {
+			return ports.DDIDeployment{}, err
 		}
-		d.Window = ddiWindow(*w, domain.DeviceFacts{Attributes: attrs.Values()}, s.clock.Now())
+		d.Window = ddiWindow(*w, dev.Tasks.Facts, s.clock.Now())
 	}
 	return d, nil
 }

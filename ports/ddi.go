@@ -67,20 +67,22 @@ type DDIDeployment struct {
 // the protocol's actions onto DeviceService.
 type DDIService interface {
 	// AuthenticateTarget admits a hawkBit target token of the device
-	// deviceID: domain.ErrUnauthorized for an unknown token,
+	// deviceID and returns the device with its task state, read in the
+	// same round trip: domain.ErrUnauthorized for an unknown token,
 	// domain.ErrForbidden for another device's.
-	AuthenticateTarget(ctx context.Context, token, deviceID string) error
-	// KnownDevice returns domain.ErrNotFound unless the device is registered
-	// (a gateway token is valid for every registered device).
-	KnownDevice(ctx context.Context, deviceID string) error
-	// Poll runs the check for the device with its last-known version and
-	// says what the device should do next.
-	Poll(ctx context.Context, deviceID string) (DDIPoll, error)
+	AuthenticateTarget(ctx context.Context, token, deviceID string) (AuthenticatedDevice, error)
+	// KnownDevice returns the registered device with its task state, or
+	// domain.ErrNotFound (a gateway token is valid for every registered
+	// device).
+	KnownDevice(ctx context.Context, deviceID string) (AuthenticatedDevice, error)
+	// Poll runs the check for the device, as authentication read it, with
+	// its last-known version and says what the device should do next.
+	Poll(ctx context.Context, dev AuthenticatedDevice) (DDIPoll, error)
 	// Deployment returns the device's task numbered actionID, with its
 	// firmware; domain.ErrNotDeliverable when the firmware lacks the sha1
 	// hawkBit agents verify. Its Window is judged by the rule the check
 	// admits devices by (schedule rule S2), in the device's time zone.
-	Deployment(ctx context.Context, deviceID string, actionID int64) (DDIDeployment, error)
+	Deployment(ctx context.Context, dev AuthenticatedDevice, actionID int64) (DDIDeployment, error)
 	// InstalledBase returns the device's succeeded task numbered actionID.
 	InstalledBase(ctx context.Context, deviceID string, actionID int64) (TaskView, error)
 	// DeploymentFeedback applies a device's feedback on an action as a task

@@ -129,23 +129,37 @@ func (a *Adapter) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		ctx := c.Request().Context()
 		id := deviceID(c)
+		var (
+			dev ports.AuthenticatedDevice
+			err error
+		)
 		switch {
 		case strings.EqualFold(scheme, "TargetToken"):
-			if err := a.svc.AuthenticateTarget(ctx, token, id); err != nil {
-				return err
-			}
+			dev, err = a.svc.AuthenticateTarget(ctx, token, id)
 		case strings.EqualFold(scheme, "GatewayToken"):
 			if a.cfg.GatewayToken == "" || subtle.ConstantTimeCompare([]byte(token), []byte(a.cfg.GatewayToken)) != 1 {
 				return domain.ErrUnauthorized
 			}
-			if err := a.svc.KnownDevice(ctx, id); err != nil {
-				return err
-			}
+			dev, err = a.svc.KnownDevice(ctx, id)
 		default:
 			return domain.ErrUnauthorized
 		}
+		if err != nil {
+			return err
+		}
+		c.Set(deviceKey, dev)
 		return next(c)
 	}
+}
+
+// deviceKey is where authenticate leaves the device it read (with its task
+// state), so that the handler's use case does not read it again.
+const deviceKey = "ddi.device"
+
+// authenticated is the device authenticate read.
+func authenticated(c echo.Context) ports.AuthenticatedDevice {
+	dev, _ := c.Get(deviceKey).(ports.AuthenticatedDevice)
+	return dev
 }
 
 // base is the absolute URL of the device's DDI root, as the agent reached

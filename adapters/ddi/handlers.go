@@ -118,7 +118,7 @@ func decode(c echo.Context, v any) error {
 }
 
 func (a *Adapter) poll(c echo.Context) error {
-	p, err := a.svc.Poll(c.Request().Context(), deviceID(c))
+	p, err := a.svc.Poll(c.Request().Context(), authenticated(c))
 	if err != nil {
 		return err
 	}
@@ -195,7 +195,7 @@ func (a *Adapter) deploymentBase(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := a.svc.Deployment(c.Request().Context(), deviceID(c), id)
+	d, err := a.svc.Deployment(c.Request().Context(), authenticated(c), id)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/jmoiron/sqlx"
 
@@ -101,7 +102,13 @@ func (s *AttributeRepository) Update(ctx context.Context, deviceID string, fn fu
 
 // TaskActionRepository finds tasks by action id and keeps their cancel
 // notices in tasks.cancel_confirmed_at.
-type TaskActionRepository struct{ db *sqlx.DB }
+type TaskActionRepository struct {
+	db *sqlx.DB
+	// pending is PendingCancel's statement, prepared on first use: every
+	// DDI poll runs it, and prepared it costs one round trip, not two.
+	mu      sync.Mutex
+	pending *sql.Stmt
+}
 
 var _ ports.TaskActions = (*TaskActionRepository)(nil)
 
@@ -115,11 +122,18 @@ type queryer interface {
 
 // notice reads one task with its confirmation by a WHERE clause on tasks.
 func noticeWhere(ctx context.Context, q queryer, where string, args ...any) (domain.CancelNotice, error) {
+	return scanNotice(q.QueryRowContext(ctx, noticeSelect+where, args...))
+}
+
+// noticeSelect reads a task with its confirmation; a WHERE clause follows.
+const noticeSelect = `SELECT ` + taskColumns + `, cancel_confirmed_at FROM tasks WHERE `
+
+// scanNotice reads the row of a noticeSelect.
+func scanNotice(row *sql.Row) (domain.CancelNotice, error) {
 	var (
 		r  taskRow
 		at sql.NullTime
 	)
-	row := q.QueryRowContext(ctx, `SELECT `+taskColumns+`, cancel_confirmed_at FROM tasks WHERE `+where, args...)
 	err := row.Scan(&r.ID, &r.ActionID, &r.DeviceID, &r.FirmwareID, &r.RolloutID, &r.Status, &r.Progress,
 		&r.Attempt, &r.ErrorCode, &r.ErrorMessage, &r.CreatedAt, &r.UpdatedAt, &at)
 	if err != nil {
@@ -159,8 +173,13 @@ func (s *TaskActionRepository) PendingCancel(ctx context.Context, deviceID strin
 	if !validDeviceID(deviceID) {
 		return nil, nil
 	}
-	n, err := noticeWhere(ctx, s.db, `device_id = $1 AND status = 'cancelled' AND cancel_confirmed_at IS NULL
-		ORDER BY updated_at DESC, id DESC LIMIT 1`, deviceID)
+	var row *sql.Row
+	if st, err := s.pendingStmt(ctx); err == nil {
+		row = st.QueryRowContext(ctx, deviceID)
+	} else {
+		row = s.db.QueryRowContext(ctx, noticeSelect+pendingCancelWhere, deviceID)
+	}
+	n, err := scanNotice(row)
 	if errors.Is(err, domain.ErrNotFound) {
 		return nil, nil
 	}
@@ -168,6 +187,26 @@ func (s *TaskActionRepository) PendingCancel(ctx context.Context, deviceID strin
 		return nil, fmt.Errorf("loading pending cancel of device %q: %w", deviceID, err)
 	}
 	return &n, nil
+}
+
+// pendingCancelWhere selects the device's newest unconfirmed cancel.
+const pendingCancelWhere = `device_id = $1 AND status = 'cancelled' AND cancel_confirmed_at IS NULL
+	ORDER BY updated_at DESC, id DESC LIMIT 1`
+
+// pendingStmt prepares PendingCancel's statement once; a failure is not
+// kept (the caller runs the query unprepared, and the next call tries
+// again).
+func (s *TaskActionRepository) pendingStmt(ctx context.Context) (*sql.Stmt, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending == nil {
+		st, err := s.db.PrepareContext(ctx, noticeSelect+pendingCancelWhere)
+		if err != nil {
+			return nil, err
+		}
+		s.pending = st
+	}
+	return s.pending, nil
 }
 
 // UpdateCancel locks the task's row, lets fn change its notice, and stores

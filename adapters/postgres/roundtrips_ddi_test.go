@@ -1,0 +1,100 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/postgres"
+	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// TestDDIPollRoundTrips counts the database round trips of a hawkBit
+// device's poll (target-token authentication, then the poll: the check and
+// the pending-cancel lookup) on the serving wiring, and asserts them: the
+// device, its task state and its attributes come with the authentication
+// (one statement), and the only other read is the pending cancel, which
+// lives in its own table.
+func TestDDIPollRoundTrips(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	db, writes := countingPool(t, e.url)
+	repos, err := postgres.NewRepositories(db)
+	must(t, err)
+	seen, stop, err := postgres.NewWriteBehindDevices(repos.Devices, postgres.WriteBehindConfig{Interval: time.Hour}, nil)
+	must(t, err)
+	t.Cleanup(stop)
+	cache, stopCache, err := postgres.NewCatalogCache(repos.Firmwares, repos.Rollouts,
+		postgres.CatalogCacheConfig{URL: postgres.DatabaseURL(e.url)}, nil)
+	must(t, err)
+	t.Cleanup(stopCache)
+	attrs := postgres.NewAttributeRepository(db)
+	deps := application.Deps{
+		Devices: seen, Firmwares: cache.Firmwares(), Rollouts: cache.Rollouts(), Tasks: repos.Tasks,
+		Locker: memory.NewLocker(time.Second, ports.NopLockMetrics{}), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
+		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{}, Attributes: attrs,
+	}
+	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
+	must(t, err)
+	admin, err := application.NewAdmin(deps)
+	must(t, err)
+	ddi, err := application.NewDDI(devices, seen, cache.Rollouts(), attrs, postgres.NewTaskActionRepository(db),
+		deps.Clock, application.PollInterval(time.Hour), "sw_version")
+	must(t, err)
+
+	model, bare := "ddi-rt-"+newID()[:8], "ddi-rt-bare-"+newID()[:8]
+	fw, err := admin.PublishFirmware(ctx, domain.FirmwareSpec{Model: model, Version: "2.0.0",
+		URL: "https://fw.example/rt.swu", SizeBytes: 10, SHA256: sha(7), SHA1: sha(8)[:40]})
+	must(t, err)
+	_, err = admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: domain.RolloutSpec{Percentage: 100}})
+	must(t, err)
+	register := func(id, m string) ports.DeviceCredentials {
+		c, err := admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: id, Model: m, CurrentVersion: "1.0.0"})
+		must(t, err)
+		_, err = ddi.ConfigData(ctx, id, "merge", map[string]string{"sw_version": "1.0.0"})
+		must(t, err)
+		return c
+	}
+	withTask, idle := register(model+"-1", model), register(bare+"-1", bare)
+
+	poll := func(c ports.DeviceCredentials) (ports.DDIPoll, int64) {
+		t.Helper()
+		before := writes.Load()
+		p, err := ddiPoll(ctx, ddi, c)
+		must(t, err)
+		return p, writes.Load() - before
+	}
+	first, _ := poll(withTask)
+	if first.Deployment == nil {
+		t.Fatal("first poll: no deployment")
+	}
+	poll(idle)
+	time.Sleep(50 * time.Millisecond) // the admin writes' notifications land
+
+	p, reuse := poll(withTask)
+	if p.Deployment == nil || p.Deployment.Task.ID() != first.Deployment.Task.ID() || p.WantConfigData {
+		t.Fatalf("reuse: %+v", p)
+	}
+	p, noUpd := poll(idle)
+	if p.Deployment != nil || p.Cancel != nil || p.WantConfigData {
+		t.Fatalf("no update: %+v", p)
+	}
+	t.Logf("DDI poll: reuse %d round trips, no update %d", reuse, noUpd)
+	const want = 2 // the device with its task state and attributes (auth); the pending cancel
+	if reuse != want || noUpd != want {
+		t.Errorf("DDI poll: reuse %d, no update %d round trips, want %d each", reuse, noUpd, want)
+	}
+}
+
+// ddiPoll authenticates a device by its target token and polls, as the
+// DDI edge does.
+func ddiPoll(ctx context.Context, ddi *application.DDI, c ports.DeviceCredentials) (ports.DDIPoll, error) {
+	dev, err := ddi.AuthenticateTarget(ctx, c.Token, c.Device.ID())
+	if err != nil {
+		return ports.DDIPoll{}, err
+	}
+	return ddi.Poll(ctx, dev)
+}
