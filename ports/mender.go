@@ -80,9 +80,11 @@ type MenderService interface {
 	// token, or domain.ErrUnauthorized while the device is not admitted
 	// (recording it as pending when operators accept pending devices).
 	Authenticate(ctx context.Context, req MenderAuth) (string, error)
-	// Session returns the device a session token was issued to, without
-	// reading the store; domain.ErrUnauthorized if it is invalid or expired.
-	Session(token string) (string, error)
+	// Session returns the device a session token was issued to:
+	// domain.ErrUnauthorized if it is invalid or expired (judged without
+	// the store), or if the device's admission has moved to another token
+	// generation since (its key was rotated: one read of the admission).
+	Session(ctx context.Context, token string) (string, error)
 	// Next runs the check for the device: its deployment, or nil.
 	Next(ctx context.Context, deviceID string, p MenderProvides) (*TaskView, error)
 	// Status applies a deployment status report to the device's task;

@@ -137,7 +137,8 @@ func deviceOf(c echo.Context) string {
 	return id
 }
 
-// session admits a request bearing a valid session token.
+// session admits a request bearing a valid session token of the device's
+// current token generation.
 func (a *Adapter) session(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		values := c.Request().Header.Values("Authorization")
@@ -148,7 +149,7 @@ func (a *Adapter) session(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
 			return domain.ErrUnauthorized
 		}
-		id, err := a.svc.Session(strings.TrimSpace(token))
+		id, err := a.svc.Session(c.Request().Context(), strings.TrimSpace(token))
 		if err != nil {
 			return err
 		}

@@ -776,14 +776,14 @@ func TestOperatorsSetAndRotateADeviceKey(t *testing.T) {
 	if r := h.auth("dev-1", k1, k1, true); r.status != http.StatusUnauthorized {
 		t.Fatalf("the rotated-out key still authenticates: %d", r.status)
 	}
-	h.token("dev-1", k2)
-	// A token issued before the rotation lives until it expires.
-	if r := h.do(http.MethodPut, mender.InventoryPath, bearer(old), `[]`, true); r.status != http.StatusOK {
-		t.Fatalf("unexpired token after rotation: %d", r.status)
-	}
-	h.clock.advance(11 * time.Minute)
+	fresh := h.token("dev-1", k2)
+	// A token issued before the rotation stops working at once, though it
+	// has not expired: the client authenticates again on the 401.
 	if r := h.do(http.MethodPut, mender.InventoryPath, bearer(old), `[]`, true); r.status != http.StatusUnauthorized {
-		t.Fatalf("expired token after rotation: %d", r.status)
+		t.Fatalf("unexpired token of the old generation after rotation: %d, want 401", r.status)
+	}
+	if r := h.do(http.MethodPut, mender.InventoryPath, bearer(fresh), `[]`, true); r.status != http.StatusOK {
+		t.Fatalf("token of the new generation: %d", r.status)
 	}
 	h.admin(http.MethodPut, "/devices/ghost/public_key", map[string]any{"public_key": k1.pub}, http.StatusNotFound)
 	h.admin(http.MethodPut, "/devices/dev-1/public_key", map[string]any{"public_key": "nope"}, http.StatusBadRequest)
@@ -823,5 +823,60 @@ func TestAdminRoutesAreDocumented(t *testing.T) {
 	}
 	if len(served) != 5 {
 		t.Errorf("%d admin routes", len(served))
+	}
+}
+
+// TestRotatedKeyRevokesTokensAtTheNextCall: a session token carries its
+// admission's generation; once an operator rotates the device's key, the
+// device's older tokens are refused (401) at its next call — next,
+// status, log, inventory — though they have not expired, and a token got
+// with the new key carries on with the same deployment.
+func TestRotatedKeyRevokesTokensAtTheNextCall(t *testing.T) {
+	h := newHarness(t, false)
+	k1, k2 := newKey(t, "ecdsa"), newKey(t, "ed25519")
+	h.register("dev-1", k1)
+	h.release("1.0.0", "release-1")
+	h.release("2.0.0", "release-2")
+	old := h.token("dev-1", k1)
+	r := h.nextAll(old, "release-1")[0]
+	if r.status != http.StatusOK {
+		t.Fatalf("next: %d %s", r.status, r.body)
+	}
+	var d deployment
+	if err := json.Unmarshal(r.body, &d); err != nil {
+		t.Fatal(err)
+	}
+	if s := h.status(old, d.ID, "downloading"); s != http.StatusNoContent {
+		t.Fatalf("status before rotation: %d", s)
+	}
+
+	h.admin(http.MethodPut, "/devices/dev-1/public_key", map[string]any{"public_key": k2.pub}, http.StatusOK)
+	for i, r := range h.nextAll(old, "release-1") {
+		if r.status != http.StatusUnauthorized {
+			t.Errorf("next #%d with a token of the rotated-out generation: %d, want 401", i, r.status)
+		}
+	}
+	if s := h.status(old, d.ID, "installing"); s != http.StatusUnauthorized {
+		t.Errorf("status with a token of the rotated-out generation: %d, want 401", s)
+	}
+	logBody := `{"messages":[{"level":"info","message":"x","timestamp":"2026-01-02T03:04:05Z"}]}`
+	if r := h.do(http.MethodPut, "/api/devices/v1/deployments/device/deployments/"+d.ID+"/log", bearer(old), logBody, true); r.status != http.StatusUnauthorized {
+		t.Errorf("log with a token of the rotated-out generation: %d, want 401", r.status)
+	}
+	if r := h.do(http.MethodPut, mender.InventoryPath, bearer(old), `[]`, true); r.status != http.StatusUnauthorized {
+		t.Errorf("inventory with a token of the rotated-out generation: %d, want 401", r.status)
+	}
+	if got := h.task(d.ID)["status"]; got != "downloading" {
+		t.Fatalf("a refused status changed the task: %v", got)
+	}
+
+	fresh := h.token("dev-1", k2)
+	r = h.nextAll(fresh, "release-1")[0]
+	var again deployment
+	if r.status != http.StatusOK || json.Unmarshal(r.body, &again) != nil || again.ID != d.ID {
+		t.Fatalf("next with the new key's token: %d %s, want deployment %s", r.status, r.body, d.ID)
+	}
+	if s := h.status(fresh, d.ID, "installing"); s != http.StatusNoContent {
+		t.Fatalf("status with the new key's token: %d", s)
 	}
 }
