@@ -188,25 +188,25 @@ func (s *Mender) recordPending(ctx context.Context, deviceID, idData string, key
 }
 
 // Session verifies a session token's signature and expiry without the
-// store, then that the device's admission still honours its generation
-// (domain.DeviceAdmission.Honours): after an operator rotates a device's
+// store, then that it is of the device's current token generation
+// (domain.SessionClaims.Current): after an operator rotates a device's
 // key, its older tokens are refused at its next call, and mender-client
 // authenticates again (with the new key) on a 401. Every route a session
-// admits reads the store for the device anyway; this is one more primary
-// key read.
+// admits reads the store for the device anyway; this is one more read, by
+// primary key, of one column.
 func (s *Mender) Session(ctx context.Context, token string) (string, error) {
 	c, err := domain.VerifySessionToken(s.cfg.Secret, token, s.p.Clock.Now())
 	if err != nil {
 		return "", err
 	}
-	adm, err := s.p.Admissions.Get(ctx, c.DeviceID)
+	gen, err := s.p.Admissions.Generation(ctx, c.DeviceID)
 	if errors.Is(err, domain.ErrNotFound) {
 		return "", domain.ErrUnauthorized
 	}
 	if err != nil {
-		return "", fmt.Errorf("loading admission: %w", err)
+		return "", fmt.Errorf("loading token generation: %w", err)
 	}
-	if !adm.Honours(c) {
+	if !c.Current(gen) {
 		return "", domain.ErrUnauthorized
 	}
 	return c.DeviceID, nil

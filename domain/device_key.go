@@ -165,16 +165,8 @@ func (a DeviceAdmission) Admits(presented DeviceKey, body []byte, signatureB64 s
 	return a.key.Equal(presented) && a.key.Verify(body, signatureB64)
 }
 
-// Honours reports whether a session token with these (verified) claims is
-// still good for this admission: issued to this device under the current
-// generation. Rotating the key moves the generation on, so tokens issued
-// before stop working at the device's next call.
-func (a DeviceAdmission) Honours(c SessionClaims) bool {
-	return c.DeviceID == a.deviceID && c.Generation == a.generation
-}
-
 // RotateKey replaces the key; tokens of the old generation are no longer
-// issued or honoured (Honours).
+// issued or honoured (SessionClaims.Current).
 func (a *DeviceAdmission) RotateKey(key DeviceKey, now time.Time) {
 	if key.Equal(a.key) {
 		return

@@ -45,6 +45,12 @@ type SessionClaims struct {
 	Expires    time.Time
 }
 
+// Current reports whether a (verified) session token is still good for a
+// device whose admission is at generation: it was issued under that very
+// generation. Rotating the device's key moves the generation on, so tokens
+// issued before stop working at the device's next call.
+func (c SessionClaims) Current(generation int64) bool { return c.Generation == generation }
+
 // sessionHeader is the one JWT header issued and accepted (HS256): a token
 // naming any other algorithm is refused before its signature is looked at.
 var sessionHeader = base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`))

@@ -11,6 +11,10 @@ import (
 type DeviceAdmissions interface {
 	// Get returns the device's admission.
 	Get(ctx context.Context, deviceID string) (domain.DeviceAdmission, error)
+	// Generation returns the device's current session token generation
+	// (domain.DeviceAdmission.Generation) without its key: what every call
+	// a session token admits checks, so it must be cheap.
+	Generation(ctx context.Context, deviceID string) (int64, error)
 	// CreateDevice registers a device together with its admission,
 	// atomically: domain.ErrDeviceExists if the id is taken, and nothing is
 	// stored then.
@@ -83,7 +87,7 @@ type MenderService interface {
 	// Session returns the device a session token was issued to:
 	// domain.ErrUnauthorized if it is invalid or expired (judged without
 	// the store), or if the device's admission has moved to another token
-	// generation since (its key was rotated: one read of the admission).
+	// generation since (its key was rotated: one read of the generation).
 	Session(ctx context.Context, token string) (string, error)
 	// Next runs the check for the device: its deployment, or nil.
 	Next(ctx context.Context, deviceID string, p MenderProvides) (*TaskView, error)

@@ -61,6 +61,15 @@ func (r *Admissions) Get(ctx context.Context, deviceID string) (domain.DeviceAdm
 	return a, nil
 }
 
+// Generation returns the device's current session token generation.
+func (r *Admissions) Generation(ctx context.Context, deviceID string) (int64, error) {
+	a, err := r.Get(ctx, deviceID)
+	if err != nil {
+		return 0, err
+	}
+	return a.Generation(), nil
+}
+
 // createDeviceLocked stores a new device and its admission; the caller
 // holds the store's mutex.
 func (r *Admissions) createDeviceLocked(d domain.Device, a domain.DeviceAdmission) error {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -15,7 +16,13 @@ import (
 )
 
 // AdmissionRepository stores device public keys in device_admissions.
-type AdmissionRepository struct{ db *sqlx.DB }
+type AdmissionRepository struct {
+	db *sqlx.DB
+	// generation is Generation's statement, prepared on first use: every
+	// Mender call runs it, and prepared it costs one round trip, not two.
+	mu         sync.Mutex
+	generation *sql.Stmt
+}
 
 var _ ports.DeviceAdmissions = (*AdmissionRepository)(nil)
 
@@ -52,6 +59,43 @@ func (s *AdmissionRepository) Get(ctx context.Context, deviceID string) (domain.
 		return domain.DeviceAdmission{}, fmt.Errorf("loading admission of %q: %w", deviceID, notFound(err))
 	}
 	return r.toDomain()
+}
+
+// Generation returns the device's current session token generation: one
+// column by primary key, the key not parsed.
+func (s *AdmissionRepository) Generation(ctx context.Context, deviceID string) (int64, error) {
+	if !validDeviceID(deviceID) {
+		return 0, fmt.Errorf("loading token generation: %w", domain.ErrNotFound)
+	}
+	var gen int64
+	var err error
+	if st, perr := s.generationStmt(ctx); perr == nil {
+		err = st.QueryRowContext(ctx, deviceID).Scan(&gen)
+	} else {
+		err = s.db.QueryRowContext(ctx, generationSQL, deviceID).Scan(&gen)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("loading token generation of %q: %w", deviceID, notFound(err))
+	}
+	return gen, nil
+}
+
+const generationSQL = `SELECT token_generation FROM device_admissions WHERE device_id = $1`
+
+// generationStmt prepares Generation's statement once; a failure is not
+// kept (the caller runs the query unprepared, and the next call tries
+// again).
+func (s *AdmissionRepository) generationStmt(ctx context.Context) (*sql.Stmt, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.generation == nil {
+		st, err := s.db.PrepareContext(ctx, generationSQL)
+		if err != nil {
+			return nil, err
+		}
+		s.generation = st
+	}
+	return s.generation, nil
 }
 
 // putAdmission stores a, replacing any key the device had; a replaced key

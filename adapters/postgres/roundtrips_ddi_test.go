@@ -2,6 +2,10 @@ package postgres_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
 	"testing"
 	"time"
 
@@ -97,4 +101,40 @@ func ddiPoll(ctx context.Context, ddi *application.DDI, c ports.DeviceCredential
 		return ports.DDIPoll{}, err
 	}
 	return ddi.Poll(ctx, dev)
+}
+
+// TestMenderGenerationRoundTrips counts what checking a Mender session
+// token's generation adds to every call a token admits: one round trip
+// (one column by primary key, prepared once).
+func TestMenderGenerationRoundTrips(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	db, writes := countingPool(t, e.url)
+	adm := postgres.NewAdmissionRepository(db)
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	must(t, err)
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	must(t, err)
+	key, err := domain.ParseDeviceKey("pubkey", string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})))
+	must(t, err)
+	now := time.Now()
+	id := "mender-rt-" + newID()[:8]
+	d, err := domain.NewDevice(id, "m", "", domain.HashToken(newID()), now)
+	must(t, err)
+	a, err := domain.NewDeviceAdmission(id, key, now)
+	must(t, err)
+	must(t, adm.CreateDevice(ctx, d, a))
+
+	for i := range 3 {
+		before := writes.Load()
+		gen, err := adm.Generation(ctx, id)
+		must(t, err)
+		n := writes.Load() - before
+		if gen != 1 {
+			t.Fatalf("generation %d, want 1", gen)
+		}
+		if i > 0 && n != 1 { // the first call also prepares the statement
+			t.Errorf("generation read #%d: %d round trips, want 1", i, n)
+		}
+	}
 }

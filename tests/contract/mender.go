@@ -83,6 +83,9 @@ func admissionsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 		t.Fatal(err)
 	}
 	got, err := r.Admissions.Get(ctx, d.ID())
+	if gen, gerr := r.Admissions.Generation(ctx, d.ID()); gerr != nil || gen != 1 {
+		t.Fatalf("generation of a new admission: %d, %v, want 1", gen, gerr)
+	}
 	if err != nil || !got.Key().Equal(k1) || got.Generation() != 1 || !got.UpdatedAt().Equal(repoUs(s.at(1))) {
 		t.Fatalf("stored admission: %v gen=%d at=%v", err, got.Generation(), got.UpdatedAt())
 	}
@@ -109,6 +112,14 @@ func admissionsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	})
 	if err != nil || !got.Key().Equal(k2) || got.Generation() != 2 {
 		t.Fatalf("rotated: %v gen=%d", err, got.Generation())
+	}
+	// The generation every session-admitted call checks follows the
+	// rotation.
+	if gen, err := r.Admissions.Generation(ctx, d.ID()); err != nil || gen != 2 {
+		t.Fatalf("generation after rotation: %d, %v, want 2", gen, err)
+	}
+	if _, err := r.Admissions.Generation(ctx, repoName("nobody")); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("generation of an unknown device: %v, want not found", err)
 	}
 	if _, err := r.Admissions.Admit(ctx, repoName("nobody"), func(*domain.DeviceAdmission) (domain.DeviceAdmission, error) {
 		return a, nil
