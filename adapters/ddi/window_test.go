@@ -104,4 +104,18 @@ func TestMaintenanceWindow(t *testing.T) {
 	if dep := h.deployment("dev-w2", tok2, a2); dep["maintenanceWindow"] != "available" {
 		t.Fatalf("dev-w2 admitted by the check in its window: maintenanceWindow=%v", dep["maintenanceWindow"])
 	}
+
+	// A minute before the window opens, a device kept out by it is told
+	// to come back when it opens (the check's hint, schedule rule S3), not
+	// after the usual 90 s.
+	clock.set(time.Date(2026, 1, 6, 1, 59, 0, 0, time.UTC))
+	tok3 := h.register("dev-w3", "1.0.0")
+	r = h.do(http.MethodGet, root("dev-w3"), tok3, nil)
+	m := r.json(t)
+	if _, ok := m["_links"].(map[string]any)["deploymentBase"]; r.status != http.StatusOK || ok {
+		t.Fatalf("before the window: %d %s, want no deploymentBase", r.status, r.body)
+	}
+	if sleep := m["config"].(map[string]any)["polling"].(map[string]any)["sleep"]; sleep != "00:01:00" {
+		t.Fatalf("config.polling.sleep %v a minute before the window, want 00:01:00", sleep)
+	}
 }
