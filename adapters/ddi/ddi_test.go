@@ -519,19 +519,23 @@ func TestAuthTenantAndErrors(t *testing.T) {
 	}
 
 	fb := root("dev-a") + "/deploymentBase/" + strconv.FormatInt(action, 10) + "/feedback"
-	for name, tc := range map[string]struct {
+	// In this order: "downloaded" must come before "proceeding again" (a
+	// map's random order made the final status a coin toss).
+	for _, tc := range []struct {
+		name string
 		body string
 		want int
 	}{
-		"unknown execution":  {`{"status": {"execution": "exploded", "result": {"finished": "none"}}}`, http.StatusBadRequest},
-		"unknown finished":   {`{"status": {"execution": "closed", "result": {"finished": "maybe"}}}`, http.StatusBadRequest},
-		"no status":          {`{"id": 1}`, http.StatusBadRequest},
-		"not json":           {`status=closed`, http.StatusBadRequest},
-		"scheduled":          {`{"status": {"execution": "scheduled", "result": {"finished": "none"}}}`, http.StatusOK},
-		"downloaded":         {`{"status": {"execution": "downloaded", "result": {"finished": "none"}}}`, http.StatusOK},
-		"proceeding again":   {`{"status": {"execution": "proceeding", "result": {"finished": "none"}}}`, http.StatusOK},
-		"wrong content type": {"", http.StatusUnsupportedMediaType},
+		{"unknown execution", `{"status": {"execution": "exploded", "result": {"finished": "none"}}}`, http.StatusBadRequest},
+		{"unknown finished", `{"status": {"execution": "closed", "result": {"finished": "maybe"}}}`, http.StatusBadRequest},
+		{"no status", `{"id": 1}`, http.StatusBadRequest},
+		{"not json", `status=closed`, http.StatusBadRequest},
+		{"scheduled", `{"status": {"execution": "scheduled", "result": {"finished": "none"}}}`, http.StatusOK},
+		{"downloaded", `{"status": {"execution": "downloaded", "result": {"finished": "none"}}}`, http.StatusOK},
+		{"proceeding again", `{"status": {"execution": "proceeding", "result": {"finished": "none"}}}`, http.StatusOK},
+		{"wrong content type", "", http.StatusUnsupportedMediaType},
 	} {
+		name := tc.name
 		var r response
 		if name == "wrong content type" {
 			req, _ := http.NewRequest(http.MethodPost, h.srv.URL+fb, strings.NewReader(`{}`))
