@@ -63,6 +63,7 @@ PB=$!
 /usr/bin/time -f "%U %S" -o "$W/profile-wrk.time" wrk -t2 -c64 -d"${secs}s" -s "$here/check.lua" "http://$ADDR" \
   -- "$tokens" $model "$off" 2 >"$W/profile-wrk.txt" 2>&1
 wait $PB
+sleep 1 # the postmaster adds an exited backend's CPU to its own only once it reaped it
 o1=$(ticks $OP) p1=$(ticks $pids) x1=$(xacts) e1=$(exited) w1=$(writes)
 wait $CP || die "no profile from $PP"
 n=$(awk '/ requests in / { print $1 }' "$W/profile-wrk.txt")
