@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -21,6 +22,8 @@ type App struct {
 	server *echo.Echo
 	addr   string
 	logger *slog.Logger
+	// pprofAddr is OTA_PPROF_ADDR: empty, no profiling listener.
+	pprofAddr string
 	// flushers run after the server drained and before clients close
 	// (e.g. the write-behind batcher).
 	flushers []func(context.Context) error
@@ -28,7 +31,7 @@ type App struct {
 
 // NewApp wraps the HTTP server with its lifecycle.
 func NewApp(cfg Config, server *echo.Echo, logger *slog.Logger) *App {
-	return &App{server: server, addr: cfg.HTTPAddr, logger: logger}
+	return &App{server: server, addr: cfg.HTTPAddr, logger: logger, pprofAddr: cfg.PprofAddr}
 }
 
 // OnShutdown registers work to finish after requests drained.
@@ -57,6 +60,13 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 	}
+	if a.pprofAddr != "" {
+		stop, err := a.servePprof()
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	a.logger.Info("serving", "addr", ln.Addr().String())
@@ -82,4 +92,25 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	a.logger.Info("stopped")
 	return nil
+}
+
+// servePprof serves net/http/pprof on OTA_PPROF_ADDR, a listener of its
+// own: the profiles stay off the service's address (devices never reach
+// them) and off the access log and metrics, so profiling under load
+// measures the service, not the profiler's requests. stop closes it.
+func (a *App) servePprof() (stop func(), err error) {
+	ln, err := net.Listen("tcp", a.pprofAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s (OTA_PPROF_ADDR): %w", a.pprofAddr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	a.logger.Warn("serving pprof profiles (OTA_PPROF_ADDR)", "addr", ln.Addr().String())
+	return func() { _ = srv.Close() }, nil
 }

@@ -65,6 +65,10 @@ type Config struct {
 	// is how far behind the primary it may be read (OTA_READ_MAX_LAG).
 	DatabaseReadURL string
 	ReadMaxLag      time.Duration
+	// PprofAddr, when set, serves net/http/pprof on its own listener
+	// (OTA_PPROF_ADDR): off by default, never on the service's address, so
+	// profiling a replica under load is opt-in and not reachable by devices.
+	PprofAddr string
 }
 
 // LastSeenResolution is how precisely last_seen_at is kept: a check that
@@ -198,6 +202,10 @@ func LoadConfig(getenv func(string) string, requireAdminToken bool) (Config, err
 		bad("OTA_DATABASE_READ_URL", "must be a postgres:// URL (or unset)")
 	}
 	cfg.ReadMaxLag = duration("OTA_READ_MAX_LAG", "1s", 10*time.Millisecond, time.Minute)
+	cfg.PprofAddr = strings.TrimSpace(getenv("OTA_PPROF_ADDR"))
+	if _, port, err := net.SplitHostPort(cfg.PprofAddr); cfg.PprofAddr != "" && (err != nil || port == "" || cfg.PprofAddr == cfg.HTTPAddr) {
+		bad("OTA_PPROF_ADDR", "%q must be a host:port address other than OTA_HTTP_ADDR, such as 127.0.0.1:6060 (or unset)", cfg.PprofAddr)
+	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(get("OTA_LOG_LEVEL", "info"))); err != nil {
 		bad("OTA_LOG_LEVEL", "must be debug, info, warn or error")
 	}

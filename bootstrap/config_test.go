@@ -39,6 +39,7 @@ func TestLoadConfigRefusesBadValuesNamingTheVariable(t *testing.T) {
 		"OTA_LAST_SEEN_RESOLUTION": {"OTA_LAST_SEEN_RESOLUTION": "-1m"},
 		"OTA_DATABASE_READ_URL":    {"OTA_DATABASE_READ_URL": "mysql://replica"},
 		"OTA_READ_MAX_LAG":         {"OTA_READ_MAX_LAG": "2m"},
+		"OTA_PPROF_ADDR":           {"OTA_PPROF_ADDR": "6060"},
 	}
 	for name, vars := range cases {
 		if name != "OTA_ADMIN_TOKEN" {

@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,17 @@ type Metrics struct {
 	lockFailures *prometheus.CounterVec
 	transitions  *prometheus.CounterVec
 	requests     *prometheus.HistogramVec
+	// observers caches requests' histogram per label set (requestLabels →
+	// prometheus.Observer): the same few label sets serve every request, and
+	// WithLabelValues validated, hashed and formatted them on each one.
+	// It holds exactly the label sets requests already holds.
+	observers sync.Map
+}
+
+// requestLabels is one label set of ota_http_request_duration_seconds.
+type requestLabels struct {
+	method, route string
+	code          int
 }
 
 var _ ports.Metrics = (*Metrics)(nil)
@@ -77,5 +89,10 @@ func (m *Metrics) LockFailed(reason string) { m.lockFailures.WithLabelValues(rea
 
 // ObserveRequest records one HTTP request's duration.
 func (m *Metrics) ObserveRequest(method, route string, code int, d time.Duration) {
-	m.requests.WithLabelValues(method, route, strconv.Itoa(code)).Observe(d.Seconds())
+	key := requestLabels{method, route, code}
+	o, ok := m.observers.Load(key)
+	if !ok {
+		o, _ = m.observers.LoadOrStore(key, m.requests.WithLabelValues(method, route, strconv.Itoa(code)))
+	}
+	o.(prometheus.Observer).Observe(d.Seconds())
 }

@@ -200,7 +200,7 @@ func (s *server) adminAuth(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		if s.cfg.AdminToken == "" || !domain.SecretEqual(token, string(s.cfg.AdminToken)) {
+		if s.cfg.AdminToken == "" || !domain.HashToken(token).Matches(s.adminHash) {
 			return domain.ErrUnauthorized
 		}
 		return next(c)
@@ -220,7 +220,7 @@ func (s *server) deviceAuth(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		if s.cfg.AdminToken != "" && domain.SecretEqual(token, string(s.cfg.AdminToken)) {
+		if s.cfg.AdminToken != "" && domain.HashToken(token).Matches(s.adminHash) {
 			// Same answer as any wrong token: the reply must not confirm
 			// that a guess is the admin token.
 			return domain.ErrUnauthorized

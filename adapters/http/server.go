@@ -17,6 +17,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
 
@@ -109,9 +110,17 @@ type server struct {
 	obs     RequestObserver
 	metrics http.Handler
 	logger  *slog.Logger
-	routes  map[string]bool // "METHOD path" of every registered route
-	ext     extensions      // set by Options (fleet_handlers.go)
+	routes  map[routeKey]bool // every registered route
+	ext     extensions        // set by Options (fleet_handlers.go)
+	// adminHash is the admin token's hash, computed once: deviceAuth
+	// compares every device request's token with it, and hashing the admin
+	// token again per request was a SHA-256 and two allocations per check.
+	adminHash domain.TokenHash
 }
+
+// routeKey names a registered route. A struct key, not "METHOD path":
+// looking a route up per request then concatenates nothing.
+type routeKey struct{ method, path string }
 
 // NewServer builds the Echo instance serving the whole HTTP surface: the
 // /api/v1 device and admin calls, /healthz, /readyz (running every check),
@@ -131,7 +140,10 @@ func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService
 	}
 	s := &server{
 		cfg: cfg.withDefaults(), devices: devices, admin: admin, checks: checks,
-		obs: obs, metrics: metricsHandler, logger: logger, routes: map[string]bool{},
+		obs: obs, metrics: metricsHandler, logger: logger, routes: map[routeKey]bool{},
+	}
+	if s.cfg.AdminToken != "" {
+		s.adminHash = domain.HashToken(string(s.cfg.AdminToken))
 	}
 	for _, o := range opts {
 		o(&s.ext)
@@ -192,16 +204,22 @@ func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService
 // metrics can tell a matched route from the router's 404/405 fallbacks.
 // Middleware is attached per route rather than per group: Echo gives a
 // group with middleware catch-all routes, which would turn unknown admin
-// paths into 401s and hide the 404/405 distinction.
+// paths into 401s and hide the 404/405 distinction. The route's middleware
+// wraps h once, here, first listed outermost as Echo would: Echo's own
+// e.Add(…, m...) re-applies it on every request, a closure per middleware
+// per request.
 func (s *server) add(e *echo.Echo, method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
-	e.Add(method, path, h, m...)
-	s.routes[method+" "+path] = true
+	for i := len(m) - 1; i >= 0; i-- {
+		h = m[i](h)
+	}
+	e.Add(method, path, h)
+	s.routes[routeKey{method, path}] = true
 }
 
 // routeLabel is the bounded route name of a request for logs and metrics.
 func (s *server) routeLabel(c echo.Context) string {
 	p := c.Path()
-	if s.routes[c.Request().Method+" "+p] {
+	if s.routes[routeKey{c.Request().Method, p}] {
 		return p
 	}
 	// Echo's router answers 405 only on a registered path: it leaves that
