@@ -66,7 +66,7 @@ func (f *Fleet) ListRollouts(ctx context.Context, q ports.RolloutQuery) ([]ports
 // RecentFailures returns a rollout's most recently failed tasks with the
 // firmware they install, so an operator sees the error codes a bad image
 // produces before (or after) the rollout pauses itself.
-func (f *Fleet) RecentFailures(ctx context.Context, rolloutID, limit string) ([]ports.TaskView, error) {
+func (f *Fleet) RecentFailures(ctx context.Context, rolloutID domain.UUID, limit string) ([]ports.TaskView, error) {
 	n, err := parseLimit(limit, defaultFailureLimit, maxFailureLimit)
 	if err != nil {
 		return nil, err

@@ -100,7 +100,7 @@ type FleetService interface {
 	// RecentFailures returns a rollout's most recently failed tasks
 	// (limit as received: default 50, at most 500); domain.ErrNotFound for
 	// an unknown rollout.
-	RecentFailures(ctx context.Context, rolloutID, limit string) ([]TaskView, error)
+	RecentFailures(ctx context.Context, rolloutID domain.UUID, limit string) ([]TaskView, error)
 	// FleetOverview summarises every model's fleet (one model's when model
 	// is not ""), models in name order.
 	FleetOverview(ctx context.Context, model string) ([]ModelFleet, error)
