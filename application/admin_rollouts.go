@@ -89,13 +89,13 @@ func (s *RolloutAdmin) GetRollout(ctx context.Context, id domain.UUID) (ports.Ro
 	if err != nil {
 		return ports.RolloutView{}, fmt.Errorf("loading rollout: %w", err)
 	}
-	stats, err := s.tasks.RolloutStats(ctx, id.String())
+	stats, err := s.tasks.RolloutStats(ctx, id)
 	if err != nil {
 		return ports.RolloutView{}, fmt.Errorf("counting rollout tasks: %w", err)
 	}
 	v := ports.RolloutView{Rollout: r, Stats: stats}
 	if since := r.StageSince(); !since.IsZero() {
-		st, err := s.tasks.RolloutStatsSince(ctx, id.String(), since)
+		st, err := s.tasks.RolloutStatsSince(ctx, id, since)
 		if err != nil {
 			return ports.RolloutView{}, fmt.Errorf("counting the current stage's tasks: %w", err)
 		}

@@ -367,13 +367,13 @@ func (s *Checks) judgeAfterTimeout(ctx context.Context, r domain.Rollout) {
 	if !r.Evaluates() {
 		return
 	}
-	total, stage, err := rolloutCounts(r, func(since time.Time) (domain.TaskStats, error) {
-		return s.tasks.RolloutStatsSince(ctx, r.ID(), since)
-	})
+	id, err := storedID(r.ID())
 	if err != nil {
 		return
 	}
-	id, err := storedID(r.ID())
+	total, stage, err := rolloutCounts(r, func(since time.Time) (domain.TaskStats, error) {
+		return s.tasks.RolloutStatsSince(ctx, id, since)
+	})
 	if err != nil {
 		return
 	}

@@ -71,11 +71,10 @@ func (f *Fleet) RecentFailures(ctx context.Context, rolloutID domain.UUID, limit
 	if err != nil {
 		return nil, err
 	}
-	r, err := f.rollouts.Get(ctx, rolloutID)
-	if err != nil {
+	if _, err := f.rollouts.Get(ctx, rolloutID); err != nil {
 		return nil, fmt.Errorf("loading rollout: %w", err)
 	}
-	tasks, err := f.reader.RecentFailures(ctx, r.ID(), n)
+	tasks, err := f.reader.RecentFailures(ctx, rolloutID, n)
 	if err != nil {
 		return nil, fmt.Errorf("listing failures: %w", err)
 	}

@@ -59,7 +59,7 @@ type FleetReader interface {
 	// RecentFailures returns a rollout's failed tasks, the most recently
 	// failed first (updated_at, then id, descending), at most limit. An
 	// unknown rollout has none.
-	RecentFailures(ctx context.Context, rolloutID string, limit int) ([]domain.Task, error)
+	RecentFailures(ctx context.Context, rolloutID domain.UUID, limit int) ([]domain.Task, error)
 }
 
 // RolloutQuery is the rollout listing's filter, as received.

@@ -155,10 +155,10 @@ type TaskRepository interface {
 	// FailedCounts counts the device's failed tasks by firmware id.
 	FailedCounts(ctx context.Context, deviceID string) (map[string]int, error)
 	// RolloutStats counts a rollout's tasks by status, in the store.
-	RolloutStats(ctx context.Context, rolloutID string) (domain.TaskStats, error)
+	RolloutStats(ctx context.Context, rolloutID domain.UUID) (domain.TaskStats, error)
 	// RolloutStatsSince counts, by status, a rollout's tasks created at
 	// or after since: a staged rollout's current stage (stage rule G2).
-	RolloutStatsSince(ctx context.Context, rolloutID string, since time.Time) (domain.TaskStats, error)
+	RolloutStatsSince(ctx context.Context, rolloutID domain.UUID, since time.Time) (domain.TaskStats, error)
 	// List returns tasks matching f in (created_at, id) order, at most f.Limit.
 	List(ctx context.Context, f TaskFilter) ([]domain.Task, error)
 }

@@ -237,7 +237,7 @@ func TestContextErrorsAreTheContexts(t *testing.T) {
 	_, errs["tasks.update"] = f.tk.Update(ctx, tk.ID(), func(*domain.Task) error { return nil })
 	_, errs["tasks.list"] = f.tk.List(ctx, ports.TaskFilter{})
 	_, errs["tasks.failed"] = f.tk.FailedCounts(ctx, d.ID())
-	_, errs["tasks.stats"] = f.tk.RolloutStats(ctx, o.Rollout.ID())
+	_, errs["tasks.stats"] = f.tk.RolloutStats(ctx, asUUID(o.Rollout.ID()))
 	for name, err := range errs {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("%s: err = %v, want context.Canceled", name, err)
@@ -338,7 +338,7 @@ func TestListEdges(t *testing.T) {
 	if !errors.Is(err, domain.ErrValidation) {
 		t.Errorf("non-UUID cursor: err = %v, want ErrValidation", err)
 	}
-	if st, err := f.tk.RolloutStats(t.Context(), "nope"); err != nil || st != (domain.TaskStats{}) {
+	if st, err := f.tk.RolloutStats(t.Context(), asUUID("nope")); err != nil || st != (domain.TaskStats{}) {
 		t.Errorf("stats of a non-UUID rollout: %+v, %v; want zero counts, nil", st, err)
 	}
 	if _, _, err := f.tk.ReplaceActive(t.Context(), "no spaces allowed", onActive(func(*domain.Task) (*domain.Task, error) {

@@ -808,12 +808,12 @@ func TestStatsAndFailedCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stats := try(e.tasks.RolloutStats(ctx, o1.Rollout.ID())).must(t)
+	stats := try(e.tasks.RolloutStats(ctx, asUUID(o1.Rollout.ID()))).must(t)
 	want := domain.TaskStats{Pending: 1, Succeeded: 1, Failed: 3, Cancelled: 1}
 	if stats != want {
 		t.Fatalf("stats %+v, want %+v", stats, want)
 	}
-	if s := try(e.tasks.RolloutStats(ctx, "not-a-uuid")).must(t); s != (domain.TaskStats{}) {
+	if s := try(e.tasks.RolloutStats(ctx, asUUID("not-a-uuid"))).must(t); s != (domain.TaskStats{}) {
 		t.Fatalf("stats of nothing: %+v", s)
 	}
 	fc := try(e.tasks.FailedCounts(ctx, "d0")).must(t)

@@ -783,7 +783,7 @@ func (s *repoSuite) rolloutStats(t *testing.T) {
 		{r2.ID(), domain.TaskStats{Pending: 1}},
 		{empty.ID(), domain.TaskStats{}},
 	} {
-		got, err := s.Tasks.RolloutStats(ctx, c.id)
+		got, err := s.Tasks.RolloutStats(ctx, asUUID(c.id))
 		repoNoErr(t, "stats", err)
 		if got != c.want {
 			t.Errorf("stats of %s: got %+v, want %+v", c.id, got, c.want)

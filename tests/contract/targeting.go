@@ -198,11 +198,11 @@ func stageStatsContract(t *testing.T, s *repoSuite) {
 			s.drive(t, tk.ID(), domain.TaskSucceeded, s.at(10*i+1))
 		}
 	}
-	all, err := s.Tasks.RolloutStatsSince(ctx, o.Rollout.ID(), time.Time{})
+	all, err := s.Tasks.RolloutStatsSince(ctx, asUUID(o.Rollout.ID()), time.Time{})
 	if err != nil || all.Succeeded != 2 || all.Pending != 1 {
 		t.Fatalf("since zero: %+v %v", all, err)
 	}
-	late, err := s.Tasks.RolloutStatsSince(ctx, o.Rollout.ID(), s.at(10))
+	late, err := s.Tasks.RolloutStatsSince(ctx, asUUID(o.Rollout.ID()), s.at(10))
 	if err != nil || late.Succeeded != 1 || late.Pending != 1 {
 		t.Fatalf("since step 10: %+v %v", late, err)
 	}
