@@ -48,7 +48,7 @@ func (s *FirmwareAdmin) ListFirmwares(ctx context.Context, model string) ([]doma
 // RevokeFirmware withdraws a firmware: it is never offered again, its
 // rollouts stop admitting, and its pending tasks are cancelled at each
 // device's next check (check rule 5).
-func (s *FirmwareAdmin) RevokeFirmware(ctx context.Context, id string) (domain.Firmware, error) {
+func (s *FirmwareAdmin) RevokeFirmware(ctx context.Context, id domain.UUID) (domain.Firmware, error) {
 	now := s.clock.Now()
 	fw, err := s.firmwares.Update(ctx, id, func(f *domain.Firmware) error {
 		f.Revoke(now)

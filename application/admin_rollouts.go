@@ -29,7 +29,11 @@ func NewRolloutAdmin(firmwares ports.FirmwareRepository, rollouts ports.RolloutR
 
 // StartRollout starts an active rollout of a released firmware.
 func (s *RolloutAdmin) StartRollout(ctx context.Context, req ports.StartRollout) (domain.Rollout, error) {
-	fw, err := s.firmwares.Get(ctx, req.FirmwareID)
+	fwID, err := storedID(req.FirmwareID)
+	if err != nil {
+		return domain.Rollout{}, fmt.Errorf("loading firmware: %w", err)
+	}
+	fw, err := s.firmwares.Get(ctx, fwID)
 	if err != nil {
 		return domain.Rollout{}, fmt.Errorf("loading firmware: %w", err)
 	}
@@ -45,7 +49,7 @@ func (s *RolloutAdmin) StartRollout(ctx context.Context, req ports.StartRollout)
 
 // UpdateRollout widens, narrows, pauses, resumes or cancels a rollout.
 // Every rule is applied at the devices' next check, so nothing sweeps the fleet.
-func (s *RolloutAdmin) UpdateRollout(ctx context.Context, id string, change ports.RolloutChange) (domain.Rollout, error) {
+func (s *RolloutAdmin) UpdateRollout(ctx context.Context, id domain.UUID, change ports.RolloutChange) (domain.Rollout, error) {
 	if change.Percentage == nil && change.Status == nil {
 		return domain.Rollout{}, &domain.ValidationError{Reason: "give percentage, status, or both"}
 	}
@@ -80,7 +84,7 @@ func (s *RolloutAdmin) UpdateRollout(ctx context.Context, id string, change port
 }
 
 // GetRollout shows a rollout with its task counts, counted by the store.
-func (s *RolloutAdmin) GetRollout(ctx context.Context, id string) (ports.RolloutView, error) {
+func (s *RolloutAdmin) GetRollout(ctx context.Context, id domain.UUID) (ports.RolloutView, error) {
 	r, err := s.rollouts.Get(ctx, id)
 	if err != nil {
 		return ports.RolloutView{}, fmt.Errorf("loading rollout: %w", err)

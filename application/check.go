@@ -335,12 +335,16 @@ func (s *Checks) activeTask(ctx context.Context, t *domain.Task, offers []domain
 	}
 	var err error
 	if !fwOK {
-		if a.Firmware, err = s.firmwares.Get(ctx, t.FirmwareID()); err != nil {
+		if a.Firmware, err = firmwareOf(ctx, s.firmwares, nil, t.FirmwareID()); err != nil {
 			return nil, fmt.Errorf("loading task firmware: %w", err)
 		}
 	}
 	if !roOK {
-		if a.Rollout, err = s.rollouts.Get(ctx, t.RolloutID()); err != nil {
+		id, err := storedID(t.RolloutID())
+		if err != nil {
+			return nil, fmt.Errorf("loading task rollout: %w", err)
+		}
+		if a.Rollout, err = s.rollouts.Get(ctx, id); err != nil {
 			return nil, fmt.Errorf("loading task rollout: %w", err)
 		}
 	}
@@ -363,13 +367,17 @@ func (s *Checks) judgeAfterTimeout(ctx context.Context, r domain.Rollout) {
 	if !r.Evaluates() {
 		return
 	}
+	id, err := storedID(r.ID())
+	if err != nil {
+		return
+	}
 	total, stage, err := rolloutCounts(r, func(since time.Time) (domain.TaskStats, error) {
-		return s.tasks.RolloutStatsSince(ctx, r.ID(), since)
+		return s.tasks.RolloutStatsSince(ctx, id, since)
 	})
 	if err != nil {
 		return
 	}
-	_, _ = s.rollouts.Update(ctx, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
+	_, _ = s.rollouts.Update(ctx, id, func(ro *domain.Rollout, _ domain.Firmware) error {
 		if !ro.StageSince().Equal(r.StageSince()) {
 			return errRolloutUnchanged // another stage by now: these counts are not its
 		}

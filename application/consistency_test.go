@@ -55,7 +55,7 @@ func TestAutoPauseSurvivesHangUpAfterTheFinalEvent(t *testing.T) {
 	if got := e.task(task.ID()); got.Status() != domain.TaskFailed {
 		t.Fatalf("the event was not stored: %s", got.Status())
 	}
-	v, err := e.admin.GetRollout(e.ctx, r.ID())
+	v, err := e.admin.GetRollout(e.ctx, asUUID(r.ID()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,9 +105,9 @@ func TestRevokeBetweenPlanAndInsertCreatesNoTask(t *testing.T) {
 			deps.Locker = revokeInTheWindow{Locker: e.deps.Locker, revoke: func() {
 				var err error
 				if tc.pause {
-					_, err = e.admin.UpdateRollout(e.ctx, r.ID(), ports.RolloutChange{Status: strp("paused")})
+					_, err = e.admin.UpdateRollout(e.ctx, asUUID(r.ID()), ports.RolloutChange{Status: strp("paused")})
 				} else {
-					_, err = e.admin.RevokeFirmware(e.ctx, fw.ID())
+					_, err = e.admin.RevokeFirmware(e.ctx, asUUID(fw.ID()))
 				}
 				if err != nil {
 					t.Error(err)

@@ -105,7 +105,11 @@ func firmwareOf(ctx context.Context, firmwares ports.FirmwareRepository, known m
 	if fw, ok := known[id]; ok {
 		return fw, nil
 	}
-	fw, err := firmwares.Get(ctx, id)
+	uid, err := storedID(id)
+	if err != nil {
+		return domain.Firmware{}, err
+	}
+	fw, err := firmwares.Get(ctx, uid)
 	if err != nil {
 		return domain.Firmware{}, err
 	}
@@ -122,4 +126,18 @@ func taskView(ctx context.Context, firmwares ports.FirmwareRepository, known map
 		return ports.TaskView{}, fmt.Errorf("loading task firmware: %w", err)
 	}
 	return ports.TaskView{Task: t, Firmware: fw}, nil
+}
+
+// storedID types an id the service did not get from an edge: a reference
+// one stored entity holds to another (a task's firmware, a rollout's own
+// id), or the firmware_id of a rollout request, which stays a string in
+// ports.StartRollout. Stores hand out only canonical UUIDs, so an id that
+// does not parse names no row: domain.ErrNotFound, as the stores answered
+// before ids were typed.
+func storedID(s string) (domain.UUID, error) {
+	id, err := domain.ParseUUID("id", s)
+	if err != nil {
+		return domain.UUID{}, domain.ErrNotFound
+	}
+	return id, nil
 }

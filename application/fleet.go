@@ -66,16 +66,15 @@ func (f *Fleet) ListRollouts(ctx context.Context, q ports.RolloutQuery) ([]ports
 // RecentFailures returns a rollout's most recently failed tasks with the
 // firmware they install, so an operator sees the error codes a bad image
 // produces before (or after) the rollout pauses itself.
-func (f *Fleet) RecentFailures(ctx context.Context, rolloutID, limit string) ([]ports.TaskView, error) {
+func (f *Fleet) RecentFailures(ctx context.Context, rolloutID domain.UUID, limit string) ([]ports.TaskView, error) {
 	n, err := parseLimit(limit, defaultFailureLimit, maxFailureLimit)
 	if err != nil {
 		return nil, err
 	}
-	r, err := f.rollouts.Get(ctx, rolloutID)
-	if err != nil {
+	if _, err := f.rollouts.Get(ctx, rolloutID); err != nil {
 		return nil, fmt.Errorf("loading rollout: %w", err)
 	}
-	tasks, err := f.reader.RecentFailures(ctx, r.ID(), n)
+	tasks, err := f.reader.RecentFailures(ctx, rolloutID, n)
 	if err != nil {
 		return nil, fmt.Errorf("listing failures: %w", err)
 	}

@@ -92,7 +92,7 @@ func TestFleetOverview(t *testing.T) {
 	e.publish("cam", "1.0.0")
 	e.publish("cam", "1.2.0+build.9")
 	revoked := e.publish("cam", "2.0.0")
-	if _, err := e.admin.RevokeFirmware(context.Background(), revoked.ID()); err != nil {
+	if _, err := e.admin.RevokeFirmware(context.Background(), asUUID(revoked.ID())); err != nil {
 		t.Fatal(err)
 	}
 	e.publish("speaker", "0.9.0")
@@ -199,7 +199,7 @@ func TestFleetRolloutsAndFailures(t *testing.T) {
 		}
 	}
 
-	fails, err := e.fleet.RecentFailures(ctx, r.ID(), "")
+	fails, err := e.fleet.RecentFailures(ctx, asUUID(r.ID()), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,10 +209,10 @@ func TestFleetRolloutsAndFailures(t *testing.T) {
 	if fails[0].Task.ErrorCode() != "E_CRC" || fails[0].Firmware.ID() != fw.ID() {
 		t.Errorf("failure %q of firmware %s", fails[0].Task.ErrorCode(), fails[0].Firmware.ID())
 	}
-	if _, err := e.fleet.RecentFailures(ctx, "5d8f0c2e-1111-4a4a-9b9b-000000000000", ""); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := e.fleet.RecentFailures(ctx, asUUID("5d8f0c2e-1111-4a4a-9b9b-000000000000"), ""); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("unknown rollout: %v, want not found", err)
 	}
-	if _, err := e.fleet.RecentFailures(ctx, r.ID(), "9999"); !errors.Is(err, domain.ErrValidation) {
+	if _, err := e.fleet.RecentFailures(ctx, asUUID(r.ID()), "9999"); !errors.Is(err, domain.ErrValidation) {
 		t.Errorf("limit 9999: %v, want a validation error", err)
 	}
 }

@@ -355,7 +355,11 @@ func (s *Mender) Status(ctx context.Context, deviceID, taskID, status string) er
 
 // stopBeforeInstall stores domain.Task.StopBeforeInstall's decision.
 func (s *Mender) stopBeforeInstall(ctx context.Context, v ports.TaskView) (domain.Task, error) {
-	r, err := s.p.Rollouts.Get(ctx, v.Task.RolloutID())
+	rolloutID, err := storedID(v.Task.RolloutID())
+	if err != nil {
+		return domain.Task{}, fmt.Errorf("loading rollout: %w", err)
+	}
+	r, err := s.p.Rollouts.Get(ctx, rolloutID)
 	if err != nil {
 		return domain.Task{}, fmt.Errorf("loading rollout: %w", err)
 	}

@@ -167,7 +167,7 @@ func TestStagedRolloutAdvancesOnFinalEvents(t *testing.T) {
 		}
 		e.mustEvent(d, res.Task.Task.ID(), fmt.Sprintf("e%d", i), "succeeded")
 	}
-	v, err := e.admin.GetRollout(e.ctx, r.ID())
+	v, err := e.admin.GetRollout(e.ctx, asUUID(r.ID()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestStagedRolloutPausesOnMissedGate(t *testing.T) {
 		}
 		e.mustEvent(d, res.Task.Task.ID(), "e", status)
 	}
-	v, _ := e.admin.GetRollout(e.ctx, r.ID())
+	v, _ := e.admin.GetRollout(e.ctx, asUUID(r.ID()))
 	if v.Rollout.Status() != domain.RolloutPaused || v.Rollout.PausedReason() != domain.PausedAuto {
 		t.Fatalf("status %s reason %q", v.Rollout.Status(), v.Rollout.PausedReason())
 	}
@@ -258,7 +258,7 @@ func TestStuckTaskTimesOut(t *testing.T) {
 	if _, err := e.event(d, first.ID(), "late", "installing", nil); !errors.Is(err, domain.ErrTaskFinished) {
 		t.Fatalf("late event: %v", err)
 	}
-	v, _ := e.admin.GetRollout(e.ctx, r.ID())
+	v, _ := e.admin.GetRollout(e.ctx, asUUID(r.ID()))
 	if v.Stats.Failed != 1 || v.Stats.Pending != 1 {
 		t.Fatalf("stats %+v", v.Stats)
 	}
@@ -274,7 +274,7 @@ func TestRollbackReturnsDevices(t *testing.T) {
 	d := e.device("1.9.0")
 	res := e.check(d, "1.9.0")
 	e.mustEvent(d, res.Task.Task.ID(), "e1", "succeeded")
-	if _, err := e.admin.UpdateRollout(e.ctx, badRollout.ID(), ports.RolloutChange{Status: strp("cancelled")}); err != nil {
+	if _, err := e.admin.UpdateRollout(e.ctx, asUUID(badRollout.ID()), ports.RolloutChange{Status: strp("cancelled")}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: good.ID(), Spec: domain.RolloutSpec{Percentage: 100, AllowDowngrade: true}}); !errors.Is(err, domain.ErrValidation) {
@@ -316,11 +316,11 @@ func TestTimedOutTasksPauseAStage(t *testing.T) {
 	}
 	clock.Add(2 * time.Hour)
 	e.check(a, "1.0.0")
-	if v, _ := e.admin.GetRollout(e.ctx, r.ID()); v.Rollout.Status() != domain.RolloutActive {
+	if v, _ := e.admin.GetRollout(e.ctx, asUUID(r.ID())); v.Rollout.Status() != domain.RolloutActive {
 		t.Fatalf("one timeout of a sample of two: %s", v.Rollout.Status())
 	}
 	e.check(b, "1.0.0")
-	v, _ := e.admin.GetRollout(e.ctx, r.ID())
+	v, _ := e.admin.GetRollout(e.ctx, asUUID(r.ID()))
 	if v.Rollout.Status() != domain.RolloutPaused || v.Rollout.PausedReason() != domain.PausedAuto {
 		t.Fatalf("two timeouts: %s %q", v.Rollout.Status(), v.Rollout.PausedReason())
 	}

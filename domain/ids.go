@@ -56,3 +56,60 @@ func ValidateText(field, s string, max int) error {
 // stamp normalises a timestamp to UTC at microsecond precision, the
 // precision stores keep, so a value reads back exactly as it was made.
 func stamp(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// UUID is an identifier of a stored row (firmware, rollout, task, …) that
+// has been checked once, at the edge, and is held in the canonical
+// lowercase hyphenated form the stores use. Code holding a UUID need not
+// re-validate it: the only ways to get a non-zero one are ParseUUID and the
+// stores that read it back. The zero UUID is "no id".
+type UUID struct{ s string }
+
+// ParseUUID checks that s is a UUID in the hyphenated 36-character form,
+// either case, and returns it in canonical lowercase form. Anything else is
+// a ValidationError naming field; an edge that reads the id from a URL path
+// answers not-found instead, since such a resource cannot exist.
+func ParseUUID(field, s string) (UUID, error) {
+	if len(s) != 36 {
+		return UUID{}, invalid(field, "must be a UUID")
+	}
+	b := []byte(s)
+	for i, c := range b {
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return UUID{}, invalid(field, "must be a UUID")
+			}
+		case c >= '0' && c <= '9' || c >= 'a' && c <= 'f':
+		case c >= 'A' && c <= 'F':
+			b[i] = c - 'A' + 'a'
+		default:
+			return UUID{}, invalid(field, "must be a UUID")
+		}
+	}
+	return UUID{s: string(b)}, nil
+}
+
+// String is the canonical lowercase form ("" for the zero UUID).
+func (u UUID) String() string { return u.s }
+
+// IsZero reports whether u is the zero UUID (no id).
+func (u UUID) IsZero() bool { return u.s == "" }
+
+// DeviceID is a device identifier checked once, at the edge, against the
+// identifier rule (ValidateIdentifier). The zero DeviceID is "no device".
+type DeviceID struct{ s string }
+
+// ParseDeviceID checks s against the device id rule and returns it typed;
+// a bad id is a ValidationError on field "device_id".
+func ParseDeviceID(s string) (DeviceID, error) {
+	if err := ValidateIdentifier("device_id", s); err != nil {
+		return DeviceID{}, err
+	}
+	return DeviceID{s: s}, nil
+}
+
+// String is the id as the device presented it ("" for the zero DeviceID).
+func (d DeviceID) String() string { return d.s }
+
+// IsZero reports whether d is the zero DeviceID.
+func (d DeviceID) IsZero() bool { return d.s == "" }

@@ -127,3 +127,77 @@ func TestTransitionErrorUnwrapsToKind(t *testing.T) {
 		t.Fatal("ErrTaskFinished transition must not match ErrInvalidTransition")
 	}
 }
+
+func TestParseUUID(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want string // "" means refused
+	}{
+		{"canonical lowercase", "0b6f3c1e-8d2a-4c4e-9f1a-2b3c4d5e6f70", "0b6f3c1e-8d2a-4c4e-9f1a-2b3c4d5e6f70"},
+		{"uppercase folds to lowercase", "0B6F3C1E-8D2A-4C4E-9F1A-2B3C4D5E6F70", "0b6f3c1e-8d2a-4c4e-9f1a-2b3c4d5e6f70"},
+		{"mixed case", "0b6F3c1E-8d2A-4c4e-9F1a-2b3c4d5e6f70", "0b6f3c1e-8d2a-4c4e-9f1a-2b3c4d5e6f70"},
+		{"nil uuid", "00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000"},
+		{"empty", "", ""},
+		{"no hyphens", "0b6f3c1e8d2a4c4e9f1a2b3c4d5e6f70", ""},
+		{"braced", "{0b6f3c1e-8d2a-4c4e-9f1a-2b3c4d5e6f70}", ""},
+		{"urn form", "urn:uuid:0b6f3c1e-8d2a-4c4e-9f1a-2b3c4d5e6f70", ""},
+		{"hyphen misplaced", "0b6f3c1e8-d2a-4c4e-9f1a-2b3c4d5e6f70", ""},
+		{"non-hex letter", "0b6f3c1e-8d2a-4c4e-9f1a-2b3c4d5e6f7g", ""},
+		{"one short", "0b6f3c1e-8d2a-4c4e-9f1a-2b3c4d5e6f7", ""},
+		{"one long", "0b6f3c1e-8d2a-4c4e-9f1a-2b3c4d5e6f700", ""},
+		{"NUL inside", "0b6f3c1e-8d2a-4c4e-9f1a-2b3c4d5e6f7\x00", ""},
+		{"space inside", "0b6f3c1e-8d2a-4c4e-9f1a 2b3c4d5e6f70", ""},
+		{"not a uuid", "not-a-uuid", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := domain.ParseUUID("id", tt.in)
+			if tt.want == "" {
+				var ve *domain.ValidationError
+				if !errors.As(err, &ve) || ve.Field != "id" || !errors.Is(err, domain.ErrValidation) {
+					t.Fatalf("ParseUUID(%q) = %v, %v; want a validation error on field id", tt.in, got, err)
+				}
+				if !got.IsZero() {
+					t.Fatalf("refused input returned non-zero UUID %q", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParseUUID(%q): %v", tt.in, err)
+			}
+			if got.String() != tt.want || got.IsZero() {
+				t.Fatalf("ParseUUID(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseDeviceID(t *testing.T) {
+	tests := []struct {
+		in string
+		ok bool
+	}{
+		{"cam-0001", true},
+		{"aa:bb:cc:dd:ee:ff", true},
+		{strings.Repeat("x", 64), true},
+		{"", false},
+		{strings.Repeat("x", 65), false},
+		{"cam/01", false},
+		{"cam\x00", false},
+		{"camé", false},
+	}
+	for _, tt := range tests {
+		got, err := domain.ParseDeviceID(tt.in)
+		if !tt.ok {
+			var ve *domain.ValidationError
+			if !errors.As(err, &ve) || ve.Field != "device_id" || !got.IsZero() {
+				t.Errorf("ParseDeviceID(%q) = %q, %v; want a validation error on device_id", tt.in, got, err)
+			}
+			continue
+		}
+		if err != nil || got.String() != tt.in || got.IsZero() {
+			t.Errorf("ParseDeviceID(%q) = %q, %v; want it unchanged", tt.in, got, err)
+		}
+	}
+}

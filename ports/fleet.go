@@ -59,7 +59,7 @@ type FleetReader interface {
 	// RecentFailures returns a rollout's failed tasks, the most recently
 	// failed first (updated_at, then id, descending), at most limit. An
 	// unknown rollout has none.
-	RecentFailures(ctx context.Context, rolloutID string, limit int) ([]domain.Task, error)
+	RecentFailures(ctx context.Context, rolloutID domain.UUID, limit int) ([]domain.Task, error)
 }
 
 // RolloutQuery is the rollout listing's filter, as received.
@@ -100,7 +100,7 @@ type FleetService interface {
 	// RecentFailures returns a rollout's most recently failed tasks
 	// (limit as received: default 50, at most 500); domain.ErrNotFound for
 	// an unknown rollout.
-	RecentFailures(ctx context.Context, rolloutID, limit string) ([]TaskView, error)
+	RecentFailures(ctx context.Context, rolloutID domain.UUID, limit string) ([]TaskView, error)
 	// FleetOverview summarises every model's fleet (one model's when model
 	// is not ""), models in name order.
 	FleetOverview(ctx context.Context, model string) ([]ModelFleet, error)

@@ -42,11 +42,11 @@ type FirmwareRepository interface {
 	// (model, version) — build metadata ignored — was published before.
 	Create(ctx context.Context, f domain.Firmware) error
 	// Get loads a firmware by id.
-	Get(ctx context.Context, id string) (domain.Firmware, error)
+	Get(ctx context.Context, id domain.UUID) (domain.Firmware, error)
 	// List returns a model's firmware (all models when model is ""), newest first.
 	List(ctx context.Context, model string) ([]domain.Firmware, error)
 	// Update loads the firmware locked, lets fn change it, and stores it.
-	Update(ctx context.Context, id string, fn func(*domain.Firmware) error) (domain.Firmware, error)
+	Update(ctx context.Context, id domain.UUID, fn func(*domain.Firmware) error) (domain.Firmware, error)
 }
 
 // RolloutRepository stores rollouts. Not-found is domain.ErrNotFound.
@@ -54,12 +54,12 @@ type RolloutRepository interface {
 	// Create stores a new rollout.
 	Create(ctx context.Context, r domain.Rollout) error
 	// Get loads a rollout by id.
-	Get(ctx context.Context, id string) (domain.Rollout, error)
+	Get(ctx context.Context, id domain.UUID) (domain.Rollout, error)
 	// Update loads the rollout locked, with its firmware as the same
 	// transaction sees it (locked against a concurrent revoke, so a rule
 	// judged on it holds at commit), lets fn change the rollout, and
 	// stores it.
-	Update(ctx context.Context, id string, fn func(r *domain.Rollout, fw domain.Firmware) error) (domain.Rollout, error)
+	Update(ctx context.Context, id domain.UUID, fn func(r *domain.Rollout, fw domain.Firmware) error) (domain.Rollout, error)
 	// Offers returns every active rollout of released firmware of a model,
 	// with its firmware: the candidates of check rule 4.
 	Offers(ctx context.Context, model string) ([]domain.Offer, error)
@@ -155,10 +155,10 @@ type TaskRepository interface {
 	// FailedCounts counts the device's failed tasks by firmware id.
 	FailedCounts(ctx context.Context, deviceID string) (map[string]int, error)
 	// RolloutStats counts a rollout's tasks by status, in the store.
-	RolloutStats(ctx context.Context, rolloutID string) (domain.TaskStats, error)
+	RolloutStats(ctx context.Context, rolloutID domain.UUID) (domain.TaskStats, error)
 	// RolloutStatsSince counts, by status, a rollout's tasks created at
 	// or after since: a staged rollout's current stage (stage rule G2).
-	RolloutStatsSince(ctx context.Context, rolloutID string, since time.Time) (domain.TaskStats, error)
+	RolloutStatsSince(ctx context.Context, rolloutID domain.UUID, since time.Time) (domain.TaskStats, error)
 	// List returns tasks matching f in (created_at, id) order, at most f.Limit.
 	List(ctx context.Context, f TaskFilter) ([]domain.Task, error)
 }

@@ -155,10 +155,10 @@ type AdminService interface {
 	GetDevice(ctx context.Context, deviceID string) (DeviceView, error)
 	PublishFirmware(ctx context.Context, spec domain.FirmwareSpec) (domain.Firmware, error)
 	ListFirmwares(ctx context.Context, model string) ([]domain.Firmware, error)
-	RevokeFirmware(ctx context.Context, id string) (domain.Firmware, error)
+	RevokeFirmware(ctx context.Context, id domain.UUID) (domain.Firmware, error)
 	StartRollout(ctx context.Context, req StartRollout) (domain.Rollout, error)
-	UpdateRollout(ctx context.Context, id string, change RolloutChange) (domain.Rollout, error)
-	GetRollout(ctx context.Context, id string) (RolloutView, error)
+	UpdateRollout(ctx context.Context, id domain.UUID, change RolloutChange) (domain.Rollout, error)
+	GetRollout(ctx context.Context, id domain.UUID) (RolloutView, error)
 	ListTasks(ctx context.Context, q TaskQuery) (TaskPage, error)
 	DeviceTargeting
 }

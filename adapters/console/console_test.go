@@ -217,7 +217,7 @@ func (e *env) fail(deviceID, taskID, code string) {
 
 func (e *env) rollout(id string) domain.Rollout {
 	e.t.Helper()
-	v, err := e.admin.GetRollout(context.Background(), id)
+	v, err := e.admin.GetRollout(context.Background(), asUUID(id))
 	if err != nil {
 		e.t.Fatal(err)
 	}

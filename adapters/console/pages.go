@@ -293,6 +293,14 @@ type rolloutData struct {
 	Actions  []string // the buttons its status offers
 }
 
+// pathUUID parses the path value name as a UUID, once, at the edge. An id
+// that is not a UUID names nothing: the zero UUID, which the stores answer
+// with domain.ErrNotFound, as they answered the unparsed string before.
+func pathUUID(r *http.Request, name string) domain.UUID {
+	id, _ := domain.ParseUUID(name, r.PathValue(name))
+	return id
+}
+
 // firmwareByID finds a firmware through the listing (the admin API has no
 // single-firmware read).
 func (c *Console) firmwareByID(r *http.Request, id string) (domain.Firmware, error) {
@@ -315,7 +323,7 @@ func (c *Console) rolloutPage(w http.ResponseWriter, r *http.Request, s session)
 }
 
 func (c *Console) showRollout(w http.ResponseWriter, r *http.Request, p page, status int, errMsg string) {
-	id := r.PathValue("id")
+	id := pathUUID(r, "id")
 	v, err := c.admin.GetRollout(r.Context(), id)
 	if err != nil {
 		c.failErr(w, r, err)
@@ -348,7 +356,7 @@ func (c *Console) showRollout(w http.ResponseWriter, r *http.Request, p page, st
 }
 
 func (c *Console) rolloutCounts(w http.ResponseWriter, r *http.Request, _ session) {
-	v, err := c.admin.GetRollout(r.Context(), r.PathValue("id"))
+	v, err := c.admin.GetRollout(r.Context(), pathUUID(r, "id"))
 	if err != nil {
 		c.failErr(w, r, err)
 		return
@@ -380,8 +388,7 @@ var rolloutActions = map[string]struct {
 }
 
 func (c *Console) confirmRollout(w http.ResponseWriter, r *http.Request, s session) {
-	id := r.PathValue("id")
-	v, err := c.admin.GetRollout(r.Context(), id)
+	v, err := c.admin.GetRollout(r.Context(), pathUUID(r, "id"))
 	if err != nil {
 		c.failErr(w, r, err)
 		return
@@ -428,7 +435,7 @@ func (c *Console) changeRollout(w http.ResponseWriter, r *http.Request, s sessio
 		c.fail(w, r, http.StatusBadRequest, "Unknown action.")
 		return
 	}
-	if _, err := c.admin.UpdateRollout(r.Context(), id, change); err != nil {
+	if _, err := c.admin.UpdateRollout(r.Context(), pathUUID(r, "id"), change); err != nil {
 		if errors.Is(err, domain.ErrNotFound) {
 			c.failErr(w, r, err)
 			return
@@ -551,7 +558,7 @@ func (c *Console) confirmRevoke(w http.ResponseWriter, r *http.Request, s sessio
 }
 
 func (c *Console) revokeFirmware(w http.ResponseWriter, r *http.Request, _ session) {
-	fw, err := c.admin.RevokeFirmware(r.Context(), r.PathValue("id"))
+	fw, err := c.admin.RevokeFirmware(r.Context(), pathUUID(r, "id"))
 	if err != nil {
 		c.failErr(w, r, err)
 		return

@@ -217,8 +217,8 @@ func (f *fakeServices) ListFirmwares(_ context.Context, model string) ([]domain.
 	return []domain.Firmware{testFirmware(domain.FirmwareReleased)}, nil
 }
 
-func (f *fakeServices) RevokeFirmware(_ context.Context, id string) (domain.Firmware, error) {
-	f.record("RevokeFirmware", id)
+func (f *fakeServices) RevokeFirmware(_ context.Context, id domain.UUID) (domain.Firmware, error) {
+	f.record("RevokeFirmware", id.String())
 	if f.adminErr != nil {
 		return domain.Firmware{}, f.adminErr
 	}
@@ -236,8 +236,8 @@ func (f *fakeServices) StartRollout(_ context.Context, req ports.StartRollout) (
 	return domain.NewRollout(rolloutID, testFirmware(domain.FirmwareReleased), req.Spec, testTime)
 }
 
-func (f *fakeServices) UpdateRollout(_ context.Context, id string, change ports.RolloutChange) (domain.Rollout, error) {
-	f.record("UpdateRollout", id)
+func (f *fakeServices) UpdateRollout(_ context.Context, id domain.UUID, change ports.RolloutChange) (domain.Rollout, error) {
+	f.record("UpdateRollout", id.String())
 	f.mu.Lock()
 	f.lastChange = change
 	f.mu.Unlock()
@@ -247,8 +247,8 @@ func (f *fakeServices) UpdateRollout(_ context.Context, id string, change ports.
 	return testRollout(), nil
 }
 
-func (f *fakeServices) GetRollout(_ context.Context, id string) (ports.RolloutView, error) {
-	f.record("GetRollout", id)
+func (f *fakeServices) GetRollout(_ context.Context, id domain.UUID) (ports.RolloutView, error) {
+	f.record("GetRollout", id.String())
 	if f.adminErr != nil {
 		return ports.RolloutView{}, f.adminErr
 	}

@@ -97,7 +97,7 @@ func (s *server) rolloutFailures(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	tasks, err := s.ext.fleet.RecentFailures(c.Request().Context(), pathParam(c, "id"), limit)
+	tasks, err := s.ext.fleet.RecentFailures(c.Request().Context(), pathUUID(c, "id"), limit)
 	if err != nil {
 		return err
 	}

@@ -35,8 +35,8 @@ func (f *fakeServices) ListRollouts(_ context.Context, q ports.RolloutQuery) ([]
 		Stats: domain.TaskStats{Pending: 3, Succeeded: 7, Failed: 1}}}, nil
 }
 
-func (f *fakeServices) RecentFailures(_ context.Context, id, limit string) ([]ports.TaskView, error) {
-	f.record("RecentFailures", id, limit)
+func (f *fakeServices) RecentFailures(_ context.Context, id domain.UUID, limit string) ([]ports.TaskView, error) {
+	f.record("RecentFailures", id.String(), limit)
 	if f.adminErr != nil {
 		return nil, f.adminErr
 	}
@@ -267,5 +267,26 @@ func TestFleetResponsesOfTheRealApplicationMatchOpenAPI(t *testing.T) {
 			}
 		}
 		validateAgainstSpec(t, router, rq, rec)
+	}
+}
+
+// TestPathUUIDParsedOnceAtTheEdge: a path id reaches the use case typed and
+// canonical (an upper-case UUID in lower case), and one that is not a UUID
+// reaches it as the zero UUID, which every store answers as not found.
+func TestPathUUIDParsedOnceAtTheEdge(t *testing.T) {
+	h := newHarness(t)
+	for _, tt := range []struct{ path, want string }{
+		{strings.ToUpper(rolloutID), rolloutID},
+		{"not-a-uuid", ""},
+		{rolloutID + "0", ""},
+	} {
+		h.do(t, req{method: http.MethodGet, path: "/api/v1/admin/rollouts/" + tt.path + "/failures", token: testAdminToken})
+		if args := h.fake.lastArgs; len(args) != 2 || args[0] != tt.want {
+			t.Errorf("path %q reached RecentFailures as %q, want %q", tt.path, args, tt.want)
+		}
+		h.do(t, req{method: http.MethodGet, path: "/api/v1/admin/rollouts/" + tt.path, token: testAdminToken})
+		if args := h.fake.lastArgs; len(args) != 1 || args[0] != tt.want {
+			t.Errorf("path %q reached GetRollout as %q, want %q", tt.path, args, tt.want)
+		}
 	}
 }

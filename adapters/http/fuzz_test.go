@@ -93,13 +93,13 @@ func newFuzzWorld(t *testing.T) *fuzzWorld {
 	// A paused rollout whose firmware was then revoked: resuming it is FIRMWARE_REVOKED.
 	old := publish("0.9.0")
 	pausedRevoked := start(old)
-	_, err = admin.UpdateRollout(ctx, pausedRevoked.ID(), ports.RolloutChange{Status: str("paused")})
+	_, err = admin.UpdateRollout(ctx, asUUID(pausedRevoked.ID()), ports.RolloutChange{Status: str("paused")})
 	must(err)
-	_, err = admin.RevokeFirmware(ctx, old.ID())
+	_, err = admin.RevokeFirmware(ctx, asUUID(old.ID()))
 	must(err)
 	// A cancelled rollout: any change is INVALID_TRANSITION.
 	cancelled := start(publish("0.8.0"))
-	_, err = admin.UpdateRollout(ctx, cancelled.ID(), ports.RolloutChange{Status: str("cancelled")})
+	_, err = admin.UpdateRollout(ctx, asUUID(cancelled.ID()), ports.RolloutChange{Status: str("cancelled")})
 	must(err)
 
 	dev, err := devices.IdentifyDevice(ctx, fuzzDeviceID)

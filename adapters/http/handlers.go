@@ -153,7 +153,7 @@ func (s *server) revokeFirmware(c echo.Context) error {
 	if err := s.acceptEmptyBody(c); err != nil {
 		return err
 	}
-	fw, err := s.admin.RevokeFirmware(c.Request().Context(), pathParam(c, "id"))
+	fw, err := s.admin.RevokeFirmware(c.Request().Context(), pathUUID(c, "id"))
 	if err != nil {
 		return err
 	}
@@ -191,7 +191,7 @@ func (s *server) updateRollout(c echo.Context) error {
 	if err := s.decodeBody(c, &b); err != nil {
 		return err
 	}
-	r, err := s.admin.UpdateRollout(c.Request().Context(), pathParam(c, "id"),
+	r, err := s.admin.UpdateRollout(c.Request().Context(), pathUUID(c, "id"),
 		ports.RolloutChange{Percentage: b.Percentage, Status: b.Status})
 	if err != nil {
 		return err
@@ -200,7 +200,7 @@ func (s *server) updateRollout(c echo.Context) error {
 }
 
 func (s *server) getRollout(c echo.Context) error {
-	v, err := s.admin.GetRollout(c.Request().Context(), pathParam(c, "id"))
+	v, err := s.admin.GetRollout(c.Request().Context(), pathUUID(c, "id"))
 	if err != nil {
 		return err
 	}

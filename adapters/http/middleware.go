@@ -161,6 +161,16 @@ func pathParam(c echo.Context, name string) string {
 	return v
 }
 
+// pathUUID parses the path parameter name as a UUID, once, at the edge.
+// An id that is not a UUID names no resource: it becomes the zero UUID,
+// which every store answers with domain.ErrNotFound. Passing it on (rather
+// than answering 404 here) keeps the order in which a use case reports its
+// errors: a bad body is still VALIDATION_FAILED before the id is looked up.
+func pathUUID(c echo.Context, name string) domain.UUID {
+	id, _ := domain.ParseUUID(name, pathParam(c, name))
+	return id
+}
+
 // maxTokenLen bounds a presented bearer token; real ones are far shorter.
 const maxTokenLen = 1024
 

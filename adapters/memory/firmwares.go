@@ -49,12 +49,12 @@ func (r *Firmwares) Create(ctx context.Context, f domain.Firmware) error {
 	return nil
 }
 
-// Get loads a firmware by id; an id that is not a UUID is domain.ErrNotFound.
-func (r *Firmwares) Get(ctx context.Context, id string) (domain.Firmware, error) {
+// Get loads a firmware by id (parsed, canonical); the zero id is domain.ErrNotFound.
+func (r *Firmwares) Get(ctx context.Context, id domain.UUID) (domain.Firmware, error) {
 	if err := ctx.Err(); err != nil {
 		return domain.Firmware{}, err
 	}
-	key, ok := canonicalUUID(id)
+	key, ok := id.String(), !id.IsZero()
 	if !ok {
 		return domain.Firmware{}, domain.ErrNotFound
 	}
@@ -97,8 +97,8 @@ func (r *Firmwares) List(ctx context.Context, model string) ([]domain.Firmware, 
 // only if fn returns nil. As in the Postgres adapter, everything but the id
 // and the publication time is written (in practice only the status changes);
 // a (model, version) another firmware has is domain.ErrFirmwareExists.
-func (r *Firmwares) Update(ctx context.Context, id string, fn func(*domain.Firmware) error) (domain.Firmware, error) {
-	key, ok := canonicalUUID(id)
+func (r *Firmwares) Update(ctx context.Context, id domain.UUID, fn func(*domain.Firmware) error) (domain.Firmware, error) {
+	key, ok := id.String(), !id.IsZero()
 	if !ok {
 		if err := ctx.Err(); err != nil {
 			return domain.Firmware{}, err

@@ -104,12 +104,12 @@ func (r *Fleet) VersionCounts(ctx context.Context, q ports.VersionCountQuery) ([
 
 // RecentFailures returns a rollout's failed tasks, most recently failed
 // first (updated_at, then id, descending), at most limit.
-func (r *Fleet) RecentFailures(ctx context.Context, rolloutID string, limit int) ([]domain.Task, error) {
+func (r *Fleet) RecentFailures(ctx context.Context, rolloutID domain.UUID, limit int) ([]domain.Task, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	out := []domain.Task{}
-	key, ok := canonicalUUID(rolloutID)
+	key, ok := rolloutID.String(), !rolloutID.IsZero()
 	if !ok || limit <= 0 {
 		return out, nil
 	}

@@ -61,12 +61,12 @@ func (r *Rollouts) Create(ctx context.Context, ro domain.Rollout) error {
 	return nil
 }
 
-// Get loads a rollout by id; an id that is not a UUID is domain.ErrNotFound.
-func (r *Rollouts) Get(ctx context.Context, id string) (domain.Rollout, error) {
+// Get loads a rollout by id (parsed, canonical); the zero id is domain.ErrNotFound.
+func (r *Rollouts) Get(ctx context.Context, id domain.UUID) (domain.Rollout, error) {
 	if err := ctx.Err(); err != nil {
 		return domain.Rollout{}, err
 	}
-	key, ok := canonicalUUID(id)
+	key, ok := id.String(), !id.IsZero()
 	if !ok {
 		return domain.Rollout{}, domain.ErrNotFound
 	}
@@ -87,8 +87,8 @@ func (r *Rollouts) Get(ctx context.Context, id string) (domain.Rollout, error) {
 // everything but the id, the firmware (tasks reference the pair) and the
 // start time is written. Locks are taken rollout first, then firmware, in
 // every path of this package.
-func (r *Rollouts) Update(ctx context.Context, id string, fn func(*domain.Rollout, domain.Firmware) error) (domain.Rollout, error) {
-	key, ok := canonicalUUID(id)
+func (r *Rollouts) Update(ctx context.Context, id domain.UUID, fn func(*domain.Rollout, domain.Firmware) error) (domain.Rollout, error) {
+	key, ok := id.String(), !id.IsZero()
 	if !ok {
 		if err := ctx.Err(); err != nil {
 			return domain.Rollout{}, err

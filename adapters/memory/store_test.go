@@ -113,21 +113,21 @@ func TestUUIDsAreCanonical(t *testing.T) {
 	o := f.offer(upper, "2.0.0")
 	lower := strings.ToLower(upper)
 
-	got, err := f.fw.Get(t.Context(), lower)
+	got, err := f.fw.Get(t.Context(), asUUID(lower))
 	f.must(err)
 	if got.ID() != lower {
 		t.Errorf("stored firmware id %q, want canonical %q", got.ID(), lower)
 	}
-	if _, err := f.fw.Get(t.Context(), upper); err != nil {
+	if _, err := f.fw.Get(t.Context(), asUUID(upper)); err != nil {
 		t.Errorf("an upper-case id must find the firmware, as a Postgres uuid column does: %v", err)
 	}
-	ro, err := f.ro.Get(t.Context(), o.Rollout.ID())
+	ro, err := f.ro.Get(t.Context(), asUUID(o.Rollout.ID()))
 	f.must(err)
 	if ro.FirmwareID() != lower {
 		t.Errorf("rollout's firmware id %q, want canonical %q", ro.FirmwareID(), lower)
 	}
 	for _, id := range []string{strings.ReplaceAll(lower, "-", ""), "urn:uuid:" + lower, "{" + lower + "}", lower + "0", "g" + lower[1:]} {
-		if _, err := f.fw.Get(t.Context(), id); !errors.Is(err, domain.ErrNotFound) {
+		if _, err := f.fw.Get(t.Context(), asUUID(id)); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("get %q: err = %v, want ErrNotFound (only the hyphenated form is an id, as in Postgres)", id, err)
 		}
 	}
@@ -230,14 +230,14 @@ func TestContextErrorsAreTheContexts(t *testing.T) {
 	_, errs["devices.get"] = f.dev.Get(ctx, d.ID())
 	errs["devices.recordSeen"] = f.dev.RecordSeen(ctx, d, domain.MustParseVersion("1.0.1"), f.now)
 	_, errs["firmwares.list"] = f.fw.List(ctx, "")
-	_, errs["firmwares.update"] = f.fw.Update(ctx, o.Firmware.ID(), func(*domain.Firmware) error { return nil })
+	_, errs["firmwares.update"] = f.fw.Update(ctx, asUUID(o.Firmware.ID()), func(*domain.Firmware) error { return nil })
 	_, errs["rollouts.offers"] = f.ro.Offers(ctx, "cam")
-	_, errs["rollouts.update"] = f.ro.Update(ctx, o.Rollout.ID(), func(*domain.Rollout, domain.Firmware) error { return nil })
+	_, errs["rollouts.update"] = f.ro.Update(ctx, asUUID(o.Rollout.ID()), func(*domain.Rollout, domain.Firmware) error { return nil })
 	_, errs["tasks.active"] = f.tk.Active(ctx, d.ID())
 	_, errs["tasks.update"] = f.tk.Update(ctx, tk.ID(), func(*domain.Task) error { return nil })
 	_, errs["tasks.list"] = f.tk.List(ctx, ports.TaskFilter{})
 	_, errs["tasks.failed"] = f.tk.FailedCounts(ctx, d.ID())
-	_, errs["tasks.stats"] = f.tk.RolloutStats(ctx, o.Rollout.ID())
+	_, errs["tasks.stats"] = f.tk.RolloutStats(ctx, asUUID(o.Rollout.ID()))
 	for name, err := range errs {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("%s: err = %v, want context.Canceled", name, err)
@@ -297,7 +297,7 @@ func TestFnMayReadOtherRepositories(t *testing.T) {
 	go func() {
 		defer close(done)
 		_, _, err := f.tk.ReplaceActive(t.Context(), d.ID(), onActive(func(*domain.Task) (*domain.Task, error) {
-			if _, err := f.fw.Get(t.Context(), o.Firmware.ID()); err != nil {
+			if _, err := f.fw.Get(t.Context(), asUUID(o.Firmware.ID())); err != nil {
 				return nil, err
 			}
 			if _, err := f.tk.FailedCounts(t.Context(), d.ID()); err != nil {
@@ -338,7 +338,7 @@ func TestListEdges(t *testing.T) {
 	if !errors.Is(err, domain.ErrValidation) {
 		t.Errorf("non-UUID cursor: err = %v, want ErrValidation", err)
 	}
-	if st, err := f.tk.RolloutStats(t.Context(), "nope"); err != nil || st != (domain.TaskStats{}) {
+	if st, err := f.tk.RolloutStats(t.Context(), asUUID("nope")); err != nil || st != (domain.TaskStats{}) {
 		t.Errorf("stats of a non-UUID rollout: %+v, %v; want zero counts, nil", st, err)
 	}
 	if _, _, err := f.tk.ReplaceActive(t.Context(), "no spaces allowed", onActive(func(*domain.Task) (*domain.Task, error) {

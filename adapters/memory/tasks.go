@@ -487,16 +487,16 @@ func (r *Tasks) FailedCounts(ctx context.Context, deviceID string) (map[string]i
 // RolloutStats counts a rollout's tasks by status. A rollout without tasks,
 // that does not exist, or whose id is not a UUID has all counts zero: it is
 // a count, not a lookup.
-func (r *Tasks) RolloutStats(ctx context.Context, rolloutID string) (domain.TaskStats, error) {
+func (r *Tasks) RolloutStats(ctx context.Context, rolloutID domain.UUID) (domain.TaskStats, error) {
 	return r.RolloutStatsSince(ctx, rolloutID, time.Time{})
 }
 
 // RolloutStatsSince is RolloutStats for the tasks created at or after since.
-func (r *Tasks) RolloutStatsSince(ctx context.Context, rolloutID string, since time.Time) (domain.TaskStats, error) {
+func (r *Tasks) RolloutStatsSince(ctx context.Context, rolloutID domain.UUID, since time.Time) (domain.TaskStats, error) {
 	if err := ctx.Err(); err != nil {
 		return domain.TaskStats{}, err
 	}
-	key, ok := canonicalUUID(rolloutID)
+	key, ok := rolloutID.String(), !rolloutID.IsZero()
 	if !ok {
 		return domain.TaskStats{}, nil
 	}

@@ -416,22 +416,20 @@ func (c *CatalogCache) offersOf(ctx context.Context, model string) ([]domain.Off
 	return slices.Clone(offers), nil
 }
 
-func (c *CatalogCache) firmware(ctx context.Context, id string) (domain.Firmware, error) {
-	uid, ok := canonicalUUID(id)
-	if !ok {
+func (c *CatalogCache) firmware(ctx context.Context, id domain.UUID) (domain.Firmware, error) {
+	if id.IsZero() {
 		return c.firmwares.Get(ctx, id) // not found, without a query
 	}
-	return lookup(ctx, c, "firmware", uid, func() map[string]domain.Firmware { return c.fws }, maxCachedFirmwares,
-		func(ctx context.Context) (domain.Firmware, error) { return c.firmwares.Get(ctx, uid) })
+	return lookup(ctx, c, "firmware", id.String(), func() map[string]domain.Firmware { return c.fws }, maxCachedFirmwares,
+		func(ctx context.Context) (domain.Firmware, error) { return c.firmwares.Get(ctx, id) })
 }
 
-func (c *CatalogCache) rollout(ctx context.Context, id string) (domain.Rollout, error) {
-	uid, ok := canonicalUUID(id)
-	if !ok {
+func (c *CatalogCache) rollout(ctx context.Context, id domain.UUID) (domain.Rollout, error) {
+	if id.IsZero() {
 		return c.rollouts.Get(ctx, id) // not found, without a query
 	}
-	return lookup(ctx, c, "rollout", uid, func() map[string]domain.Rollout { return c.ros }, maxCachedRollouts,
-		func(ctx context.Context) (domain.Rollout, error) { return c.rollouts.Get(ctx, uid) })
+	return lookup(ctx, c, "rollout", id.String(), func() map[string]domain.Rollout { return c.ros }, maxCachedRollouts,
+		func(ctx context.Context) (domain.Rollout, error) { return c.rollouts.Get(ctx, id) })
 }
 
 // CachedFirmwares is the FirmwareRepository in front of a CatalogCache:
@@ -448,7 +446,7 @@ func (f *CachedFirmwares) Create(ctx context.Context, fw domain.Firmware) error 
 }
 
 // Get loads a firmware by id, from memory when the cache is live.
-func (f *CachedFirmwares) Get(ctx context.Context, id string) (domain.Firmware, error) {
+func (f *CachedFirmwares) Get(ctx context.Context, id domain.UUID) (domain.Firmware, error) {
 	return f.c.firmware(ctx, id)
 }
 
@@ -459,7 +457,7 @@ func (f *CachedFirmwares) List(ctx context.Context, model string) ([]domain.Firm
 
 // Update changes a firmware (revokes it); this replica forgets what it
 // cached at once, the others when the notification reaches them.
-func (f *CachedFirmwares) Update(ctx context.Context, id string, fn func(*domain.Firmware) error) (domain.Firmware, error) {
+func (f *CachedFirmwares) Update(ctx context.Context, id domain.UUID, fn func(*domain.Firmware) error) (domain.Firmware, error) {
 	out, err := f.c.firmwares.Update(ctx, id, fn)
 	model := "*"
 	if err == nil {
@@ -483,13 +481,13 @@ func (r *CachedRollouts) Create(ctx context.Context, ro domain.Rollout) error {
 }
 
 // Get loads a rollout by id, from memory when the cache is live.
-func (r *CachedRollouts) Get(ctx context.Context, id string) (domain.Rollout, error) {
+func (r *CachedRollouts) Get(ctx context.Context, id domain.UUID) (domain.Rollout, error) {
 	return r.c.rollout(ctx, id)
 }
 
 // Update changes a rollout (percentage, status); this replica forgets what
 // it cached at once, the others when the notification reaches them.
-func (r *CachedRollouts) Update(ctx context.Context, id string, fn func(*domain.Rollout, domain.Firmware) error) (domain.Rollout, error) {
+func (r *CachedRollouts) Update(ctx context.Context, id domain.UUID, fn func(*domain.Rollout, domain.Firmware) error) (domain.Rollout, error) {
 	out, err := r.c.rollouts.Update(ctx, id, fn)
 	r.c.invalidate("*")
 	return out, err

@@ -115,35 +115,35 @@ func TestCatalogCacheInvalidatesOtherReplicas(t *testing.T) {
 	d := within(t, time.Second, "b sees the new rollout", func() bool { return equalIDs(b.offered(t, model), fw.ID()) })
 	t.Logf("published: b saw it after %v", d)
 	// b caches the firmware and the rollout by id.
-	got, err := b.firmwares.Get(ctx, fw.ID())
+	got, err := b.firmwares.Get(ctx, asUUID(fw.ID()))
 	if err != nil || got.Revoked() {
 		t.Fatalf("b firmware: %v %v", got.Status(), err)
 	}
-	if r, err := b.rollouts.Get(ctx, ro.ID()); err != nil || r.Status() != domain.RolloutActive {
+	if r, err := b.rollouts.Get(ctx, asUUID(ro.ID())); err != nil || r.Status() != domain.RolloutActive {
 		t.Fatalf("b rollout: %v %v", r.Status(), err)
 	}
 
 	// Pause through a: b stops offering it, and reads it paused.
-	_, err = a.rollouts.Update(ctx, ro.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
+	_, err = a.rollouts.Update(ctx, asUUID(ro.ID()), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutPaused, fw, e.now)
 	})
 	must(t, err)
 	d = within(t, time.Second, "b stops offering a paused rollout", func() bool {
-		r, err := b.rollouts.Get(ctx, ro.ID())
+		r, err := b.rollouts.Get(ctx, asUUID(ro.ID()))
 		return len(b.offered(t, model)) == 0 && err == nil && r.Status() == domain.RolloutPaused
 	})
 	t.Logf("paused: b saw it after %v", d)
-	_, err = a.rollouts.Update(ctx, ro.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
+	_, err = a.rollouts.Update(ctx, asUUID(ro.ID()), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutActive, fw, e.now)
 	})
 	must(t, err)
 	within(t, time.Second, "b offers a resumed rollout", func() bool { return equalIDs(b.offered(t, model), fw.ID()) })
 
 	// Revoke through a: b stops offering it, and reads it revoked.
-	_, err = a.firmwares.Update(ctx, fw.ID(), func(f *domain.Firmware) error { f.Revoke(e.now); return nil })
+	_, err = a.firmwares.Update(ctx, asUUID(fw.ID()), func(f *domain.Firmware) error { f.Revoke(e.now); return nil })
 	must(t, err)
 	d = within(t, time.Second, "b stops offering a revoked firmware", func() bool {
-		f, err := b.firmwares.Get(ctx, fw.ID())
+		f, err := b.firmwares.Get(ctx, asUUID(fw.ID()))
 		return len(b.offered(t, model)) == 0 && err == nil && f.Revoked()
 	})
 	t.Logf("revoked: b saw it after %v", d)
@@ -157,7 +157,7 @@ func TestCatalogCacheInvalidatesOtherReplicas(t *testing.T) {
 	must(t, err)
 	must(t, a.rollouts.Create(ctx, ro2))
 	within(t, time.Second, "b sees the second rollout", func() bool { return equalIDs(b.offered(t, model), fw2.ID()) })
-	_, err = a.rollouts.Update(ctx, ro2.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
+	_, err = a.rollouts.Update(ctx, asUUID(ro2.ID()), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutCancelled, fw2, e.now)
 	})
 	must(t, err)
@@ -165,13 +165,13 @@ func TestCatalogCacheInvalidatesOtherReplicas(t *testing.T) {
 	t.Logf("cancelled: b saw it after %v", d)
 
 	// a reads its own writes at once.
-	if r, err := a.rollouts.Get(ctx, ro2.ID()); err != nil || r.Status() != domain.RolloutCancelled {
+	if r, err := a.rollouts.Get(ctx, asUUID(ro2.ID())); err != nil || r.Status() != domain.RolloutCancelled {
 		t.Fatalf("a reads its own cancel: %v %v", r.Status(), err)
 	}
-	if _, err := b.firmwares.Get(ctx, newID()); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := b.firmwares.Get(ctx, asUUID(newID())); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("unknown firmware: %v", err)
 	}
-	if _, err := b.rollouts.Get(ctx, "not-a-uuid"); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := b.rollouts.Get(ctx, asUUID("not-a-uuid")); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("bad rollout id: %v", err)
 	}
 }
@@ -185,7 +185,7 @@ func TestCatalogCacheForgetsEverythingOnReconnect(t *testing.T) {
 	b := e.replica(t, postgres.CatalogCacheConfig{})
 	o := e.offer(t, "cam-reconnect", "3.0.0")
 	within(t, time.Second, "b sees the offer", func() bool { return equalIDs(b.offered(t, "cam-reconnect"), o.Firmware.ID()) })
-	if _, err := b.rollouts.Get(ctx, o.Rollout.ID()); err != nil {
+	if _, err := b.rollouts.Get(ctx, asUUID(o.Rollout.ID())); err != nil {
 		t.Fatal(err)
 	}
 
@@ -200,7 +200,7 @@ func TestCatalogCacheForgetsEverythingOnReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := within(t, 1500*time.Millisecond, "b stops offering the silently paused rollout", func() bool {
-		r, err := b.rollouts.Get(ctx, o.Rollout.ID())
+		r, err := b.rollouts.Get(ctx, asUUID(o.Rollout.ID()))
 		return len(b.offered(t, "cam-reconnect")) == 0 && err == nil && r.Status() == domain.RolloutPaused
 	})
 	t.Logf("b saw the unannounced change after %v (listener down: reading through)", d)

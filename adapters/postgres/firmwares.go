@@ -125,12 +125,12 @@ func (s *FirmwareRepository) Create(ctx context.Context, f domain.Firmware) erro
 	return nil
 }
 
-// Get loads a firmware by id; an id that is not a UUID is not found.
-func (s *FirmwareRepository) Get(ctx context.Context, id string) (domain.Firmware, error) {
-	uid, ok := canonicalUUID(id)
-	if !ok {
+// Get loads a firmware by id (parsed, canonical); the zero id is not found.
+func (s *FirmwareRepository) Get(ctx context.Context, id domain.UUID) (domain.Firmware, error) {
+	if id.IsZero() {
 		return domain.Firmware{}, fmt.Errorf("loading firmware: %w", domain.ErrNotFound)
 	}
+	uid := id.String()
 	var r firmwareRow
 	if err := s.get.GetContext(ctx, &r, uid); err != nil {
 		return domain.Firmware{}, fmt.Errorf("loading firmware %s: %w", uid, notFound(err))
@@ -180,11 +180,11 @@ func (s *FirmwareRepository) List(ctx context.Context, model string) ([]domain.F
 // The lock is FOR NO KEY UPDATE, so it does not hold up the foreign-key
 // checks of tasks and rollouts being created for the firmware.
 // fn's error is returned as is and nothing is written.
-func (s *FirmwareRepository) Update(ctx context.Context, id string, fn func(*domain.Firmware) error) (domain.Firmware, error) {
-	uid, ok := canonicalUUID(id)
-	if !ok {
+func (s *FirmwareRepository) Update(ctx context.Context, id domain.UUID, fn func(*domain.Firmware) error) (domain.Firmware, error) {
+	if id.IsZero() {
 		return domain.Firmware{}, fmt.Errorf("loading firmware: %w", domain.ErrNotFound)
 	}
+	uid := id.String()
 	var out domain.Firmware
 	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
 		var r firmwareRow

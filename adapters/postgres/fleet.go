@@ -132,10 +132,10 @@ func (s *FleetReader) VersionCounts(ctx context.Context, q ports.VersionCountQue
 }
 
 // RecentFailures returns a rollout's failed tasks, most recently failed
-// first, at most limit. An id that is not a UUID has none.
-func (s *FleetReader) RecentFailures(ctx context.Context, rolloutID string, limit int) ([]domain.Task, error) {
+// first, at most limit. The zero id has none.
+func (s *FleetReader) RecentFailures(ctx context.Context, rolloutID domain.UUID, limit int) ([]domain.Task, error) {
 	out := []domain.Task{}
-	uid, ok := canonicalUUID(rolloutID)
+	uid, ok := rolloutID.String(), !rolloutID.IsZero()
 	if !ok || limit <= 0 {
 		return out, nil
 	}

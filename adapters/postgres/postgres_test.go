@@ -298,12 +298,12 @@ func TestFirmwares(t *testing.T) {
 	if err := e.firmwares.Create(ctx, f); err != nil {
 		t.Fatal(err)
 	}
-	got := try(e.firmwares.Get(ctx, f.ID())).must(t)
+	got := try(e.firmwares.Get(ctx, asUUID(f.ID()))).must(t)
 	if got.Spec() != spec || got.Status() != domain.FirmwareReleased || !got.CreatedAt().Equal(e.now) {
 		t.Fatalf("got %+v", got.Spec())
 	}
 	// Upper-case ids find the same firmware; the returned id is canonical.
-	if got := try(e.firmwares.Get(ctx, strings.ToUpper(f.ID()))).must(t); got.ID() != f.ID() {
+	if got := try(e.firmwares.Get(ctx, asUUID(strings.ToUpper(f.ID())))).must(t); got.ID() != f.ID() {
 		t.Fatalf("id %s", got.ID())
 	}
 
@@ -315,10 +315,10 @@ func TestFirmwares(t *testing.T) {
 		t.Fatalf("duplicate version: %v, want ErrFirmwareExists", err)
 	}
 	for _, id := range []string{"not-a-uuid", "", uuid.NewString(), "'; DROP TABLE firmwares; --"} {
-		if _, err := e.firmwares.Get(ctx, id); !errors.Is(err, domain.ErrNotFound) {
+		if _, err := e.firmwares.Get(ctx, asUUID(id)); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("Get(%q): %v, want ErrNotFound", id, err)
 		}
-		if _, err := e.firmwares.Update(ctx, id, func(*domain.Firmware) error { return nil }); !errors.Is(err, domain.ErrNotFound) {
+		if _, err := e.firmwares.Update(ctx, asUUID(id), func(*domain.Firmware) error { return nil }); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("Update(%q): %v, want ErrNotFound", id, err)
 		}
 	}
@@ -326,7 +326,7 @@ func TestFirmwares(t *testing.T) {
 	// Optional fields left empty come back empty.
 	e.now = e.now.Add(time.Second)
 	plain := e.firmware(t, "spk", "2.1.0")
-	if got := try(e.firmwares.Get(ctx, plain.ID())).must(t).Spec(); got != plain.Spec() {
+	if got := try(e.firmwares.Get(ctx, asUUID(plain.ID()))).must(t).Spec(); got != plain.Spec() {
 		t.Fatalf("got %+v, want %+v", got, plain.Spec())
 	}
 	e.now = e.now.Add(time.Second)
@@ -343,11 +343,11 @@ func TestFirmwares(t *testing.T) {
 		t.Fatalf("List(bad model) = %v", none)
 	}
 
-	revoked := try(e.firmwares.Update(ctx, f.ID(), func(f *domain.Firmware) error { f.Revoke(e.now.Add(time.Hour)); return nil })).must(t)
+	revoked := try(e.firmwares.Update(ctx, asUUID(f.ID()), func(f *domain.Firmware) error { f.Revoke(e.now.Add(time.Hour)); return nil })).must(t)
 	if !revoked.Revoked() || !revoked.UpdatedAt().Equal(e.now.Add(time.Hour)) {
 		t.Fatalf("revoke returned %v", revoked.Status())
 	}
-	if got := try(e.firmwares.Get(ctx, f.ID())).must(t); !got.Revoked() {
+	if got := try(e.firmwares.Get(ctx, asUUID(f.ID()))).must(t); !got.Revoked() {
 		t.Fatal("revoke not stored")
 	}
 }
@@ -376,7 +376,7 @@ func TestRolloutsAndOffers(t *testing.T) {
 	if err := e.rollouts.Create(ctx, r1); err != nil {
 		t.Fatal(err)
 	}
-	got := try(e.rollouts.Get(ctx, r1.ID())).must(t)
+	got := try(e.rollouts.Get(ctx, asUUID(r1.ID()))).must(t)
 	if got.MaxAttempts() != 2 || got.MinSample() != 5 || *got.FailureThresholdPercent() != 10 || got.Percentage() != 50 {
 		t.Fatalf("got %+v", got.Record())
 	}
@@ -391,33 +391,33 @@ func TestRolloutsAndOffers(t *testing.T) {
 		t.Fatalf("rollout of unknown firmware: %v, want ErrNotFound", err)
 	}
 	for _, id := range []string{"not-a-uuid", uuid.NewString()} {
-		if _, err := e.rollouts.Get(ctx, id); !errors.Is(err, domain.ErrNotFound) {
+		if _, err := e.rollouts.Get(ctx, asUUID(id)); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("Get(%q): %v", id, err)
 		}
 	}
 
-	paused := try(e.rollouts.Update(ctx, r2.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
+	paused := try(e.rollouts.Update(ctx, asUUID(r2.ID()), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutPaused, f2, e.now.Add(time.Minute))
 	})).must(t)
 	if paused.Status() != domain.RolloutPaused || paused.PausedReason() != domain.PausedManual {
 		t.Fatalf("paused: %+v", paused.Record())
 	}
-	if got := try(e.rollouts.Get(ctx, r2.ID())).must(t); !got.Record().Equal(paused.Record()) {
+	if got := try(e.rollouts.Get(ctx, asUUID(r2.ID()))).must(t); !got.Record().Equal(paused.Record()) {
 		t.Fatalf("stored %+v, returned %+v", got.Record(), paused.Record())
 	}
-	if _, err := e.rollouts.Update(ctx, r3.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
+	if _, err := e.rollouts.Update(ctx, asUUID(r3.ID()), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutStatus{}, f3, e.now)
 	}); !errors.Is(err, domain.ErrValidation) {
 		t.Fatalf("fn's error: %v", err)
 	}
-	try(e.firmwares.Update(ctx, f3.ID(), func(f *domain.Firmware) error { f.Revoke(e.now); return nil })).must(t)
+	try(e.firmwares.Update(ctx, asUUID(f3.ID()), func(f *domain.Firmware) error { f.Revoke(e.now); return nil })).must(t)
 
 	// Only r1 remains: r2 is paused, r3's firmware revoked, the last is another model.
 	offers := try(e.rollouts.Offers(ctx, "box")).must(t)
 	if len(offers) != 1 || offers[0].Rollout.ID() != r1.ID() || offers[0].Firmware.ID() != f1.ID() {
 		t.Fatalf("offers: %+v", offers)
 	}
-	try(e.rollouts.Update(ctx, r2.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
+	try(e.rollouts.Update(ctx, asUUID(r2.ID()), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutActive, f2, e.now)
 	})).must(t)
 	offers = try(e.rollouts.Offers(ctx, "box")).must(t)
@@ -808,12 +808,12 @@ func TestStatsAndFailedCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stats := try(e.tasks.RolloutStats(ctx, o1.Rollout.ID())).must(t)
+	stats := try(e.tasks.RolloutStats(ctx, asUUID(o1.Rollout.ID()))).must(t)
 	want := domain.TaskStats{Pending: 1, Succeeded: 1, Failed: 3, Cancelled: 1}
 	if stats != want {
 		t.Fatalf("stats %+v, want %+v", stats, want)
 	}
-	if s := try(e.tasks.RolloutStats(ctx, "not-a-uuid")).must(t); s != (domain.TaskStats{}) {
+	if s := try(e.tasks.RolloutStats(ctx, asUUID("not-a-uuid"))).must(t); s != (domain.TaskStats{}) {
 		t.Fatalf("stats of nothing: %+v", s)
 	}
 	fc := try(e.tasks.FailedCounts(ctx, "d0")).must(t)

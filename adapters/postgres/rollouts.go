@@ -153,12 +153,12 @@ func (s *RolloutRepository) Create(ctx context.Context, ro domain.Rollout) error
 	return nil
 }
 
-// Get loads a rollout by id; an id that is not a UUID is not found.
-func (s *RolloutRepository) Get(ctx context.Context, id string) (domain.Rollout, error) {
-	uid, ok := canonicalUUID(id)
-	if !ok {
+// Get loads a rollout by id (parsed, canonical); the zero id is not found.
+func (s *RolloutRepository) Get(ctx context.Context, id domain.UUID) (domain.Rollout, error) {
+	if id.IsZero() {
 		return domain.Rollout{}, fmt.Errorf("loading rollout: %w", domain.ErrNotFound)
 	}
+	uid := id.String()
 	var r rolloutRow
 	if err := s.get.GetContext(ctx, &r, uid); err != nil {
 		return domain.Rollout{}, fmt.Errorf("loading rollout %s: %w", uid, notFound(err))
@@ -176,11 +176,11 @@ func (s *RolloutRepository) Get(ctx context.Context, id string) (domain.Rollout,
 // next one until this commits, so a rule fn judges on the firmware (a
 // rollout resumes only while its firmware is released) still holds at
 // commit. fn's error is returned as is and nothing is written.
-func (s *RolloutRepository) Update(ctx context.Context, id string, fn func(*domain.Rollout, domain.Firmware) error) (domain.Rollout, error) {
-	uid, ok := canonicalUUID(id)
-	if !ok {
+func (s *RolloutRepository) Update(ctx context.Context, id domain.UUID, fn func(*domain.Rollout, domain.Firmware) error) (domain.Rollout, error) {
+	if id.IsZero() {
 		return domain.Rollout{}, fmt.Errorf("loading rollout: %w", domain.ErrNotFound)
 	}
+	uid := id.String()
 	var out domain.Rollout
 	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
 		var r rolloutRow

@@ -585,22 +585,21 @@ func (s *TaskRepository) failedIn(ctx context.Context, stmt *sqlx.Stmt, deviceID
 }
 
 // RolloutStats counts a rollout's tasks by status in one aggregate query.
-// An unknown rollout (or an id that is not a UUID) has no tasks.
-func (s *TaskRepository) RolloutStats(ctx context.Context, rolloutID string) (domain.TaskStats, error) {
-	uid, ok := canonicalUUID(rolloutID)
-	if !ok {
+// An unknown rollout (or the zero id) has no tasks.
+func (s *TaskRepository) RolloutStats(ctx context.Context, rolloutID domain.UUID) (domain.TaskStats, error) {
+	if rolloutID.IsZero() {
 		return domain.TaskStats{}, nil
 	}
-	return statsIn(ctx, s.stats, uid)
+	return statsIn(ctx, s.stats, rolloutID.String())
 }
 
 // RolloutStatsSince counts a rollout's tasks created at or after since, by
 // status (on tasks_rollout_created_idx).
-func (s *TaskRepository) RolloutStatsSince(ctx context.Context, rolloutID string, since time.Time) (domain.TaskStats, error) {
-	uid, ok := canonicalUUID(rolloutID)
-	if !ok {
+func (s *TaskRepository) RolloutStatsSince(ctx context.Context, rolloutID domain.UUID, since time.Time) (domain.TaskStats, error) {
+	if rolloutID.IsZero() {
 		return domain.TaskStats{}, nil
 	}
+	uid := rolloutID.String()
 	if since.IsZero() {
 		return statsIn(ctx, s.stats, uid)
 	}

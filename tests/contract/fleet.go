@@ -275,7 +275,7 @@ func (s *fleetSuite) recentFailures(t *testing.T) {
 	otherRollout := s.offer(t, model, "2.1.0", fleetAt(2))
 	s.task(t, otherRollout, domain.TaskFailed, fleetAt(70))
 
-	got, err := s.Fleet.RecentFailures(t.Context(), o.Rollout.ID(), 3)
+	got, err := s.Fleet.RecentFailures(t.Context(), asUUID(o.Rollout.ID()), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,12 +291,12 @@ func (s *fleetSuite) recentFailures(t *testing.T) {
 			t.Errorf("failure %d: %s %q of rollout %s", i, tk.Status(), tk.ErrorCode(), tk.RolloutID())
 		}
 	}
-	all, err := s.Fleet.RecentFailures(t.Context(), o.Rollout.ID(), 50)
+	all, err := s.Fleet.RecentFailures(t.Context(), asUUID(o.Rollout.ID()), 50)
 	if err != nil || len(all) != 5 {
 		t.Errorf("limit 50: %d failures (%v), want 5", len(all), err)
 	}
 	for _, id := range []string{uuid.NewString(), "not-a-uuid"} {
-		none, err := s.Fleet.RecentFailures(t.Context(), id, 50)
+		none, err := s.Fleet.RecentFailures(t.Context(), asUUID(id), 50)
 		if err != nil || len(none) != 0 || none == nil {
 			t.Errorf("rollout %q: %v, %v; want an empty, non-nil list", id, none, err)
 		}

@@ -227,7 +227,7 @@ func artifactContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	if err != nil || got.ID() != fw.ID() || got.ArtifactName() != "release 1" {
 		t.Fatalf("by artifact name: %v %v", err, got.ID())
 	}
-	if stored, err := s.Firmwares.Get(ctx, fw.ID()); err != nil || stored.ArtifactName() != "release 1" {
+	if stored, err := s.Firmwares.Get(ctx, asUUID(fw.ID())); err != nil || stored.ArtifactName() != "release 1" {
 		t.Fatalf("artifact name not kept: %v %q", err, stored.ArtifactName())
 	}
 	if _, err := r.Catalog.ByArtifactName(ctx, repoName("other"), "release 1"); !errors.Is(err, domain.ErrNotFound) {

@@ -21,7 +21,7 @@ func (s *repoSuite) firmwares(t *testing.T) {
 		}
 		for _, spec := range []domain.FirmwareSpec{full, repoSpec(model, "1.0.0")} {
 			f := s.firmware(t, spec, s.at(3), true)
-			got, err := s.Firmwares.Get(ctx, f.ID())
+			got, err := s.Firmwares.Get(ctx, asUUID(f.ID()))
 			repoNoErr(t, "get", err)
 			repoSameFirmware(t, got, f)
 			if got.Status() != domain.FirmwareReleased {
@@ -38,14 +38,14 @@ func (s *repoSuite) firmwares(t *testing.T) {
 			if err := s.Firmwares.Create(ctx, dup); !errors.Is(err, domain.ErrFirmwareExists) {
 				t.Errorf("publish %s after 1.2.0+a: err = %v, want domain.ErrFirmwareExists", v, err)
 			}
-			_, err := s.Firmwares.Get(ctx, dup.ID())
+			_, err := s.Firmwares.Get(ctx, asUUID(dup.ID()))
 			repoIsNotFound(t, "refused firmware", err)
 		}
 		// Other versions of the model, and the same version of another model, are fine.
 		s.firmware(t, repoSpec(model, "1.2.0-rc.1"), s.at(2), true)
 		s.firmware(t, repoSpec(model, "1.2.1"), s.at(2), true)
 		s.firmware(t, repoSpec(repoName("model"), "1.2.0+a"), s.at(2), true)
-		got, err := s.Firmwares.Get(ctx, f.ID())
+		got, err := s.Firmwares.Get(ctx, asUUID(f.ID()))
 		repoNoErr(t, "get", err)
 		repoSameFirmware(t, got, f)
 	})
@@ -58,14 +58,14 @@ func (s *repoSuite) firmwares(t *testing.T) {
 		if err := s.Firmwares.Create(ctx, same); err == nil {
 			t.Error("a second firmware with a taken id was stored")
 		}
-		got, err := s.Firmwares.Get(ctx, f.ID())
+		got, err := s.Firmwares.Get(ctx, asUUID(f.ID()))
 		repoNoErr(t, "get", err)
 		repoSameFirmware(t, got, f)
 	})
 
 	t.Run("GetMissing", func(t *testing.T) {
 		for _, id := range []string{uuid.NewString(), "not-a-uuid", "", "'; drop table firmwares; --"} {
-			_, err := s.Firmwares.Get(ctx, id)
+			_, err := s.Firmwares.Get(ctx, asUUID(id))
 			repoIsNotFound(t, "get "+id, err)
 		}
 	})
@@ -111,7 +111,7 @@ func (s *repoSuite) firmwares(t *testing.T) {
 
 	t.Run("Update", func(t *testing.T) {
 		f := s.firmware(t, repoSpec(repoName("model"), "3.0.0"), s.at(0), true)
-		got, err := s.Firmwares.Update(ctx, f.ID(), func(fw *domain.Firmware) error {
+		got, err := s.Firmwares.Update(ctx, asUUID(f.ID()), func(fw *domain.Firmware) error {
 			repoSameFirmware(t, *fw, f)
 			fw.Revoke(s.at(9))
 			return nil
@@ -120,7 +120,7 @@ func (s *repoSuite) firmwares(t *testing.T) {
 		want := f
 		want.Revoke(s.at(9))
 		repoSameFirmware(t, got, want)
-		stored, err := s.Firmwares.Get(ctx, f.ID())
+		stored, err := s.Firmwares.Get(ctx, asUUID(f.ID()))
 		repoNoErr(t, "get", err)
 		repoSameFirmware(t, stored, want)
 		if !stored.Revoked() {
@@ -128,19 +128,19 @@ func (s *repoSuite) firmwares(t *testing.T) {
 		}
 
 		g := s.firmware(t, repoSpec(repoName("model"), "3.0.0"), s.at(0), true)
-		_, err = s.Firmwares.Update(ctx, g.ID(), func(fw *domain.Firmware) error {
+		_, err = s.Firmwares.Update(ctx, asUUID(g.ID()), func(fw *domain.Firmware) error {
 			fw.Revoke(s.at(9))
 			return errRepoBoom
 		})
 		if !errors.Is(err, errRepoBoom) {
 			t.Fatalf("failing fn: err = %v, want fn's error", err)
 		}
-		stored, err = s.Firmwares.Get(ctx, g.ID())
+		stored, err = s.Firmwares.Get(ctx, asUUID(g.ID()))
 		repoNoErr(t, "get", err)
 		repoSameFirmware(t, stored, g)
 
 		for _, id := range []string{uuid.NewString(), "not-a-uuid"} {
-			_, err = s.Firmwares.Update(ctx, id, func(*domain.Firmware) error {
+			_, err = s.Firmwares.Update(ctx, asUUID(id), func(*domain.Firmware) error {
 				t.Error("fn called for an unknown firmware")
 				return nil
 			})
@@ -153,7 +153,7 @@ func (s *repoSuite) firmwares(t *testing.T) {
 		if err := s.Firmwares.Create(repoCancelled(t), f); err == nil {
 			t.Error("create with a cancelled context succeeded")
 		}
-		_, err := s.Firmwares.Get(ctx, f.ID())
+		_, err := s.Firmwares.Get(ctx, asUUID(f.ID()))
 		repoIsNotFound(t, "firmware created under a cancelled context", err)
 	})
 }

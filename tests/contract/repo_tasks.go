@@ -783,7 +783,7 @@ func (s *repoSuite) rolloutStats(t *testing.T) {
 		{r2.ID(), domain.TaskStats{Pending: 1}},
 		{empty.ID(), domain.TaskStats{}},
 	} {
-		got, err := s.Tasks.RolloutStats(ctx, c.id)
+		got, err := s.Tasks.RolloutStats(ctx, asUUID(c.id))
 		repoNoErr(t, "stats", err)
 		if got != c.want {
 			t.Errorf("stats of %s: got %+v, want %+v", c.id, got, c.want)
@@ -890,7 +890,7 @@ func (s *repoSuite) replaceActiveState(t *testing.T) {
 	s.drive(t, s.insert(t, s.newTask(t, d.ID(), o2, 1, s.at(10))).ID(), domain.TaskFailed, s.at(11))
 	active := s.insert(t, s.newTask(t, d.ID(), o1, 1, s.at(12)))
 	// The rollout changes after the task was created: fn sees it as stored.
-	paused, err := s.Rollouts.Update(ctx, o1.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
+	paused, err := s.Rollouts.Update(ctx, asUUID(o1.Rollout.ID()), func(r *domain.Rollout, fw domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutPaused, fw, s.at(13))
 	})
 	repoNoErr(t, "pause", err)
@@ -932,17 +932,17 @@ func (s *repoSuite) offerWithdrawn(t *testing.T) {
 		withdraw func(t *testing.T, o domain.Offer)
 	}{
 		{"firmware revoked", func(t *testing.T, o domain.Offer) {
-			_, err := s.Firmwares.Update(ctx, o.Firmware.ID(), func(f *domain.Firmware) error { f.Revoke(s.at(20)); return nil })
+			_, err := s.Firmwares.Update(ctx, asUUID(o.Firmware.ID()), func(f *domain.Firmware) error { f.Revoke(s.at(20)); return nil })
 			repoNoErr(t, "revoke", err)
 		}},
 		{"rollout paused", func(t *testing.T, o domain.Offer) {
-			_, err := s.Rollouts.Update(ctx, o.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
+			_, err := s.Rollouts.Update(ctx, asUUID(o.Rollout.ID()), func(r *domain.Rollout, fw domain.Firmware) error {
 				return r.ChangeStatus(domain.RolloutPaused, fw, s.at(20))
 			})
 			repoNoErr(t, "pause", err)
 		}},
 		{"rollout cancelled", func(t *testing.T, o domain.Offer) {
-			_, err := s.Rollouts.Update(ctx, o.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
+			_, err := s.Rollouts.Update(ctx, asUUID(o.Rollout.ID()), func(r *domain.Rollout, fw domain.Firmware) error {
 				return r.ChangeStatus(domain.RolloutCancelled, fw, s.at(20))
 			})
 			repoNoErr(t, "cancel", err)
@@ -979,7 +979,7 @@ func (s *repoSuite) offerWithdrawn(t *testing.T) {
 		inside, release := make(chan struct{}), make(chan struct{})
 		revoked := make(chan error, 1)
 		go func() {
-			_, err := s.Firmwares.Update(ctx, o.Firmware.ID(), func(f *domain.Firmware) error {
+			_, err := s.Firmwares.Update(ctx, asUUID(o.Firmware.ID()), func(f *domain.Firmware) error {
 				f.Revoke(s.at(20))
 				close(inside)
 				<-release // the revoke's transaction stays open, holding the row
@@ -1056,7 +1056,7 @@ func (s *repoSuite) applyEventRollout(t *testing.T) {
 	if got.Status() != domain.TaskFailed || calls != 1 {
 		t.Fatalf("task %s, evaluation called %d times", got.Status(), calls)
 	}
-	r, err := s.Rollouts.Get(ctx, o.Rollout.ID())
+	r, err := s.Rollouts.Get(ctx, asUUID(o.Rollout.ID()))
 	repoNoErr(t, "rollout", err)
 	if r.Status() != domain.RolloutPaused || !r.UpdatedAt().Equal(repoUs(s.at(13))) {
 		t.Fatalf("rollout %s updated %v, want paused at %v", r.Status(), r.UpdatedAt(), s.at(13))
