@@ -16,7 +16,7 @@ import (
 	httpadapter "github.com/ai-device/ota/adapters/http"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/application"
-	"github.com/ai-device/ota/ports"
+	"github.com/ai-device/ota/tests/testenv"
 )
 
 const (
@@ -34,22 +34,9 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	store := memory.NewStore()
-	deps := application.Deps{
-		Devices: memory.NewDevices(store), Firmwares: memory.NewFirmwares(store),
-		Rollouts: memory.NewRollouts(store), Tasks: memory.NewTasks(store),
-		Locker: memory.NewLocker(500*time.Millisecond, ports.NopLockMetrics{}), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
-		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
-	}
 	poll := application.PollInterval(90 * time.Second)
-	devices, err := application.NewDevices(deps, poll)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := application.NewAdmin(deps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := testenv.NewMemoryService(t, testenv.MemoryOptions{LockWait: 500 * time.Millisecond, PollInterval: time.Duration(poll)})
+	store, deps, devices, admin := base.Store, base.Deps, base.Devices, base.Admin
 	svc, err := application.NewDDI(devices, deps.Devices, memory.NewAttributes(store), memory.NewTaskActions(store),
 		deps.Clock, poll, "sw_version")
 	if err != nil {
