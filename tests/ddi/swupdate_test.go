@@ -7,10 +7,7 @@
 package ddi_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -73,27 +70,13 @@ func (r *rig) buildSWU(name, version, hwRev string) image {
 // api calls otad with a JSON body and decodes a JSON answer.
 func (r *rig) api(method, path, auth string, body any, want int) map[string]any {
 	r.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, r.otad.URL+path, rd)
-	req.Header.Set("Authorization", auth)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := http.DefaultClient.Do(req)
+	m, status, raw, err := testenv.CallJSON(method, r.otad.URL+path, auth, body)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	if res.StatusCode != want {
-		r.t.Fatalf("%s %s: %d %s, want %d", method, path, res.StatusCode, raw, want)
+	if status != want {
+		r.t.Fatalf("%s %s: %d %s, want %d", method, path, status, raw, want)
 	}
-	var m map[string]any
-	_ = json.Unmarshal(raw, &m)
 	return m
 }
 
@@ -138,23 +121,7 @@ func (r *rig) tasks(device string) []task {
 // tryTasks lists the device's tasks without failing the test, for
 // conditions checked from other goroutines.
 func (r *rig) tryTasks(device string) ([]task, error) {
-	req, _ := http.NewRequest(http.MethodGet, r.otad.URL+"/api/v1/admin/tasks?device_id="+device, nil)
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	var page struct {
-		Items []task `json:"items"`
-	}
-	if res.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("listing tasks of %s: %s", device, res.Status)
-	}
-	if err := json.NewDecoder(res.Body).Decode(&page); err != nil {
-		return nil, err
-	}
-	return page.Items, nil
+	return testenv.ListTasks[task](r.otad.URL, adminToken, device)
 }
 
 // poll is a DDI poll made by the test itself, as the device would; it

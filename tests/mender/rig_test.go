@@ -23,7 +23,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -187,25 +186,7 @@ func (r *rig) api(method, path, auth string, body any, want int) map[string]any 
 }
 
 func (r *rig) tryAPI(method, path, auth string, body any) (map[string]any, int, []byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = strings.NewReader(string(b))
-	}
-	req, _ := http.NewRequest(method, r.otad.URL+path, rd)
-	req.Header.Set("Authorization", auth)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, 0, nil, err
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	var m map[string]any
-	_ = json.Unmarshal(raw, &m)
-	return m, res.StatusCode, raw, nil
+	return testenv.CallJSON(method, r.otad.URL+path, auth, body)
 }
 
 func (r *rig) admin(method, path string, body any, want int) map[string]any {
@@ -239,23 +220,7 @@ type task struct {
 
 // tryTasks lists the device's tasks without failing the test.
 func (r *rig) tryTasks(device string) ([]task, error) {
-	req, _ := http.NewRequest(http.MethodGet, r.otad.URL+"/api/v1/admin/tasks?device_id="+device, nil)
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("listing tasks of %s: %s", device, res.Status)
-	}
-	var page struct {
-		Items []task `json:"items"`
-	}
-	if err := json.NewDecoder(res.Body).Decode(&page); err != nil {
-		return nil, err
-	}
-	return page.Items, nil
+	return testenv.ListTasks[task](r.otad.URL, adminToken, device)
 }
 
 func (r *rig) tasks(device string) []task {
