@@ -12,6 +12,7 @@ import (
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
+	"github.com/ai-device/ota/tests/testenv"
 )
 
 // env is the application over the in-memory adapters: the same code paths
@@ -28,24 +29,11 @@ type env struct {
 
 func newEnv(t *testing.T, locker ports.Locker) *env {
 	t.Helper()
-	store := memory.NewStore()
 	if locker == nil {
 		locker = memory.NewLocker(defaultWait, ports.NopLockMetrics{})
 	}
-	deps := application.Deps{
-		Devices: memory.NewDevices(store), Firmwares: memory.NewFirmwares(store),
-		Rollouts: memory.NewRollouts(store), Tasks: memory.NewTasks(store),
-		Locker: locker, Clock: memory.NewClock(), IDs: memory.NewUUIDs(), Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
-	}
-	devices, err := application.NewDevices(deps, application.PollInterval(3600e9))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := application.NewAdmin(deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{t: t, ctx: context.Background(), store: store, deps: deps, devices: devices, admin: admin}
+	svc := testenv.NewMemoryService(t, testenv.MemoryOptions{Locker: locker})
+	return &env{t: t, ctx: context.Background(), store: svc.Store, deps: svc.Deps, devices: svc.Devices, admin: svc.Admin}
 }
 
 const defaultWait = 2e9 // 2s: generous on a shared machine

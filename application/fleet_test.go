@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
+	"github.com/ai-device/ota/tests/testenv"
 )
 
 // fixedClock tells the same instant until moved.
@@ -28,26 +28,9 @@ type fleetEnv struct {
 
 func newFleetEnv(t *testing.T) *fleetEnv {
 	t.Helper()
-	store := memory.NewStore()
 	clock := &fixedClock{now: time.Date(2026, 3, 4, 12, 0, 0, 0, time.UTC)}
-	deps := application.Deps{
-		Devices: memory.NewDevices(store), Firmwares: memory.NewFirmwares(store),
-		Rollouts: memory.NewRollouts(store), Tasks: memory.NewTasks(store),
-		Locker: memory.NewLocker(2*time.Second, ports.NopLockMetrics{}), Clock: clock, IDs: memory.NewUUIDs(),
-		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
-	}
-	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := application.NewAdmin(deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fleet, err := application.NewFleet(memory.NewFleet(store), deps.Firmwares, deps.Rollouts, deps.Clock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := testenv.NewMemoryService(t, testenv.MemoryOptions{Clock: clock})
+	devices, admin, fleet := svc.Devices, svc.Admin, svc.Fleet
 	return &fleetEnv{t: t, clock: clock, devices: devices, admin: admin, fleet: fleet}
 }
 

@@ -17,10 +17,10 @@ import (
 
 	"github.com/ai-device/ota/adapters/console"
 	httpadapter "github.com/ai-device/ota/adapters/http"
-	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
+	"github.com/ai-device/ota/tests/testenv"
 )
 
 const adminToken = "console-test-admin-token-0123456789"
@@ -59,26 +59,9 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	store := memory.NewStore()
 	clk := &clock{}
-	deps := application.Deps{
-		Devices: memory.NewDevices(store), Firmwares: memory.NewFirmwares(store),
-		Rollouts: memory.NewRollouts(store), Tasks: memory.NewTasks(store),
-		Locker: memory.NewLocker(2*time.Second, ports.NopLockMetrics{}), Clock: clk, IDs: memory.NewUUIDs(),
-		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
-	}
-	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := application.NewAdmin(deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fleet, err := application.NewFleet(memory.NewFleet(store), deps.Firmwares, deps.Rollouts, deps.Clock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := testenv.NewMemoryService(t, testenv.MemoryOptions{Clock: clk})
+	devices, admin, fleet := svc.Devices, svc.Admin, svc.Fleet
 	con, err := console.New(console.Config{AdminToken: adminToken, RefreshEvery: time.Second}, admin, fleet, clk, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/ports"
+	"github.com/ai-device/ota/tests/testenv"
 )
 
 const (
@@ -40,22 +41,9 @@ func newHarness(t *testing.T) *harness {
 // newHarnessAt is newHarness telling the time by clock.
 func newHarnessAt(t *testing.T, clock ports.Clock) *harness {
 	t.Helper()
-	store := memory.NewStore()
-	deps := application.Deps{
-		Devices: memory.NewDevices(store), Firmwares: memory.NewFirmwares(store),
-		Rollouts: memory.NewRollouts(store), Tasks: memory.NewTasks(store),
-		Locker: memory.NewLocker(500*time.Millisecond, ports.NopLockMetrics{}), Clock: clock, IDs: memory.NewUUIDs(),
-		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
-	}
 	poll := application.PollInterval(90 * time.Second)
-	devices, err := application.NewDevices(deps, poll)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := application.NewAdmin(deps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := testenv.NewMemoryService(t, testenv.MemoryOptions{Clock: clock, LockWait: 500 * time.Millisecond, PollInterval: time.Duration(poll)})
+	store, deps, devices, admin := base.Store, base.Deps, base.Devices, base.Admin
 	svc, err := application.NewDDI(devices, deps.Devices, deps.Rollouts, memory.NewAttributes(store), memory.NewTaskActions(store),
 		deps.Clock, poll, "sw_version")
 	if err != nil {

@@ -1,14 +1,13 @@
 package http
 
 import (
-	"bufio"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/ai-device/ota/tests/testenv"
 )
 
 // TestUnreadableBodyIsTheCallersFault sends request bodies that cannot be
@@ -74,33 +73,15 @@ func TestUnreadableBodyIsTheCallersFault(t *testing.T) {
 	}
 }
 
-// rawRequest writes raw to addr and reads the answer's status and error body.
+// rawRequest sends raw to addr and decodes the answer's error body.
 func rawRequest(t *testing.T, addr, raw string, halfClose bool) (int, ErrorDetail) {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := conn.Write([]byte(raw)); err != nil {
-		t.Fatal(err)
-	}
-	if halfClose {
-		if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("reading the answer: %v", err)
-	}
-	defer resp.Body.Close()
+	status, body := testenv.RawExchange(t, addr, raw, halfClose)
 	var eb ErrorBody
-	if err := json.NewDecoder(resp.Body).Decode(&eb); err != nil {
-		t.Fatalf("decoding the error body of a %d: %v", resp.StatusCode, err)
+	if err := json.Unmarshal(body, &eb); err != nil {
+		t.Fatalf("decoding the error body of a %d: %v\n%s", status, err, body)
 	}
-	return resp.StatusCode, eb.Error
+	return status, eb.Error
 }
 
 // logLine returns the access log line ("http request") of one request id.

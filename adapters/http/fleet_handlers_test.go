@@ -10,10 +10,9 @@ import (
 
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
-	"github.com/ai-device/ota/adapters/memory"
-	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
+	"github.com/ai-device/ota/tests/testenv"
 )
 
 // The fleet routes join apiRoutes, so the route, OpenAPI and auth tests
@@ -196,25 +195,8 @@ func TestFleetResponsesOfTheRealApplicationMatchOpenAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := memory.NewStore()
-	deps := application.Deps{
-		Devices: memory.NewDevices(store), Firmwares: memory.NewFirmwares(store),
-		Rollouts: memory.NewRollouts(store), Tasks: memory.NewTasks(store),
-		Locker: memory.NewLocker(2e9, nil), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
-		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
-	}
-	devices, err := application.NewDevices(deps, application.PollInterval(3600e9))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := application.NewAdmin(deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fleet, err := application.NewFleet(memory.NewFleet(store), deps.Firmwares, deps.Rollouts, deps.Clock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := testenv.NewMemoryService(t, testenv.MemoryOptions{})
+	devices, admin, fleet := svc.Devices, svc.Admin, svc.Fleet
 	ctx := context.Background()
 	fw, err := admin.PublishFirmware(ctx, domain.FirmwareSpec{Model: "cam-x1", Version: "1.1.0+b7",
 		URL: "https://cdn.example.com/1.1.0.bin", SizeBytes: 1024, SHA256: sha256Hex})

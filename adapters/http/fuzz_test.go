@@ -13,10 +13,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/ai-device/ota/adapters/memory"
-	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
+	"github.com/ai-device/ota/tests/testenv"
 )
 
 // Native fuzz targets for the HTTP edge. Every input goes through the real
@@ -48,22 +47,8 @@ type fuzzWorld struct {
 
 func newFuzzWorld(t *testing.T) *fuzzWorld {
 	t.Helper()
-	store := memory.NewStore()
-	deps := application.Deps{
-		Devices: memory.NewDevices(store), Firmwares: memory.NewFirmwares(store),
-		Rollouts: memory.NewRollouts(store), Tasks: memory.NewTasks(store),
-		Locker: memory.NewLocker(2e9, nil), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
-		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
-		Attributes: memory.NewAttributes(store), Directory: memory.NewDirectory(store),
-	}
-	devices, err := application.NewDevices(deps, application.PollInterval(3600e9))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := application.NewAdmin(deps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := testenv.NewMemoryService(t, testenv.MemoryOptions{Targeting: true})
+	devices, admin := base.Devices, base.Admin
 	ctx := context.Background()
 	must := func(err error) {
 		t.Helper()

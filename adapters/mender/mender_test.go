@@ -34,6 +34,7 @@ import (
 	"github.com/ai-device/ota/adapters/mender"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/ports"
+	"github.com/ai-device/ota/tests/testenv"
 )
 
 const (
@@ -133,22 +134,9 @@ type harness struct {
 
 func newHarness(t *testing.T, acceptPending bool) *harness {
 	t.Helper()
-	store := memory.NewStore()
 	clk := &clock{}
-	deps := application.Deps{
-		Devices: memory.NewDevices(store), Firmwares: memory.NewFirmwares(store),
-		Rollouts: memory.NewRollouts(store), Tasks: memory.NewTasks(store),
-		Locker: memory.NewLocker(500*time.Millisecond, ports.NopLockMetrics{}), Clock: clk, IDs: memory.NewUUIDs(),
-		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
-	}
-	devices, err := application.NewDevices(deps, application.PollInterval(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain, err := application.NewAdmin(deps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := testenv.NewMemoryService(t, testenv.MemoryOptions{Clock: clk, LockWait: 500 * time.Millisecond, PollInterval: time.Minute})
+	store, deps, devices, plain := base.Store, base.Deps, base.Devices, base.Admin
 	admin, err := application.NewKeyedAdmin(plain, memory.NewAdmissions(store), clk)
 	if err != nil {
 		t.Fatal(err)

@@ -59,14 +59,7 @@ func TestProfileCreation(t *testing.T) {
 		Devices: seen, Firmwares: cache.Firmwares(), Rollouts: cache.Rollouts(), Tasks: repos.Tasks,
 		Locker: lock, Clock: memory.NewClock(), IDs: memory.NewUUIDs(), Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
 	}
-	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := application.NewAdmin(deps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	devices, admin := testenv.UseCases(t, deps, time.Hour)
 	const n = 3000
 	creds := make([]ports.DeviceCredentials, n)
 	for i := range creds {

@@ -252,21 +252,12 @@ func fire(t *testing.T, client *http.Client, base string, devs []device, concurr
 	}
 }
 
+// admin makes an admin call that must create what it posts.
 func admin(t *testing.T, base, path string, body any) map[string]any {
 	t.Helper()
-	b, _ := json.Marshal(body)
-	r, _ := http.NewRequest(http.MethodPost, base+path, bytes.NewReader(b))
-	r.Header.Set("Authorization", "Bearer "+adminToken)
-	r.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("%s: %d %v", path, resp.StatusCode, out)
+	code, out := testenv.PostJSON(t, base+path, adminToken, body)
+	if code != http.StatusCreated {
+		t.Fatalf("%s: %d %v", path, code, out)
 	}
 	return out
 }

@@ -1,9 +1,6 @@
 package cluster
 
 import (
-	"bytes"
-	"encoding/json"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -15,22 +12,6 @@ import (
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunWithOtad(m)) }
-
-func post(t *testing.T, url, token string, body any) (int, map[string]any) {
-	t.Helper()
-	raw, _ := json.Marshal(body)
-	req, _ := http.NewRequest("POST", url, bytes.NewReader(raw))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	return resp.StatusCode, out
-}
 
 // Two otad processes whose OTA_REDIS_URL names one node of the cluster
 // (rueidis discovers the rest) serve 100 duplicate checks split between
@@ -46,16 +27,16 @@ func TestTwoOtadInstancesOnTheCluster(t *testing.T) {
 	api := func(i int) string { return otads[i%2].URL + "/api/v1" }
 
 	dev := "cl-" + uuid.NewString()[:8]
-	code, reg := post(t, api(0)+"/admin/devices", admin, map[string]any{"device_id": dev, "model": "clm"})
+	code, reg := testenv.PostJSON(t, api(0)+"/admin/devices", admin, map[string]any{"device_id": dev, "model": "clm"})
 	if code != 201 {
 		t.Fatalf("register: %d %v", code, reg)
 	}
-	code, fw := post(t, api(1)+"/admin/firmwares", admin, map[string]any{"model": "clm", "version": "3.0.0",
+	code, fw := testenv.PostJSON(t, api(1)+"/admin/firmwares", admin, map[string]any{"model": "clm", "version": "3.0.0",
 		"url": "https://f.example/3", "size_bytes": 3, "sha256": strings.Repeat("e", 64)})
 	if code != 201 {
 		t.Fatalf("publish: %d %v", code, fw)
 	}
-	if code, r := post(t, api(0)+"/admin/rollouts", admin, map[string]any{"firmware_id": fw["id"], "percentage": 100}); code != 201 {
+	if code, r := testenv.PostJSON(t, api(0)+"/admin/rollouts", admin, map[string]any{"firmware_id": fw["id"], "percentage": 100}); code != 201 {
 		t.Fatalf("rollout: %d %v", code, r)
 	}
 	token := reg["token"].(string)
@@ -67,7 +48,7 @@ func TestTwoOtadInstancesOnTheCluster(t *testing.T) {
 		go func(i int) {
 			defer wg.Done()
 			<-start
-			code, body := post(t, api(i)+"/devices/"+dev+"/ota/check", token, map[string]any{"model": "clm", "current_version": "1.0.0"})
+			code, body := testenv.PostJSON(t, api(i)+"/devices/"+dev+"/ota/check", token, map[string]any{"model": "clm", "current_version": "1.0.0"})
 			if code != 200 || body["task"] == nil {
 				t.Errorf("check %d: %d %v", i, code, body)
 				return

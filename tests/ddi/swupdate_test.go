@@ -7,23 +7,13 @@
 package ddi_test
 
 import (
-	"bytes"
-	"crypto/md5"
-	"crypto/rand"
-	"crypto/sha1"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,81 +24,32 @@ func TestMain(m *testing.M) { os.Exit(testenv.RunWithOtad(m)) }
 
 const adminToken = "ddi-e2e-admin-token-0123456789"
 
-// Bounds of every wait on a client.
-const (
-	clientWait  = 45 * time.Second // one client run reaching what the test waits for
-	clientTries = 3                // a hung client is restarted this many times
-	settle      = 3 * time.Second  // how long "nothing more happens" is watched
-)
-
-// requireTools returns the swupdate binary, skipping loudly when it (or
-// openssl) is missing.
-func requireTools(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("swupdate")
-	if err == nil {
-		if _, err = exec.LookPath("openssl"); err != nil {
-			bin = ""
-		}
-	}
-	if bin == "" {
-		msg := "\n" + strings.Repeat("!", 78) + "\n" +
-			"!! SKIPPING the real-client DDI tests: swupdate (or openssl) is not installed.\n" +
-			"!! Install it with: apt-get update && apt-get install -y swupdate openssl\n" +
-			strings.Repeat("!", 78)
-		testenv.Skip(t, "swupdate and openssl", msg)
-	}
-	out, _ := exec.Command(bin, "-h").CombinedOutput()
-	if !bytes.Contains(out, []byte("suricatta")) {
-		t.Fatalf("%s was built without suricatta (hawkBit) support:\n%s", bin, out)
-	}
-	return bin
-}
+// How long "nothing more happens" is watched.
+const settle = 3 * time.Second
 
 // rig is one otad, one file server, one signing certificate.
 type rig struct {
 	t        *testing.T
 	swupdate string
 	dir      string
-	cert     string
-	key      string
+	signer   testenv.SWUSigner
 	files    *httptest.Server
 	otad     *testenv.Otad
 }
 
 func newRig(t *testing.T) *rig {
-	bin := requireTools(t)
+	bin := testenv.RequireSWUpdate(t, "the real-client DDI tests")
 	r := &rig{t: t, swupdate: bin, dir: t.TempDir()}
 	if err := os.MkdirAll(filepath.Join(r.dir, "www"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r.cert, r.key = filepath.Join(r.dir, "cert.pem"), filepath.Join(r.dir, "key.pem")
-	r.run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", r.key, "-out", r.cert,
-		"-days", "2", "-subj", "/CN=ota-ddi-test-signer",
-		"-addext", "extendedKeyUsage=emailProtection", "-addext", "keyUsage=digitalSignature")
+	r.signer = testenv.NewSWUSigner(t, r.dir, "ota-ddi-test-signer")
 	r.files = httptest.NewServer(http.FileServer(http.Dir(filepath.Join(r.dir, "www"))))
 	t.Cleanup(r.files.Close)
-
-	cfg := testenv.OtadConfig{Name: "ddi", AdminToken: adminToken, Env: map[string]string{
+	r.otad, _ = testenv.StartClientOtad(t, testenv.OtadConfig{Name: "ddi", AdminToken: adminToken, Env: map[string]string{
 		"OTA_POLL_INTERVAL": "1s", "OTA_DEVICE_RATE_LIMIT": "0",
-	}}
-	if os.Getenv("OTA_TEST_DATABASE_URL") != "" && os.Getenv("OTA_TEST_REDIS_URL") != "" {
-		_, cfg.DatabaseURL = testenv.PostgresDB(t)
-		cfg.RedisURL = testenv.RedisURL(t)
-	} else {
-		t.Log("no OTA_TEST_DATABASE_URL/OTA_TEST_REDIS_URL: running otad with OTA_STORE=memory")
-		cfg.DatabaseURL, cfg.RedisURL = "postgres://unused@127.0.0.1:1/x", "redis://127.0.0.1:1/0"
-		cfg.Env["OTA_STORE"] = "memory"
-	}
-	r.otad = testenv.StartOtad(t, cfg)
+	}})
 	return r
-}
-
-func (r *rig) run(name string, args ...string) {
-	r.t.Helper()
-	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
-		r.t.Fatalf("%s %v: %v\n%s", name, args, err, out)
-	}
 }
 
 // image is a published .swu.
@@ -118,101 +59,24 @@ type image struct {
 	sha256, sha1, md5sum string
 }
 
-// buildSWU writes a signed .swu (cpio newc: sw-description, then its CMS
-// signature, then the payload for the dummy handler) that installs on
-// hardware revision hwRev, and serves it.
+// buildSWU writes a signed .swu that installs on hardware revision hwRev,
+// and serves it as name.
 func (r *rig) buildSWU(name, version, hwRev string) image {
 	r.t.Helper()
-	payload := make([]byte, 8192)
-	_, _ = rand.Read(payload)
-	sum := sha256.Sum256(payload)
-	desc := fmt.Sprintf(`software =
-{
-	version = "%s";
-	hardware-compatibility: [ "%s" ];
-	images: (
-		{
-			filename = "payload.bin";
-			type = "dummy";
-			sha256 = "%s";
-		}
-	);
-}
-`, version, hwRev, hex.EncodeToString(sum[:]))
-	work := filepath.Join(r.dir, "build-"+name)
-	if err := os.MkdirAll(work, 0o755); err != nil {
-		r.t.Fatal(err)
-	}
-	descPath, sigPath := filepath.Join(work, "sw-description"), filepath.Join(work, "sw-description.sig")
-	if err := os.WriteFile(descPath, []byte(desc), 0o644); err != nil {
-		r.t.Fatal(err)
-	}
-	r.run("openssl", "cms", "-sign", "-in", descPath, "-out", sigPath, "-signer", r.cert, "-inkey", r.key,
-		"-outform", "DER", "-nosmimecap", "-binary")
-	sig, err := os.ReadFile(sigPath)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	var swu bytes.Buffer
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{{"sw-description", []byte(desc)}, {"sw-description.sig", sig}, {"payload.bin", payload}} {
-		writeNewc(&swu, f.name, f.data)
-	}
-	writeNewc(&swu, "TRAILER!!!", nil)
-	if err := os.WriteFile(filepath.Join(r.dir, "www", name), swu.Bytes(), 0o644); err != nil {
-		r.t.Fatal(err)
-	}
-	s256, s1, m5 := sha256.Sum256(swu.Bytes()), sha1.Sum(swu.Bytes()), md5.Sum(swu.Bytes())
-	return image{url: r.files.URL + "/" + name, size: int64(swu.Len()),
-		sha256: hex.EncodeToString(s256[:]), sha1: hex.EncodeToString(s1[:]), md5sum: hex.EncodeToString(m5[:])}
-}
-
-// writeNewc appends one cpio "newc" entry: a 110-byte ASCII header, the
-// NUL-terminated name padded to 4 bytes, the data padded to 4 bytes.
-func writeNewc(w *bytes.Buffer, name string, data []byte) {
-	mode := 0o100644
-	if data == nil {
-		mode = 0
-	}
-	fmt.Fprintf(w, "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
-		0, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(name)+1, 0)
-	w.WriteString(name)
-	w.WriteByte(0)
-	for w.Len()%4 != 0 {
-		w.WriteByte(0)
-	}
-	w.Write(data)
-	for w.Len()%4 != 0 {
-		w.WriteByte(0)
-	}
+	swu := r.signer.WriteSWU(r.t, filepath.Join(r.dir, "www", name), version, hwRev)
+	return image{url: r.files.URL + "/" + name, size: swu.Size, sha256: swu.SHA256, sha1: swu.SHA1, md5sum: swu.MD5}
 }
 
 // api calls otad with a JSON body and decodes a JSON answer.
 func (r *rig) api(method, path, auth string, body any, want int) map[string]any {
 	r.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, r.otad.URL+path, rd)
-	req.Header.Set("Authorization", auth)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := http.DefaultClient.Do(req)
+	m, status, raw, err := testenv.CallJSON(method, r.otad.URL+path, auth, body)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	if res.StatusCode != want {
-		r.t.Fatalf("%s %s: %d %s, want %d", method, path, res.StatusCode, raw, want)
+	if status != want {
+		r.t.Fatalf("%s %s: %d %s, want %d", method, path, status, raw, want)
 	}
-	var m map[string]any
-	_ = json.Unmarshal(raw, &m)
 	return m
 }
 
@@ -257,23 +121,7 @@ func (r *rig) tasks(device string) []task {
 // tryTasks lists the device's tasks without failing the test, for
 // conditions checked from other goroutines.
 func (r *rig) tryTasks(device string) ([]task, error) {
-	req, _ := http.NewRequest(http.MethodGet, r.otad.URL+"/api/v1/admin/tasks?device_id="+device, nil)
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	var page struct {
-		Items []task `json:"items"`
-	}
-	if res.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("listing tasks of %s: %s", device, res.Status)
-	}
-	if err := json.NewDecoder(res.Body).Decode(&page); err != nil {
-		return nil, err
-	}
-	return page.Items, nil
+	return testenv.ListTasks[task](r.otad.URL, adminToken, device)
 }
 
 // poll is a DDI poll made by the test itself, as the device would; it
@@ -283,101 +131,20 @@ func (r *rig) poll(device, token string) map[string]any {
 	return r.api(http.MethodGet, "/DEFAULT/controller/v1/"+device, "TargetToken "+token, nil, http.StatusOK)["_links"].(map[string]any)
 }
 
-// client is one swupdate process (and its children, in its own process
-// group so that they are stopped together).
-type client struct {
-	cmd  *exec.Cmd
-	log  *testenv.LogBuffer
-	done chan struct{}
-}
-
-// start runs swupdate as device, with its own TMPDIR (instances share IPC
-// sockets otherwise). extra is appended to the suricatta arguments.
-func (r *rig) start(device, token, board, tmp string, extra ...string) *client {
+// start runs swupdate as device, with its own TMPDIR. extra is appended to
+// the suricatta arguments.
+func (r *rig) start(device, token, board, tmp string, extra ...string) *testenv.Client {
 	r.t.Helper()
-	suricatta := fmt.Sprintf("-t DEFAULT -u %s -i %s -k %s", r.otad.URL, device, token)
-	if len(extra) > 0 {
-		suricatta += " " + strings.Join(extra, " ")
-	}
-	return r.launch(tmp, "-v", "-n", "-H", board+":1.0", "-k", r.cert, "-u", suricatta)
+	return testenv.StartSWUpdate(r.t, r.swupdate, tmp, r.otad.URL, device, token, board, r.signer.Cert, extra...)
 }
 
-// launch runs swupdate with args in its own process group and TMPDIR.
-func (r *rig) launch(tmp string, args ...string) *client {
+// runUntil runs a client until cond holds, restarting a hung one (see
+// testenv.RunSWUpdateUntil).
+func (r *rig) runUntil(what, device, token, board string, cond func() bool, extra ...string) *testenv.Client {
 	r.t.Helper()
-	c := &client{log: &testenv.LogBuffer{}, done: make(chan struct{})}
-	c.cmd = exec.Command(r.swupdate, args...)
-	c.cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := c.cmd.Start(); err != nil {
-		r.t.Fatal(err)
-	}
-	go func() { _ = c.cmd.Wait(); close(c.done) }()
-	r.t.Cleanup(c.stop)
-	return c
-}
-
-// stop ends the client's process group: SIGTERM, then SIGKILL.
-func (c *client) stop() {
-	select {
-	case <-c.done:
-		return
-	default:
-	}
-	pgid := c.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(3 * time.Second):
-	}
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	select {
-	case <-c.done:
-	case <-time.After(5 * time.Second):
-	}
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// runUntil runs a client until cond holds (checked every 100ms), then
-// stops it. A client that does not get there within clientWait is taken
-// for hung — the 2022.12 client sometimes hangs mid-install when several
-// run at once — and is restarted, up to clientTries times. It returns nil,
-// having marked the test failed, when every try hung; it may run on a
-// goroutine of its own.
-func (r *rig) runUntil(what, device, token, board string, cond func() bool, extra ...string) *client {
-	r.t.Helper()
-	return r.retry(what, device, cond, func(tmp string) *client { return r.start(device, token, board, tmp, extra...) })
-}
-
-// retry is runUntil for any way of starting the client.
-func (r *rig) retry(what, device string, cond func() bool, start func(tmp string) *client) *client {
-	r.t.Helper()
-	tmp := r.t.TempDir()
-	var c *client
-	for try := 1; try <= clientTries; try++ {
-		c = start(tmp)
-		deadline := time.Now().Add(clientWait)
-		for time.Now().Before(deadline) {
-			if cond() {
-				c.stop()
-				return c
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		c.stop()
-		r.t.Logf("%s: swupdate for %s did not get there in %v (try %d of %d); restarting it. Log tail:\n%s",
-			what, device, clientWait, try, clientTries, tail(c.log.String(), 15))
-	}
-	r.t.Errorf("%s: swupdate for %s never got there in %d tries", what, device, clientTries)
-	return nil
+	return testenv.RunSWUpdateUntil(r.t, what, device, cond, func(tmp string) *testenv.Client {
+		return r.start(device, token, board, tmp, extra...)
+	})
 }
 
 func TestSWUpdateInstallsAndConfirmsAfterReboot(t *testing.T) {
@@ -420,8 +187,8 @@ func TestSWUpdateInstallsAndConfirmsAfterReboot(t *testing.T) {
 	if len(ts) != 1 || ts[0].ActionID != action || ts[0].Status != "succeeded" || ts[0].Progress != 100 {
 		t.Fatalf("after the confirmation: %+v", ts)
 	}
-	if !strings.Contains(c.log.String(), fmt.Sprintf("deploymentBase/%d/feedback", action)) {
-		t.Fatalf("the client did not send its confirmation to deploymentBase/%d/feedback:\n%s", action, tail(c.log.String(), 30))
+	if !strings.Contains(c.Log.String(), fmt.Sprintf("deploymentBase/%d/feedback", action)) {
+		t.Fatalf("the client did not send its confirmation to deploymentBase/%d/feedback:\n%s", action, c.Log.Tail(30))
 	}
 	if v := r.admin(http.MethodGet, "/devices/sw-1", nil, http.StatusOK)["current_version"]; v != "1.1.0" {
 		t.Fatalf("current_version %v, want 1.1.0", v)
@@ -449,7 +216,7 @@ func TestSWUpdateBadImageFailsAndIsRetried(t *testing.T) {
 	// the client keeps polling.
 	c := r.start("sw-bad", token, "board-b", t.TempDir())
 	time.Sleep(settle)
-	c.stop()
+	c.Stop()
 	ts := r.tasks("sw-bad")
 	if len(ts) != 2 {
 		t.Fatalf("%d tasks, want exactly max_attempts=2: %+v", len(ts), ts)
@@ -460,8 +227,8 @@ func TestSWUpdateBadImageFailsAndIsRetried(t *testing.T) {
 		}
 		// The message is the client's own reason, as it logged it.
 		for _, part := range strings.Split(tk.ErrorMessage, "; ") {
-			if !strings.Contains(failing.log.String(), part) {
-				t.Fatalf("task %d: %q is not in the client's log:\n%s", i, part, tail(failing.log.String(), 30))
+			if !strings.Contains(failing.Log.String(), part) {
+				t.Fatalf("task %d: %q is not in the client's log:\n%s", i, part, failing.Log.Tail(30))
 			}
 		}
 	}
@@ -487,8 +254,8 @@ func TestSWUpdateAcknowledgesCancel(t *testing.T) {
 	if c == nil {
 		t.FailNow()
 	}
-	if want := fmt.Sprintf("cancelAction/%d/feedback", action); !strings.Contains(c.log.String(), want) {
-		t.Fatalf("the client never posted %s:\n%s", want, tail(c.log.String(), 30))
+	if want := fmt.Sprintf("cancelAction/%d/feedback", action); !strings.Contains(c.Log.String(), want) {
+		t.Fatalf("the client never posted %s:\n%s", want, c.Log.Tail(30))
 	}
 	ts := r.tasks("sw-c")
 	if len(ts) != 1 || ts[0].ErrorCode != "ROLLOUT_CANCELLED" {
@@ -562,11 +329,11 @@ identify : (
 `, r.otad.URL, token)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := r.retry("configData then install", "sw-cfg", func() bool {
+	c := testenv.RunSWUpdateUntil(t, "configData then install", "sw-cfg", func() bool {
 		ts, _ := r.tryTasks("sw-cfg")
 		return len(ts) == 1 && ts[0].Status != "pending" && ts[0].Progress == 100
-	}, func(tmp string) *client {
-		return r.launch(tmp, "-v", "-n", "-H", "board-d:1.0", "-k", r.cert, "-f", cfg, "-u", "")
+	}, func(tmp string) *testenv.Client {
+		return testenv.StartClient(t, []string{"TMPDIR=" + tmp}, r.swupdate, "-v", "-n", "-H", "board-d:1.0", "-k", r.signer.Cert, "-f", cfg, "-u", "")
 	})
 	if c == nil {
 		t.FailNow()

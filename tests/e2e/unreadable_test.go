@@ -1,13 +1,13 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ai-device/ota/tests/testenv"
 )
 
 // unreadableBodies are request bodies that cannot be read: framings an
@@ -76,33 +76,15 @@ func accessLine(inst *instance, requestID string) string {
 	}
 }
 
-// rawExchange writes raw to addr and returns the answer's status and error code.
+// rawExchange sends raw to addr and returns the answer's status and error code.
 func rawExchange(t *testing.T, addr, raw string, halfClose bool) (int, string) {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := conn.Write([]byte(raw)); err != nil {
-		t.Fatal(err)
-	}
-	if halfClose {
-		if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("reading the answer: %v", err)
-	}
-	defer resp.Body.Close()
+	status, raw2 := testenv.RawExchange(t, addr, raw, halfClose)
 	var body struct {
 		Error struct {
 			Code string `json:"code"`
 		} `json:"error"`
 	}
-	_ = json.NewDecoder(resp.Body).Decode(&body)
-	return resp.StatusCode, body.Error.Code
+	_ = json.Unmarshal(raw2, &body)
+	return status, body.Error.Code
 }

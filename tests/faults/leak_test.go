@@ -88,14 +88,7 @@ func TestNoGoroutineLeakInProcess(t *testing.T) {
 			Devices: seen, Firmwares: catalog.Firmwares(), Rollouts: catalog.Rollouts(), Tasks: repos.Tasks,
 			Locker: locker, Clock: memory.NewClock(), IDs: memory.NewUUIDs(), Metrics: metrics, Limiter: ports.Unlimited{},
 		}
-		devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
-		if err != nil {
-			t.Fatal(err)
-		}
-		admin, err := application.NewAdmin(deps)
-		if err != nil {
-			t.Fatal(err)
-		}
+		devices, admin := testenv.UseCases(t, deps, time.Hour)
 		edge := httpadapter.NewServer(httpadapter.Config{AdminToken: httpadapter.AdminToken(w.admin)}, devices, admin,
 			[]ports.HealthCheck{postgres.NewHealthCheck(pool)}, metrics, metrics.Handler(), logger)
 		srv := httptest.NewServer(edge)

@@ -41,14 +41,7 @@ func newReplica(t *testing.T, db *sqlx.DB, locker ports.Locker) replica {
 		Rollouts: repos.Rollouts, Tasks: repos.Tasks,
 		Locker: locker, Clock: memory.NewClock(), IDs: memory.NewUUIDs(), Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
 	}
-	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := application.NewAdmin(deps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	devices, admin := testenv.UseCases(t, deps, time.Hour)
 	return replica{devices: devices, admin: admin}
 }
 

@@ -46,14 +46,7 @@ func newStack(t *testing.T) *stack {
 		Locker: redisLocker(t, "ota:test:"+uuid.NewString(), metrics), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
 		Metrics: metrics, Limiter: ports.Unlimited{},
 	}
-	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := application.NewAdmin(deps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	devices, admin := testenv.UseCases(t, deps, time.Hour)
 	e := httpadapter.NewServer(httpadapter.Config{AdminToken: adminToken}, devices, admin,
 		[]ports.HealthCheck{postgres.NewHealthCheck(db)}, metrics, metrics.Handler(), slog.New(slog.DiscardHandler))
 	srv := httptest.NewServer(e)

@@ -88,14 +88,7 @@ func newCluster(t *testing.T, n int, start time.Time) *cluster {
 			Locker: redisLocker(t, prefix), Clock: c.clock, IDs: memory.NewUUIDs(), Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
 			Attributes: postgres.NewAttributeRepository(db), Directory: postgres.NewDeviceDirectory(db),
 		}
-		devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
-		if err != nil {
-			t.Fatal(err)
-		}
-		admin, err := application.NewAdmin(deps)
-		if err != nil {
-			t.Fatal(err)
-		}
+		devices, admin := testenv.UseCases(t, deps, time.Hour)
 		e := httpadapter.NewServer(httpadapter.Config{AdminToken: adminToken}, devices, admin, nil, nil, nil, slog.New(slog.DiscardHandler))
 		srv := httptest.NewServer(e)
 		t.Cleanup(srv.Close)

@@ -26,7 +26,7 @@ func TestPreauthorizedDeviceCompletesAnUpdate(t *testing.T) {
 	r.waitFor("a poll answered 204 after the update", clientWait, func() bool {
 		c.kick()
 		return r.accessCount(http.MethodPost, routeNext, http.StatusNoContent) > before
-	}, func() string { return tail(r.otad.Log(), 10) })
+	}, func() string { return r.otad.LogTail(10) })
 	if _, ok := r.inventoryAttr(d.id, "artifact_name"); ok {
 		r.waitFor("the inventory reports release-2", clientWait, func() bool {
 			v, _ := r.inventoryAttr(d.id, "artifact_name")
@@ -66,7 +66,7 @@ func TestFailingModuleEndsTheTaskFailedWithItsLog(t *testing.T) {
 		}
 		messages, _ = m["messages"].([]any)
 		return len(messages) > 0
-	}, func() string { return tail(r.otad.Log(), 10) })
+	}, func() string { return r.otad.LogTail(10) })
 	joined := fmt.Sprint(messages)
 	if !strings.Contains(joined, "ArtifactInstall") {
 		t.Errorf("the kept log does not mention the failing state: %.2000s", joined)
@@ -100,7 +100,7 @@ func TestCancelledRolloutAbortsADeviceMidUpdate(t *testing.T) {
 	}
 	r.waitFor("a status report is refused with 409", clientWait, func() bool {
 		return r.accessCount(http.MethodPut, routeStatus, http.StatusConflict) > 0
-	}, func() string { return tail(r.otad.Log(), 10) })
+	}, func() string { return r.otad.LogTail(10) })
 	r.waitFor("the task is cancelled", clientWait, func() bool { return r.oneTask(d.id, "cancelled") },
 		func() string { return fmt.Sprintf("tasks: %+v", r.tasks(d.id)) })
 	if ts := r.tasks(d.id); ts[0].ErrorCode != "ROLLOUT_CANCELLED" {
@@ -112,7 +112,7 @@ func TestCancelledRolloutAbortsADeviceMidUpdate(t *testing.T) {
 	r.waitFor("a poll answered 204 after the abort", clientWait, func() bool {
 		c.kick()
 		return r.accessCount(http.MethodPost, routeNext, http.StatusNoContent) > before
-	}, func() string { return tail(r.otad.Log(), 10) })
+	}, func() string { return r.otad.LogTail(10) })
 	if d.installed() || strings.Contains(d.moduleStates(), "ArtifactInstall") {
 		t.Fatalf("the module installed after the cancel (states: %s)", d.moduleStates())
 	}
@@ -142,7 +142,7 @@ func TestUnregisteredDeviceStaysPendingUntilAccepted(t *testing.T) {
 			}
 		}
 		return false
-	}, func() string { return tail(r.otad.Log(), 10) })
+	}, func() string { return r.otad.LogTail(10) })
 	// Pending: not registered, no task, however often it asks.
 	time.Sleep(3 * time.Second)
 	r.admin(http.MethodGet, "/devices/"+d.id, nil, http.StatusNotFound)

@@ -23,7 +23,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -116,19 +115,10 @@ func newRig(t *testing.T) *rig {
 	}))
 	t.Cleanup(r.files.Close)
 
-	cfg := testenv.OtadConfig{Name: "mender", AdminToken: adminToken, Env: map[string]string{
+	r.otad, r.db = testenv.StartClientOtad(t, testenv.OtadConfig{Name: "mender", AdminToken: adminToken, Env: map[string]string{
 		"OTA_POLL_INTERVAL": "1s", "OTA_DEVICE_RATE_LIMIT": "0",
 		"OTA_MENDER_ACCEPT_PENDING": "true", "OTA_MENDER_TOKEN_SECRET": strings.Repeat("k", 40),
-	}}
-	if os.Getenv("OTA_TEST_DATABASE_URL") != "" && os.Getenv("OTA_TEST_REDIS_URL") != "" {
-		r.db, cfg.DatabaseURL = testenv.PostgresDB(t)
-		cfg.RedisURL = testenv.RedisURL(t)
-	} else {
-		t.Log("no OTA_TEST_DATABASE_URL/OTA_TEST_REDIS_URL: running otad with OTA_STORE=memory (inventory contents are not checked)")
-		cfg.DatabaseURL, cfg.RedisURL = "postgres://unused@127.0.0.1:1/x", "redis://127.0.0.1:1/0"
-		cfg.Env["OTA_STORE"] = "memory"
-	}
-	r.otad = testenv.StartOtad(t, cfg)
+	}})
 	return r
 }
 
@@ -196,25 +186,7 @@ func (r *rig) api(method, path, auth string, body any, want int) map[string]any 
 }
 
 func (r *rig) tryAPI(method, path, auth string, body any) (map[string]any, int, []byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = strings.NewReader(string(b))
-	}
-	req, _ := http.NewRequest(method, r.otad.URL+path, rd)
-	req.Header.Set("Authorization", auth)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, 0, nil, err
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	var m map[string]any
-	_ = json.Unmarshal(raw, &m)
-	return m, res.StatusCode, raw, nil
+	return testenv.CallJSON(method, r.otad.URL+path, auth, body)
 }
 
 func (r *rig) admin(method, path string, body any, want int) map[string]any {
@@ -248,23 +220,7 @@ type task struct {
 
 // tryTasks lists the device's tasks without failing the test.
 func (r *rig) tryTasks(device string) ([]task, error) {
-	req, _ := http.NewRequest(http.MethodGet, r.otad.URL+"/api/v1/admin/tasks?device_id="+device, nil)
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("listing tasks of %s: %s", device, res.Status)
-	}
-	var page struct {
-		Items []task `json:"items"`
-	}
-	if err := json.NewDecoder(res.Body).Decode(&page); err != nil {
-		return nil, err
-	}
-	return page.Items, nil
+	return testenv.ListTasks[task](r.otad.URL, adminToken, device)
 }
 
 func (r *rig) tasks(device string) []task {
@@ -456,46 +412,37 @@ func (d *device) installed() bool {
 
 // client is one mender daemon in its own mount namespace.
 type client struct {
-	d    *device
-	cmd  *exec.Cmd
-	log  *testenv.LogBuffer
-	done chan struct{}
+	*testenv.Client
+	d *device
 }
 
 // start runs the device's mender daemon: unshare gives it a private mount
 // namespace in which its own directories are bound over /usr/share/mender
 // and /etc/mender; the shell then execs mender, so the process is the
-// daemon itself (kill -USR1 reaches it).
+// daemon itself (kick reaches it).
 func (r *rig) start(d *device) *client {
 	r.t.Helper()
-	c := &client{d: d, log: &testenv.LogBuffer{}, done: make(chan struct{})}
 	script := fmt.Sprintf("mount --bind %s /usr/share/mender && mount --bind %s /etc/mender && "+
 		"exec %s --no-syslog --config %s --fallback-config %s --data %s daemon",
 		filepath.Join(d.root, "share"), filepath.Join(d.root, "etc"), r.tools.mender,
 		d.confArg, filepath.Join(d.root, "absent.conf"), d.dataDir)
-	c.cmd = exec.Command(r.tools.unshare, "-m", "--propagation", "private", "sh", "-c", script)
-	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := c.cmd.Start(); err != nil {
-		r.t.Fatal(err)
-	}
-	go func() { _ = c.cmd.Wait(); close(c.done) }()
+	c := &client{Client: testenv.StartClient(r.t, nil, r.tools.unshare, "-m", "--propagation", "private", "sh", "-c", script), d: d}
 	r.t.Cleanup(func() {
-		c.stop()
+		c.Stop()
 		if r.t.Failed() {
-			r.t.Logf("mender %s log tail:\n%s\nmodule states: %s", d.id, tail(c.log.String(), 25), d.moduleStates())
+			r.t.Logf("mender %s log tail:\n%s\nmodule states: %s", d.id, c.Log.Tail(25), d.moduleStates())
 		}
 	})
 	return c
 }
 
 // kick makes the daemon poll now (SIGUSR1).
-func (c *client) kick() { _ = c.cmd.Process.Signal(syscall.SIGUSR1) }
+func (c *client) kick() { c.Signal(syscall.SIGUSR1) }
 
 // idle reports whether the daemon's last state transition was into
 // waiting: it is not in the middle of an update.
 func (c *client) idle() bool {
-	lines := strings.Split(c.log.String(), "\n")
+	lines := strings.Split(c.Log.String(), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		if strings.Contains(lines[i], "State transition:") {
 			return strings.Contains(lines[i], "-> check-wait") || strings.Contains(lines[i], "-> idle") ||
@@ -516,35 +463,7 @@ func (r *rig) stopWhenIdle(c *client) {
 	if !c.idle() {
 		r.t.Errorf("mender %s was not idle within %v", c.d.id, idleWait)
 	}
-	c.stop()
-}
-
-// stop ends the daemon's process group: SIGTERM, then SIGKILL.
-func (c *client) stop() {
-	select {
-	case <-c.done:
-		return
-	default:
-	}
-	pgid := c.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(5 * time.Second):
-	}
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	select {
-	case <-c.done:
-	case <-time.After(5 * time.Second):
-	}
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	c.Stop()
 }
 
 func osWriteFile(p string, b []byte) error { return os.WriteFile(p, b, 0o644) }

@@ -5,8 +5,6 @@
 package replica
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"os"
 	"strings"
@@ -20,22 +18,6 @@ const adminToken = "replica-admin-token-0123456789"
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunWithOtad(m)) }
 
-func post(t *testing.T, url, token string, body any) (int, map[string]any) {
-	t.Helper()
-	b, _ := json.Marshal(body)
-	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	return resp.StatusCode, out
-}
-
 // TestOtadReadsChecksFromTheReplica: otad configured with a replica
 // answers checks from it, hands out the task the primary created, and
 // keeps answering every check after the replica is killed.
@@ -45,7 +27,7 @@ func TestOtadReadsChecksFromTheReplica(t *testing.T) {
 		RedisURL: testenv.RedisURL(t), AdminToken: adminToken,
 		Env: map[string]string{"OTA_DATABASE_READ_URL": pair.ReplicaURL, "OTA_READ_MAX_LAG": "1s"}})
 	api := o.URL + "/api/v1"
-	code, dev := post(t, api+"/admin/devices", adminToken, map[string]any{"device_id": "rep-1", "model": "rep", "current_version": "1.0.0"})
+	code, dev := testenv.PostJSON(t, api+"/admin/devices", adminToken, map[string]any{"device_id": "rep-1", "model": "rep", "current_version": "1.0.0"})
 	if code != http.StatusCreated {
 		t.Fatalf("register: %d %v", code, dev)
 	}
@@ -53,17 +35,17 @@ func TestOtadReadsChecksFromTheReplica(t *testing.T) {
 	if token == "" {
 		t.Fatalf("register answered no token: %v", dev)
 	}
-	code, fw := post(t, api+"/admin/firmwares", adminToken, map[string]any{"model": "rep", "version": "2.0.0",
+	code, fw := testenv.PostJSON(t, api+"/admin/firmwares", adminToken, map[string]any{"model": "rep", "version": "2.0.0",
 		"url": "https://fw.example/rep.bin", "size_bytes": 1 << 20, "sha256": strings.Repeat("ab", 32)})
 	if code != http.StatusCreated {
 		t.Fatalf("publish: %d %v", code, fw)
 	}
-	if code, ro := post(t, api+"/admin/rollouts", adminToken, map[string]any{"firmware_id": fw["id"], "percentage": 100}); code != http.StatusCreated {
+	if code, ro := testenv.PostJSON(t, api+"/admin/rollouts", adminToken, map[string]any{"firmware_id": fw["id"], "percentage": 100}); code != http.StatusCreated {
 		t.Fatalf("rollout: %d %v", code, ro)
 	}
 	check := func() string {
 		t.Helper()
-		code, res := post(t, api+"/devices/rep-1/ota/check", token, map[string]any{"model": "rep", "current_version": "1.0.0"})
+		code, res := testenv.PostJSON(t, api+"/devices/rep-1/ota/check", token, map[string]any{"model": "rep", "current_version": "1.0.0"})
 		if code != http.StatusOK {
 			t.Fatalf("check: %d %v", code, res)
 		}

@@ -396,7 +396,7 @@ func (o *Otad) Stop() error {
 func (o *Otad) Log() string { return o.log.String() }
 
 // LogTail returns the last n lines of the log.
-func (o *Otad) LogTail(n int) string { return o.log.tail(n) }
+func (o *Otad) LogTail(n int) string { return o.log.Tail(n) }
 
 // Metric scrapes /metrics and sums the samples of the metric name whose
 // labels contain every one of labels (such as `reason="lost"`). Metric
@@ -520,8 +520,8 @@ func (b *LogBuffer) String() string {
 	return b.buf.String()
 }
 
-// tail returns the last n lines.
-func (b *LogBuffer) tail(n int) string {
+// Tail returns the last n lines (with a count of the earlier ones).
+func (b *LogBuffer) Tail(n int) string {
 	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
 	if len(lines) > n {
 		lines = append([]string{fmt.Sprintf("… %d earlier lines", len(lines)-n)}, lines[len(lines)-n:]...)
