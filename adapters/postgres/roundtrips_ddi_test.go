@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
@@ -26,26 +25,12 @@ func TestDDIPollRoundTrips(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	db, writes := countingPool(t, e.url)
-	repos, err := postgres.NewRepositories(db)
-	must(t, err)
-	seen, stop, err := postgres.NewWriteBehindDevices(repos.Devices, postgres.WriteBehindConfig{Interval: time.Hour}, nil)
-	must(t, err)
-	t.Cleanup(stop)
-	cache, stopCache, err := postgres.NewCatalogCache(repos.Firmwares, repos.Rollouts,
-		postgres.CatalogCacheConfig{URL: postgres.DatabaseURL(e.url)}, nil)
-	must(t, err)
-	t.Cleanup(stopCache)
-	attrs := postgres.NewAttributeRepository(db)
-	deps := application.Deps{
-		Devices: seen, Firmwares: cache.Firmwares(), Rollouts: cache.Rollouts(), Tasks: repos.Tasks,
-		Locker: memory.NewLocker(time.Second, ports.NopLockMetrics{}), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
-		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{}, Attributes: attrs,
-	}
+	deps := servingDeps(t, e.url, db)
 	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
 	must(t, err)
 	admin, err := application.NewAdmin(deps)
 	must(t, err)
-	ddi, err := application.NewDDI(devices, seen, cache.Rollouts(), attrs, postgres.NewTaskActionRepository(db),
+	ddi, err := application.NewDDI(devices, deps.Devices, deps.Rollouts, deps.Attributes, postgres.NewTaskActionRepository(db),
 		deps.Clock, application.PollInterval(time.Hour), "sw_version")
 	must(t, err)
 

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ai-device/ota/adapters/memory"
-	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -23,20 +21,7 @@ func TestTargetedCheckRoundTrips(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	db, writes := countingPool(t, e.url)
-	repos, err := postgres.NewRepositories(db)
-	must(t, err)
-	seen, stop, err := postgres.NewWriteBehindDevices(repos.Devices, postgres.WriteBehindConfig{Interval: time.Hour}, nil)
-	must(t, err)
-	t.Cleanup(stop)
-	cache, stopCache, err := postgres.NewCatalogCache(repos.Firmwares, repos.Rollouts, postgres.CatalogCacheConfig{URL: postgres.DatabaseURL(e.url)}, nil)
-	must(t, err)
-	t.Cleanup(stopCache)
-	deps := application.Deps{
-		Devices: seen, Firmwares: cache.Firmwares(), Rollouts: cache.Rollouts(), Tasks: repos.Tasks,
-		Locker: memory.NewLocker(time.Second, ports.NopLockMetrics{}), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
-		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
-		Attributes: postgres.NewAttributeRepository(db), Directory: postgres.NewDeviceDirectory(db),
-	}
+	deps := servingDeps(t, e.url, db)
 	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
 	must(t, err)
 	admin, err := application.NewAdmin(deps)

@@ -70,6 +70,29 @@ func countingPool(t *testing.T, url string) (*sqlx.DB, *atomic.Int64) {
 // changes nothing (no update, or reuse) costs exactly one round trip on the
 // serving wiring (the device, its active task and its failed counts in one
 // statement); creation and the write-behind flush cost what is listed.
+// servingDeps wires the use cases' ports as production does — device reports
+// written behind (flushed only when a test asks), firmware and rollouts from
+// the NOTIFY-driven catalog cache, tasks, attributes and tags straight from
+// Postgres — on db, the pool whose round trips a test counts.
+func servingDeps(t *testing.T, url string, db *sqlx.DB) application.Deps {
+	t.Helper()
+	repos, err := postgres.NewRepositories(db)
+	must(t, err)
+	seen, stop, err := postgres.NewWriteBehindDevices(repos.Devices, postgres.WriteBehindConfig{Interval: time.Hour}, nil)
+	must(t, err)
+	t.Cleanup(stop)
+	cache, stopCache, err := postgres.NewCatalogCache(repos.Firmwares, repos.Rollouts,
+		postgres.CatalogCacheConfig{URL: postgres.DatabaseURL(url)}, nil)
+	must(t, err)
+	t.Cleanup(stopCache)
+	return application.Deps{
+		Devices: seen, Firmwares: cache.Firmwares(), Rollouts: cache.Rollouts(), Tasks: repos.Tasks,
+		Locker: memory.NewLocker(time.Second, ports.NopLockMetrics{}), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
+		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
+		Attributes: postgres.NewAttributeRepository(db), Directory: postgres.NewDeviceDirectory(db),
+	}
+}
+
 func TestCheckRoundTrips(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -96,15 +119,8 @@ func TestCheckRoundTrips(t *testing.T) {
 			}
 			var seen *postgres.WriteBehindDevices
 			if tc.serving {
-				var stop func()
-				seen, stop, err = postgres.NewWriteBehindDevices(repos.Devices, postgres.WriteBehindConfig{Interval: time.Hour}, nil)
-				must(t, err)
-				t.Cleanup(stop)
-				cache, stopCache, err := postgres.NewCatalogCache(repos.Firmwares, repos.Rollouts,
-					postgres.CatalogCacheConfig{URL: postgres.DatabaseURL(e.url)}, nil)
-				must(t, err)
-				t.Cleanup(stopCache)
-				deps.Devices, deps.Firmwares, deps.Rollouts = seen, cache.Firmwares(), cache.Rollouts()
+				deps = servingDeps(t, e.url, db)
+				seen = deps.Devices.(*postgres.WriteBehindDevices)
 			}
 			devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
 			must(t, err)
