@@ -30,6 +30,7 @@ type stageRow struct {
 	MinFinished    int
 	SuccessPercent int
 	Soak           string
+	Last           bool      // the last stage has no gate to pass
 	State          string    // done, current or next
 	StartedAt      time.Time // the current stage's (re)start; a done stage's last start
 	EndedAt        time.Time // a done stage's end
@@ -106,7 +107,7 @@ func newPolicyView(r domain.Rollout, stage *domain.TaskStats, now time.Time) pol
 		v.Current, v.StageSince = rec.Stage+1, r.StageSince()
 		for i, s := range rec.Stages {
 			row := stageRow{N: i + 1, Percentage: s.Percentage, MinFinished: s.MinFinished, SuccessPercent: s.SuccessPercent,
-				Soak: duration(s.Soak), State: "next"}
+				Soak: duration(s.Soak), State: "next", Last: i == len(rec.Stages)-1}
 			switch {
 			case i < rec.Stage:
 				row.State = "done"
