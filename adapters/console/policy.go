@@ -343,11 +343,17 @@ func readPolicy(r *http.Request, spec *domain.RolloutSpec) error {
 		spec.Stages = append(spec.Stages, st)
 	}
 	if s := v("starts_at"); s != "" {
-		t, err := time.Parse("2006-01-02T15:04", s)
-		if err != nil {
-			if t, err = time.Parse(time.RFC3339, s); err != nil {
-				return &domain.ValidationError{Field: "starts_at", Reason: "must be a UTC time such as 2026-01-02T03:04"}
+		// A datetime-local input sends minutes, or seconds when the
+		// browser keeps them; read as UTC, as the label says.
+		var t time.Time
+		var err error
+		for _, layout := range []string{"2006-01-02T15:04", "2006-01-02T15:04:05", time.RFC3339} {
+			if t, err = time.Parse(layout, s); err == nil {
+				break
 			}
+		}
+		if err != nil {
+			return &domain.ValidationError{Field: "starts_at", Reason: "must be a UTC time such as 2026-01-02T03:04"}
 		}
 		spec.StartsAt = &t
 	}

@@ -168,7 +168,7 @@ func TestStartStagedRolloutFromTheForm(t *testing.T) {
 			"attributes": {"hw_rev=B\r\nregion = eu\r\n"}, "versions": {">=1.0.0"},
 			"stage_percentage": {"5", "", "50", "100"}, "stage_min_finished": {"10", "", "", ""},
 			"stage_success_percent": {"", "", "90", ""}, "stage_soak": {"2h", "", "", ""},
-			"window": {"01:00-05:00"}, "time_zone": {"Europe/Berlin"}, "task_timeout": {"6h"}}
+			"window": {"01:00-05:00"}, "time_zone": {"Europe/Berlin"}, "task_timeout": {"6h"}, "starts_at": {"2030-01-02T03:04"}}
 		for k, v := range extra {
 			f[k] = v
 		}
@@ -187,6 +187,8 @@ func TestStartStagedRolloutFromTheForm(t *testing.T) {
 		{"attribute without a value", url.Values{"attributes": {"hw_rev"}}, "attributes", "selector.attributes: one name=value a line"},
 		{"bad window", url.Values{"window": {"1-5"}}, "window", "window.daily: must be HH:MM-HH:MM"},
 		{"unknown zone", url.Values{"time_zone": {"Mars/Olympus"}}, "time_zone", "window.time_zone: is not a known IANA time zone"},
+		{"bad start", url.Values{"starts_at": {"soon"}}, "starts_at", "starts_at: must be a UTC time such as 2026-01-02T03:04"},
+		{"bad timeout", url.Values{"task_timeout": {"1s"}}, "task_timeout", "task_timeout_seconds: must be between 60 and 2592000"},
 		{"downgrade without a range", url.Values{"versions": {""}, "allow_downgrade": {"1"}}, "allow_downgrade", "allow_downgrade: needs selector.versions"},
 	} {
 		res := e.post("/console/rollouts", form(c.extra))
@@ -227,7 +229,10 @@ func TestStartStagedRolloutFromTheForm(t *testing.T) {
 	if rec.Window == nil || *rec.Window != (domain.WindowSpec{Daily: "01:00-05:00", TimeZone: "Europe/Berlin"}) || r.TaskTimeout() != 6*time.Hour {
 		t.Errorf("window %+v, timeout %s", rec.Window, r.TaskTimeout())
 	}
+	if want := time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC); !r.StartsAt().Equal(want) {
+		t.Errorf("starts at %s, want %s", r.StartsAt(), want)
+	}
 	page := e.get(res.header.Get("Location"))
-	wantBody(t, "the new rollout", page, "Rollout started.", `<tr id="stage-1" class="stage current" aria-current="step">`,
+	wantBody(t, "the new rollout", page, "Rollout started.", `class="waits wait-start"`, "2030-01-02 03:04:00 UTC", `<tr id="stage-1" class="stage current" aria-current="step">`,
 		"stage 1 of 3 current", "<code>region = eu</code>", "6h without an event")
 }
