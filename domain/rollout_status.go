@@ -6,7 +6,8 @@ import "time"
 // (see Rollout.WaitingFor).
 type WaitKind struct{ s string }
 
-// What a rollout may wait for, in the order WaitingFor considers them.
+// What a rollout may wait for; WaitingFor tries them from cancelled down
+// to the stage gate, and answers WaitNothing when none applies.
 var (
 	// WaitNothing: the rollout admits its share now and has no further
 	// stage to reach.
