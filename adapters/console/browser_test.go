@@ -27,8 +27,8 @@ const chromiumPath = "/usr/bin/chromium"
 // TestConsoleInABrowser drives the console in a real headless Chromium:
 // sign in, publish a firmware (seeing a field error first), start a
 // rollout, watch a device's check move the progress bar without reloading
-// the page, pause the rollout through its confirmation page, and save
-// screenshots (to OTA_TEST_ARTIFACTS, or the test's temporary directory).
+// the page, pause the rollout through its confirmation page, start a
+// staged rollout for a tag and see its plan, and save screenshots (to OTA_TEST_ARTIFACTS, or the test's temporary directory).
 func TestConsoleInABrowser(t *testing.T) {
 	if _, err := os.Stat(chromiumPath); err != nil {
 		testenv.Skip(t, "chromium", fmt.Sprintf("no browser at %s (%v): install Debian's chromium (apt-get install -y chromium) to run the console's browser test; the handler tests ran without it", chromiumPath, err))
@@ -157,7 +157,6 @@ func TestConsoleInABrowser(t *testing.T) {
 	waitText(t, ctx, fmt.Sprintf(`#rollout-%s [data-status="succeeded"]`, rolloutID), "2")
 	e.addSecondModel(t)
 	run(t, ctx, "reload with the second model", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(total)))
-	shoot(t, ctx, "console-rollouts.png")
 
 	run(t, ctx, "pause, confirming first",
 		chromedp.Navigate(base+"/rollouts/"+rolloutID),
@@ -186,6 +185,55 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Errorf("device history shows error code %q, want E_VERIFY", text)
 	}
 	shoot(t, ctx, "console-device.png")
+
+	// A staged rollout for a tagged part of the fleet, started from the
+	// form: its page shows the plan with the first stage current.
+	staged := e.publish("cam-x1", "2.2.0")
+	run(t, ctx, "start a staged rollout",
+		chromedp.Navigate(base+"/rollouts"),
+		chromedp.WaitVisible(chromedp.ID("start-rollout")),
+		chromedp.SetValue(chromedp.ID("firmware_id"), staged.ID()),
+		chromedp.Clear(chromedp.ID("percentage")),
+		chromedp.SendKeys(chromedp.ID("tags_all"), "beta"),
+		chromedp.SendKeys(chromedp.ID("stage-1-percentage"), "10"),
+		chromedp.SendKeys(chromedp.ID("stage-1-min-finished"), "2"),
+		chromedp.SendKeys(chromedp.ID("stage-1-soak"), "30m"),
+		chromedp.SendKeys(chromedp.ID("stage-2-percentage"), "50"),
+		chromedp.SendKeys(chromedp.ID("stage-3-percentage"), "100"),
+		chromedp.Click(chromedp.ID("start-rollout")),
+		chromedp.WaitVisible(chromedp.ID("rollout-policy")),
+	)
+	if text := textOf(t, ctx, "#rollout-stage"); !strings.HasPrefix(text, "stage 1 of 3 current, since ") {
+		t.Errorf("stage line: %q", text)
+	}
+	if text := textOf(t, ctx, "tr.stage.current td"); !strings.HasPrefix(text, "1") {
+		t.Errorf("the current stage's row starts %q, want stage 1", text)
+	}
+	stages, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("table.stages tbody tr").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stages != 3 {
+		t.Errorf("%d stage rows, want 3", stages)
+	}
+	if text := textOf(t, ctx, "#rollout-selector"); !strings.Contains(text, "Tags, all of: beta") {
+		t.Errorf("selector: %q", text)
+	}
+	if text := textOf(t, ctx, "#rollout-waits"); !strings.Contains(text, "Stage 1's gate: at least 2 finished tasks, 95% of them succeeded") {
+		t.Errorf("waits: %q", text)
+	}
+	shoot(t, ctx, "console-rollout-policy.png")
+
+	// The list: every rollout, the staged one with its hint (the README's
+	// picture, docs/console.png).
+	run(t, ctx, "the list with the staged rollout",
+		chromedp.Navigate(base+"/rollouts"),
+		chromedp.WaitVisible(chromedp.CSS(total)),
+	)
+	if text := textOf(t, ctx, ".hint"); !strings.Contains(text, "stage 1 of 3") || !strings.Contains(text, "tags beta") {
+		t.Errorf("the staged rollout's hint in the list: %q", text)
+	}
+	shoot(t, ctx, "console-rollouts.png")
 }
 
 // browser starts a headless Chromium for the test, with a fresh profile

@@ -118,6 +118,30 @@ type startForm struct {
 	Values map[string]string
 	Errors map[string]string
 	Error  string
+	// Stages are the start form's stage rows as typed (always
+	// formStageRows of them).
+	Stages []stageInput
+}
+
+// stageInput is one stage row of the start form, as typed.
+type stageInput struct{ Percentage, MinFinished, SuccessPercent, Soak string }
+
+// stageInputs reads the stage rows posted (or none), padded to formStageRows.
+func stageInputs(r *http.Request) []stageInput {
+	rows := make([]stageInput, formStageRows)
+	if r.PostForm == nil {
+		return rows
+	}
+	at := func(col string, i int) string {
+		if vs := r.PostForm[col]; i < len(vs) {
+			return vs[i]
+		}
+		return ""
+	}
+	for i := range rows {
+		rows[i] = stageInput{at(stageColumns[0], i), at(stageColumns[1], i), at(stageColumns[2], i), at(stageColumns[3], i)}
+	}
+	return rows
 }
 
 type rolloutsData struct {
@@ -132,14 +156,16 @@ func (c *Console) rolloutRowsData(r *http.Request) ([]rolloutRow, error) {
 		return nil, err
 	}
 	rows := make([]rolloutRow, 0, len(list))
+	now := c.clock.Now()
 	for _, ro := range list {
-		rows = append(rows, newRolloutRow(ro))
+		rows = append(rows, newRolloutRow(ro, now))
 	}
 	return rows, nil
 }
 
 func (c *Console) rolloutsPage(w http.ResponseWriter, r *http.Request, s session) {
-	form := startForm{Values: map[string]string{"firmware_id": r.URL.Query().Get("firmware"), "percentage": "10"}}
+	form := startForm{Values: map[string]string{"firmware_id": r.URL.Query().Get("firmware"), "percentage": "10"},
+		Stages: stageInputs(r)}
 	c.showRollouts(w, r, s, http.StatusOK, form)
 }
 
@@ -199,7 +225,7 @@ func (c *Console) fieldError(r *http.Request, err error, errs map[string]string,
 	field := ""
 	switch {
 	case errors.As(err, &ve):
-		field = ve.Field
+		field = formFieldOf(ve.Field)
 	case errors.Is(err, domain.ErrFirmwareExists):
 		field = "version"
 	}
@@ -210,10 +236,11 @@ func (c *Console) fieldError(r *http.Request, err error, errs map[string]string,
 	return d.Status, sentence(d.Message)
 }
 
-var startFields = []string{"firmware_id", "percentage", "max_attempts", "failure_threshold_percent", "min_sample"}
+var startFields = append([]string{"firmware_id", "percentage", "max_attempts", "failure_threshold_percent", "min_sample"},
+	policyFields...)
 
 func (c *Console) startRollout(w http.ResponseWriter, r *http.Request, s session) {
-	form := startForm{Values: map[string]string{}, Errors: map[string]string{}}
+	form := startForm{Values: map[string]string{}, Errors: map[string]string{}, Stages: stageInputs(r)}
 	for _, f := range startFields {
 		form.Values[f] = r.PostFormValue(f)
 	}
@@ -232,14 +259,19 @@ func (c *Console) tryStart(r *http.Request) (string, error) {
 	if req.FirmwareID == "" {
 		return "", &domain.ValidationError{Field: "firmware_id", Reason: "is required"}
 	}
+	if err := readPolicy(r, &req.Spec); err != nil {
+		return "", err
+	}
 	pct, err := formInt(r, "percentage")
 	if err != nil {
 		return "", err
 	}
-	if pct == nil {
+	switch {
+	case pct != nil:
+		req.Spec.Percentage = *pct
+	case len(req.Spec.Stages) == 0:
 		return "", &domain.ValidationError{Field: "percentage", Reason: "is required"}
-	}
-	req.Spec.Percentage = *pct
+	} // a plan starts at its first stage's percentage, as in the API
 	if req.Spec.MaxAttempts, err = formInt(r, "max_attempts"); err != nil {
 		return "", err
 	}
@@ -289,6 +321,7 @@ type rolloutData struct {
 	Bar      barView
 	Rate     failureRate
 	Failures []ports.TaskView
+	Policy   policyView
 	Error    string
 	Actions  []string // the buttons its status offers
 }
@@ -350,7 +383,7 @@ func (c *Console) showRollout(w http.ResponseWriter, r *http.Request, p page, st
 	p.Data = rolloutData{
 		Rollout: v.Rollout, Status: statusLabel(v.Rollout), Auto: v.Rollout.PausedReason() == domain.PausedAuto,
 		Firmware: fw, Bar: newBar(v.Stats), Rate: newFailureRate(v.Rollout, v.Stats), Failures: failures,
-		Error: errMsg, Actions: actions,
+		Policy: newPolicyView(v.Rollout, v.StageStats, c.clock.Now()), Error: errMsg, Actions: actions,
 	}
 	c.render(w, r, status, "rollout", p)
 }

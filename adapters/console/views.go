@@ -67,15 +67,25 @@ type rolloutRow struct {
 	AutoPaused         bool
 	CreatedAt          time.Time
 	Bar                barView
+	// The policy in a few words: "stage 2 of 3", the selector, and what
+	// the rollout waits for ("" when there is nothing to say).
+	Stage, Selector, Waits string
 }
 
-func newRolloutRow(r ports.RolloutSummary) rolloutRow {
+func newRolloutRow(r ports.RolloutSummary, now time.Time) rolloutRow {
 	ro := r.Rollout
-	return rolloutRow{
+	row := rolloutRow{
 		ID: ro.ID(), Model: r.Model, Version: r.Version, Percentage: ro.Percentage(),
 		Status: statusLabel(ro), AutoPaused: ro.PausedReason() == domain.PausedAuto,
 		CreatedAt: ro.CreatedAt(), Bar: newBar(r.Stats),
+		Selector: selectorHint(ro.Selector().Spec()),
+		// The listing counts no stage: the hint says which gate, not how far.
+		Waits: waitHint(ro.WaitingFor(now, nil)),
 	}
+	if n := len(ro.Stages()); n > 0 {
+		row.Stage = fmt.Sprintf("stage %d of %d", ro.Stage()+1, n)
+	}
+	return row
 }
 
 func statusLabel(r domain.Rollout) string {
@@ -193,6 +203,7 @@ func (c *Console) funcs() template.FuncMap {
 		},
 		"bytes": humanBytes,
 		"add":   func(a, b float64) float64 { return a + b },
+		"add1":  func(i int) int { return i + 1 },
 		"num":   func(f float64) string { return fmt.Sprintf("%.2f", f) },
 		"field": func(name, label string, values, errs map[string]string, required string) formField {
 			return formField{Name: name, Label: label, Value: values[name], Error: errs[name], Required: required != ""}
