@@ -197,6 +197,11 @@ func (o *Otad) cleanup(t testing.TB) {
 	}
 	if t.Failed() {
 		t.Logf("otad %s (%s) log, last %d lines:\n%s", o.Name, o.Addr, OtadLogTail, o.LogTail(OtadLogTail))
+		if errs := o.log.Errors(OtadLogTail); errs != "" {
+			// An answer that failed the test (a 500, say) is often long
+			// before the tail: its cause is in the error lines.
+			t.Logf("otad %s error lines (up to %d):\n%s", o.Name, OtadLogTail, errs)
+		}
 	}
 }
 
@@ -527,4 +532,18 @@ func (b *LogBuffer) Tail(n int) string {
 		lines = append([]string{fmt.Sprintf("… %d earlier lines", len(lines)-n)}, lines[len(lines)-n:]...)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Errors returns the first n lines logged at level ERROR.
+func (b *LogBuffer) Errors(n int) string {
+	var out []string
+	for _, line := range strings.Split(b.String(), "\n") {
+		if strings.Contains(line, `"level":"ERROR"`) {
+			out = append(out, line)
+			if len(out) == n {
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
