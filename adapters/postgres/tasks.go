@@ -313,6 +313,12 @@ const maxInsertRounds = 5
 // and the rollout still active, nothing is stored and the error is
 // domain.ErrOfferWithdrawn.
 //
+// When fn ended the active task and onRollout is given, the task's rollout
+// is judged as ApplyEvent judges it (evaluateRollout: locked, its tasks
+// counted in this transaction, which sees the ended task), before the
+// insert. A pause it stores makes an insert into the same rollout
+// withdrawn, and so rolls back with it: the caller plans again.
+//
 // The partial unique index, not the caller's lock, guarantees one active
 // task per device: the insert is INSERT … ON CONFLICT DO NOTHING against
 // it. When it inserts nothing, a concurrent transaction won; its committed
@@ -321,7 +327,7 @@ const maxInsertRounds = 5
 // a pending task that the winner then cancelled (a supersede) re-checks the
 // row after the wait, no longer sees it active, and so calls fn with nil,
 // then loses the insert to the winner in the same way.
-func (s *TaskRepository) ReplaceActive(ctx context.Context, deviceID string, fn func(st ports.TaskState) (*domain.Task, error)) (domain.Task, bool, error) {
+func (s *TaskRepository) ReplaceActive(ctx context.Context, deviceID string, fn func(st ports.TaskState) (*domain.Task, error), onRollout ports.RolloutEvaluation) (domain.Task, bool, error) {
 	if !validDeviceID(deviceID) {
 		return domain.Task{}, false, fmt.Errorf("replacing the active task: the device does not exist: %w", domain.ErrNotFound)
 	}
@@ -350,6 +356,7 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, deviceID string, fn 
 		if err != nil {
 			return err
 		}
+		var judge string // the rollout of the task fn ended, to judge
 		if st.Active != nil {
 			if st.Active.Task.Record() != cur.Record() {
 				stored, err := s.updateTask(ctx, tx, cur.ID(), st.Active.Task)
@@ -357,15 +364,34 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, deviceID string, fn 
 					return err
 				}
 				st.Active.Task = stored
+				if onRollout != nil && !stored.Status().IsActive() {
+					judge = stored.RolloutID()
+				}
 			}
 			result = st.Active.Task
+		}
+		// Two rollouts are locked in id order (the judged one FOR NO KEY
+		// UPDATE, the new task's FOR SHARE), so two devices swapping
+		// between the same two rollouts cannot wait for each other.
+		var o domain.Offer
+		shareFirst := ins != nil && judge != "" && ins.RolloutID() < judge
+		if shareFirst {
+			if o, err = offerIn(ctx, tx, s.offerForShare, ins.FirmwareID(), ins.RolloutID()); err != nil {
+				return fmt.Errorf("inserting task %s: %w", ins.ID(), err)
+			}
+		}
+		if judge != "" {
+			if err := s.evaluateRollout(ctx, tx, judge, onRollout); err != nil {
+				return err
+			}
 		}
 		if ins == nil {
 			return nil
 		}
-		o, err := offerIn(ctx, tx, s.offerForShare, ins.FirmwareID(), ins.RolloutID())
-		if err != nil {
-			return fmt.Errorf("inserting task %s: %w", ins.ID(), err)
+		if !shareFirst {
+			if o, err = offerIn(ctx, tx, s.offerForShare, ins.FirmwareID(), ins.RolloutID()); err != nil {
+				return fmt.Errorf("inserting task %s: %w", ins.ID(), err)
+			}
 		}
 		if o.Rollout.FirmwareID() != o.Firmware.ID() {
 			return fmt.Errorf("inserting task %s: rollout %s is not of firmware %s: %w", ins.ID(), o.Rollout.ID(), o.Firmware.ID(), domain.ErrNotFound)
