@@ -280,15 +280,18 @@ func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Ve
 			return nil, err
 		}
 		return &t, nil
+	}, func(r *domain.Rollout, stats func(since time.Time) (domain.TaskStats, error)) (bool, error) {
+		// The task the plan ended (timed out, settled, cancelled) counts
+		// in its rollout's gates and threshold in this same transaction,
+		// as a device's final event would (event rule 5, stage rules
+		// G2–G3, stuck-task rule K1).
+		return evaluateRollout(r, stats, s.clock.Now())
 	})
 	if err != nil {
 		return ports.CheckResult{}, err
 	}
 	if plan.Ended != nil {
 		s.metrics.TaskTransition(plan.Ended.Status().String())
-	}
-	if plan.TimedOut() && seen != nil {
-		s.judgeAfterTimeout(ctx, seen.Rollout)
 	}
 	switch {
 	case created:
@@ -349,41 +352,4 @@ func (s *Checks) activeTask(ctx context.Context, t *domain.Task, offers []domain
 		}
 	}
 	return a, nil
-}
-
-// errRolloutUnchanged tells RolloutRepository.Update that the evaluation
-// changed nothing, so nothing is written (or announced to the caches).
-var errRolloutUnchanged = errors.New("rollout unchanged")
-
-// judgeAfterTimeout lets a task just failed as TIMED_OUT (stuck-task rule
-// K1) count in its rollout's gates and threshold at once, as a device's
-// failed event would (event rule 5, stage rules G2–G3). The counts are
-// read before the rollout is locked — a count and a locked row would need
-// two connections at once, which a busy pool must never be asked for — so
-// an event committing in between is left out here; it judges the rollout
-// itself in its own transaction. A failure here is not the check's: the
-// task is stored, and the next final event of the rollout judges again.
-func (s *Checks) judgeAfterTimeout(ctx context.Context, r domain.Rollout) {
-	if !r.Evaluates() {
-		return
-	}
-	id, err := storedID(r.ID())
-	if err != nil {
-		return
-	}
-	total, stage, err := rolloutCounts(r, func(since time.Time) (domain.TaskStats, error) {
-		return s.tasks.RolloutStatsSince(ctx, id, since)
-	})
-	if err != nil {
-		return
-	}
-	_, _ = s.rollouts.Update(ctx, id, func(ro *domain.Rollout, _ domain.Firmware) error {
-		if !ro.StageSince().Equal(r.StageSince()) {
-			return errRolloutUnchanged // another stage by now: these counts are not its
-		}
-		if !ro.Evaluate(total, stage, s.clock.Now()) {
-			return errRolloutUnchanged
-		}
-		return nil
-	})
 }

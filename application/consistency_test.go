@@ -307,9 +307,9 @@ func (c countingTasks) FailedCounts(ctx context.Context, id string) (map[string]
 	return c.TaskRepository.FailedCounts(ctx, id)
 }
 
-func (c countingTasks) ReplaceActive(ctx context.Context, id string, fn func(ports.TaskState) (*domain.Task, error)) (domain.Task, bool, error) {
+func (c countingTasks) ReplaceActive(ctx context.Context, id string, fn func(ports.TaskState) (*domain.Task, error), onRollout ports.RolloutEvaluation) (domain.Task, bool, error) {
 	*c.calls++
-	return c.TaskRepository.ReplaceActive(ctx, id, fn)
+	return c.TaskRepository.ReplaceActive(ctx, id, fn, onRollout)
 }
 
 // A check that changes nothing decides on the task state that came with the

@@ -325,3 +325,35 @@ func TestTimedOutTasksPauseAStage(t *testing.T) {
 		t.Fatalf("two timeouts: %s %q", v.Rollout.Status(), v.Rollout.PausedReason())
 	}
 }
+
+// A check that times a task out judges its rollout in the same transaction
+// as the time-out, before it creates the retry: when that failure reaches
+// the rollout's threshold, the rollout pauses and no retry is handed out
+// into it (event rule 5, stuck-task rule K1). Judged after the commit, as
+// it once was, the retry was created and handed out in a rollout that
+// paused a moment later.
+func TestTimeOutThatPausesItsRolloutCreatesNoRetry(t *testing.T) {
+	e, clock := newPolicyEnv(t, policyStart)
+	fw := e.firmware("2.0.0")
+	r := e.rollout(fw, 100, func(s *domain.RolloutSpec) {
+		timeout, threshold, sample := time.Hour, 50, 1
+		s.TaskTimeout, s.FailureThresholdPercent, s.MinSample = &timeout, &threshold, &sample
+	})
+	d := e.device("1.0.0")
+	first := e.check(d, "1.0.0").Task.Task
+	e.mustEvent(d, first.ID(), "e1", "downloading")
+	clock.Add(61 * time.Minute)
+	if res := e.check(d, "1.0.0"); res.Task != nil {
+		t.Fatalf("a retry (attempt %d) was handed out into a rollout its time-out paused", res.Task.Task.Attempt())
+	}
+	if stuck := e.task(first.ID()); stuck.Status() != domain.TaskFailed || stuck.ErrorCode() != domain.CodeTimedOut {
+		t.Fatalf("stuck task is %s %s", stuck.Status(), stuck.ErrorCode())
+	}
+	v, _ := e.admin.GetRollout(e.ctx, asUUID(r.ID()))
+	if v.Rollout.Status() != domain.RolloutPaused || v.Rollout.PausedReason() != domain.PausedAuto {
+		t.Fatalf("rollout %s %q, want auto-paused", v.Rollout.Status(), v.Rollout.PausedReason())
+	}
+	if v.Stats.Failed != 1 || v.Stats.Pending != 0 {
+		t.Fatalf("stats %+v, want the one timed-out task and no retry", v.Stats)
+	}
+}

@@ -141,7 +141,13 @@ type TaskRepository interface {
 	// concurrent one, the winner is returned with created false. Otherwise
 	// the result is the inserted task (created true) or, when fn inserts
 	// nothing, the active task as fn left it (zero Task if none).
-	ReplaceActive(ctx context.Context, deviceID string, fn func(st TaskState) (*domain.Task, error)) (result domain.Task, created bool, err error)
+	//
+	// When fn ends the active task (gives it a final status: a time-out,
+	// an implicit success, a cancel) and onRollout is not nil, onRollout
+	// judges that task's rollout as ApplyEvent's does: locked, in the same
+	// transaction, counting tasks as they are with the change, before the
+	// insert; a change it reports commits with the rest, or nothing does.
+	ReplaceActive(ctx context.Context, deviceID string, fn func(st TaskState) (*domain.Task, error), onRollout RolloutEvaluation) (result domain.Task, created bool, err error)
 	// Update loads the task locked, lets fn change it, and stores it.
 	Update(ctx context.Context, id string, fn func(*domain.Task) error) (domain.Task, error)
 	// ApplyEvent loads the task locked, with the event already recorded

@@ -164,10 +164,11 @@ func (l *rowLocks) drop(key string, e *rowLock) {
 // Row-lock names. Tasks are locked per device: every task write of a device
 // serialises on it, which covers both the one-active-task rule and
 // concurrent events on one task. Where one path takes several, it takes
-// them in this order — a device's tasks, then a rollout, then a firmware —
-// so no two paths can wait for each other (ReplaceActive: tasks, the new
-// task's rollout and firmware; ApplyEvent: tasks, the task's rollout;
-// Rollouts.Update: the rollout, its firmware).
+// them in this order — a device's tasks, then rollouts (two in id order),
+// then a firmware — so no two paths can wait for each other
+// (ReplaceActive: tasks, the ended task's rollout and the new task's, its
+// firmware; ApplyEvent: tasks, the task's rollout; Rollouts.Update: the
+// rollout, its firmware).
 func deviceRow(id string) string   { return "device\x00" + id }
 func firmwareRow(id string) string { return "firmware\x00" + id }
 func rolloutRow(id string) string  { return "rollout\x00" + id }

@@ -73,7 +73,7 @@ func (f *storeFixture) task(deviceID string, o domain.Offer) domain.Task {
 
 func (f *storeFixture) insert(tk domain.Task) domain.Task {
 	f.t.Helper()
-	got, created, err := f.tk.ReplaceActive(f.t.Context(), tk.DeviceID(), onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil }))
+	got, created, err := f.tk.ReplaceActive(f.t.Context(), tk.DeviceID(), onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil }), nil)
 	f.must(err)
 	if !created {
 		f.t.Fatal("not created")
@@ -95,11 +95,11 @@ func TestActionIDsCountFromOne(t *testing.T) {
 	d := f.device("busy")
 	f.insert(f.task(d.ID(), o))
 	loser := f.task(d.ID(), o)
-	if _, created, err := f.tk.ReplaceActive(t.Context(), d.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &loser, nil })); err != nil || created {
+	if _, created, err := f.tk.ReplaceActive(t.Context(), d.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &loser, nil }), nil); err != nil || created {
 		t.Fatalf("losing insert: created=%v err=%v", created, err)
 	}
 	ghost := f.task("ghost", o)
-	if _, _, err := f.tk.ReplaceActive(t.Context(), "ghost", onActive(func(*domain.Task) (*domain.Task, error) { return &ghost, nil })); !errors.Is(err, domain.ErrNotFound) {
+	if _, _, err := f.tk.ReplaceActive(t.Context(), "ghost", onActive(func(*domain.Task) (*domain.Task, error) { return &ghost, nil }), nil); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("insert for an unknown device: %v", err)
 	}
 	if got := f.insert(f.task(f.device("next").ID(), o)).ActionID(); got != 7 {
@@ -150,7 +150,7 @@ func TestNonUUIDIDsAreRefused(t *testing.T) {
 	d := f.device("d1")
 	tk, err := domain.NewTask("task-1", d.ID(), o, 1, f.now)
 	f.must(err)
-	if _, _, err := f.tk.ReplaceActive(t.Context(), d.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil })); err == nil {
+	if _, _, err := f.tk.ReplaceActive(t.Context(), d.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil }), nil); err == nil {
 		t.Error("task with id task-1 was stored")
 	}
 	// A duplicate id is refused too, and is not the (model, version) conflict.
@@ -166,7 +166,7 @@ func TestTaskForAnotherDeviceIsRefused(t *testing.T) {
 	o := f.offer(uuid.NewString(), "2.0.0")
 	a, b := f.device("a"), f.device("b")
 	tk := f.task(b.ID(), o)
-	if _, _, err := f.tk.ReplaceActive(t.Context(), a.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil })); !errors.Is(err, errForeignDevice) {
+	if _, _, err := f.tk.ReplaceActive(t.Context(), a.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil }), nil); !errors.Is(err, errForeignDevice) {
 		t.Errorf("err = %v, want errForeignDevice", err)
 	}
 	if _, err := f.tk.Get(t.Context(), tk.ID()); !errors.Is(err, domain.ErrNotFound) {
@@ -272,7 +272,7 @@ func TestRowLockWaitHonoursDeadline(t *testing.T) {
 	_, _, err := f.tk.ReplaceActive(ctx, d.ID(), onActive(func(*domain.Task) (*domain.Task, error) {
 		t.Error("fn ran while another caller held the device's tasks")
 		return nil, nil
-	}))
+	}), nil)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("err = %v, want context.DeadlineExceeded", err)
 	}
@@ -308,7 +308,7 @@ func TestFnMayReadOtherRepositories(t *testing.T) {
 			}
 			_, err := f.dev.Get(t.Context(), d.ID())
 			return &tk, err
-		}))
+		}), nil)
 		if err != nil {
 			t.Error(err)
 		}
@@ -344,7 +344,7 @@ func TestListEdges(t *testing.T) {
 	if _, _, err := f.tk.ReplaceActive(t.Context(), "no spaces allowed", onActive(func(*domain.Task) (*domain.Task, error) {
 		t.Error("fn ran for a device id that cannot exist")
 		return nil, nil
-	})); !errors.Is(err, domain.ErrNotFound) {
+	}), nil); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("replace for an impossible device id: err = %v, want ErrNotFound", err)
 	}
 }

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"time"
 
@@ -148,7 +149,7 @@ func (s *Store) failedLocked(deviceID string) map[string]int {
 // returned with created false, as the Postgres partial unique index makes
 // the insert lose. A device id that cannot exist is domain.ErrNotFound
 // before fn runs.
-func (r *Tasks) ReplaceActive(ctx context.Context, deviceID string, fn func(st ports.TaskState) (*domain.Task, error)) (domain.Task, bool, error) {
+func (r *Tasks) ReplaceActive(ctx context.Context, deviceID string, fn func(st ports.TaskState) (*domain.Task, error), onRollout ports.RolloutEvaluation) (domain.Task, bool, error) {
 	if domain.ValidateIdentifier("device_id", deviceID) != nil {
 		if err := ctx.Err(); err != nil {
 			return domain.Task{}, false, err
@@ -176,23 +177,55 @@ func (r *Tasks) ReplaceActive(ctx context.Context, deviceID string, fn func(st p
 	if err != nil {
 		return domain.Task{}, false, err
 	}
+	var after *domain.Task
+	if before != nil {
+		m := mergeTask(*before, st.Active.Task)
+		after = &m
+	}
+	var judge string // the rollout of the task fn ended, to judge
+	if onRollout != nil && after != nil && !after.Status().IsActive() {
+		judge = after.RolloutID()
+	}
 	var rec domain.TaskRecord
 	if ins != nil {
 		if rec, err = checkNewTask(deviceID, *ins); err != nil {
 			return domain.Task{}, false, err
 		}
-		// FOR SHARE on the offer's rows: wait for a revoke or a rollout
-		// change in progress, and hold them off until this is stored.
-		unlockRO, err := s.rows.lock(ctx, rolloutRow(rec.RolloutID))
+	}
+	// The judged rollout's row, and FOR SHARE on the new task's offer
+	// rows (wait for a revoke or a rollout change in progress, and hold
+	// them off until this is stored): rollouts in id order, then the
+	// firmware, as the Postgres adapter takes them.
+	var lockRollouts []string
+	if judge != "" {
+		lockRollouts = append(lockRollouts, judge)
+	}
+	if ins != nil && rec.RolloutID != judge {
+		lockRollouts = append(lockRollouts, rec.RolloutID)
+	}
+	slices.Sort(lockRollouts)
+	for _, id := range lockRollouts {
+		unlockRO, err := s.rows.lock(ctx, rolloutRow(id))
 		if err != nil {
 			return domain.Task{}, false, err
 		}
 		defer unlockRO()
+	}
+	if ins != nil {
 		unlockFW, err := s.rows.lock(ctx, firmwareRow(rec.FirmwareID))
 		if err != nil {
 			return domain.Task{}, false, err
 		}
 		defer unlockFW()
+	}
+	var (
+		judged        domain.Rollout
+		judgedChanged bool
+	)
+	if judge != "" {
+		if judged, judgedChanged, err = s.judgeRollout(judge, *after, onRollout); err != nil {
+			return domain.Task{}, false, err
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return domain.Task{}, false, err
@@ -200,10 +233,10 @@ func (r *Tasks) ReplaceActive(ctx context.Context, deviceID string, fn func(st p
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var after *domain.Task
-	if before != nil {
-		m := mergeTask(*before, st.Active.Task)
-		after = &m
+	storeJudged := func() {
+		if judgedChanged {
+			s.rollouts[judged.ID()] = judged
+		}
 	}
 	if ins == nil {
 		if after == nil {
@@ -212,13 +245,18 @@ func (r *Tasks) ReplaceActive(ctx context.Context, deviceID string, fn func(st p
 		if err := s.putTaskLocked(*after); err != nil {
 			return domain.Task{}, false, err
 		}
+		storeJudged()
 		return *after, false, nil
 	}
 	// As the Postgres adapter reads the offer FOR SHARE before it inserts:
 	// a firmware or rollout that does not exist is not found, one that
-	// stopped being offered is withdrawn.
+	// stopped being offered is withdrawn — by the judgement just made too,
+	// which is then dropped with the rest, as a rollback drops it.
 	fw, okF := s.firmwares[rec.FirmwareID]
 	ro, okR := s.rollouts[rec.RolloutID]
+	if judgedChanged && rec.RolloutID == judged.ID() {
+		ro = judged
+	}
 	if !okF || !okR || ro.FirmwareID() != rec.FirmwareID {
 		return domain.Task{}, false, domain.ErrNotFound
 	}
@@ -250,6 +288,7 @@ func (r *Tasks) ReplaceActive(ctx context.Context, deviceID string, fn func(st p
 			return domain.Task{}, false, err
 		}
 	}
+	storeJudged()
 	created := domain.RehydrateTask(rec)
 	if err := s.insertTaskLocked(created); err != nil {
 		return domain.Task{}, false, err // not reached: checked above under the same mutex
@@ -425,35 +464,8 @@ func (r *Tasks) ApplyEvent(ctx context.Context, taskID string, ev domain.Event, 
 			return domain.Task{}, err
 		}
 		defer unlockRO()
-		s.mu.Lock()
-		stored, found := s.rollouts[t.RolloutID()]
-		s.mu.Unlock()
-		if !found {
-			return domain.Task{}, domain.ErrNotFound // not reached: the task references it
-		}
-		rollout = cloneRollout(stored)
-		stats := func(since time.Time) (domain.TaskStats, error) {
-			since = stamp(since) // as Postgres compares: at the stored precision
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			var st domain.TaskStats
-			for _, id := range s.byRollout[t.RolloutID()] {
-				task := s.tasks[id]
-				if id == merged.ID() {
-					task = merged
-				}
-				if task.CreatedAt().Before(since) {
-					continue
-				}
-				st.Add(task.Status(), 1)
-			}
-			return st, nil
-		}
-		if rolloutChanged, err = onRollout(&rollout, stats); err != nil {
+		if rollout, rolloutChanged, err = s.judgeRollout(t.RolloutID(), merged, onRollout); err != nil {
 			return domain.Task{}, err
-		}
-		if rolloutChanged {
-			rollout = mergeRollout(stored, rollout)
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -588,4 +600,40 @@ func taskAfter(t domain.Task, c ports.TaskCursor) bool {
 		return cmp > 0
 	}
 	return t.ID() > c.ID
+}
+
+// judgeRollout lets eval judge a rollout whose row lock the caller holds,
+// counting its tasks as they will be once changed (one of them, not yet
+// stored) is; it returns the rollout as it is to be stored and whether eval
+// changed it. Nothing is stored here: the caller stores it with the task.
+func (s *Store) judgeRollout(rolloutID string, changed domain.Task, eval ports.RolloutEvaluation) (domain.Rollout, bool, error) {
+	s.mu.Lock()
+	stored, found := s.rollouts[rolloutID]
+	s.mu.Unlock()
+	if !found {
+		return domain.Rollout{}, false, domain.ErrNotFound // not reached: the task references it
+	}
+	rollout := cloneRollout(stored)
+	stats := func(since time.Time) (domain.TaskStats, error) {
+		since = stamp(since) // as Postgres compares: at the stored precision
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var st domain.TaskStats
+		for _, id := range s.byRollout[rolloutID] {
+			task := s.tasks[id]
+			if id == changed.ID() {
+				task = changed
+			}
+			if task.CreatedAt().Before(since) {
+				continue
+			}
+			st.Add(task.Status(), 1)
+		}
+		return st, nil
+	}
+	ok, err := eval(&rollout, stats)
+	if err != nil || !ok {
+		return domain.Rollout{}, false, err
+	}
+	return mergeRollout(stored, rollout), true, nil
 }

@@ -119,7 +119,7 @@ func (e *env) createTask(t *testing.T, deviceID string, o domain.Offer) domain.T
 			return nil, fmt.Errorf("device %s already has active task %s", deviceID, active.ID())
 		}
 		return &tk, nil
-	}))
+	}), nil)
 	if err != nil || !created {
 		t.Fatalf("creating task: created=%v err=%v", created, err)
 	}
@@ -437,7 +437,7 @@ func TestTaskReferencesMustExist(t *testing.T) {
 
 	// Unknown device.
 	tk := e.newTask(t, "ghost", o)
-	if _, _, err := e.tasks.ReplaceActive(ctx, "ghost", onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil })); !errors.Is(err, domain.ErrNotFound) {
+	if _, _, err := e.tasks.ReplaceActive(ctx, "ghost", onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil }), nil); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("unknown device: %v, want ErrNotFound", err)
 	}
 	// Unknown rollout, and a rollout of another firmware.
@@ -448,7 +448,7 @@ func TestTaskReferencesMustExist(t *testing.T) {
 		"unknown firmware": {Firmware: try(domain.NewFirmware(uuid.NewString(), o.Firmware.Spec(), e.now)).must(t), Rollout: o.Rollout},
 	} {
 		tk := e.newTask(t, "d1", off)
-		if _, _, err := e.tasks.ReplaceActive(ctx, "d1", onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil })); !errors.Is(err, domain.ErrNotFound) {
+		if _, _, err := e.tasks.ReplaceActive(ctx, "d1", onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil }), nil); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("%s: %v, want ErrNotFound", name, err)
 		}
 	}
@@ -485,12 +485,12 @@ func TestReplaceActiveLifecycle(t *testing.T) {
 			t.Errorf("active %v", a.ID())
 		}
 		return nil, nil
-	}))
+	}), nil)
 	if err != nil || created || res.ID() != "" {
 		t.Fatalf("empty: %v %v %v", res.ID(), created, err)
 	}
 
-	first, created, err := e.tasks.ReplaceActive(ctx, "d1", checkFn("d1", o1, e.now))
+	first, created, err := e.tasks.ReplaceActive(ctx, "d1", checkFn("d1", o1, e.now), nil)
 	if err != nil || !created || first.ActionID() <= 0 || first.Status() != domain.TaskPending {
 		t.Fatalf("create: %+v %v %v", first.Record(), created, err)
 	}
@@ -498,12 +498,12 @@ func TestReplaceActiveLifecycle(t *testing.T) {
 		t.Fatalf("stored %+v, returned %+v", got.Record(), first.Record())
 	}
 	// Reuse.
-	again, created, err := e.tasks.ReplaceActive(ctx, "d1", checkFn("d1", o1, e.now))
+	again, created, err := e.tasks.ReplaceActive(ctx, "d1", checkFn("d1", o1, e.now), nil)
 	if err != nil || created || again.ID() != first.ID() {
 		t.Fatalf("reuse: %v %v %v", again.ID(), created, err)
 	}
 	// Supersede the pending task.
-	second, created, err := e.tasks.ReplaceActive(ctx, "d1", checkFn("d1", o2, e.now.Add(time.Second)))
+	second, created, err := e.tasks.ReplaceActive(ctx, "d1", checkFn("d1", o2, e.now.Add(time.Second)), nil)
 	if err != nil || !created || second.ID() == first.ID() || second.ActionID() <= first.ActionID() {
 		t.Fatalf("supersede: %v %v %v", second.ID(), created, err)
 	}
@@ -519,13 +519,13 @@ func TestReplaceActiveLifecycle(t *testing.T) {
 	if _, _, err := e.tasks.ReplaceActive(ctx, "d1", onActive(func(a *domain.Task) (*domain.Task, error) {
 		_ = a.Cancel(domain.CodeSuperseded, "x", e.now)
 		return nil, boom
-	})); err != boom {
+	}), nil); err != boom {
 		t.Fatalf("fn's error: %v", err)
 	}
 	// A cancel with nothing inserted returns the task as fn left it.
 	res, created, err = e.tasks.ReplaceActive(ctx, "d1", onActive(func(a *domain.Task) (*domain.Task, error) {
 		return nil, a.Cancel(domain.CodeFirmwareRevoked, "revoked", e.now.Add(2*time.Second))
-	}))
+	}), nil)
 	if err != nil || created || res.ID() != second.ID() || res.Status() != domain.TaskCancelled {
 		t.Fatalf("cancel only: %+v %v %v", res.Record(), created, err)
 	}
@@ -559,7 +559,7 @@ func TestReplaceActiveRace(t *testing.T) {
 				// only the index can stop it.
 				nt, err := domain.NewTask(uuid.NewString(), "racer", o, 1, e.now)
 				return &nt, err
-			}))
+			}), nil)
 			if err != nil {
 				errs <- err
 				return
@@ -614,7 +614,7 @@ func TestReplaceActiveSupersedeRace(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			tk, c, err := e.tasks.ReplaceActive(context.Background(), "sup", checkFn("sup", o2, e.now.Add(time.Second)))
+			tk, c, err := e.tasks.ReplaceActive(context.Background(), "sup", checkFn("sup", o2, e.now.Add(time.Second)), nil)
 			if err != nil {
 				t.Errorf("ReplaceActive: %v", err)
 				return
@@ -748,7 +748,7 @@ func TestCancelledContextRollsBack(t *testing.T) {
 		ins, err := supersede(st) // cancels the old task, returns a new one
 		cancel()                  // the lock is lost before the writes
 		return ins, err
-	})
+	}, nil)
 	if err == nil {
 		t.Fatal("ReplaceActive committed with a cancelled context")
 	}
@@ -804,7 +804,7 @@ func TestStatsAndFailedCounts(t *testing.T) {
 	finish("d1", o1, "failed")
 	e.createTask(t, "d1", o1)
 	e.createTask(t, "d2", o1)
-	if _, _, err := e.tasks.ReplaceActive(ctx, "d2", checkFn("d2", o2, e.now)); err != nil { // cancels d2's o1 task
+	if _, _, err := e.tasks.ReplaceActive(ctx, "d2", checkFn("d2", o2, e.now), nil); err != nil { // cancels d2's o1 task
 		t.Fatal(err)
 	}
 

@@ -313,6 +313,12 @@ const maxInsertRounds = 5
 // and the rollout still active, nothing is stored and the error is
 // domain.ErrOfferWithdrawn.
 //
+// When fn ended the active task and onRollout is given, the task's rollout
+// is judged as ApplyEvent judges it (evaluateRollout: locked, its tasks
+// counted in this transaction, which sees the ended task), before the
+// insert. A pause it stores makes an insert into the same rollout
+// withdrawn, and so rolls back with it: the caller plans again.
+//
 // The partial unique index, not the caller's lock, guarantees one active
 // task per device: the insert is INSERT … ON CONFLICT DO NOTHING against
 // it. When it inserts nothing, a concurrent transaction won; its committed
@@ -321,7 +327,7 @@ const maxInsertRounds = 5
 // a pending task that the winner then cancelled (a supersede) re-checks the
 // row after the wait, no longer sees it active, and so calls fn with nil,
 // then loses the insert to the winner in the same way.
-func (s *TaskRepository) ReplaceActive(ctx context.Context, deviceID string, fn func(st ports.TaskState) (*domain.Task, error)) (domain.Task, bool, error) {
+func (s *TaskRepository) ReplaceActive(ctx context.Context, deviceID string, fn func(st ports.TaskState) (*domain.Task, error), onRollout ports.RolloutEvaluation) (domain.Task, bool, error) {
 	if !validDeviceID(deviceID) {
 		return domain.Task{}, false, fmt.Errorf("replacing the active task: the device does not exist: %w", domain.ErrNotFound)
 	}
@@ -350,8 +356,37 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, deviceID string, fn 
 		if err != nil {
 			return err
 		}
+		changed := st.Active != nil && st.Active.Task.Record() != cur.Record()
+		var judge string // the rollout of the task fn ended, to judge
+		if changed && onRollout != nil && !st.Active.Task.Status().IsActive() {
+			judge = cur.RolloutID()
+		}
+		// Every rollout lock before the task changes (lockRolloutToJudge
+		// says why); two rollouts in id order (the judged one FOR NO KEY
+		// UPDATE, the new task's FOR SHARE), so two devices swapping
+		// between the same two rollouts cannot wait for each other.
+		var (
+			o      domain.Offer
+			judged rolloutRow
+		)
+		shareFirst := ins != nil && judge != "" && ins.RolloutID() < judge
+		if shareFirst {
+			if o, err = offerIn(ctx, tx, s.offerForShare, ins.FirmwareID(), ins.RolloutID()); err != nil {
+				return fmt.Errorf("inserting task %s: %w", ins.ID(), err)
+			}
+		}
+		if judge != "" {
+			if judged, err = s.lockRolloutToJudge(ctx, tx, judge); err != nil {
+				return err
+			}
+		}
+		if ins != nil && !shareFirst {
+			if o, err = offerIn(ctx, tx, s.offerForShare, ins.FirmwareID(), ins.RolloutID()); err != nil {
+				return fmt.Errorf("inserting task %s: %w", ins.ID(), err)
+			}
+		}
 		if st.Active != nil {
-			if st.Active.Task.Record() != cur.Record() {
+			if changed {
 				stored, err := s.updateTask(ctx, tx, cur.ID(), st.Active.Task)
 				if err != nil {
 					return err
@@ -360,12 +395,17 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, deviceID string, fn 
 			}
 			result = st.Active.Task
 		}
+		if judge != "" {
+			r, err := s.judgeRollout(ctx, tx, judged, onRollout)
+			if err != nil {
+				return err
+			}
+			if ins != nil && ins.RolloutID() == judge {
+				o.Rollout = r // read before the judgement: a pause withdraws the insert
+			}
+		}
 		if ins == nil {
 			return nil
-		}
-		o, err := offerIn(ctx, tx, s.offerForShare, ins.FirmwareID(), ins.RolloutID())
-		if err != nil {
-			return fmt.Errorf("inserting task %s: %w", ins.ID(), err)
 		}
 		if o.Rollout.FirmwareID() != o.Firmware.ID() {
 			return fmt.Errorf("inserting task %s: rollout %s is not of firmware %s: %w", ins.ID(), o.Rollout.ID(), o.Firmware.ID(), domain.ErrNotFound)
@@ -492,6 +532,13 @@ func (s *TaskRepository) ApplyEvent(ctx context.Context, taskID string, ev domai
 		if err != nil {
 			return err
 		}
+		var judged rolloutRow
+		if onRollout != nil {
+			// Before the task changes (lockRolloutToJudge says why).
+			if judged, err = s.lockRolloutToJudge(ctx, tx, t.RolloutID()); err != nil {
+				return err
+			}
+		}
 		var prior *domain.Event
 		var fingerprint string
 		err = tx.StmtxContext(ctx, s.event).QueryRowContext(ctx, uid, ev.ID(), dbTime(t.CreatedAt())).Scan(&fingerprint)
@@ -520,7 +567,8 @@ func (s *TaskRepository) ApplyEvent(ctx context.Context, taskID string, ev domai
 		if onRollout == nil {
 			return nil
 		}
-		return s.evaluateRollout(ctx, tx, out.RolloutID(), onRollout)
+		_, err = s.judgeRollout(ctx, tx, judged, onRollout)
+		return err
 	})
 	if err != nil {
 		return domain.Task{}, err
@@ -528,28 +576,46 @@ func (s *TaskRepository) ApplyEvent(ctx context.Context, taskID string, ev domai
 	return out, nil
 }
 
-// evaluateRollout locks the rollout, lets eval judge it (counting its tasks
-// in tx only if eval asks) and stores what eval changed.
-func (s *TaskRepository) evaluateRollout(ctx context.Context, tx *sqlx.Tx, rolloutID string, eval ports.RolloutEvaluation) error {
+// lockRolloutToJudge locks a rollout (FOR NO KEY UPDATE) that tx is going
+// to judge, and reads it.
+//
+// It must be called before tx changes the task whose end is judged. A
+// creation for the same device holds the rollout FOR SHARE from before its
+// INSERT … ON CONFLICT, and that insert waits for any uncommitted change of
+// the device's active task: were the task changed first, each would wait
+// for the other, and Postgres would end one as a deadlock. A task that is
+// only locked does not hold the insert up (it finds the task and does
+// nothing), so locking the rollout first lets the creation finish.
+func (s *TaskRepository) lockRolloutToJudge(ctx context.Context, tx *sqlx.Tx, rolloutID string) (rolloutRow, error) {
 	var r rolloutRow
 	if err := tx.StmtxContext(ctx, s.lockRollout).GetContext(ctx, &r, rolloutID); err != nil {
-		return fmt.Errorf("loading rollout %s: %w", rolloutID, notFound(err))
+		return rolloutRow{}, fmt.Errorf("loading rollout %s: %w", rolloutID, notFound(err))
 	}
+	return r, nil
+}
+
+// judgeRollout lets eval judge the rollout r, locked by lockRolloutToJudge
+// in tx (counting its tasks in tx only if eval asks), stores what eval
+// changed, and returns the rollout as it now is.
+func (s *TaskRepository) judgeRollout(ctx context.Context, tx *sqlx.Tx, r rolloutRow, eval ports.RolloutEvaluation) (domain.Rollout, error) {
 	ro, err := r.toDomain()
 	if err != nil {
-		return err
+		return domain.Rollout{}, err
 	}
+	before := ro
 	changed, err := eval(&ro, func(since time.Time) (domain.TaskStats, error) {
 		if since.IsZero() {
-			return statsIn(ctx, tx.StmtxContext(ctx, s.stats), rolloutID)
+			return statsIn(ctx, tx.StmtxContext(ctx, s.stats), r.ID)
 		}
-		return statsIn(ctx, tx.StmtxContext(ctx, s.statsSince), rolloutID, dbTime(since))
+		return statsIn(ctx, tx.StmtxContext(ctx, s.statsSince), r.ID, dbTime(since))
 	})
-	if err != nil || !changed {
-		return err
+	if err != nil {
+		return domain.Rollout{}, err
 	}
-	_, err = storeRollout(ctx, tx, r, ro)
-	return err
+	if !changed {
+		return before, nil
+	}
+	return storeRollout(ctx, tx, r, ro)
 }
 
 // FailedCounts counts the device's failed tasks by firmware id, in one

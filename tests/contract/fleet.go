@@ -100,7 +100,7 @@ func (s *fleetSuite) task(t *testing.T, o domain.Offer, status domain.TaskStatus
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, created, err := s.Tasks.ReplaceActive(t.Context(), d.ID(), func(ports.TaskState) (*domain.Task, error) { return &tk, nil })
+	got, created, err := s.Tasks.ReplaceActive(t.Context(), d.ID(), func(ports.TaskState) (*domain.Task, error) { return &tk, nil }, nil)
 	if err != nil || !created {
 		t.Fatalf("insert task: created=%v err=%v", created, err)
 	}

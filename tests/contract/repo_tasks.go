@@ -41,7 +41,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 				t.Errorf("a device without tasks has active task %s", active.ID())
 			}
 			return &t1, nil
-		}))
+		}), nil)
 		repoNoErr(t, "create", err)
 		if !created {
 			t.Fatal("created = false for the first task")
@@ -68,7 +68,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 			}
 			repoSameTask(t, *active, want1)
 			return nil, nil
-		}))
+		}), nil)
 		repoNoErr(t, "reuse", err)
 		if created {
 			t.Error("created = true when fn inserted nothing")
@@ -82,7 +82,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 				return nil, err
 			}
 			return &t2, nil
-		}))
+		}), nil)
 		repoNoErr(t, "supersede", err)
 		if !created {
 			t.Fatal("created = false for the superseding task")
@@ -113,7 +113,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 
 		// fn does not (cannot) cancel the started task but still asks for an insert.
 		t3 := s.newTask(t, d.ID(), o2, 1, s.at(13))
-		got, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &t3, nil }))
+		got, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &t3, nil }), nil)
 		repoNoErr(t, "replace", err)
 		if created {
 			t.Error("created = true although the device still has an active task")
@@ -132,7 +132,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 		pending := s.insert(t, s.newTask(t, d.ID(), s.offer(t, model, "2.0.0"), 1, s.at(10)))
 		got, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 			return nil, active.Cancel(domain.CodeFirmwareRevoked, "the firmware was revoked", s.at(14))
-		}))
+		}), nil)
 		repoNoErr(t, "cancel", err)
 		if created {
 			t.Error("created = true when fn inserted nothing")
@@ -154,7 +154,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 				t.Errorf("unexpected active task %s", active.ID())
 			}
 			return nil, nil
-		}))
+		}), nil)
 		repoNoErr(t, "replace", err)
 		if created || got.ID() != "" {
 			t.Errorf("got task %q created=%v, want the zero task", got.ID(), created)
@@ -172,7 +172,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 				return nil, err
 			}
 			return &t2, errRepoBoom
-		}))
+		}), nil)
 		if !errors.Is(err, errRepoBoom) {
 			t.Fatalf("err = %v, want fn's error", err)
 		}
@@ -215,7 +215,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 						}
 					}
 					return &tk, nil
-				}))
+				}), nil)
 				repoIsNotFound(t, "task with an unknown "+name, err)
 				_, err = s.Tasks.Get(ctx, tk.ID())
 				repoIsNotFound(t, "refused task", err)
@@ -239,7 +239,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 		rec := s.newTask(t, d.ID(), o, 1, us).Record()
 		rec.CreatedAt, rec.UpdatedAt = us.Add(999), us.Add(998) // as a rehydrated task could be
 		tk := domain.RehydrateTask(rec)
-		got, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil }))
+		got, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil }), nil)
 		repoNoErr(t, "insert", err)
 		if !created || !got.CreatedAt().Equal(us) || !got.UpdatedAt().Equal(us) {
 			t.Errorf("created=%v, times %v, %v; want %v", created, got.CreatedAt(), got.UpdatedAt(), us)
@@ -259,7 +259,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 		first = s.drive(t, first.ID(), domain.TaskFailed, s.at(11))
 		same, err := domain.NewTask(first.ID(), d.ID(), o, 2, s.at(12))
 		repoNoErr(t, "new task", err)
-		if _, _, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &same, nil })); err == nil {
+		if _, _, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &same, nil }), nil); err == nil {
 			t.Error("a second task with a taken id was stored")
 		}
 		got, err := s.Tasks.Get(ctx, first.ID())
@@ -279,7 +279,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 		_, _, err := s.Tasks.ReplaceActive(repoCancelled(t), d.ID(), onActive(func(*domain.Task) (*domain.Task, error) {
 			t.Error("fn called under a cancelled context")
 			return &tk, nil
-		}))
+		}), nil)
 		if err == nil {
 			t.Error("replace with a cancelled context succeeded")
 		}
@@ -292,7 +292,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 			}
 			cancel()
 			return &tk, nil
-		}))
+		}), nil)
 		if err == nil {
 			t.Error("replace whose context ended inside fn succeeded")
 		}
@@ -413,6 +413,8 @@ func (s *repoSuite) tasks(t *testing.T) {
 	t.Run("ReplaceActiveState", func(t *testing.T) { s.replaceActiveState(t) })
 	t.Run("ReplaceActiveOfferWithdrawn", func(t *testing.T) { s.offerWithdrawn(t) })
 	t.Run("ApplyEventEvaluatesRollout", func(t *testing.T) { s.applyEventRollout(t) })
+	t.Run("ReplaceActiveEvaluatesRollout", func(t *testing.T) { s.replaceActiveRollout(t) })
+	t.Run("ReplaceActiveRolloutSwapRace", func(t *testing.T) { s.replaceActiveRolloutSwap(t) })
 }
 
 func (s *repoSuite) replaceActiveRace(t *testing.T, alwaysInsert bool) {
@@ -441,7 +443,7 @@ func (s *repoSuite) replaceActiveRace(t *testing.T, alwaysInsert bool) {
 					return nil, nil
 				}
 				return &mine[i], nil
-			}))
+			}), nil)
 			results[i] = outcome{got, created, err}
 		})
 	}
@@ -907,7 +909,7 @@ func (s *repoSuite) replaceActiveState(t *testing.T) {
 			t.Errorf("failed %v, want %v", st.Failed, want)
 		}
 		return nil, nil
-	})
+	}, nil)
 	repoNoErr(t, "replace active", err)
 	if calls != 1 {
 		t.Errorf("fn called %d times", calls)
@@ -918,7 +920,7 @@ func (s *repoSuite) replaceActiveState(t *testing.T) {
 			t.Errorf("state of a device without tasks: %+v", st)
 		}
 		return nil, nil
-	})
+	}, nil)
 	repoNoErr(t, "replace active without tasks", err)
 }
 
@@ -960,7 +962,7 @@ func (s *repoSuite) offerWithdrawn(t *testing.T) {
 					return nil, err
 				}
 				return &next, nil
-			}))
+			}), nil)
 			if !errors.Is(err, domain.ErrOfferWithdrawn) || created {
 				t.Fatalf("insert for a withdrawn offer: created=%v err=%v, want ErrOfferWithdrawn", created, err)
 			}
@@ -991,7 +993,7 @@ func (s *repoSuite) offerWithdrawn(t *testing.T) {
 		inserted := make(chan error, 1)
 		tk := s.newTask(t, d.ID(), o, 1, s.at(21))
 		go func() {
-			_, _, err := s.Tasks.ReplaceActive(ctx, d.ID(), func(ports.TaskState) (*domain.Task, error) { return &tk, nil })
+			_, _, err := s.Tasks.ReplaceActive(ctx, d.ID(), func(ports.TaskState) (*domain.Task, error) { return &tk, nil }, nil)
 			inserted <- err
 		}()
 		select {
@@ -1071,4 +1073,156 @@ func (s *repoSuite) applyEventRollout(t *testing.T) {
 		return false, nil
 	})
 	repoNoErr(t, "replay", err)
+}
+
+// replaceActiveRollout: when fn ends the active task, onRollout judges that
+// task's rollout in the same transaction, counting the ended task, and
+// what it changes is stored with the task — or nothing is. A judgement
+// that pauses the rollout the new task belongs to withdraws the insert.
+func (s *repoSuite) replaceActiveRollout(t *testing.T) {
+	ctx := t.Context()
+	model := repoName("model")
+	o := s.offer(t, model, "2.0.0")
+	d1, d2 := s.device(t, model, "1.0.0"), s.device(t, model, "1.0.0")
+	s.drive(t, s.insert(t, s.newTask(t, d1.ID(), o, 1, s.at(10))).ID(), domain.TaskSucceeded, s.at(11))
+	tk := s.insert(t, s.newTask(t, d2.ID(), o, 1, s.at(12)))
+	succeed := onActive(func(active *domain.Task) (*domain.Task, error) {
+		return nil, active.Succeed(s.at(13))
+	})
+	pause := func(r *domain.Rollout, _ func(time.Time) (domain.TaskStats, error)) (bool, error) {
+		return true, r.ChangeStatus(domain.RolloutPaused, o.Firmware, s.at(13))
+	}
+
+	// fn leaves the active task active: nothing to judge.
+	_, _, err := s.Tasks.ReplaceActive(ctx, d2.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return nil, nil }),
+		func(*domain.Rollout, func(time.Time) (domain.TaskStats, error)) (bool, error) {
+			t.Error("rollout judged though no task ended")
+			return false, nil
+		})
+	repoNoErr(t, "no change", err)
+
+	// A failing judgement stores nothing.
+	_, _, err = s.Tasks.ReplaceActive(ctx, d2.ID(), succeed, func(*domain.Rollout, func(time.Time) (domain.TaskStats, error)) (bool, error) {
+		return false, errRepoBoom
+	})
+	if !errors.Is(err, errRepoBoom) {
+		t.Fatalf("failing judgement: %v", err)
+	}
+	if got, _ := s.Tasks.Get(ctx, tk.ID()); got.Status() != domain.TaskPending {
+		t.Fatalf("task stored despite the failed judgement: %s", got.Status())
+	}
+
+	calls := 0
+	got, created, err := s.Tasks.ReplaceActive(ctx, d2.ID(), succeed, func(r *domain.Rollout, stats func(time.Time) (domain.TaskStats, error)) (bool, error) {
+		calls++
+		if r.ID() != o.Rollout.ID() || r.Status() != domain.RolloutActive {
+			t.Errorf("rollout %s (%s), want %s active", r.ID(), r.Status(), o.Rollout.ID())
+		}
+		st, err := stats(time.Time{})
+		if err != nil {
+			return false, err
+		}
+		if st.Succeeded != 2 || st.Pending != 0 {
+			t.Errorf("stats %+v, want both tasks succeeded (this one counted as ended)", st)
+		}
+		return pause(r, stats)
+	})
+	repoNoErr(t, "settle", err)
+	if created || got.Status() != domain.TaskSucceeded || calls != 1 {
+		t.Fatalf("task %s (created %v), judged %d times", got.Status(), created, calls)
+	}
+	r, err := s.Rollouts.Get(ctx, asUUID(o.Rollout.ID()))
+	repoNoErr(t, "rollout", err)
+	if r.Status() != domain.RolloutPaused || !r.UpdatedAt().Equal(repoUs(s.at(13))) {
+		t.Fatalf("rollout %s updated %v, want paused at %v", r.Status(), r.UpdatedAt(), s.at(13))
+	}
+
+	// Ending a task and retrying in the same rollout: a judgement that
+	// pauses the rollout withdraws the retry, and stores nothing at all.
+	o2 := s.offer(t, model, "3.0.0")
+	d3 := s.device(t, model, "1.0.0")
+	first := s.insert(t, s.newTask(t, d3.ID(), o2, 1, s.at(20)))
+	retry := s.newTask(t, d3.ID(), o2, 2, s.at(21))
+	endAndRetry := onActive(func(active *domain.Task) (*domain.Task, error) {
+		if err := active.Cancel(domain.CodeSuperseded, "retried", s.at(21)); err != nil {
+			return nil, err
+		}
+		return &retry, nil
+	})
+	_, _, err = s.Tasks.ReplaceActive(ctx, d3.ID(), endAndRetry, func(r *domain.Rollout, _ func(time.Time) (domain.TaskStats, error)) (bool, error) {
+		return true, r.ChangeStatus(domain.RolloutPaused, o2.Firmware, s.at(21))
+	})
+	if !errors.Is(err, domain.ErrOfferWithdrawn) {
+		t.Fatalf("retry into the rollout its judgement paused: %v, want ErrOfferWithdrawn", err)
+	}
+	active, err := s.Tasks.Active(ctx, d3.ID())
+	repoNoErr(t, "active after the withdrawn retry", err)
+	repoSameTask(t, active, first.Record())
+	if r, _ := s.Rollouts.Get(ctx, asUUID(o2.Rollout.ID())); r.Status() != domain.RolloutActive {
+		t.Fatalf("rollout %s after a rolled-back judgement, want active", r.Status())
+	}
+	// A judgement that leaves it active lets the retry in.
+	got, created, err = s.Tasks.ReplaceActive(ctx, d3.ID(), endAndRetry, func(*domain.Rollout, func(time.Time) (domain.TaskStats, error)) (bool, error) {
+		return false, nil
+	})
+	repoNoErr(t, "retry", err)
+	if !created || got.ID() != retry.ID() {
+		t.Fatalf("retry: created %v, task %s, want %s", created, got.ID(), retry.ID())
+	}
+}
+
+// replaceActiveRolloutSwap: devices that end a task of one rollout and
+// start one of another, while others go the opposite way, each judging the
+// rollout they leave, lock the two rollouts in one order: none waits for
+// another forever (memory) or is chosen as a deadlock victim (Postgres).
+func (s *repoSuite) replaceActiveRolloutSwap(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	model := repoName("model")
+	a, b := s.offer(t, model, "2.0.0"), s.offer(t, model, "3.0.0")
+	const pairs = 12
+	type move struct {
+		dev      domain.Device
+		from, to domain.Offer
+	}
+	var moves []move
+	for i := 0; i < pairs; i++ {
+		x, y := s.device(t, model, "1.0.0"), s.device(t, model, "1.0.0")
+		s.insert(t, s.newTask(t, x.ID(), a, 1, s.at(10)))
+		s.insert(t, s.newTask(t, y.ID(), b, 1, s.at(10)))
+		moves = append(moves, move{x, a, b}, move{y, b, a})
+	}
+	judge := func(_ *domain.Rollout, stats func(time.Time) (domain.TaskStats, error)) (bool, error) {
+		_, err := stats(time.Time{})
+		return false, err
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(moves))
+	for _, m := range moves {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			next := s.newTask(t, m.dev.ID(), m.to, 1, s.at(11))
+			_, created, err := s.Tasks.ReplaceActive(ctx, m.dev.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
+				if active == nil || active.RolloutID() != m.from.Rollout.ID() {
+					return nil, errors.New("the device's active task is not the one it had")
+				}
+				if err := active.Cancel(domain.CodeSuperseded, "moved", s.at(11)); err != nil {
+					return nil, err
+				}
+				return &next, nil
+			}), judge)
+			if err == nil && !created {
+				err = errors.New("the move created no task")
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("move: %v", err)
+		}
+	}
 }

@@ -165,7 +165,7 @@ func (s *repoSuite) insert(t *testing.T, tk domain.Task) domain.Task {
 			}
 		}
 		return &tk, nil
-	}))
+	}), nil)
 	if err != nil || !created {
 		t.Fatalf("insert task: created=%v err=%v", created, err)
 	}

@@ -1,0 +1,117 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ai-device/ota/domain"
+)
+
+// A transaction that ends a device's active task and then judges its
+// rollout must lock the rollout before it changes the task. Otherwise it
+// deadlocks with a creation for the same device (another firmware, so
+// another task lock, or a lock that expired) that holds the rollout FOR
+// SHARE and whose INSERT … ON CONFLICT waits for the task's pending
+// change: the ender waits for the rollout, the inserter for the ender.
+// Postgres then kills one of them after deadlock_timeout, which surfaced
+// as a 500 on a device's final event in the frozen-holder
+// linearizability run.
+func TestEndingATaskLocksItsRolloutBeforeChangingTheTask(t *testing.T) {
+	judge := func(r *domain.Rollout, stats func(time.Time) (domain.TaskStats, error)) (bool, error) {
+		_, err := stats(time.Time{})
+		return false, err
+	}
+	enders := map[string]func(e *env, tk domain.Task) error{
+		"final event": func(e *env, tk domain.Task) error {
+			ev, err := domain.NewEvent("end-"+tk.ID(), "succeeded", nil, "", "")
+			if err != nil {
+				return err
+			}
+			_, err = e.tasks.ApplyEvent(context.Background(), tk.ID(), ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
+				return t.ApplyEvent(ev, prior, e.now.Add(time.Second))
+			}, judge)
+			return err
+		},
+		"check ending the task": func(e *env, tk domain.Task) error {
+			_, _, err := e.tasks.ReplaceActive(context.Background(), tk.DeviceID(), onActive(func(active *domain.Task) (*domain.Task, error) {
+				return nil, active.Succeed(e.now.Add(time.Second))
+			}), judge)
+			return err
+		},
+	}
+	for name, end := range enders {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			o := e.offer(t, "lockorder", "2.0.0")
+			d := e.device(t, "lockorder-"+uuid.NewString()[:8], "lockorder")
+			tk := e.createTask(t, d.ID(), o)
+
+			// The creation: holds the rollout FOR SHARE, as ReplaceActive
+			// does before its insert.
+			inserter, err := e.db.BeginTxx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = inserter.Rollback() }()
+			if _, err := inserter.ExecContext(ctx, `SELECT id FROM rollouts WHERE id = $1 FOR SHARE`, o.Rollout.ID()); err != nil {
+				t.Fatal(err)
+			}
+
+			ended := make(chan error, 1)
+			go func() { ended <- end(e, tk) }()
+			// The ender now waits for the rollout.
+			waitForLockWait(t, e, ctx)
+
+			// The insert meets the device's active task: with the task
+			// only locked, it does nothing at once; with the task changed
+			// and uncommitted, it would wait for the ender.
+			if _, err := inserter.ExecContext(ctx, `INSERT INTO tasks (id, device_id, firmware_id, rollout_id, status, progress, attempt, created_at, updated_at)
+				VALUES ($1, $2, $3, $4, 'pending', 0, 1, $5, $5)
+				ON CONFLICT (device_id) WHERE status IN ('pending', 'downloading', 'downloaded', 'installing') DO NOTHING`,
+				uuid.NewString(), d.ID(), o.Firmware.ID(), o.Rollout.ID(), e.now); err != nil {
+				t.Fatalf("the creation's insert: %v", err)
+			}
+			if err := inserter.Commit(); err != nil {
+				t.Fatalf("the creation's commit: %v", err)
+			}
+			select {
+			case err := <-ended:
+				if err != nil {
+					t.Fatalf("ending the task: %v", err)
+				}
+			case <-ctx.Done():
+				t.Fatal("ending the task did not finish")
+			}
+			got, err := e.tasks.Get(ctx, tk.ID())
+			if err != nil || got.Status() != domain.TaskSucceeded {
+				t.Fatalf("task %s, %v; want succeeded", got.Status(), err)
+			}
+		})
+	}
+}
+
+// waitForLockWait waits until a session of the test's database waits for a
+// lock.
+func waitForLockWait(t *testing.T, e *env, ctx context.Context) {
+	t.Helper()
+	for {
+		var n int
+		if err := e.db.GetContext(ctx, &n, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("nobody waited for the rollout's lock")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
