@@ -425,7 +425,7 @@ func TestPreauthorizedDeviceCompletesAnUpdate(t *testing.T) {
 	if r := h.do(http.MethodPatch, mender.InventoryPath, bearer(tok), `[{"name":"hostname","value":"cam"}]`, true); r.status != http.StatusOK {
 		t.Fatalf("inventory PATCH: %d %s", r.status, r.body)
 	}
-	attrs, err := memory.NewAttributes(h.store).Get(context.Background(), "dev-1")
+	attrs, err := memory.NewAttributes(h.store).Get(context.Background(), asDeviceID("dev-1"))
 	if err != nil {
 		t.Fatal(err)
 	}

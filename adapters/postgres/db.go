@@ -320,11 +320,6 @@ func canonicalUUID(id string) (string, bool) {
 	return u.String(), true
 }
 
-// validDeviceID reports whether id could be a stored device id; anything
-// else (NUL, invalid UTF-8, over-long) is not-found without a query, and
-// never reaches Postgres as a text error.
-func validDeviceID(id string) bool { return domain.ValidateIdentifier("device_id", id) == nil }
-
 // dbTime is how a time is stored: UTC, truncated to microseconds.
 func dbTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
