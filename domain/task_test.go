@@ -525,3 +525,15 @@ func TestSettleCancelsAPendingDowngrade(t *testing.T) {
 		}
 	}
 }
+
+// A task's id is typed: the zero UUID (no id) is refused, as a zero device
+// id is; a store never sees a task without one.
+func TestNewTaskRefusesTheZeroID(t *testing.T) {
+	fw := mustFirmware(t, "fw-1", "cam-x1", "2.0.0", "")
+	r, err := domain.NewRollout(rolloutA, fw, domain.RolloutSpec{Percentage: 100}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = domain.NewTask(domain.UUID{}, asDeviceID("cam-0001"), domain.Offer{Firmware: fw, Rollout: r}, 1, t0)
+	wantValidation(t, err, "id")
+}

@@ -507,7 +507,14 @@ func TestRolloutsStartListAndSteer(t *testing.T) {
 	e.mustSignIn()
 	token := e.csrf("/console/rollouts")
 
-	res := e.post("/console/rollouts", url.Values{"csrf": {token}, "firmware_id": {fw.ID()}, "percentage": {"150"}})
+	// The form's firmware id is parsed once: a malformed one is an error
+	// beside its field, as the API's body answers VALIDATION_FAILED.
+	res := e.post("/console/rollouts", url.Values{"csrf": {token}, "firmware_id": {"not-a-firmware"}, "percentage": {"10"}})
+	wantStatus(t, "malformed firmware id", res, http.StatusBadRequest)
+	if block := fieldBlock(res.body, "firmware_id"); !strings.Contains(block, "firmware_id: must be a UUID") {
+		t.Errorf("no error beside the firmware id:\n%s", block)
+	}
+	res = e.post("/console/rollouts", url.Values{"csrf": {token}, "firmware_id": {fw.ID()}, "percentage": {"150"}})
 	wantStatus(t, "percentage 150", res, http.StatusBadRequest)
 	if block := fieldBlock(res.body, "percentage"); !strings.Contains(block, "percentage: must be between 0 and 100") {
 		t.Errorf("no range error beside the percentage:\n%s", block)
@@ -631,6 +638,11 @@ func TestDeviceLookup(t *testing.T) {
 	res := e.get("/console/devices?id=ghost")
 	wantStatus(t, "unknown device", res, http.StatusNotFound)
 	wantBody(t, "unknown device", res, `No device has the id &#34;ghost&#34;.`)
+	// An id that breaks the device id rule is parsed at the form and
+	// names no device: the same answer, without asking the service.
+	res = e.get("/console/devices?id=bad%2Fid")
+	wantStatus(t, "malformed device id", res, http.StatusNotFound)
+	wantBody(t, "malformed device id", res, `No device has the id &#34;bad/id&#34;.`)
 	wantStatus(t, "empty lookup", e.get("/console/devices"), http.StatusOK)
 }
 
