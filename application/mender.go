@@ -427,7 +427,7 @@ func (s *Mender) Pending(ctx context.Context) ([]domain.AuthRequest, error) {
 // not registered yet is registered with model (or its device type); a
 // registered one keeps its model and has its key replaced (its tokens'
 // generation moves on).
-func (s *Mender) Accept(ctx context.Context, requestID, model string) (domain.Device, error) {
+func (s *Mender) Accept(ctx context.Context, requestID domain.UUID, model string) (domain.Device, error) {
 	r, err := s.p.Requests.Get(ctx, requestID)
 	if err != nil {
 		return domain.Device{}, fmt.Errorf("loading auth request: %w", err)
@@ -469,7 +469,7 @@ func (s *Mender) Accept(ctx context.Context, requestID, model string) (domain.De
 
 // Reject refuses a pending device; it stays refused until it presents
 // another key.
-func (s *Mender) Reject(ctx context.Context, requestID string) (domain.AuthRequest, error) {
+func (s *Mender) Reject(ctx context.Context, requestID domain.UUID) (domain.AuthRequest, error) {
 	now := s.p.Clock.Now()
 	r, err := s.p.Requests.Update(ctx, requestID, func(r *domain.AuthRequest) error {
 		r.Reject(now)

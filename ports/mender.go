@@ -26,13 +26,14 @@ type DeviceAdmissions interface {
 }
 
 // AuthRequests stores the requests of devices waiting to be admitted, one
-// per device. Not-found is domain.ErrNotFound.
+// per device. Not-found is domain.ErrNotFound, also for the zero request id
+// (one the edge could not parse).
 type AuthRequests interface {
 	// Upsert loads the device's request locked (nil if none) and stores
 	// what fn returns; fn returning nil stores nothing.
 	Upsert(ctx context.Context, deviceID domain.DeviceID, fn func(current *domain.AuthRequest) (*domain.AuthRequest, error)) error
 	// Get returns a request by id.
-	Get(ctx context.Context, id string) (domain.AuthRequest, error)
+	Get(ctx context.Context, id domain.UUID) (domain.AuthRequest, error)
 	// List returns the requests with the given status, oldest first, at
 	// most limit.
 	List(ctx context.Context, status domain.AuthRequestStatus, limit int) ([]domain.AuthRequest, error)
@@ -40,10 +41,10 @@ type AuthRequests interface {
 	// can make the service store).
 	Count(ctx context.Context) (int, error)
 	// Update loads a request locked, lets fn change it, and stores it.
-	Update(ctx context.Context, id string, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error)
+	Update(ctx context.Context, id domain.UUID, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error)
 	// Accept registers the request's device when it is not registered
 	// (dev), stores its admission and deletes the request, atomically.
-	Accept(ctx context.Context, id string, dev *domain.Device, a domain.DeviceAdmission) error
+	Accept(ctx context.Context, id domain.UUID, dev *domain.Device, a domain.DeviceAdmission) error
 }
 
 // ArtifactCatalog finds firmware by the artifact name Mender devices
@@ -108,9 +109,9 @@ type AdmissionService interface {
 	// Accept admits a pending device with the key it presented,
 	// registering it with model (or the device type it sent) when it is
 	// not registered yet. It returns the admitted device.
-	Accept(ctx context.Context, requestID, model string) (domain.Device, error)
+	Accept(ctx context.Context, requestID domain.UUID, model string) (domain.Device, error)
 	// Reject refuses a pending device.
-	Reject(ctx context.Context, requestID string) (domain.AuthRequest, error)
+	Reject(ctx context.Context, requestID domain.UUID) (domain.AuthRequest, error)
 	// TaskLog returns the log a device uploaded about a task.
 	TaskLog(ctx context.Context, taskID domain.UUID) (domain.TaskLog, error)
 	// SetKey admits a registered device with a public key, replacing the

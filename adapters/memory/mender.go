@@ -185,15 +185,14 @@ func (r *AuthRequests) Upsert(ctx context.Context, device domain.DeviceID, fn fu
 }
 
 // Get returns a request by id.
-func (r *AuthRequests) Get(ctx context.Context, id string) (domain.AuthRequest, error) {
+func (r *AuthRequests) Get(ctx context.Context, id domain.UUID) (domain.AuthRequest, error) {
 	if err := ctx.Err(); err != nil {
 		return domain.AuthRequest{}, err
 	}
-	key, ok := canonicalUUID(id)
 	r.t.mu.Lock()
 	defer r.t.mu.Unlock()
-	q, found := r.t.requests[key]
-	if !ok || !found {
+	q, found := r.t.requests[id.String()]
+	if !found {
 		return domain.AuthRequest{}, fmt.Errorf("auth request %q: %w", id, domain.ErrNotFound)
 	}
 	return q, nil
@@ -232,7 +231,7 @@ func (r *AuthRequests) Count(ctx context.Context) (int, error) {
 }
 
 // Update changes a request under its row lock.
-func (r *AuthRequests) Update(ctx context.Context, id string, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error) {
+func (r *AuthRequests) Update(ctx context.Context, id domain.UUID, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error) {
 	q, err := r.Get(ctx, id)
 	if err != nil {
 		return domain.AuthRequest{}, err
@@ -260,7 +259,7 @@ func (r *AuthRequests) Update(ctx context.Context, id string, fn func(*domain.Au
 // Accept registers the device if dev is set, stores its admission (a
 // replaced key moves the generation on) and deletes the request, as one
 // step.
-func (r *AuthRequests) Accept(ctx context.Context, id string, dev *domain.Device, a domain.DeviceAdmission) error {
+func (r *AuthRequests) Accept(ctx context.Context, id domain.UUID, dev *domain.Device, a domain.DeviceAdmission) error {
 	q, err := r.Get(ctx, id)
 	if err != nil {
 		return err
@@ -301,7 +300,7 @@ func (r *AuthRequests) Accept(ctx context.Context, id string, dev *domain.Device
 		r.t.mu.Unlock()
 	}
 	r.t.mu.Lock()
-	delete(r.t.requests, id)
+	delete(r.t.requests, id.String())
 	r.t.mu.Unlock()
 	return nil
 }

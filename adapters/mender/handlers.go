@@ -256,7 +256,7 @@ func (a *Adapter) accept(c echo.Context) error {
 	if b.Model != nil {
 		model = *b.Model
 	}
-	d, err := a.admin.Accept(c.Request().Context(), param(c, "id"), model)
+	d, err := a.admin.Accept(c.Request().Context(), pathUUID(c, "id"), model)
 	if err != nil {
 		return err
 	}
@@ -264,7 +264,7 @@ func (a *Adapter) accept(c echo.Context) error {
 }
 
 func (a *Adapter) reject(c echo.Context) error {
-	r, err := a.admin.Reject(c.Request().Context(), param(c, "id"))
+	r, err := a.admin.Reject(c.Request().Context(), pathUUID(c, "id"))
 	if err != nil {
 		return err
 	}

@@ -616,6 +616,9 @@ func TestPendingDevicesWaitForAnOperator(t *testing.T) {
 		t.Fatalf("pending: %+v", list.Items)
 	}
 	id := list.Items[0].ID
+	// A request id that is not a UUID is parsed at the edge into none.
+	h.admin(http.MethodPost, "/devices/pending/not-a-request/accept", map[string]any{"model": "cam-x1"}, http.StatusNotFound)
+	h.admin(http.MethodPost, "/devices/pending/not-a-request/reject", nil, http.StatusNotFound)
 	h.admin(http.MethodPost, "/devices/pending/"+id+"/accept", nil, http.StatusBadRequest) // no model known
 	acc := h.admin(http.MethodPost, "/devices/pending/"+id+"/accept", map[string]any{"model": model}, http.StatusOK).json(t)
 	if acc["device_id"] != "dev-new" || acc["model"] != model {

@@ -259,11 +259,11 @@ func (s *AuthRequestRepository) Upsert(ctx context.Context, device domain.Device
 }
 
 // Get returns a request by id.
-func (s *AuthRequestRepository) Get(ctx context.Context, id string) (domain.AuthRequest, error) {
-	uid, ok := canonicalUUID(id)
-	if !ok {
+func (s *AuthRequestRepository) Get(ctx context.Context, id domain.UUID) (domain.AuthRequest, error) {
+	if id.IsZero() {
 		return domain.AuthRequest{}, fmt.Errorf("loading auth request: %w", domain.ErrNotFound)
 	}
+	uid := id.String()
 	var r authRequestRow
 	if err := s.db.GetContext(ctx, &r, `SELECT `+authRequestColumns+` FROM device_auth_requests WHERE id = $1`, uid); err != nil {
 		return domain.AuthRequest{}, fmt.Errorf("loading auth request %s: %w", uid, notFound(err))
@@ -299,11 +299,11 @@ func (s *AuthRequestRepository) Count(ctx context.Context) (int, error) {
 }
 
 // Update locks a request, lets fn change it, and stores it.
-func (s *AuthRequestRepository) Update(ctx context.Context, id string, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error) {
-	uid, ok := canonicalUUID(id)
-	if !ok {
+func (s *AuthRequestRepository) Update(ctx context.Context, id domain.UUID, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error) {
+	if id.IsZero() {
 		return domain.AuthRequest{}, fmt.Errorf("loading auth request: %w", domain.ErrNotFound)
 	}
+	uid := id.String()
 	var out domain.AuthRequest
 	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
 		var r authRequestRow
@@ -325,11 +325,11 @@ func (s *AuthRequestRepository) Update(ctx context.Context, id string, fn func(*
 
 // Accept registers the device if dev is set, stores its admission and
 // deletes the request, in one transaction.
-func (s *AuthRequestRepository) Accept(ctx context.Context, id string, dev *domain.Device, a domain.DeviceAdmission) error {
-	uid, ok := canonicalUUID(id)
-	if !ok {
+func (s *AuthRequestRepository) Accept(ctx context.Context, id domain.UUID, dev *domain.Device, a domain.DeviceAdmission) error {
+	if id.IsZero() {
 		return fmt.Errorf("loading auth request: %w", domain.ErrNotFound)
 	}
+	uid := id.String()
 	return inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM device_auth_requests WHERE id = $1 AND status = 'pending'`, uid)
 		if err != nil {

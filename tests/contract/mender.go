@@ -148,7 +148,7 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	if err != nil || n < 1 {
 		t.Fatalf("count: %d %v", n, err)
 	}
-	got, err := r.Requests.Get(ctx, made.ID())
+	got, err := r.Requests.Get(ctx, asUUID(made.ID()))
 	if err != nil || got.DeviceID().String() != deviceID || !got.Key().Equal(k) || got.Status() != domain.AuthRequestPending ||
 		!got.CreatedAt().Equal(repoUs(s.at(1))) {
 		t.Fatalf("stored request: %v %+v", err, got)
@@ -166,7 +166,7 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	if err != nil || !containsRequest(list, made.ID()) {
 		t.Fatalf("pending list: %v", err)
 	}
-	rej, err := r.Requests.Update(ctx, made.ID(), func(q *domain.AuthRequest) error { q.Reject(s.at(2)); return nil })
+	rej, err := r.Requests.Update(ctx, asUUID(made.ID()), func(q *domain.AuthRequest) error { q.Reject(s.at(2)); return nil })
 	if err != nil || rej.Status() != domain.AuthRequestRejected {
 		t.Fatalf("reject: %v %v", err, rej.Status())
 	}
@@ -176,7 +176,7 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	// A rejected request is not accepted.
 	d, _ := domain.NewDevice(asDeviceID(deviceID), repoName("m"), "", s.hash(t), s.at(3))
 	a, _ := domain.NewDeviceAdmission(asDeviceID(deviceID), k, s.at(3))
-	if err := r.Requests.Accept(ctx, made.ID(), &d, a); err == nil {
+	if err := r.Requests.Accept(ctx, asUUID(made.ID()), &d, a); err == nil {
 		t.Fatal("accepted a rejected request")
 	}
 	if _, err := s.Devices.Get(ctx, asDeviceID(deviceID)); !errors.Is(err, domain.ErrNotFound) {
@@ -194,16 +194,16 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 		t.Fatal(err)
 	}
 	a2, _ := domain.NewDeviceAdmission(asDeviceID(deviceID), k2, s.at(5))
-	if err := r.Requests.Accept(ctx, made.ID(), &d, a2); err != nil {
+	if err := r.Requests.Accept(ctx, asUUID(made.ID()), &d, a2); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := r.Admissions.Get(ctx, asDeviceID(deviceID)); err != nil || !got.Key().Equal(k2) {
 		t.Fatalf("accepted admission: %v", err)
 	}
-	if _, err := r.Requests.Get(ctx, made.ID()); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := r.Requests.Get(ctx, asUUID(made.ID())); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("accepted request still stored: %v", err)
 	}
-	if _, err := r.Requests.Get(ctx, "not-a-uuid"); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := r.Requests.Get(ctx, asUUID("not-a-uuid")); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("bad id: %v", err)
 	}
 }
