@@ -492,7 +492,7 @@ func TestReplaceActiveLifecycle(t *testing.T) {
 		}
 		return nil, nil
 	}))
-	if err != nil || created || res.ID().String() != "" {
+	if err != nil || created || !res.ID().IsZero() {
 		t.Fatalf("empty: %v %v %v", res.ID(), created, err)
 	}
 
