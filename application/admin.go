@@ -3,6 +3,7 @@ package application
 import (
 	"context"
 
+	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
 
@@ -54,7 +55,7 @@ func ComposeAdmin(d *DeviceAdmin, f *FirmwareAdmin, r *RolloutAdmin, t *TaskAdmi
 }
 
 // GetDevice shows a device, its active task, its tags and its attributes.
-func (a *Admin) GetDevice(ctx context.Context, deviceID string) (ports.DeviceView, error) {
+func (a *Admin) GetDevice(ctx context.Context, deviceID domain.DeviceID) (ports.DeviceView, error) {
 	v, err := a.DeviceAdmin.GetDevice(ctx, deviceID)
 	if err != nil {
 		return v, err

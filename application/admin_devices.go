@@ -27,13 +27,18 @@ func NewDeviceAdmin(devices ports.DeviceRepository, tasks ports.TaskRepository, 
 }
 
 // RegisterDevice adds a device and returns its token, which is not stored
-// and cannot be shown again.
+// and cannot be shown again. The id comes in the request body, so it is
+// parsed here, with the other fields: a bad one is VALIDATION_FAILED.
 func (s *DeviceAdmin) RegisterDevice(ctx context.Context, req ports.RegisterDevice) (ports.DeviceCredentials, error) {
 	token, hash, err := domain.NewDeviceToken()
 	if err != nil {
 		return ports.DeviceCredentials{}, fmt.Errorf("making device token: %w", err)
 	}
-	dev, err := domain.NewDevice(req.DeviceID, req.Model, req.CurrentVersion, hash, s.clock.Now())
+	id, err := domain.ParseDeviceID(req.DeviceID)
+	if err != nil {
+		return ports.DeviceCredentials{}, err
+	}
+	dev, err := domain.NewDevice(id, req.Model, req.CurrentVersion, hash, s.clock.Now())
 	if err != nil {
 		return ports.DeviceCredentials{}, err
 	}
@@ -45,7 +50,7 @@ func (s *DeviceAdmin) RegisterDevice(ctx context.Context, req ports.RegisterDevi
 
 // RotateDeviceToken issues a new token; the old one stops working as soon
 // as the change commits.
-func (s *DeviceAdmin) RotateDeviceToken(ctx context.Context, deviceID string) (ports.DeviceCredentials, error) {
+func (s *DeviceAdmin) RotateDeviceToken(ctx context.Context, deviceID domain.DeviceID) (ports.DeviceCredentials, error) {
 	token, hash, err := domain.NewDeviceToken()
 	if err != nil {
 		return ports.DeviceCredentials{}, fmt.Errorf("making device token: %w", err)
@@ -61,7 +66,7 @@ func (s *DeviceAdmin) RotateDeviceToken(ctx context.Context, deviceID string) (p
 }
 
 // GetDevice shows a device and its active task.
-func (s *DeviceAdmin) GetDevice(ctx context.Context, deviceID string) (ports.DeviceView, error) {
+func (s *DeviceAdmin) GetDevice(ctx context.Context, deviceID domain.DeviceID) (ports.DeviceView, error) {
 	dev, err := s.devices.Get(ctx, deviceID)
 	if err != nil {
 		return ports.DeviceView{}, fmt.Errorf("loading device: %w", err)

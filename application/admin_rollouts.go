@@ -29,11 +29,7 @@ func NewRolloutAdmin(firmwares ports.FirmwareRepository, rollouts ports.RolloutR
 
 // StartRollout starts an active rollout of a released firmware.
 func (s *RolloutAdmin) StartRollout(ctx context.Context, req ports.StartRollout) (domain.Rollout, error) {
-	fwID, err := storedID(req.FirmwareID)
-	if err != nil {
-		return domain.Rollout{}, fmt.Errorf("loading firmware: %w", err)
-	}
-	fw, err := s.firmwares.Get(ctx, fwID)
+	fw, err := s.firmwares.Get(ctx, req.FirmwareID)
 	if err != nil {
 		return domain.Rollout{}, fmt.Errorf("loading firmware: %w", err)
 	}

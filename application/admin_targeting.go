@@ -33,12 +33,13 @@ func NewTargetingAdmin(directory ports.DeviceDirectory, attrs ports.DeviceAttrib
 	return &TargetingAdmin{directory: directory, attrs: attrs}, nil
 }
 
-// SetDeviceTags replaces a device's tags.
-func (s *TargetingAdmin) SetDeviceTags(ctx context.Context, deviceID string, tags []string) ([]string, error) {
-	if err := domain.ValidateIdentifier("device_id", deviceID); err != nil {
-		return nil, fmt.Errorf("device %q: %w", deviceID, domain.ErrNotFound)
+// SetDeviceTags replaces a device's tags. The zero id (one the edge could
+// not parse from its path) names no device and is not looked up.
+func (s *TargetingAdmin) SetDeviceTags(ctx context.Context, deviceID domain.DeviceID, tags []string) ([]string, error) {
+	if deviceID.IsZero() {
+		return nil, fmt.Errorf("device: %w", domain.ErrNotFound)
 	}
-	out, err := s.ChangeDeviceTags(ctx, ports.TagChange{DeviceIDs: []string{deviceID}, Set: tagsOrEmpty(tags)})
+	out, err := s.changeTags(ctx, []domain.DeviceID{deviceID}, ports.TagChange{Set: tagsOrEmpty(tags)})
 	if err != nil {
 		return nil, err
 	}
@@ -53,16 +54,38 @@ func tagsOrEmpty(t []string) []string {
 }
 
 // ChangeDeviceTags sets, adds or removes tags on up to 1000 devices at
-// once, all or nothing.
+// once, all or nothing. The ids come in the request body: they are parsed
+// here, and a bad one is VALIDATION_FAILED on device_ids.
 func (s *TargetingAdmin) ChangeDeviceTags(ctx context.Context, c ports.TagChange) (map[string][]string, error) {
 	if len(c.DeviceIDs) == 0 || len(c.DeviceIDs) > maxBulkDevices {
 		return nil, &domain.ValidationError{Field: "device_ids", Reason: fmt.Sprintf("give 1 to %d device ids", maxBulkDevices)}
 	}
-	for _, id := range c.DeviceIDs {
-		if err := domain.ValidateIdentifier("device_ids", id); err != nil {
+	ids := make([]domain.DeviceID, 0, len(c.DeviceIDs))
+	for _, raw := range c.DeviceIDs {
+		id, err := domain.ParseDeviceID(raw)
+		if err != nil {
+			var ve *domain.ValidationError
+			if errors.As(err, &ve) {
+				return nil, &domain.ValidationError{Field: "device_ids", Reason: ve.Reason}
+			}
 			return nil, err
 		}
+		ids = append(ids, id)
 	}
+	out, err := s.changeTags(ctx, ids, c)
+	if err != nil {
+		return nil, err
+	}
+	byString := make(map[string][]string, len(out))
+	for id, tags := range out {
+		byString[id.String()] = tags
+	}
+	return byString, nil
+}
+
+// changeTags applies c's tag edits (c.DeviceIDs is ignored) to ids, all or
+// nothing.
+func (s *TargetingAdmin) changeTags(ctx context.Context, ids []domain.DeviceID, c ports.TagChange) (map[domain.DeviceID][]string, error) {
 	if c.Set == nil && len(c.Add) == 0 && len(c.Remove) == 0 {
 		return nil, &domain.ValidationError{Field: "tags", Reason: "give tags, add or remove"}
 	}
@@ -78,7 +101,7 @@ func (s *TargetingAdmin) ChangeDeviceTags(ctx context.Context, c ports.TagChange
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.directory.UpdateTags(ctx, c.DeviceIDs, func(_ string, cur []string) ([]string, error) {
+	out, err := s.directory.UpdateTags(ctx, ids, func(_ domain.DeviceID, cur []string) ([]string, error) {
 		next := cur
 		if set != nil {
 			next = set
@@ -117,16 +140,19 @@ func contains(list []string, s string) bool {
 // ListDevices pages through devices in device_id order, filtered by model,
 // tags (all of) and attributes (key=value, all of).
 func (s *TargetingAdmin) ListDevices(ctx context.Context, q ports.DeviceQuery) (ports.DevicePage, error) {
-	f := ports.DeviceFilter{Model: q.Model, Limit: defaultDevicePage, After: q.After}
+	f := ports.DeviceFilter{Model: q.Model, Limit: defaultDevicePage}
 	if q.Model != "" {
 		if err := domain.ValidateIdentifier("model", q.Model); err != nil {
 			return ports.DevicePage{}, err
 		}
 	}
 	if q.After != "" {
-		if err := domain.ValidateIdentifier("after", q.After); err != nil {
+		// The cursor is an untyped source: its device id is parsed here, once.
+		after, err := domain.ParseDeviceID(q.After)
+		if err != nil {
 			return ports.DevicePage{}, &domain.ValidationError{Field: "after", Reason: "is not a valid cursor"}
 		}
+		f.After = after
 	}
 	tags, err := domain.ValidateTags("tag", q.Tags)
 	if err != nil {
@@ -162,7 +188,7 @@ func (s *TargetingAdmin) ListDevices(ctx context.Context, q ports.DeviceQuery) (
 	page := ports.DevicePage{Items: items}
 	if len(items) > want {
 		page.Items = items[:want]
-		page.Next = items[want-1].Device.ID()
+		page.Next = items[want-1].Device.ID().String()
 	}
 	return page, nil
 }

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -66,18 +64,20 @@ func (s *TaskAdmin) ListTasks(ctx context.Context, q ports.TaskQuery) (ports.Tas
 }
 
 func parseTaskQuery(q ports.TaskQuery) (ports.TaskFilter, error) {
-	f := ports.TaskFilter{DeviceID: q.DeviceID, RolloutID: q.RolloutID, Limit: defaultTaskLimit}
+	f := ports.TaskFilter{Limit: defaultTaskLimit}
 	if q.DeviceID != "" {
-		if err := domain.ValidateIdentifier("device_id", q.DeviceID); err != nil {
+		id, err := domain.ParseDeviceID(q.DeviceID)
+		if err != nil {
 			return f, err
 		}
+		f.DeviceID = id
 	}
 	if q.RolloutID != "" {
-		u, err := uuid.Parse(q.RolloutID)
-		if err != nil || len(q.RolloutID) != 36 {
-			return f, &domain.ValidationError{Field: "rollout_id", Reason: "must be a UUID"}
+		id, err := domain.ParseUUID("rollout_id", q.RolloutID)
+		if err != nil {
+			return f, err
 		}
-		f.RolloutID = u.String()
+		f.RolloutID = id
 	}
 	if q.Status != "" {
 		st, err := domain.ParseTaskStatus(q.Status)
@@ -106,7 +106,7 @@ func parseTaskQuery(q ports.TaskQuery) (ports.TaskFilter, error) {
 // encodeCursor makes an opaque, URL-safe position: microseconds since the
 // epoch (the store's precision) and the task id.
 func encodeCursor(c ports.TaskCursor) string {
-	raw := strconv.FormatInt(c.CreatedAt.UnixMicro(), 10) + "|" + c.ID
+	raw := strconv.FormatInt(c.CreatedAt.UnixMicro(), 10) + "|" + c.ID.String()
 	return base64.RawURLEncoding.EncodeToString([]byte(raw))
 }
 
@@ -137,9 +137,10 @@ func decodeCursor(s string) (ports.TaskCursor, error) {
 	if us < minCursorMicros || us > maxCursorMicros {
 		return ports.TaskCursor{}, errBadCursor
 	}
-	u, err := uuid.Parse(id)
-	if err != nil || len(id) != 36 {
+	// The cursor is an untyped source: its id is parsed here, once.
+	u, err := domain.ParseUUID("after", id)
+	if err != nil {
 		return ports.TaskCursor{}, errBadCursor
 	}
-	return ports.TaskCursor{CreatedAt: time.UnixMicro(us).UTC(), ID: u.String()}, nil
+	return ports.TaskCursor{CreatedAt: time.UnixMicro(us).UTC(), ID: u}, nil
 }

@@ -50,10 +50,11 @@ func (s *Auth) AuthenticateDevice(ctx context.Context, token string) (ports.Auth
 }
 
 // IdentifyDevice loads a device that an edge authenticated by its own means,
-// with its task state in the same round trip.
-func (s *Auth) IdentifyDevice(ctx context.Context, deviceID string) (ports.AuthenticatedDevice, error) {
-	if err := domain.ValidateIdentifier("device_id", deviceID); err != nil {
-		return ports.AuthenticatedDevice{}, fmt.Errorf("device %q: %w", deviceID, domain.ErrNotFound)
+// with its task state in the same round trip. The edge parsed the id; the
+// zero id (one it could not parse) names no device and is not looked up.
+func (s *Auth) IdentifyDevice(ctx context.Context, deviceID domain.DeviceID) (ports.AuthenticatedDevice, error) {
+	if deviceID.IsZero() {
+		return ports.AuthenticatedDevice{}, fmt.Errorf("device: %w", domain.ErrNotFound)
 	}
 	v, err := s.tasks.CheckViewOf(ctx, deviceID)
 	if err != nil {

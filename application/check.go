@@ -88,10 +88,10 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 		return ports.CheckResult{}, err
 	}
 	dev := req.Device.Device
-	if dev.ID() == "" {
+	if dev.ID().IsZero() {
 		return ports.CheckResult{}, fmt.Errorf("check without an authenticated device: %w", domain.ErrUnauthorized)
 	}
-	if ok, wait := s.limiter.Allow(dev.ID()); !ok {
+	if ok, wait := s.limiter.Allow(dev.ID().String()); !ok {
 		return ports.CheckResult{}, &ports.RateLimitedError{Wait: wait}
 	}
 	if err := dev.CheckModel(req.Model); err != nil {
@@ -152,7 +152,7 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 // refused) and stores them when they changed, so the plan judges what the
 // device says now. Polls that report nothing, or the same thing again,
 // write nothing.
-func (s *Checks) reportAttributes(ctx context.Context, deviceID string, facts domain.DeviceFacts, reported map[string]string, now time.Time) (domain.DeviceFacts, error) {
+func (s *Checks) reportAttributes(ctx context.Context, deviceID domain.DeviceID, facts domain.DeviceFacts, reported map[string]string, now time.Time) (domain.DeviceFacts, error) {
 	if reported == nil {
 		return facts, nil
 	}
@@ -191,7 +191,7 @@ type flightResult struct {
 // that asked meanwhile (a caller reporting another version is planned
 // anew: rule 3 may succeed its task instead).
 func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, offer domain.Offer) (ports.CheckResult, error) {
-	key := dev.ID() + ":" + offer.Firmware.ID() + ":" + current.String()
+	key := dev.ID().String() + ":" + offer.Firmware.ID() + ":" + current.String()
 	ch := s.flights.DoChan(key, func() (any, error) {
 		// The flight outlives any one caller's cancellation, since the
 		// others still want its answer. The lock's wait bounds the wait;
@@ -225,7 +225,7 @@ func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current doma
 // again on what the transaction sees, and reuse, keep or replace.
 func (s *Checks) create(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, offer domain.Offer) (ports.CheckResult, error) {
 	var res ports.CheckResult
-	err := s.locker.WithLock(ctx, dev.ID()+":"+offer.Firmware.ID(), func(ctx context.Context) error {
+	err := s.locker.WithLock(ctx, dev.ID().String()+":"+offer.Firmware.ID(), func(ctx context.Context) error {
 		var err error
 		res, err = s.write(ctx, dev, current, facts, &offer)
 		if errors.Is(err, domain.ErrOfferWithdrawn) {
@@ -275,7 +275,11 @@ func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Ve
 		if plan.Action != domain.CheckCreate {
 			return nil, nil
 		}
-		t, err := domain.NewTask(s.ids.NewID(), dev.ID(), plan.Offer, plan.Attempt, now)
+		id, err := newID(s.ids)
+		if err != nil {
+			return nil, err
+		}
+		t, err := domain.NewTask(id, dev.ID(), plan.Offer, plan.Attempt, now)
 		if err != nil {
 			return nil, err
 		}

@@ -46,10 +46,10 @@ func TestCheckCreatesOnceThenReuses(t *testing.T) {
 			t.Fatalf("repeat %d: %+v", i, again)
 		}
 	}
-	if n := len(e.tasksOf(d)); n != 1 {
+	if n := len(e.tasksOf(asDeviceID(d))); n != 1 {
 		t.Fatalf("%d tasks, want 1", n)
 	}
-	dev, err := e.admin.GetDevice(e.ctx, d)
+	dev, err := e.admin.GetDevice(e.ctx, asDeviceID(d))
 	if err != nil || dev.ActiveTask == nil || dev.ActiveTask.Task.ID() != first.Task.Task.ID() {
 		t.Fatalf("GetDevice: %+v %v", dev, err)
 	}
@@ -72,7 +72,7 @@ func TestCheckRefusals(t *testing.T) {
 		{"bad model", e.req(d, "bad model", "1.0.0"), domain.ErrValidation},
 		{"unauthenticated", e.req("nobody", model, "1.0.0"), domain.ErrUnauthorized},
 	}
-	if _, err := e.devices.IdentifyDevice(e.ctx, "nobody"); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := e.devices.IdentifyDevice(e.ctx, asDeviceID("nobody")); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("identify an unknown device: %v", err)
 	}
 	for _, c := range cases {
@@ -115,7 +115,7 @@ func TestCheckSupersedesPendingButNeverStarted(t *testing.T) {
 		t.Fatalf("old task %+v", got.Record())
 	}
 	started := res.Task.Task
-	e.mustEvent(d, started.ID(), "e1", "downloading")
+	e.mustEvent(asDeviceID(d), started.ID(), "e1", "downloading")
 
 	e.rollout(e.firmware("1.3.0"), 100)
 	res = e.check(d, "1.0.0")
@@ -130,7 +130,7 @@ func TestCheckReportingTheTargetVersionSucceedsTheTask(t *testing.T) {
 	e.rollout(e.firmware("1.1.0+build.7"), 100)
 	d := e.device("1.0.0")
 	task := e.check(d, "1.0.0").Task.Task
-	e.mustEvent(d, task.ID(), "e1", "installing")
+	e.mustEvent(asDeviceID(d), task.ID(), "e1", "installing")
 	res := e.check(d, "1.1.0") // rebooted into the new image; build metadata ignored
 	if res.Task != nil {
 		t.Fatalf("want no update after install, got %+v", res.Task.Task.Record())
@@ -149,7 +149,7 @@ func TestRevokeCancelsPendingAtNextCheck(t *testing.T) {
 	started := e.device("1.0.0")
 	tp := e.check(pending, "1.0.0").Task.Task
 	ts := e.check(started, "1.0.0").Task.Task
-	e.mustEvent(started, ts.ID(), "e1", "downloading")
+	e.mustEvent(asDeviceID(started), ts.ID(), "e1", "downloading")
 
 	if _, err := e.admin.RevokeFirmware(e.ctx, asUUID(fw.ID())); err != nil {
 		t.Fatal(err)
@@ -160,13 +160,13 @@ func TestRevokeCancelsPendingAtNextCheck(t *testing.T) {
 	if got := e.task(tp.ID()); got.Status() != domain.TaskCancelled || got.ErrorCode() != domain.CodeFirmwareRevoked {
 		t.Fatalf("pending task %+v", got.Record())
 	}
-	if _, err := e.event(pending, tp.ID(), "late", "downloading", nil); !errors.Is(err, domain.ErrTaskFinished) {
+	if _, err := e.event(asDeviceID(pending), tp.ID(), "late", "downloading", nil); !errors.Is(err, domain.ErrTaskFinished) {
 		t.Fatalf("event on cancelled task: %v", err)
 	}
 	if res := e.check(started, "1.0.0"); res.Task == nil || res.Task.Task.ID() != ts.ID() {
 		t.Fatalf("a started task finishes despite revocation, got %+v", res)
 	}
-	if _, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: domain.RolloutSpec{Percentage: 10}}); !errors.Is(err, domain.ErrFirmwareRevoked) {
+	if _, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: asUUID(fw.ID()), Spec: domain.RolloutSpec{Percentage: 10}}); !errors.Is(err, domain.ErrFirmwareRevoked) {
 		t.Fatalf("rollout of revoked firmware: %v", err)
 	}
 	if newcomer := e.device("1.0.0"); e.check(newcomer, "1.0.0").Task != nil {
@@ -224,7 +224,7 @@ func TestRetriesStopAtMaxAttemptsThenNextLowerTarget(t *testing.T) {
 		if res.Task == nil || res.Task.Firmware.ID() != higher.ID() || res.Task.Task.Attempt() != attempt {
 			t.Fatalf("attempt %d: %+v", attempt, res.Task)
 		}
-		e.mustEvent(d, res.Task.Task.ID(), "fail", "failed")
+		e.mustEvent(asDeviceID(d), res.Task.Task.ID(), "fail", "failed")
 	}
 	res := e.check(d, "1.0.0")
 	if res.Task == nil || res.Task.Firmware.ID() != lower.ID() {
@@ -243,13 +243,13 @@ func TestAutoPauseAtFailureThreshold(t *testing.T) {
 	for _, status := range outcomes {
 		d := e.device("1.0.0")
 		task := e.check(d, "1.0.0").Task.Task
-		e.mustEvent(d, task.ID(), "end", status)
+		e.mustEvent(asDeviceID(d), task.ID(), "end", status)
 	}
 	if v, _ := e.admin.GetRollout(e.ctx, asUUID(r.ID())); v.Rollout.Status() != domain.RolloutActive {
 		t.Fatal("paused before min_sample")
 	}
 	d := e.device("1.0.0")
-	e.mustEvent(d, e.check(d, "1.0.0").Task.Task.ID(), "end", "succeeded") // 2 of 4 failed = 50%
+	e.mustEvent(asDeviceID(d), e.check(d, "1.0.0").Task.Task.ID(), "end", "succeeded") // 2 of 4 failed = 50%
 	v, err := e.admin.GetRollout(e.ctx, asUUID(r.ID()))
 	if err != nil {
 		t.Fatal(err)
@@ -307,8 +307,8 @@ func TestBusyLockAnswersServiceBusyAndWritesNothing(t *testing.T) {
 	if !errors.Is(err, domain.ErrServiceBusy) || res.Outcome != ports.CheckBusy {
 		t.Fatalf("got %+v, %v", res, err)
 	}
-	if locker.calls.Load() != 1 || len(e.tasksOf(d)) != 0 {
-		t.Fatalf("lock calls %d, tasks %d", locker.calls.Load(), len(e.tasksOf(d)))
+	if locker.calls.Load() != 1 || len(e.tasksOf(asDeviceID(d))) != 0 {
+		t.Fatalf("lock calls %d, tasks %d", locker.calls.Load(), len(e.tasksOf(asDeviceID(d))))
 	}
 }
 
@@ -338,7 +338,7 @@ func TestConcurrentChecksShareOneTask(t *testing.T) {
 						t.Errorf("check %d: %+v %v", i, res, err)
 						return
 					}
-					ids[i] = res.Task.Task.ID()
+					ids[i] = res.Task.Task.ID().String()
 				}(i)
 			}
 			close(start)
@@ -348,7 +348,7 @@ func TestConcurrentChecksShareOneTask(t *testing.T) {
 					t.Fatalf("caller %d got %s, caller 0 got %s", i, ids[i], ids[0])
 				}
 			}
-			if n := len(e.tasksOf(d)); n != 1 {
+			if n := len(e.tasksOf(asDeviceID(d))); n != 1 {
 				t.Fatalf("%d tasks stored, want 1", n)
 			}
 		})

@@ -19,7 +19,7 @@ type hangUpAfterEvent struct {
 	cancel context.CancelFunc
 }
 
-func (h hangUpAfterEvent) ApplyEvent(ctx context.Context, taskID string, ev domain.Event,
+func (h hangUpAfterEvent) ApplyEvent(ctx context.Context, taskID domain.UUID, ev domain.Event,
 	fn func(*domain.Task, *domain.Event) (bool, error), onRollout ports.RolloutEvaluation) (domain.Task, error) {
 	t, err := h.TaskRepository.ApplyEvent(ctx, taskID, ev, fn, onRollout)
 	h.cancel()
@@ -39,7 +39,7 @@ func TestAutoPauseSurvivesHangUpAfterTheFinalEvent(t *testing.T) {
 		s.MinSample = intp(2)
 	})
 	first := e.device("1.0.0")
-	e.mustEvent(first, e.check(first, "1.0.0").Task.Task.ID(), "end", "failed") // 1 of 1: below min_sample
+	e.mustEvent(asDeviceID(first), e.check(first, "1.0.0").Task.Task.ID(), "end", "failed") // 1 of 1: below min_sample
 
 	d := e.device("1.0.0")
 	task := e.check(d, "1.0.0").Task.Task
@@ -51,7 +51,7 @@ func TestAutoPauseSurvivesHangUpAfterTheFinalEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The answer may be lost with the connection; what is stored is what counts.
-	_, _ = hungUp.ReportEvent(ctx, d, task.ID(), ports.EventRequest{EventID: "end", Status: "failed"})
+	_, _ = hungUp.ReportEvent(ctx, asDeviceID(d), task.ID(), ports.EventRequest{EventID: "end", Status: "failed"})
 	if got := e.task(task.ID()); got.Status() != domain.TaskFailed {
 		t.Fatalf("the event was not stored: %s", got.Status())
 	}
@@ -64,7 +64,7 @@ func TestAutoPauseSurvivesHangUpAfterTheFinalEvent(t *testing.T) {
 			v.Rollout.Status(), v.Rollout.PausedReason())
 	}
 	// The device retries: a replay, answered 200 with the task as it is.
-	if _, err := e.event(d, task.ID(), "end", "failed", nil); err != nil {
+	if _, err := e.event(asDeviceID(d), task.ID(), "end", "failed", nil); err != nil {
 		t.Fatalf("replay: %v", err)
 	}
 	if newcomer := e.device("1.0.0"); e.check(newcomer, "1.0.0").Task != nil {
@@ -125,7 +125,7 @@ func TestRevokeBetweenPlanAndInsertCreatesNoTask(t *testing.T) {
 			if res.Task != nil || res.Outcome != ports.CheckNoUpdate {
 				t.Fatalf("check answered %s with %+v, want no update", res.Outcome, res.Task)
 			}
-			if ts := e.tasksOf(d); len(ts) != 0 {
+			if ts := e.tasksOf(asDeviceID(d)); len(ts) != 0 {
 				t.Fatalf("%d tasks created, want none (firmware %s)", len(ts), ts[0].FirmwareID())
 			}
 			// The next check plans on the fresh offers: the lower firmware.
@@ -145,7 +145,7 @@ func TestAttemptComesFromTheLockedRead(t *testing.T) {
 	e.rollout(e.firmware("1.1.0"), 100)
 	d := e.device("1.0.0")
 	stale := e.req(d, model, "1.0.0") // no task, no failure yet
-	e.mustEvent(d, e.check(d, "1.0.0").Task.Task.ID(), "end", "failed")
+	e.mustEvent(asDeviceID(d), e.check(d, "1.0.0").Task.Task.ID(), "end", "failed")
 	res, err := e.devices.Check(e.ctx, stale)
 	if err != nil || res.Task == nil {
 		t.Fatalf("check: %+v %v", res, err)
@@ -232,7 +232,7 @@ func TestFlightKeyIncludesTheReportedVersion(t *testing.T) {
 	if got := len(gate.arrived); got != 2 {
 		t.Fatalf("%d lock calls for two polls reporting different versions, want 2 (one flight each)", got)
 	}
-	if n := len(e.tasksOf(d)); n != 1 {
+	if n := len(e.tasksOf(asDeviceID(d))); n != 1 {
 		t.Fatalf("%d tasks, want 1", n)
 	}
 }
@@ -292,22 +292,22 @@ type countingTasks struct {
 	calls *int
 }
 
-func (c countingTasks) CheckViewOf(ctx context.Context, id string) (ports.CheckView, error) {
+func (c countingTasks) CheckViewOf(ctx context.Context, id domain.DeviceID) (ports.CheckView, error) {
 	*c.calls++
 	return c.TaskRepository.CheckViewOf(ctx, id)
 }
 
-func (c countingTasks) Active(ctx context.Context, id string) (domain.Task, error) {
+func (c countingTasks) Active(ctx context.Context, id domain.DeviceID) (domain.Task, error) {
 	*c.calls++
 	return c.TaskRepository.Active(ctx, id)
 }
 
-func (c countingTasks) FailedCounts(ctx context.Context, id string) (map[string]int, error) {
+func (c countingTasks) FailedCounts(ctx context.Context, id domain.DeviceID) (map[string]int, error) {
 	*c.calls++
 	return c.TaskRepository.FailedCounts(ctx, id)
 }
 
-func (c countingTasks) ReplaceActive(ctx context.Context, id string, fn func(ports.TaskState) (*domain.Task, error), onRollout ports.RolloutEvaluation) (domain.Task, bool, error) {
+func (c countingTasks) ReplaceActive(ctx context.Context, id domain.DeviceID, fn func(ports.TaskState) (*domain.Task, error), onRollout ports.RolloutEvaluation) (domain.Task, bool, error) {
 	*c.calls++
 	return c.TaskRepository.ReplaceActive(ctx, id, fn, onRollout)
 }

@@ -52,7 +52,7 @@ func NewDDI(devices ports.DeviceService, repo ports.DeviceRepository, rollouts p
 // AuthenticateTarget admits the device's own token only, and returns the
 // device with its task state (one round trip): the poll that follows
 // reads nothing more.
-func (s *DDI) AuthenticateTarget(ctx context.Context, token, deviceID string) (ports.AuthenticatedDevice, error) {
+func (s *DDI) AuthenticateTarget(ctx context.Context, token string, deviceID domain.DeviceID) (ports.AuthenticatedDevice, error) {
 	dev, err := s.devices.AuthenticateDevice(ctx, token)
 	if err != nil {
 		return ports.AuthenticatedDevice{}, err
@@ -65,7 +65,7 @@ func (s *DDI) AuthenticateTarget(ctx context.Context, token, deviceID string) (p
 
 // KnownDevice loads a registered device with its task state, or is
 // domain.ErrNotFound.
-func (s *DDI) KnownDevice(ctx context.Context, deviceID string) (ports.AuthenticatedDevice, error) {
+func (s *DDI) KnownDevice(ctx context.Context, deviceID domain.DeviceID) (ports.AuthenticatedDevice, error) {
 	return s.devices.IdentifyDevice(ctx, deviceID)
 }
 
@@ -117,7 +117,7 @@ func (s *DDI) Poll(ctx context.Context, dev ports.AuthenticatedDevice) (ports.DD
 }
 
 // task loads the device's task numbered actionID with its firmware.
-func (s *DDI) task(ctx context.Context, deviceID string, actionID int64) (ports.TaskView, error) {
+func (s *DDI) task(ctx context.Context, deviceID domain.DeviceID, actionID int64) (ports.TaskView, error) {
 	t, err := s.actions.ByAction(ctx, deviceID, actionID)
 	if err != nil {
 		return ports.TaskView{}, fmt.Errorf("loading action %d: %w", actionID, err)
@@ -167,7 +167,7 @@ func ddiWindow(w domain.Window, f domain.DeviceFacts, now time.Time) ports.DDIWi
 }
 
 // InstalledBase returns the action's task if it succeeded.
-func (s *DDI) InstalledBase(ctx context.Context, deviceID string, actionID int64) (ports.TaskView, error) {
+func (s *DDI) InstalledBase(ctx context.Context, deviceID domain.DeviceID, actionID int64) (ports.TaskView, error) {
 	v, err := s.task(ctx, deviceID, actionID)
 	if err != nil {
 		return ports.TaskView{}, err
@@ -186,7 +186,7 @@ func (s *DDI) InstalledBase(ctx context.Context, deviceID string, actionID int64
 // success also records the firmware's version as the device's running
 // version: a DDI poll carries no version, and the next check must not
 // offer the same image again.
-func (s *DDI) DeploymentFeedback(ctx context.Context, deviceID string, actionID int64, fb ports.DDIFeedback) (ports.TaskView, error) {
+func (s *DDI) DeploymentFeedback(ctx context.Context, deviceID domain.DeviceID, actionID int64, fb ports.DDIFeedback) (ports.TaskView, error) {
 	before, err := s.task(ctx, deviceID, actionID)
 	if err != nil {
 		return ports.TaskView{}, err
@@ -215,7 +215,7 @@ func (s *DDI) DeploymentFeedback(ctx context.Context, deviceID string, actionID 
 }
 
 // CancelAction returns the notice of a cancelled task.
-func (s *DDI) CancelAction(ctx context.Context, deviceID string, actionID int64) (domain.CancelNotice, error) {
+func (s *DDI) CancelAction(ctx context.Context, deviceID domain.DeviceID, actionID int64) (domain.CancelNotice, error) {
 	n, err := s.actions.Cancel(ctx, deviceID, actionID)
 	if err != nil {
 		return domain.CancelNotice{}, fmt.Errorf("loading cancel %d: %w", actionID, err)
@@ -230,7 +230,7 @@ func (s *DDI) CancelAction(ctx context.Context, deviceID string, actionID int64)
 // (closed, canceled or rejected: our cancels only ever hit tasks the device
 // had not started, so there is nothing to reject); other executions are
 // acknowledged without change.
-func (s *DDI) CancelFeedback(ctx context.Context, deviceID string, actionID int64, fb ports.DDIFeedback) (domain.CancelNotice, error) {
+func (s *DDI) CancelFeedback(ctx context.Context, deviceID domain.DeviceID, actionID int64, fb ports.DDIFeedback) (domain.CancelNotice, error) {
 	if err := validateFeedback(fb); err != nil {
 		return domain.CancelNotice{}, err
 	}
@@ -253,7 +253,7 @@ func (s *DDI) CancelFeedback(ctx context.Context, deviceID string, actionID int6
 // ConfigData stores the device's attributes and, when they carry the
 // version attribute, the device's running version. A version that is not
 // Semantic Versioning refuses the whole report.
-func (s *DDI) ConfigData(ctx context.Context, deviceID, mode string, data map[string]string) (domain.DeviceAttributes, error) {
+func (s *DDI) ConfigData(ctx context.Context, deviceID domain.DeviceID, mode string, data map[string]string) (domain.DeviceAttributes, error) {
 	m, err := domain.ParseAttributeMode(mode)
 	if err != nil {
 		return domain.DeviceAttributes{}, err

@@ -52,19 +52,19 @@ var errNoTargetingStore = errors.New("application: no attribute or tag store con
 // noTargetingStore stands in for missing targeting stores in Deps.
 type noTargetingStore struct{}
 
-func (noTargetingStore) Get(context.Context, string) (domain.DeviceAttributes, error) {
+func (noTargetingStore) Get(context.Context, domain.DeviceID) (domain.DeviceAttributes, error) {
 	return domain.DeviceAttributes{}, nil
 }
 
-func (noTargetingStore) Update(context.Context, string, func(*domain.DeviceAttributes) error) (domain.DeviceAttributes, error) {
+func (noTargetingStore) Update(context.Context, domain.DeviceID, func(*domain.DeviceAttributes) error) (domain.DeviceAttributes, error) {
 	return domain.DeviceAttributes{}, errNoTargetingStore
 }
 
-func (noTargetingStore) UpdateTags(context.Context, []string, func(string, []string) ([]string, error)) (map[string][]string, error) {
+func (noTargetingStore) UpdateTags(context.Context, []domain.DeviceID, func(domain.DeviceID, []string) ([]string, error)) (map[domain.DeviceID][]string, error) {
 	return nil, errNoTargetingStore
 }
 
-func (noTargetingStore) Tags(context.Context, string) ([]string, error) {
+func (noTargetingStore) Tags(context.Context, domain.DeviceID) ([]string, error) {
 	return nil, errNoTargetingStore
 }
 
@@ -129,15 +129,26 @@ func taskView(ctx context.Context, firmwares ports.FirmwareRepository, known map
 }
 
 // storedID types an id the service did not get from an edge: a reference
-// one stored entity holds to another (a task's firmware, a rollout's own
-// id), or the firmware_id of a rollout request, which stays a string in
-// ports.StartRollout. Stores hand out only canonical UUIDs, so an id that
-// does not parse names no row: domain.ErrNotFound, as the stores answered
-// before ids were typed.
+// one stored entity holds to another (a task's firmware or rollout, which
+// domain.Task keeps as strings). Stores hand out only canonical UUIDs, so
+// an id that does not parse names no row: domain.ErrNotFound, as the
+// stores answered before ids were typed.
 func storedID(s string) (domain.UUID, error) {
 	id, err := domain.ParseUUID("id", s)
 	if err != nil {
 		return domain.UUID{}, domain.ErrNotFound
+	}
+	return id, nil
+}
+
+// newID types a fresh id from the generator. A generator makes canonical
+// UUIDs (ports.IDGenerator); one that does not is a bug, reported as such
+// rather than stored.
+func newID(ids ports.IDGenerator) (domain.UUID, error) {
+	raw := ids.NewID()
+	id, err := domain.ParseUUID("id", raw)
+	if err != nil {
+		return domain.UUID{}, fmt.Errorf("application: id generator made %q, not a UUID", raw)
 	}
 	return id, nil
 }

@@ -27,8 +27,12 @@ func NewEvents(tasks ports.TaskRepository, firmwares ports.FirmwareRepository, c
 	return &Events{tasks: tasks, firmwares: firmwares, clock: clock, metrics: metrics, limiter: limiter}, nil
 }
 
-// GetTask returns one of the device's own tasks; anyone else's is not found.
-func (s *Events) GetTask(ctx context.Context, deviceID, taskID string) (ports.TaskView, error) {
+// GetTask returns one of the device's own tasks; anyone else's is not found,
+// and so is the zero id (one the edge could not parse), without a read.
+func (s *Events) GetTask(ctx context.Context, deviceID domain.DeviceID, taskID domain.UUID) (ports.TaskView, error) {
+	if taskID.IsZero() {
+		return ports.TaskView{}, fmt.Errorf("task: %w", domain.ErrNotFound)
+	}
 	t, err := s.tasks.Get(ctx, taskID)
 	if err != nil {
 		return ports.TaskView{}, fmt.Errorf("loading task: %w", err)
@@ -45,7 +49,11 @@ func (s *Events) GetTask(ctx context.Context, deviceID, taskID string) (ports.Ta
 // pause by its gate (stage rules G2–G3) — in the event's own transaction,
 // so that the evaluation happens exactly when the event is stored, whether
 // or not the device waits for the answer.
-func (s *Events) ReportEvent(ctx context.Context, deviceID, taskID string, req ports.EventRequest) (ports.TaskView, error) {
+//
+// The event is judged before the task id: a malformed event is
+// VALIDATION_FAILED whatever the id, and the zero id (one the edge could
+// not parse) is not found without a read.
+func (s *Events) ReportEvent(ctx context.Context, deviceID domain.DeviceID, taskID domain.UUID, req ports.EventRequest) (ports.TaskView, error) {
 	ev, err := domain.NewEvent(req.EventID, req.Status, req.Progress, req.ErrorCode, req.ErrorMessage)
 	if err != nil {
 		return ports.TaskView{}, err
@@ -53,9 +61,12 @@ func (s *Events) ReportEvent(ctx context.Context, deviceID, taskID string, req p
 	// A final status is never refused for rate reasons: it is the word
 	// that lets the device stop, and losing it would leave the task open.
 	if !ev.IsFinal() {
-		if ok, wait := s.limiter.Allow(deviceID); !ok {
+		if ok, wait := s.limiter.Allow(deviceID.String()); !ok {
 			return ports.TaskView{}, &ports.RateLimitedError{Wait: wait}
 		}
+	}
+	if taskID.IsZero() {
+		return ports.TaskView{}, fmt.Errorf("task: %w", domain.ErrNotFound)
 	}
 	var changed bool
 	var onRollout ports.RolloutEvaluation

@@ -69,7 +69,7 @@ func (e *env) rollout(fw domain.Firmware, pct int, mutate ...func(*domain.Rollou
 	for _, m := range mutate {
 		m(&spec)
 	}
-	r, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: spec})
+	r, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: asUUID(fw.ID()), Spec: spec})
 	if err != nil {
 		e.t.Fatalf("start rollout: %v", err)
 	}
@@ -81,7 +81,7 @@ func (e *env) rollout(fw domain.Firmware, pct int, mutate ...func(*domain.Rollou
 // with no device, which Check refuses.
 func (e *env) req(deviceID, model, version string) ports.CheckRequest {
 	e.t.Helper()
-	dev, err := e.devices.IdentifyDevice(e.ctx, deviceID)
+	dev, err := e.devices.IdentifyDevice(e.ctx, asDeviceID(deviceID))
 	if err != nil && !errors.Is(err, domain.ErrNotFound) {
 		e.t.Fatalf("identify %s: %v", deviceID, err)
 	}
@@ -97,11 +97,11 @@ func (e *env) check(deviceID, version string) ports.CheckResult {
 	return res
 }
 
-func (e *env) event(deviceID, taskID, eventID, status string, progress *int) (ports.TaskView, error) {
+func (e *env) event(deviceID domain.DeviceID, taskID domain.UUID, eventID, status string, progress *int) (ports.TaskView, error) {
 	return e.devices.ReportEvent(e.ctx, deviceID, taskID, ports.EventRequest{EventID: eventID, Status: status, Progress: progress})
 }
 
-func (e *env) mustEvent(deviceID, taskID, eventID, status string) ports.TaskView {
+func (e *env) mustEvent(deviceID domain.DeviceID, taskID domain.UUID, eventID, status string) ports.TaskView {
 	e.t.Helper()
 	v, err := e.event(deviceID, taskID, eventID, status, nil)
 	if err != nil {
@@ -110,7 +110,7 @@ func (e *env) mustEvent(deviceID, taskID, eventID, status string) ports.TaskView
 	return v
 }
 
-func (e *env) task(id string) domain.Task {
+func (e *env) task(id domain.UUID) domain.Task {
 	e.t.Helper()
 	t, err := e.deps.Tasks.Get(e.ctx, id)
 	if err != nil {
@@ -119,7 +119,7 @@ func (e *env) task(id string) domain.Task {
 	return t
 }
 
-func (e *env) tasksOf(deviceID string) []domain.Task {
+func (e *env) tasksOf(deviceID domain.DeviceID) []domain.Task {
 	e.t.Helper()
 	ts, err := e.deps.Tasks.List(e.ctx, ports.TaskFilter{DeviceID: deviceID, Limit: 1000})
 	if err != nil {

@@ -59,7 +59,7 @@ func (e *fleetEnv) poll(id, model, version string, ago time.Duration) ports.Chec
 	saved := e.clock.now
 	e.clock.now = saved.Add(-ago)
 	defer func() { e.clock.now = saved }()
-	ident, err := e.devices.IdentifyDevice(context.Background(), id)
+	ident, err := e.devices.IdentifyDevice(context.Background(), asDeviceID(id))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -136,16 +136,16 @@ func TestFleetRolloutsAndFailures(t *testing.T) {
 	ctx := context.Background()
 	old := e.publish("cam", "1.0.0")
 	fw := e.publish("cam", "1.1.0")
-	first, err := e.admin.StartRollout(ctx, ports.StartRollout{FirmwareID: old.ID(), Spec: domain.RolloutSpec{Percentage: 0}})
+	first, err := e.admin.StartRollout(ctx, ports.StartRollout{FirmwareID: asUUID(old.ID()), Spec: domain.RolloutSpec{Percentage: 0}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.clock.now = e.clock.now.Add(time.Second)
-	r, err := e.admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: domain.RolloutSpec{Percentage: 100}})
+	r, err := e.admin.StartRollout(ctx, ports.StartRollout{FirmwareID: asUUID(fw.ID()), Spec: domain.RolloutSpec{Percentage: 100}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var failedIDs []string
+	var failedIDs []domain.UUID
 	for i, id := range []string{"d1", "d2", "d3"} {
 		e.register(id, "cam", "1.0.0")
 		res := e.poll(id, "cam", "1.0.0", 0)
@@ -156,7 +156,7 @@ func TestFleetRolloutsAndFailures(t *testing.T) {
 			continue // stays pending
 		}
 		e.clock.now = e.clock.now.Add(time.Second)
-		if _, err := e.devices.ReportEvent(ctx, id, res.Task.Task.ID(), ports.EventRequest{
+		if _, err := e.devices.ReportEvent(ctx, asDeviceID(id), res.Task.Task.ID(), ports.EventRequest{
 			EventID: "e1", Status: "failed", ErrorCode: "E_CRC", ErrorMessage: "checksum mismatch"}); err != nil {
 			t.Fatal(err)
 		}

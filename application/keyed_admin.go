@@ -37,7 +37,11 @@ func (s *KeyedAdmin) RegisterDevice(ctx context.Context, req ports.RegisterDevic
 	if err != nil {
 		return ports.DeviceCredentials{}, fmt.Errorf("making device token: %w", err)
 	}
-	dev, err := domain.NewDevice(req.DeviceID, req.Model, req.CurrentVersion, hash, s.clock.Now())
+	id, err := domain.ParseDeviceID(req.DeviceID)
+	if err != nil {
+		return ports.DeviceCredentials{}, err
+	}
+	dev, err := domain.NewDevice(id, req.Model, req.CurrentVersion, hash, s.clock.Now())
 	if err != nil {
 		return ports.DeviceCredentials{}, err
 	}

@@ -133,20 +133,27 @@ func (s *Mender) Authenticate(ctx context.Context, req ports.MenderAuth) (string
 
 // identity reads the device id (the configured key) and device type from
 // Mender's id_data, a JSON object encoded as a string.
-func (s *Mender) identity(idData string) (deviceID, deviceType string, err error) {
+// This is the Mender edge's one parse of the device id of a device that
+// is not yet admitted.
+func (s *Mender) identity(idData string) (deviceID domain.DeviceID, deviceType string, err error) {
 	if err := domain.ValidateText("id_data", idData, domain.MaxIdentityDataLen); err != nil {
-		return "", "", err
+		return domain.DeviceID{}, "", err
 	}
 	var m map[string]any
 	if err := json.Unmarshal([]byte(idData), &m); err != nil {
-		return "", "", &domain.ValidationError{Field: "id_data", Reason: "must be a JSON object encoded as a string"}
+		return domain.DeviceID{}, "", &domain.ValidationError{Field: "id_data", Reason: "must be a JSON object encoded as a string"}
 	}
-	id, _ := m[s.cfg.IDKey].(string)
-	if id == "" {
-		return "", "", &domain.ValidationError{Field: "id_data", Reason: fmt.Sprintf("must carry the device id as %q", s.cfg.IDKey)}
+	raw, _ := m[s.cfg.IDKey].(string)
+	if raw == "" {
+		return domain.DeviceID{}, "", &domain.ValidationError{Field: "id_data", Reason: fmt.Sprintf("must carry the device id as %q", s.cfg.IDKey)}
 	}
-	if err := domain.ValidateIdentifier("id_data."+s.cfg.IDKey, id); err != nil {
-		return "", "", err
+	id, err := domain.ParseDeviceID(raw)
+	if err != nil {
+		var ve *domain.ValidationError
+		if errors.As(err, &ve) {
+			return domain.DeviceID{}, "", &domain.ValidationError{Field: "id_data." + s.cfg.IDKey, Reason: ve.Reason}
+		}
+		return domain.DeviceID{}, "", err
 	}
 	deviceType, _ = m["device_type"].(string)
 	return id, deviceType, nil
@@ -163,7 +170,7 @@ func (s *Mender) issue(adm domain.DeviceAdmission) (string, error) {
 	return tok, nil
 }
 
-func (s *Mender) recordPending(ctx context.Context, deviceID, idData string, key domain.DeviceKey, deviceType string) error {
+func (s *Mender) recordPending(ctx context.Context, deviceID domain.DeviceID, idData string, key domain.DeviceKey, deviceType string) error {
 	now := s.p.Clock.Now()
 	return s.p.Requests.Upsert(ctx, deviceID, func(cur *domain.AuthRequest) (*domain.AuthRequest, error) {
 		if cur != nil {
@@ -194,20 +201,20 @@ func (s *Mender) recordPending(ctx context.Context, deviceID, idData string, key
 // authenticates again (with the new key) on a 401. Every route a session
 // admits reads the store for the device anyway; this is one more read, by
 // primary key, of one column.
-func (s *Mender) Session(ctx context.Context, token string) (string, error) {
+func (s *Mender) Session(ctx context.Context, token string) (domain.DeviceID, error) {
 	c, err := domain.VerifySessionToken(s.cfg.Secret, token, s.p.Clock.Now())
 	if err != nil {
-		return "", err
+		return domain.DeviceID{}, err
 	}
 	gen, err := s.p.Admissions.Generation(ctx, c.DeviceID)
 	if errors.Is(err, domain.ErrNotFound) {
-		return "", domain.ErrUnauthorized
+		return domain.DeviceID{}, domain.ErrUnauthorized
 	}
 	if err != nil {
-		return "", fmt.Errorf("loading token generation: %w", err)
+		return domain.DeviceID{}, fmt.Errorf("loading token generation: %w", err)
 	}
 	if !c.Current(gen) {
-		return "", domain.ErrUnauthorized
+		return domain.DeviceID{}, domain.ErrUnauthorized
 	}
 	return c.DeviceID, nil
 }
@@ -216,7 +223,7 @@ func (s *Mender) Session(ctx context.Context, token string) (string, error) {
 // firmware of its device type published under the artifact name it
 // reports (domain.RunningVersion). The deployment must carry an artifact
 // name (domain.Firmware.CheckArtifactDeliverable).
-func (s *Mender) Next(ctx context.Context, deviceID string, p ports.MenderProvides) (*ports.TaskView, error) {
+func (s *Mender) Next(ctx context.Context, deviceID domain.DeviceID, p ports.MenderProvides) (*ports.TaskView, error) {
 	if err := domain.ValidateIdentifier("device_type", p.DeviceType); err != nil {
 		return nil, err
 	}
@@ -249,7 +256,7 @@ func (s *Mender) Next(ctx context.Context, deviceID string, p ports.MenderProvid
 
 // identify loads the device a session token named, with its task state
 // (the token proved who it is; the device may have been removed since).
-func (s *Mender) identify(ctx context.Context, deviceID string) (ports.AuthenticatedDevice, error) {
+func (s *Mender) identify(ctx context.Context, deviceID domain.DeviceID) (ports.AuthenticatedDevice, error) {
 	dev, err := s.p.Devices.IdentifyDevice(ctx, deviceID)
 	if errors.Is(err, domain.ErrNotFound) {
 		return ports.AuthenticatedDevice{}, domain.ErrUnauthorized
@@ -323,8 +330,8 @@ func MenderEvent(taskID, status string) (ports.EventRequest, bool, error) {
 // report on a cancelled or finished task is domain.ErrTaskFinished (Mender
 // answers 409: the device aborts). A late intermediate status that would
 // move the task backwards is acknowledged without change.
-func (s *Mender) Status(ctx context.Context, deviceID, taskID, status string) error {
-	ev, apply, err := MenderEvent(taskID, status)
+func (s *Mender) Status(ctx context.Context, deviceID domain.DeviceID, taskID domain.UUID, status string) error {
+	ev, apply, err := MenderEvent(taskID.String(), status)
 	if err != nil {
 		return err
 	}
@@ -381,7 +388,7 @@ func (s *Mender) stopBeforeInstall(ctx context.Context, v ports.TaskView) (domai
 }
 
 // Log keeps the device's log on its task (bounded, see domain.NewTaskLog).
-func (s *Mender) Log(ctx context.Context, deviceID, taskID string, lines []domain.LogLine) error {
+func (s *Mender) Log(ctx context.Context, deviceID domain.DeviceID, taskID domain.UUID, lines []domain.LogLine) error {
 	if _, err := s.p.Devices.GetTask(ctx, deviceID, taskID); err != nil {
 		return err
 	}
@@ -393,7 +400,7 @@ func (s *Mender) Log(ctx context.Context, deviceID, taskID string, lines []domai
 
 // Inventory stores the device's inventory as its attributes
 // (domain.FitInventory keeps an oversized report storable).
-func (s *Mender) Inventory(ctx context.Context, deviceID string, items []domain.InventoryItem, replace bool) error {
+func (s *Mender) Inventory(ctx context.Context, deviceID domain.DeviceID, items []domain.InventoryItem, replace bool) error {
 	mode := domain.AttributesMerge
 	if replace {
 		mode = domain.AttributesReplace
@@ -420,7 +427,7 @@ func (s *Mender) Pending(ctx context.Context) ([]domain.AuthRequest, error) {
 // not registered yet is registered with model (or its device type); a
 // registered one keeps its model and has its key replaced (its tokens'
 // generation moves on).
-func (s *Mender) Accept(ctx context.Context, requestID, model string) (domain.Device, error) {
+func (s *Mender) Accept(ctx context.Context, requestID domain.UUID, model string) (domain.Device, error) {
 	r, err := s.p.Requests.Get(ctx, requestID)
 	if err != nil {
 		return domain.Device{}, fmt.Errorf("loading auth request: %w", err)
@@ -462,7 +469,7 @@ func (s *Mender) Accept(ctx context.Context, requestID, model string) (domain.De
 
 // Reject refuses a pending device; it stays refused until it presents
 // another key.
-func (s *Mender) Reject(ctx context.Context, requestID string) (domain.AuthRequest, error) {
+func (s *Mender) Reject(ctx context.Context, requestID domain.UUID) (domain.AuthRequest, error) {
 	now := s.p.Clock.Now()
 	r, err := s.p.Requests.Update(ctx, requestID, func(r *domain.AuthRequest) error {
 		r.Reject(now)
@@ -475,7 +482,10 @@ func (s *Mender) Reject(ctx context.Context, requestID string) (domain.AuthReque
 }
 
 // TaskLog returns the log a device uploaded about a task.
-func (s *Mender) TaskLog(ctx context.Context, taskID string) (domain.TaskLog, error) {
+func (s *Mender) TaskLog(ctx context.Context, taskID domain.UUID) (domain.TaskLog, error) {
+	if taskID.IsZero() {
+		return domain.TaskLog{}, fmt.Errorf("task log: %w", domain.ErrNotFound)
+	}
 	l, err := s.p.Logs.Get(ctx, taskID)
 	if err != nil {
 		return domain.TaskLog{}, fmt.Errorf("loading task log: %w", err)
@@ -485,10 +495,13 @@ func (s *Mender) TaskLog(ctx context.Context, taskID string) (domain.TaskLog, er
 
 // SetKey admits a registered device with publicKey (preauthorizing a
 // device registered without one, or rotating its key).
-func (s *Mender) SetKey(ctx context.Context, deviceID, publicKey string) (domain.DeviceAdmission, error) {
+func (s *Mender) SetKey(ctx context.Context, deviceID domain.DeviceID, publicKey string) (domain.DeviceAdmission, error) {
 	key, err := domain.ParseDeviceKey("public_key", publicKey)
 	if err != nil {
 		return domain.DeviceAdmission{}, err
+	}
+	if deviceID.IsZero() {
+		return domain.DeviceAdmission{}, fmt.Errorf("device: %w", domain.ErrNotFound)
 	}
 	now := s.p.Clock.Now()
 	a, err := s.p.Admissions.Admit(ctx, deviceID, func(cur *domain.DeviceAdmission) (domain.DeviceAdmission, error) {

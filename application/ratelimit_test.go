@@ -28,7 +28,7 @@ func TestRateLimitRefusesChecksAndProgressButNeverAFinalStatus(t *testing.T) {
 		t.Fatal(res, err)
 	}
 	taskID := res.Task.Task.ID()
-	if _, err := limited.ReportEvent(e.ctx, d, taskID, ports.EventRequest{EventID: "a", Status: "downloading"}); err != nil { // 2
+	if _, err := limited.ReportEvent(e.ctx, asDeviceID(d), taskID, ports.EventRequest{EventID: "a", Status: "downloading"}); err != nil { // 2
 		t.Fatal(err)
 	}
 	if _, err := limited.Check(e.ctx, req); err != nil { // 3
@@ -39,10 +39,10 @@ func TestRateLimitRefusesChecksAndProgressButNeverAFinalStatus(t *testing.T) {
 	if !errors.Is(err, domain.ErrRateLimited) || !errors.As(err, &rl) || rl.RetryAfter() < time.Second || res.Outcome != ports.CheckRateLimited {
 		t.Fatalf("4th check: %+v %v", res, err)
 	}
-	if _, err := limited.ReportEvent(e.ctx, d, taskID, ports.EventRequest{EventID: "b", Status: "downloaded"}); !errors.Is(err, domain.ErrRateLimited) {
+	if _, err := limited.ReportEvent(e.ctx, asDeviceID(d), taskID, ports.EventRequest{EventID: "b", Status: "downloaded"}); !errors.Is(err, domain.ErrRateLimited) {
 		t.Fatalf("progress over budget: %v", err)
 	}
-	v, err := limited.ReportEvent(e.ctx, d, taskID, ports.EventRequest{EventID: "c", Status: "failed", ErrorCode: "E_FLASH"})
+	v, err := limited.ReportEvent(e.ctx, asDeviceID(d), taskID, ports.EventRequest{EventID: "c", Status: "failed", ErrorCode: "E_FLASH"})
 	if err != nil || v.Task.Status() != domain.TaskFailed {
 		t.Fatalf("final status refused over budget: %+v %v", v, err)
 	}

@@ -76,7 +76,7 @@ func TestTargetingByTagsAndReportedAttributes(t *testing.T) {
 	})
 	dev := e.device("1.0.0")
 	other := e.device("1.0.0")
-	if _, err := e.admin.SetDeviceTags(e.ctx, dev, []string{"eu", "lab", "eu"}); err != nil {
+	if _, err := e.admin.SetDeviceTags(e.ctx, asDeviceID(dev), []string{"eu", "lab", "eu"}); err != nil {
 		t.Fatal(err)
 	}
 	if res := e.check(dev, "1.0.0"); res.Task != nil {
@@ -98,7 +98,7 @@ func TestTargetingByTagsAndReportedAttributes(t *testing.T) {
 	if res := e.check(dev, "1.0.0"); res.Task == nil || res.Outcome != ports.CheckReused {
 		t.Fatalf("later poll: %+v", res)
 	}
-	v, err := e.admin.GetDevice(e.ctx, dev)
+	v, err := e.admin.GetDevice(e.ctx, asDeviceID(dev))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestTargetingByTagsAndReportedAttributes(t *testing.T) {
 		t.Fatalf("device view tags %v attributes %v", v.Tags, v.Attributes.Values())
 	}
 	page, err := e.admin.ListDevices(e.ctx, ports.DeviceQuery{Tags: []string{"eu"}, Attributes: []string{"hw=rev2"}})
-	if err != nil || len(page.Items) != 1 || page.Items[0].Device.ID() != dev {
+	if err != nil || len(page.Items) != 1 || page.Items[0].Device.ID().String() != dev {
 		t.Fatalf("listing: %+v %v", page, err)
 	}
 	page, err = e.admin.ListDevices(e.ctx, ports.DeviceQuery{Attributes: []string{"hw=rev2"}, Limit: "1"})
@@ -131,7 +131,7 @@ func TestTargetingByTagsAndReportedAttributes(t *testing.T) {
 	if _, err := e.admin.ChangeDeviceTags(e.ctx, ports.TagChange{DeviceIDs: []string{dev, "nobody"}, Add: []string{"x"}}); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("bulk with an unknown device: %v", err)
 	}
-	if v, _ := e.admin.GetDevice(e.ctx, dev); fmt.Sprint(v.Tags) != "[eu lab]" {
+	if v, _ := e.admin.GetDevice(e.ctx, asDeviceID(dev)); fmt.Sprint(v.Tags) != "[eu lab]" {
 		t.Fatalf("a refused bulk change wrote tags: %v", v.Tags)
 	}
 	out, err := e.admin.ChangeDeviceTags(e.ctx, ports.TagChange{DeviceIDs: []string{dev, other}, Add: []string{"wave2"}, Remove: []string{"lab"}})
@@ -165,7 +165,7 @@ func TestStagedRolloutAdvancesOnFinalEvents(t *testing.T) {
 		if res.Task == nil {
 			t.Fatalf("stage 1 device %s got nothing", d)
 		}
-		e.mustEvent(d, res.Task.Task.ID(), fmt.Sprintf("e%d", i), "succeeded")
+		e.mustEvent(asDeviceID(d), res.Task.Task.ID(), fmt.Sprintf("e%d", i), "succeeded")
 	}
 	v, err := e.admin.GetRollout(e.ctx, asUUID(r.ID()))
 	if err != nil {
@@ -194,7 +194,7 @@ func TestStagedRolloutPausesOnMissedGate(t *testing.T) {
 		if i == 1 {
 			status = "failed"
 		}
-		e.mustEvent(d, res.Task.Task.ID(), "e", status)
+		e.mustEvent(asDeviceID(d), res.Task.Task.ID(), "e", status)
 	}
 	v, _ := e.admin.GetRollout(e.ctx, asUUID(r.ID()))
 	if v.Rollout.Status() != domain.RolloutPaused || v.Rollout.PausedReason() != domain.PausedAuto {
@@ -245,7 +245,7 @@ func TestStuckTaskTimesOut(t *testing.T) {
 	r := e.rollout(fw, 100, func(s *domain.RolloutSpec) { timeout := time.Hour; s.TaskTimeout = &timeout })
 	d := e.device("1.0.0")
 	first := e.check(d, "1.0.0").Task.Task
-	e.mustEvent(d, first.ID(), "e1", "downloading")
+	e.mustEvent(asDeviceID(d), first.ID(), "e1", "downloading")
 	clock.Add(61 * time.Minute)
 	res := e.check(d, "1.0.0")
 	if res.Task == nil || res.Task.Task.ID() == first.ID() || res.Task.Task.Attempt() != 2 {
@@ -255,7 +255,7 @@ func TestStuckTaskTimesOut(t *testing.T) {
 	if stuck.Status() != domain.TaskFailed || stuck.ErrorCode() != domain.CodeTimedOut {
 		t.Fatalf("stuck task is %s %s", stuck.Status(), stuck.ErrorCode())
 	}
-	if _, err := e.event(d, first.ID(), "late", "installing", nil); !errors.Is(err, domain.ErrTaskFinished) {
+	if _, err := e.event(asDeviceID(d), first.ID(), "late", "installing", nil); !errors.Is(err, domain.ErrTaskFinished) {
 		t.Fatalf("late event: %v", err)
 	}
 	v, _ := e.admin.GetRollout(e.ctx, asUUID(r.ID()))
@@ -273,11 +273,11 @@ func TestRollbackReturnsDevices(t *testing.T) {
 	badRollout := e.rollout(bad, 100)
 	d := e.device("1.9.0")
 	res := e.check(d, "1.9.0")
-	e.mustEvent(d, res.Task.Task.ID(), "e1", "succeeded")
+	e.mustEvent(asDeviceID(d), res.Task.Task.ID(), "e1", "succeeded")
 	if _, err := e.admin.UpdateRollout(e.ctx, asUUID(badRollout.ID()), ports.RolloutChange{Status: strp("cancelled")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: good.ID(), Spec: domain.RolloutSpec{Percentage: 100, AllowDowngrade: true}}); !errors.Is(err, domain.ErrValidation) {
+	if _, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: asUUID(good.ID()), Spec: domain.RolloutSpec{Percentage: 100, AllowDowngrade: true}}); !errors.Is(err, domain.ErrValidation) {
 		t.Fatalf("rollback without a version range: %v", err)
 	}
 	e.rollout(good, 100, func(s *domain.RolloutSpec) {
@@ -312,7 +312,7 @@ func TestTimedOutTasksPauseAStage(t *testing.T) {
 	a, b := e.device("1.0.0"), e.device("1.0.0")
 	for _, d := range []string{a, b} {
 		res := e.check(d, "1.0.0")
-		e.mustEvent(d, res.Task.Task.ID(), "dl", "downloading")
+		e.mustEvent(asDeviceID(d), res.Task.Task.ID(), "dl", "downloading")
 	}
 	clock.Add(2 * time.Hour)
 	e.check(a, "1.0.0")
@@ -341,7 +341,7 @@ func TestTimeOutThatPausesItsRolloutCreatesNoRetry(t *testing.T) {
 	})
 	d := e.device("1.0.0")
 	first := e.check(d, "1.0.0").Task.Task
-	e.mustEvent(d, first.ID(), "e1", "downloading")
+	e.mustEvent(asDeviceID(d), first.ID(), "e1", "downloading")
 	clock.Add(61 * time.Minute)
 	if res := e.check(d, "1.0.0"); res.Task != nil {
 		t.Fatalf("a retry (attempt %d) was handed out into a rollout its time-out paused", res.Task.Task.Attempt())

@@ -35,7 +35,7 @@ func (s AuthRequestStatus) String() string { return s.s }
 // or reject it (when the operator turned accepting pending devices on).
 type AuthRequest struct {
 	id         string
-	deviceID   string
+	deviceID   DeviceID
 	identity   string
 	key        DeviceKey
 	deviceType string
@@ -47,9 +47,9 @@ type AuthRequest struct {
 // NewAuthRequest records a device's first unadmitted request. deviceType
 // may be empty (the identity data rarely names it); it must otherwise be a
 // valid model name, or it is dropped.
-func NewAuthRequest(id, deviceID, identity string, key DeviceKey, deviceType string, now time.Time) (AuthRequest, error) {
-	if err := ValidateIdentifier("device_id", deviceID); err != nil {
-		return AuthRequest{}, err
+func NewAuthRequest(id string, deviceID DeviceID, identity string, key DeviceKey, deviceType string, now time.Time) (AuthRequest, error) {
+	if deviceID.IsZero() {
+		return AuthRequest{}, invalid("device_id", "is required")
 	}
 	if err := ValidateText("id_data", identity, MaxIdentityDataLen); err != nil {
 		return AuthRequest{}, err
@@ -71,7 +71,7 @@ func RehydrateAuthRequest(id, deviceID, identity, keyPEM, deviceType string, sta
 	if err != nil {
 		return AuthRequest{}, err
 	}
-	return AuthRequest{id: id, deviceID: deviceID, identity: identity, key: k, deviceType: deviceType,
+	return AuthRequest{id: id, deviceID: DeviceID{s: deviceID}, identity: identity, key: k, deviceType: deviceType,
 		status: status, createdAt: createdAt, updatedAt: updatedAt}, nil
 }
 
@@ -79,7 +79,7 @@ func RehydrateAuthRequest(id, deviceID, identity, keyPEM, deviceType string, sta
 func (r AuthRequest) ID() string { return r.id }
 
 // DeviceID is the device id taken from the identity data.
-func (r AuthRequest) DeviceID() string { return r.deviceID }
+func (r AuthRequest) DeviceID() DeviceID { return r.deviceID }
 
 // Identity is the identity data as the device sent it.
 func (r AuthRequest) Identity() string { return r.identity }

@@ -209,7 +209,7 @@ func TestSelectTargetRespectsPartialRolloutAcrossFleet(t *testing.T) {
 	for i := 0; i < 300; i++ {
 		d := mustDevice(t, fmt.Sprintf("fleet-%03d", i), "cam-x1", "1.0.0")
 		_, found, _ := domain.SelectTarget(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"), Offers: []domain.Offer{o}, Now: t1})
-		if want := referenceBucket(rolloutC, d.ID()) < 30; found != want {
+		if want := referenceBucket(rolloutC, d.ID().String()) < 30; found != want {
 			t.Fatalf("%s: offered = %v, want %v", d.ID(), found, want)
 		}
 	}
@@ -264,7 +264,7 @@ func (f *planFixture) offers(versions ...string) []domain.Offer {
 // active is a task for version v in status st; edit changes its firmware
 // or rollout (revoked, cancelled) before it is judged.
 func (f *planFixture) active(v string, st domain.TaskStatus, edit ...func(*domain.ActiveTask)) *domain.ActiveTask {
-	tk := domain.RehydrateTask(domain.TaskRecord{ID: "task-" + v, DeviceID: f.dev.ID(), FirmwareID: f.fw[v].ID(),
+	tk := domain.RehydrateTask(domain.TaskRecord{ID: "task-" + v, DeviceID: f.dev.ID().String(), FirmwareID: f.fw[v].ID(),
 		RolloutID: f.ro[v].ID(), Status: st, Attempt: 1, CreatedAt: t0, UpdatedAt: t0})
 	a := &domain.ActiveTask{Task: tk, Firmware: f.fw[v], Rollout: f.ro[v]}
 	for _, e := range edit {
@@ -417,7 +417,7 @@ func taskID(t *domain.Task) string {
 	if t == nil {
 		return ""
 	}
-	return t.ID()
+	return t.ID().String()
 }
 
 func TestCheckActionString(t *testing.T) {
@@ -461,7 +461,7 @@ func TestRetryCycleStopsAtMaxAttempts(t *testing.T) {
 		if p.Action != domain.CheckCreate {
 			t.Fatal("no active task and a target must create")
 		}
-		task, err := domain.NewTask("t", d.ID(), p.Offer, p.Attempt, t1)
+		task, err := domain.NewTask(asUUID(taskA), d.ID(), p.Offer, p.Attempt, t1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -91,7 +91,7 @@ func TestCancelNotice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task, err := domain.NewTask("33333333-3333-3333-3333-333333333333", "dev", domain.Offer{Firmware: fw, Rollout: r}, 1, now)
+	task, err := domain.NewTask(asUUID("33333333-3333-3333-3333-333333333333"), asDeviceID("dev"), domain.Offer{Firmware: fw, Rollout: r}, 1, now)
 	if err != nil {
 		t.Fatal(err)
 	}

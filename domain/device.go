@@ -5,7 +5,7 @@ import "time"
 // Device is a registered unit of a fleet. It is identified by the operator's
 // device id and authenticated by a token of which only the hash is kept.
 type Device struct {
-	id             string
+	id             DeviceID
 	model          string
 	currentVersion Version
 	tokenHash      TokenHash
@@ -14,10 +14,11 @@ type Device struct {
 }
 
 // NewDevice registers a device. currentVersion may be empty: a device's
-// version is learned from its first check.
-func NewDevice(id, model, currentVersion string, tokenHash TokenHash, now time.Time) (Device, error) {
-	if err := ValidateIdentifier("device_id", id); err != nil {
-		return Device{}, err
+// version is learned from its first check. The id was parsed by the caller
+// (ParseDeviceID); only the zero id is refused here.
+func NewDevice(id DeviceID, model, currentVersion string, tokenHash TokenHash, now time.Time) (Device, error) {
+	if id.IsZero() {
+		return Device{}, invalid("device_id", "is required")
 	}
 	if err := ValidateIdentifier("model", model); err != nil {
 		return Device{}, err
@@ -33,13 +34,14 @@ func NewDevice(id, model, currentVersion string, tokenHash TokenHash, now time.T
 }
 
 // RehydrateDevice rebuilds a stored device without re-running registration
-// rules; only adapters call it.
+// rules; only adapters call it. The id is taken as stored: a store holds
+// only ids that were parsed before they were written.
 func RehydrateDevice(id, model string, currentVersion Version, tokenHash TokenHash, lastSeenAt, createdAt time.Time) Device {
-	return Device{id: id, model: model, currentVersion: currentVersion, tokenHash: tokenHash, lastSeenAt: lastSeenAt, createdAt: createdAt}
+	return Device{id: DeviceID{s: id}, model: model, currentVersion: currentVersion, tokenHash: tokenHash, lastSeenAt: lastSeenAt, createdAt: createdAt}
 }
 
 // ID is the operator-assigned device id.
-func (d Device) ID() string { return d.id }
+func (d Device) ID() DeviceID { return d.id }
 
 // Model is the hardware model; firmware is published per model.
 func (d Device) Model() string { return d.model }

@@ -120,16 +120,16 @@ func (k DeviceKey) Verify(msg []byte, signatureB64 string) bool {
 // from its request, and the generation of the session tokens issued to it.
 // Rotating the key or revoking tokens moves the generation on.
 type DeviceAdmission struct {
-	deviceID   string
+	deviceID   DeviceID
 	key        DeviceKey
 	generation int64
 	updatedAt  time.Time
 }
 
 // NewDeviceAdmission admits a device with its key.
-func NewDeviceAdmission(deviceID string, key DeviceKey, now time.Time) (DeviceAdmission, error) {
-	if err := ValidateIdentifier("device_id", deviceID); err != nil {
-		return DeviceAdmission{}, err
+func NewDeviceAdmission(deviceID DeviceID, key DeviceKey, now time.Time) (DeviceAdmission, error) {
+	if deviceID.IsZero() {
+		return DeviceAdmission{}, invalid("device_id", "is required")
 	}
 	if key.IsZero() {
 		return DeviceAdmission{}, invalid("public_key", "is required")
@@ -143,11 +143,11 @@ func RehydrateDeviceAdmission(deviceID, keyPEM string, generation int64, updated
 	if err != nil {
 		return DeviceAdmission{}, err
 	}
-	return DeviceAdmission{deviceID: deviceID, key: k, generation: generation, updatedAt: updatedAt}, nil
+	return DeviceAdmission{deviceID: DeviceID{s: deviceID}, key: k, generation: generation, updatedAt: updatedAt}, nil
 }
 
 // DeviceID is the admitted device.
-func (a DeviceAdmission) DeviceID() string { return a.deviceID }
+func (a DeviceAdmission) DeviceID() DeviceID { return a.deviceID }
 
 // Key is the device's registered public key.
 func (a DeviceAdmission) Key() DeviceKey { return a.key }

@@ -31,7 +31,7 @@ func TestNewDevice(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := domain.HashToken("secret")
-			d, err := domain.NewDevice(tt.id, tt.model, tt.version, h, t0)
+			d, err := domain.NewDevice(asDeviceID(tt.id), tt.model, tt.version, h, t0)
 			if tt.field != "" {
 				wantValidation(t, err, tt.field)
 				return
@@ -39,7 +39,7 @@ func TestNewDevice(t *testing.T) {
 			if err != nil {
 				t.Fatalf("NewDevice: %v", err)
 			}
-			if d.ID() != tt.id || d.Model() != tt.model {
+			if d.ID().String() != tt.id || d.Model() != tt.model {
 				t.Fatalf("id/model = %q/%q", d.ID(), d.Model())
 			}
 			if d.CurrentVersion().String() != tt.version || d.CurrentVersion().IsZero() != (tt.version == "") {
@@ -101,7 +101,7 @@ func TestRehydrateDevice(t *testing.T) {
 	v := domain.MustParseVersion("3.0.0")
 	seen := t1.UTC()
 	d := domain.RehydrateDevice("d1", "m1", v, h, seen, t0)
-	if d.ID() != "d1" || d.Model() != "m1" || !d.CurrentVersion().Equal(v) || d.TokenHash() != h ||
+	if d.ID().String() != "d1" || d.Model() != "m1" || !d.CurrentVersion().Equal(v) || d.TokenHash() != h ||
 		!d.LastSeenAt().Equal(seen) || !d.CreatedAt().Equal(t0) {
 		t.Fatalf("rehydrated device lost fields: %+v", d)
 	}

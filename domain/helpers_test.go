@@ -69,7 +69,7 @@ func mustRollout(t *testing.T, id string, fw domain.Firmware, spec domain.Rollou
 
 func mustDevice(t *testing.T, id, model, version string) domain.Device {
 	t.Helper()
-	d, err := domain.NewDevice(id, model, version, domain.HashToken("tok-"+id), t0)
+	d, err := domain.NewDevice(asDeviceID(id), model, version, domain.HashToken("tok-"+id), t0)
 	if err != nil {
 		t.Fatalf("NewDevice(%s): %v", id, err)
 	}
@@ -113,4 +113,21 @@ func wantValidation(t *testing.T, err error, field string) {
 	if ve.Reason == "" || err.Error() == "" {
 		t.Fatalf("validation error on %q has no reason", field)
 	}
+}
+
+// asDeviceID types a device id as an edge does: parsed once; an id that
+// breaks the rule becomes the zero DeviceID, which constructors refuse.
+func asDeviceID(s string) domain.DeviceID {
+	id, _ := domain.ParseDeviceID(s)
+	return id
+}
+
+// taskA is a task id for tests that build tasks with NewTask.
+const taskA = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+
+// asUUID types an id as an edge does: parsed once; an id that is not a
+// UUID becomes the zero UUID.
+func asUUID(s string) domain.UUID {
+	id, _ := domain.ParseUUID("id", s)
+	return id
 }

@@ -95,6 +95,10 @@ func (u UUID) String() string { return u.s }
 // IsZero reports whether u is the zero UUID (no id).
 func (u UUID) IsZero() bool { return u.s == "" }
 
+// MarshalText renders the canonical form, so an id that reaches an
+// encoder (JSON, a log attribute) reads as the string it stands for.
+func (u UUID) MarshalText() ([]byte, error) { return []byte(u.s), nil }
+
 // DeviceID is a device identifier checked once, at the edge, against the
 // identifier rule (ValidateIdentifier). The zero DeviceID is "no device".
 type DeviceID struct{ s string }
@@ -113,3 +117,7 @@ func (d DeviceID) String() string { return d.s }
 
 // IsZero reports whether d is the zero DeviceID.
 func (d DeviceID) IsZero() bool { return d.s == "" }
+
+// MarshalText renders the id as the device presented it, so an id that
+// reaches an encoder (JSON, a log attribute) reads as that string.
+func (d DeviceID) MarshalText() ([]byte, error) { return []byte(d.s), nil }

@@ -1,6 +1,7 @@
 package domain_test
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -199,5 +200,22 @@ func TestParseDeviceID(t *testing.T) {
 		if err != nil || got.String() != tt.in || got.IsZero() {
 			t.Errorf("ParseDeviceID(%q) = %q, %v; want it unchanged", tt.in, got, err)
 		}
+	}
+}
+
+// Typed ids encode as the strings they stand for, so one that reaches a
+// JSON body or a log attribute reads as the id, never as "{}".
+func TestIDsMarshalAsTheirString(t *testing.T) {
+	u, err := domain.ParseUUID("id", "3F2504E0-4F89-41D3-9A0C-0305E82C3301")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := domain.ParseDeviceID("cam-0001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(map[string]any{"task": u, "device": d, "none": domain.DeviceID{}})
+	if err != nil || string(b) != `{"device":"cam-0001","none":"","task":"3f2504e0-4f89-41d3-9a0c-0305e82c3301"}` {
+		t.Fatalf("json: %s %v", b, err)
 	}
 }

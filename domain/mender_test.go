@@ -118,7 +118,7 @@ func TestDeviceAdmission(t *testing.T) {
 	keys := keysOfEachType(t)
 	k1, _ := domain.ParseDeviceKey("public_key", keys["ed25519"].pem)
 	k2, _ := domain.ParseDeviceKey("public_key", keys["ecdsa"].pem)
-	a, err := domain.NewDeviceAdmission("dev-1", k1, t0)
+	a, err := domain.NewDeviceAdmission(asDeviceID("dev-1"), k1, t0)
 	if err != nil || a.Generation() != 1 || !a.UpdatedAt().Equal(t0.UTC()) {
 		t.Fatalf("new admission: %v gen=%d", err, a.Generation())
 	}
@@ -140,14 +140,14 @@ func TestDeviceAdmission(t *testing.T) {
 	if a.Generation() != 2 || !a.Key().Equal(k2) {
 		t.Fatalf("rotation: gen=%d", a.Generation())
 	}
-	if _, err := domain.NewDeviceAdmission("dev-1", domain.DeviceKey{}, t0); err == nil {
+	if _, err := domain.NewDeviceAdmission(asDeviceID("dev-1"), domain.DeviceKey{}, t0); err == nil {
 		t.Fatal("an admission without a key")
 	}
 }
 
 func TestSessionTokens(t *testing.T) {
 	secret := domain.SessionSecret(strings.Repeat("x", 32))
-	claims := domain.SessionClaims{DeviceID: "dev-1", Generation: 3, Expires: t0.Add(time.Hour)}
+	claims := domain.SessionClaims{DeviceID: asDeviceID("dev-1"), Generation: 3, Expires: t0.Add(time.Hour)}
 	tok, err := domain.IssueSessionToken(secret, claims, t0)
 	if err != nil {
 		t.Fatal(err)
@@ -157,11 +157,20 @@ func TestSessionTokens(t *testing.T) {
 		t.Fatal("two issues made the same token")
 	}
 	got, err := domain.VerifySessionToken(secret, tok, t0.Add(59*time.Minute))
-	if err != nil || got.DeviceID != "dev-1" || got.Generation != 3 || !got.Expires.Equal(claims.Expires.Truncate(time.Second)) {
+	if err != nil || got.DeviceID.String() != "dev-1" || got.Generation != 3 || !got.Expires.Equal(claims.Expires.Truncate(time.Second)) {
 		t.Fatalf("verify: %v %+v", err, got)
 	}
 	if _, err := domain.VerifySessionToken(secret, tok, t0.Add(time.Hour)); !errors.Is(err, domain.ErrUnauthorized) {
 		t.Fatalf("expired: %v", err)
+	}
+	// The token is where the Mender edge gets the device id: a signed
+	// token naming no valid device id is refused, never handed on.
+	noDevice, err := domain.IssueSessionToken(secret, domain.SessionClaims{Generation: 3, Expires: claims.Expires}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := domain.VerifySessionToken(secret, noDevice, t0); !errors.Is(err, domain.ErrUnauthorized) {
+		t.Fatalf("token without a device id: %v", err)
 	}
 	if _, err := domain.VerifySessionToken(domain.SessionSecret(strings.Repeat("y", 32)), tok, t0); !errors.Is(err, domain.ErrUnauthorized) {
 		t.Fatalf("other secret: %v", err)
@@ -264,7 +273,7 @@ func TestTaskLogBounds(t *testing.T) {
 		lines = append(lines, domain.LogLine{Level: "info", Message: fmt.Sprint(i), Timestamp: "t"})
 	}
 	lines[len(lines)-1].Message = strings.Repeat("m", 5000) + "\x00"
-	l := domain.NewTaskLog("task-1", lines, t0)
+	l := domain.NewTaskLog(asUUID(taskA), lines, t0)
 	got := l.Lines()
 	if len(got) != domain.MaxLogLines || got[0].Message != "50" || len(got[len(got)-1].Message) != domain.MaxLogMessageLen {
 		t.Fatalf("kept %d lines, first %q, last %d bytes", len(got), got[0].Message, len(got[len(got)-1].Message))
@@ -303,7 +312,7 @@ func TestAuthRequests(t *testing.T) {
 	keys := keysOfEachType(t)
 	k1, _ := domain.ParseDeviceKey("pubkey", keys["rsa"].pem)
 	k2, _ := domain.ParseDeviceKey("pubkey", keys["ed25519"].pem)
-	r, err := domain.NewAuthRequest("req-1", "dev-1", `{"device_id":"dev-1"}`, k1, "not a model!", t0)
+	r, err := domain.NewAuthRequest("req-1", asDeviceID("dev-1"), `{"device_id":"dev-1"}`, k1, "not a model!", t0)
 	if err != nil || r.Status() != domain.AuthRequestPending || r.DeviceType() != "" {
 		t.Fatalf("new: %v %v %q", err, r.Status(), r.DeviceType())
 	}

@@ -99,7 +99,7 @@ func TestPlanCheckSchedule(t *testing.T) {
 	}
 	// A task handed out in the window is kept when it closes.
 	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Percentage: 100, Window: &domain.WindowSpec{Daily: "11:00-12:00"}}, now.Add(-2*time.Hour))
-	task, err := domain.NewTask("5c0c6f3e-4a5b-4c53-9d3e-4f1d7f9e0a11", "cam-0001", domain.Offer{Firmware: fw, Rollout: r}, 1, now.Add(-30*time.Minute))
+	task, err := domain.NewTask(asUUID("5c0c6f3e-4a5b-4c53-9d3e-4f1d7f9e0a11"), asDeviceID("cam-0001"), domain.Offer{Firmware: fw, Rollout: r}, 1, now.Add(-30*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func NewSessionSecret() (SessionSecret, error) {
 // SessionClaims is what a session token says: which device, under which
 // admission generation, until when.
 type SessionClaims struct {
-	DeviceID   string
+	DeviceID   DeviceID
 	Generation int64
 	Expires    time.Time
 }
@@ -75,7 +75,7 @@ func IssueSessionToken(secret SessionSecret, c SessionClaims, now time.Time) (st
 	if _, err := rand.Read(jti[:]); err != nil {
 		return "", err
 	}
-	p, err := json.Marshal(sessionPayload{Sub: c.DeviceID, Gen: c.Generation, Iat: now.Unix(), Exp: c.Expires.Unix(),
+	p, err := json.Marshal(sessionPayload{Sub: c.DeviceID.String(), Gen: c.Generation, Iat: now.Unix(), Exp: c.Expires.Unix(),
 		Jti: base64.RawURLEncoding.EncodeToString(jti[:])})
 	if err != nil {
 		return "", err
@@ -109,12 +109,18 @@ func VerifySessionToken(secret SessionSecret, token string, now time.Time) (Sess
 		return SessionClaims{}, ErrUnauthorized
 	}
 	var p sessionPayload
-	if err := json.Unmarshal(raw, &p); err != nil || p.Sub == "" {
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return SessionClaims{}, ErrUnauthorized
+	}
+	// The token is the Mender edge's source of the device id: parsed here,
+	// once, so a signed token naming no valid device is simply refused.
+	id, err := ParseDeviceID(p.Sub)
+	if err != nil {
 		return SessionClaims{}, ErrUnauthorized
 	}
 	exp := time.Unix(p.Exp, 0)
 	if !now.Before(exp) {
 		return SessionClaims{}, ErrUnauthorized
 	}
-	return SessionClaims{DeviceID: p.Sub, Generation: p.Gen, Expires: exp.UTC()}, nil
+	return SessionClaims{DeviceID: id, Generation: p.Gen, Expires: exp.UTC()}, nil
 }

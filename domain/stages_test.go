@@ -150,7 +150,7 @@ func TestWindowAndGate(t *testing.T) {
 	var d domain.Device
 	for i := 0; ; i++ {
 		d = mustDevice(t, "dev-"+string(rune('a'+i%26))+string(rune('a'+i/26)), "cam-x1", "1.0.0")
-		if domain.Bucket(rolloutA, d.ID()) >= 1 {
+		if domain.Bucket(rolloutA, d.ID().String()) >= 1 {
 			break
 		}
 	}

@@ -126,7 +126,7 @@ func TestSelectorAndPercentage(t *testing.T) {
 			facts.Tags = []string{"eu"}
 		}
 		_, found, _ := domain.SelectTarget(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"), Offers: []domain.Offer{o}, Facts: facts, Now: t1})
-		want := i%2 == 0 && domain.Bucket(rolloutA, d.ID()) < 50
+		want := i%2 == 0 && domain.Bucket(rolloutA, d.ID().String()) < 50
 		if found != want {
 			t.Fatalf("%s: offered %v, want %v", d.ID(), found, want)
 		}
@@ -188,7 +188,7 @@ func TestRollback(t *testing.T) {
 	}
 	// A pending rollback task is not cancelled as "a downgrade", and the
 	// device reporting its version succeeds it.
-	task, err := domain.NewTask("5c0c6f3e-4a5b-4c53-9d3e-4f1d7f9e0a11", "cam-0001", domain.Offer{Firmware: good, Rollout: back}, 1, t1)
+	task, err := domain.NewTask(asUUID("5c0c6f3e-4a5b-4c53-9d3e-4f1d7f9e0a11"), asDeviceID("cam-0001"), domain.Offer{Firmware: good, Rollout: back}, 1, t1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,9 +60,9 @@ const (
 
 // Task is one upgrade of one device to one firmware, within one rollout.
 type Task struct {
-	id           string
+	id           UUID
 	actionID     int64
-	deviceID     string
+	deviceID     DeviceID
 	firmwareID   string
 	rolloutID    string
 	status       TaskStatus
@@ -76,9 +76,12 @@ type Task struct {
 
 // NewTask creates a pending task for the device to install the offer's
 // firmware. attempt counts from 1. The action id is assigned when stored.
-func NewTask(id, deviceID string, offer Offer, attempt int, now time.Time) (Task, error) {
-	if err := ValidateIdentifier("device_id", deviceID); err != nil {
-		return Task{}, err
+func NewTask(id UUID, deviceID DeviceID, offer Offer, attempt int, now time.Time) (Task, error) {
+	if id.IsZero() {
+		return Task{}, invalid("id", "is required")
+	}
+	if deviceID.IsZero() {
+		return Task{}, invalid("device_id", "is required")
 	}
 	if attempt < 1 {
 		return Task{}, invalid("attempt", "must be at least 1")
@@ -112,7 +115,7 @@ type TaskRecord struct {
 // RehydrateTask rebuilds a stored task; only adapters call it.
 func RehydrateTask(r TaskRecord) Task {
 	return Task{
-		id: r.ID, actionID: r.ActionID, deviceID: r.DeviceID, firmwareID: r.FirmwareID, rolloutID: r.RolloutID,
+		id: UUID{s: r.ID}, actionID: r.ActionID, deviceID: DeviceID{s: r.DeviceID}, firmwareID: r.FirmwareID, rolloutID: r.RolloutID,
 		status: r.Status, progress: r.Progress, attempt: r.Attempt, errorCode: r.ErrorCode,
 		errorMessage: r.ErrorMessage, createdAt: r.CreatedAt, updatedAt: r.UpdatedAt,
 	}
@@ -121,20 +124,20 @@ func RehydrateTask(r TaskRecord) Task {
 // Record exposes the task's fields for storage and display.
 func (t Task) Record() TaskRecord {
 	return TaskRecord{
-		ID: t.id, ActionID: t.actionID, DeviceID: t.deviceID, FirmwareID: t.firmwareID, RolloutID: t.rolloutID,
+		ID: t.id.String(), ActionID: t.actionID, DeviceID: t.deviceID.String(), FirmwareID: t.firmwareID, RolloutID: t.rolloutID,
 		Status: t.status, Progress: t.progress, Attempt: t.attempt, ErrorCode: t.errorCode,
 		ErrorMessage: t.errorMessage, CreatedAt: t.createdAt, UpdatedAt: t.updatedAt,
 	}
 }
 
 // ID is the task's UUID.
-func (t Task) ID() string { return t.id }
+func (t Task) ID() UUID { return t.id }
 
 // ActionID is the task's positive integer id for protocols that number actions.
 func (t Task) ActionID() int64 { return t.actionID }
 
 // DeviceID is the device doing the upgrade.
-func (t Task) DeviceID() string { return t.deviceID }
+func (t Task) DeviceID() DeviceID { return t.deviceID }
 
 // FirmwareID is the firmware being installed.
 func (t Task) FirmwareID() string { return t.firmwareID }

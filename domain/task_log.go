@@ -23,7 +23,7 @@ type LogLine struct {
 // TaskLog is the log a device uploaded about a task (Mender uploads its
 // deployment log after a failure), kept with the task for operators.
 type TaskLog struct {
-	taskID    string
+	taskID    UUID
 	lines     []LogLine
 	updatedAt time.Time
 }
@@ -31,7 +31,7 @@ type TaskLog struct {
 // NewTaskLog keeps a device's upload within bounds: the last MaxLogLines
 // lines, each field cut to its length and made valid text. An upload
 // replaces the previous one (the device sends its whole log each time).
-func NewTaskLog(taskID string, lines []LogLine, now time.Time) TaskLog {
+func NewTaskLog(taskID UUID, lines []LogLine, now time.Time) TaskLog {
 	if len(lines) > MaxLogLines {
 		lines = lines[len(lines)-MaxLogLines:]
 	}
@@ -44,11 +44,11 @@ func NewTaskLog(taskID string, lines []LogLine, now time.Time) TaskLog {
 
 // RehydrateTaskLog rebuilds a stored log; only adapters call it.
 func RehydrateTaskLog(taskID string, lines []LogLine, updatedAt time.Time) TaskLog {
-	return TaskLog{taskID: taskID, lines: slices.Clone(lines), updatedAt: updatedAt}
+	return TaskLog{taskID: UUID{s: taskID}, lines: slices.Clone(lines), updatedAt: updatedAt}
 }
 
 // TaskID is the task the log is about.
-func (l TaskLog) TaskID() string { return l.taskID }
+func (l TaskLog) TaskID() UUID { return l.taskID }
 
 // Lines returns a copy of the log's lines, oldest first.
 func (l TaskLog) Lines() []LogLine { return slices.Clone(l.lines) }

@@ -75,7 +75,7 @@ func TestNewTask(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			task, err := domain.NewTask("task-1", tt.device, domain.Offer{Firmware: tt.fw, Rollout: r}, tt.attempt, t0)
+			task, err := domain.NewTask(asUUID(taskA), asDeviceID(tt.device), domain.Offer{Firmware: tt.fw, Rollout: r}, tt.attempt, t0)
 			switch {
 			case tt.field != "":
 				wantValidation(t, err, tt.field)
@@ -88,7 +88,7 @@ func TestNewTask(t *testing.T) {
 			case err != nil:
 				t.Fatalf("NewTask: %v", err)
 			}
-			if task.ID() != "task-1" || task.DeviceID() != tt.device || task.FirmwareID() != "fw-1" || task.RolloutID() != rolloutA {
+			if task.ID().String() != taskA || task.DeviceID().String() != tt.device || task.FirmwareID() != "fw-1" || task.RolloutID() != rolloutA {
 				t.Fatalf("ids: %+v", task.Record())
 			}
 			if task.Status() != domain.TaskPending || task.Progress() != 0 || task.Attempt() != tt.attempt {
@@ -509,7 +509,7 @@ func TestSettleCancelsAPendingDowngrade(t *testing.T) {
 		{"pending, device below", false, "1.1.0", domain.TaskPending},
 		{"started, device above", true, "1.3.0", domain.TaskDownloading},
 	} {
-		task, err := domain.NewTask("7c9e6679-7425-40de-944b-e07fc1f90ae7", "dev-1", domain.Offer{Firmware: fw, Rollout: r}, 1, t0)
+		task, err := domain.NewTask(asUUID("7c9e6679-7425-40de-944b-e07fc1f90ae7"), asDeviceID("dev-1"), domain.Offer{Firmware: fw, Rollout: r}, 1, t0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -524,4 +524,16 @@ func TestSettleCancelsAPendingDowngrade(t *testing.T) {
 			t.Errorf("%s: %s, want %s", tc.name, task.Status(), tc.want)
 		}
 	}
+}
+
+// A task's id is typed: the zero UUID (no id) is refused, as a zero device
+// id is; a store never sees a task without one.
+func TestNewTaskRefusesTheZeroID(t *testing.T) {
+	fw := mustFirmware(t, "fw-1", "cam-x1", "2.0.0", "")
+	r, err := domain.NewRollout(rolloutA, fw, domain.RolloutSpec{Percentage: 100}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = domain.NewTask(domain.UUID{}, asDeviceID("cam-0001"), domain.Offer{Firmware: fw, Rollout: r}, 1, t0)
+	wantValidation(t, err, "id")
 }

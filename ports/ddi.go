@@ -70,11 +70,11 @@ type DDIService interface {
 	// deviceID and returns the device with its task state, read in the
 	// same round trip: domain.ErrUnauthorized for an unknown token,
 	// domain.ErrForbidden for another device's.
-	AuthenticateTarget(ctx context.Context, token, deviceID string) (AuthenticatedDevice, error)
+	AuthenticateTarget(ctx context.Context, token string, deviceID domain.DeviceID) (AuthenticatedDevice, error)
 	// KnownDevice returns the registered device with its task state, or
 	// domain.ErrNotFound (a gateway token is valid for every registered
 	// device).
-	KnownDevice(ctx context.Context, deviceID string) (AuthenticatedDevice, error)
+	KnownDevice(ctx context.Context, deviceID domain.DeviceID) (AuthenticatedDevice, error)
 	// Poll runs the check for the device, as authentication read it, with
 	// its last-known version and says what the device should do next.
 	Poll(ctx context.Context, dev AuthenticatedDevice) (DDIPoll, error)
@@ -84,17 +84,17 @@ type DDIService interface {
 	// admits devices by (schedule rule S2), in the device's time zone.
 	Deployment(ctx context.Context, dev AuthenticatedDevice, actionID int64) (DDIDeployment, error)
 	// InstalledBase returns the device's succeeded task numbered actionID.
-	InstalledBase(ctx context.Context, deviceID string, actionID int64) (TaskView, error)
+	InstalledBase(ctx context.Context, deviceID domain.DeviceID, actionID int64) (TaskView, error)
 	// DeploymentFeedback applies a device's feedback on an action as a task
 	// event; resending the same feedback changes nothing.
-	DeploymentFeedback(ctx context.Context, deviceID string, actionID int64, fb DDIFeedback) (TaskView, error)
+	DeploymentFeedback(ctx context.Context, deviceID domain.DeviceID, actionID int64, fb DDIFeedback) (TaskView, error)
 	// CancelAction returns the notice of the device's cancelled task
 	// numbered actionID.
-	CancelAction(ctx context.Context, deviceID string, actionID int64) (domain.CancelNotice, error)
+	CancelAction(ctx context.Context, deviceID domain.DeviceID, actionID int64) (domain.CancelNotice, error)
 	// CancelFeedback records the device's answer to a cancel: a closed,
 	// canceled or rejected execution confirms it.
-	CancelFeedback(ctx context.Context, deviceID string, actionID int64, fb DDIFeedback) (domain.CancelNotice, error)
+	CancelFeedback(ctx context.Context, deviceID domain.DeviceID, actionID int64, fb DDIFeedback) (domain.CancelNotice, error)
 	// ConfigData stores the device's attributes (mode merge, replace or
 	// remove) and takes its running version from the version attribute.
-	ConfigData(ctx context.Context, deviceID, mode string, data map[string]string) (domain.DeviceAttributes, error)
+	ConfigData(ctx context.Context, deviceID domain.DeviceID, mode string, data map[string]string) (domain.DeviceAttributes, error)
 }

@@ -10,11 +10,11 @@ import (
 // (domain.DeviceAdmission). Not-found is domain.ErrNotFound.
 type DeviceAdmissions interface {
 	// Get returns the device's admission.
-	Get(ctx context.Context, deviceID string) (domain.DeviceAdmission, error)
+	Get(ctx context.Context, deviceID domain.DeviceID) (domain.DeviceAdmission, error)
 	// Generation returns the device's current session token generation
 	// (domain.DeviceAdmission.Generation) without its key: what every call
 	// a session token admits checks, so it must be cheap.
-	Generation(ctx context.Context, deviceID string) (int64, error)
+	Generation(ctx context.Context, deviceID domain.DeviceID) (int64, error)
 	// CreateDevice registers a device together with its admission,
 	// atomically: domain.ErrDeviceExists if the id is taken, and nothing is
 	// stored then.
@@ -22,17 +22,18 @@ type DeviceAdmissions interface {
 	// Admit stores a registered device's admission, replacing any key it
 	// had (create==true when it had none); domain.ErrNotFound if the
 	// device is not registered.
-	Admit(ctx context.Context, deviceID string, fn func(current *domain.DeviceAdmission) (domain.DeviceAdmission, error)) (domain.DeviceAdmission, error)
+	Admit(ctx context.Context, deviceID domain.DeviceID, fn func(current *domain.DeviceAdmission) (domain.DeviceAdmission, error)) (domain.DeviceAdmission, error)
 }
 
 // AuthRequests stores the requests of devices waiting to be admitted, one
-// per device. Not-found is domain.ErrNotFound.
+// per device. Not-found is domain.ErrNotFound, also for the zero request id
+// (one the edge could not parse).
 type AuthRequests interface {
 	// Upsert loads the device's request locked (nil if none) and stores
 	// what fn returns; fn returning nil stores nothing.
-	Upsert(ctx context.Context, deviceID string, fn func(current *domain.AuthRequest) (*domain.AuthRequest, error)) error
+	Upsert(ctx context.Context, deviceID domain.DeviceID, fn func(current *domain.AuthRequest) (*domain.AuthRequest, error)) error
 	// Get returns a request by id.
-	Get(ctx context.Context, id string) (domain.AuthRequest, error)
+	Get(ctx context.Context, id domain.UUID) (domain.AuthRequest, error)
 	// List returns the requests with the given status, oldest first, at
 	// most limit.
 	List(ctx context.Context, status domain.AuthRequestStatus, limit int) ([]domain.AuthRequest, error)
@@ -40,10 +41,10 @@ type AuthRequests interface {
 	// can make the service store).
 	Count(ctx context.Context) (int, error)
 	// Update loads a request locked, lets fn change it, and stores it.
-	Update(ctx context.Context, id string, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error)
+	Update(ctx context.Context, id domain.UUID, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error)
 	// Accept registers the request's device when it is not registered
 	// (dev), stores its admission and deletes the request, atomically.
-	Accept(ctx context.Context, id string, dev *domain.Device, a domain.DeviceAdmission) error
+	Accept(ctx context.Context, id domain.UUID, dev *domain.Device, a domain.DeviceAdmission) error
 }
 
 // ArtifactCatalog finds firmware by the artifact name Mender devices
@@ -59,7 +60,7 @@ type TaskLogs interface {
 	// Put stores a task's log, replacing the previous one.
 	Put(ctx context.Context, l domain.TaskLog) error
 	// Get returns a task's log, or domain.ErrNotFound if none was uploaded.
-	Get(ctx context.Context, taskID string) (domain.TaskLog, error)
+	Get(ctx context.Context, taskID domain.UUID) (domain.TaskLog, error)
 }
 
 // MenderAuth is a Mender authentication request as received: the exact
@@ -88,17 +89,17 @@ type MenderService interface {
 	// domain.ErrUnauthorized if it is invalid or expired (judged without
 	// the store), or if the device's admission has moved to another token
 	// generation since (its key was rotated: one read of the generation).
-	Session(ctx context.Context, token string) (string, error)
+	Session(ctx context.Context, token string) (domain.DeviceID, error)
 	// Next runs the check for the device: its deployment, or nil.
-	Next(ctx context.Context, deviceID string, p MenderProvides) (*TaskView, error)
+	Next(ctx context.Context, deviceID domain.DeviceID, p MenderProvides) (*TaskView, error)
 	// Status applies a deployment status report to the device's task;
 	// domain.ErrTaskFinished when the task was cancelled or is over.
-	Status(ctx context.Context, deviceID, taskID, status string) error
+	Status(ctx context.Context, deviceID domain.DeviceID, taskID domain.UUID, status string) error
 	// Log keeps the log the device uploaded about its task.
-	Log(ctx context.Context, deviceID, taskID string, lines []domain.LogLine) error
+	Log(ctx context.Context, deviceID domain.DeviceID, taskID domain.UUID, lines []domain.LogLine) error
 	// Inventory stores the device's inventory as its attributes; replace
 	// makes the report the whole set, else it is merged.
-	Inventory(ctx context.Context, deviceID string, items []domain.InventoryItem, replace bool) error
+	Inventory(ctx context.Context, deviceID domain.DeviceID, items []domain.InventoryItem, replace bool) error
 }
 
 // AdmissionService is what operators do about device admission.
@@ -108,12 +109,12 @@ type AdmissionService interface {
 	// Accept admits a pending device with the key it presented,
 	// registering it with model (or the device type it sent) when it is
 	// not registered yet. It returns the admitted device.
-	Accept(ctx context.Context, requestID, model string) (domain.Device, error)
+	Accept(ctx context.Context, requestID domain.UUID, model string) (domain.Device, error)
 	// Reject refuses a pending device.
-	Reject(ctx context.Context, requestID string) (domain.AuthRequest, error)
+	Reject(ctx context.Context, requestID domain.UUID) (domain.AuthRequest, error)
 	// TaskLog returns the log a device uploaded about a task.
-	TaskLog(ctx context.Context, taskID string) (domain.TaskLog, error)
+	TaskLog(ctx context.Context, taskID domain.UUID) (domain.TaskLog, error)
 	// SetKey admits a registered device with a public key, replacing the
 	// key it had (its session tokens' generation moves on).
-	SetKey(ctx context.Context, deviceID, publicKey string) (domain.DeviceAdmission, error)
+	SetKey(ctx context.Context, deviceID domain.DeviceID, publicKey string) (domain.DeviceAdmission, error)
 }

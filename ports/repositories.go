@@ -17,17 +17,19 @@ type IDGenerator interface {
 	NewID() string
 }
 
-// DeviceRepository stores registered devices. Not-found is domain.ErrNotFound.
+// DeviceRepository stores registered devices. Not-found is domain.ErrNotFound,
+// also for the zero DeviceID (an edge hands it on for an id that names no
+// device). Ids arrive parsed: a store does not check them again.
 type DeviceRepository interface {
 	// Create stores a new device; domain.ErrDeviceExists if the id is taken.
 	Create(ctx context.Context, d domain.Device) error
 	// Get loads a device by id.
-	Get(ctx context.Context, id string) (domain.Device, error)
+	Get(ctx context.Context, id domain.DeviceID) (domain.Device, error)
 	// GetByTokenHash finds the device a presented token belongs to.
 	GetByTokenHash(ctx context.Context, h domain.TokenHash) (domain.Device, error)
 	// Update loads the device locked against concurrent changes, lets fn
 	// change it, and stores it if fn returns nil.
-	Update(ctx context.Context, id string, fn func(*domain.Device) error) (domain.Device, error)
+	Update(ctx context.Context, id domain.DeviceID, fn func(*domain.Device) error) (domain.Device, error)
 	// RecordSeen stores the version a device reported and when. stored is
 	// the device as the caller read it: a store may skip a check that
 	// changes nothing but moves last_seen_at by less than its resolution
@@ -65,10 +67,10 @@ type RolloutRepository interface {
 	Offers(ctx context.Context, model string) ([]domain.Offer, error)
 }
 
-// TaskFilter selects tasks for the admin listing. Empty fields match all.
+// TaskFilter selects tasks for the admin listing. Zero fields match all.
 type TaskFilter struct {
-	DeviceID  string
-	RolloutID string
+	DeviceID  domain.DeviceID
+	RolloutID domain.UUID
 	Status    *domain.TaskStatus
 	Limit     int
 	// After continues a listing after this (created_at, id) position.
@@ -78,7 +80,7 @@ type TaskFilter struct {
 // TaskCursor is a position in the (created_at, id) order of tasks.
 type TaskCursor struct {
 	CreatedAt time.Time
-	ID        string
+	ID        domain.UUID
 }
 
 // DeviceTasks is what a check needs to know of a device's tasks: its
@@ -115,20 +117,21 @@ type TaskState struct {
 // reports whether it changed the rollout.
 type RolloutEvaluation func(r *domain.Rollout, stats func(since time.Time) (domain.TaskStats, error)) (bool, error)
 
-// TaskRepository stores tasks and the events applied to them.
+// TaskRepository stores tasks and the events applied to them. Ids arrive
+// typed (domain.UUID, domain.DeviceID): a zero one names no row.
 // Not-found is domain.ErrNotFound.
 type TaskRepository interface {
 	// Get loads a task by id.
-	Get(ctx context.Context, id string) (domain.Task, error)
+	Get(ctx context.Context, id domain.UUID) (domain.Task, error)
 	// Active returns the device's active task, or domain.ErrNotFound.
-	Active(ctx context.Context, deviceID string) (domain.Task, error)
+	Active(ctx context.Context, deviceID domain.DeviceID) (domain.Task, error)
 	// CheckView reads the device whose token has hash h with its task
 	// state, in one round trip (domain.ErrNotFound: no such device). It
 	// takes no lock: a poll that changes nothing needs none.
 	CheckView(ctx context.Context, h domain.TokenHash) (CheckView, error)
 	// CheckViewOf is CheckView for a device known by id (an edge that
 	// authenticated the device without reading it).
-	CheckViewOf(ctx context.Context, deviceID string) (CheckView, error)
+	CheckViewOf(ctx context.Context, deviceID domain.DeviceID) (CheckView, error)
 	// ReplaceActive runs fn with what one transaction sees of the device's
 	// tasks (TaskState: the active task locked against concurrent changes).
 	// fn may change the active task (end it) and returns the task to
@@ -147,9 +150,9 @@ type TaskRepository interface {
 	// judges that task's rollout as ApplyEvent's does: locked, in the same
 	// transaction, counting tasks as they are with the change, before the
 	// insert; a change it reports commits with the rest, or nothing does.
-	ReplaceActive(ctx context.Context, deviceID string, fn func(st TaskState) (*domain.Task, error), onRollout RolloutEvaluation) (result domain.Task, created bool, err error)
+	ReplaceActive(ctx context.Context, deviceID domain.DeviceID, fn func(st TaskState) (*domain.Task, error), onRollout RolloutEvaluation) (result domain.Task, created bool, err error)
 	// Update loads the task locked, lets fn change it, and stores it.
-	Update(ctx context.Context, id string, fn func(*domain.Task) error) (domain.Task, error)
+	Update(ctx context.Context, id domain.UUID, fn func(*domain.Task) error) (domain.Task, error)
 	// ApplyEvent loads the task locked, with the event already recorded
 	// under ev's id (nil if none), and calls fn. When fn reports a change,
 	// the task and the event are stored together, atomically; and when
@@ -157,9 +160,9 @@ type TaskRepository interface {
 	// task's rollout locked, and a change it reports is stored with them.
 	// So an evaluation of the rollout depends neither on the caller
 	// staying connected after the commit nor on a retry of the event.
-	ApplyEvent(ctx context.Context, taskID string, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout RolloutEvaluation) (domain.Task, error)
+	ApplyEvent(ctx context.Context, taskID domain.UUID, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout RolloutEvaluation) (domain.Task, error)
 	// FailedCounts counts the device's failed tasks by firmware id.
-	FailedCounts(ctx context.Context, deviceID string) (map[string]int, error)
+	FailedCounts(ctx context.Context, deviceID domain.DeviceID) (map[string]int, error)
 	// RolloutStats counts a rollout's tasks by status, in the store.
 	RolloutStats(ctx context.Context, rolloutID domain.UUID) (domain.TaskStats, error)
 	// RolloutStatsSince counts, by status, a rollout's tasks created at

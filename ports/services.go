@@ -26,7 +26,7 @@ type AuthenticatedDevice struct {
 }
 
 // ID is the authenticated device's id.
-func (a AuthenticatedDevice) ID() string { return a.Device.ID() }
+func (a AuthenticatedDevice) ID() domain.DeviceID { return a.Device.ID() }
 
 // CheckRequest is a device's poll: who it is (authenticated by the edge),
 // what it says it is, what it runs.
@@ -78,18 +78,22 @@ type DeviceService interface {
 	// IdentifyDevice returns a device an edge authenticated by its own
 	// means (a signed token, a gateway) by id, with its task state, or
 	// domain.ErrNotFound.
-	IdentifyDevice(ctx context.Context, deviceID string) (AuthenticatedDevice, error)
+	IdentifyDevice(ctx context.Context, deviceID domain.DeviceID) (AuthenticatedDevice, error)
 	// Check finds or creates the device's upgrade task (check rules 1–7).
 	Check(ctx context.Context, req CheckRequest) (CheckResult, error)
 	// GetTask returns one of the device's own tasks (domain.ErrNotFound for
-	// anyone else's).
-	GetTask(ctx context.Context, deviceID, taskID string) (TaskView, error)
+	// anyone else's, and for the zero taskID — an id the edge could not
+	// parse — without reading the store).
+	GetTask(ctx context.Context, deviceID domain.DeviceID, taskID domain.UUID) (TaskView, error)
 	// ReportEvent applies a progress event to one of the device's tasks
-	// (event rules 1–5).
-	ReportEvent(ctx context.Context, deviceID, taskID string, ev EventRequest) (TaskView, error)
+	// (event rules 1–5). The zero taskID is domain.ErrNotFound once the
+	// event itself is judged valid, without reading the store.
+	ReportEvent(ctx context.Context, deviceID domain.DeviceID, taskID domain.UUID, ev EventRequest) (TaskView, error)
 }
 
-// RegisterDevice is an operator's request to add a device.
+// RegisterDevice is an operator's request to add a device, as received:
+// the use case parses DeviceID (a bad one is VALIDATION_FAILED, as any
+// other field of the body).
 type RegisterDevice struct {
 	DeviceID       string
 	Model          string
@@ -113,9 +117,11 @@ type DeviceView struct {
 	Attributes domain.DeviceAttributes
 }
 
-// StartRollout is an operator's request to roll a firmware out.
+// StartRollout is an operator's request to roll a firmware out. The edge
+// parses FirmwareID from the request body (a malformed one is
+// VALIDATION_FAILED there).
 type StartRollout struct {
-	FirmwareID string
+	FirmwareID domain.UUID
 	Spec       domain.RolloutSpec
 }
 
@@ -151,8 +157,8 @@ type TaskPage struct {
 // AdminService is what operators can do.
 type AdminService interface {
 	RegisterDevice(ctx context.Context, req RegisterDevice) (DeviceCredentials, error)
-	RotateDeviceToken(ctx context.Context, deviceID string) (DeviceCredentials, error)
-	GetDevice(ctx context.Context, deviceID string) (DeviceView, error)
+	RotateDeviceToken(ctx context.Context, deviceID domain.DeviceID) (DeviceCredentials, error)
+	GetDevice(ctx context.Context, deviceID domain.DeviceID) (DeviceView, error)
 	PublishFirmware(ctx context.Context, spec domain.FirmwareSpec) (domain.Firmware, error)
 	ListFirmwares(ctx context.Context, model string) ([]domain.Firmware, error)
 	RevokeFirmware(ctx context.Context, id domain.UUID) (domain.Firmware, error)

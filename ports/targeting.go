@@ -14,8 +14,9 @@ type DeviceFilter struct {
 	Tags []string
 	// Attributes: the device reported each with exactly this value.
 	Attributes map[string]string
-	// After continues a listing after this device id (keyset order).
-	After string
+	// After continues a listing after this device id (keyset order);
+	// the zero DeviceID starts at the beginning.
+	After domain.DeviceID
 	Limit int
 }
 
@@ -34,10 +35,10 @@ type DeviceDirectory interface {
 	// tags from its current ones, and stores them all in one transaction:
 	// all or nothing. An unknown id is domain.ErrNotFound and nothing is
 	// written. It returns the stored tags by device id.
-	UpdateTags(ctx context.Context, deviceIDs []string, fn func(deviceID string, tags []string) ([]string, error)) (map[string][]string, error)
+	UpdateTags(ctx context.Context, deviceIDs []domain.DeviceID, fn func(deviceID domain.DeviceID, tags []string) ([]string, error)) (map[domain.DeviceID][]string, error)
 	// Tags returns a device's tags (empty, never nil, when it has none or
 	// does not exist).
-	Tags(ctx context.Context, deviceID string) ([]string, error)
+	Tags(ctx context.Context, deviceID domain.DeviceID) ([]string, error)
 	// List returns the devices matching f in device_id order, at most
 	// f.Limit, after f.After. Never nil.
 	List(ctx context.Context, f DeviceFilter) ([]DeviceListing, error)
@@ -72,7 +73,7 @@ type TagChange struct {
 // DeviceTargeting is what operators do with tags and the device listing.
 type DeviceTargeting interface {
 	// SetDeviceTags replaces one device's tags.
-	SetDeviceTags(ctx context.Context, deviceID string, tags []string) ([]string, error)
+	SetDeviceTags(ctx context.Context, deviceID domain.DeviceID, tags []string) ([]string, error)
 	// ChangeDeviceTags edits the tags of many devices at once, all or nothing.
 	ChangeDeviceTags(ctx context.Context, change TagChange) (map[string][]string, error)
 	// ListDevices pages through devices by model, tags and attributes.

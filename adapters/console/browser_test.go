@@ -372,7 +372,7 @@ func (e *env) addSecondModel(t *testing.T) {
 		if _, err := e.admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: id, Model: "speaker-s2"}); err != nil {
 			t.Fatal(err)
 		}
-		ident, err := e.devices.IdentifyDevice(ctx, id)
+		ident, err := e.devices.IdentifyDevice(ctx, asDeviceID(id))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -381,7 +381,7 @@ func (e *env) addSecondModel(t *testing.T) {
 			t.Fatal(err)
 		}
 		if v == "1.6.0" { // one failure in a sample of one: the rollout pauses itself
-			e.fail(id, res.Task.Task.ID(), "E_NO_SPACE")
+			e.fail(id, res.Task.Task.ID().String(), "E_NO_SPACE")
 		}
 	}
 	if got := e.rollout(r.ID()); got.PausedReason() != domain.PausedAuto {

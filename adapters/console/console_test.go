@@ -160,7 +160,7 @@ func (e *env) startRollout(fw domain.Firmware, pct int, threshold *int) domain.R
 	if threshold != nil {
 		spec.MinSample = &one
 	}
-	r, err := e.admin.StartRollout(context.Background(), ports.StartRollout{FirmwareID: fw.ID(), Spec: spec})
+	r, err := e.admin.StartRollout(context.Background(), ports.StartRollout{FirmwareID: asUUID(fw.ID()), Spec: spec})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func (e *env) startRollout(fw domain.Firmware, pct int, threshold *int) domain.R
 
 // check polls as the device id, authenticated as the edge would hand it over.
 func (e *env) check(ctx context.Context, id, model, version string) (ports.CheckResult, error) {
-	ident, err := e.devices.IdentifyDevice(ctx, id)
+	ident, err := e.devices.IdentifyDevice(ctx, asDeviceID(id))
 	if err != nil {
 		return ports.CheckResult{}, err
 	}
@@ -192,7 +192,7 @@ func (e *env) deviceWithTask(id, model, version string) *ports.TaskView {
 
 func (e *env) fail(deviceID, taskID, code string) {
 	e.t.Helper()
-	if _, err := e.devices.ReportEvent(context.Background(), deviceID, taskID, ports.EventRequest{
+	if _, err := e.devices.ReportEvent(context.Background(), asDeviceID(deviceID), asUUID(taskID), ports.EventRequest{
 		EventID: "fail-" + taskID, Status: "failed", ErrorCode: code, ErrorMessage: "it broke"}); err != nil {
 		e.t.Fatal(err)
 	}
@@ -507,7 +507,14 @@ func TestRolloutsStartListAndSteer(t *testing.T) {
 	e.mustSignIn()
 	token := e.csrf("/console/rollouts")
 
-	res := e.post("/console/rollouts", url.Values{"csrf": {token}, "firmware_id": {fw.ID()}, "percentage": {"150"}})
+	// The form's firmware id is parsed once: a malformed one is an error
+	// beside its field, as the API's body answers VALIDATION_FAILED.
+	res := e.post("/console/rollouts", url.Values{"csrf": {token}, "firmware_id": {"not-a-firmware"}, "percentage": {"10"}})
+	wantStatus(t, "malformed firmware id", res, http.StatusBadRequest)
+	if block := fieldBlock(res.body, "firmware_id"); !strings.Contains(block, "firmware_id: must be a UUID") {
+		t.Errorf("no error beside the firmware id:\n%s", block)
+	}
+	res = e.post("/console/rollouts", url.Values{"csrf": {token}, "firmware_id": {fw.ID()}, "percentage": {"150"}})
 	wantStatus(t, "percentage 150", res, http.StatusBadRequest)
 	if block := fieldBlock(res.body, "percentage"); !strings.Contains(block, "percentage: must be between 0 and 100") {
 		t.Errorf("no range error beside the percentage:\n%s", block)
@@ -592,7 +599,7 @@ func TestAutoPausedRolloutStandsOutAndShowsFailures(t *testing.T) {
 	r := e.startRollout(fw, 100, &threshold)
 	other := e.startRollout(e.publish("cam", "2.5.0"), 0, nil)
 	task := e.deviceWithTask("dev-1", "cam", "1.0.0")
-	e.fail("dev-1", task.Task.ID(), "E_FLASH_WRITE")
+	e.fail("dev-1", task.Task.ID().String(), "E_FLASH_WRITE")
 	if got := e.rollout(r.ID()); got.PausedReason() != domain.PausedAuto {
 		t.Fatalf("rollout is %s (%s), want auto-paused", got.Status(), got.PausedReason())
 	}
@@ -614,7 +621,7 @@ func TestDeviceLookup(t *testing.T) {
 	fw := e.publish("cam", "2.0.0")
 	e.startRollout(fw, 100, nil)
 	first := e.deviceWithTask("dev-7", "cam", "1.0.0")
-	e.fail("dev-7", first.Task.ID(), "E_DISK")
+	e.fail("dev-7", first.Task.ID().String(), "E_DISK")
 	e.clock.advance(time.Minute)
 	second, err := e.check(context.Background(), "dev-7", "cam", "1.0.0")
 	if err != nil || second.Task == nil {
@@ -631,6 +638,11 @@ func TestDeviceLookup(t *testing.T) {
 	res := e.get("/console/devices?id=ghost")
 	wantStatus(t, "unknown device", res, http.StatusNotFound)
 	wantBody(t, "unknown device", res, `No device has the id &#34;ghost&#34;.`)
+	// An id that breaks the device id rule is parsed at the form and
+	// names no device: the same answer, without asking the service.
+	res = e.get("/console/devices?id=bad%2Fid")
+	wantStatus(t, "malformed device id", res, http.StatusNotFound)
+	wantBody(t, "malformed device id", res, `No device has the id &#34;bad/id&#34;.`)
 	wantStatus(t, "empty lookup", e.get("/console/devices"), http.StatusOK)
 }
 

@@ -255,10 +255,17 @@ func (c *Console) startRollout(w http.ResponseWriter, r *http.Request, s session
 }
 
 func (c *Console) tryStart(r *http.Request) (string, error) {
-	req := ports.StartRollout{FirmwareID: r.PostFormValue("firmware_id")}
-	if req.FirmwareID == "" {
+	raw := r.PostFormValue("firmware_id")
+	if raw == "" {
 		return "", &domain.ValidationError{Field: "firmware_id", Reason: "is required"}
 	}
+	// The form's firmware id is parsed here, once: a malformed one is a
+	// field error, as in the API's body.
+	fwID, err := domain.ParseUUID("firmware_id", raw)
+	if err != nil {
+		return "", err
+	}
+	req := ports.StartRollout{FirmwareID: fwID}
 	if err := readPolicy(r, &req.Spec); err != nil {
 		return "", err
 	}
@@ -618,7 +625,16 @@ func (c *Console) devicePage(w http.ResponseWriter, r *http.Request, s session) 
 	d := deviceData{Query: strings.TrimSpace(r.URL.Query().Get("id"))}
 	status := http.StatusOK
 	if d.Query != "" {
-		v, err := c.admin.GetDevice(r.Context(), d.Query)
+		// The searched id is parsed here, once: one that breaks the
+		// device id rule names no device, and is answered so without
+		// asking the service.
+		var v ports.DeviceView
+		id, err := domain.ParseDeviceID(d.Query)
+		if err != nil {
+			err = domain.ErrNotFound
+		} else {
+			v, err = c.admin.GetDevice(r.Context(), id)
+		}
 		switch {
 		case errors.Is(err, domain.ErrNotFound):
 			status, d.Error = http.StatusNotFound, "No device has the id "+strconv.Quote(d.Query)+"."

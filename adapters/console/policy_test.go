@@ -17,7 +17,7 @@ import (
 
 func (e *env) startSpec(fw domain.Firmware, spec domain.RolloutSpec) domain.Rollout {
 	e.t.Helper()
-	r, err := e.admin.StartRollout(context.Background(), ports.StartRollout{FirmwareID: fw.ID(), Spec: spec})
+	r, err := e.admin.StartRollout(context.Background(), ports.StartRollout{FirmwareID: asUUID(fw.ID()), Spec: spec})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func (e *env) startSpec(fw domain.Firmware, spec domain.RolloutSpec) domain.Roll
 func (e *env) succeed(deviceID, taskID string) {
 	e.t.Helper()
 	for i, st := range []string{"downloading", "downloaded", "installing", "succeeded"} {
-		if _, err := e.devices.ReportEvent(context.Background(), deviceID, taskID, ports.EventRequest{
+		if _, err := e.devices.ReportEvent(context.Background(), asDeviceID(deviceID), asUUID(taskID), ports.EventRequest{
 			EventID: fmt.Sprintf("ok-%s-%d", taskID, i), Status: st}); err != nil {
 			e.t.Fatal(err)
 		}
@@ -67,7 +67,7 @@ func TestRolloutPageShowsCurrentStage(t *testing.T) {
 		t.Fatalf("%s got no task from the first stage", dev)
 	}
 	e.clock.advance(time.Minute)
-	e.succeed(dev, task.Task.ID())
+	e.succeed(dev, task.Task.ID().String())
 	if got := e.rollout(r.ID()); got.Stage() != 1 || got.Percentage() != 80 {
 		t.Fatalf("after the first stage's gate held: stage %d at %d%%, want stage 1 at 80%%", got.Stage(), got.Percentage())
 	}

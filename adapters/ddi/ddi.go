@@ -128,7 +128,11 @@ func (a *Adapter) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return domain.ErrUnauthorized
 		}
 		ctx := c.Request().Context()
-		id := deviceID(c)
+		// The controller id is parsed here, once. One that breaks the
+		// device id rule becomes the zero DeviceID: no target token is
+		// that device's (FORBIDDEN, as for any other device's path), and
+		// no device is known by it (NOT_FOUND without a read).
+		id, _ := domain.ParseDeviceID(deviceID(c))
 		var (
 			dev ports.AuthenticatedDevice
 			err error

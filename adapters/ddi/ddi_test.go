@@ -479,14 +479,20 @@ func TestAuthTenantAndErrors(t *testing.T) {
 		"gateway token":              {root("dev-a"), "GatewayToken " + gatewayToken, http.StatusOK},
 		"wrong tenant":               {"/OTHER/controller/v1/dev-a", tok, http.StatusNotFound},
 		"unknown device (gateway)":   {root("nobody"), "GatewayToken " + gatewayToken, http.StatusNotFound},
-		"wrong gateway token":        {root("dev-a"), "GatewayToken " + gatewayToken + "x", http.StatusUnauthorized},
-		"another device's token":     {root("dev-a"), other, http.StatusForbidden},
-		"unknown token":              {root("dev-a"), "TargetToken nope", http.StatusUnauthorized},
-		"bearer is not DDI":          {root("dev-a"), "Bearer " + strings.TrimPrefix(tok, "TargetToken "), http.StatusUnauthorized},
-		"no credentials":             {root("dev-a"), "", http.StatusUnauthorized},
-		"admin token":                {root("dev-a"), "TargetToken " + adminToken, http.StatusUnauthorized},
-		"non-numeric action":         {root("dev-a") + "/deploymentBase/abc", tok, http.StatusNotFound},
-		"unknown action":             {root("dev-a") + "/deploymentBase/424242", tok, http.StatusNotFound},
+		// A controller id that breaks the device id rule is parsed once,
+		// at the edge, into no device: unknown to a gateway, another
+		// device's path to a target token.
+		"malformed id (gateway)": {root("bad%20id"), "GatewayToken " + gatewayToken, http.StatusNotFound},
+		"overlong id (gateway)":  {root(strings.Repeat("d", 65)), "GatewayToken " + gatewayToken, http.StatusNotFound},
+		"malformed id (target)":  {root("bad%20id"), tok, http.StatusForbidden},
+		"wrong gateway token":    {root("dev-a"), "GatewayToken " + gatewayToken + "x", http.StatusUnauthorized},
+		"another device's token": {root("dev-a"), other, http.StatusForbidden},
+		"unknown token":          {root("dev-a"), "TargetToken nope", http.StatusUnauthorized},
+		"bearer is not DDI":      {root("dev-a"), "Bearer " + strings.TrimPrefix(tok, "TargetToken "), http.StatusUnauthorized},
+		"no credentials":         {root("dev-a"), "", http.StatusUnauthorized},
+		"admin token":            {root("dev-a"), "TargetToken " + adminToken, http.StatusUnauthorized},
+		"non-numeric action":     {root("dev-a") + "/deploymentBase/abc", tok, http.StatusNotFound},
+		"unknown action":         {root("dev-a") + "/deploymentBase/424242", tok, http.StatusNotFound},
 	} {
 		if r := h.do(http.MethodGet, tc.path, tc.auth, nil); r.status != tc.want {
 			t.Errorf("%s: %d %s, want %d", name, r.status, r.body, tc.want)

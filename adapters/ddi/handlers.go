@@ -207,7 +207,7 @@ func (a *Adapter) installedBase(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v, err := a.svc.InstalledBase(c.Request().Context(), deviceID(c), id)
+	v, err := a.svc.InstalledBase(c.Request().Context(), authenticated(c).ID(), id)
 	if err != nil {
 		return err
 	}
@@ -246,7 +246,7 @@ func (a *Adapter) deploymentFeedback(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := a.svc.DeploymentFeedback(c.Request().Context(), deviceID(c), id, fb); err != nil {
+	if _, err := a.svc.DeploymentFeedback(c.Request().Context(), authenticated(c).ID(), id, fb); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusOK)
@@ -257,7 +257,7 @@ func (a *Adapter) cancelAction(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	n, err := a.svc.CancelAction(c.Request().Context(), deviceID(c), id)
+	n, err := a.svc.CancelAction(c.Request().Context(), authenticated(c).ID(), id)
 	if err != nil {
 		return err
 	}
@@ -276,7 +276,7 @@ func (a *Adapter) cancelFeedback(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := a.svc.CancelFeedback(c.Request().Context(), deviceID(c), id, fb); err != nil {
+	if _, err := a.svc.CancelFeedback(c.Request().Context(), authenticated(c).ID(), id, fb); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusOK)
@@ -294,7 +294,7 @@ func (a *Adapter) configData(c echo.Context) error {
 	if b.Mode != nil {
 		mode = *b.Mode
 	}
-	if _, err := a.svc.ConfigData(c.Request().Context(), deviceID(c), mode, b.Data); err != nil {
+	if _, err := a.svc.ConfigData(c.Request().Context(), authenticated(c).ID(), mode, b.Data); err != nil {
 		return fmt.Errorf("configData: %w", err)
 	}
 	return c.NoContent(http.StatusOK)

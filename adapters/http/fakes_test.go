@@ -125,9 +125,9 @@ func (f *fakeServices) AuthenticateDevice(_ context.Context, token string) (port
 	return fakeDevice(id), nil
 }
 
-func (f *fakeServices) IdentifyDevice(_ context.Context, deviceID string) (ports.AuthenticatedDevice, error) {
-	f.record("IdentifyDevice", deviceID)
-	return fakeDevice(deviceID), nil
+func (f *fakeServices) IdentifyDevice(_ context.Context, deviceID domain.DeviceID) (ports.AuthenticatedDevice, error) {
+	f.record("IdentifyDevice", deviceID.String())
+	return fakeDevice(deviceID.String()), nil
 }
 
 // fakeDevice is an authenticated device of model cam-x1 with no tasks.
@@ -139,7 +139,7 @@ func fakeDevice(id string) ports.AuthenticatedDevice {
 }
 
 func (f *fakeServices) Check(_ context.Context, req ports.CheckRequest) (ports.CheckResult, error) {
-	f.record("Check", req.Device.ID())
+	f.record("Check", req.Device.ID().String())
 	f.mu.Lock()
 	f.lastCheck = req
 	f.mu.Unlock()
@@ -150,13 +150,13 @@ func (f *fakeServices) Check(_ context.Context, req ports.CheckRequest) (ports.C
 	return ports.CheckResult{Task: &tv, Outcome: ports.CheckReused, PollAfter: time.Hour}, nil
 }
 
-func (f *fakeServices) GetTask(_ context.Context, deviceID, taskID string) (ports.TaskView, error) {
-	f.record("GetTask", deviceID, taskID)
+func (f *fakeServices) GetTask(_ context.Context, deviceID domain.DeviceID, taskID domain.UUID) (ports.TaskView, error) {
+	f.record("GetTask", deviceID.String(), taskID.String())
 	return testTaskView(), nil
 }
 
-func (f *fakeServices) ReportEvent(_ context.Context, deviceID, taskID string, ev ports.EventRequest) (ports.TaskView, error) {
-	f.record("ReportEvent", deviceID, taskID)
+func (f *fakeServices) ReportEvent(_ context.Context, deviceID domain.DeviceID, taskID domain.UUID, ev ports.EventRequest) (ports.TaskView, error) {
+	f.record("ReportEvent", deviceID.String(), taskID.String())
 	f.mu.Lock()
 	f.lastEvent = ev
 	f.mu.Unlock()
@@ -174,28 +174,32 @@ func (f *fakeServices) RegisterDevice(_ context.Context, req ports.RegisterDevic
 	if f.adminErr != nil {
 		return ports.DeviceCredentials{}, f.adminErr
 	}
-	d, err := domain.NewDevice(req.DeviceID, req.Model, req.CurrentVersion, domain.HashToken("t"), testTime)
+	id, err := domain.ParseDeviceID(req.DeviceID) // as the use case parses it
+	if err != nil {
+		return ports.DeviceCredentials{}, err
+	}
+	d, err := domain.NewDevice(id, req.Model, req.CurrentVersion, domain.HashToken("t"), testTime)
 	if err != nil {
 		return ports.DeviceCredentials{}, err
 	}
 	return ports.DeviceCredentials{Device: d, Token: "dev_new_token"}, nil
 }
 
-func (f *fakeServices) RotateDeviceToken(_ context.Context, deviceID string) (ports.DeviceCredentials, error) {
-	f.record("RotateDeviceToken", deviceID)
+func (f *fakeServices) RotateDeviceToken(_ context.Context, deviceID domain.DeviceID) (ports.DeviceCredentials, error) {
+	f.record("RotateDeviceToken", deviceID.String())
 	if f.adminErr != nil {
 		return ports.DeviceCredentials{}, f.adminErr
 	}
-	return ports.DeviceCredentials{Device: testDevice(deviceID), Token: "dev_rotated_token"}, nil
+	return ports.DeviceCredentials{Device: testDevice(deviceID.String()), Token: "dev_rotated_token"}, nil
 }
 
-func (f *fakeServices) GetDevice(_ context.Context, deviceID string) (ports.DeviceView, error) {
-	f.record("GetDevice", deviceID)
+func (f *fakeServices) GetDevice(_ context.Context, deviceID domain.DeviceID) (ports.DeviceView, error) {
+	f.record("GetDevice", deviceID.String())
 	if f.adminErr != nil {
 		return ports.DeviceView{}, f.adminErr
 	}
 	tv := testTaskView()
-	return ports.DeviceView{Device: testDevice(deviceID), ActiveTask: &tv}, nil
+	return ports.DeviceView{Device: testDevice(deviceID.String()), ActiveTask: &tv}, nil
 }
 
 func (f *fakeServices) PublishFirmware(_ context.Context, spec domain.FirmwareSpec) (domain.Firmware, error) {
@@ -226,7 +230,7 @@ func (f *fakeServices) RevokeFirmware(_ context.Context, id domain.UUID) (domain
 }
 
 func (f *fakeServices) StartRollout(_ context.Context, req ports.StartRollout) (domain.Rollout, error) {
-	f.record("StartRollout", req.FirmwareID)
+	f.record("StartRollout", req.FirmwareID.String())
 	f.mu.Lock()
 	f.lastStart = req
 	f.mu.Unlock()
@@ -433,8 +437,8 @@ func decodeMap(t *testing.T, rec *httptest.ResponseRecorder) map[string]any {
 	return m
 }
 
-func (f *fakeServices) SetDeviceTags(_ context.Context, deviceID string, tags []string) ([]string, error) {
-	f.record("SetDeviceTags", append([]string{deviceID}, tags...)...)
+func (f *fakeServices) SetDeviceTags(_ context.Context, deviceID domain.DeviceID, tags []string) ([]string, error) {
+	f.record("SetDeviceTags", append([]string{deviceID.String()}, tags...)...)
 	if f.adminErr != nil {
 		return nil, f.adminErr
 	}

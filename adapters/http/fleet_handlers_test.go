@@ -204,7 +204,7 @@ func TestFleetResponsesOfTheRealApplicationMatchOpenAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	threshold, one := 10, 1
-	r, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID(),
+	r, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: asUUID(fw.ID()),
 		Spec: domain.RolloutSpec{Percentage: 100, FailureThresholdPercent: &threshold, MinSample: &one}})
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +214,7 @@ func TestFleetResponsesOfTheRealApplicationMatchOpenAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ident, err := devices.IdentifyDevice(ctx, "dev-a")
+	ident, err := devices.IdentifyDevice(ctx, asDeviceID("dev-a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestFleetResponsesOfTheRealApplicationMatchOpenAPI(t *testing.T) {
 	if err != nil || res.Task == nil {
 		t.Fatalf("check: %v", err)
 	}
-	if _, err := devices.ReportEvent(ctx, "dev-a", res.Task.Task.ID(), ports.EventRequest{
+	if _, err := devices.ReportEvent(ctx, asDeviceID("dev-a"), res.Task.Task.ID(), ports.EventRequest{
 		EventID: "e1", Status: "failed", ErrorCode: "E_FLASH", ErrorMessage: "write failed"}); err != nil {
 		t.Fatal(err)
 	}

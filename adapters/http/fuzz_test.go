@@ -67,7 +67,7 @@ func newFuzzWorld(t *testing.T) *fuzzWorld {
 	}
 	start := func(fw domain.Firmware) domain.Rollout {
 		t.Helper()
-		r, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: domain.RolloutSpec{Percentage: 100}})
+		r, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: asUUID(fw.ID()), Spec: domain.RolloutSpec{Percentage: 100}})
 		must(err)
 		return r
 	}
@@ -87,7 +87,7 @@ func newFuzzWorld(t *testing.T) *fuzzWorld {
 	_, err = admin.UpdateRollout(ctx, asUUID(cancelled.ID()), ports.RolloutChange{Status: str("cancelled")})
 	must(err)
 
-	dev, err := devices.IdentifyDevice(ctx, fuzzDeviceID)
+	dev, err := devices.IdentifyDevice(ctx, asDeviceID(fuzzDeviceID))
 	must(err)
 	res, err := devices.Check(ctx, ports.CheckRequest{Device: dev, Model: fuzzModel, CurrentVersion: "1.0.0"})
 	must(err)
@@ -96,7 +96,7 @@ func newFuzzWorld(t *testing.T) *fuzzWorld {
 	}
 	return &fuzzWorld{
 		e:     NewServer(Config{AdminToken: testAdminToken}, devices, admin, nil, nil, nil, nil),
-		token: cred.Token, taskID: res.Task.Task.ID(), firmwareID: target.ID(), revokedFirmwareID: old.ID(),
+		token: cred.Token, taskID: res.Task.Task.ID().String(), firmwareID: target.ID(), revokedFirmwareID: old.ID(),
 		rolloutID: active.ID(), pausedRevokedRolloutID: pausedRevoked.ID(), cancelledRollout: cancelled.ID(),
 	}
 }

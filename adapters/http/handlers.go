@@ -1,6 +1,7 @@
 package http
 
 import (
+	"fmt"
 	"net/http"
 	"unicode/utf8"
 
@@ -87,7 +88,7 @@ func (s *server) registerDevice(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusCreated, registrationView{
-		DeviceID: cred.Device.ID(), Model: cred.Device.Model(), Token: cred.Token,
+		DeviceID: cred.Device.ID().String(), Model: cred.Device.Model(), Token: cred.Token,
 		CreatedAt: timestamp(cred.Device.CreatedAt()),
 	})
 }
@@ -96,15 +97,23 @@ func (s *server) rotateDeviceToken(c echo.Context) error {
 	if err := s.acceptEmptyBody(c); err != nil {
 		return err
 	}
-	cred, err := s.admin.RotateDeviceToken(c.Request().Context(), pathParam(c, "device_id"))
+	id, ok := pathDeviceID(c)
+	if !ok {
+		return domain.ErrNotFound
+	}
+	cred, err := s.admin.RotateDeviceToken(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, tokenView{DeviceID: cred.Device.ID(), Model: cred.Device.Model(), Token: cred.Token})
+	return c.JSON(http.StatusOK, tokenView{DeviceID: cred.Device.ID().String(), Model: cred.Device.Model(), Token: cred.Token})
 }
 
 func (s *server) getDevice(c echo.Context) error {
-	v, err := s.admin.GetDevice(c.Request().Context(), pathParam(c, "device_id"))
+	id, ok := pathDeviceID(c)
+	if !ok {
+		return domain.ErrNotFound
+	}
+	v, err := s.admin.GetDevice(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
@@ -179,7 +188,14 @@ func (s *server) startRollout(c echo.Context) error {
 	if err := b.policySpec(&spec); err != nil {
 		return err
 	}
-	r, err := s.admin.StartRollout(c.Request().Context(), ports.StartRollout{FirmwareID: *b.FirmwareID, Spec: spec})
+	// The firmware id comes in the body: parsed here, once. A malformed
+	// one names no firmware, and PRODUCT.md answers an unknown firmware
+	// with NOT_FOUND, so it is that, not a validation error.
+	fwID, err := domain.ParseUUID("firmware_id", *b.FirmwareID)
+	if err != nil {
+		return fmt.Errorf("firmware %q: %w", *b.FirmwareID, domain.ErrNotFound)
+	}
+	r, err := s.admin.StartRollout(c.Request().Context(), ports.StartRollout{FirmwareID: fwID, Spec: spec})
 	if err != nil {
 		return err
 	}
@@ -267,7 +283,11 @@ func (s *server) check(c echo.Context) error {
 }
 
 func (s *server) getTask(c echo.Context) error {
-	v, err := s.devices.GetTask(c.Request().Context(), authDevice(c).ID(), pathParam(c, "task_id"))
+	id := pathTaskID(c)
+	if id.IsZero() {
+		return domain.ErrNotFound // no body to judge first: answered here
+	}
+	v, err := s.devices.GetTask(c.Request().Context(), authDevice(c).ID(), id)
 	if err != nil {
 		return err
 	}
@@ -282,7 +302,7 @@ func (s *server) reportEvent(c echo.Context) error {
 	if err := required(has("event_id", b.EventID), has("status", b.Status)); err != nil {
 		return err
 	}
-	v, err := s.devices.ReportEvent(c.Request().Context(), authDevice(c).ID(), pathParam(c, "task_id"), ports.EventRequest{
+	v, err := s.devices.ReportEvent(c.Request().Context(), authDevice(c).ID(), pathTaskID(c), ports.EventRequest{
 		EventID: *b.EventID, Status: *b.Status, Progress: b.Progress,
 		ErrorCode: deref(b.ErrorCode), ErrorMessage: deref(b.ErrorMessage),
 	})

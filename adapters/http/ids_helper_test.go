@@ -8,3 +8,10 @@ func asUUID(s string) domain.UUID {
 	id, _ := domain.ParseUUID("id", s)
 	return id
 }
+
+// asDeviceID types a device id as pathDeviceID does; an id that breaks the
+// rule becomes the zero DeviceID.
+func asDeviceID(s string) domain.DeviceID {
+	id, _ := domain.ParseDeviceID(s)
+	return id
+}

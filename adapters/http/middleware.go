@@ -171,6 +171,23 @@ func pathUUID(c echo.Context, name string) domain.UUID {
 	return id
 }
 
+// pathDeviceID parses the path parameter device_id, once, at the edge. ok
+// is false for an id that breaks the device id rule: no such device can
+// exist, and the handler answers NOT_FOUND, as a store answered that id
+// before ids were typed, without asking the service.
+func pathDeviceID(c echo.Context) (id domain.DeviceID, ok bool) {
+	id, err := domain.ParseDeviceID(pathParam(c, "device_id"))
+	return id, err == nil
+}
+
+// pathTaskID parses the path parameter task_id as a UUID, once, at the
+// edge. An id that is not a UUID names no task: the zero UUID, which the
+// device use cases answer with domain.ErrNotFound without a read — after
+// judging the request's body, so a bad event is still VALIDATION_FAILED.
+func pathTaskID(c echo.Context) domain.UUID {
+	return pathUUID(c, "task_id")
+}
+
 // maxTokenLen bounds a presented bearer token; real ones are far shorter.
 const maxTokenLen = 1024
 
@@ -243,7 +260,9 @@ func (s *server) deviceAuth(next echo.HandlerFunc) echo.HandlerFunc {
 		case err != nil:
 			return err
 		}
-		if dev.ID() != pathParam(c, "device_id") {
+		// The authenticated device's id is typed; the path's is compared as
+		// written (any other string, well-formed or not, is FORBIDDEN).
+		if dev.ID().String() != pathParam(c, "device_id") {
 			return domain.ErrForbidden
 		}
 		c.Set(ctxDevice, dev)

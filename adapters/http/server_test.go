@@ -517,7 +517,7 @@ func TestBodyValuesPassedThrough(t *testing.T) {
 	t.Run("check request", func(t *testing.T) {
 		h.do(t, req{method: http.MethodPost, path: "/api/v1/devices/dev-1/ota/check", token: tokenDev1,
 			body: `{"model":"cam-x1","current_version":""}`})
-		if got := h.fake.lastCheck; got.Device.ID() != dev1 || got.Device.Tasks == nil || got.Model != "cam-x1" || got.CurrentVersion != "" {
+		if got := h.fake.lastCheck; got.Device.ID().String() != dev1 || got.Device.Tasks == nil || got.Model != "cam-x1" || got.CurrentVersion != "" {
 			t.Errorf("check = %+v", got)
 		}
 	})
@@ -533,16 +533,16 @@ func TestBodyValuesPassedThrough(t *testing.T) {
 	})
 	t.Run("rollout start", func(t *testing.T) {
 		h.do(t, req{method: http.MethodPost, path: "/api/v1/admin/rollouts", token: testAdminToken,
-			body: `{"firmware_id":"f","percentage":0,"max_attempts":5,"min_sample":null}`})
+			body: `{"firmware_id":"` + firmwareID + `","percentage":0,"max_attempts":5,"min_sample":null}`})
 		got := h.fake.lastStart
-		if got.FirmwareID != "f" || got.Spec.Percentage != 0 || got.Spec.MaxAttempts == nil || *got.Spec.MaxAttempts != 5 ||
+		if got.FirmwareID.String() != firmwareID || got.Spec.Percentage != 0 || got.Spec.MaxAttempts == nil || *got.Spec.MaxAttempts != 5 ||
 			got.Spec.MinSample != nil || got.Spec.FailureThresholdPercent != nil {
 			t.Errorf("start = %+v", got)
 		}
 	})
 	t.Run("staged rollout start", func(t *testing.T) {
 		rec := h.do(t, req{method: http.MethodPost, path: "/api/v1/admin/rollouts", token: testAdminToken,
-			body: `{"firmware_id":"f","selector":{"tags_any":["eu"],"attributes":{"hw":"rev2"},"versions":">=1.0.0"},` +
+			body: `{"firmware_id":"` + firmwareID + `","selector":{"tags_any":["eu"],"attributes":{"hw":"rev2"},"versions":">=1.0.0"},` +
 				`"stages":[{"percentage":1,"min_finished":5,"success_percent":90,"soak_seconds":600},{"percentage":100}],` +
 				`"starts_at":"2026-01-02T03:04:05Z","window":{"daily":"02:00-04:00","time_zone":"Europe/Berlin"},` +
 				`"task_timeout_seconds":3600,"allow_downgrade":true}`})
@@ -562,8 +562,8 @@ func TestBodyValuesPassedThrough(t *testing.T) {
 			sp.TaskTimeout == nil || *sp.TaskTimeout != time.Hour || !sp.AllowDowngrade {
 			t.Errorf("schedule = %+v", sp)
 		}
-		for _, bad := range []string{`{"firmware_id":"f","percentage":1,"starts_at":"tomorrow"}`, `{"firmware_id":"f","percentage":1,"task_timeout_seconds":-1}`,
-			`{"firmware_id":"f","stages":[{"min_finished":3}]}`, `{"firmware_id":"f","percentage":1,"window":{}}`} {
+		for _, bad := range []string{`{"firmware_id":"` + firmwareID + `","percentage":1,"starts_at":"tomorrow"}`, `{"firmware_id":"` + firmwareID + `","percentage":1,"task_timeout_seconds":-1}`,
+			`{"firmware_id":"` + firmwareID + `","stages":[{"min_finished":3}]}`, `{"firmware_id":"` + firmwareID + `","percentage":1,"window":{}}`} {
 			if rec := h.do(t, req{method: http.MethodPost, path: "/api/v1/admin/rollouts", token: testAdminToken, body: bad}); rec.Code != http.StatusBadRequest {
 				t.Errorf("%s: status %d, want 400", bad, rec.Code)
 			}
@@ -605,12 +605,66 @@ func TestBodyValuesPassedThrough(t *testing.T) {
 		wantError(t, rec, 400, CodeValidationFailed)
 	})
 	t.Run("escaped path parameters are decoded", func(t *testing.T) {
-		rec := h.do(t, req{method: http.MethodGet, path: "/api/v1/devices/dev%2D1/ota/tasks/abc%2Fdef", token: tokenDev1})
+		// %37 is "7" and %44 is "D": the task id is decoded once, then
+		// parsed into its canonical lowercase form.
+		escaped := "%37" + strings.ToUpper(taskID[1:8]) + "%2D" + taskID[9:]
+		rec := h.do(t, req{method: http.MethodGet, path: "/api/v1/devices/dev%2D1/ota/tasks/" + escaped, token: tokenDev1})
 		if rec.Code != 200 {
 			t.Fatalf("status = %d: %s", rec.Code, rec.Body)
 		}
-		if args := h.fake.lastArgs; len(args) != 2 || args[0] != dev1 || args[1] != "abc/def" {
+		if args := h.fake.lastArgs; len(args) != 2 || args[0] != dev1 || args[1] != taskID {
 			t.Errorf("args = %q", args)
+		}
+	})
+}
+
+// A malformed id in a URL path is parsed once, at the edge, and answered
+// NOT_FOUND (as before ids were typed: no such resource can exist) without
+// reaching the service; a malformed id in a body is VALIDATION_FAILED.
+func TestMalformedIDsStopAtTheEdge(t *testing.T) {
+	paths := []struct {
+		name, method, path, token, body string
+	}{
+		{"task of a device", http.MethodGet, "/api/v1/devices/dev-1/ota/tasks/abc%2Fdef", tokenDev1, ""},
+		{"task id not a UUID", http.MethodGet, "/api/v1/devices/dev-1/ota/tasks/7d0c7f4e-3b9a-4d2e-9a57-6f1f7c2b9e0", tokenDev1, ""},
+		{"admin device", http.MethodGet, "/api/v1/admin/devices/bad%20id", testAdminToken, ""},
+		{"admin device too long", http.MethodGet, "/api/v1/admin/devices/" + strings.Repeat("d", 65), testAdminToken, ""},
+		{"token rotation", http.MethodPost, "/api/v1/admin/devices/bad%00id/token", testAdminToken, ""},
+		{"device tags", http.MethodPut, "/api/v1/admin/devices/bad%2Fid/tags", testAdminToken, `{"tags":["eu"]}`},
+	}
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			h := newHarness(t)
+			rec := h.do(t, req{method: p.method, path: p.path, token: p.token, body: p.body})
+			wantError(t, rec, 404, CodeNotFound)
+			for _, c := range h.fake.called() {
+				if c != "AuthenticateDevice" {
+					t.Errorf("the service was asked %s", c)
+				}
+			}
+		})
+	}
+	t.Run("event on a malformed task id", func(t *testing.T) {
+		h := newHarness(t)
+		rec := h.do(t, req{method: http.MethodPost, path: "/api/v1/devices/dev-1/ota/tasks/not-a-task/events", token: tokenDev1,
+			body: `{"event_id":"e1","status":"downloading"}`})
+		if rec.Code != 200 {
+			t.Fatalf("status = %d: %s", rec.Code, rec.Body)
+		}
+		// Handed on as the zero id: the use case judges the event first,
+		// then answers NOT_FOUND without a read (application tests).
+		if args := h.fake.lastArgs; len(args) != 2 || args[0] != dev1 || args[1] != "" {
+			t.Errorf("args = %q, want the zero task id", args)
+		}
+	})
+	t.Run("firmware id in a rollout body", func(t *testing.T) {
+		h := newHarness(t)
+		rec := h.do(t, req{method: http.MethodPost, path: "/api/v1/admin/rollouts", token: testAdminToken,
+			body: `{"firmware_id":"not-a-uuid","percentage":5}`})
+		// An id that names no firmware: the contract's unknown firmware.
+		wantError(t, rec, 404, CodeNotFound)
+		if c := h.fake.called(); len(c) != 0 {
+			t.Errorf("the service was asked %v", c)
 		}
 	})
 }

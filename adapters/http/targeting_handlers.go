@@ -113,12 +113,15 @@ func (s *server) setDeviceTags(c echo.Context) error {
 	if b.Tags == nil {
 		return &domain.ValidationError{Field: "tags", Reason: "is required"}
 	}
-	id := pathParam(c, "device_id")
+	id, ok := pathDeviceID(c)
+	if !ok {
+		return domain.ErrNotFound
+	}
 	tags, err := s.admin.SetDeviceTags(c.Request().Context(), id, b.Tags)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, deviceTagsView{DeviceID: id, Tags: tags})
+	return c.JSON(http.StatusOK, deviceTagsView{DeviceID: id.String(), Tags: tags})
 }
 
 func (s *server) bulkTagDevices(c echo.Context) error {

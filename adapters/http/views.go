@@ -234,7 +234,7 @@ type deviceView struct {
 func newDeviceView(v ports.DeviceView) deviceView {
 	d := v.Device
 	out := deviceView{
-		DeviceID: d.ID(), Model: d.Model(), CurrentVersion: optString(d.CurrentVersion().String()),
+		DeviceID: d.ID().String(), Model: d.Model(), CurrentVersion: optString(d.CurrentVersion().String()),
 		LastSeenAt: optTime(d.LastSeenAt()), Tags: nonNil(v.Tags), Attributes: v.Attributes.Values(),
 	}
 	if v.ActiveTask != nil {

@@ -211,7 +211,7 @@ func TestViews(t *testing.T) {
 		}
 	})
 	t.Run("never-seen device", func(t *testing.T) {
-		d, _ := domain.NewDevice("d", "m", "", domain.HashToken("t"), testTime)
+		d, _ := domain.NewDevice(asDeviceID("d"), "m", "", domain.HashToken("t"), testTime)
 		b, _ := json.Marshal(newDeviceView(ports.DeviceView{Device: d}))
 		if string(b) != `{"device_id":"d","model":"m","current_version":null,"last_seen_at":null,"active_task":null,"tags":[],"attributes":{}}` {
 			t.Errorf("device = %s", b)

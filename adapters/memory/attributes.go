@@ -43,22 +43,22 @@ var _ ports.DeviceAttributes = (*Attributes)(nil)
 func NewAttributes(s *Store) *Attributes { return &Attributes{devices: NewDevices(s), t: ddiOf(s)} }
 
 // Get returns the device's attributes (the zero value if it has none).
-func (r *Attributes) Get(ctx context.Context, deviceID string) (domain.DeviceAttributes, error) {
+func (r *Attributes) Get(ctx context.Context, deviceID domain.DeviceID) (domain.DeviceAttributes, error) {
 	if err := ctx.Err(); err != nil {
 		return domain.DeviceAttributes{}, err
 	}
 	r.t.mu.Lock()
 	defer r.t.mu.Unlock()
-	a := r.t.attrs[deviceID]
+	a := r.t.attrs[deviceID.String()]
 	return domain.RehydrateDeviceAttributes(a.Values(), a.UpdatedAt()), nil
 }
 
 // Update changes the device's attributes under its row lock.
-func (r *Attributes) Update(ctx context.Context, deviceID string, fn func(*domain.DeviceAttributes) error) (domain.DeviceAttributes, error) {
+func (r *Attributes) Update(ctx context.Context, deviceID domain.DeviceID, fn func(*domain.DeviceAttributes) error) (domain.DeviceAttributes, error) {
 	if _, err := r.devices.Get(ctx, deviceID); err != nil {
 		return domain.DeviceAttributes{}, fmt.Errorf("loading device: %w", err)
 	}
-	unlock, err := r.t.rows.lock(ctx, "attributes\x00"+deviceID)
+	unlock, err := r.t.rows.lock(ctx, "attributes\x00"+deviceID.String())
 	if err != nil {
 		return domain.DeviceAttributes{}, err
 	}
@@ -72,7 +72,7 @@ func (r *Attributes) Update(ctx context.Context, deviceID string, fn func(*domai
 	}
 	a = domain.RehydrateDeviceAttributes(a.Values(), stamp(a.UpdatedAt()))
 	r.t.mu.Lock()
-	r.t.attrs[deviceID] = a
+	r.t.attrs[deviceID.String()] = a
 	r.t.mu.Unlock()
 	return a, nil
 }
@@ -90,7 +90,11 @@ var _ ports.TaskActions = (*TaskActions)(nil)
 func NewTaskActions(s *Store) *TaskActions { return &TaskActions{tasks: NewTasks(s), t: ddiOf(s)} }
 
 // deviceTasks lists every task of the device (optionally of one status).
-func (r *TaskActions) deviceTasks(ctx context.Context, deviceID string, st *domain.TaskStatus) ([]domain.Task, error) {
+// The zero id has none: it must not become the listing's "every device".
+func (r *TaskActions) deviceTasks(ctx context.Context, deviceID domain.DeviceID, st *domain.TaskStatus) ([]domain.Task, error) {
+	if deviceID.IsZero() {
+		return nil, ctx.Err()
+	}
 	var (
 		out   []domain.Task
 		after *ports.TaskCursor
@@ -112,11 +116,11 @@ func (r *TaskActions) deviceTasks(ctx context.Context, deviceID string, st *doma
 func (r *TaskActions) notice(t domain.Task) domain.CancelNotice {
 	r.t.mu.Lock()
 	defer r.t.mu.Unlock()
-	return domain.RehydrateCancelNotice(t, r.t.confirmed[t.ID()])
+	return domain.RehydrateCancelNotice(t, r.t.confirmed[t.ID().String()])
 }
 
 // ByAction returns the device's task numbered actionID.
-func (r *TaskActions) ByAction(ctx context.Context, deviceID string, actionID int64) (domain.Task, error) {
+func (r *TaskActions) ByAction(ctx context.Context, deviceID domain.DeviceID, actionID int64) (domain.Task, error) {
 	ts, err := r.deviceTasks(ctx, deviceID, nil)
 	if err != nil {
 		return domain.Task{}, err
@@ -130,7 +134,7 @@ func (r *TaskActions) ByAction(ctx context.Context, deviceID string, actionID in
 }
 
 // Cancel returns the notice of the device's task numbered actionID.
-func (r *TaskActions) Cancel(ctx context.Context, deviceID string, actionID int64) (domain.CancelNotice, error) {
+func (r *TaskActions) Cancel(ctx context.Context, deviceID domain.DeviceID, actionID int64) (domain.CancelNotice, error) {
 	t, err := r.ByAction(ctx, deviceID, actionID)
 	if err != nil {
 		return domain.CancelNotice{}, err
@@ -139,7 +143,7 @@ func (r *TaskActions) Cancel(ctx context.Context, deviceID string, actionID int6
 }
 
 // PendingCancel returns the device's newest unconfirmed cancel, or nil.
-func (r *TaskActions) PendingCancel(ctx context.Context, deviceID string) (*domain.CancelNotice, error) {
+func (r *TaskActions) PendingCancel(ctx context.Context, deviceID domain.DeviceID) (*domain.CancelNotice, error) {
 	st := domain.TaskCancelled
 	ts, err := r.deviceTasks(ctx, deviceID, &st)
 	if err != nil {
@@ -152,7 +156,7 @@ func (r *TaskActions) PendingCancel(ctx context.Context, deviceID string) (*doma
 			continue
 		}
 		if best == nil || t.UpdatedAt().After(best.Task().UpdatedAt()) ||
-			(t.UpdatedAt().Equal(best.Task().UpdatedAt()) && t.ID() > best.Task().ID()) {
+			(t.UpdatedAt().Equal(best.Task().UpdatedAt()) && t.ID().String() > best.Task().ID().String()) {
 			best = &n
 		}
 	}
@@ -160,12 +164,12 @@ func (r *TaskActions) PendingCancel(ctx context.Context, deviceID string) (*doma
 }
 
 // UpdateCancel changes the notice under the task's row lock.
-func (r *TaskActions) UpdateCancel(ctx context.Context, deviceID string, actionID int64, fn func(*domain.CancelNotice) error) (domain.CancelNotice, error) {
+func (r *TaskActions) UpdateCancel(ctx context.Context, deviceID domain.DeviceID, actionID int64, fn func(*domain.CancelNotice) error) (domain.CancelNotice, error) {
 	t, err := r.ByAction(ctx, deviceID, actionID)
 	if err != nil {
 		return domain.CancelNotice{}, err
 	}
-	unlock, err := r.t.rows.lock(ctx, "cancel\x00"+t.ID())
+	unlock, err := r.t.rows.lock(ctx, "cancel\x00"+t.ID().String())
 	if err != nil {
 		return domain.CancelNotice{}, err
 	}
@@ -179,9 +183,9 @@ func (r *TaskActions) UpdateCancel(ctx context.Context, deviceID string, actionI
 	}
 	r.t.mu.Lock()
 	if at := stamp(n.ConfirmedAt()); at.IsZero() {
-		delete(r.t.confirmed, t.ID())
+		delete(r.t.confirmed, t.ID().String())
 	} else {
-		r.t.confirmed[t.ID()] = at
+		r.t.confirmed[t.ID().String()] = at
 	}
 	r.t.mu.Unlock()
 	return r.notice(t), nil

@@ -20,7 +20,7 @@ func NewDevices(s *Store) *Devices { return &Devices{s: s} }
 // storedDevice is d as Postgres would give it back: timestamps at
 // microsecond precision in UTC.
 func storedDevice(d domain.Device) domain.Device {
-	return domain.RehydrateDevice(d.ID(), d.Model(), d.CurrentVersion(), d.TokenHash(), stamp(d.LastSeenAt()), stamp(d.CreatedAt()))
+	return domain.RehydrateDevice(d.ID().String(), d.Model(), d.CurrentVersion(), d.TokenHash(), stamp(d.LastSeenAt()), stamp(d.CreatedAt()))
 }
 
 // Create stores a new device; domain.ErrDeviceExists if the id is taken. A
@@ -33,14 +33,15 @@ func (r *Devices) Create(ctx context.Context, d domain.Device) error {
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.devices[d.ID()]; ok {
+	if _, ok := s.devices[d.ID().String()]; ok {
 		return domain.ErrDeviceExists
 	}
 	return s.putDeviceLocked(storedDevice(d))
 }
 
 // Get loads a device by id.
-func (r *Devices) Get(ctx context.Context, id string) (domain.Device, error) {
+func (r *Devices) Get(ctx context.Context, devID domain.DeviceID) (domain.Device, error) {
+	id := devID.String()
 	if err := ctx.Err(); err != nil {
 		return domain.Device{}, err
 	}
@@ -73,7 +74,8 @@ func (r *Devices) GetByTokenHash(ctx context.Context, h domain.TokenHash) (domai
 // a copy, and stores it only if fn returns nil. As in the Postgres adapter,
 // everything but the id and the registration time is written; a token
 // hash another device has is refused and nothing is stored.
-func (r *Devices) Update(ctx context.Context, id string, fn func(*domain.Device) error) (domain.Device, error) {
+func (r *Devices) Update(ctx context.Context, devID domain.DeviceID, fn func(*domain.Device) error) (domain.Device, error) {
+	id := devID.String()
 	s := r.s
 	unlock, err := s.rows.lock(ctx, deviceRow(id))
 	if err != nil {
@@ -93,7 +95,7 @@ func (r *Devices) Update(ctx context.Context, id string, fn func(*domain.Device)
 	if err := ctx.Err(); err != nil {
 		return domain.Device{}, err
 	}
-	merged := domain.RehydrateDevice(d.ID(), changed.Model(), changed.CurrentVersion(), changed.TokenHash(), stamp(changed.LastSeenAt()), d.CreatedAt())
+	merged := domain.RehydrateDevice(d.ID().String(), changed.Model(), changed.CurrentVersion(), changed.TokenHash(), stamp(changed.LastSeenAt()), d.CreatedAt())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.putDeviceLocked(merged); err != nil {
@@ -110,7 +112,7 @@ func (r *Devices) Update(ctx context.Context, id string, fn func(*domain.Device)
 // The memory store writes every check (writing costs it nothing), so
 // stored serves only for its id.
 func (r *Devices) RecordSeen(ctx context.Context, stored domain.Device, v domain.Version, at time.Time) error {
-	s, id := r.s, stored.ID()
+	s, id := r.s, stored.ID().String()
 	unlock, err := s.rows.lock(ctx, deviceRow(id))
 	if err != nil {
 		return err
@@ -133,13 +135,13 @@ func (r *Devices) RecordSeen(ctx context.Context, stored domain.Device, v domain
 // putDeviceLocked writes d and keeps the token index in step, refusing a
 // token hash that belongs to another device. s.mu is held.
 func (s *Store) putDeviceLocked(d domain.Device) error {
-	if owner, taken := s.byToken[d.TokenHash()]; taken && owner != d.ID() {
+	if owner, taken := s.byToken[d.TokenHash()]; taken && owner != d.ID().String() {
 		return errTokenTaken
 	}
-	if old, ok := s.devices[d.ID()]; ok && old.TokenHash() != d.TokenHash() {
+	if old, ok := s.devices[d.ID().String()]; ok && old.TokenHash() != d.TokenHash() {
 		delete(s.byToken, old.TokenHash())
 	}
-	s.devices[d.ID()] = d
-	s.byToken[d.TokenHash()] = d.ID()
+	s.devices[d.ID().String()] = d
+	s.byToken[d.TokenHash()] = d.ID().String()
 	return nil
 }

@@ -125,7 +125,7 @@ func (r *Fleet) RecentFailures(ctx context.Context, rolloutID domain.UUID, limit
 		if c := out[i].UpdatedAt().Compare(out[j].UpdatedAt()); c != 0 {
 			return c > 0
 		}
-		return out[i].ID() > out[j].ID()
+		return out[i].ID().String() > out[j].ID().String()
 	})
 	if len(out) > limit {
 		out = out[:limit]

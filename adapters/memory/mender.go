@@ -44,11 +44,12 @@ var _ ports.DeviceAdmissions = (*Admissions)(nil)
 func NewAdmissions(s *Store) *Admissions { return &Admissions{s: s, t: menderOf(s)} }
 
 func storedAdmission(a domain.DeviceAdmission) (domain.DeviceAdmission, error) {
-	return domain.RehydrateDeviceAdmission(a.DeviceID(), a.Key().PEM(), a.Generation(), stamp(a.UpdatedAt()))
+	return domain.RehydrateDeviceAdmission(a.DeviceID().String(), a.Key().PEM(), a.Generation(), stamp(a.UpdatedAt()))
 }
 
 // Get returns the device's admission.
-func (r *Admissions) Get(ctx context.Context, deviceID string) (domain.DeviceAdmission, error) {
+func (r *Admissions) Get(ctx context.Context, device domain.DeviceID) (domain.DeviceAdmission, error) {
+	deviceID := device.String()
 	if err := ctx.Err(); err != nil {
 		return domain.DeviceAdmission{}, err
 	}
@@ -62,8 +63,8 @@ func (r *Admissions) Get(ctx context.Context, deviceID string) (domain.DeviceAdm
 }
 
 // Generation returns the device's current session token generation.
-func (r *Admissions) Generation(ctx context.Context, deviceID string) (int64, error) {
-	a, err := r.Get(ctx, deviceID)
+func (r *Admissions) Generation(ctx context.Context, device domain.DeviceID) (int64, error) {
+	a, err := r.Get(ctx, device)
 	if err != nil {
 		return 0, err
 	}
@@ -73,7 +74,7 @@ func (r *Admissions) Generation(ctx context.Context, deviceID string) (int64, er
 // createDeviceLocked stores a new device and its admission; the caller
 // holds the store's mutex.
 func (r *Admissions) createDeviceLocked(d domain.Device, a domain.DeviceAdmission) error {
-	if _, ok := r.s.devices[d.ID()]; ok {
+	if _, ok := r.s.devices[d.ID().String()]; ok {
 		return domain.ErrDeviceExists
 	}
 	stored, err := storedAdmission(a)
@@ -84,7 +85,7 @@ func (r *Admissions) createDeviceLocked(d domain.Device, a domain.DeviceAdmissio
 		return err
 	}
 	r.t.mu.Lock()
-	r.t.admissions[d.ID()] = stored
+	r.t.admissions[d.ID().String()] = stored
 	r.t.mu.Unlock()
 	return nil
 }
@@ -100,8 +101,9 @@ func (r *Admissions) CreateDevice(ctx context.Context, d domain.Device, a domain
 }
 
 // Admit replaces a registered device's admission under its row lock.
-func (r *Admissions) Admit(ctx context.Context, deviceID string, fn func(*domain.DeviceAdmission) (domain.DeviceAdmission, error)) (domain.DeviceAdmission, error) {
-	if _, err := NewDevices(r.s).Get(ctx, deviceID); err != nil {
+func (r *Admissions) Admit(ctx context.Context, device domain.DeviceID, fn func(*domain.DeviceAdmission) (domain.DeviceAdmission, error)) (domain.DeviceAdmission, error) {
+	deviceID := device.String()
+	if _, err := NewDevices(r.s).Get(ctx, device); err != nil {
 		return domain.DeviceAdmission{}, fmt.Errorf("loading device: %w", err)
 	}
 	unlock, err := r.t.rows.lock(ctx, "admission\x00"+deviceID)
@@ -110,7 +112,7 @@ func (r *Admissions) Admit(ctx context.Context, deviceID string, fn func(*domain
 	}
 	defer unlock()
 	var cur *domain.DeviceAdmission
-	if a, err := r.Get(ctx, deviceID); err == nil {
+	if a, err := r.Get(ctx, device); err == nil {
 		cur = &a
 	}
 	next, err := fn(cur)
@@ -140,13 +142,13 @@ func NewAuthRequests(s *Store) *AuthRequests {
 }
 
 func storedRequest(q domain.AuthRequest) (domain.AuthRequest, error) {
-	return domain.RehydrateAuthRequest(q.ID(), q.DeviceID(), q.Identity(), q.Key().PEM(), q.DeviceType(), q.Status(),
+	return domain.RehydrateAuthRequest(q.ID(), q.DeviceID().String(), q.Identity(), q.Key().PEM(), q.DeviceType(), q.Status(),
 		stamp(q.CreatedAt()), stamp(q.UpdatedAt()))
 }
 
 func (r *AuthRequests) byDeviceLocked(deviceID string) *domain.AuthRequest {
 	for _, q := range r.t.requests {
-		if q.DeviceID() == deviceID {
+		if q.DeviceID().String() == deviceID {
 			return &q
 		}
 	}
@@ -154,7 +156,8 @@ func (r *AuthRequests) byDeviceLocked(deviceID string) *domain.AuthRequest {
 }
 
 // Upsert changes the device's request under its row lock.
-func (r *AuthRequests) Upsert(ctx context.Context, deviceID string, fn func(*domain.AuthRequest) (*domain.AuthRequest, error)) error {
+func (r *AuthRequests) Upsert(ctx context.Context, device domain.DeviceID, fn func(*domain.AuthRequest) (*domain.AuthRequest, error)) error {
+	deviceID := device.String()
 	unlock, err := r.t.rows.lock(ctx, "request\x00"+deviceID)
 	if err != nil {
 		return err
@@ -182,15 +185,14 @@ func (r *AuthRequests) Upsert(ctx context.Context, deviceID string, fn func(*dom
 }
 
 // Get returns a request by id.
-func (r *AuthRequests) Get(ctx context.Context, id string) (domain.AuthRequest, error) {
+func (r *AuthRequests) Get(ctx context.Context, id domain.UUID) (domain.AuthRequest, error) {
 	if err := ctx.Err(); err != nil {
 		return domain.AuthRequest{}, err
 	}
-	key, ok := canonicalUUID(id)
 	r.t.mu.Lock()
 	defer r.t.mu.Unlock()
-	q, found := r.t.requests[key]
-	if !ok || !found {
+	q, found := r.t.requests[id.String()]
+	if !found {
 		return domain.AuthRequest{}, fmt.Errorf("auth request %q: %w", id, domain.ErrNotFound)
 	}
 	return q, nil
@@ -229,12 +231,12 @@ func (r *AuthRequests) Count(ctx context.Context) (int, error) {
 }
 
 // Update changes a request under its row lock.
-func (r *AuthRequests) Update(ctx context.Context, id string, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error) {
+func (r *AuthRequests) Update(ctx context.Context, id domain.UUID, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error) {
 	q, err := r.Get(ctx, id)
 	if err != nil {
 		return domain.AuthRequest{}, err
 	}
-	unlock, err := r.t.rows.lock(ctx, "request\x00"+q.DeviceID())
+	unlock, err := r.t.rows.lock(ctx, "request\x00"+q.DeviceID().String())
 	if err != nil {
 		return domain.AuthRequest{}, err
 	}
@@ -257,12 +259,12 @@ func (r *AuthRequests) Update(ctx context.Context, id string, fn func(*domain.Au
 // Accept registers the device if dev is set, stores its admission (a
 // replaced key moves the generation on) and deletes the request, as one
 // step.
-func (r *AuthRequests) Accept(ctx context.Context, id string, dev *domain.Device, a domain.DeviceAdmission) error {
+func (r *AuthRequests) Accept(ctx context.Context, id domain.UUID, dev *domain.Device, a domain.DeviceAdmission) error {
 	q, err := r.Get(ctx, id)
 	if err != nil {
 		return err
 	}
-	unlock, err := r.t.rows.lock(ctx, "request\x00"+q.DeviceID())
+	unlock, err := r.t.rows.lock(ctx, "request\x00"+q.DeviceID().String())
 	if err != nil {
 		return err
 	}
@@ -281,24 +283,24 @@ func (r *AuthRequests) Accept(ctx context.Context, id string, dev *domain.Device
 			return err
 		}
 	} else {
-		if _, ok := s.devices[a.DeviceID()]; !ok {
-			return fmt.Errorf("device %q: %w", a.DeviceID(), domain.ErrNotFound)
+		if _, ok := s.devices[a.DeviceID().String()]; !ok {
+			return fmt.Errorf("device %q: %w", a.DeviceID().String(), domain.ErrNotFound)
 		}
 		r.t.mu.Lock()
 		gen := a.Generation()
-		if cur, ok := r.t.admissions[a.DeviceID()]; ok && cur.Generation() >= gen {
+		if cur, ok := r.t.admissions[a.DeviceID().String()]; ok && cur.Generation() >= gen {
 			gen = cur.Generation() + 1
 		}
-		stored, err := domain.RehydrateDeviceAdmission(a.DeviceID(), a.Key().PEM(), gen, stamp(a.UpdatedAt()))
+		stored, err := domain.RehydrateDeviceAdmission(a.DeviceID().String(), a.Key().PEM(), gen, stamp(a.UpdatedAt()))
 		if err != nil {
 			r.t.mu.Unlock()
 			return err
 		}
-		r.t.admissions[a.DeviceID()] = stored
+		r.t.admissions[a.DeviceID().String()] = stored
 		r.t.mu.Unlock()
 	}
 	r.t.mu.Lock()
-	delete(r.t.requests, id)
+	delete(r.t.requests, id.String())
 	r.t.mu.Unlock()
 	return nil
 }
@@ -356,16 +358,16 @@ func (r *TaskLogs) Put(ctx context.Context, l domain.TaskLog) error {
 	}
 	r.t.mu.Lock()
 	defer r.t.mu.Unlock()
-	r.t.logs[l.TaskID()] = domain.RehydrateTaskLog(l.TaskID(), l.Lines(), stamp(l.UpdatedAt()))
+	r.t.logs[l.TaskID().String()] = domain.RehydrateTaskLog(l.TaskID().String(), l.Lines(), stamp(l.UpdatedAt()))
 	return nil
 }
 
 // Get returns a task's log.
-func (r *TaskLogs) Get(ctx context.Context, taskID string) (domain.TaskLog, error) {
+func (r *TaskLogs) Get(ctx context.Context, taskID domain.UUID) (domain.TaskLog, error) {
 	if err := ctx.Err(); err != nil {
 		return domain.TaskLog{}, err
 	}
-	key, _ := canonicalUUID(taskID)
+	key := taskID.String()
 	r.t.mu.Lock()
 	defer r.t.mu.Unlock()
 	l, ok := r.t.logs[key]

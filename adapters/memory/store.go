@@ -79,9 +79,10 @@ var errActiveTaskTaken = errors.New("memory: the device already has another acti
 var errTokenTaken = errors.New("memory: another device has this token hash")
 
 // canonicalUUID returns s in canonical lowercase form, or false when s is
-// not a UUID in the hyphenated form (either case). The Postgres adapter
-// accepts exactly that and answers in lowercase, so lookups here accept the
-// same and store the same.
+// not a UUID in the hyphenated form (either case), as the Postgres adapter
+// does for the ids the domain keeps as strings (a new row's own id, a
+// task's firmware and rollout). Ids a caller looks rows up by arrive typed
+// (domain.UUID) and are not checked again.
 func canonicalUUID(s string) (string, bool) {
 	if len(s) != 36 {
 		return "", false

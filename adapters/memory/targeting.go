@@ -54,7 +54,7 @@ var _ ports.DeviceDirectory = (*Directory)(nil)
 func NewDirectory(s *Store) *Directory { return &Directory{s: s} }
 
 // UpdateTags changes the tags of every listed device, all or nothing.
-func (r *Directory) UpdateTags(ctx context.Context, ids []string, fn func(string, []string) ([]string, error)) (map[string][]string, error) {
+func (r *Directory) UpdateTags(ctx context.Context, ids []domain.DeviceID, fn func(domain.DeviceID, []string) ([]string, error)) (map[domain.DeviceID][]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -62,16 +62,16 @@ func (r *Directory) UpdateTags(ctx context.Context, ids []string, fn func(string
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, id := range ids {
-		if _, ok := s.devices[id]; !ok {
+		if _, ok := s.devices[id.String()]; !ok {
 			return nil, fmt.Errorf("device %q: %w", id, domain.ErrNotFound)
 		}
 	}
 	tt := tagsOf(s)
 	tt.mu.Lock()
 	defer tt.mu.Unlock()
-	out := make(map[string][]string, len(ids))
+	out := make(map[domain.DeviceID][]string, len(ids))
 	for _, id := range ids {
-		cur := tt.tags[id]
+		cur := tt.tags[id.String()]
 		if prev, ok := out[id]; ok {
 			cur = prev
 		}
@@ -82,13 +82,14 @@ func (r *Directory) UpdateTags(ctx context.Context, ids []string, fn func(string
 		out[id] = slices.Clone(next)
 	}
 	for id, t := range out {
-		tt.tags[id] = t
+		tt.tags[id.String()] = t
 	}
 	return out, nil
 }
 
 // Tags returns a device's tags (empty, never nil).
-func (r *Directory) Tags(ctx context.Context, deviceID string) ([]string, error) {
+func (r *Directory) Tags(ctx context.Context, device domain.DeviceID) ([]string, error) {
+	deviceID := device.String()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -111,7 +112,7 @@ func (r *Directory) List(ctx context.Context, f ports.DeviceFilter) ([]ports.Dev
 	s.mu.Lock()
 	ids := make([]string, 0, len(s.devices))
 	for id := range s.devices {
-		if id > f.After {
+		if id > f.After.String() {
 			ids = append(ids, id)
 		}
 	}
@@ -135,10 +136,10 @@ func (r *Directory) List(ctx context.Context, f ports.DeviceFilter) ([]ports.Dev
 			continue
 		}
 		tt.mu.Lock()
-		tags := slices.Clone(tt.tags[d.ID()])
+		tags := slices.Clone(tt.tags[d.ID().String()])
 		tt.mu.Unlock()
 		dt.mu.Lock()
-		a := dt.attrs[d.ID()]
+		a := dt.attrs[d.ID().String()]
 		dt.mu.Unlock()
 		facts := domain.DeviceFacts{Tags: tags, Attributes: a.Values()}
 		ok := true

@@ -38,19 +38,15 @@ func mergeTask(stored, changed domain.Task) domain.Task {
 	return domain.RehydrateTask(rec)
 }
 
-// Get loads a task by id; an id that is not a UUID is domain.ErrNotFound.
-func (r *Tasks) Get(ctx context.Context, id string) (domain.Task, error) {
+// Get loads a task by id; the zero id is domain.ErrNotFound.
+func (r *Tasks) Get(ctx context.Context, id domain.UUID) (domain.Task, error) {
 	if err := ctx.Err(); err != nil {
 		return domain.Task{}, err
-	}
-	key, ok := canonicalUUID(id)
-	if !ok {
-		return domain.Task{}, domain.ErrNotFound
 	}
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t, ok := s.tasks[key]
+	t, ok := s.tasks[id.String()]
 	if !ok {
 		return domain.Task{}, domain.ErrNotFound
 	}
@@ -58,14 +54,14 @@ func (r *Tasks) Get(ctx context.Context, id string) (domain.Task, error) {
 }
 
 // Active returns the device's active task, or domain.ErrNotFound.
-func (r *Tasks) Active(ctx context.Context, deviceID string) (domain.Task, error) {
+func (r *Tasks) Active(ctx context.Context, deviceID domain.DeviceID) (domain.Task, error) {
 	if err := ctx.Err(); err != nil {
 		return domain.Task{}, err
 	}
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id, ok := s.active[deviceID]
+	id, ok := s.active[deviceID.String()]
 	if !ok {
 		return domain.Task{}, domain.ErrNotFound
 	}
@@ -94,18 +90,18 @@ func (r *Tasks) CheckView(ctx context.Context, h domain.TokenHash) (ports.CheckV
 }
 
 // CheckViewOf is CheckView for a device known by id.
-func (r *Tasks) CheckViewOf(ctx context.Context, deviceID string) (ports.CheckView, error) {
+func (r *Tasks) CheckViewOf(ctx context.Context, deviceID domain.DeviceID) (ports.CheckView, error) {
 	if err := ctx.Err(); err != nil {
 		return ports.CheckView{}, err
 	}
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v, err := s.checkViewLocked(deviceID)
+	v, err := s.checkViewLocked(deviceID.String())
 	if err != nil {
 		return v, err
 	}
-	v.Tasks.Facts = s.factsLocked(deviceID)
+	v.Tasks.Facts = s.factsLocked(deviceID.String())
 	return v, nil
 }
 
@@ -147,15 +143,15 @@ func (s *Store) failedLocked(deviceID string) map[string]int {
 // is checked here whatever fn did: when fn leaves the active task active
 // and still asks for an insert, the insert loses and the active task is
 // returned with created false, as the Postgres partial unique index makes
-// the insert lose. A device id that cannot exist is domain.ErrNotFound
-// before fn runs.
-func (r *Tasks) ReplaceActive(ctx context.Context, deviceID string, fn func(st ports.TaskState) (*domain.Task, error), onRollout ports.RolloutEvaluation) (domain.Task, bool, error) {
-	if domain.ValidateIdentifier("device_id", deviceID) != nil {
+// the insert lose. The zero device id is domain.ErrNotFound before fn runs.
+func (r *Tasks) ReplaceActive(ctx context.Context, device domain.DeviceID, fn func(st ports.TaskState) (*domain.Task, error), onRollout ports.RolloutEvaluation) (domain.Task, bool, error) {
+	if device.IsZero() {
 		if err := ctx.Err(); err != nil {
 			return domain.Task{}, false, err
 		}
 		return domain.Task{}, false, domain.ErrNotFound
 	}
+	deviceID := device.String()
 	s := r.s
 	unlock, err := s.rows.lock(ctx, taskRows(deviceID))
 	if err != nil {
@@ -276,7 +272,7 @@ func (r *Tasks) ReplaceActive(ctx context.Context, deviceID string, fn func(st p
 			}
 			return *after, false, nil
 		}
-		if holder, taken := s.active[deviceID]; taken && (after == nil || holder != after.ID()) {
+		if holder, taken := s.active[deviceID]; taken && (after == nil || holder != after.ID().String()) {
 			return s.tasks[holder], false, nil // not reached while writers hold the device's task lock
 		}
 	}
@@ -304,16 +300,14 @@ func checkNewTask(deviceID string, t domain.Task) (domain.TaskRecord, error) {
 	if rec.DeviceID != deviceID {
 		return domain.TaskRecord{}, errForeignDevice
 	}
-	id, err := mustUUID("task", rec.ID)
-	if err != nil {
-		return domain.TaskRecord{}, err
-	}
+	// The task's own id is typed (domain.UUID); its references are the
+	// strings domain.Task keeps, checked as the Postgres casts check them.
 	fwID, okF := canonicalUUID(rec.FirmwareID)
 	roID, okR := canonicalUUID(rec.RolloutID)
 	if !okF || !okR {
 		return domain.TaskRecord{}, domain.ErrNotFound
 	}
-	rec.ID, rec.FirmwareID, rec.RolloutID = id, fwID, roID
+	rec.FirmwareID, rec.RolloutID = fwID, roID
 	rec.CreatedAt, rec.UpdatedAt = stamp(rec.CreatedAt), stamp(rec.UpdatedAt)
 	return rec, nil
 }
@@ -337,21 +331,21 @@ func (s *Store) referencesLocked(rec domain.TaskRecord) error {
 // insertTaskLocked adds a checked task and its index entries. s.mu is held.
 func (s *Store) insertTaskLocked(t domain.Task) error {
 	if t.Status().IsActive() {
-		if _, taken := s.active[t.DeviceID()]; taken {
+		if _, taken := s.active[t.DeviceID().String()]; taken {
 			return errActiveTaskTaken
 		}
-		s.active[t.DeviceID()] = t.ID()
+		s.active[t.DeviceID().String()] = t.ID().String()
 	}
-	s.tasks[t.ID()] = t
-	s.byDevice[t.DeviceID()] = append(s.byDevice[t.DeviceID()], t.ID())
-	s.byRollout[t.RolloutID()] = append(s.byRollout[t.RolloutID()], t.ID())
+	s.tasks[t.ID().String()] = t
+	s.byDevice[t.DeviceID().String()] = append(s.byDevice[t.DeviceID().String()], t.ID().String())
+	s.byRollout[t.RolloutID()] = append(s.byRollout[t.RolloutID()], t.ID().String())
 	return nil
 }
 
 // putTaskLocked overwrites a stored task with t (already merged) and keeps
 // the active index in step, refusing a second active task. s.mu is held.
 func (s *Store) putTaskLocked(t domain.Task) error {
-	dev, id := t.DeviceID(), t.ID()
+	dev, id := t.DeviceID().String(), t.ID().String()
 	holder, taken := s.active[dev]
 	switch {
 	case t.Status().IsActive() && taken && holder != id:
@@ -367,21 +361,18 @@ func (s *Store) putTaskLocked(t domain.Task) error {
 
 // lockTask finds the task, takes its device's task lock and returns the
 // task as stored under that lock, with the release function.
-func (s *Store) lockTask(ctx context.Context, id string) (domain.Task, func(), error) {
+func (s *Store) lockTask(ctx context.Context, id domain.UUID) (domain.Task, func(), error) {
 	if err := ctx.Err(); err != nil {
 		return domain.Task{}, nil, err
 	}
-	key, ok := canonicalUUID(id)
-	if !ok {
-		return domain.Task{}, nil, domain.ErrNotFound
-	}
+	key := id.String()
 	s.mu.Lock()
 	t, ok := s.tasks[key]
 	s.mu.Unlock()
 	if !ok {
 		return domain.Task{}, nil, domain.ErrNotFound
 	}
-	unlock, err := s.rows.lock(ctx, taskRows(t.DeviceID())) // a task's device never changes
+	unlock, err := s.rows.lock(ctx, taskRows(t.DeviceID().String())) // a task's device never changes
 	if err != nil {
 		return domain.Task{}, nil, err
 	}
@@ -393,7 +384,7 @@ func (s *Store) lockTask(ctx context.Context, id string) (domain.Task, func(), e
 
 // Update loads the task locked, lets fn change a copy, and stores it only if
 // fn returns nil. Only status, progress, error and their time are written.
-func (r *Tasks) Update(ctx context.Context, id string, fn func(*domain.Task) error) (domain.Task, error) {
+func (r *Tasks) Update(ctx context.Context, id domain.UUID, fn func(*domain.Task) error) (domain.Task, error) {
 	s := r.s
 	t, unlock, err := s.lockTask(ctx, id)
 	if err != nil {
@@ -426,14 +417,14 @@ func (r *Tasks) Update(ctx context.Context, id string, fn func(*domain.Task) err
 // untouched then); when fn or onRollout fails or ctx ends first nothing is
 // stored and the error is returned. The recorded event keeps only its id
 // and fingerprint, as the Postgres table does.
-func (r *Tasks) ApplyEvent(ctx context.Context, taskID string, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout ports.RolloutEvaluation) (domain.Task, error) {
+func (r *Tasks) ApplyEvent(ctx context.Context, taskID domain.UUID, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout ports.RolloutEvaluation) (domain.Task, error) {
 	s := r.s
 	t, unlock, err := s.lockTask(ctx, taskID)
 	if err != nil {
 		return domain.Task{}, err
 	}
 	defer unlock()
-	key := eventKey{taskID: t.ID(), eventID: ev.ID()}
+	key := eventKey{taskID: t.ID().String(), eventID: ev.ID()}
 	s.mu.Lock()
 	fp, seen := s.events[key]
 	s.mu.Unlock()
@@ -486,14 +477,14 @@ func (r *Tasks) ApplyEvent(ctx context.Context, taskID string, ev domain.Event, 
 // FailedCounts counts the device's failed tasks by firmware id, across
 // rollouts. Cancelled tasks are not failures. The map is empty, not nil,
 // when there are none.
-func (r *Tasks) FailedCounts(ctx context.Context, deviceID string) (map[string]int, error) {
+func (r *Tasks) FailedCounts(ctx context.Context, deviceID domain.DeviceID) (map[string]int, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.failedLocked(deviceID), nil
+	return s.failedLocked(deviceID.String()), nil
 }
 
 // RolloutStats counts a rollout's tasks by status. A rollout without tasks,
@@ -531,34 +522,22 @@ const DefaultListLimit = 50
 
 // List returns the tasks matching f in (created_at, id) order, starting
 // after f.After, at most f.Limit of them (DefaultListLimit when not
-// positive). A rollout filter that is not a UUID matches nothing; a cursor
-// id that is not a UUID is a validation error.
+// positive). Zero filter fields match all.
 func (r *Tasks) List(ctx context.Context, f ports.TaskFilter) ([]domain.Task, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	var after *ports.TaskCursor
 	if f.After != nil {
-		id, ok := canonicalUUID(f.After.ID)
-		if !ok {
-			return nil, &domain.ValidationError{Field: "after", Reason: "is not a valid cursor"}
-		}
-		after = &ports.TaskCursor{CreatedAt: stamp(f.After.CreatedAt), ID: id}
+		after = &ports.TaskCursor{CreatedAt: stamp(f.After.CreatedAt), ID: f.After.ID}
 	}
-	rolloutID := ""
-	if f.RolloutID != "" {
-		id, ok := canonicalUUID(f.RolloutID)
-		if !ok {
-			return []domain.Task{}, nil
-		}
-		rolloutID = id
-	}
+	rolloutID, deviceID := f.RolloutID.String(), f.DeviceID.String()
 	s := r.s
 	s.mu.Lock()
 	var ids []string
 	switch {
-	case f.DeviceID != "":
-		ids = s.byDevice[f.DeviceID]
+	case deviceID != "":
+		ids = s.byDevice[deviceID]
 	case rolloutID != "":
 		ids = s.byRollout[rolloutID]
 	default:
@@ -571,7 +550,7 @@ func (r *Tasks) List(ctx context.Context, f ports.TaskFilter) ([]domain.Task, er
 	for _, id := range ids {
 		t := s.tasks[id]
 		switch {
-		case f.DeviceID != "" && t.DeviceID() != f.DeviceID,
+		case deviceID != "" && t.DeviceID().String() != deviceID,
 			rolloutID != "" && t.RolloutID() != rolloutID,
 			f.Status != nil && t.Status() != *f.Status,
 			after != nil && !taskAfter(t, *after):
@@ -599,7 +578,7 @@ func taskAfter(t domain.Task, c ports.TaskCursor) bool {
 	if cmp := t.CreatedAt().Compare(c.CreatedAt); cmp != 0 {
 		return cmp > 0
 	}
-	return t.ID() > c.ID
+	return t.ID().String() > c.ID.String()
 }
 
 // judgeRollout lets eval judge a rollout whose row lock the caller holds,
@@ -621,7 +600,7 @@ func (s *Store) judgeRollout(rolloutID string, changed domain.Task, eval ports.R
 		var st domain.TaskStats
 		for _, id := range s.byRollout[rolloutID] {
 			task := s.tasks[id]
-			if id == changed.ID() {
+			if id == changed.ID().String() {
 				task = changed
 			}
 			if task.CreatedAt().Before(since) {

@@ -116,7 +116,7 @@ func (a *Adapter) next(c echo.Context, p ports.MenderProvides) error {
 	}
 	spec := v.Firmware.Spec()
 	return c.JSON(http.StatusOK, deploymentView{
-		ID: v.Task.ID(),
+		ID: v.Task.ID().String(),
 		Artifact: artifactView{
 			ID: v.Firmware.ID(), ArtifactName: spec.ArtifactName,
 			Source:                source{URI: spec.URL, Expire: a.now().Add(sourceTTL).UTC().Format(time.RFC3339)},
@@ -161,7 +161,7 @@ func (a *Adapter) status(c echo.Context) error {
 	if b.Status == nil {
 		return &domain.ValidationError{Field: "status", Reason: "is required"}
 	}
-	if err := a.svc.Status(c.Request().Context(), deviceOf(c), param(c, "id"), *b.Status); err != nil {
+	if err := a.svc.Status(c.Request().Context(), deviceOf(c), pathUUID(c, "id"), *b.Status); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -184,7 +184,7 @@ func (a *Adapter) log(c echo.Context) error {
 		ts := strings.Join(values(m.Timestamp), ",")
 		lines = append(lines, domain.LogLine{Level: m.Level, Message: m.Message, Timestamp: ts})
 	}
-	if err := a.svc.Log(c.Request().Context(), deviceOf(c), param(c, "id"), lines); err != nil {
+	if err := a.svc.Log(c.Request().Context(), deviceOf(c), pathUUID(c, "id"), lines); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -209,7 +209,7 @@ func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 func pendingView(r domain.AuthRequest) PendingView {
 	return PendingView{
-		ID: r.ID(), DeviceID: r.DeviceID(), IDData: r.Identity(), PublicKey: r.Key().PEM(),
+		ID: r.ID(), DeviceID: r.DeviceID().String(), IDData: r.Identity(), PublicKey: r.Key().PEM(),
 		KeyFingerprint: r.Key().Fingerprint(), DeviceType: r.DeviceType(), Status: r.Status().String(),
 		CreatedAt: stamp(r.CreatedAt()), UpdatedAt: stamp(r.UpdatedAt()),
 	}
@@ -256,15 +256,15 @@ func (a *Adapter) accept(c echo.Context) error {
 	if b.Model != nil {
 		model = *b.Model
 	}
-	d, err := a.admin.Accept(c.Request().Context(), param(c, "id"), model)
+	d, err := a.admin.Accept(c.Request().Context(), pathUUID(c, "id"), model)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, AcceptedView{DeviceID: d.ID(), Model: d.Model(), CreatedAt: stamp(d.CreatedAt())})
+	return c.JSON(http.StatusOK, AcceptedView{DeviceID: d.ID().String(), Model: d.Model(), CreatedAt: stamp(d.CreatedAt())})
 }
 
 func (a *Adapter) reject(c echo.Context) error {
-	r, err := a.admin.Reject(c.Request().Context(), param(c, "id"))
+	r, err := a.admin.Reject(c.Request().Context(), pathUUID(c, "id"))
 	if err != nil {
 		return err
 	}
@@ -279,7 +279,7 @@ type LogLineView struct {
 }
 
 func (a *Adapter) taskLog(c echo.Context) error {
-	l, err := a.admin.TaskLog(c.Request().Context(), param(c, "id"))
+	l, err := a.admin.TaskLog(c.Request().Context(), pathUUID(c, "id"))
 	if err != nil {
 		return err
 	}
@@ -287,7 +287,7 @@ func (a *Adapter) taskLog(c echo.Context) error {
 	for _, x := range l.Lines() {
 		lines = append(lines, LogLineView(x))
 	}
-	return c.JSON(http.StatusOK, map[string]any{"task_id": l.TaskID(), "messages": lines, "updated_at": stamp(l.UpdatedAt())})
+	return c.JSON(http.StatusOK, map[string]any{"task_id": l.TaskID().String(), "messages": lines, "updated_at": stamp(l.UpdatedAt())})
 }
 
 // KeyView is a device's admission, as operators see it (the key itself is
@@ -318,10 +318,10 @@ func (a *Adapter) setKey(c echo.Context) error {
 	if b.PublicKey == nil {
 		return &domain.ValidationError{Field: "public_key", Reason: "is required"}
 	}
-	adm, err := a.admin.SetKey(c.Request().Context(), param(c, "device_id"), *b.PublicKey)
+	adm, err := a.admin.SetKey(c.Request().Context(), pathDeviceID(c), *b.PublicKey)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, KeyView{DeviceID: adm.DeviceID(), KeyFingerprint: adm.Key().Fingerprint(),
+	return c.JSON(http.StatusOK, KeyView{DeviceID: adm.DeviceID().String(), KeyFingerprint: adm.Key().Fingerprint(),
 		TokenGeneration: adm.Generation(), UpdatedAt: stamp(adm.UpdatedAt())})
 }

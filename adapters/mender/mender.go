@@ -129,11 +129,29 @@ func param(c echo.Context, name string) string {
 	return v
 }
 
-// ctxDevice is where the session middleware leaves the device id.
+// pathUUID parses the path parameter name as a UUID, once, at the edge.
+// An id that is not a UUID names nothing: the zero UUID, which the use
+// cases answer with domain.ErrNotFound without a read, after judging the
+// request's body (so a bad body is still VALIDATION_FAILED).
+func pathUUID(c echo.Context, name string) domain.UUID {
+	id, _ := domain.ParseUUID(name, param(c, name))
+	return id
+}
+
+// pathDeviceID parses the path parameter device_id, once, at the edge; an
+// id that breaks the device id rule becomes the zero DeviceID, which the
+// use cases answer with domain.ErrNotFound without a read.
+func pathDeviceID(c echo.Context) domain.DeviceID {
+	id, _ := domain.ParseDeviceID(param(c, "device_id"))
+	return id
+}
+
+// ctxDevice is where the session middleware leaves the device id, typed
+// by the session token's verification.
 const ctxDevice = "mender.device"
 
-func deviceOf(c echo.Context) string {
-	id, _ := c.Get(ctxDevice).(string)
+func deviceOf(c echo.Context) domain.DeviceID {
+	id, _ := c.Get(ctxDevice).(domain.DeviceID)
 	return id
 }
 

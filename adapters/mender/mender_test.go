@@ -425,7 +425,7 @@ func TestPreauthorizedDeviceCompletesAnUpdate(t *testing.T) {
 	if r := h.do(http.MethodPatch, mender.InventoryPath, bearer(tok), `[{"name":"hostname","value":"cam"}]`, true); r.status != http.StatusOK {
 		t.Fatalf("inventory PATCH: %d %s", r.status, r.body)
 	}
-	attrs, err := memory.NewAttributes(h.store).Get(context.Background(), "dev-1")
+	attrs, err := memory.NewAttributes(h.store).Get(context.Background(), asDeviceID("dev-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -538,6 +538,18 @@ func TestFailureKeepsTheLog(t *testing.T) {
 		t.Fatalf("another device's status: %d, want 404", got)
 	}
 	h.admin(http.MethodGet, "/tasks/00000000-0000-4000-8000-000000000000/log", nil, http.StatusNotFound)
+	// A deployment id that is not a UUID is parsed once, at the edge, into
+	// no task: NOT_FOUND, after the body is judged.
+	if got := h.status(tok, "not-a-deployment", "downloading"); got != http.StatusNotFound {
+		t.Fatalf("malformed deployment id: %d, want 404", got)
+	}
+	if got := h.status(tok, "not-a-deployment", "flying"); got != http.StatusBadRequest {
+		t.Fatalf("bad status on a malformed deployment id: %d, want 400", got)
+	}
+	if r := h.do(http.MethodPut, "/api/devices/v1/deployments/device/deployments/not-a-deployment/log", bearer(tok), log, true); r.status != http.StatusNotFound {
+		t.Fatalf("log of a malformed deployment id: %d, want 404", r.status)
+	}
+	h.admin(http.MethodGet, "/tasks/not-a-task/log", nil, http.StatusNotFound)
 }
 
 func TestCancelledRolloutAborts(t *testing.T) {
@@ -604,6 +616,9 @@ func TestPendingDevicesWaitForAnOperator(t *testing.T) {
 		t.Fatalf("pending: %+v", list.Items)
 	}
 	id := list.Items[0].ID
+	// A request id that is not a UUID is parsed at the edge into none.
+	h.admin(http.MethodPost, "/devices/pending/not-a-request/accept", map[string]any{"model": "cam-x1"}, http.StatusNotFound)
+	h.admin(http.MethodPost, "/devices/pending/not-a-request/reject", nil, http.StatusNotFound)
 	h.admin(http.MethodPost, "/devices/pending/"+id+"/accept", nil, http.StatusBadRequest) // no model known
 	acc := h.admin(http.MethodPost, "/devices/pending/"+id+"/accept", map[string]any{"model": model}, http.StatusOK).json(t)
 	if acc["device_id"] != "dev-new" || acc["model"] != model {
@@ -774,6 +789,10 @@ func TestOperatorsSetAndRotateADeviceKey(t *testing.T) {
 		t.Fatalf("token of the new generation: %d", r.status)
 	}
 	h.admin(http.MethodPut, "/devices/ghost/public_key", map[string]any{"public_key": k1.pub}, http.StatusNotFound)
+	// A malformed device id in the path names no device (the key is
+	// judged first, as for any unknown device).
+	h.admin(http.MethodPut, "/devices/bad%20id/public_key", map[string]any{"public_key": k1.pub}, http.StatusNotFound)
+	h.admin(http.MethodPut, "/devices/bad%20id/public_key", map[string]any{"public_key": "nope"}, http.StatusBadRequest)
 	h.admin(http.MethodPut, "/devices/dev-1/public_key", map[string]any{"public_key": "nope"}, http.StatusBadRequest)
 	h.admin(http.MethodPut, "/devices/dev-1/public_key", map[string]any{}, http.StatusBadRequest)
 }

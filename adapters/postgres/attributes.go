@@ -32,8 +32,9 @@ func attributesFrom(raw []byte, updatedAt sql.NullTime) (domain.DeviceAttributes
 }
 
 // Get returns the device's attributes (the zero value if it has none).
-func (s *AttributeRepository) Get(ctx context.Context, deviceID string) (domain.DeviceAttributes, error) {
-	if !validDeviceID(deviceID) {
+func (s *AttributeRepository) Get(ctx context.Context, device domain.DeviceID) (domain.DeviceAttributes, error) {
+	deviceID := device.String()
+	if device.IsZero() {
 		return domain.DeviceAttributes{}, nil
 	}
 	var (
@@ -54,8 +55,9 @@ func (s *AttributeRepository) Get(ctx context.Context, deviceID string) (domain.
 // transaction, for a device that has none), lets fn change the attributes
 // and stores them. When fn fails the transaction rolls back, the created
 // row with it.
-func (s *AttributeRepository) Update(ctx context.Context, deviceID string, fn func(*domain.DeviceAttributes) error) (domain.DeviceAttributes, error) {
-	if !validDeviceID(deviceID) {
+func (s *AttributeRepository) Update(ctx context.Context, device domain.DeviceID, fn func(*domain.DeviceAttributes) error) (domain.DeviceAttributes, error) {
+	deviceID := device.String()
+	if device.IsZero() {
 		return domain.DeviceAttributes{}, fmt.Errorf("loading device: %w", domain.ErrNotFound)
 	}
 	var out domain.DeviceAttributes
@@ -147,7 +149,7 @@ func scanNotice(row *sql.Row) (domain.CancelNotice, error) {
 }
 
 // ByAction returns the device's task numbered actionID.
-func (s *TaskActionRepository) ByAction(ctx context.Context, deviceID string, actionID int64) (domain.Task, error) {
+func (s *TaskActionRepository) ByAction(ctx context.Context, deviceID domain.DeviceID, actionID int64) (domain.Task, error) {
 	n, err := s.Cancel(ctx, deviceID, actionID)
 	if err != nil {
 		return domain.Task{}, err
@@ -156,8 +158,9 @@ func (s *TaskActionRepository) ByAction(ctx context.Context, deviceID string, ac
 }
 
 // Cancel returns the notice of the device's task numbered actionID.
-func (s *TaskActionRepository) Cancel(ctx context.Context, deviceID string, actionID int64) (domain.CancelNotice, error) {
-	if !validDeviceID(deviceID) || actionID <= 0 {
+func (s *TaskActionRepository) Cancel(ctx context.Context, device domain.DeviceID, actionID int64) (domain.CancelNotice, error) {
+	deviceID := device.String()
+	if device.IsZero() || actionID <= 0 {
 		return domain.CancelNotice{}, fmt.Errorf("loading action: %w", domain.ErrNotFound)
 	}
 	n, err := noticeWhere(ctx, s.db, `device_id = $1 AND action_id = $2`, deviceID, actionID)
@@ -169,8 +172,9 @@ func (s *TaskActionRepository) Cancel(ctx context.Context, deviceID string, acti
 
 // PendingCancel returns the device's newest unconfirmed cancel, or nil
 // (an index scan of tasks_unconfirmed_cancel_idx).
-func (s *TaskActionRepository) PendingCancel(ctx context.Context, deviceID string) (*domain.CancelNotice, error) {
-	if !validDeviceID(deviceID) {
+func (s *TaskActionRepository) PendingCancel(ctx context.Context, device domain.DeviceID) (*domain.CancelNotice, error) {
+	deviceID := device.String()
+	if device.IsZero() {
 		return nil, nil
 	}
 	var row *sql.Row
@@ -211,8 +215,9 @@ func (s *TaskActionRepository) pendingStmt(ctx context.Context) (*sql.Stmt, erro
 
 // UpdateCancel locks the task's row, lets fn change its notice, and stores
 // the confirmation. The lock is FOR NO KEY UPDATE, like every task update.
-func (s *TaskActionRepository) UpdateCancel(ctx context.Context, deviceID string, actionID int64, fn func(*domain.CancelNotice) error) (domain.CancelNotice, error) {
-	if !validDeviceID(deviceID) || actionID <= 0 {
+func (s *TaskActionRepository) UpdateCancel(ctx context.Context, device domain.DeviceID, actionID int64, fn func(*domain.CancelNotice) error) (domain.CancelNotice, error) {
+	deviceID := device.String()
+	if device.IsZero() || actionID <= 0 {
 		return domain.CancelNotice{}, fmt.Errorf("loading action: %w", domain.ErrNotFound)
 	}
 	var out domain.CancelNotice
@@ -225,7 +230,7 @@ func (s *TaskActionRepository) UpdateCancel(ctx context.Context, deviceID string
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET cancel_confirmed_at = $2 WHERE id = $1`,
-			n.Task().ID(), nullTime(n.ConfirmedAt())); err != nil {
+			n.Task().ID().String(), nullTime(n.ConfirmedAt())); err != nil {
 			return fmt.Errorf("storing cancel confirmation: %w", mapWriteErr(err))
 		}
 		out = domain.RehydrateCancelNotice(n.Task(), dbTime(n.ConfirmedAt()))

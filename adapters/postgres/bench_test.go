@@ -85,7 +85,7 @@ func newBenchFleet(b *testing.B, store string) *benchFleet {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
+	if _, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: asUUID(fw.ID()), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
 		b.Fatal(err)
 	}
 	for i := range benchFleetSize {
@@ -174,7 +174,7 @@ func BenchmarkCheckHTTP(b *testing.B) {
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
 						c := devs[int(next.Add(1))%len(devs)]
-						req := httptest.NewRequest(http.MethodPost, "/api/v1/devices/"+c.Device.ID()+"/ota/check", bytes.NewReader(body))
+						req := httptest.NewRequest(http.MethodPost, "/api/v1/devices/"+c.Device.ID().String()+"/ota/check", bytes.NewReader(body))
 						req.Header.Set("Content-Type", "application/json")
 						req.Header.Set("Authorization", "Bearer "+c.Token)
 						rec := httptest.NewRecorder()

@@ -307,8 +307,12 @@ func notFound(err error) error {
 }
 
 // canonicalUUID returns id in the canonical lowercase form Postgres
-// returns, or false when id is not a UUID. Ids arrive from URL paths; an id
-// that cannot exist is not-found, not a database error.
+// returns, or false when id is not a UUID. Ids a caller looks rows up by
+// arrive typed (domain.UUID, parsed at the edge) and are not checked here;
+// what remains untyped are the ids the domain keeps as strings — a new
+// firmware's or rollout's own id, a rollout's firmware, a task's firmware
+// and rollout — checked when written so that a bad one is not-found (or a
+// plain refusal), not a database cast error.
 func canonicalUUID(id string) (string, bool) {
 	if len(id) != 36 { // only the hyphenated form is an id of ours
 		return "", false
@@ -319,11 +323,6 @@ func canonicalUUID(id string) (string, bool) {
 	}
 	return u.String(), true
 }
-
-// validDeviceID reports whether id could be a stored device id; anything
-// else (NUL, invalid UTF-8, over-long) is not-found without a query, and
-// never reaches Postgres as a text error.
-func validDeviceID(id string) bool { return domain.ValidateIdentifier("device_id", id) == nil }
 
 // dbTime is how a time is stored: UTC, truncated to microseconds.
 func dbTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }

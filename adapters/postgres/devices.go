@@ -58,7 +58,7 @@ const deviceColumns = `device_id, model, current_version, token_hash, last_seen_
 func newDeviceRow(d domain.Device) deviceRow {
 	h := d.TokenHash()
 	return deviceRow{
-		DeviceID:       d.ID(),
+		DeviceID:       d.ID().String(),
 		Model:          d.Model(),
 		CurrentVersion: nullString(d.CurrentVersion().String()),
 		TokenHash:      h[:],
@@ -100,8 +100,9 @@ func (s *DeviceRepository) Create(ctx context.Context, d domain.Device) error {
 }
 
 // Get loads a device by id.
-func (s *DeviceRepository) Get(ctx context.Context, id string) (domain.Device, error) {
-	if !validDeviceID(id) {
+func (s *DeviceRepository) Get(ctx context.Context, devID domain.DeviceID) (domain.Device, error) {
+	id := devID.String()
+	if devID.IsZero() {
 		return domain.Device{}, fmt.Errorf("loading device: %w", domain.ErrNotFound)
 	}
 	var r deviceRow
@@ -126,8 +127,9 @@ func (s *DeviceRepository) GetByTokenHash(ctx context.Context, h domain.TokenHas
 // FOR NO KEY UPDATE: it serialises Updates of the device but does not hold
 // up the foreign-key checks of tasks being created for it. fn's error is returned as is and nothing is written. A token
 // rotated here stops working as soon as the transaction commits.
-func (s *DeviceRepository) Update(ctx context.Context, id string, fn func(*domain.Device) error) (domain.Device, error) {
-	if !validDeviceID(id) {
+func (s *DeviceRepository) Update(ctx context.Context, devID domain.DeviceID, fn func(*domain.Device) error) (domain.Device, error) {
+	id := devID.String()
+	if devID.IsZero() {
 		return domain.Device{}, fmt.Errorf("loading device: %w", domain.ErrNotFound)
 	}
 	var out domain.Device
@@ -182,8 +184,8 @@ const recordSeenBatchSQL = `UPDATE devices d SET
 // write-behind (WriteBehindDevices) is what skips the ones that change
 // nothing within its resolution.
 func (s *DeviceRepository) RecordSeen(ctx context.Context, stored domain.Device, v domain.Version, at time.Time) error {
-	id := stored.ID()
-	if !validDeviceID(id) {
+	id := stored.ID().String()
+	if stored.ID().IsZero() {
 		return fmt.Errorf("recording a check: %w", domain.ErrNotFound)
 	}
 	res, err := s.seen.ExecContext(ctx, id, nullString(v.String()), dbTime(at))

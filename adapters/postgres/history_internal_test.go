@@ -117,7 +117,7 @@ func TestCheckPlanIgnoresHistory(t *testing.T) {
 		const reads = 500
 		start := time.Now()
 		for i := range reads {
-			if _, err := repos.Tasks.CheckViewOf(context.Background(), "h-"+strconv.Itoa(1+i*7%historyDevices)); err != nil {
+			if _, err := repos.Tasks.CheckViewOf(context.Background(), asDeviceID("h-"+strconv.Itoa(1+i*7%historyDevices))); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -26,7 +26,7 @@ func TestEndingATaskLocksItsRolloutBeforeChangingTheTask(t *testing.T) {
 	}
 	enders := map[string]func(e *env, tk domain.Task) error{
 		"final event": func(e *env, tk domain.Task) error {
-			ev, err := domain.NewEvent("end-"+tk.ID(), "succeeded", nil, "", "")
+			ev, err := domain.NewEvent("end-"+tk.ID().String(), "succeeded", nil, "", "")
 			if err != nil {
 				return err
 			}
@@ -49,7 +49,7 @@ func TestEndingATaskLocksItsRolloutBeforeChangingTheTask(t *testing.T) {
 			defer cancel()
 			o := e.offer(t, "lockorder", "2.0.0")
 			d := e.device(t, "lockorder-"+uuid.NewString()[:8], "lockorder")
-			tk := e.createTask(t, d.ID(), o)
+			tk := e.createTask(t, d.ID().String(), o)
 
 			// The creation: holds the rollout FOR SHARE, as ReplaceActive
 			// does before its insert.

@@ -50,8 +50,9 @@ type menderExecer interface {
 }
 
 // Get returns the device's admission.
-func (s *AdmissionRepository) Get(ctx context.Context, deviceID string) (domain.DeviceAdmission, error) {
-	if !validDeviceID(deviceID) {
+func (s *AdmissionRepository) Get(ctx context.Context, device domain.DeviceID) (domain.DeviceAdmission, error) {
+	deviceID := device.String()
+	if device.IsZero() {
 		return domain.DeviceAdmission{}, fmt.Errorf("loading admission: %w", domain.ErrNotFound)
 	}
 	var r admissionRow
@@ -63,8 +64,9 @@ func (s *AdmissionRepository) Get(ctx context.Context, deviceID string) (domain.
 
 // Generation returns the device's current session token generation: one
 // column by primary key, the key not parsed.
-func (s *AdmissionRepository) Generation(ctx context.Context, deviceID string) (int64, error) {
-	if !validDeviceID(deviceID) {
+func (s *AdmissionRepository) Generation(ctx context.Context, device domain.DeviceID) (int64, error) {
+	deviceID := device.String()
+	if device.IsZero() {
 		return 0, fmt.Errorf("loading token generation: %w", domain.ErrNotFound)
 	}
 	var gen int64
@@ -107,7 +109,7 @@ func putAdmission(ctx context.Context, q menderExecer, a domain.DeviceAdmission)
 			token_generation = CASE WHEN device_admissions.public_key = EXCLUDED.public_key
 				THEN GREATEST(device_admissions.token_generation, EXCLUDED.token_generation)
 				ELSE GREATEST(device_admissions.token_generation + 1, EXCLUDED.token_generation) END`,
-		a.DeviceID(), a.Key().PEM(), a.Generation(), dbTime(a.UpdatedAt()))
+		a.DeviceID().String(), a.Key().PEM(), a.Generation(), dbTime(a.UpdatedAt()))
 	if err != nil {
 		return fmt.Errorf("storing admission of %q: %w", a.DeviceID(), mapWriteErr(err))
 	}
@@ -135,8 +137,9 @@ func (s *AdmissionRepository) CreateDevice(ctx context.Context, d domain.Device,
 }
 
 // Admit locks the device row, lets fn decide its admission, and stores it.
-func (s *AdmissionRepository) Admit(ctx context.Context, deviceID string, fn func(*domain.DeviceAdmission) (domain.DeviceAdmission, error)) (domain.DeviceAdmission, error) {
-	if !validDeviceID(deviceID) {
+func (s *AdmissionRepository) Admit(ctx context.Context, device domain.DeviceID, fn func(*domain.DeviceAdmission) (domain.DeviceAdmission, error)) (domain.DeviceAdmission, error) {
+	deviceID := device.String()
+	if device.IsZero() {
 		return domain.DeviceAdmission{}, fmt.Errorf("loading device: %w", domain.ErrNotFound)
 	}
 	var out domain.DeviceAdmission
@@ -216,7 +219,7 @@ func putAuthRequest(ctx context.Context, q menderExecer, r domain.AuthRequest) e
 	_, err := q.ExecContext(ctx, `INSERT INTO device_auth_requests (`+authRequestColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (id) DO UPDATE SET id_data = EXCLUDED.id_data, public_key = EXCLUDED.public_key,
 			device_type = EXCLUDED.device_type, status = EXCLUDED.status, updated_at = EXCLUDED.updated_at`,
-		r.ID(), r.DeviceID(), r.Identity(), r.Key().PEM(), nullString(r.DeviceType()), r.Status().String(),
+		r.ID(), r.DeviceID().String(), r.Identity(), r.Key().PEM(), nullString(r.DeviceType()), r.Status().String(),
 		dbTime(r.CreatedAt()), dbTime(r.UpdatedAt()))
 	if err != nil {
 		return fmt.Errorf("storing auth request of %q: %w", r.DeviceID(), mapWriteErr(err))
@@ -226,7 +229,8 @@ func putAuthRequest(ctx context.Context, q menderExecer, r domain.AuthRequest) e
 
 // Upsert serialises on the device id (a transaction-scoped advisory lock:
 // the row may not exist yet), lets fn decide, and stores its answer.
-func (s *AuthRequestRepository) Upsert(ctx context.Context, deviceID string, fn func(*domain.AuthRequest) (*domain.AuthRequest, error)) error {
+func (s *AuthRequestRepository) Upsert(ctx context.Context, device domain.DeviceID, fn func(*domain.AuthRequest) (*domain.AuthRequest, error)) error {
+	deviceID := device.String()
 	return inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('ota:auth_request:' || $1))`, deviceID); err != nil {
 			return err
@@ -255,11 +259,11 @@ func (s *AuthRequestRepository) Upsert(ctx context.Context, deviceID string, fn 
 }
 
 // Get returns a request by id.
-func (s *AuthRequestRepository) Get(ctx context.Context, id string) (domain.AuthRequest, error) {
-	uid, ok := canonicalUUID(id)
-	if !ok {
+func (s *AuthRequestRepository) Get(ctx context.Context, id domain.UUID) (domain.AuthRequest, error) {
+	if id.IsZero() {
 		return domain.AuthRequest{}, fmt.Errorf("loading auth request: %w", domain.ErrNotFound)
 	}
+	uid := id.String()
 	var r authRequestRow
 	if err := s.db.GetContext(ctx, &r, `SELECT `+authRequestColumns+` FROM device_auth_requests WHERE id = $1`, uid); err != nil {
 		return domain.AuthRequest{}, fmt.Errorf("loading auth request %s: %w", uid, notFound(err))
@@ -295,11 +299,11 @@ func (s *AuthRequestRepository) Count(ctx context.Context) (int, error) {
 }
 
 // Update locks a request, lets fn change it, and stores it.
-func (s *AuthRequestRepository) Update(ctx context.Context, id string, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error) {
-	uid, ok := canonicalUUID(id)
-	if !ok {
+func (s *AuthRequestRepository) Update(ctx context.Context, id domain.UUID, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error) {
+	if id.IsZero() {
 		return domain.AuthRequest{}, fmt.Errorf("loading auth request: %w", domain.ErrNotFound)
 	}
+	uid := id.String()
 	var out domain.AuthRequest
 	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
 		var r authRequestRow
@@ -321,11 +325,11 @@ func (s *AuthRequestRepository) Update(ctx context.Context, id string, fn func(*
 
 // Accept registers the device if dev is set, stores its admission and
 // deletes the request, in one transaction.
-func (s *AuthRequestRepository) Accept(ctx context.Context, id string, dev *domain.Device, a domain.DeviceAdmission) error {
-	uid, ok := canonicalUUID(id)
-	if !ok {
+func (s *AuthRequestRepository) Accept(ctx context.Context, id domain.UUID, dev *domain.Device, a domain.DeviceAdmission) error {
+	if id.IsZero() {
 		return fmt.Errorf("loading auth request: %w", domain.ErrNotFound)
 	}
+	uid := id.String()
 	return inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM device_auth_requests WHERE id = $1 AND status = 'pending'`, uid)
 		if err != nil {
@@ -379,10 +383,10 @@ type logLine struct {
 
 // Put stores a task's log, replacing the previous one.
 func (s *TaskLogRepository) Put(ctx context.Context, l domain.TaskLog) error {
-	uid, ok := canonicalUUID(l.TaskID())
-	if !ok {
+	if l.TaskID().IsZero() {
 		return fmt.Errorf("storing task log: %w", domain.ErrNotFound)
 	}
+	uid := l.TaskID().String()
 	lines := []logLine{}
 	for _, x := range l.Lines() {
 		lines = append(lines, logLine{Level: x.Level, Message: x.Message, Timestamp: x.Timestamp})
@@ -400,11 +404,11 @@ func (s *TaskLogRepository) Put(ctx context.Context, l domain.TaskLog) error {
 }
 
 // Get returns a task's log.
-func (s *TaskLogRepository) Get(ctx context.Context, taskID string) (domain.TaskLog, error) {
-	uid, ok := canonicalUUID(taskID)
-	if !ok {
+func (s *TaskLogRepository) Get(ctx context.Context, taskID domain.UUID) (domain.TaskLog, error) {
+	if taskID.IsZero() {
 		return domain.TaskLog{}, fmt.Errorf("loading task log: %w", domain.ErrNotFound)
 	}
+	uid := taskID.String()
 	var (
 		raw []byte
 		at  time.Time

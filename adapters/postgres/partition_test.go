@@ -67,15 +67,15 @@ func TestTaskEventsPartitionsKeepEventsIdempotent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, want := e.partitionOf(t, cur.ID()), "task_events_"+now.Format("2006_01"); got != want {
+	if got, want := e.partitionOf(t, cur.ID().String()), "task_events_"+now.Format("2006_01"); got != want {
 		t.Errorf("this month's task's event is in %s, want %s", got, want)
 	}
-	if got := e.partitionOf(t, old.ID()); got != "task_events_2024_01" {
+	if got := e.partitionOf(t, old.ID().String()); got != "task_events_2024_01" {
 		t.Errorf("January 2024's task's event is in %s, want task_events_2024_01", got)
 	}
 	// The database itself refuses a second copy, whatever the caller.
 	_, err := e.db.Exec(`INSERT INTO task_events (task_id, event_id, fingerprint, created_at, task_created_at)
-		SELECT id, 'e1', 'other', now(), created_at FROM tasks WHERE id = $1`, cur.ID())
+		SELECT id, 'e1', 'other', now(), created_at FROM tasks WHERE id = $1`, cur.ID().String())
 	if pqErr := pq.As(err, "23505"); pqErr == nil {
 		t.Errorf("a second copy of event e1 was accepted: %v", err)
 	}
@@ -94,7 +94,7 @@ func TestTaskEventsPartitionsKeepEventsIdempotent(t *testing.T) {
 		}
 	}
 	var plan []string
-	if err := conn.SelectContext(ctx, &plan, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE ev('`+cur.ID()+`', 'e1', '`+
+	if err := conn.SelectContext(ctx, &plan, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE ev('`+cur.ID().String()+`', 'e1', '`+
 		cur.CreatedAt().Format(time.RFC3339Nano)+`')`); err != nil {
 		t.Fatal(err)
 	}
@@ -115,10 +115,10 @@ func TestTaskEventsPartitionsKeepEventsIdempotent(t *testing.T) {
 	if !strings.Contains(out.String(), "dropped task_events_2024_01") || strings.Contains(out.String(), now.Format("2006_01")) {
 		t.Errorf("drop before 2024-02: %q", out.String())
 	}
-	if n := e.count(t, `SELECT count(*) FROM task_events WHERE task_id = $1`, old.ID()); n != 0 {
+	if n := e.count(t, `SELECT count(*) FROM task_events WHERE task_id = $1`, old.ID().String()); n != 0 {
 		t.Errorf("%d events of January 2024 left after retention", n)
 	}
-	if n := e.count(t, `SELECT count(*) FROM task_events WHERE task_id = $1`, cur.ID()); n != 1 {
+	if n := e.count(t, `SELECT count(*) FROM task_events WHERE task_id = $1`, cur.ID().String()); n != 1 {
 		t.Errorf("this month's events: %d, want 1", n)
 	}
 	if _, err := e.tasks.Get(ctx, old.ID()); err != nil {

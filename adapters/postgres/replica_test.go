@@ -42,7 +42,7 @@ func TestReadReplicaBoundsStalenessAndFallsBack(t *testing.T) {
 	e := &env{db: primary, devices: repos.Devices, firmwares: repos.Firmwares, rollouts: repos.Rollouts, tasks: repos.Tasks,
 		now: time.Now().UTC().Truncate(time.Microsecond)}
 	d := e.device(t, "rr-1", "m")
-	task := e.createTask(t, d.ID(), e.offer(t, "m", "2.0.0"))
+	task := e.createTask(t, d.ID().String(), e.offer(t, "m", "2.0.0"))
 	waitFor(t, "the replica to be usable", 5*time.Second, reads.Usable)
 
 	// Idle primary: the replica stays usable well past the bound.
@@ -63,7 +63,7 @@ func TestReadReplicaBoundsStalenessAndFallsBack(t *testing.T) {
 	if _, err := replicaAdmin.ExecContext(ctx, `SELECT pg_wal_replay_pause()`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := primary.ExecContext(ctx, `UPDATE tasks SET status = 'cancelled' WHERE id = $1`, task.ID()); err != nil {
+	if _, err := primary.ExecContext(ctx, `UPDATE tasks SET status = 'cancelled' WHERE id = $1`, task.ID().String()); err != nil {
 		t.Fatal(err)
 	}
 	cancelled := time.Now()

@@ -38,12 +38,12 @@ func TestDDIPollRoundTrips(t *testing.T) {
 	fw, err := admin.PublishFirmware(ctx, domain.FirmwareSpec{Model: model, Version: "2.0.0",
 		URL: "https://fw.example/rt.swu", SizeBytes: 10, SHA256: sha(7), SHA1: sha(8)[:40]})
 	must(t, err)
-	_, err = admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: domain.RolloutSpec{Percentage: 100}})
+	_, err = admin.StartRollout(ctx, ports.StartRollout{FirmwareID: asUUID(fw.ID()), Spec: domain.RolloutSpec{Percentage: 100}})
 	must(t, err)
 	register := func(id, m string) ports.DeviceCredentials {
 		c, err := admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: id, Model: m, CurrentVersion: "1.0.0"})
 		must(t, err)
-		_, err = ddi.ConfigData(ctx, id, "merge", map[string]string{"sw_version": "1.0.0"})
+		_, err = ddi.ConfigData(ctx, asDeviceID(id), "merge", map[string]string{"sw_version": "1.0.0"})
 		must(t, err)
 		return c
 	}
@@ -104,15 +104,15 @@ func TestMenderGenerationRoundTrips(t *testing.T) {
 	must(t, err)
 	now := time.Now()
 	id := "mender-rt-" + newID()[:8]
-	d, err := domain.NewDevice(id, "m", "", domain.HashToken(newID()), now)
+	d, err := domain.NewDevice(asDeviceID(id), "m", "", domain.HashToken(newID()), now)
 	must(t, err)
-	a, err := domain.NewDeviceAdmission(id, key, now)
+	a, err := domain.NewDeviceAdmission(asDeviceID(id), key, now)
 	must(t, err)
 	must(t, adm.CreateDevice(ctx, d, a))
 
 	for i := range 3 {
 		before := writes.Load()
-		gen, err := adm.Generation(ctx, id)
+		gen, err := adm.Generation(ctx, asDeviceID(id))
 		must(t, err)
 		n := writes.Load() - before
 		if gen != 1 {

@@ -29,16 +29,19 @@ func NewDeviceDirectory(db *sqlx.DB) *DeviceDirectory { return &DeviceDirectory{
 // UpdateTags locks the devices in device_id order (so two bulk changes
 // cannot deadlock), lets fn compute each one's tags and writes them, in one
 // transaction. An unknown id is domain.ErrNotFound and nothing is written.
-func (s *DeviceDirectory) UpdateTags(ctx context.Context, ids []string, fn func(string, []string) ([]string, error)) (map[string][]string, error) {
-	sorted := slices.Clone(ids)
+func (s *DeviceDirectory) UpdateTags(ctx context.Context, ids []domain.DeviceID, fn func(domain.DeviceID, []string) ([]string, error)) (map[domain.DeviceID][]string, error) {
+	typed := make(map[string]domain.DeviceID, len(ids))
+	sorted := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if id.IsZero() {
+			return nil, fmt.Errorf("device: %w", domain.ErrNotFound)
+		}
+		typed[id.String()] = id
+		sorted = append(sorted, id.String())
+	}
 	slices.Sort(sorted)
 	sorted = slices.Compact(sorted)
-	for _, id := range sorted {
-		if !validDeviceID(id) {
-			return nil, fmt.Errorf("device %q: %w", id, domain.ErrNotFound)
-		}
-	}
-	out := make(map[string][]string, len(sorted))
+	out := make(map[domain.DeviceID][]string, len(sorted))
 	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
 		clear(out)
 		rows, err := tx.QueryContext(ctx, `SELECT device_id, tags FROM devices WHERE device_id = ANY($1) ORDER BY device_id FOR NO KEY UPDATE`, pq.Array(sorted))
@@ -64,19 +67,19 @@ func (s *DeviceDirectory) UpdateTags(ctx context.Context, ids []string, fn func(
 			if !ok {
 				return fmt.Errorf("device %q: %w", id, domain.ErrNotFound)
 			}
-			next, err := fn(id, slices.Clone([]string(tags)))
+			next, err := fn(typed[id], slices.Clone([]string(tags)))
 			if err != nil {
 				return err
 			}
 			if next == nil {
 				next = []string{}
 			}
-			out[id] = next
+			out[typed[id]] = next
 		}
 		keys, vals := make([]string, 0, len(out)), make([]string, 0, len(out))
 		for _, id := range sorted {
 			keys = append(keys, id)
-			v, err := pq.Array(out[id]).Value()
+			v, err := pq.Array(out[typed[id]]).Value()
 			if err != nil {
 				return fmt.Errorf("encoding tags: %w", err)
 			}
@@ -96,12 +99,12 @@ func (s *DeviceDirectory) UpdateTags(ctx context.Context, ids []string, fn func(
 }
 
 // Tags returns a device's tags (empty when none or unknown).
-func (s *DeviceDirectory) Tags(ctx context.Context, deviceID string) ([]string, error) {
-	if !validDeviceID(deviceID) {
+func (s *DeviceDirectory) Tags(ctx context.Context, deviceID domain.DeviceID) ([]string, error) {
+	if deviceID.IsZero() {
 		return []string{}, nil
 	}
 	var tags pq.StringArray
-	err := s.db.QueryRowContext(ctx, `SELECT tags FROM devices WHERE device_id = $1`, deviceID).Scan(&tags)
+	err := s.db.QueryRowContext(ctx, `SELECT tags FROM devices WHERE device_id = $1`, deviceID.String()).Scan(&tags)
 	if err != nil && err != sql.ErrNoRows {
 		return nil, fmt.Errorf("loading tags of device %q: %w", deviceID, unavailable(err))
 	}
@@ -135,8 +138,8 @@ func (s *DeviceDirectory) List(ctx context.Context, f ports.DeviceFilter) ([]por
 		}
 		where = append(where, "a.attributes @> "+arg(string(b))+"::jsonb")
 	}
-	if f.After != "" {
-		where = append(where, "d.device_id > "+arg(f.After))
+	if !f.After.IsZero() {
+		where = append(where, "d.device_id > "+arg(f.After.String()))
 	}
 	limit := f.Limit
 	if limit <= 0 {
@@ -202,7 +205,7 @@ func (s *DeviceDirectory) List(ctx context.Context, f ports.DeviceFilter) ([]por
 		if err != nil {
 			return nil, err
 		}
-		byID[d.ID()] = d
+		byID[d.ID().String()] = d
 	}
 	if err := devs.Err(); err != nil {
 		return nil, fmt.Errorf("listing devices: %w", unavailable(err))

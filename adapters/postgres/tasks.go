@@ -136,12 +136,12 @@ func (r taskRow) toDomain() (domain.Task, error) {
 	}), nil
 }
 
-// Get loads a task by id; an id that is not a UUID is not found.
-func (s *TaskRepository) Get(ctx context.Context, id string) (domain.Task, error) {
-	uid, ok := canonicalUUID(id)
-	if !ok {
+// Get loads a task by id; the zero id is not found (no statement is sent).
+func (s *TaskRepository) Get(ctx context.Context, id domain.UUID) (domain.Task, error) {
+	if id.IsZero() {
 		return domain.Task{}, fmt.Errorf("loading task: %w", domain.ErrNotFound)
 	}
+	uid := id.String()
 	var r taskRow
 	if err := r.scan(s.get.QueryRowContext(ctx, uid)); err != nil {
 		return domain.Task{}, fmt.Errorf("loading task %s: %w", uid, notFound(err))
@@ -151,11 +151,11 @@ func (s *TaskRepository) Get(ctx context.Context, id string) (domain.Task, error
 
 // Active returns the device's active task, or domain.ErrNotFound. It takes
 // no lock: a check that only reuses a task needs none.
-func (s *TaskRepository) Active(ctx context.Context, deviceID string) (domain.Task, error) {
-	if !validDeviceID(deviceID) {
+func (s *TaskRepository) Active(ctx context.Context, deviceID domain.DeviceID) (domain.Task, error) {
+	if deviceID.IsZero() {
 		return domain.Task{}, fmt.Errorf("loading the active task: %w", domain.ErrNotFound)
 	}
-	return activeTask(ctx, s.active, deviceID)
+	return activeTask(ctx, s.active, deviceID.String())
 }
 
 // activeTaskSQL reads a device's active task (on the partial unique index).
@@ -214,11 +214,11 @@ func (s *TaskRepository) CheckView(ctx context.Context, h domain.TokenHash) (por
 }
 
 // CheckViewOf is CheckView for a device known by id.
-func (s *TaskRepository) CheckViewOf(ctx context.Context, deviceID string) (ports.CheckView, error) {
-	if !validDeviceID(deviceID) {
+func (s *TaskRepository) CheckViewOf(ctx context.Context, deviceID domain.DeviceID) (ports.CheckView, error) {
+	if deviceID.IsZero() {
 		return ports.CheckView{}, fmt.Errorf("loading device: %w", domain.ErrNotFound)
 	}
-	return s.routedCheckView(ctx, checkViewByIDSQL, s.checkByID, deviceID)
+	return s.routedCheckView(ctx, checkViewByIDSQL, s.checkByID, deviceID.String())
 }
 
 func (s *TaskRepository) checkView(ctx context.Context, stmt *sqlx.Stmt, key any) (ports.CheckView, error) {
@@ -327,10 +327,11 @@ const maxInsertRounds = 5
 // a pending task that the winner then cancelled (a supersede) re-checks the
 // row after the wait, no longer sees it active, and so calls fn with nil,
 // then loses the insert to the winner in the same way.
-func (s *TaskRepository) ReplaceActive(ctx context.Context, deviceID string, fn func(st ports.TaskState) (*domain.Task, error), onRollout ports.RolloutEvaluation) (domain.Task, bool, error) {
-	if !validDeviceID(deviceID) {
+func (s *TaskRepository) ReplaceActive(ctx context.Context, device domain.DeviceID, fn func(st ports.TaskState) (*domain.Task, error), onRollout ports.RolloutEvaluation) (domain.Task, bool, error) {
+	if device.IsZero() {
 		return domain.Task{}, false, fmt.Errorf("replacing the active task: the device does not exist: %w", domain.ErrNotFound)
 	}
+	deviceID := device.String()
 	var (
 		result  domain.Task
 		created bool
@@ -387,7 +388,7 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, deviceID string, fn 
 		}
 		if st.Active != nil {
 			if changed {
-				stored, err := s.updateTask(ctx, tx, cur.ID(), st.Active.Task)
+				stored, err := s.updateTask(ctx, tx, cur.ID().String(), st.Active.Task)
 				if err != nil {
 					return err
 				}
@@ -429,9 +430,9 @@ func (s *TaskRepository) insertOrWinner(ctx context.Context, tx *sqlx.Tx, device
 	if r.DeviceID != deviceID {
 		return domain.Task{}, false, fmt.Errorf("inserting task %s: it is for device %q, not %q", r.ID, r.DeviceID, deviceID)
 	}
-	if _, ok := canonicalUUID(r.ID); !ok {
-		return domain.Task{}, false, fmt.Errorf("inserting task: id %q is not a UUID", r.ID)
-	}
+	// The task's own id is typed (domain.UUID); its firmware and rollout
+	// are the strings domain.Task keeps, so they are put in canonical form
+	// (and a malformed one answered as not found) here, not by a cast error.
 	fw, ok1 := canonicalUUID(r.FirmwareID)
 	ro, ok2 := canonicalUUID(r.RolloutID)
 	if !ok1 || !ok2 {
@@ -478,11 +479,11 @@ func (s *TaskRepository) updateTask(ctx context.Context, tx *sqlx.Tx, id string,
 // Update loads the task with a row lock, lets fn change it, and stores it
 // in one transaction; it returns the task as stored. fn's error is
 // returned as is and nothing is written.
-func (s *TaskRepository) Update(ctx context.Context, id string, fn func(*domain.Task) error) (domain.Task, error) {
-	uid, ok := canonicalUUID(id)
-	if !ok {
+func (s *TaskRepository) Update(ctx context.Context, id domain.UUID, fn func(*domain.Task) error) (domain.Task, error) {
+	if id.IsZero() {
 		return domain.Task{}, fmt.Errorf("loading task: %w", domain.ErrNotFound)
 	}
+	uid := id.String()
 	var out domain.Task
 	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
 		t, err := s.lockTask(ctx, tx, uid)
@@ -521,11 +522,11 @@ func (s *TaskRepository) lockTask(ctx context.Context, tx *sqlx.Tx, id string) (
 // this transaction (which sees this change); a change it reports is stored
 // in the same transaction. The evaluation commits with the event, or
 // neither does.
-func (s *TaskRepository) ApplyEvent(ctx context.Context, taskID string, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout ports.RolloutEvaluation) (domain.Task, error) {
-	uid, ok := canonicalUUID(taskID)
-	if !ok {
+func (s *TaskRepository) ApplyEvent(ctx context.Context, taskID domain.UUID, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout ports.RolloutEvaluation) (domain.Task, error) {
+	if taskID.IsZero() {
 		return domain.Task{}, fmt.Errorf("loading task: %w", domain.ErrNotFound)
 	}
+	uid := taskID.String()
 	var out domain.Task
 	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
 		t, err := s.lockTask(ctx, tx, uid)
@@ -620,11 +621,11 @@ func (s *TaskRepository) judgeRollout(ctx context.Context, tx *sqlx.Tx, r rollou
 
 // FailedCounts counts the device's failed tasks by firmware id, in one
 // grouped query (on a partial index of failed tasks). Never nil.
-func (s *TaskRepository) FailedCounts(ctx context.Context, deviceID string) (map[string]int, error) {
-	if !validDeviceID(deviceID) {
+func (s *TaskRepository) FailedCounts(ctx context.Context, deviceID domain.DeviceID) (map[string]int, error) {
+	if deviceID.IsZero() {
 		return map[string]int{}, nil
 	}
-	return s.failedIn(ctx, s.failed, deviceID)
+	return s.failedIn(ctx, s.failed, deviceID.String())
 }
 
 // failedIn counts the device's failed tasks with stmt (s.failed, possibly
@@ -718,26 +719,21 @@ func (s *TaskRepository) List(ctx context.Context, f ports.TaskFilter) ([]domain
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
-	if f.DeviceID != "" {
-		if !validDeviceID(f.DeviceID) {
-			return out, nil
-		}
-		where = append(where, "device_id = "+arg(f.DeviceID))
+	if !f.DeviceID.IsZero() {
+		where = append(where, "device_id = "+arg(f.DeviceID.String()))
 	}
-	if f.RolloutID != "" {
-		uid, ok := canonicalUUID(f.RolloutID)
-		if !ok {
-			return out, nil
-		}
-		where = append(where, "rollout_id = "+arg(uid))
+	if !f.RolloutID.IsZero() {
+		where = append(where, "rollout_id = "+arg(f.RolloutID.String()))
 	}
 	if f.Status != nil {
 		where = append(where, "status = "+arg(f.Status.String()))
 	}
 	if f.After != nil {
-		uid, ok := canonicalUUID(f.After.ID)
-		if !ok {
-			return nil, &domain.ValidationError{Field: "after", Reason: "is not a valid cursor"}
+		// The zero id sorts before every id at the cursor's time, as ""
+		// does in the memory adapter.
+		uid := f.After.ID.String()
+		if f.After.ID.IsZero() {
+			uid = "00000000-0000-0000-0000-000000000000"
 		}
 		where = append(where, "(created_at, id) > ("+arg(dbTime(f.After.CreatedAt))+"::timestamptz, "+arg(uid)+"::uuid)")
 	}

@@ -76,7 +76,7 @@ func TestWALPerThousandPolls(t *testing.T) {
 		}
 		defer cleanup()
 		for _, id := range ids {
-			view, err := repos.Tasks.CheckViewOf(ctx, id)
+			view, err := repos.Tasks.CheckViewOf(ctx, asDeviceID(id))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,7 +97,7 @@ func TestWALPerThousandPolls(t *testing.T) {
 	resCold := walBytes(t, db, true, func() { wroteRes = polls(postgres.DefaultSeenResolution, e.now.Add(2*time.Second)) })
 	readsOnly := walBytes(t, db, false, func() {
 		for _, id := range ids {
-			if _, err := repos.Tasks.CheckViewOf(ctx, id); err != nil {
+			if _, err := repos.Tasks.CheckViewOf(ctx, asDeviceID(id)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -165,14 +165,14 @@ func (w *WriteBehindDevices) Create(ctx context.Context, d domain.Device) error 
 
 // Get loads a device, with any check of it this process has not yet
 // written applied.
-func (w *WriteBehindDevices) Get(ctx context.Context, id string) (domain.Device, error) {
+func (w *WriteBehindDevices) Get(ctx context.Context, id domain.DeviceID) (domain.Device, error) {
 	d, err := w.inner.Get(ctx, id)
 	if err != nil {
 		return d, err
 	}
 	w.mu.Lock()
-	e, ok := w.pending[id]
-	if f, fok := w.inflight[id]; fok && (!ok || f.at.After(e.at)) {
+	e, ok := w.pending[id.String()]
+	if f, fok := w.inflight[id.String()]; fok && (!ok || f.at.After(e.at)) {
 		e, ok = f, true
 	}
 	w.mu.Unlock()
@@ -188,7 +188,7 @@ func (w *WriteBehindDevices) GetByTokenHash(ctx context.Context, h domain.TokenH
 }
 
 // Update changes a device in a transaction.
-func (w *WriteBehindDevices) Update(ctx context.Context, id string, fn func(*domain.Device) error) (domain.Device, error) {
+func (w *WriteBehindDevices) Update(ctx context.Context, id domain.DeviceID, fn func(*domain.Device) error) (domain.Device, error) {
 	return w.inner.Update(ctx, id, fn)
 }
 
@@ -197,9 +197,8 @@ func (w *WriteBehindDevices) Update(ctx context.Context, id string, fn func(*dom
 // resolution (stored, the device as the check read it, already says so)
 // is not noted at all, unless a report of the device waits or is being
 // written: then the newest report replaces it, so that a version reported
-// back (a rollback) is not lost behind the one it replaced. A device id
-// that cannot exist is domain.ErrNotFound; an unknown one is skipped by
-// the flush. After Close it writes synchronously.
+// back (a rollback) is not lost behind the one it replaced. The zero
+// device id is domain.ErrNotFound; an unknown one is skipped by the flush. After Close it writes synchronously.
 //
 // Two replicas may each hold a report of one device; if one of them
 // skips a check because its read predates the other's flush (or was made
@@ -208,8 +207,8 @@ func (w *WriteBehindDevices) Update(ctx context.Context, id string, fn func(*dom
 // resolution later. It takes a device reporting a version and then the
 // previous one again within about a second.
 func (w *WriteBehindDevices) RecordSeen(ctx context.Context, stored domain.Device, v domain.Version, at time.Time) error {
-	id := stored.ID()
-	if !validDeviceID(id) {
+	id := stored.ID().String()
+	if stored.ID().IsZero() {
 		return fmt.Errorf("recording a check: %w", domain.ErrNotFound)
 	}
 	needed := stored.SeenNeedsWrite(v, at, w.cfg.Resolution)

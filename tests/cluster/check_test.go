@@ -49,7 +49,7 @@ func TestChecksOnClusterCreateOneTaskPerDevice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
+	if _, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: asUUID(fw.ID()), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
 		t.Fatal(err)
 	}
 	for dev := 0; dev < 10; dev++ {
@@ -65,7 +65,7 @@ func TestChecksOnClusterCreateOneTaskPerDevice(t *testing.T) {
 			go func(i int) {
 				defer wg.Done()
 				<-start
-				dev, err := replicas[i%2].IdentifyDevice(ctx, id)
+				dev, err := replicas[i%2].IdentifyDevice(ctx, asDeviceID(id))
 				if err != nil {
 					t.Errorf("identify: %v", err)
 					return
@@ -75,7 +75,7 @@ func TestChecksOnClusterCreateOneTaskPerDevice(t *testing.T) {
 					t.Errorf("check: %+v %v", res, err)
 					return
 				}
-				got[i] = res.Task.Task.ID()
+				got[i] = res.Task.Task.ID().String()
 			}(i)
 		}
 		close(start)

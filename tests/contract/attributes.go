@@ -42,10 +42,10 @@ func attributesContract(t *testing.T, s *repoSuite, attrs ports.DeviceAttributes
 	if err != nil || a.Known() || len(a.Values()) != 0 {
 		t.Fatalf("a device that never reported: known=%v values=%v err=%v", a.Known(), a.Values(), err)
 	}
-	if a, err := attrs.Get(ctx, repoName("nobody")); err != nil || a.Known() {
+	if a, err := attrs.Get(ctx, asDeviceID(repoName("nobody"))); err != nil || a.Known() {
 		t.Fatalf("unknown device: known=%v err=%v", a.Known(), err)
 	}
-	if _, err := attrs.Update(ctx, repoName("nobody"), func(a *domain.DeviceAttributes) error {
+	if _, err := attrs.Update(ctx, asDeviceID(repoName("nobody")), func(a *domain.DeviceAttributes) error {
 		return a.Apply(domain.AttributesMerge, map[string]string{"k": "v"}, s.at(1))
 	}); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("update of an unknown device: %v, want not found", err)

@@ -58,7 +58,7 @@ func (s *fleetSuite) device(t *testing.T, model, version string) domain.Device {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := domain.NewDevice("dev-"+uuid.NewString(), model, version, h, fleetAt(0))
+	d, err := domain.NewDevice(asDeviceID("dev-"+uuid.NewString()), model, version, h, fleetAt(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func (s *fleetSuite) offer(t *testing.T, model, version string, at time.Time) do
 func (s *fleetSuite) task(t *testing.T, o domain.Offer, status domain.TaskStatus, at time.Time) domain.Task {
 	t.Helper()
 	d := s.device(t, o.Firmware.Model(), "0.0.1")
-	tk, err := domain.NewTask(uuid.NewString(), d.ID(), o, 1, at)
+	tk, err := domain.NewTask(asUUID(uuid.NewString()), d.ID(), o, 1, at)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,3 +10,11 @@ func asUUID(s string) domain.UUID {
 	id, _ := domain.ParseUUID("id", s)
 	return id
 }
+
+// asDeviceID types a device id as an edge does (domain.ParseDeviceID):
+// parsed once; an id that breaks the rule becomes the zero DeviceID, which
+// the stores answer as no device.
+func asDeviceID(s string) domain.DeviceID {
+	id, _ := domain.ParseDeviceID(s)
+	return id
+}

@@ -67,7 +67,7 @@ func newDeviceKey(t *testing.T) domain.DeviceKey {
 
 func admissionsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	ctx := t.Context()
-	d, err := domain.NewDevice(repoName("dev"), repoName("m"), "", s.hash(t), s.at(0))
+	d, err := domain.NewDevice(asDeviceID(repoName("dev")), repoName("m"), "", s.hash(t), s.at(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,10 +118,10 @@ func admissionsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	if gen, err := r.Admissions.Generation(ctx, d.ID()); err != nil || gen != 2 {
 		t.Fatalf("generation after rotation: %d, %v, want 2", gen, err)
 	}
-	if _, err := r.Admissions.Generation(ctx, repoName("nobody")); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := r.Admissions.Generation(ctx, asDeviceID(repoName("nobody"))); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("generation of an unknown device: %v, want not found", err)
 	}
-	if _, err := r.Admissions.Admit(ctx, repoName("nobody"), func(*domain.DeviceAdmission) (domain.DeviceAdmission, error) {
+	if _, err := r.Admissions.Admit(ctx, asDeviceID(repoName("nobody")), func(*domain.DeviceAdmission) (domain.DeviceAdmission, error) {
 		return a, nil
 	}); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("admit an unknown device: %v", err)
@@ -133,11 +133,11 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	deviceID := repoName("dev")
 	k := newDeviceKey(t)
 	var made domain.AuthRequest
-	err := r.Requests.Upsert(ctx, deviceID, func(cur *domain.AuthRequest) (*domain.AuthRequest, error) {
+	err := r.Requests.Upsert(ctx, asDeviceID(deviceID), func(cur *domain.AuthRequest) (*domain.AuthRequest, error) {
 		if cur != nil {
 			t.Fatal("a request for a device that never asked")
 		}
-		q, err := domain.NewAuthRequest(uuid.NewString(), deviceID, `{"device_id":"`+deviceID+`"}`, k, "", s.at(1))
+		q, err := domain.NewAuthRequest(uuid.NewString(), asDeviceID(deviceID), `{"device_id":"`+deviceID+`"}`, k, "", s.at(1))
 		made = q
 		return &q, err
 	})
@@ -148,13 +148,13 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	if err != nil || n < 1 {
 		t.Fatalf("count: %d %v", n, err)
 	}
-	got, err := r.Requests.Get(ctx, made.ID())
-	if err != nil || got.DeviceID() != deviceID || !got.Key().Equal(k) || got.Status() != domain.AuthRequestPending ||
+	got, err := r.Requests.Get(ctx, asUUID(made.ID()))
+	if err != nil || got.DeviceID().String() != deviceID || !got.Key().Equal(k) || got.Status() != domain.AuthRequestPending ||
 		!got.CreatedAt().Equal(repoUs(s.at(1))) {
 		t.Fatalf("stored request: %v %+v", err, got)
 	}
 	// A second Upsert sees the first; returning nil stores nothing.
-	if err := r.Requests.Upsert(ctx, deviceID, func(cur *domain.AuthRequest) (*domain.AuthRequest, error) {
+	if err := r.Requests.Upsert(ctx, asDeviceID(deviceID), func(cur *domain.AuthRequest) (*domain.AuthRequest, error) {
 		if cur == nil || cur.ID() != made.ID() {
 			t.Fatalf("Upsert did not load the device's request: %v", cur)
 		}
@@ -166,7 +166,7 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	if err != nil || !containsRequest(list, made.ID()) {
 		t.Fatalf("pending list: %v", err)
 	}
-	rej, err := r.Requests.Update(ctx, made.ID(), func(q *domain.AuthRequest) error { q.Reject(s.at(2)); return nil })
+	rej, err := r.Requests.Update(ctx, asUUID(made.ID()), func(q *domain.AuthRequest) error { q.Reject(s.at(2)); return nil })
 	if err != nil || rej.Status() != domain.AuthRequestRejected {
 		t.Fatalf("reject: %v %v", err, rej.Status())
 	}
@@ -174,18 +174,18 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 		t.Fatal("a rejected request is still pending")
 	}
 	// A rejected request is not accepted.
-	d, _ := domain.NewDevice(deviceID, repoName("m"), "", s.hash(t), s.at(3))
-	a, _ := domain.NewDeviceAdmission(deviceID, k, s.at(3))
-	if err := r.Requests.Accept(ctx, made.ID(), &d, a); err == nil {
+	d, _ := domain.NewDevice(asDeviceID(deviceID), repoName("m"), "", s.hash(t), s.at(3))
+	a, _ := domain.NewDeviceAdmission(asDeviceID(deviceID), k, s.at(3))
+	if err := r.Requests.Accept(ctx, asUUID(made.ID()), &d, a); err == nil {
 		t.Fatal("accepted a rejected request")
 	}
-	if _, err := s.Devices.Get(ctx, deviceID); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := s.Devices.Get(ctx, asDeviceID(deviceID)); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("a refused accept registered the device: %v", err)
 	}
 	// A new key makes it pending again; accepting registers the device,
 	// stores the key and deletes the request.
 	k2 := newDeviceKey(t)
-	if err := r.Requests.Upsert(ctx, deviceID, func(cur *domain.AuthRequest) (*domain.AuthRequest, error) {
+	if err := r.Requests.Upsert(ctx, asDeviceID(deviceID), func(cur *domain.AuthRequest) (*domain.AuthRequest, error) {
 		if !cur.Asked(cur.Identity(), k2, "", s.at(4)) {
 			t.Fatal("a new key did not change the request")
 		}
@@ -193,17 +193,17 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	a2, _ := domain.NewDeviceAdmission(deviceID, k2, s.at(5))
-	if err := r.Requests.Accept(ctx, made.ID(), &d, a2); err != nil {
+	a2, _ := domain.NewDeviceAdmission(asDeviceID(deviceID), k2, s.at(5))
+	if err := r.Requests.Accept(ctx, asUUID(made.ID()), &d, a2); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := r.Admissions.Get(ctx, deviceID); err != nil || !got.Key().Equal(k2) {
+	if got, err := r.Admissions.Get(ctx, asDeviceID(deviceID)); err != nil || !got.Key().Equal(k2) {
 		t.Fatalf("accepted admission: %v", err)
 	}
-	if _, err := r.Requests.Get(ctx, made.ID()); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := r.Requests.Get(ctx, asUUID(made.ID())); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("accepted request still stored: %v", err)
 	}
-	if _, err := r.Requests.Get(ctx, "not-a-uuid"); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := r.Requests.Get(ctx, asUUID("not-a-uuid")); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("bad id: %v", err)
 	}
 }
@@ -266,7 +266,7 @@ func taskLogsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	if err != nil || len(got.Lines()) != 1 || got.Lines()[0] != lines[1] || !got.UpdatedAt().Equal(repoUs(s.at(3))) {
 		t.Fatalf("log: %v %+v", err, got.Lines())
 	}
-	if err := r.Logs.Put(ctx, domain.NewTaskLog(uuid.NewString(), lines, s.at(4))); !errors.Is(err, domain.ErrNotFound) {
+	if err := r.Logs.Put(ctx, domain.NewTaskLog(asUUID(uuid.NewString()), lines, s.at(4))); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("log of an unknown task: %v", err)
 	}
 }

@@ -13,7 +13,7 @@ func (s *repoSuite) devices(t *testing.T) {
 	model := repoName("model")
 
 	t.Run("CreateGetRoundTrip", func(t *testing.T) {
-		d, err := domain.NewDevice(repoName("dev"), model, "1.2.3-rc.1+build.7", s.hash(t), s.at(0))
+		d, err := domain.NewDevice(asDeviceID(repoName("dev")), model, "1.2.3-rc.1+build.7", s.hash(t), s.at(0))
 		repoNoErr(t, "new device", err)
 		repoNoErr(t, "create", s.Devices.Create(ctx, d))
 		got, err := s.Devices.Get(ctx, d.ID())
@@ -23,7 +23,7 @@ func (s *repoSuite) devices(t *testing.T) {
 			t.Errorf("a new device was seen at %v", got.LastSeenAt())
 		}
 
-		bare, err := domain.NewDevice(repoName("dev"), model, "", s.hash(t), s.at(1))
+		bare, err := domain.NewDevice(asDeviceID(repoName("dev")), model, "", s.hash(t), s.at(1))
 		repoNoErr(t, "new device", err)
 		repoNoErr(t, "create", s.Devices.Create(ctx, bare))
 		got, err = s.Devices.Get(ctx, bare.ID())
@@ -63,14 +63,14 @@ func (s *repoSuite) devices(t *testing.T) {
 	})
 
 	t.Run("GetMissing", func(t *testing.T) {
-		_, err := s.Devices.Get(ctx, repoName("dev"))
+		_, err := s.Devices.Get(ctx, asDeviceID(repoName("dev")))
 		repoIsNotFound(t, "get unknown", err)
 	})
 
 	t.Run("TokenHashesAreUnique", func(t *testing.T) {
 		d := s.device(t, model, "1.0.0")
 		other := s.device(t, model, "1.0.0")
-		twin, err := domain.NewDevice(repoName("dev"), model, "1.0.0", d.TokenHash(), s.at(0))
+		twin, err := domain.NewDevice(asDeviceID(repoName("dev")), model, "1.0.0", d.TokenHash(), s.at(0))
 		repoNoErr(t, "new device", err)
 		if err := s.Devices.Create(ctx, twin); err == nil {
 			t.Error("a second device with a taken token hash was stored")
@@ -117,7 +117,7 @@ func (s *repoSuite) devices(t *testing.T) {
 		if !called {
 			t.Fatal("fn not called")
 		}
-		want := domain.RehydrateDevice(d.ID(), d.Model(), domain.MustParseVersion("1.1.0+b9"), newHash, s.at(10), d.CreatedAt())
+		want := domain.RehydrateDevice(d.ID().String(), d.Model(), domain.MustParseVersion("1.1.0+b9"), newHash, s.at(10), d.CreatedAt())
 		repoSameDevice(t, got, want)
 		stored, err := s.Devices.Get(ctx, d.ID())
 		repoNoErr(t, "get", err)
@@ -143,7 +143,7 @@ func (s *repoSuite) devices(t *testing.T) {
 		_, err = s.Devices.GetByTokenHash(ctx, newHash)
 		repoNoErr(t, "token after failed update", err)
 
-		_, err = s.Devices.Update(ctx, repoName("dev"), func(*domain.Device) error {
+		_, err = s.Devices.Update(ctx, asDeviceID(repoName("dev")), func(*domain.Device) error {
 			t.Error("fn called for an unknown device")
 			return nil
 		})
@@ -154,28 +154,28 @@ func (s *repoSuite) devices(t *testing.T) {
 		d := s.device(t, model, "1.0.0")
 		v := domain.MustParseVersion("1.4.0+ci.3")
 		repoNoErr(t, "record seen", s.Devices.RecordSeen(ctx, d, v, s.at(30)))
-		s.eventuallySeen(t, domain.RehydrateDevice(d.ID(), d.Model(), v, d.TokenHash(), s.at(30), d.CreatedAt()))
+		s.eventuallySeen(t, domain.RehydrateDevice(d.ID().String(), d.Model(), v, d.TokenHash(), s.at(30), d.CreatedAt()))
 
 		// Reports may arrive out of order: an older one never overwrites a
 		// newer one; one of the same instant does.
 		old := domain.MustParseVersion("1.3.0")
 		repoNoErr(t, "record an older report", s.Devices.RecordSeen(ctx, d, old, s.at(29)))
-		s.eventuallySeen(t, domain.RehydrateDevice(d.ID(), d.Model(), v, d.TokenHash(), s.at(30), d.CreatedAt()))
+		s.eventuallySeen(t, domain.RehydrateDevice(d.ID().String(), d.Model(), v, d.TokenHash(), s.at(30), d.CreatedAt()))
 		same := domain.MustParseVersion("1.4.1")
 		repoNoErr(t, "record a report of the same instant", s.Devices.RecordSeen(ctx, d, same, s.at(30)))
-		s.eventuallySeen(t, domain.RehydrateDevice(d.ID(), d.Model(), same, d.TokenHash(), s.at(30), d.CreatedAt()))
+		s.eventuallySeen(t, domain.RehydrateDevice(d.ID().String(), d.Model(), same, d.TokenHash(), s.at(30), d.CreatedAt()))
 
 		unknown := repoName("dev")
 		if err := s.Devices.RecordSeen(ctx, unseen(unknown), v, s.at(31)); err != nil && !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("record seen of an unknown device: err = %v, want nil or domain.ErrNotFound", err)
 		}
 		time.Sleep(1100 * time.Millisecond)
-		_, err := s.Devices.Get(ctx, unknown)
+		_, err := s.Devices.Get(ctx, asDeviceID(unknown))
 		repoIsNotFound(t, "record seen must not register a device", err)
 	})
 
 	t.Run("CancelledContext", func(t *testing.T) {
-		d, err := domain.NewDevice(repoName("dev"), model, "1.0.0", s.hash(t), s.at(0))
+		d, err := domain.NewDevice(asDeviceID(repoName("dev")), model, "1.0.0", s.hash(t), s.at(0))
 		repoNoErr(t, "new device", err)
 		if err := s.Devices.Create(repoCancelled(t), d); err == nil {
 			t.Error("create with a cancelled context succeeded")

@@ -20,10 +20,10 @@ func (s *repoSuite) tasks(t *testing.T) {
 
 	t.Run("GetActiveMissing", func(t *testing.T) {
 		for _, id := range []string{uuid.NewString(), "not-a-uuid", ""} {
-			_, err := s.Tasks.Get(ctx, id)
+			_, err := s.Tasks.Get(ctx, asUUID(id))
 			repoIsNotFound(t, "get "+id, err)
 		}
-		_, err := s.Tasks.Active(ctx, repoName("dev"))
+		_, err := s.Tasks.Active(ctx, asDeviceID(repoName("dev")))
 		repoIsNotFound(t, "active of an unknown device", err)
 		d := s.device(t, repoName("model"), "1.0.0")
 		_, err = s.Tasks.Active(ctx, d.ID())
@@ -156,7 +156,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 			return nil, nil
 		}), nil)
 		repoNoErr(t, "replace", err)
-		if created || got.ID() != "" {
+		if created || !got.ID().IsZero() {
 			t.Errorf("got task %q created=%v, want the zero task", got.ID(), created)
 		}
 	})
@@ -204,11 +204,11 @@ func (s *repoSuite) tasks(t *testing.T) {
 				deviceID := c.deviceID
 				var pending domain.Task
 				if deviceID == "" {
-					deviceID = s.device(t, model, "1.0.0").ID()
-					pending = s.insert(t, s.newTask(t, deviceID, o, 1, s.at(5)))
+					deviceID = s.device(t, model, "1.0.0").ID().String()
+					pending = s.insert(t, s.newTask(t, asDeviceID(deviceID), o, 1, s.at(5)))
 				}
-				tk := s.newTask(t, deviceID, c.offer, 1, s.at(6))
-				_, _, err := s.Tasks.ReplaceActive(ctx, deviceID, onActive(func(active *domain.Task) (*domain.Task, error) {
+				tk := s.newTask(t, asDeviceID(deviceID), c.offer, 1, s.at(6))
+				_, _, err := s.Tasks.ReplaceActive(ctx, asDeviceID(deviceID), onActive(func(active *domain.Task) (*domain.Task, error) {
 					if active != nil {
 						if err := active.Cancel(domain.CodeSuperseded, "superseded", s.at(6)); err != nil {
 							return nil, err
@@ -219,12 +219,12 @@ func (s *repoSuite) tasks(t *testing.T) {
 				repoIsNotFound(t, "task with an unknown "+name, err)
 				_, err = s.Tasks.Get(ctx, tk.ID())
 				repoIsNotFound(t, "refused task", err)
-				if pending.ID() != "" { // the cancellation was rolled back with the insert
-					got, err := s.Tasks.Active(ctx, deviceID)
+				if !pending.ID().IsZero() { // the cancellation was rolled back with the insert
+					got, err := s.Tasks.Active(ctx, asDeviceID(deviceID))
 					repoNoErr(t, "active", err)
 					repoSameTask(t, got, pending.Record())
 				} else {
-					_, err = s.Tasks.Active(ctx, deviceID)
+					_, err = s.Tasks.Active(ctx, asDeviceID(deviceID))
 					repoIsNotFound(t, "active", err)
 				}
 			})
@@ -357,7 +357,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 		repoSameTask(t, stored, want)
 
 		for _, id := range []string{uuid.NewString(), "not-a-uuid"} {
-			_, err = s.Tasks.Update(ctx, id, func(*domain.Task) error {
+			_, err = s.Tasks.Update(ctx, asUUID(id), func(*domain.Task) error {
 				t.Error("fn called for an unknown task")
 				return nil
 			})
@@ -451,7 +451,7 @@ func (s *repoSuite) replaceActiveRace(t *testing.T, alwaysInsert bool) {
 	wg.Wait()
 
 	winners := 0
-	winner := ""
+	var winner domain.UUID
 	for i, r := range results {
 		if r.err != nil {
 			t.Fatalf("goroutine %d: %v", i, r.err)
@@ -495,7 +495,7 @@ func (s *repoSuite) applyEvent(t *testing.T) {
 	apply := func(id string, ev domain.Event, at time.Time) (domain.Task, *domain.Event, error) {
 		var seen *domain.Event
 		calls := 0
-		got, err := s.Tasks.ApplyEvent(ctx, id, ev, func(x *domain.Task, prior *domain.Event) (bool, error) {
+		got, err := s.Tasks.ApplyEvent(ctx, asUUID(id), ev, func(x *domain.Task, prior *domain.Event) (bool, error) {
 			calls++
 			seen = prior
 			return x.ApplyEvent(ev, prior, at)
@@ -507,7 +507,7 @@ func (s *repoSuite) applyEvent(t *testing.T) {
 	}
 
 	ev1 := repoEvent(t, "evt-1", "downloading", repoInt(10))
-	got, prior, err := apply(tk.ID(), ev1, s.at(11))
+	got, prior, err := apply(tk.ID().String(), ev1, s.at(11))
 	repoNoErr(t, "first event", err)
 	if prior != nil {
 		t.Errorf("a new event id came with prior event %q", prior.ID())
@@ -520,7 +520,7 @@ func (s *repoSuite) applyEvent(t *testing.T) {
 	repoSameTask(t, stored, want)
 
 	// A replay sees the recorded event and changes nothing.
-	got, prior, err = apply(tk.ID(), ev1, s.at(12))
+	got, prior, err = apply(tk.ID().String(), ev1, s.at(12))
 	repoNoErr(t, "replay", err)
 	if prior == nil || prior.ID() != ev1.ID() || !prior.SameBody(ev1) {
 		t.Fatalf("replay: prior = %+v, want the recorded event", prior)
@@ -529,7 +529,7 @@ func (s *repoSuite) applyEvent(t *testing.T) {
 
 	// The same id with another body is a conflict, and changes nothing.
 	ev1b := repoEvent(t, "evt-1", "downloading", repoInt(20))
-	_, prior, err = apply(tk.ID(), ev1b, s.at(13))
+	_, prior, err = apply(tk.ID().String(), ev1b, s.at(13))
 	if !errors.Is(err, domain.ErrIdempotencyConflict) {
 		t.Errorf("conflicting reuse: err = %v, want domain.ErrIdempotencyConflict", err)
 	}
@@ -563,14 +563,14 @@ func (s *repoSuite) applyEvent(t *testing.T) {
 	repoNoErr(t, "get", err)
 	repoSameTask(t, stored, want)
 	// So neither event id was recorded: both apply afresh.
-	got, prior, err = apply(tk.ID(), ev2, s.at(16))
+	got, prior, err = apply(tk.ID().String(), ev2, s.at(16))
 	repoNoErr(t, "event after no-change", err)
 	if prior != nil {
 		t.Error("an event fn reported unchanged was recorded")
 	}
 	want.Status, want.Progress, want.UpdatedAt = domain.TaskDownloaded, 0, s.at(16)
 	repoSameTask(t, got, want)
-	got, prior, err = apply(tk.ID(), ev3, s.at(17))
+	got, prior, err = apply(tk.ID().String(), ev3, s.at(17))
 	repoNoErr(t, "event after failure", err)
 	if prior != nil {
 		t.Error("an event whose fn failed was recorded")
@@ -581,7 +581,7 @@ func (s *repoSuite) applyEvent(t *testing.T) {
 	// Event ids are scoped to their task.
 	other := s.device(t, model, "1.0.0")
 	otk := s.insert(t, s.newTask(t, other.ID(), o, 1, s.at(10)))
-	_, prior, err = apply(otk.ID(), ev1, s.at(18))
+	_, prior, err = apply(otk.ID().String(), ev1, s.at(18))
 	repoNoErr(t, "same event id on another task", err)
 	if prior != nil {
 		t.Error("another task's event was given as prior")
@@ -602,7 +602,7 @@ func (s *repoSuite) applyEvent(t *testing.T) {
 	repoSameTask(t, stored, want)
 
 	// A final event ends the task and frees the device's active slot.
-	got, prior, err = apply(tk.ID(), ev4, s.at(20))
+	got, prior, err = apply(tk.ID().String(), ev4, s.at(20))
 	repoNoErr(t, "final event", err)
 	if prior != nil {
 		t.Error("an event applied under an ended context was recorded")
@@ -613,7 +613,7 @@ func (s *repoSuite) applyEvent(t *testing.T) {
 	repoIsNotFound(t, "active after success", err)
 
 	for _, id := range []string{uuid.NewString(), "not-a-uuid"} {
-		_, err = s.Tasks.ApplyEvent(ctx, id, ev1, func(*domain.Task, *domain.Event) (bool, error) {
+		_, err = s.Tasks.ApplyEvent(ctx, asUUID(id), ev1, func(*domain.Task, *domain.Event) (bool, error) {
 			t.Error("fn called for an unknown task")
 			return true, nil
 		}, nil)
@@ -645,17 +645,17 @@ func (s *repoSuite) list(t *testing.T) {
 				t.Errorf("action id %d after %d: not increasing", tk.ActionID(), lastAction)
 			}
 			lastAction = tk.ActionID()
-			ids = append(ids, tk.ID())
+			ids = append(ids, tk.ID().String())
 		}
 	}
 	r2ids := []string{
-		s.insert(t, s.newTask(t, d4.ID(), o2, 1, s.at(100))).ID(),
-		s.insert(t, s.newTask(t, d4.ID(), o2, 2, s.at(101))).ID(),
+		s.insert(t, s.newTask(t, d4.ID(), o2, 1, s.at(100))).ID().String(),
+		s.insert(t, s.newTask(t, d4.ID(), o2, 2, s.at(101))).ID().String(),
 	}
 
 	stored := map[string]domain.Task{}
 	for _, id := range append(slices.Clone(ids), r2ids...) {
-		tk, err := s.Tasks.Get(ctx, id)
+		tk, err := s.Tasks.Get(ctx, asUUID(id))
 		repoNoErr(t, "get", err)
 		stored[id] = tk
 	}
@@ -679,7 +679,7 @@ func (s *repoSuite) list(t *testing.T) {
 			return
 		}
 		for _, tk := range got {
-			repoSameTask(t, tk, stored[tk.ID()].Record())
+			repoSameTask(t, tk, stored[tk.ID().String()].Record())
 		}
 	}
 	pending, cancelled := domain.TaskPending, domain.TaskCancelled
@@ -688,7 +688,7 @@ func (s *repoSuite) list(t *testing.T) {
 	// Walk the rollout's tasks in pages of 5: 24 tasks, every page boundary
 	// but one falls inside a group sharing created_at.
 	var walked []string
-	f := ports.TaskFilter{RolloutID: r1.ID(), Limit: 5}
+	f := ports.TaskFilter{RolloutID: asUUID(r1.ID()), Limit: 5}
 	for page := 0; ; page++ {
 		if page > len(ids) {
 			t.Fatal("pagination does not end")
@@ -702,8 +702,8 @@ func (s *repoSuite) list(t *testing.T) {
 			break
 		}
 		for _, tk := range got {
-			repoSameTask(t, tk, stored[tk.ID()].Record())
-			walked = append(walked, tk.ID())
+			repoSameTask(t, tk, stored[tk.ID().String()].Record())
+			walked = append(walked, tk.ID().String())
 		}
 		last := got[len(got)-1]
 		f.After = &ports.TaskCursor{CreatedAt: last.CreatedAt(), ID: last.ID()}
@@ -719,14 +719,14 @@ func (s *repoSuite) list(t *testing.T) {
 		seen[id] = true
 	}
 
-	check("rollout, one page", ports.TaskFilter{RolloutID: r1.ID(), Limit: 100}, byRollout)
-	check("rollout, limit 3", ports.TaskFilter{RolloutID: r1.ID(), Limit: 3}, byRollout[:3])
-	check("rollout, after the 7th", ports.TaskFilter{RolloutID: r1.ID(), Limit: 4,
-		After: &ports.TaskCursor{CreatedAt: stored[byRollout[6]].CreatedAt(), ID: byRollout[6]}}, byRollout[7:11])
-	check("rollout, after the last", ports.TaskFilter{RolloutID: r1.ID(), Limit: 5,
-		After: &ports.TaskCursor{CreatedAt: stored[byRollout[23]].CreatedAt(), ID: byRollout[23]}}, []string{})
-	check("other rollout", ports.TaskFilter{RolloutID: r2.ID(), Limit: 100}, order(r2ids))
-	check("rollout without tasks", ports.TaskFilter{RolloutID: uuid.NewString(), Limit: 100}, []string{})
+	check("rollout, one page", ports.TaskFilter{RolloutID: asUUID(r1.ID()), Limit: 100}, byRollout)
+	check("rollout, limit 3", ports.TaskFilter{RolloutID: asUUID(r1.ID()), Limit: 3}, byRollout[:3])
+	check("rollout, after the 7th", ports.TaskFilter{RolloutID: asUUID(r1.ID()), Limit: 4,
+		After: &ports.TaskCursor{CreatedAt: stored[byRollout[6]].CreatedAt(), ID: asUUID(byRollout[6])}}, byRollout[7:11])
+	check("rollout, after the last", ports.TaskFilter{RolloutID: asUUID(r1.ID()), Limit: 5,
+		After: &ports.TaskCursor{CreatedAt: stored[byRollout[23]].CreatedAt(), ID: asUUID(byRollout[23])}}, []string{})
+	check("other rollout", ports.TaskFilter{RolloutID: asUUID(r2.ID()), Limit: 100}, order(r2ids))
+	check("rollout without tasks", ports.TaskFilter{RolloutID: asUUID(uuid.NewString()), Limit: 100}, []string{})
 
 	var dev0, dev0Cancelled, pendingIDs []string
 	for _, id := range byRollout {
@@ -747,14 +747,14 @@ func (s *repoSuite) list(t *testing.T) {
 	check("device", ports.TaskFilter{DeviceID: devs[0].ID(), Limit: 100}, dev0)
 	check("device, limit one short", ports.TaskFilter{DeviceID: devs[0].ID(), Limit: 5}, dev0[:5])
 	check("device, page 2", ports.TaskFilter{DeviceID: devs[0].ID(), Limit: 2,
-		After: &ports.TaskCursor{CreatedAt: stored[dev0[1]].CreatedAt(), ID: dev0[1]}}, dev0[2:4])
+		After: &ports.TaskCursor{CreatedAt: stored[dev0[1]].CreatedAt(), ID: asUUID(dev0[1])}}, dev0[2:4])
 	check("other device", ports.TaskFilter{DeviceID: d4.ID(), Limit: 100}, order(r2ids))
-	check("device and rollout", ports.TaskFilter{DeviceID: d4.ID(), RolloutID: r1.ID(), Limit: 100}, []string{})
-	check("rollout and status", ports.TaskFilter{RolloutID: r1.ID(), Status: &pending, Limit: 100}, pendingIDs)
+	check("device and rollout", ports.TaskFilter{DeviceID: d4.ID(), RolloutID: asUUID(r1.ID()), Limit: 100}, []string{})
+	check("rollout and status", ports.TaskFilter{RolloutID: asUUID(r1.ID()), Status: &pending, Limit: 100}, pendingIDs)
 	check("device and status", ports.TaskFilter{DeviceID: devs[0].ID(), Status: &cancelled, Limit: 100}, dev0Cancelled)
-	check("all three", ports.TaskFilter{DeviceID: devs[0].ID(), RolloutID: r1.ID(), Status: &pending, Limit: 100}, dev0[5:])
-	check("other rollout, status", ports.TaskFilter{RolloutID: r2.ID(), Status: &cancelled, Limit: 100}, r2ids[:1])
-	check("unknown device", ports.TaskFilter{DeviceID: repoName("dev"), Limit: 100}, []string{})
+	check("all three", ports.TaskFilter{DeviceID: devs[0].ID(), RolloutID: asUUID(r1.ID()), Status: &pending, Limit: 100}, dev0[5:])
+	check("other rollout, status", ports.TaskFilter{RolloutID: asUUID(r2.ID()), Status: &cancelled, Limit: 100}, r2ids[:1])
+	check("unknown device", ports.TaskFilter{DeviceID: asDeviceID(repoName("dev")), Limit: 100}, []string{})
 }
 
 func (s *repoSuite) rolloutStats(t *testing.T) {
@@ -824,7 +824,7 @@ func (s *repoSuite) failedCounts(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Errorf("failed counts %v, want %v", got, want)
 	}
-	none, err := s.Tasks.FailedCounts(ctx, repoName("dev"))
+	none, err := s.Tasks.FailedCounts(ctx, asDeviceID(repoName("dev")))
 	repoNoErr(t, "failed counts of an unknown device", err)
 	if len(none) != 0 {
 		t.Errorf("an unknown device has failures %v", none)
@@ -873,7 +873,7 @@ func (s *repoSuite) checkView(t *testing.T) {
 	_, err := s.Tasks.CheckView(ctx, s.hash(t))
 	repoIsNotFound(t, "check view of an unknown token", err)
 	for _, id := range []string{repoName("dev"), "", "bad\x00id", strings.Repeat("x", 65)} {
-		_, err := s.Tasks.CheckViewOf(ctx, id)
+		_, err := s.Tasks.CheckViewOf(ctx, asDeviceID(id))
 		repoIsNotFound(t, "check view of "+id, err)
 	}
 	_, err = s.Tasks.CheckViewOf(repoCancelled(t), busy.ID())

@@ -91,7 +91,7 @@ func (s *repoSuite) hash(t *testing.T) domain.TokenHash {
 // device registers a new device of model.
 func (s *repoSuite) device(t *testing.T, model, version string) domain.Device {
 	t.Helper()
-	d, err := domain.NewDevice(repoName("dev"), model, version, s.hash(t), s.at(0))
+	d, err := domain.NewDevice(asDeviceID(repoName("dev")), model, version, s.hash(t), s.at(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,9 +145,9 @@ func (s *repoSuite) offer(t *testing.T, model, version string) domain.Offer {
 	return domain.Offer{Firmware: fw, Rollout: s.rollout(t, fw, domain.RolloutSpec{Percentage: 100}, s.at(2), true)}
 }
 
-func (s *repoSuite) newTask(t *testing.T, deviceID string, o domain.Offer, attempt int, at time.Time) domain.Task {
+func (s *repoSuite) newTask(t *testing.T, deviceID domain.DeviceID, o domain.Offer, attempt int, at time.Time) domain.Task {
 	t.Helper()
-	tk, err := domain.NewTask(uuid.NewString(), deviceID, o, attempt, at)
+	tk, err := domain.NewTask(asUUID(uuid.NewString()), deviceID, o, attempt, at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func (s *repoSuite) insert(t *testing.T, tk domain.Task) domain.Task {
 }
 
 // drive moves a task to status with Update, as the domain allows.
-func (s *repoSuite) drive(t *testing.T, id string, status domain.TaskStatus, at time.Time) domain.Task {
+func (s *repoSuite) drive(t *testing.T, id domain.UUID, status domain.TaskStatus, at time.Time) domain.Task {
 	t.Helper()
 	got, err := s.Tasks.Update(t.Context(), id, func(tk *domain.Task) error {
 		switch status {
@@ -307,7 +307,7 @@ func repoSameTask(t *testing.T, got domain.Task, want domain.TaskRecord) {
 func repoTaskIDs(ts []domain.Task) []string {
 	ids := make([]string, len(ts))
 	for i, tk := range ts {
-		ids[i] = tk.ID()
+		ids[i] = tk.ID().String()
 	}
 	return ids
 }

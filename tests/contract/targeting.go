@@ -106,15 +106,15 @@ func tagsContract(t *testing.T, s *repoSuite, r TargetingRepos) {
 	b := s.device(t, model, "1.0.0")
 	c := s.device(t, model, "1.0.0")
 	s.device(t, repoName("m"), "1.0.0") // of another model: the model filter leaves it out
-	set := func(tags ...string) func(string, []string) ([]string, error) {
-		return func(string, []string) ([]string, error) { return tags, nil }
+	set := func(tags ...string) func(domain.DeviceID, []string) ([]string, error) {
+		return func(domain.DeviceID, []string) ([]string, error) { return tags, nil }
 	}
-	out, err := r.Directory.UpdateTags(ctx, []string{a.ID(), b.ID()}, set("eu", "lab"))
+	out, err := r.Directory.UpdateTags(ctx, []domain.DeviceID{a.ID(), b.ID()}, set("eu", "lab"))
 	if err != nil || fmt.Sprint(out[a.ID()]) != "[eu lab]" || fmt.Sprint(out[b.ID()]) != "[eu lab]" {
 		t.Fatalf("UpdateTags: %v %v", out, err)
 	}
 	// fn sees the current tags.
-	if _, err := r.Directory.UpdateTags(ctx, []string{b.ID()}, func(_ string, cur []string) ([]string, error) {
+	if _, err := r.Directory.UpdateTags(ctx, []domain.DeviceID{b.ID()}, func(_ domain.DeviceID, cur []string) ([]string, error) {
 		if fmt.Sprint(cur) != "[eu lab]" {
 			return nil, fmt.Errorf("fn got %v", cur)
 		}
@@ -123,10 +123,10 @@ func tagsContract(t *testing.T, s *repoSuite, r TargetingRepos) {
 		t.Fatal(err)
 	}
 	// All or nothing: an unknown id, or fn failing on one device, writes nothing.
-	if _, err := r.Directory.UpdateTags(ctx, []string{a.ID(), repoName("nobody")}, set("x")); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := r.Directory.UpdateTags(ctx, []domain.DeviceID{a.ID(), asDeviceID(repoName("nobody"))}, set("x")); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("unknown device: %v", err)
 	}
-	if _, err := r.Directory.UpdateTags(ctx, []string{a.ID(), c.ID()}, func(id string, _ []string) ([]string, error) {
+	if _, err := r.Directory.UpdateTags(ctx, []domain.DeviceID{a.ID(), c.ID()}, func(id domain.DeviceID, _ []string) ([]string, error) {
 		if id == c.ID() {
 			return nil, errRepoBoom
 		}
@@ -158,27 +158,27 @@ func tagsContract(t *testing.T, s *repoSuite, r TargetingRepos) {
 	ids := func(l []ports.DeviceListing) []string {
 		out := []string{}
 		for _, x := range l {
-			out = append(out, x.Device.ID())
+			out = append(out, x.Device.ID().String())
 		}
 		return out
 	}
-	all := []string{a.ID(), b.ID(), c.ID()}
+	all := []string{a.ID().String(), b.ID().String(), c.ID().String()}
 	slices.Sort(all)
 	l, err := r.Directory.List(ctx, ports.DeviceFilter{Model: model, Limit: 10})
 	if err != nil || !slices.Equal(ids(l), all) {
 		t.Fatalf("by model: %v %v, want %v", ids(l), err, all)
 	}
 	l, err = r.Directory.List(ctx, ports.DeviceFilter{Model: model, Tags: []string{"eu"}, Limit: 10})
-	want := []string{a.ID(), b.ID()}
+	want := []string{a.ID().String(), b.ID().String()}
 	slices.Sort(want)
 	if err != nil || !slices.Equal(ids(l), want) {
 		t.Fatalf("by tag: %v %v, want %v", ids(l), err, want)
 	}
 	l, err = r.Directory.List(ctx, ports.DeviceFilter{Model: model, Tags: []string{"eu", "lab"}, Attributes: map[string]string{"hw": "rev2"}, Limit: 10})
-	if err != nil || !slices.Equal(ids(l), []string{a.ID()}) || l[0].Attributes.Values()["hw"] != "rev2" || fmt.Sprint(l[0].Tags) != "[eu lab]" {
+	if err != nil || !slices.Equal(ids(l), []string{a.ID().String()}) || l[0].Attributes.Values()["hw"] != "rev2" || fmt.Sprint(l[0].Tags) != "[eu lab]" {
 		t.Fatalf("by tags and attribute: %+v %v", l, err)
 	}
-	l, err = r.Directory.List(ctx, ports.DeviceFilter{Model: model, Limit: 2, After: all[0]})
+	l, err = r.Directory.List(ctx, ports.DeviceFilter{Model: model, Limit: 2, After: asDeviceID(all[0])})
 	if err != nil || !slices.Equal(ids(l), all[1:]) {
 		t.Fatalf("after %s: %v %v", all[0], ids(l), err)
 	}

@@ -68,7 +68,7 @@ func seed(t *testing.T, r replica, model string, devices int) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
+	if _, err := r.admin.StartRollout(ctx, ports.StartRollout{FirmwareID: asUUID(fw.ID()), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
 		t.Fatal(err)
 	}
 	ids := make([]string, devices)
@@ -94,7 +94,7 @@ func hammer(t *testing.T, replicas []replica, deviceID, model string, n int) []s
 			defer wg.Done()
 			<-start
 			svc := replicas[i%len(replicas)].devices
-			dev, err := svc.IdentifyDevice(context.Background(), deviceID)
+			dev, err := svc.IdentifyDevice(context.Background(), asDeviceID(deviceID))
 			if err != nil {
 				t.Errorf("identify %d: %v", i, err)
 				return
@@ -105,7 +105,7 @@ func hammer(t *testing.T, replicas []replica, deviceID, model string, n int) []s
 				t.Errorf("check %d: %+v, %v", i, res, err)
 				return
 			}
-			ids[i] = res.Task.Task.ID()
+			ids[i] = res.Task.Task.ID().String()
 		}(i)
 	}
 	close(start)
