@@ -134,12 +134,29 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 			res = ports.CheckResult{Task: &ports.TaskView{Task: *plan.Task, Firmware: active.Firmware}, Outcome: ports.CheckReused}
 		}
 	case plan.Action == domain.CheckCreate:
-		res, err = s.createOnce(ctx, dev, current, facts, plan.Offer)
+		res, err = s.createOnce(ctx, dev, current, facts, offers, plan.Offer)
 	default:
 		// Only the active task changes (it succeeded, was cancelled or
 		// timed out): no task is created, so no lock is needed; the row
 		// lock of the transaction serialises this with any other writer.
-		res, err = s.write(ctx, dev, current, facts, nil)
+		res, err = s.write(ctx, dev, current, facts, offers, "")
+	}
+	// The plan made again in a writing transaction may want to create a
+	// task for another firmware than the lock held, if any, was taken for
+	// (what the transaction saw changed since the lock-free read): create
+	// it under its own lock, rather than answer as if nothing were on
+	// offer. Bounded: a device whose tasks keep changing is told to retry.
+	for round := 0; ; round++ {
+		var moved *planMovedError
+		if !errors.As(err, &moved) {
+			break
+		}
+		if round == maxReplans {
+			err = fmt.Errorf("%w: the device's tasks kept changing while its check was written", domain.ErrServiceBusy)
+			break
+		}
+		offers = moved.offers
+		res, err = s.createOnce(ctx, dev, current, facts, offers, moved.offer)
 	}
 	if err == nil && res.Task == nil {
 		res.PollAfter = plan.PollAfter(now, s.pollAfter)
@@ -190,7 +207,7 @@ type flightResult struct {
 // reported version in this process, and shares its answer with the callers
 // that asked meanwhile (a caller reporting another version is planned
 // anew: rule 3 may succeed its task instead).
-func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, offer domain.Offer) (ports.CheckResult, error) {
+func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, offers []domain.Offer, offer domain.Offer) (ports.CheckResult, error) {
 	key := dev.ID().String() + ":" + offer.Firmware.ID() + ":" + current.String()
 	ch := s.flights.DoChan(key, func() (any, error) {
 		// The flight outlives any one caller's cancellation, since the
@@ -199,7 +216,7 @@ func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current doma
 		// held, so neither the lock nor this goroutine is kept forever.
 		flightCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flightTimeout)
 		defer cancel()
-		res, err := s.create(flightCtx, dev, current, facts, offer)
+		res, err := s.create(flightCtx, dev, current, facts, offers, offer)
 		if err != nil && flightCtx.Err() != nil && !errors.Is(err, domain.ErrServiceBusy) {
 			err = fmt.Errorf("%w: find-or-create ran out of time: %w", domain.ErrServiceBusy, err)
 		}
@@ -223,15 +240,15 @@ func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current doma
 
 // create is the critical section of check rule 7: under the lock, plan
 // again on what the transaction sees, and reuse, keep or replace.
-func (s *Checks) create(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, offer domain.Offer) (ports.CheckResult, error) {
+func (s *Checks) create(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, offers []domain.Offer, offer domain.Offer) (ports.CheckResult, error) {
 	var res ports.CheckResult
 	err := s.locker.WithLock(ctx, dev.ID().String()+":"+offer.Firmware.ID(), func(ctx context.Context) error {
 		var err error
-		res, err = s.write(ctx, dev, current, facts, &offer)
+		res, err = s.write(ctx, dev, current, facts, offers, offer.Firmware.ID())
 		if errors.Is(err, domain.ErrOfferWithdrawn) {
-			// Revoked or stopped between the plan and the insert: answer
-			// as if it had never been offered.
-			res, err = s.write(ctx, dev, current, facts, nil)
+			// Revoked or stopped between the plan and the insert: plan
+			// again as if it had never been offered.
+			res, err = s.write(ctx, dev, current, facts, withoutRollout(offers, offer.Rollout.ID()), offer.Firmware.ID())
 		}
 		return err
 	})
@@ -248,22 +265,46 @@ func (s *Checks) create(ctx context.Context, dev domain.Device, current domain.V
 	return res, nil
 }
 
+// maxReplans bounds how often one check follows its plan to another
+// firmware's lock (planMovedError).
+const maxReplans = 2
+
+// planMovedError says that the plan made again in the writing transaction
+// over offers wants to create a task of offer, whose lock is not held:
+// nothing was stored, and the caller creates it under that lock, planning
+// over the same offers (a withdrawn one already left out).
+type planMovedError struct {
+	offer  domain.Offer
+	offers []domain.Offer
+}
+
+func (e *planMovedError) Error() string {
+	return "the check's plan moved to firmware " + e.offer.Firmware.ID()
+}
+
+// withoutRollout is offers less the given rollout's.
+func withoutRollout(offers []domain.Offer, rolloutID string) []domain.Offer {
+	out := make([]domain.Offer, 0, len(offers))
+	for _, o := range offers {
+		if o.Rollout.ID() != rolloutID {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // write carries out a plan in the transaction that replaces the device's
 // active task, re-planning on what that transaction sees (domain.PlanCheck
-// again). candidate is the offer the lock was taken for; it is the only
-// task the transaction may create (nil: create nothing, as when no lock is
-// held), so a plan that would now create another answers as if nothing
-// were on offer.
-func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, candidate *domain.Offer) (ports.CheckResult, error) {
+// again, over the same offers). locked is the firmware whose lock is held
+// ("" when none): the only firmware the transaction may create a task of.
+// A plan that would now create a task of another firmware stores nothing
+// and returns a planMovedError naming that offer.
+func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, offers []domain.Offer, locked string) (ports.CheckResult, error) {
 	var (
 		plan domain.CheckPlan
 		seen *domain.ActiveTask
 	)
 	result, created, err := s.tasks.ReplaceActive(ctx, dev.ID(), func(st ports.TaskState) (*domain.Task, error) {
-		var offers []domain.Offer
-		if candidate != nil {
-			offers = []domain.Offer{*candidate}
-		}
 		now := s.clock.Now()
 		seen = st.Active
 		plan = domain.PlanCheck(domain.CheckInput{
@@ -274,6 +315,9 @@ func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Ve
 		}
 		if plan.Action != domain.CheckCreate {
 			return nil, nil
+		}
+		if plan.Offer.Firmware.ID() != locked {
+			return nil, &planMovedError{offer: plan.Offer, offers: offers}
 		}
 		id, err := newID(s.ids)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,9 +87,10 @@ func (l revokeInTheWindow) WithLock(ctx context.Context, name string, fn func(co
 }
 
 // Issue 9, hole 2: a firmware revoked after the check chose it and before
-// the task is inserted is not handed out: the check answers as if it had
-// never been offered (no update; or the lower offer on the next check),
-// and no task exists for it.
+// the task is inserted is not handed out: the check plans again as if it
+// had never been offered, and hands out the lower offer under that
+// firmware's own lock, in the same poll. No task exists for the revoked
+// one.
 func TestRevokeBetweenPlanAndInsertCreatesNoTask(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -122,16 +124,16 @@ func TestRevokeBetweenPlanAndInsertCreatesNoTask(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Task != nil || res.Outcome != ports.CheckNoUpdate {
-				t.Fatalf("check answered %s with %+v, want no update", res.Outcome, res.Task)
+			if res.Task == nil || res.Outcome != ports.CheckCreated || res.Task.Firmware.ID() != lower.ID() {
+				t.Fatalf("check answered %s with %+v, want a task created for 1.1.0", res.Outcome, res.Task)
 			}
-			if ts := e.tasksOf(asDeviceID(d)); len(ts) != 0 {
-				t.Fatalf("%d tasks created, want none (firmware %s)", len(ts), ts[0].FirmwareID())
+			if ts := e.tasksOf(asDeviceID(d)); len(ts) != 1 || ts[0].FirmwareID() != lower.ID() {
+				t.Fatalf("tasks %v, want the one of 1.1.0 alone", ts)
 			}
-			// The next check plans on the fresh offers: the lower firmware.
+			// The next check hands out the same task.
 			next := e.check(d, "1.0.0")
-			if next.Task == nil || next.Task.Firmware.ID() != lower.ID() {
-				t.Fatalf("next check: %+v, want a task for 1.1.0", next.Task)
+			if next.Task == nil || next.Task.Task.ID() != res.Task.Task.ID() {
+				t.Fatalf("next check: %+v, want task %s again", next.Task, res.Task.Task.ID())
 			}
 		})
 	}
@@ -344,5 +346,56 @@ func TestCheckReadsTheTaskStateOnlyWhenNotGiven(t *testing.T) {
 	}
 	if calls != 1 {
 		t.Fatalf("a reuse without the task state made %d task store calls, want 1", calls)
+	}
+}
+
+// hookOnce is a lock that runs a function once, before its first hold: a
+// window between a check's lock-free plan and its writing transaction.
+type hookOnce struct {
+	ports.Locker
+	once *sync.Once
+	hook func()
+}
+
+func (l hookOnce) WithLock(ctx context.Context, name string, fn func(context.Context) error) error {
+	l.once.Do(l.hook)
+	return l.Locker.WithLock(ctx, name, fn)
+}
+
+// When what the writing transaction sees makes the plan choose another
+// firmware than the one whose lock was taken — here the device used up its
+// last attempt at 3.0.0 in the window — the check creates the other
+// firmware's task under that firmware's lock, in the same poll. It once
+// answered "no update", which no order of the device's calls explains
+// (found by the linearizability run under a Redis cut).
+func TestCheckFollowsItsPlanToAnotherFirmware(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	older := e.firmware("2.0.0")
+	e.rollout(older, 100)
+	e.rollout(e.firmware("3.0.0"), 100)
+	d := e.device("1.0.0")
+	for range 2 {
+		e.mustEvent(asDeviceID(d), e.check(d, "1.0.0").Task.Task.ID(), "end", "failed")
+	}
+	stale := e.req(d, model, "1.0.0") // two failures at 3.0.0: one attempt left
+	deps := e.deps
+	deps.Locker = hookOnce{Locker: e.deps.Locker, once: new(sync.Once), hook: func() {
+		last := e.check(d, "1.0.0").Task.Task
+		if last.Attempt() != 3 {
+			t.Errorf("the window's task is attempt %d, want 3", last.Attempt())
+		}
+		e.mustEvent(asDeviceID(d), last.ID(), "end", "failed")
+	}}
+	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := devices.Check(e.ctx, stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Task == nil || res.Outcome != ports.CheckCreated || res.Task.Firmware.ID() != older.ID() {
+		t.Fatalf("check answered %s with %+v, want a task created for 2.0.0", res.Outcome, res.Task)
 	}
 }
