@@ -105,9 +105,26 @@ func TestWaitBoundedWhenTheLockArrivesLate(t *testing.T) {
 			time.Sleep(wait - time.Millisecond + rand.N(2*time.Millisecond))
 		}}
 		l := lateTestLocker(f, wait)
-		var wg sync.WaitGroup
+		// As many goroutines only sleep as long, beside the waiters: how
+		// late the machine wakes a sleeper (the race detector, other
+		// processes on shared cores) is not the lock's wait, and is
+		// allowed on top of the slack.
+		var (
+			wg        sync.WaitGroup
+			mu        sync.Mutex
+			waits     []time.Duration
+			sleepLate time.Duration
+		)
 		for i := range 100 {
-			wg.Add(1)
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				start := time.Now()
+				time.Sleep(wait)
+				mu.Lock()
+				sleepLate = max(sleepLate, time.Since(start)-wait)
+				mu.Unlock()
+			}()
 			go func() {
 				defer wg.Done()
 				start := time.Now()
@@ -122,14 +139,19 @@ func TestWaitBoundedWhenTheLockArrivesLate(t *testing.T) {
 						t.Errorf("err = %v, want fn run or a wait refusal", err)
 					}
 				}
-				if waited > wait+slack {
-					t.Errorf("waited %v for the lock, want at most %v + %v", waited, wait, slack)
-				}
+				mu.Lock()
+				waits = append(waits, waited)
+				mu.Unlock()
 			}()
 		}
 		wg.Wait()
 		l.Close()
 		f.wg.Wait()
+		for _, waited := range waits {
+			if waited > wait+slack+sleepLate {
+				t.Errorf("waited %v for the lock, want at most %v + %v (+ %v, how late a plain sleep of as long woke)", waited, wait, slack, sleepLate)
+			}
+		}
 	})
 }
 
