@@ -196,7 +196,7 @@ func TestCatalogCacheForgetsEverythingOnReconnect(t *testing.T) {
 		WHERE datname = current_database() AND application_name = $1`, postgres.ListenerApplicationName); err != nil || killed != 1 {
 		t.Fatalf("terminating the listener: %d %v", killed, err)
 	}
-	if _, err := e.db.Exec(`UPDATE rollouts SET status = 'paused', paused_reason = 'manual' WHERE id = $1`, o.Rollout.ID()); err != nil {
+	if _, err := e.db.Exec(`UPDATE rollouts SET status = 'paused', paused_reason = 'manual' WHERE id = $1`, o.Rollout.ID().String()); err != nil {
 		t.Fatal(err)
 	}
 	d := within(t, 1500*time.Millisecond, "b stops offering the silently paused rollout", func() bool {
@@ -209,7 +209,7 @@ func TestCatalogCacheForgetsEverythingOnReconnect(t *testing.T) {
 		t.Error("neither bypassed nor invalidated while the listener was down")
 	}
 	// Live again: changes are heard again.
-	if _, err := e.db.Exec(`UPDATE rollouts SET status = 'active', paused_reason = NULL WHERE id = $1`, o.Rollout.ID()); err != nil {
+	if _, err := e.db.Exec(`UPDATE rollouts SET status = 'active', paused_reason = NULL WHERE id = $1`, o.Rollout.ID().String()); err != nil {
 		t.Fatal(err)
 	}
 	b.offered(t, "cam-reconnect") // cached: still none
@@ -230,7 +230,7 @@ func TestCatalogCacheRefresh(t *testing.T) {
 	// Let the publication's own notifications land, then cache the offer.
 	time.Sleep(200 * time.Millisecond)
 	b.offered(t, "cam-refresh")
-	if _, err := e.db.Exec(`UPDATE firmwares SET status = 'revoked' WHERE id = $1`, o.Firmware.ID()); err != nil {
+	if _, err := e.db.Exec(`UPDATE firmwares SET status = 'revoked' WHERE id = $1`, o.Firmware.ID().String()); err != nil {
 		t.Fatal(err)
 	}
 	if got := b.offered(t, "cam-refresh"); !equalIDs(got, o.Firmware.ID().String()) {

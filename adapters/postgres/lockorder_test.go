@@ -58,7 +58,7 @@ func TestEndingATaskLocksItsRolloutBeforeChangingTheTask(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = inserter.Rollback() }()
-			if _, err := inserter.ExecContext(ctx, `SELECT id FROM rollouts WHERE id = $1 FOR SHARE`, o.Rollout.ID()); err != nil {
+			if _, err := inserter.ExecContext(ctx, `SELECT id FROM rollouts WHERE id = $1 FOR SHARE`, o.Rollout.ID().String()); err != nil {
 				t.Fatal(err)
 			}
 
