@@ -51,7 +51,7 @@ func (s *TaskAdmin) ListTasks(ctx context.Context, q ports.TaskQuery) (ports.Tas
 		last := tasks[len(tasks)-1]
 		page.Next = encodeCursor(ports.TaskCursor{CreatedAt: last.CreatedAt(), ID: last.ID()})
 	}
-	known := map[string]domain.Firmware{}
+	known := map[domain.UUID]domain.Firmware{}
 	page.Items = make([]ports.TaskView, 0, len(tasks))
 	for _, t := range tasks {
 		v, err := taskView(ctx, s.firmwares, known, t)

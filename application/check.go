@@ -139,7 +139,7 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 		// Only the active task changes (it succeeded, was cancelled or
 		// timed out): no task is created, so no lock is needed; the row
 		// lock of the transaction serialises this with any other writer.
-		res, err = s.write(ctx, dev, current, facts, offers, "")
+		res, err = s.write(ctx, dev, current, facts, offers, domain.UUID{})
 	}
 	// The plan made again in a writing transaction may want to create a
 	// task for another firmware than the lock held, if any, was taken for
@@ -208,7 +208,7 @@ type flightResult struct {
 // that asked meanwhile (a caller reporting another version is planned
 // anew: rule 3 may succeed its task instead).
 func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, offers []domain.Offer, offer domain.Offer) (ports.CheckResult, error) {
-	key := dev.ID().String() + ":" + offer.Firmware.ID() + ":" + current.String()
+	key := dev.ID().String() + ":" + offer.Firmware.ID().String() + ":" + current.String()
 	ch := s.flights.DoChan(key, func() (any, error) {
 		// The flight outlives any one caller's cancellation, since the
 		// others still want its answer. The lock's wait bounds the wait;
@@ -242,7 +242,7 @@ func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current doma
 // again on what the transaction sees, and reuse, keep or replace.
 func (s *Checks) create(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, offers []domain.Offer, offer domain.Offer) (ports.CheckResult, error) {
 	var res ports.CheckResult
-	err := s.locker.WithLock(ctx, dev.ID().String()+":"+offer.Firmware.ID(), func(ctx context.Context) error {
+	err := s.locker.WithLock(ctx, dev.ID().String()+":"+offer.Firmware.ID().String(), func(ctx context.Context) error {
 		var err error
 		res, err = s.write(ctx, dev, current, facts, offers, offer.Firmware.ID())
 		if errors.Is(err, domain.ErrOfferWithdrawn) {
@@ -279,11 +279,11 @@ type planMovedError struct {
 }
 
 func (e *planMovedError) Error() string {
-	return "the check's plan moved to firmware " + e.offer.Firmware.ID()
+	return "the check's plan moved to firmware " + e.offer.Firmware.ID().String()
 }
 
 // withoutRollout is offers less the given rollout's.
-func withoutRollout(offers []domain.Offer, rolloutID string) []domain.Offer {
+func withoutRollout(offers []domain.Offer, rolloutID domain.UUID) []domain.Offer {
 	out := make([]domain.Offer, 0, len(offers))
 	for _, o := range offers {
 		if o.Rollout.ID() != rolloutID {
@@ -296,10 +296,10 @@ func withoutRollout(offers []domain.Offer, rolloutID string) []domain.Offer {
 // write carries out a plan in the transaction that replaces the device's
 // active task, re-planning on what that transaction sees (domain.PlanCheck
 // again, over the same offers). locked is the firmware whose lock is held
-// ("" when none): the only firmware the transaction may create a task of.
+// (the zero UUID when none): the only firmware the transaction may create a task of.
 // A plan that would now create a task of another firmware stores nothing
 // and returns a planMovedError naming that offer.
-func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, offers []domain.Offer, locked string) (ports.CheckResult, error) {
+func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, offers []domain.Offer, locked domain.UUID) (ports.CheckResult, error) {
 	var (
 		plan domain.CheckPlan
 		seen *domain.ActiveTask
@@ -355,7 +355,7 @@ func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Ve
 		if !result.Status().IsActive() {
 			return ports.CheckResult{Outcome: ports.CheckNoUpdate}, nil
 		}
-		v, err := taskView(ctx, s.firmwares, map[string]domain.Firmware{plan.Offer.Firmware.ID(): plan.Offer.Firmware}, result)
+		v, err := taskView(ctx, s.firmwares, map[domain.UUID]domain.Firmware{plan.Offer.Firmware.ID(): plan.Offer.Firmware}, result)
 		if err != nil {
 			return ports.CheckResult{}, err
 		}
@@ -391,11 +391,7 @@ func (s *Checks) activeTask(ctx context.Context, t *domain.Task, offers []domain
 		}
 	}
 	if !roOK {
-		id, err := storedID(t.RolloutID())
-		if err != nil {
-			return nil, fmt.Errorf("loading task rollout: %w", err)
-		}
-		if a.Rollout, err = s.rollouts.Get(ctx, id); err != nil {
+		if a.Rollout, err = s.rollouts.Get(ctx, t.RolloutID()); err != nil {
 			return nil, fmt.Errorf("loading task rollout: %w", err)
 		}
 	}

@@ -56,7 +56,7 @@ func TestAutoPauseSurvivesHangUpAfterTheFinalEvent(t *testing.T) {
 	if got := e.task(task.ID()); got.Status() != domain.TaskFailed {
 		t.Fatalf("the event was not stored: %s", got.Status())
 	}
-	v, err := e.admin.GetRollout(e.ctx, asUUID(r.ID()))
+	v, err := e.admin.GetRollout(e.ctx, r.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,9 +107,9 @@ func TestRevokeBetweenPlanAndInsertCreatesNoTask(t *testing.T) {
 			deps.Locker = revokeInTheWindow{Locker: e.deps.Locker, revoke: func() {
 				var err error
 				if tc.pause {
-					_, err = e.admin.UpdateRollout(e.ctx, asUUID(r.ID()), ports.RolloutChange{Status: strp("paused")})
+					_, err = e.admin.UpdateRollout(e.ctx, r.ID(), ports.RolloutChange{Status: strp("paused")})
 				} else {
-					_, err = e.admin.RevokeFirmware(e.ctx, asUUID(fw.ID()))
+					_, err = e.admin.RevokeFirmware(e.ctx, fw.ID())
 				}
 				if err != nil {
 					t.Error(err)
@@ -250,7 +250,7 @@ func (s staleOffers) Offers(ctx context.Context, model string) ([]domain.Offer, 
 	all, err := s.RolloutRepository.Offers(ctx, model)
 	var out []domain.Offer
 	for _, o := range all {
-		if o.Firmware.ID() != s.unseen {
+		if o.Firmware.ID() != asUUID(s.unseen) {
 			out = append(out, o)
 		}
 	}
@@ -271,7 +271,7 @@ func TestStaleCatalogNeverSupersedesWithALowerVersion(t *testing.T) {
 		t.Fatalf("fresh replica created %s, want 1.2.0", pending.FirmwareID())
 	}
 	deps := e.deps
-	deps.Rollouts = staleOffers{RolloutRepository: e.deps.Rollouts, unseen: higher.ID()}
+	deps.Rollouts = staleOffers{RolloutRepository: e.deps.Rollouts, unseen: higher.ID().String()}
 	lagging, err := application.NewDevices(deps, application.PollInterval(time.Hour))
 	if err != nil {
 		t.Fatal(err)

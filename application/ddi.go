@@ -137,11 +137,7 @@ func (s *DDI) Deployment(ctx context.Context, dev ports.AuthenticatedDevice, act
 		return ports.DDIDeployment{}, err
 	}
 	d := ports.DDIDeployment{TaskView: v}
-	rolloutID, err := storedID(v.Task.RolloutID())
-	if err != nil {
-		return ports.DDIDeployment{}, fmt.Errorf("loading the action's rollout: %w", err)
-	}
-	r, err := s.rollouts.Get(ctx, rolloutID)
+	r, err := s.rollouts.Get(ctx, v.Task.RolloutID())
 	if err != nil {
 		return ports.DDIDeployment{}, fmt.Errorf("loading the action's rollout: %w", err)
 	}

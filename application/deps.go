@@ -101,15 +101,11 @@ func required(deps ...any) error {
 }
 
 // firmwareOf loads the firmware of a task, preferring ones already at hand.
-func firmwareOf(ctx context.Context, firmwares ports.FirmwareRepository, known map[string]domain.Firmware, id string) (domain.Firmware, error) {
+func firmwareOf(ctx context.Context, firmwares ports.FirmwareRepository, known map[domain.UUID]domain.Firmware, id domain.UUID) (domain.Firmware, error) {
 	if fw, ok := known[id]; ok {
 		return fw, nil
 	}
-	uid, err := storedID(id)
-	if err != nil {
-		return domain.Firmware{}, err
-	}
-	fw, err := firmwares.Get(ctx, uid)
+	fw, err := firmwares.Get(ctx, id)
 	if err != nil {
 		return domain.Firmware{}, err
 	}
@@ -120,7 +116,7 @@ func firmwareOf(ctx context.Context, firmwares ports.FirmwareRepository, known m
 }
 
 // taskView pairs a task with its firmware.
-func taskView(ctx context.Context, firmwares ports.FirmwareRepository, known map[string]domain.Firmware, t domain.Task) (ports.TaskView, error) {
+func taskView(ctx context.Context, firmwares ports.FirmwareRepository, known map[domain.UUID]domain.Firmware, t domain.Task) (ports.TaskView, error) {
 	fw, err := firmwareOf(ctx, firmwares, known, t.FirmwareID())
 	if err != nil {
 		return ports.TaskView{}, fmt.Errorf("loading task firmware: %w", err)
@@ -128,27 +124,13 @@ func taskView(ctx context.Context, firmwares ports.FirmwareRepository, known map
 	return ports.TaskView{Task: t, Firmware: fw}, nil
 }
 
-// storedID types an id the service did not get from an edge: a reference
-// one stored entity holds to another (a task's firmware or rollout, which
-// domain.Task keeps as strings). Stores hand out only canonical UUIDs, so
-// an id that does not parse names no row: domain.ErrNotFound, as the
-// stores answered before ids were typed.
-func storedID(s string) (domain.UUID, error) {
-	id, err := domain.ParseUUID("id", s)
-	if err != nil {
-		return domain.UUID{}, domain.ErrNotFound
-	}
-	return id, nil
-}
-
-// newID types a fresh id from the generator. A generator makes canonical
-// UUIDs (ports.IDGenerator); one that does not is a bug, reported as such
+// newID takes a fresh id from the generator. A generator never makes the
+// zero UUID (ports.IDGenerator); one that does is a bug, reported as such
 // rather than stored.
 func newID(ids ports.IDGenerator) (domain.UUID, error) {
-	raw := ids.NewID()
-	id, err := domain.ParseUUID("id", raw)
-	if err != nil {
-		return domain.UUID{}, fmt.Errorf("application: id generator made %q, not a UUID", raw)
+	id := ids.NewID()
+	if id.IsZero() {
+		return domain.UUID{}, errors.New("application: id generator made the zero id")
 	}
 	return id, nil
 }

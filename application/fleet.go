@@ -78,7 +78,7 @@ func (f *Fleet) RecentFailures(ctx context.Context, rolloutID domain.UUID, limit
 	if err != nil {
 		return nil, fmt.Errorf("listing failures: %w", err)
 	}
-	known := map[string]domain.Firmware{}
+	known := map[domain.UUID]domain.Firmware{}
 	out := make([]ports.TaskView, 0, len(tasks))
 	for _, t := range tasks {
 		v, err := taskView(ctx, f.firmwares, known, t)

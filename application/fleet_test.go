@@ -75,7 +75,7 @@ func TestFleetOverview(t *testing.T) {
 	e.publish("cam", "1.0.0")
 	e.publish("cam", "1.2.0+build.9")
 	revoked := e.publish("cam", "2.0.0")
-	if _, err := e.admin.RevokeFirmware(context.Background(), asUUID(revoked.ID())); err != nil {
+	if _, err := e.admin.RevokeFirmware(context.Background(), revoked.ID()); err != nil {
 		t.Fatal(err)
 	}
 	e.publish("speaker", "0.9.0")
@@ -136,12 +136,12 @@ func TestFleetRolloutsAndFailures(t *testing.T) {
 	ctx := context.Background()
 	old := e.publish("cam", "1.0.0")
 	fw := e.publish("cam", "1.1.0")
-	first, err := e.admin.StartRollout(ctx, ports.StartRollout{FirmwareID: asUUID(old.ID()), Spec: domain.RolloutSpec{Percentage: 0}})
+	first, err := e.admin.StartRollout(ctx, ports.StartRollout{FirmwareID: old.ID(), Spec: domain.RolloutSpec{Percentage: 0}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.clock.now = e.clock.now.Add(time.Second)
-	r, err := e.admin.StartRollout(ctx, ports.StartRollout{FirmwareID: asUUID(fw.ID()), Spec: domain.RolloutSpec{Percentage: 100}})
+	r, err := e.admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: domain.RolloutSpec{Percentage: 100}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestFleetRolloutsAndFailures(t *testing.T) {
 		}
 	}
 
-	fails, err := e.fleet.RecentFailures(ctx, asUUID(r.ID()), "")
+	fails, err := e.fleet.RecentFailures(ctx, r.ID(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestFleetRolloutsAndFailures(t *testing.T) {
 	if _, err := e.fleet.RecentFailures(ctx, asUUID("5d8f0c2e-1111-4a4a-9b9b-000000000000"), ""); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("unknown rollout: %v, want not found", err)
 	}
-	if _, err := e.fleet.RecentFailures(ctx, asUUID(r.ID()), "9999"); !errors.Is(err, domain.ErrValidation) {
+	if _, err := e.fleet.RecentFailures(ctx, r.ID(), "9999"); !errors.Is(err, domain.ErrValidation) {
 		t.Errorf("limit 9999: %v, want a validation error", err)
 	}
 }

@@ -171,8 +171,8 @@ func TestMalformedIDsNeverReachAStore(t *testing.T) {
 	}
 }
 
-// A fresh task id comes from the id generator; one that is not a UUID is a
-// bug, reported rather than stored.
+// A fresh task id comes from the id generator; one that makes the zero id
+// (no UUID) is a bug, reported rather than stored.
 func TestCheckRefusesAGeneratorThatMakesNoUUID(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
@@ -198,4 +198,4 @@ func TestCheckRefusesAGeneratorThatMakesNoUUID(t *testing.T) {
 
 type badIDs struct{}
 
-func (badIDs) NewID() string { return "task-1" }
+func (badIDs) NewID() domain.UUID { return domain.UUID{} }

@@ -362,11 +362,7 @@ func (s *Mender) Status(ctx context.Context, deviceID domain.DeviceID, taskID do
 
 // stopBeforeInstall stores domain.Task.StopBeforeInstall's decision.
 func (s *Mender) stopBeforeInstall(ctx context.Context, v ports.TaskView) (domain.Task, error) {
-	rolloutID, err := storedID(v.Task.RolloutID())
-	if err != nil {
-		return domain.Task{}, fmt.Errorf("loading rollout: %w", err)
-	}
-	r, err := s.p.Rollouts.Get(ctx, rolloutID)
+	r, err := s.p.Rollouts.Get(ctx, v.Task.RolloutID())
 	if err != nil {
 		return domain.Task{}, fmt.Errorf("loading rollout: %w", err)
 	}

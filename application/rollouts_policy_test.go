@@ -151,7 +151,7 @@ func TestStagedRolloutAdvancesOnFinalEvents(t *testing.T) {
 	var in, out []string
 	for len(in) < 2 || len(out) < 1 {
 		d := e.device("1.0.0")
-		if domain.Bucket(r.ID(), d) < 50 {
+		if domain.Bucket(r.ID().String(), d) < 50 {
 			in = append(in, d)
 		} else {
 			out = append(out, d)
@@ -167,7 +167,7 @@ func TestStagedRolloutAdvancesOnFinalEvents(t *testing.T) {
 		}
 		e.mustEvent(asDeviceID(d), res.Task.Task.ID(), fmt.Sprintf("e%d", i), "succeeded")
 	}
-	v, err := e.admin.GetRollout(e.ctx, asUUID(r.ID()))
+	v, err := e.admin.GetRollout(e.ctx, r.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestStagedRolloutPausesOnMissedGate(t *testing.T) {
 		}
 		e.mustEvent(asDeviceID(d), res.Task.Task.ID(), "e", status)
 	}
-	v, _ := e.admin.GetRollout(e.ctx, asUUID(r.ID()))
+	v, _ := e.admin.GetRollout(e.ctx, r.ID())
 	if v.Rollout.Status() != domain.RolloutPaused || v.Rollout.PausedReason() != domain.PausedAuto {
 		t.Fatalf("status %s reason %q", v.Rollout.Status(), v.Rollout.PausedReason())
 	}
@@ -258,7 +258,7 @@ func TestStuckTaskTimesOut(t *testing.T) {
 	if _, err := e.event(asDeviceID(d), first.ID(), "late", "installing", nil); !errors.Is(err, domain.ErrTaskFinished) {
 		t.Fatalf("late event: %v", err)
 	}
-	v, _ := e.admin.GetRollout(e.ctx, asUUID(r.ID()))
+	v, _ := e.admin.GetRollout(e.ctx, r.ID())
 	if v.Stats.Failed != 1 || v.Stats.Pending != 1 {
 		t.Fatalf("stats %+v", v.Stats)
 	}
@@ -274,10 +274,10 @@ func TestRollbackReturnsDevices(t *testing.T) {
 	d := e.device("1.9.0")
 	res := e.check(d, "1.9.0")
 	e.mustEvent(asDeviceID(d), res.Task.Task.ID(), "e1", "succeeded")
-	if _, err := e.admin.UpdateRollout(e.ctx, asUUID(badRollout.ID()), ports.RolloutChange{Status: strp("cancelled")}); err != nil {
+	if _, err := e.admin.UpdateRollout(e.ctx, badRollout.ID(), ports.RolloutChange{Status: strp("cancelled")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: asUUID(good.ID()), Spec: domain.RolloutSpec{Percentage: 100, AllowDowngrade: true}}); !errors.Is(err, domain.ErrValidation) {
+	if _, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: good.ID(), Spec: domain.RolloutSpec{Percentage: 100, AllowDowngrade: true}}); !errors.Is(err, domain.ErrValidation) {
 		t.Fatalf("rollback without a version range: %v", err)
 	}
 	e.rollout(good, 100, func(s *domain.RolloutSpec) {
@@ -316,11 +316,11 @@ func TestTimedOutTasksPauseAStage(t *testing.T) {
 	}
 	clock.Add(2 * time.Hour)
 	e.check(a, "1.0.0")
-	if v, _ := e.admin.GetRollout(e.ctx, asUUID(r.ID())); v.Rollout.Status() != domain.RolloutActive {
+	if v, _ := e.admin.GetRollout(e.ctx, r.ID()); v.Rollout.Status() != domain.RolloutActive {
 		t.Fatalf("one timeout of a sample of two: %s", v.Rollout.Status())
 	}
 	e.check(b, "1.0.0")
-	v, _ := e.admin.GetRollout(e.ctx, asUUID(r.ID()))
+	v, _ := e.admin.GetRollout(e.ctx, r.ID())
 	if v.Rollout.Status() != domain.RolloutPaused || v.Rollout.PausedReason() != domain.PausedAuto {
 		t.Fatalf("two timeouts: %s %q", v.Rollout.Status(), v.Rollout.PausedReason())
 	}
@@ -349,7 +349,7 @@ func TestTimeOutThatPausesItsRolloutCreatesNoRetry(t *testing.T) {
 	if stuck := e.task(first.ID()); stuck.Status() != domain.TaskFailed || stuck.ErrorCode() != domain.CodeTimedOut {
 		t.Fatalf("stuck task is %s %s", stuck.Status(), stuck.ErrorCode())
 	}
-	v, _ := e.admin.GetRollout(e.ctx, asUUID(r.ID()))
+	v, _ := e.admin.GetRollout(e.ctx, r.ID())
 	if v.Rollout.Status() != domain.RolloutPaused || v.Rollout.PausedReason() != domain.PausedAuto {
 		t.Fatalf("rollout %s %q, want auto-paused", v.Rollout.Status(), v.Rollout.PausedReason())
 	}

@@ -34,7 +34,7 @@ func (s AuthRequestStatus) String() string { return s.s }
 // registered: it waits, one request per device, for an operator to accept
 // or reject it (when the operator turned accepting pending devices on).
 type AuthRequest struct {
-	id         string
+	id         UUID
 	deviceID   DeviceID
 	identity   string
 	key        DeviceKey
@@ -47,7 +47,10 @@ type AuthRequest struct {
 // NewAuthRequest records a device's first unadmitted request. deviceType
 // may be empty (the identity data rarely names it); it must otherwise be a
 // valid model name, or it is dropped.
-func NewAuthRequest(id string, deviceID DeviceID, identity string, key DeviceKey, deviceType string, now time.Time) (AuthRequest, error) {
+func NewAuthRequest(id UUID, deviceID DeviceID, identity string, key DeviceKey, deviceType string, now time.Time) (AuthRequest, error) {
+	if id.IsZero() {
+		return AuthRequest{}, invalid("id", "is required")
+	}
 	if deviceID.IsZero() {
 		return AuthRequest{}, invalid("device_id", "is required")
 	}
@@ -71,12 +74,12 @@ func RehydrateAuthRequest(id, deviceID, identity, keyPEM, deviceType string, sta
 	if err != nil {
 		return AuthRequest{}, err
 	}
-	return AuthRequest{id: id, deviceID: DeviceID{s: deviceID}, identity: identity, key: k, deviceType: deviceType,
+	return AuthRequest{id: UUID{s: id}, deviceID: DeviceID{s: deviceID}, identity: identity, key: k, deviceType: deviceType,
 		status: status, createdAt: createdAt, updatedAt: updatedAt}, nil
 }
 
 // ID is the request's UUID, which operators accept or reject.
-func (r AuthRequest) ID() string { return r.id }
+func (r AuthRequest) ID() UUID { return r.id }
 
 // DeviceID is the device id taken from the identity data.
 func (r AuthRequest) DeviceID() DeviceID { return r.deviceID }

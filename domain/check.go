@@ -37,7 +37,7 @@ func SelectTarget(in CheckInput) (target Offer, found bool, retry time.Time) {
 		if !o.Open() || fw.Model() != d.Model() || !o.offersFrom(current) {
 			continue
 		}
-		if in.Failed[fw.ID()] >= o.Rollout.MaxAttempts() {
+		if in.Failed[fw.ID().String()] >= o.Rollout.MaxAttempts() {
 			continue
 		}
 		ok, at := o.Rollout.AdmitsAt(d, in.Facts, current, in.Now)
@@ -64,7 +64,7 @@ func better(a, b Offer) bool {
 	if !a.Rollout.CreatedAt().Equal(b.Rollout.CreatedAt()) {
 		return a.Rollout.CreatedAt().Before(b.Rollout.CreatedAt())
 	}
-	return a.Rollout.ID() < b.Rollout.ID()
+	return a.Rollout.ID().String() < b.Rollout.ID().String()
 }
 
 // SortOffers orders offers by version, highest first, for stable listings.
@@ -201,7 +201,7 @@ func PlanCheck(in CheckInput) CheckPlan {
 			for k, v := range in.Failed {
 				failed[k] = v
 			}
-			failed[t.firmwareID]++
+			failed[t.firmwareID.String()]++
 			in.Failed = failed
 		}
 	}
@@ -213,7 +213,7 @@ func PlanCheck(in CheckInput) CheckPlan {
 	case !ok:
 		plan.Action, plan.Task = CheckKeep, active
 	case active == nil:
-		plan.Action, plan.Offer, plan.Attempt = CheckCreate, target, NextAttempt(in.Failed[target.Firmware.ID()])
+		plan.Action, plan.Offer, plan.Attempt = CheckCreate, target, NextAttempt(in.Failed[target.Firmware.ID().String()])
 	case active.firmwareID == target.Firmware.ID():
 		plan.Action, plan.Task = CheckReuse, active
 	case active.status == TaskPending && target.Firmware.Version().Compare(in.Active.Firmware.Version()) > 0:
@@ -223,7 +223,7 @@ func PlanCheck(in CheckInput) CheckPlan {
 			break
 		}
 		plan.Ended = &ended
-		plan.Action, plan.Offer, plan.Attempt = CheckCreate, target, NextAttempt(in.Failed[target.Firmware.ID()])
+		plan.Action, plan.Offer, plan.Attempt = CheckCreate, target, NextAttempt(in.Failed[target.Firmware.ID().String()])
 	default:
 		plan.Action, plan.Task = CheckKeep, active
 	}

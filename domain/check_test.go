@@ -175,17 +175,17 @@ func TestSelectTarget(t *testing.T) {
 			orders := [][]domain.Offer{offers, slices.Clone(offers)}
 			slices.Reverse(orders[1])
 			for i, in := range orders {
-				got, found, _ := domain.SelectTarget(domain.CheckInput{Device: d, Reported: cur, Offers: in, Failed: tt.failed, Now: t1})
+				got, found, _ := domain.SelectTarget(domain.CheckInput{Device: d, Reported: cur, Offers: in, Failed: byLabel(tt.failed), Now: t1})
 				if found != (tt.wantFW != "") {
 					t.Fatalf("order %d: found = %v (%s), want %q", i, found, got.Firmware.ID(), tt.wantFW)
 				}
 				if !found {
 					continue
 				}
-				if got.Firmware.ID() != tt.wantFW {
+				if got.Firmware.ID() != idOf(tt.wantFW) {
 					t.Fatalf("order %d: target %s, want %s", i, got.Firmware.ID(), tt.wantFW)
 				}
-				if tt.wantRollout != "" && got.Rollout.ID() != tt.wantRollout {
+				if tt.wantRollout != "" && got.Rollout.ID() != idOf(tt.wantRollout) {
 					t.Fatalf("order %d: rollout %s, want %s", i, got.Rollout.ID(), tt.wantRollout)
 				}
 			}
@@ -198,7 +198,7 @@ func TestSelectTargetUsesGivenCurrentVersion(t *testing.T) {
 	f := newSelectFixture(t)
 	d := mustDevice(t, "cam-0001", "cam-x1", "1.3.0")
 	got, found, _ := domain.SelectTarget(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"), Offers: []domain.Offer{f.full("fw-120", rolloutB)}, Now: t1})
-	if !found || got.Firmware.ID() != "fw-120" {
+	if !found || got.Firmware.ID() != idOf("fw-120") {
 		t.Fatalf("target = %v/%s, want fw-120", found, got.Firmware.ID())
 	}
 }
@@ -226,9 +226,10 @@ func TestSortOffers(t *testing.T) {
 	domain.SortOffers(offers)
 	var got []string
 	for _, o := range offers {
-		got = append(got, o.Firmware.ID()+"/"+o.Rollout.ID())
+		got = append(got, o.Firmware.ID().String()+"/"+o.Rollout.ID().String())
 	}
-	want := []string{"fw-130/" + rolloutD, "fw-130/" + rolloutB, "fw-120/" + rolloutC, "fw-110/" + rolloutA}
+	fw130, fw120, fw110 := idOf("fw-130").String(), idOf("fw-120").String(), idOf("fw-110").String()
+	want := []string{fw130 + "/" + rolloutD, fw130 + "/" + rolloutB, fw120 + "/" + rolloutC, fw110 + "/" + rolloutA}
 	if !slices.Equal(got, want) {
 		t.Fatalf("SortOffers = %v, want %v", got, want)
 	}
@@ -264,8 +265,8 @@ func (f *planFixture) offers(versions ...string) []domain.Offer {
 // active is a task for version v in status st; edit changes its firmware
 // or rollout (revoked, cancelled) before it is judged.
 func (f *planFixture) active(v string, st domain.TaskStatus, edit ...func(*domain.ActiveTask)) *domain.ActiveTask {
-	tk := domain.RehydrateTask(domain.TaskRecord{ID: "task-" + v, DeviceID: f.dev.ID().String(), FirmwareID: f.fw[v].ID(),
-		RolloutID: f.ro[v].ID(), Status: st, Attempt: 1, CreatedAt: t0, UpdatedAt: t0})
+	tk := domain.RehydrateTask(domain.TaskRecord{ID: "task-" + v, DeviceID: f.dev.ID().String(), FirmwareID: f.fw[v].ID().String(),
+		RolloutID: f.ro[v].ID().String(), Status: st, Attempt: 1, CreatedAt: t0, UpdatedAt: t0})
 	a := &domain.ActiveTask{Task: tk, Firmware: f.fw[v], Rollout: f.ro[v]}
 	for _, e := range edit {
 		e(a)
@@ -369,7 +370,7 @@ func TestPlanCheck(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newPlanFixture(t)
 			in := domain.CheckInput{Device: f.dev, Reported: domain.MustParseVersion(tt.reported),
-				Offers: f.offers(tt.offers...), Failed: tt.failed, Now: t1}
+				Offers: f.offers(tt.offers...), Failed: byLabel(tt.failed), Now: t1}
 			if tt.active != nil {
 				in.Active = tt.active(f)
 			}
@@ -469,7 +470,7 @@ func TestRetryCycleStopsAtMaxAttempts(t *testing.T) {
 		if _, err := task.ApplyEvent(mustEvent(t, "e", "failed", nil, "E", ""), nil, t1); err != nil {
 			t.Fatal(err)
 		}
-		failed[task.FirmwareID()]++
+		failed[task.FirmwareID().String()]++
 	}
 	if !slices.Equal(attempts, []int{1, 2}) {
 		t.Fatalf("attempts = %v, want [1 2]", attempts)

@@ -81,13 +81,13 @@ func TestAttributesLimits(t *testing.T) {
 
 func TestCancelNotice(t *testing.T) {
 	now := time.Now()
-	fw, err := domain.NewFirmware("11111111-1111-1111-1111-111111111111", domain.FirmwareSpec{
+	fw, err := domain.NewFirmware(idOf("11111111-1111-1111-1111-111111111111"), domain.FirmwareSpec{
 		Model: "m", Version: "1.0.0", URL: "http://x/a.swu", SizeBytes: 1, SHA256: strings.Repeat("a", 64),
 	}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := domain.NewRollout("22222222-2222-2222-2222-222222222222", fw, domain.RolloutSpec{Percentage: 100}, now)
+	r, err := domain.NewRollout(idOf("22222222-2222-2222-2222-222222222222"), fw, domain.RolloutSpec{Percentage: 100}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestCancelNotice(t *testing.T) {
 	if err := fw.CheckSHA1Deliverable(); !errors.Is(err, domain.ErrNotDeliverable) || !strings.Contains(err.Error(), "sha1") {
 		t.Fatalf("firmware without sha1: %v", err)
 	}
-	withSHA1, _ := domain.NewFirmware("11111111-1111-1111-1111-111111111112", domain.FirmwareSpec{
+	withSHA1, _ := domain.NewFirmware(idOf("11111111-1111-1111-1111-111111111112"), domain.FirmwareSpec{
 		Model: "m", Version: "1.0.1", URL: "http://x/a.swu", SizeBytes: 1, SHA256: strings.Repeat("a", 64), SHA1: strings.Repeat("b", 40),
 	}, now)
 	if err := withSHA1.CheckSHA1Deliverable(); err != nil {

@@ -48,7 +48,7 @@ type FirmwareSpec struct {
 
 // Firmware is one published image of one model at one version.
 type Firmware struct {
-	id               string
+	id               UUID
 	model            string
 	version          Version
 	url              string
@@ -72,7 +72,10 @@ const (
 )
 
 // NewFirmware validates a publication and returns a released firmware.
-func NewFirmware(id string, spec FirmwareSpec, now time.Time) (Firmware, error) {
+func NewFirmware(id UUID, spec FirmwareSpec, now time.Time) (Firmware, error) {
+	if id.IsZero() {
+		return Firmware{}, invalid("id", "is required")
+	}
 	if err := ValidateIdentifier("model", spec.Model); err != nil {
 		return Firmware{}, err
 	}
@@ -122,7 +125,9 @@ func NewFirmware(id string, spec FirmwareSpec, now time.Time) (Firmware, error) 
 	}, nil
 }
 
-// RehydrateFirmware rebuilds a stored firmware; only adapters call it.
+// RehydrateFirmware rebuilds a stored firmware; only adapters call it, with
+// the id as the store wrote it (a UUID it put in canonical form), which is
+// not checked again.
 func RehydrateFirmware(id string, spec FirmwareSpec, status FirmwareStatus, createdAt, updatedAt time.Time) (Firmware, error) {
 	v, err := ParseVersion("version", spec.Version)
 	if err != nil {
@@ -135,7 +140,7 @@ func RehydrateFirmware(id string, spec FirmwareSpec, status FirmwareStatus, crea
 		}
 	}
 	return Firmware{
-		id: id, model: spec.Model, version: v, url: spec.URL, sizeBytes: spec.SizeBytes,
+		id: UUID{s: id}, model: spec.Model, version: v, url: spec.URL, sizeBytes: spec.SizeBytes,
 		sha256: spec.SHA256, sha1: spec.SHA1, md5: spec.MD5, signature: spec.Signature,
 		releaseNotes: spec.ReleaseNotes, mandatory: spec.Mandatory, minSourceVersion: minSrc,
 		artifactName: spec.ArtifactName, status: status, createdAt: createdAt, updatedAt: updatedAt,
@@ -170,7 +175,7 @@ func isLowerHex(s string, n int) bool {
 }
 
 // ID is the firmware's UUID.
-func (f Firmware) ID() string { return f.id }
+func (f Firmware) ID() UUID { return f.id }
 
 // Model is the hardware model the image is for.
 func (f Firmware) Model() string { return f.model }

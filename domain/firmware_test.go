@@ -92,7 +92,7 @@ func TestNewFirmwareValidation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := validSpec()
 			tt.mutate(&spec)
-			fw, err := domain.NewFirmware("fw-1", spec, t0)
+			fw, err := domain.NewFirmware(idOf("fw-1"), spec, t0)
 			if tt.field != "" {
 				wantValidation(t, err, tt.field)
 				return
@@ -111,11 +111,11 @@ func TestNewFirmwareResult(t *testing.T) {
 	spec := validSpec()
 	spec.SHA1, spec.MD5, spec.Signature = goodSHA1, goodMD5, "sig"
 	spec.ReleaseNotes, spec.Mandatory, spec.MinSourceVersion = "notes", true, "1.0.0"
-	fw, err := domain.NewFirmware("fw-9", spec, t0)
+	fw, err := domain.NewFirmware(idOf("fw-9"), spec, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fw.ID() != "fw-9" || fw.Model() != "cam-x1" || fw.Version().String() != "1.2.0" {
+	if fw.ID() != idOf("fw-9") || fw.Model() != "cam-x1" || fw.Version().String() != "1.2.0" {
 		t.Fatalf("id/model/version = %s/%s/%s", fw.ID(), fw.Model(), fw.Version())
 	}
 	if fw.Status() != domain.FirmwareReleased || fw.Revoked() {
@@ -173,7 +173,7 @@ func TestFirmwareAcceptsSource(t *testing.T) {
 		{withMin, "", false}, // unknown version cannot be shown to be ≥ min
 	}
 	for _, tt := range tests {
-		name := tt.fw.ID() + "_from_" + tt.current
+		name := tt.fw.ID().String() + "_from_" + tt.current
 		t.Run(name, func(t *testing.T) {
 			var cur domain.Version
 			if tt.current != "" {

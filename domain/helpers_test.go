@@ -1,6 +1,7 @@
 package domain_test
 
 import (
+	"crypto/md5"
 	"errors"
 	"strings"
 	"testing"
@@ -46,7 +47,7 @@ func mustFirmware(t *testing.T, id, model, version, minSource string) domain.Fir
 	t.Helper()
 	spec := validSpec()
 	spec.Model, spec.Version, spec.MinSourceVersion = model, version, minSource
-	fw, err := domain.NewFirmware(id, spec, t0)
+	fw, err := domain.NewFirmware(idOf(id), spec, t0)
 	if err != nil {
 		t.Fatalf("NewFirmware(%s %s): %v", model, version, err)
 	}
@@ -60,7 +61,7 @@ func revoked(fw domain.Firmware) domain.Firmware {
 
 func mustRollout(t *testing.T, id string, fw domain.Firmware, spec domain.RolloutSpec, created time.Time) domain.Rollout {
 	t.Helper()
-	r, err := domain.NewRollout(id, fw, spec, created)
+	r, err := domain.NewRollout(idOf(id), fw, spec, created)
 	if err != nil {
 		t.Fatalf("NewRollout(%s): %v", id, err)
 	}
@@ -88,7 +89,7 @@ func mustEvent(t *testing.T, id, status string, progress *int, code, msg string)
 func taskIn(st domain.TaskStatus, progress int) domain.Task {
 	return domain.RehydrateTask(domain.TaskRecord{
 		ID: "5c0c6f3e-4a5b-4c53-9d3e-4f1d7f9e0a11", ActionID: 7, DeviceID: "cam-0001",
-		FirmwareID: "fw-1", RolloutID: rolloutA, Status: st, Progress: progress, Attempt: 1,
+		FirmwareID: idOf("fw-1").String(), RolloutID: rolloutA, Status: st, Progress: progress, Attempt: 1,
 		CreatedAt: t0.UTC(), UpdatedAt: t0.UTC(),
 	})
 }
@@ -124,6 +125,26 @@ func asDeviceID(s string) domain.DeviceID {
 
 // taskA is a task id for tests that build tasks with NewTask.
 const taskA = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+
+// idOf types a test's label for a firmware, rollout or request: a label
+// that is a UUID is parsed as an edge would; any other ("fw-120") names a
+// fixed UUID derived from it, so that tests keep their readable labels.
+func idOf(label string) domain.UUID {
+	if id, err := domain.ParseUUID("id", label); err == nil {
+		return id
+	}
+	return domain.UUIDOf(md5.Sum([]byte(label)))
+}
+
+// byLabel keys failure counts by the ids idOf gives the labels, as a
+// store keys them by firmware id.
+func byLabel(failed map[string]int) map[string]int {
+	out := make(map[string]int, len(failed))
+	for label, n := range failed {
+		out[idOf(label).String()] = n
+	}
+	return out
+}
 
 // asUUID types an id as an edge does: parsed once; an id that is not a
 // UUID becomes the zero UUID.

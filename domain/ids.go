@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"encoding/hex"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -87,6 +88,23 @@ func ParseUUID(field, s string) (UUID, error) {
 		}
 	}
 	return UUID{s: string(b)}, nil
+}
+
+// UUIDOf formats 16 bytes as a UUID in canonical form. It is how an id
+// generator (ports.IDGenerator) makes a new row's id: a value that cannot be
+// malformed, so no store checks it again.
+func UUIDOf(b [16]byte) UUID {
+	var buf [36]byte
+	hex.Encode(buf[0:8], b[0:4])
+	buf[8] = '-'
+	hex.Encode(buf[9:13], b[4:6])
+	buf[13] = '-'
+	hex.Encode(buf[14:18], b[6:8])
+	buf[18] = '-'
+	hex.Encode(buf[19:23], b[8:10])
+	buf[23] = '-'
+	hex.Encode(buf[24:], b[10:])
+	return UUID{s: string(buf[:])}
 }
 
 // String is the canonical lowercase form ("" for the zero UUID).

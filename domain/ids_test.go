@@ -219,3 +219,15 @@ func TestIDsMarshalAsTheirString(t *testing.T) {
 		t.Fatalf("json: %s %v", b, err)
 	}
 }
+
+func TestUUIDOfIsWhatParseUUIDReadsBack(t *testing.T) {
+	b := [16]byte{0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10}
+	got := domain.UUIDOf(b)
+	if got.String() != "01234567-89ab-cdef-fedc-ba9876543210" {
+		t.Fatalf("UUIDOf = %q", got)
+	}
+	back, err := domain.ParseUUID("id", got.String())
+	if err != nil || back != got {
+		t.Fatalf("ParseUUID(%q) = %v, %v", got, back, err)
+	}
+}

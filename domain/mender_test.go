@@ -217,7 +217,7 @@ func TestRunningVersionOfAnArtifactName(t *testing.T) {
 func TestArtifactNames(t *testing.T) {
 	spec := validSpec()
 	spec.ArtifactName = "release 1.2"
-	fw, err := domain.NewFirmware("fw-1", spec, t0)
+	fw, err := domain.NewFirmware(idOf("fw-1"), spec, t0)
 	if err != nil || fw.ArtifactName() != "release 1.2" || fw.Spec().ArtifactName != "release 1.2" {
 		t.Fatalf("artifact name: %v %q", err, fw.ArtifactName())
 	}
@@ -230,7 +230,7 @@ func TestArtifactNames(t *testing.T) {
 	}
 	for _, bad := range []string{" lead", "trail ", "tab\there", strings.Repeat("a", 257), "nul\x00"} {
 		spec.ArtifactName = bad
-		_, err := domain.NewFirmware("fw-3", spec, t0)
+		_, err := domain.NewFirmware(idOf("fw-3"), spec, t0)
 		wantValidation(t, err, "artifact_name")
 	}
 }
@@ -312,7 +312,7 @@ func TestAuthRequests(t *testing.T) {
 	keys := keysOfEachType(t)
 	k1, _ := domain.ParseDeviceKey("pubkey", keys["rsa"].pem)
 	k2, _ := domain.ParseDeviceKey("pubkey", keys["ed25519"].pem)
-	r, err := domain.NewAuthRequest("req-1", asDeviceID("dev-1"), `{"device_id":"dev-1"}`, k1, "not a model!", t0)
+	r, err := domain.NewAuthRequest(idOf("req-1"), asDeviceID("dev-1"), `{"device_id":"dev-1"}`, k1, "not a model!", t0)
 	if err != nil || r.Status() != domain.AuthRequestPending || r.DeviceType() != "" {
 		t.Fatalf("new: %v %v %q", err, r.Status(), r.DeviceType())
 	}
@@ -335,4 +335,10 @@ func TestAuthRequests(t *testing.T) {
 	if m, _ := r.AcceptModel(""); m != "cam-x2" {
 		t.Fatalf("device type as model: %q", m)
 	}
+}
+
+func TestNewAuthRequestRefusesTheZeroID(t *testing.T) {
+	k, _ := domain.ParseDeviceKey("pubkey", keysOfEachType(t)["rsa"].pem)
+	_, err := domain.NewAuthRequest(domain.UUID{}, asDeviceID("dev-1"), `{"device_id":"dev-1"}`, k, "", t0)
+	wantValidation(t, err, "id")
 }

@@ -106,8 +106,8 @@ const (
 
 // Rollout offers one firmware to a percentage of its model's fleet.
 type Rollout struct {
-	id                      string
-	firmwareID              string
+	id                      UUID
+	firmwareID              UUID
 	percentage              int
 	maxAttempts             int
 	failureThresholdPercent *int
@@ -132,7 +132,10 @@ type Rollout struct {
 }
 
 // NewRollout starts an active rollout of fw. Revoked firmware cannot be rolled out.
-func NewRollout(id string, fw Firmware, spec RolloutSpec, now time.Time) (Rollout, error) {
+func NewRollout(id UUID, fw Firmware, spec RolloutSpec, now time.Time) (Rollout, error) {
+	if id.IsZero() {
+		return Rollout{}, invalid("id", "is required")
+	}
 	if fw.Revoked() {
 		return Rollout{}, ErrFirmwareRevoked
 	}
@@ -240,7 +243,7 @@ type RolloutRecord struct {
 // rollout keeps its own copy of the threshold.
 func RehydrateRollout(rec RolloutRecord) Rollout {
 	r := Rollout{
-		id: rec.ID, firmwareID: rec.FirmwareID, percentage: rec.Percentage, maxAttempts: rec.MaxAttempts,
+		id: UUID{s: rec.ID}, firmwareID: UUID{s: rec.FirmwareID}, percentage: rec.Percentage, maxAttempts: rec.MaxAttempts,
 		failureThresholdPercent: copyInt(rec.FailureThresholdPercent), minSample: rec.MinSample, status: rec.Status,
 		pausedReason: rec.PausedReason, createdAt: rec.CreatedAt, updatedAt: rec.UpdatedAt,
 		stages: slices.Clone(rec.Stages), stage: rec.Stage, gateMetAt: rec.GateMetAt, history: slices.Clone(rec.History),
@@ -274,7 +277,7 @@ func RehydrateRollout(rec RolloutRecord) Rollout {
 // — and any cache holding it — as it was.
 func (r Rollout) Record() RolloutRecord {
 	rec := RolloutRecord{
-		ID: r.id, FirmwareID: r.firmwareID, Percentage: r.percentage, MaxAttempts: r.maxAttempts,
+		ID: r.id.String(), FirmwareID: r.firmwareID.String(), Percentage: r.percentage, MaxAttempts: r.maxAttempts,
 		FailureThresholdPercent: copyInt(r.failureThresholdPercent), MinSample: r.minSample, Status: r.status,
 		PausedReason: r.pausedReason, CreatedAt: r.createdAt, UpdatedAt: r.updatedAt,
 		Selector: r.selector.Spec(), Stages: slices.Clone(r.stages), Stage: r.stage, GateMetAt: r.gateMetAt,
@@ -338,10 +341,10 @@ func validPercentage(field string, p int) error {
 }
 
 // ID is the rollout's UUID.
-func (r Rollout) ID() string { return r.id }
+func (r Rollout) ID() UUID { return r.id }
 
 // FirmwareID is the firmware being rolled out.
-func (r Rollout) FirmwareID() string { return r.firmwareID }
+func (r Rollout) FirmwareID() UUID { return r.firmwareID }
 
 // Percentage is the share of the model's fleet admitted.
 func (r Rollout) Percentage() int { return r.percentage }
@@ -358,7 +361,7 @@ func (r Rollout) PausedReason() PausedReason { return r.pausedReason }
 
 // Admits reports whether this rollout offers its firmware to the device now.
 func (r Rollout) Admits(deviceID string) bool {
-	return r.status == RolloutActive && Bucket(r.id, deviceID) < r.percentage
+	return r.status == RolloutActive && Bucket(r.id.String(), deviceID) < r.percentage
 }
 
 // SetPercentage widens or narrows the rollout. Tasks already created stay;

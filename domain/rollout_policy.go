@@ -77,7 +77,7 @@ func (r Rollout) AdmitsAt(d Device, f DeviceFacts, reported Version, now time.Ti
 	if r.status != RolloutActive || r.unusable || !r.selector.Matches(f, reported) {
 		return false, time.Time{}
 	}
-	if Bucket(r.id, d.ID().String()) >= r.PercentageAt(now) {
+	if Bucket(r.id.String(), d.ID().String()) >= r.PercentageAt(now) {
 		return false, time.Time{}
 	}
 	if !r.startsAt.IsZero() && now.Before(r.startsAt) {

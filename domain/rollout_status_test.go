@@ -18,7 +18,7 @@ func TestRolloutWaitingFor(t *testing.T) {
 	}
 	start := func(t *testing.T, spec domain.RolloutSpec) domain.Rollout {
 		t.Helper()
-		r, err := domain.NewRollout(rolloutA, fw, spec, t0)
+		r, err := domain.NewRollout(idOf(rolloutA), fw, spec, t0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +118,7 @@ func TestRolloutWaitingFor(t *testing.T) {
 // Berlin is open at 11:01 UTC (12:01 CET) and closed an hour later.
 func TestRolloutWaitingForWindowZone(t *testing.T) {
 	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
-	r, err := domain.NewRollout(rolloutA, fw, domain.RolloutSpec{Percentage: 5,
+	r, err := domain.NewRollout(idOf(rolloutA), fw, domain.RolloutSpec{Percentage: 5,
 		Window: &domain.WindowSpec{Daily: "12:00-13:00", TimeZone: "Europe/Berlin"}}, t0)
 	if err != nil {
 		t.Fatal(err)

@@ -39,7 +39,7 @@ func TestNewRollout(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := domain.NewRollout(rolloutA, fw, tt.spec, t0)
+			r, err := domain.NewRollout(idOf(rolloutA), fw, tt.spec, t0)
 			if tt.field != "" {
 				wantValidation(t, err, tt.field)
 				return
@@ -47,7 +47,7 @@ func TestNewRollout(t *testing.T) {
 			if err != nil {
 				t.Fatalf("NewRollout: %v", err)
 			}
-			if r.ID() != rolloutA || r.FirmwareID() != "fw-1" || r.Percentage() != tt.spec.Percentage {
+			if r.ID() != idOf(rolloutA) || r.FirmwareID() != idOf("fw-1") || r.Percentage() != tt.spec.Percentage {
 				t.Fatalf("id/firmware/percentage = %s/%s/%d", r.ID(), r.FirmwareID(), r.Percentage())
 			}
 			if r.Status() != domain.RolloutActive || r.PausedReason() != (domain.PausedReason{}) {
@@ -85,7 +85,7 @@ func TestNewRolloutCopiesThreshold(t *testing.T) {
 
 func TestNewRolloutRevokedFirmware(t *testing.T) {
 	fw := revoked(mustFirmware(t, "fw-1", "cam-x1", "1.2.0", ""))
-	_, err := domain.NewRollout(rolloutA, fw, domain.RolloutSpec{Percentage: 10}, t0)
+	_, err := domain.NewRollout(idOf(rolloutA), fw, domain.RolloutSpec{Percentage: 10}, t0)
 	if !errors.Is(err, domain.ErrFirmwareRevoked) {
 		t.Fatalf("NewRollout on revoked firmware = %v, want ErrFirmwareRevoked", err)
 	}

@@ -120,7 +120,7 @@ func TestPlanCheckTimesOutStuckTasks(t *testing.T) {
 	d := mustDevice(t, "cam-0001", "cam-x1", "1.0.0")
 	offers := []domain.Offer{{Firmware: fw, Rollout: r}}
 	for _, st := range []domain.TaskStatus{domain.TaskPending, domain.TaskDownloading, domain.TaskInstalling} {
-		task := domain.RehydrateTask(domain.TaskRecord{ID: "5c0c6f3e-4a5b-4c53-9d3e-4f1d7f9e0a11", DeviceID: "cam-0001", FirmwareID: "fw-2",
+		task := domain.RehydrateTask(domain.TaskRecord{ID: "5c0c6f3e-4a5b-4c53-9d3e-4f1d7f9e0a11", DeviceID: "cam-0001", FirmwareID: idOf("fw-2").String(),
 			RolloutID: rolloutA, Status: st, Attempt: 1, CreatedAt: t0, UpdatedAt: t0})
 		active := &domain.ActiveTask{Task: task, Firmware: fw, Rollout: r}
 		p := domain.PlanCheck(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"), Active: active, Offers: offers, Now: t0.Add(59 * time.Minute)})
@@ -140,7 +140,7 @@ func TestPlanCheckTimesOutStuckTasks(t *testing.T) {
 		}
 		// With max_attempts reached, the timeout still fails the task but no new one is made.
 		p = domain.PlanCheck(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"), Active: active, Offers: offers,
-			Failed: map[string]int{"fw-2": 1}, Now: t0.Add(61 * time.Minute)})
+			Failed: byLabel(map[string]int{"fw-2": 1}), Now: t0.Add(61 * time.Minute)})
 		if !p.TimedOut() || p.Action != domain.CheckNoUpdate {
 			t.Fatalf("%s at max attempts: %s timedOut=%v", st, p.Action, p.TimedOut())
 		}
@@ -155,7 +155,7 @@ func TestSettleCancelsBeforeTimingOut(t *testing.T) {
 	if err := r.ChangeStatus(domain.RolloutCancelled, fw, t0); err != nil {
 		t.Fatal(err)
 	}
-	task := domain.RehydrateTask(domain.TaskRecord{ID: "5c0c6f3e-4a5b-4c53-9d3e-4f1d7f9e0a11", DeviceID: "cam-0001", FirmwareID: "fw-2",
+	task := domain.RehydrateTask(domain.TaskRecord{ID: "5c0c6f3e-4a5b-4c53-9d3e-4f1d7f9e0a11", DeviceID: "cam-0001", FirmwareID: idOf("fw-2").String(),
 		RolloutID: rolloutA, Status: domain.TaskPending, Attempt: 1, CreatedAt: t0, UpdatedAt: t0})
 	if !task.Settle(domain.MustParseVersion("1.0.0"), fw, r, t0.Add(48*time.Hour)) || task.Status() != domain.TaskCancelled || task.ErrorCode() != domain.CodeRolloutCancelled {
 		t.Fatalf("got %s %s, want cancelled ROLLOUT_CANCELLED", task.Status(), task.ErrorCode())

@@ -26,7 +26,7 @@ func TestStageValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := domain.NewRollout(rolloutA, fw, tt.spec, t0)
+			r, err := domain.NewRollout(idOf(rolloutA), fw, tt.spec, t0)
 			if tt.field != "" {
 				wantValidation(t, err, tt.field)
 				return

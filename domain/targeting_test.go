@@ -161,7 +161,7 @@ func TestPlanCheckTargetsReportedAttributes(t *testing.T) {
 func TestRollback(t *testing.T) {
 	good := mustFirmware(t, "fw-19", "cam-x1", "1.9.0", "")
 	bad := mustFirmware(t, "fw-20", "cam-x1", "2.0.0", "")
-	_, err := domain.NewRollout(rolloutA, good, domain.RolloutSpec{Percentage: 100, AllowDowngrade: true}, t0)
+	_, err := domain.NewRollout(idOf(rolloutA), good, domain.RolloutSpec{Percentage: 100, AllowDowngrade: true}, t0)
 	wantValidation(t, err, "allow_downgrade")
 
 	back := mustRollout(t, rolloutA, good, domain.RolloutSpec{Percentage: 100, AllowDowngrade: true, Selector: domain.SelectorSpec{Versions: "=2.0.0"}}, t0)

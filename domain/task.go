@@ -63,8 +63,8 @@ type Task struct {
 	id           UUID
 	actionID     int64
 	deviceID     DeviceID
-	firmwareID   string
-	rolloutID    string
+	firmwareID   UUID
+	rolloutID    UUID
 	status       TaskStatus
 	progress     int
 	attempt      int
@@ -115,7 +115,7 @@ type TaskRecord struct {
 // RehydrateTask rebuilds a stored task; only adapters call it.
 func RehydrateTask(r TaskRecord) Task {
 	return Task{
-		id: UUID{s: r.ID}, actionID: r.ActionID, deviceID: DeviceID{s: r.DeviceID}, firmwareID: r.FirmwareID, rolloutID: r.RolloutID,
+		id: UUID{s: r.ID}, actionID: r.ActionID, deviceID: DeviceID{s: r.DeviceID}, firmwareID: UUID{s: r.FirmwareID}, rolloutID: UUID{s: r.RolloutID},
 		status: r.Status, progress: r.Progress, attempt: r.Attempt, errorCode: r.ErrorCode,
 		errorMessage: r.ErrorMessage, createdAt: r.CreatedAt, updatedAt: r.UpdatedAt,
 	}
@@ -124,7 +124,7 @@ func RehydrateTask(r TaskRecord) Task {
 // Record exposes the task's fields for storage and display.
 func (t Task) Record() TaskRecord {
 	return TaskRecord{
-		ID: t.id.String(), ActionID: t.actionID, DeviceID: t.deviceID.String(), FirmwareID: t.firmwareID, RolloutID: t.rolloutID,
+		ID: t.id.String(), ActionID: t.actionID, DeviceID: t.deviceID.String(), FirmwareID: t.firmwareID.String(), RolloutID: t.rolloutID.String(),
 		Status: t.status, Progress: t.progress, Attempt: t.attempt, ErrorCode: t.errorCode,
 		ErrorMessage: t.errorMessage, CreatedAt: t.createdAt, UpdatedAt: t.updatedAt,
 	}
@@ -140,10 +140,10 @@ func (t Task) ActionID() int64 { return t.actionID }
 func (t Task) DeviceID() DeviceID { return t.deviceID }
 
 // FirmwareID is the firmware being installed.
-func (t Task) FirmwareID() string { return t.firmwareID }
+func (t Task) FirmwareID() UUID { return t.firmwareID }
 
 // RolloutID is the rollout that created the task.
-func (t Task) RolloutID() string { return t.rolloutID }
+func (t Task) RolloutID() UUID { return t.rolloutID }
 
 // Status is where the task stands.
 func (t Task) Status() TaskStatus { return t.status }

@@ -88,7 +88,7 @@ func TestNewTask(t *testing.T) {
 			case err != nil:
 				t.Fatalf("NewTask: %v", err)
 			}
-			if task.ID().String() != taskA || task.DeviceID().String() != tt.device || task.FirmwareID() != "fw-1" || task.RolloutID() != rolloutA {
+			if task.ID().String() != taskA || task.DeviceID().String() != tt.device || task.FirmwareID() != idOf("fw-1") || task.RolloutID() != idOf(rolloutA) {
 				t.Fatalf("ids: %+v", task.Record())
 			}
 			if task.Status() != domain.TaskPending || task.Progress() != 0 || task.Attempt() != tt.attempt {
@@ -530,10 +530,20 @@ func TestSettleCancelsAPendingDowngrade(t *testing.T) {
 // id is; a store never sees a task without one.
 func TestNewTaskRefusesTheZeroID(t *testing.T) {
 	fw := mustFirmware(t, "fw-1", "cam-x1", "2.0.0", "")
-	r, err := domain.NewRollout(rolloutA, fw, domain.RolloutSpec{Percentage: 100}, t0)
+	r, err := domain.NewRollout(idOf(rolloutA), fw, domain.RolloutSpec{Percentage: 100}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = domain.NewTask(domain.UUID{}, asDeviceID("cam-0001"), domain.Offer{Firmware: fw, Rollout: r}, 1, t0)
+	wantValidation(t, err, "id")
+}
+
+// Firmware, rollout and auth request ids are typed too: each constructor
+// refuses the zero UUID, so a store never sees a row without an id.
+func TestNewEntitiesRefuseTheZeroID(t *testing.T) {
+	_, err := domain.NewFirmware(domain.UUID{}, validSpec(), t0)
+	wantValidation(t, err, "id")
+	fw := mustFirmware(t, "fw-1", "cam-x1", "2.0.0", "")
+	_, err = domain.NewRollout(domain.UUID{}, fw, domain.RolloutSpec{Percentage: 100}, t0)
 	wantValidation(t, err, "id")
 }

@@ -12,9 +12,11 @@ type Clock interface {
 	Now() time.Time
 }
 
-// IDGenerator makes new UUIDs (canonical lowercase form).
+// IDGenerator makes new row ids (firmware, rollout, task, auth request),
+// typed so that what it makes is never checked again. It never returns the
+// zero UUID.
 type IDGenerator interface {
-	NewID() string
+	NewID() domain.UUID
 }
 
 // DeviceRepository stores registered devices. Not-found is domain.ErrNotFound,

@@ -89,7 +89,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	run(t, ctx, "start a rollout",
 		chromedp.Navigate(base+"/rollouts"),
 		chromedp.WaitVisible(chromedp.ID("start-rollout")),
-		chromedp.SetValue(chromedp.ID("firmware_id"), fw.ID()),
+		chromedp.SetValue(chromedp.ID("firmware_id"), fw.ID().String()),
 		chromedp.SetValue(chromedp.ID("percentage"), "100"),
 		chromedp.SetValue(chromedp.ID("failure_threshold_percent"), "50"),
 		chromedp.Click(chromedp.ID("start-rollout")),
@@ -192,7 +192,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	run(t, ctx, "start a staged rollout",
 		chromedp.Navigate(base+"/rollouts"),
 		chromedp.WaitVisible(chromedp.ID("start-rollout")),
-		chromedp.SetValue(chromedp.ID("firmware_id"), staged.ID()),
+		chromedp.SetValue(chromedp.ID("firmware_id"), staged.ID().String()),
 		chromedp.Clear(chromedp.ID("percentage")),
 		chromedp.SendKeys(chromedp.ID("tags_all"), "beta"),
 		chromedp.SendKeys(chromedp.ID("stage-1-percentage"), "10"),
@@ -384,7 +384,7 @@ func (e *env) addSecondModel(t *testing.T) {
 			e.fail(id, res.Task.Task.ID().String(), "E_NO_SPACE")
 		}
 	}
-	if got := e.rollout(r.ID()); got.PausedReason() != domain.PausedAuto {
+	if got := e.rollout(r.ID().String()); got.PausedReason() != domain.PausedAuto {
 		t.Fatalf("speaker rollout is %s, want auto-paused", got.Status())
 	}
 }

@@ -160,7 +160,7 @@ func (e *env) startRollout(fw domain.Firmware, pct int, threshold *int) domain.R
 	if threshold != nil {
 		spec.MinSample = &one
 	}
-	r, err := e.admin.StartRollout(context.Background(), ports.StartRollout{FirmwareID: asUUID(fw.ID()), Spec: spec})
+	r, err := e.admin.StartRollout(context.Background(), ports.StartRollout{FirmwareID: fw.ID(), Spec: spec})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -233,8 +233,8 @@ func TestSignedOutIsSentToSignIn(t *testing.T) {
 	e := newEnv(t)
 	fw := e.publish("cam", "1.0.0")
 	r := e.startRollout(fw, 10, nil)
-	for _, path := range []string{"/console/", "/console/rollouts", "/console/rollouts/rows", "/console/rollouts/" + r.ID(),
-		"/console/rollouts/" + r.ID() + "/confirm?action=pause", "/console/firmwares?model=cam", "/console/devices?id=x"} {
+	for _, path := range []string{"/console/", "/console/rollouts", "/console/rollouts/rows", "/console/rollouts/" + r.ID().String(),
+		"/console/rollouts/" + r.ID().String() + "/confirm?action=pause", "/console/firmwares?model=cam", "/console/devices?id=x"} {
 		res := e.get(path)
 		wantStatus(t, path, res, http.StatusSeeOther)
 		if loc := res.header.Get("Location"); loc != "/console/sign-in?next="+url.QueryEscape(path) {
@@ -242,12 +242,12 @@ func TestSignedOutIsSentToSignIn(t *testing.T) {
 		}
 	}
 	// A form posted without a session changes nothing, whatever it carries.
-	res := e.post("/console/rollouts/"+r.ID(), url.Values{"action": {"pause"}, "csrf": {"x"}})
+	res := e.post("/console/rollouts/"+r.ID().String(), url.Values{"action": {"pause"}, "csrf": {"x"}})
 	wantStatus(t, "signed-out pause", res, http.StatusSeeOther)
-	if got := e.rollout(r.ID()).Status(); got != domain.RolloutActive {
+	if got := e.rollout(r.ID().String()).Status(); got != domain.RolloutActive {
 		t.Errorf("signed-out pause changed the rollout to %s", got)
 	}
-	res = e.post("/console/firmwares/"+fw.ID()+"/revoke", url.Values{})
+	res = e.post("/console/firmwares/"+fw.ID().String()+"/revoke", url.Values{})
 	wantStatus(t, "signed-out revoke", res, http.StatusSeeOther)
 	// The sign-in page and the assets need no session.
 	wantStatus(t, "sign-in page", e.get("/console/sign-in"), http.StatusOK)
@@ -395,18 +395,18 @@ func TestFormsNeedTheSessionsCSRFToken(t *testing.T) {
 		if token != "" {
 			form.Set("csrf", token)
 		}
-		res := e.post("/console/rollouts/"+r.ID(), form)
+		res := e.post("/console/rollouts/"+r.ID().String(), form)
 		wantStatus(t, "pause with csrf "+token, res, http.StatusForbidden)
 		wantBody(t, "csrf refusal", res, "did not come from this console")
 		res = e.post("/console/firmwares", url.Values{"csrf": {token}, "model": {"cam"}, "version": {"2.0.0"},
 			"url": {"https://x.example/a"}, "size_bytes": {"1"}, "sha256": {strings.Repeat("ab", 32)}})
 		wantStatus(t, "publish with csrf "+token, res, http.StatusForbidden)
-		res = e.post("/console/firmwares/"+fw.ID()+"/revoke", url.Values{"csrf": {token}})
+		res = e.post("/console/firmwares/"+fw.ID().String()+"/revoke", url.Values{"csrf": {token}})
 		wantStatus(t, "revoke with csrf "+token, res, http.StatusForbidden)
 		res = e.post("/console/sign-out", url.Values{"csrf": {token}})
 		wantStatus(t, "sign-out with csrf "+token, res, http.StatusForbidden)
 	}
-	if e.rollout(r.ID()).Status() != domain.RolloutActive {
+	if e.rollout(r.ID().String()).Status() != domain.RolloutActive {
 		t.Error("a refused form paused the rollout")
 	}
 	list, _ := e.admin.ListFirmwares(context.Background(), "cam")
@@ -483,16 +483,16 @@ func TestRevokeFirmwareConfirmsFirst(t *testing.T) {
 	fw := e.publish("cam", "1.0.0")
 	e.mustSignIn()
 	page := e.get("/console/firmwares")
-	wantBody(t, "list", page, "/console/firmwares/"+fw.ID()+"/revoke")
+	wantBody(t, "list", page, "/console/firmwares/"+fw.ID().String()+"/revoke")
 
-	confirm := e.get("/console/firmwares/" + fw.ID() + "/revoke")
+	confirm := e.get("/console/firmwares/" + fw.ID().String() + "/revoke")
 	wantStatus(t, "confirm page", confirm, http.StatusOK)
-	wantBody(t, "confirm page", confirm, "Revoke cam 1.0.0?", `action="/console/firmwares/`+fw.ID()+`/revoke"`, "Revoke firmware")
+	wantBody(t, "confirm page", confirm, "Revoke cam 1.0.0?", `action="/console/firmwares/`+fw.ID().String()+`/revoke"`, "Revoke firmware")
 	if list, _ := e.admin.ListFirmwares(context.Background(), "cam"); list[0].Revoked() {
 		t.Fatal("the confirmation page revoked the firmware")
 	}
 	m := csrfField.FindAllStringSubmatch(confirm.body, -1)
-	res := e.post("/console/firmwares/"+fw.ID()+"/revoke", url.Values{"csrf": {html.UnescapeString(m[len(m)-1][1])}})
+	res := e.post("/console/firmwares/"+fw.ID().String()+"/revoke", url.Values{"csrf": {html.UnescapeString(m[len(m)-1][1])}})
 	wantStatus(t, "revoke", res, http.StatusSeeOther)
 	if list, _ := e.admin.ListFirmwares(context.Background(), "cam"); !list[0].Revoked() {
 		t.Fatal("not revoked")
@@ -514,16 +514,16 @@ func TestRolloutsStartListAndSteer(t *testing.T) {
 	if block := fieldBlock(res.body, "firmware_id"); !strings.Contains(block, "firmware_id: must be a UUID") {
 		t.Errorf("no error beside the firmware id:\n%s", block)
 	}
-	res = e.post("/console/rollouts", url.Values{"csrf": {token}, "firmware_id": {fw.ID()}, "percentage": {"150"}})
+	res = e.post("/console/rollouts", url.Values{"csrf": {token}, "firmware_id": {fw.ID().String()}, "percentage": {"150"}})
 	wantStatus(t, "percentage 150", res, http.StatusBadRequest)
 	if block := fieldBlock(res.body, "percentage"); !strings.Contains(block, "percentage: must be between 0 and 100") {
 		t.Errorf("no range error beside the percentage:\n%s", block)
 	}
-	res = e.post("/console/rollouts", url.Values{"csrf": {token}, "firmware_id": {fw.ID()}, "percentage": {"100"}, "failure_threshold_percent": {"0"}})
+	res = e.post("/console/rollouts", url.Values{"csrf": {token}, "firmware_id": {fw.ID().String()}, "percentage": {"100"}, "failure_threshold_percent": {"0"}})
 	wantStatus(t, "threshold 0", res, http.StatusBadRequest)
 	wantBody(t, "threshold 0", res, "failure_threshold_percent: must be between 1 and 100")
 
-	res = e.post("/console/rollouts", url.Values{"csrf": {token}, "firmware_id": {fw.ID()}, "percentage": {"100"}})
+	res = e.post("/console/rollouts", url.Values{"csrf": {token}, "firmware_id": {fw.ID().String()}, "percentage": {"100"}})
 	wantStatus(t, "start", res, http.StatusSeeOther)
 	loc := res.header.Get("Location")
 	id := strings.TrimSuffix(strings.TrimPrefix(loc, "/console/rollouts/"), "?done=started")
@@ -600,19 +600,19 @@ func TestAutoPausedRolloutStandsOutAndShowsFailures(t *testing.T) {
 	other := e.startRollout(e.publish("cam", "2.5.0"), 0, nil)
 	task := e.deviceWithTask("dev-1", "cam", "1.0.0")
 	e.fail("dev-1", task.Task.ID().String(), "E_FLASH_WRITE")
-	if got := e.rollout(r.ID()); got.PausedReason() != domain.PausedAuto {
+	if got := e.rollout(r.ID().String()); got.PausedReason() != domain.PausedAuto {
 		t.Fatalf("rollout is %s (%s), want auto-paused", got.Status(), got.PausedReason())
 	}
 	e.mustSignIn()
 	rows := e.get("/console/rollouts/rows").body
-	row := regexp.MustCompile(`(?s)<tr id="rollout-` + r.ID() + `" class="([^"]*)">.*?</tr>`).FindStringSubmatch(rows)
+	row := regexp.MustCompile(`(?s)<tr id="rollout-` + r.ID().String() + `" class="([^"]*)">.*?</tr>`).FindStringSubmatch(rows)
 	if row == nil || row[1] != "auto-paused" || !strings.Contains(row[0], `badge alarm`) || !strings.Contains(row[0], "paused (auto)") {
 		t.Errorf("auto-paused row does not stand out: %v", row)
 	}
-	if strings.Contains(regexp.MustCompile(`(?s)<tr id="rollout-`+other.ID()+`"[^>]*>`).FindString(rows), "auto-paused") {
+	if strings.Contains(regexp.MustCompile(`(?s)<tr id="rollout-`+other.ID().String()+`"[^>]*>`).FindString(rows), "auto-paused") {
 		t.Error("an active rollout is marked auto-paused")
 	}
-	detail := e.get("/console/rollouts/" + r.ID())
+	detail := e.get("/console/rollouts/" + r.ID().String())
 	wantBody(t, "detail", detail, "This rollout paused itself", "E_FLASH_WRITE", "it broke", "dev-1", "100.0%", "of 1 finished", "50%")
 }
 

@@ -292,7 +292,7 @@ func (c *Console) tryStart(r *http.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return ro.ID(), nil
+	return ro.ID().String(), nil
 }
 
 // rowsCache shares one rollout listing among concurrent refreshes.
@@ -343,7 +343,7 @@ func pathUUID(r *http.Request, name string) domain.UUID {
 
 // firmwareByID finds a firmware through the listing (the admin API has no
 // single-firmware read).
-func (c *Console) firmwareByID(r *http.Request, id string) (domain.Firmware, error) {
+func (c *Console) firmwareByID(r *http.Request, id domain.UUID) (domain.Firmware, error) {
 	all, err := c.admin.ListFirmwares(r.Context(), "")
 	if err != nil {
 		return domain.Firmware{}, err
@@ -434,7 +434,7 @@ func (c *Console) confirmRollout(w http.ResponseWriter, r *http.Request, s sessi
 		return
 	}
 	action := r.URL.Query().Get("action")
-	back := Prefix + "/rollouts/" + url.PathEscape(v.Rollout.ID())
+	back := Prefix + "/rollouts/" + url.PathEscape(v.Rollout.ID().String())
 	d := confirmData{Action: back, Back: back, Fields: map[string]string{"action": action}}
 	if a, ok := rolloutActions[action]; ok {
 		d.Question, d.Detail, d.Button, d.Danger = a.question, a.detail, a.button, a.danger
@@ -581,7 +581,7 @@ func (c *Console) tryPublish(r *http.Request) (domain.Firmware, error) {
 }
 
 func (c *Console) confirmRevoke(w http.ResponseWriter, r *http.Request, s session) {
-	fw, err := c.firmwareByID(r, r.PathValue("id"))
+	fw, err := c.firmwareByID(r, pathUUID(r, "id"))
 	if err != nil {
 		c.failErr(w, r, err)
 		return
@@ -591,7 +591,7 @@ func (c *Console) confirmRevoke(w http.ResponseWriter, r *http.Request, s sessio
 	p.Data = confirmData{
 		Question: "Revoke " + fw.Model() + " " + fw.Version().String() + "?",
 		Detail:   "It is never offered again, its rollouts stop admitting devices, and its pending tasks are cancelled at each device's next check. This cannot be undone.",
-		Action:   Prefix + "/firmwares/" + url.PathEscape(fw.ID()) + "/revoke", Fields: map[string]string{},
+		Action:   Prefix + "/firmwares/" + url.PathEscape(fw.ID().String()) + "/revoke", Fields: map[string]string{},
 		Button: "Revoke firmware", Danger: true, Back: back,
 	}
 	c.render(w, r, http.StatusOK, "confirm", p)

@@ -17,7 +17,7 @@ import (
 
 func (e *env) startSpec(fw domain.Firmware, spec domain.RolloutSpec) domain.Rollout {
 	e.t.Helper()
-	r, err := e.admin.StartRollout(context.Background(), ports.StartRollout{FirmwareID: asUUID(fw.ID()), Spec: spec})
+	r, err := e.admin.StartRollout(context.Background(), ports.StartRollout{FirmwareID: fw.ID(), Spec: spec})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestRolloutPageShowsCurrentStage(t *testing.T) {
 	}})
 	dev := ""
 	for i := 0; dev == ""; i++ {
-		if id := fmt.Sprintf("dev-%d", i); domain.Bucket(r.ID(), id) < 50 {
+		if id := fmt.Sprintf("dev-%d", i); domain.Bucket(r.ID().String(), id) < 50 {
 			dev = id
 		}
 	}
@@ -68,13 +68,13 @@ func TestRolloutPageShowsCurrentStage(t *testing.T) {
 	}
 	e.clock.advance(time.Minute)
 	e.succeed(dev, task.Task.ID().String())
-	if got := e.rollout(r.ID()); got.Stage() != 1 || got.Percentage() != 80 {
+	if got := e.rollout(r.ID().String()); got.Stage() != 1 || got.Percentage() != 80 {
 		t.Fatalf("after the first stage's gate held: stage %d at %d%%, want stage 1 at 80%%", got.Stage(), got.Percentage())
 	}
-	since := e.rollout(r.ID()).StageSince().UTC().Format("2006-01-02 15:04:05 UTC")
+	since := e.rollout(r.ID().String()).StageSince().UTC().Format("2006-01-02 15:04:05 UTC")
 
 	e.mustSignIn()
-	page := e.get("/console/rollouts/" + r.ID())
+	page := e.get("/console/rollouts/" + r.ID().String())
 	wantStatus(t, "detail", page, http.StatusOK)
 	wantBody(t, "detail", page, `<tr id="stage-2" class="stage current" aria-current="step">`,
 		`<tr id="stage-1" class="stage done">`, `<tr id="stage-3" class="stage next">`,
@@ -91,7 +91,7 @@ func TestRolloutPageShowsCurrentStage(t *testing.T) {
 	if strings.Count(page.body, `aria-current="step"`) != 1 {
 		t.Error("more than one stage is marked current")
 	}
-	row := rowOf(t, e.get("/console/rollouts").body, r.ID())
+	row := rowOf(t, e.get("/console/rollouts").body, r.ID().String())
 	if !strings.Contains(row, "stage 2 of 3") || !strings.Contains(row, "stage 2 gate not met yet") {
 		t.Errorf("the list's row gives no stage hint:\n%s", row)
 	}
@@ -113,7 +113,7 @@ func TestRolloutPageShowsSelectorAndWaitingStart(t *testing.T) {
 	})
 	plain := e.startRollout(e.publish("cam", "2.1.0"), 10, nil)
 	e.mustSignIn()
-	page := e.get("/console/rollouts/" + r.ID())
+	page := e.get("/console/rollouts/" + r.ID().String())
 	wantStatus(t, "detail", page, http.StatusOK)
 	wantBody(t, "detail", page,
 		`<span class="muted">Tags, all of:</span> <code>beta</code>, <code>lab</code>`,
@@ -132,22 +132,22 @@ func TestRolloutPageShowsSelectorAndWaitingStart(t *testing.T) {
 	}
 
 	list := e.get("/console/rollouts").body
-	row := rowOf(t, list, r.ID())
+	row := rowOf(t, list, r.ID().String())
 	for _, want := range []string{"tags beta + lab", "any of eu-west", "1 attribute", "starts " + startsAt.UTC().Format("2006-01-02 15:04 UTC")} {
 		if !strings.Contains(html.UnescapeString(row), want) {
 			t.Errorf("the list's row lacks %q:\n%s", want, row)
 		}
 	}
-	if strings.Contains(rowOf(t, list, plain.ID()), `class="hint"`) {
+	if strings.Contains(rowOf(t, list, plain.ID().String()), `class="hint"`) {
 		t.Error("a plain rollout that waits for nothing has a hint")
 	}
-	wantBody(t, "plain detail", e.get("/console/rollouts/"+plain.ID()), "every device of the model", "at once",
+	wantBody(t, "plain detail", e.get("/console/rollouts/"+plain.ID().String()), "every device of the model", "at once",
 		"none: any time of day", "24h without an event", "not allowed", "Waits for:</b> Nothing: it admits its share of the fleet.")
 
 	// Once the start has passed, it waits for its window instead.
 	e.clock.advance(3*time.Hour + time.Minute)
-	w := e.rollout(r.ID()).WaitingFor(e.clock.Now(), nil)
-	page = e.get("/console/rollouts/" + r.ID())
+	w := e.rollout(r.ID().String()).WaitingFor(e.clock.Now(), nil)
+	page = e.get("/console/rollouts/" + r.ID().String())
 	if w.Kind == domain.WaitWindow {
 		wantBody(t, "after the start", page, `class="waits wait-window"`, w.Until.UTC().Format("2006-01-02 15:04 UTC"))
 	} else {
@@ -164,7 +164,7 @@ func TestStartStagedRolloutFromTheForm(t *testing.T) {
 	e.mustSignIn()
 	token := e.csrf("/console/rollouts")
 	form := func(extra url.Values) url.Values {
-		f := url.Values{"csrf": {token}, "firmware_id": {fw.ID()}, "tags_all": {"beta, lab"}, "tags_any": {"eu-west eu-north"},
+		f := url.Values{"csrf": {token}, "firmware_id": {fw.ID().String()}, "tags_all": {"beta, lab"}, "tags_any": {"eu-west eu-north"},
 			"attributes": {"hw_rev=B\r\nregion = eu\r\n"}, "versions": {">=1.0.0"},
 			"stage_percentage": {"5", "", "50", "100"}, "stage_min_finished": {"10", "", "", ""},
 			"stage_success_percent": {"", "", "90", ""}, "stage_soak": {"2h", "", "", ""},

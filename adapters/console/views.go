@@ -75,7 +75,7 @@ type rolloutRow struct {
 func newRolloutRow(r ports.RolloutSummary, now time.Time) rolloutRow {
 	ro := r.Rollout
 	row := rolloutRow{
-		ID: ro.ID(), Model: r.Model, Version: r.Version, Percentage: ro.Percentage(),
+		ID: ro.ID().String(), Model: r.Model, Version: r.Version, Percentage: ro.Percentage(),
 		Status: statusLabel(ro), AutoPaused: ro.PausedReason() == domain.PausedAuto,
 		CreatedAt: ro.CreatedAt(), Bar: newBar(r.Stats),
 		Selector: selectorHint(ro.Selector().Spec()),

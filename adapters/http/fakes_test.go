@@ -210,7 +210,7 @@ func (f *fakeServices) PublishFirmware(_ context.Context, spec domain.FirmwareSp
 	if f.adminErr != nil {
 		return domain.Firmware{}, f.adminErr
 	}
-	return domain.NewFirmware(firmwareID, spec, testTime)
+	return domain.NewFirmware(asUUID(firmwareID), spec, testTime)
 }
 
 func (f *fakeServices) ListFirmwares(_ context.Context, model string) ([]domain.Firmware, error) {
@@ -237,7 +237,7 @@ func (f *fakeServices) StartRollout(_ context.Context, req ports.StartRollout) (
 	if f.adminErr != nil {
 		return domain.Rollout{}, f.adminErr
 	}
-	return domain.NewRollout(rolloutID, testFirmware(domain.FirmwareReleased), req.Spec, testTime)
+	return domain.NewRollout(asUUID(rolloutID), testFirmware(domain.FirmwareReleased), req.Spec, testTime)
 }
 
 func (f *fakeServices) UpdateRollout(_ context.Context, id domain.UUID, change ports.RolloutChange) (domain.Rollout, error) {

@@ -204,7 +204,7 @@ func TestFleetResponsesOfTheRealApplicationMatchOpenAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	threshold, one := 10, 1
-	r, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: asUUID(fw.ID()),
+	r, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID(),
 		Spec: domain.RolloutSpec{Percentage: 100, FailureThresholdPercent: &threshold, MinSample: &one}})
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +232,7 @@ func TestFleetResponsesOfTheRealApplicationMatchOpenAPI(t *testing.T) {
 		want []string
 	}{
 		{"/api/v1/admin/rollouts", []string{`"status":"paused"`, `"paused_reason":"auto"`, `"version":"1.1.0+b7"`, `"failed":1`}},
-		{"/api/v1/admin/rollouts/" + r.ID() + "/failures", []string{`"error_code":"E_FLASH"`, `"device_id":"dev-a"`}},
+		{"/api/v1/admin/rollouts/" + r.ID().String() + "/failures", []string{`"error_code":"E_FLASH"`, `"device_id":"dev-a"`}},
 		{"/api/v1/admin/fleet", []string{`"newest_version":"1.1.0+b7"`, `{"version":"1.0.0","devices":1}`, `{"version":null,"devices":1}`}},
 	} {
 		rq := req{method: http.MethodGet, path: c.path, token: testAdminToken}

@@ -67,7 +67,7 @@ func newFuzzWorld(t *testing.T) *fuzzWorld {
 	}
 	start := func(fw domain.Firmware) domain.Rollout {
 		t.Helper()
-		r, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: asUUID(fw.ID()), Spec: domain.RolloutSpec{Percentage: 100}})
+		r, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: domain.RolloutSpec{Percentage: 100}})
 		must(err)
 		return r
 	}
@@ -78,13 +78,13 @@ func newFuzzWorld(t *testing.T) *fuzzWorld {
 	// A paused rollout whose firmware was then revoked: resuming it is FIRMWARE_REVOKED.
 	old := publish("0.9.0")
 	pausedRevoked := start(old)
-	_, err = admin.UpdateRollout(ctx, asUUID(pausedRevoked.ID()), ports.RolloutChange{Status: str("paused")})
+	_, err = admin.UpdateRollout(ctx, pausedRevoked.ID(), ports.RolloutChange{Status: str("paused")})
 	must(err)
-	_, err = admin.RevokeFirmware(ctx, asUUID(old.ID()))
+	_, err = admin.RevokeFirmware(ctx, old.ID())
 	must(err)
 	// A cancelled rollout: any change is INVALID_TRANSITION.
 	cancelled := start(publish("0.8.0"))
-	_, err = admin.UpdateRollout(ctx, asUUID(cancelled.ID()), ports.RolloutChange{Status: str("cancelled")})
+	_, err = admin.UpdateRollout(ctx, cancelled.ID(), ports.RolloutChange{Status: str("cancelled")})
 	must(err)
 
 	dev, err := devices.IdentifyDevice(ctx, asDeviceID(fuzzDeviceID))
@@ -96,8 +96,8 @@ func newFuzzWorld(t *testing.T) *fuzzWorld {
 	}
 	return &fuzzWorld{
 		e:     NewServer(Config{AdminToken: testAdminToken}, devices, admin, nil, nil, nil, nil),
-		token: cred.Token, taskID: res.Task.Task.ID().String(), firmwareID: target.ID(), revokedFirmwareID: old.ID(),
-		rolloutID: active.ID(), pausedRevokedRolloutID: pausedRevoked.ID(), cancelledRollout: cancelled.ID(),
+		token: cred.Token, taskID: res.Task.Task.ID().String(), firmwareID: target.ID().String(), revokedFirmwareID: old.ID().String(),
+		rolloutID: active.ID().String(), pausedRevokedRolloutID: pausedRevoked.ID().String(), cancelledRollout: cancelled.ID().String(),
 	}
 }
 

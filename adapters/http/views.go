@@ -45,7 +45,7 @@ type taskFirmwareView struct {
 func newTaskFirmwareView(f domain.Firmware) taskFirmwareView {
 	spec := f.Spec()
 	return taskFirmwareView{
-		ID: f.ID(), Version: spec.Version, URL: spec.URL, SizeBytes: spec.SizeBytes, SHA256: spec.SHA256,
+		ID: f.ID().String(), Version: spec.Version, URL: spec.URL, SizeBytes: spec.SizeBytes, SHA256: spec.SHA256,
 		Signature: optString(spec.Signature), Mandatory: spec.Mandatory, ReleaseNotes: optString(spec.ReleaseNotes),
 	}
 }
@@ -122,7 +122,7 @@ type firmwareView struct {
 func newFirmwareView(f domain.Firmware) firmwareView {
 	spec := f.Spec()
 	return firmwareView{
-		ID: f.ID(), Model: spec.Model, Version: spec.Version, URL: spec.URL, SizeBytes: spec.SizeBytes,
+		ID: f.ID().String(), Model: spec.Model, Version: spec.Version, URL: spec.URL, SizeBytes: spec.SizeBytes,
 		SHA256: spec.SHA256, SHA1: optString(spec.SHA1), MD5: optString(spec.MD5),
 		Signature: optString(spec.Signature), ReleaseNotes: optString(spec.ReleaseNotes),
 		Mandatory: spec.Mandatory, MinSourceVersion: optString(spec.MinSourceVersion),

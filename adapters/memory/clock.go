@@ -3,6 +3,7 @@ package memory
 import (
 	"time"
 
+	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 	"github.com/google/uuid"
 )
@@ -33,4 +34,4 @@ func NewUUIDs() UUIDs { return UUIDs{} }
 
 // NewID returns a fresh UUID. It panics only if the system's random source
 // fails, in which case no id could be trusted anyway.
-func (UUIDs) NewID() string { return uuid.NewString() }
+func (UUIDs) NewID() domain.UUID { return domain.UUIDOf(uuid.New()) }

@@ -23,10 +23,7 @@ func (r *Firmwares) Create(ctx context.Context, f domain.Firmware) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	id, err := mustUUID("firmware", f.ID())
-	if err != nil {
-		return err
-	}
+	id := f.ID().String()
 	stored, err := domain.RehydrateFirmware(id, f.Spec(), f.Status(), stamp(f.CreatedAt()), stamp(f.UpdatedAt()))
 	if err != nil {
 		return err
@@ -88,7 +85,7 @@ func (r *Firmwares) List(ctx context.Context, model string) ([]domain.Firmware, 
 		if c := out[i].CreatedAt().Compare(out[j].CreatedAt()); c != 0 {
 			return c > 0
 		}
-		return out[i].ID() > out[j].ID()
+		return out[i].ID().String() > out[j].ID().String()
 	})
 	return out, nil
 }

@@ -37,7 +37,7 @@ func (r *Fleet) ListRollouts(ctx context.Context, f ports.RolloutFilter) ([]port
 	s.mu.Lock()
 	out := []ports.RolloutSummary{}
 	for id, ro := range s.rollouts {
-		fw := s.firmwares[ro.FirmwareID()]
+		fw := s.firmwares[ro.FirmwareID().String()]
 		if f.Model != "" && fw.Model() != f.Model {
 			continue
 		}
@@ -55,7 +55,7 @@ func (r *Fleet) ListRollouts(ctx context.Context, f ports.RolloutFilter) ([]port
 		if c := a.CreatedAt().Compare(b.CreatedAt()); c != 0 {
 			return c > 0
 		}
-		return a.ID() > b.ID()
+		return a.ID().String() > b.ID().String()
 	})
 	if len(out) > limit {
 		out = out[:limit]

@@ -142,7 +142,7 @@ func NewAuthRequests(s *Store) *AuthRequests {
 }
 
 func storedRequest(q domain.AuthRequest) (domain.AuthRequest, error) {
-	return domain.RehydrateAuthRequest(q.ID(), q.DeviceID().String(), q.Identity(), q.Key().PEM(), q.DeviceType(), q.Status(),
+	return domain.RehydrateAuthRequest(q.ID().String(), q.DeviceID().String(), q.Identity(), q.Key().PEM(), q.DeviceType(), q.Status(),
 		stamp(q.CreatedAt()), stamp(q.UpdatedAt()))
 }
 
@@ -170,10 +170,7 @@ func (r *AuthRequests) Upsert(ctx context.Context, device domain.DeviceID, fn fu
 	if err != nil || next == nil {
 		return err
 	}
-	id, err := mustUUID("auth request", next.ID())
-	if err != nil {
-		return err
-	}
+	id := next.ID().String()
 	stored, err := storedRequest(*next)
 	if err != nil {
 		return err
@@ -215,7 +212,7 @@ func (r *AuthRequests) List(ctx context.Context, status domain.AuthRequestStatus
 		if !out[i].CreatedAt().Equal(out[j].CreatedAt()) {
 			return out[i].CreatedAt().Before(out[j].CreatedAt())
 		}
-		return out[i].ID() < out[j].ID()
+		return out[i].ID().String() < out[j].ID().String()
 	})
 	if len(out) > limit {
 		out = out[:limit]
@@ -251,7 +248,7 @@ func (r *AuthRequests) Update(ctx context.Context, id domain.UUID, fn func(*doma
 		return domain.AuthRequest{}, err
 	}
 	r.t.mu.Lock()
-	r.t.requests[q.ID()] = q
+	r.t.requests[q.ID().String()] = q
 	r.t.mu.Unlock()
 	return q, nil
 }

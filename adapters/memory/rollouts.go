@@ -34,15 +34,7 @@ func (r *Rollouts) Create(ctx context.Context, ro domain.Rollout) error {
 		return err
 	}
 	rec := cloneRollout(ro).Record()
-	id, err := mustUUID("rollout", rec.ID)
-	if err != nil {
-		return err
-	}
-	fwID, ok := canonicalUUID(rec.FirmwareID)
-	if !ok {
-		return domain.ErrNotFound
-	}
-	rec.ID, rec.FirmwareID = id, fwID
+	id, fwID := rec.ID, rec.FirmwareID
 	rec.CreatedAt, rec.UpdatedAt = stamp(rec.CreatedAt), stamp(rec.UpdatedAt)
 	s := r.s
 	s.mu.Lock()
@@ -107,13 +99,13 @@ func (r *Rollouts) Update(ctx context.Context, id domain.UUID, fn func(*domain.R
 	if !ok {
 		return domain.Rollout{}, domain.ErrNotFound
 	}
-	unlockFW, err := s.rows.lock(ctx, firmwareRow(ro.FirmwareID()))
+	unlockFW, err := s.rows.lock(ctx, firmwareRow(ro.FirmwareID().String()))
 	if err != nil {
 		return domain.Rollout{}, err
 	}
 	defer unlockFW()
 	s.mu.Lock()
-	fw := s.firmwares[ro.FirmwareID()]
+	fw := s.firmwares[ro.FirmwareID().String()]
 	s.mu.Unlock()
 	changed := cloneRollout(ro)
 	if err := fn(&changed, fw); err != nil {
@@ -153,7 +145,7 @@ func (r *Rollouts) Offers(ctx context.Context, model string) ([]domain.Offer, er
 		if ro.Status() != domain.RolloutActive {
 			continue
 		}
-		fw, ok := s.firmwares[ro.FirmwareID()]
+		fw, ok := s.firmwares[ro.FirmwareID().String()]
 		if !ok || fw.Model() != model || fw.Status() != domain.FirmwareReleased {
 			continue
 		}

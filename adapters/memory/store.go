@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/ai-device/ota/domain"
-	"github.com/google/uuid"
 )
 
 // Store holds every table of the in-process database behind one mutex. The
@@ -77,32 +76,6 @@ var errActiveTaskTaken = errors.New("memory: the device already has another acti
 // errTokenTaken mirrors the unique key on token hashes. Tokens are 256
 // random bits, so a collision means a caller reused a hash.
 var errTokenTaken = errors.New("memory: another device has this token hash")
-
-// canonicalUUID returns s in canonical lowercase form, or false when s is
-// not a UUID in the hyphenated form (either case), as the Postgres adapter
-// does for the ids the domain keeps as strings (a new row's own id, a
-// task's firmware and rollout). Ids a caller looks rows up by arrive typed
-// (domain.UUID) and are not checked again.
-func canonicalUUID(s string) (string, bool) {
-	if len(s) != 36 {
-		return "", false
-	}
-	u, err := uuid.Parse(s)
-	if err != nil {
-		return "", false
-	}
-	return u.String(), true
-}
-
-// mustUUID is canonicalUUID for the id of a row being created, where a
-// non-UUID id is a caller bug (Postgres refuses it at the cast).
-func mustUUID(what, s string) (string, error) {
-	id, ok := canonicalUUID(s)
-	if !ok {
-		return "", fmt.Errorf("memory: %s id %q is not a UUID", what, s)
-	}
-	return id, nil
-}
 
 // stamp stores a time at Postgres precision (microseconds, truncated), in
 // UTC. The zero time stays zero: it stands for NULL.

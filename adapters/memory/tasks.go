@@ -123,7 +123,7 @@ func (s *Store) failedLocked(deviceID string) map[string]int {
 	out := map[string]int{}
 	for _, id := range s.byDevice[deviceID] {
 		if t := s.tasks[id]; t.Status() == domain.TaskFailed {
-			out[t.FirmwareID()]++
+			out[t.FirmwareID().String()]++
 		}
 	}
 	return out
@@ -165,7 +165,7 @@ func (r *Tasks) ReplaceActive(ctx context.Context, device domain.DeviceID, fn fu
 	if id, ok := s.active[deviceID]; ok {
 		t := s.tasks[id]
 		before = &t
-		st.Active = &domain.ActiveTask{Task: t, Firmware: s.firmwares[t.FirmwareID()], Rollout: cloneRollout(s.rollouts[t.RolloutID()])}
+		st.Active = &domain.ActiveTask{Task: t, Firmware: s.firmwares[t.FirmwareID().String()], Rollout: cloneRollout(s.rollouts[t.RolloutID().String()])}
 	}
 	s.mu.Unlock()
 
@@ -180,7 +180,7 @@ func (r *Tasks) ReplaceActive(ctx context.Context, device domain.DeviceID, fn fu
 	}
 	var judge string // the rollout of the task fn ended, to judge
 	if onRollout != nil && after != nil && !after.Status().IsActive() {
-		judge = after.RolloutID()
+		judge = after.RolloutID().String()
 	}
 	var rec domain.TaskRecord
 	if ins != nil {
@@ -231,7 +231,7 @@ func (r *Tasks) ReplaceActive(ctx context.Context, device domain.DeviceID, fn fu
 	defer s.mu.Unlock()
 	storeJudged := func() {
 		if judgedChanged {
-			s.rollouts[judged.ID()] = judged
+			s.rollouts[judged.ID().String()] = judged
 		}
 	}
 	if ins == nil {
@@ -250,10 +250,10 @@ func (r *Tasks) ReplaceActive(ctx context.Context, device domain.DeviceID, fn fu
 	// which is then dropped with the rest, as a rollback drops it.
 	fw, okF := s.firmwares[rec.FirmwareID]
 	ro, okR := s.rollouts[rec.RolloutID]
-	if judgedChanged && rec.RolloutID == judged.ID() {
+	if judgedChanged && rec.RolloutID == judged.ID().String() {
 		ro = judged
 	}
-	if !okF || !okR || ro.FirmwareID() != rec.FirmwareID {
+	if !okF || !okR || ro.FirmwareID().String() != rec.FirmwareID {
 		return domain.Task{}, false, domain.ErrNotFound
 	}
 	if !(domain.Offer{Firmware: fw, Rollout: ro}).Open() {
@@ -300,14 +300,8 @@ func checkNewTask(deviceID string, t domain.Task) (domain.TaskRecord, error) {
 	if rec.DeviceID != deviceID {
 		return domain.TaskRecord{}, errForeignDevice
 	}
-	// The task's own id is typed (domain.UUID); its references are the
-	// strings domain.Task keeps, checked as the Postgres casts check them.
-	fwID, okF := canonicalUUID(rec.FirmwareID)
-	roID, okR := canonicalUUID(rec.RolloutID)
-	if !okF || !okR {
-		return domain.TaskRecord{}, domain.ErrNotFound
-	}
-	rec.FirmwareID, rec.RolloutID = fwID, roID
+	// Its ids are typed (domain.UUID, canonical), so they are stored as
+	// they are: a zero reference names no row (referencesLocked).
 	rec.CreatedAt, rec.UpdatedAt = stamp(rec.CreatedAt), stamp(rec.UpdatedAt)
 	return rec, nil
 }
@@ -319,7 +313,7 @@ func (s *Store) referencesLocked(rec domain.TaskRecord) error {
 	_, okD := s.devices[rec.DeviceID]
 	_, okF := s.firmwares[rec.FirmwareID]
 	ro, okR := s.rollouts[rec.RolloutID]
-	if !okD || !okF || !okR || ro.FirmwareID() != rec.FirmwareID {
+	if !okD || !okF || !okR || ro.FirmwareID().String() != rec.FirmwareID {
 		return domain.ErrNotFound
 	}
 	if _, taken := s.tasks[rec.ID]; taken {
@@ -338,7 +332,7 @@ func (s *Store) insertTaskLocked(t domain.Task) error {
 	}
 	s.tasks[t.ID().String()] = t
 	s.byDevice[t.DeviceID().String()] = append(s.byDevice[t.DeviceID().String()], t.ID().String())
-	s.byRollout[t.RolloutID()] = append(s.byRollout[t.RolloutID()], t.ID().String())
+	s.byRollout[t.RolloutID().String()] = append(s.byRollout[t.RolloutID().String()], t.ID().String())
 	return nil
 }
 
@@ -450,12 +444,12 @@ func (r *Tasks) ApplyEvent(ctx context.Context, taskID domain.UUID, ev domain.Ev
 		rolloutChanged bool
 	)
 	if onRollout != nil {
-		unlockRO, err := s.rows.lock(ctx, rolloutRow(t.RolloutID()))
+		unlockRO, err := s.rows.lock(ctx, rolloutRow(t.RolloutID().String()))
 		if err != nil {
 			return domain.Task{}, err
 		}
 		defer unlockRO()
-		if rollout, rolloutChanged, err = s.judgeRollout(t.RolloutID(), merged, onRollout); err != nil {
+		if rollout, rolloutChanged, err = s.judgeRollout(t.RolloutID().String(), merged, onRollout); err != nil {
 			return domain.Task{}, err
 		}
 	}
@@ -469,7 +463,7 @@ func (r *Tasks) ApplyEvent(ctx context.Context, taskID domain.UUID, ev domain.Ev
 	}
 	s.events[key] = ev.Fingerprint()
 	if rolloutChanged {
-		s.rollouts[rollout.ID()] = rollout
+		s.rollouts[rollout.ID().String()] = rollout
 	}
 	return merged, nil
 }
@@ -551,7 +545,7 @@ func (r *Tasks) List(ctx context.Context, f ports.TaskFilter) ([]domain.Task, er
 		t := s.tasks[id]
 		switch {
 		case deviceID != "" && t.DeviceID().String() != deviceID,
-			rolloutID != "" && t.RolloutID() != rolloutID,
+			rolloutID != "" && t.RolloutID().String() != rolloutID,
 			f.Status != nil && t.Status() != *f.Status,
 			after != nil && !taskAfter(t, *after):
 			continue

@@ -118,7 +118,7 @@ func (a *Adapter) next(c echo.Context, p ports.MenderProvides) error {
 	return c.JSON(http.StatusOK, deploymentView{
 		ID: v.Task.ID().String(),
 		Artifact: artifactView{
-			ID: v.Firmware.ID(), ArtifactName: spec.ArtifactName,
+			ID: v.Firmware.ID().String(), ArtifactName: spec.ArtifactName,
 			Source:                source{URI: spec.URL, Expire: a.now().Add(sourceTTL).UTC().Format(time.RFC3339)},
 			DeviceTypesCompatible: []string{spec.Model},
 		},
@@ -209,7 +209,7 @@ func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 func pendingView(r domain.AuthRequest) PendingView {
 	return PendingView{
-		ID: r.ID(), DeviceID: r.DeviceID().String(), IDData: r.Identity(), PublicKey: r.Key().PEM(),
+		ID: r.ID().String(), DeviceID: r.DeviceID().String(), IDData: r.Identity(), PublicKey: r.Key().PEM(),
 		KeyFingerprint: r.Key().Fingerprint(), DeviceType: r.DeviceType(), Status: r.Status().String(),
 		CreatedAt: stamp(r.CreatedAt()), UpdatedAt: stamp(r.UpdatedAt()),
 	}

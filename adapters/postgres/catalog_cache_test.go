@@ -56,7 +56,7 @@ func (r replica) offered(t *testing.T, model string) []string {
 	}
 	ids := []string{}
 	for _, o := range offers {
-		ids = append(ids, o.Firmware.ID())
+		ids = append(ids, o.Firmware.ID().String())
 	}
 	return ids
 }
@@ -105,59 +105,59 @@ func TestCatalogCacheInvalidatesOtherReplicas(t *testing.T) {
 	}
 
 	// Publish through a.
-	fw, err := domain.NewFirmware(newID(), domain.FirmwareSpec{Model: model, Version: "2.0.0",
+	fw, err := domain.NewFirmware(asUUID(newID()), domain.FirmwareSpec{Model: model, Version: "2.0.0",
 		URL: "https://fw.example/2.bin", SizeBytes: 10, SHA256: sha(1)}, e.now)
 	must(t, err)
 	must(t, a.firmwares.Create(ctx, fw))
-	ro, err := domain.NewRollout(newID(), fw, domain.RolloutSpec{Percentage: 100}, e.now)
+	ro, err := domain.NewRollout(asUUID(newID()), fw, domain.RolloutSpec{Percentage: 100}, e.now)
 	must(t, err)
 	must(t, a.rollouts.Create(ctx, ro))
-	d := within(t, time.Second, "b sees the new rollout", func() bool { return equalIDs(b.offered(t, model), fw.ID()) })
+	d := within(t, time.Second, "b sees the new rollout", func() bool { return equalIDs(b.offered(t, model), fw.ID().String()) })
 	t.Logf("published: b saw it after %v", d)
 	// b caches the firmware and the rollout by id.
-	got, err := b.firmwares.Get(ctx, asUUID(fw.ID()))
+	got, err := b.firmwares.Get(ctx, fw.ID())
 	if err != nil || got.Revoked() {
 		t.Fatalf("b firmware: %v %v", got.Status(), err)
 	}
-	if r, err := b.rollouts.Get(ctx, asUUID(ro.ID())); err != nil || r.Status() != domain.RolloutActive {
+	if r, err := b.rollouts.Get(ctx, ro.ID()); err != nil || r.Status() != domain.RolloutActive {
 		t.Fatalf("b rollout: %v %v", r.Status(), err)
 	}
 
 	// Pause through a: b stops offering it, and reads it paused.
-	_, err = a.rollouts.Update(ctx, asUUID(ro.ID()), func(r *domain.Rollout, _ domain.Firmware) error {
+	_, err = a.rollouts.Update(ctx, ro.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutPaused, fw, e.now)
 	})
 	must(t, err)
 	d = within(t, time.Second, "b stops offering a paused rollout", func() bool {
-		r, err := b.rollouts.Get(ctx, asUUID(ro.ID()))
+		r, err := b.rollouts.Get(ctx, ro.ID())
 		return len(b.offered(t, model)) == 0 && err == nil && r.Status() == domain.RolloutPaused
 	})
 	t.Logf("paused: b saw it after %v", d)
-	_, err = a.rollouts.Update(ctx, asUUID(ro.ID()), func(r *domain.Rollout, _ domain.Firmware) error {
+	_, err = a.rollouts.Update(ctx, ro.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutActive, fw, e.now)
 	})
 	must(t, err)
-	within(t, time.Second, "b offers a resumed rollout", func() bool { return equalIDs(b.offered(t, model), fw.ID()) })
+	within(t, time.Second, "b offers a resumed rollout", func() bool { return equalIDs(b.offered(t, model), fw.ID().String()) })
 
 	// Revoke through a: b stops offering it, and reads it revoked.
-	_, err = a.firmwares.Update(ctx, asUUID(fw.ID()), func(f *domain.Firmware) error { f.Revoke(e.now); return nil })
+	_, err = a.firmwares.Update(ctx, fw.ID(), func(f *domain.Firmware) error { f.Revoke(e.now); return nil })
 	must(t, err)
 	d = within(t, time.Second, "b stops offering a revoked firmware", func() bool {
-		f, err := b.firmwares.Get(ctx, asUUID(fw.ID()))
+		f, err := b.firmwares.Get(ctx, fw.ID())
 		return len(b.offered(t, model)) == 0 && err == nil && f.Revoked()
 	})
 	t.Logf("revoked: b saw it after %v", d)
 
 	// Cancel through a.
-	fw2, err := domain.NewFirmware(newID(), domain.FirmwareSpec{Model: model, Version: "2.1.0",
+	fw2, err := domain.NewFirmware(asUUID(newID()), domain.FirmwareSpec{Model: model, Version: "2.1.0",
 		URL: "https://fw.example/21.bin", SizeBytes: 10, SHA256: sha(2)}, e.now)
 	must(t, err)
 	must(t, a.firmwares.Create(ctx, fw2))
-	ro2, err := domain.NewRollout(newID(), fw2, domain.RolloutSpec{Percentage: 100}, e.now)
+	ro2, err := domain.NewRollout(asUUID(newID()), fw2, domain.RolloutSpec{Percentage: 100}, e.now)
 	must(t, err)
 	must(t, a.rollouts.Create(ctx, ro2))
-	within(t, time.Second, "b sees the second rollout", func() bool { return equalIDs(b.offered(t, model), fw2.ID()) })
-	_, err = a.rollouts.Update(ctx, asUUID(ro2.ID()), func(r *domain.Rollout, _ domain.Firmware) error {
+	within(t, time.Second, "b sees the second rollout", func() bool { return equalIDs(b.offered(t, model), fw2.ID().String()) })
+	_, err = a.rollouts.Update(ctx, ro2.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutCancelled, fw2, e.now)
 	})
 	must(t, err)
@@ -165,7 +165,7 @@ func TestCatalogCacheInvalidatesOtherReplicas(t *testing.T) {
 	t.Logf("cancelled: b saw it after %v", d)
 
 	// a reads its own writes at once.
-	if r, err := a.rollouts.Get(ctx, asUUID(ro2.ID())); err != nil || r.Status() != domain.RolloutCancelled {
+	if r, err := a.rollouts.Get(ctx, ro2.ID()); err != nil || r.Status() != domain.RolloutCancelled {
 		t.Fatalf("a reads its own cancel: %v %v", r.Status(), err)
 	}
 	if _, err := b.firmwares.Get(ctx, asUUID(newID())); !errors.Is(err, domain.ErrNotFound) {
@@ -184,8 +184,8 @@ func TestCatalogCacheForgetsEverythingOnReconnect(t *testing.T) {
 	ctx := context.Background()
 	b := e.replica(t, postgres.CatalogCacheConfig{})
 	o := e.offer(t, "cam-reconnect", "3.0.0")
-	within(t, time.Second, "b sees the offer", func() bool { return equalIDs(b.offered(t, "cam-reconnect"), o.Firmware.ID()) })
-	if _, err := b.rollouts.Get(ctx, asUUID(o.Rollout.ID())); err != nil {
+	within(t, time.Second, "b sees the offer", func() bool { return equalIDs(b.offered(t, "cam-reconnect"), o.Firmware.ID().String()) })
+	if _, err := b.rollouts.Get(ctx, o.Rollout.ID()); err != nil {
 		t.Fatal(err)
 	}
 
@@ -196,11 +196,11 @@ func TestCatalogCacheForgetsEverythingOnReconnect(t *testing.T) {
 		WHERE datname = current_database() AND application_name = $1`, postgres.ListenerApplicationName); err != nil || killed != 1 {
 		t.Fatalf("terminating the listener: %d %v", killed, err)
 	}
-	if _, err := e.db.Exec(`UPDATE rollouts SET status = 'paused', paused_reason = 'manual' WHERE id = $1`, o.Rollout.ID()); err != nil {
+	if _, err := e.db.Exec(`UPDATE rollouts SET status = 'paused', paused_reason = 'manual' WHERE id = $1`, o.Rollout.ID().String()); err != nil {
 		t.Fatal(err)
 	}
 	d := within(t, 1500*time.Millisecond, "b stops offering the silently paused rollout", func() bool {
-		r, err := b.rollouts.Get(ctx, asUUID(o.Rollout.ID()))
+		r, err := b.rollouts.Get(ctx, o.Rollout.ID())
 		return len(b.offered(t, "cam-reconnect")) == 0 && err == nil && r.Status() == domain.RolloutPaused
 	})
 	t.Logf("b saw the unannounced change after %v (listener down: reading through)", d)
@@ -209,7 +209,7 @@ func TestCatalogCacheForgetsEverythingOnReconnect(t *testing.T) {
 		t.Error("neither bypassed nor invalidated while the listener was down")
 	}
 	// Live again: changes are heard again.
-	if _, err := e.db.Exec(`UPDATE rollouts SET status = 'active', paused_reason = NULL WHERE id = $1`, o.Rollout.ID()); err != nil {
+	if _, err := e.db.Exec(`UPDATE rollouts SET status = 'active', paused_reason = NULL WHERE id = $1`, o.Rollout.ID().String()); err != nil {
 		t.Fatal(err)
 	}
 	b.offered(t, "cam-reconnect") // cached: still none
@@ -217,7 +217,7 @@ func TestCatalogCacheForgetsEverythingOnReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	within(t, time.Second, "b hears the notification after reconnecting", func() bool {
-		return equalIDs(b.offered(t, "cam-reconnect"), o.Firmware.ID())
+		return equalIDs(b.offered(t, "cam-reconnect"), o.Firmware.ID().String())
 	})
 }
 
@@ -226,14 +226,14 @@ func TestCatalogCacheRefresh(t *testing.T) {
 	e := newEnv(t)
 	b := e.replica(t, postgres.CatalogCacheConfig{})
 	o := e.offer(t, "cam-refresh", "4.0.0")
-	within(t, time.Second, "b sees the offer", func() bool { return equalIDs(b.offered(t, "cam-refresh"), o.Firmware.ID()) })
+	within(t, time.Second, "b sees the offer", func() bool { return equalIDs(b.offered(t, "cam-refresh"), o.Firmware.ID().String()) })
 	// Let the publication's own notifications land, then cache the offer.
 	time.Sleep(200 * time.Millisecond)
 	b.offered(t, "cam-refresh")
-	if _, err := e.db.Exec(`UPDATE firmwares SET status = 'revoked' WHERE id = $1`, o.Firmware.ID()); err != nil {
+	if _, err := e.db.Exec(`UPDATE firmwares SET status = 'revoked' WHERE id = $1`, o.Firmware.ID().String()); err != nil {
 		t.Fatal(err)
 	}
-	if got := b.offered(t, "cam-refresh"); !equalIDs(got, o.Firmware.ID()) {
+	if got := b.offered(t, "cam-refresh"); !equalIDs(got, o.Firmware.ID().String()) {
 		t.Fatalf("an unannounced change reached the cache: %v", got)
 	}
 	must(t, b.cache.Refresh(context.Background()))
@@ -251,7 +251,7 @@ func TestCatalogCacheReadsThroughWhenNotLive(t *testing.T) {
 		t.Fatal("a closed cache is live")
 	}
 	o := e.offer(t, "cam-closed", "5.0.0")
-	if got := b.offered(t, "cam-closed"); !equalIDs(got, o.Firmware.ID()) {
+	if got := b.offered(t, "cam-closed"); !equalIDs(got, o.Firmware.ID().String()) {
 		t.Fatalf("closed cache: %v", got)
 	}
 	if b.cache.Stats().Bypassed.Load() == 0 {

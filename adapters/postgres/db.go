@@ -27,7 +27,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"github.com/lib/pq/pqerror"
@@ -304,24 +303,6 @@ func notFound(err error) error {
 		return domain.ErrNotFound
 	}
 	return unavailable(err)
-}
-
-// canonicalUUID returns id in the canonical lowercase form Postgres
-// returns, or false when id is not a UUID. Ids a caller looks rows up by
-// arrive typed (domain.UUID, parsed at the edge) and are not checked here;
-// what remains untyped are the ids the domain keeps as strings — a new
-// firmware's or rollout's own id, a rollout's firmware, a task's firmware
-// and rollout — checked when written so that a bad one is not-found (or a
-// plain refusal), not a database cast error.
-func canonicalUUID(id string) (string, bool) {
-	if len(id) != 36 { // only the hyphenated form is an id of ours
-		return "", false
-	}
-	u, err := uuid.Parse(id)
-	if err != nil {
-		return "", false
-	}
-	return u.String(), true
 }
 
 // dbTime is how a time is stored: UTC, truncated to microseconds.

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -64,7 +65,7 @@ var firmwareColumns = columns("", firmwareFields)
 func newFirmwareRow(f domain.Firmware) firmwareRow {
 	spec := f.Spec()
 	return firmwareRow{
-		ID:               f.ID(),
+		ID:               f.ID().String(),
 		Model:            spec.Model,
 		Version:          spec.Version,
 		VersionKey:       f.Version().Key(),
@@ -111,8 +112,8 @@ func (r firmwareRow) toDomain() (domain.Firmware, error) {
 // version) was published before, build metadata ignored (the unique key is
 // on version_key, the version without build metadata).
 func (s *FirmwareRepository) Create(ctx context.Context, f domain.Firmware) error {
-	if _, ok := canonicalUUID(f.ID()); !ok {
-		return fmt.Errorf("storing firmware: id %q is not a UUID", f.ID())
+	if f.ID().IsZero() { // only the zero Firmware has no id
+		return errors.New("storing firmware: it has no id")
 	}
 	r := newFirmwareRow(f)
 	// One statement, so one transaction: the insert and its announcement.

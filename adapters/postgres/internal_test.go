@@ -57,22 +57,6 @@ func TestDescribeNeverShowsThePassword(t *testing.T) {
 	}
 }
 
-func TestCanonicalUUID(t *testing.T) {
-	for in, want := range map[string]string{
-		"6F9619FF-8B86-D011-B42D-00C04FC964FF": "6f9619ff-8b86-d011-b42d-00c04fc964ff",
-		"6f9619ff-8b86-d011-b42d-00c04fc964ff": "6f9619ff-8b86-d011-b42d-00c04fc964ff",
-		"not-a-uuid":                           "",
-		"":                                     "",
-		"6f9619ff8b86d011b42d00c04fc964ff":     "",
-		"6f9619ff-8b86-d011-b42d-00c04fc964f\x00": "",
-	} {
-		got, ok := canonicalUUID(in)
-		if got != want || ok != (want != "") {
-			t.Errorf("canonicalUUID(%q) = %q, %v; want %q", in, got, ok, want)
-		}
-	}
-}
-
 // An unreachable or departing database is ErrServiceBusy (503), never a
 // bare error (500); other failures are left alone.
 func TestUnavailableClassifiesConnectionLoss(t *testing.T) {

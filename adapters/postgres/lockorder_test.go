@@ -58,7 +58,7 @@ func TestEndingATaskLocksItsRolloutBeforeChangingTheTask(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = inserter.Rollback() }()
-			if _, err := inserter.ExecContext(ctx, `SELECT id FROM rollouts WHERE id = $1 FOR SHARE`, o.Rollout.ID()); err != nil {
+			if _, err := inserter.ExecContext(ctx, `SELECT id FROM rollouts WHERE id = $1 FOR SHARE`, o.Rollout.ID().String()); err != nil {
 				t.Fatal(err)
 			}
 
@@ -73,7 +73,7 @@ func TestEndingATaskLocksItsRolloutBeforeChangingTheTask(t *testing.T) {
 			if _, err := inserter.ExecContext(ctx, `INSERT INTO tasks (id, device_id, firmware_id, rollout_id, status, progress, attempt, created_at, updated_at)
 				VALUES ($1, $2, $3, $4, 'pending', 0, 1, $5, $5)
 				ON CONFLICT (device_id) WHERE status IN ('pending', 'downloading', 'downloaded', 'installing') DO NOTHING`,
-				uuid.NewString(), d.ID().String(), o.Firmware.ID(), o.Rollout.ID(), e.now); err != nil {
+				uuid.NewString(), d.ID().String(), o.Firmware.ID().String(), o.Rollout.ID().String(), e.now); err != nil {
 				t.Fatalf("the creation's insert: %v", err)
 			}
 			if err := inserter.Commit(); err != nil {

@@ -219,7 +219,7 @@ func putAuthRequest(ctx context.Context, q menderExecer, r domain.AuthRequest) e
 	_, err := q.ExecContext(ctx, `INSERT INTO device_auth_requests (`+authRequestColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (id) DO UPDATE SET id_data = EXCLUDED.id_data, public_key = EXCLUDED.public_key,
 			device_type = EXCLUDED.device_type, status = EXCLUDED.status, updated_at = EXCLUDED.updated_at`,
-		r.ID(), r.DeviceID().String(), r.Identity(), r.Key().PEM(), nullString(r.DeviceType()), r.Status().String(),
+		r.ID().String(), r.DeviceID().String(), r.Identity(), r.Key().PEM(), nullString(r.DeviceType()), r.Status().String(),
 		dbTime(r.CreatedAt()), dbTime(r.UpdatedAt()))
 	if err != nil {
 		return fmt.Errorf("storing auth request of %q: %w", r.DeviceID(), mapWriteErr(err))

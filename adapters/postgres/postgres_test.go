@@ -70,7 +70,7 @@ func (e *env) device(t *testing.T, id, model string) domain.Device {
 
 func (e *env) firmware(t *testing.T, model, version string) domain.Firmware {
 	t.Helper()
-	f, err := domain.NewFirmware(uuid.NewString(), domain.FirmwareSpec{
+	f, err := domain.NewFirmware(domain.UUIDOf(uuid.New()), domain.FirmwareSpec{
 		Model: model, Version: version, URL: "https://fw.example/" + model + "/" + version + ".bin",
 		SizeBytes: 1 << 20, SHA256: strings.Repeat("ab", 32),
 	}, e.now)
@@ -85,7 +85,7 @@ func (e *env) firmware(t *testing.T, model, version string) domain.Firmware {
 
 func (e *env) rollout(t *testing.T, f domain.Firmware, pct int) domain.Rollout {
 	t.Helper()
-	r, err := domain.NewRollout(uuid.NewString(), f, domain.RolloutSpec{Percentage: pct}, e.now)
+	r, err := domain.NewRollout(domain.UUIDOf(uuid.New()), f, domain.RolloutSpec{Percentage: pct}, e.now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,26 +297,26 @@ func TestFirmwares(t *testing.T) {
 		SHA256: strings.Repeat("0f", 32), SHA1: strings.Repeat("a", 40), MD5: strings.Repeat("b", 32),
 		Signature: "sig==", ReleaseNotes: "fixes", Mandatory: true, MinSourceVersion: "1.5.0",
 	}
-	f, err := domain.NewFirmware(uuid.NewString(), spec, e.now)
+	f, err := domain.NewFirmware(domain.UUIDOf(uuid.New()), spec, e.now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := e.firmwares.Create(ctx, f); err != nil {
 		t.Fatal(err)
 	}
-	got := try(e.firmwares.Get(ctx, asUUID(f.ID()))).must(t)
+	got := try(e.firmwares.Get(ctx, f.ID())).must(t)
 	if got.Spec() != spec || got.Status() != domain.FirmwareReleased || !got.CreatedAt().Equal(e.now) {
 		t.Fatalf("got %+v", got.Spec())
 	}
 	// Upper-case ids find the same firmware; the returned id is canonical.
-	if got := try(e.firmwares.Get(ctx, asUUID(strings.ToUpper(f.ID())))).must(t); got.ID() != f.ID() {
+	if got := try(e.firmwares.Get(ctx, asUUID(strings.ToUpper(f.ID().String())))).must(t); got.ID() != f.ID() {
 		t.Fatalf("id %s", got.ID())
 	}
 
 	// Same version with other build metadata: the same version.
 	spec2 := spec
 	spec2.Version = "2.0.0-rc.1+build.8"
-	dup, _ := domain.NewFirmware(uuid.NewString(), spec2, e.now)
+	dup, _ := domain.NewFirmware(domain.UUIDOf(uuid.New()), spec2, e.now)
 	if err := e.firmwares.Create(ctx, dup); !errors.Is(err, domain.ErrFirmwareExists) {
 		t.Fatalf("duplicate version: %v, want ErrFirmwareExists", err)
 	}
@@ -332,7 +332,7 @@ func TestFirmwares(t *testing.T) {
 	// Optional fields left empty come back empty.
 	e.now = e.now.Add(time.Second)
 	plain := e.firmware(t, "spk", "2.1.0")
-	if got := try(e.firmwares.Get(ctx, asUUID(plain.ID()))).must(t).Spec(); got != plain.Spec() {
+	if got := try(e.firmwares.Get(ctx, plain.ID())).must(t).Spec(); got != plain.Spec() {
 		t.Fatalf("got %+v, want %+v", got, plain.Spec())
 	}
 	e.now = e.now.Add(time.Second)
@@ -349,11 +349,11 @@ func TestFirmwares(t *testing.T) {
 		t.Fatalf("List(bad model) = %v", none)
 	}
 
-	revoked := try(e.firmwares.Update(ctx, asUUID(f.ID()), func(f *domain.Firmware) error { f.Revoke(e.now.Add(time.Hour)); return nil })).must(t)
+	revoked := try(e.firmwares.Update(ctx, f.ID(), func(f *domain.Firmware) error { f.Revoke(e.now.Add(time.Hour)); return nil })).must(t)
 	if !revoked.Revoked() || !revoked.UpdatedAt().Equal(e.now.Add(time.Hour)) {
 		t.Fatalf("revoke returned %v", revoked.Status())
 	}
-	if got := try(e.firmwares.Get(ctx, asUUID(f.ID()))).must(t); !got.Revoked() {
+	if got := try(e.firmwares.Get(ctx, f.ID())).must(t); !got.Revoked() {
 		t.Fatal("revoke not stored")
 	}
 }
@@ -375,14 +375,14 @@ func TestRolloutsAndOffers(t *testing.T) {
 	fOther := e.firmware(t, "cam", "9.0.0")
 
 	thr, ms, ma := 10, 5, 2
-	r1, err := domain.NewRollout(uuid.NewString(), f1, domain.RolloutSpec{Percentage: 50, MaxAttempts: &ma, FailureThresholdPercent: &thr, MinSample: &ms}, e.now)
+	r1, err := domain.NewRollout(domain.UUIDOf(uuid.New()), f1, domain.RolloutSpec{Percentage: 50, MaxAttempts: &ma, FailureThresholdPercent: &thr, MinSample: &ms}, e.now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := e.rollouts.Create(ctx, r1); err != nil {
 		t.Fatal(err)
 	}
-	got := try(e.rollouts.Get(ctx, asUUID(r1.ID()))).must(t)
+	got := try(e.rollouts.Get(ctx, r1.ID())).must(t)
 	if got.MaxAttempts() != 2 || got.MinSample() != 5 || *got.FailureThresholdPercent() != 10 || got.Percentage() != 50 {
 		t.Fatalf("got %+v", got.Record())
 	}
@@ -391,8 +391,8 @@ func TestRolloutsAndOffers(t *testing.T) {
 	e.rollout(t, fOther, 100)
 
 	// Unknown firmware: not found, whether or not the id is a UUID.
-	ghost, _ := domain.NewFirmware(uuid.NewString(), f1.Spec(), e.now)
-	rg, _ := domain.NewRollout(uuid.NewString(), ghost, domain.RolloutSpec{Percentage: 1}, e.now)
+	ghost, _ := domain.NewFirmware(domain.UUIDOf(uuid.New()), f1.Spec(), e.now)
+	rg, _ := domain.NewRollout(domain.UUIDOf(uuid.New()), ghost, domain.RolloutSpec{Percentage: 1}, e.now)
 	if err := e.rollouts.Create(ctx, rg); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("rollout of unknown firmware: %v, want ErrNotFound", err)
 	}
@@ -402,28 +402,28 @@ func TestRolloutsAndOffers(t *testing.T) {
 		}
 	}
 
-	paused := try(e.rollouts.Update(ctx, asUUID(r2.ID()), func(r *domain.Rollout, _ domain.Firmware) error {
+	paused := try(e.rollouts.Update(ctx, r2.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutPaused, f2, e.now.Add(time.Minute))
 	})).must(t)
 	if paused.Status() != domain.RolloutPaused || paused.PausedReason() != domain.PausedManual {
 		t.Fatalf("paused: %+v", paused.Record())
 	}
-	if got := try(e.rollouts.Get(ctx, asUUID(r2.ID()))).must(t); !got.Record().Equal(paused.Record()) {
+	if got := try(e.rollouts.Get(ctx, r2.ID())).must(t); !got.Record().Equal(paused.Record()) {
 		t.Fatalf("stored %+v, returned %+v", got.Record(), paused.Record())
 	}
-	if _, err := e.rollouts.Update(ctx, asUUID(r3.ID()), func(r *domain.Rollout, _ domain.Firmware) error {
+	if _, err := e.rollouts.Update(ctx, r3.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutStatus{}, f3, e.now)
 	}); !errors.Is(err, domain.ErrValidation) {
 		t.Fatalf("fn's error: %v", err)
 	}
-	try(e.firmwares.Update(ctx, asUUID(f3.ID()), func(f *domain.Firmware) error { f.Revoke(e.now); return nil })).must(t)
+	try(e.firmwares.Update(ctx, f3.ID(), func(f *domain.Firmware) error { f.Revoke(e.now); return nil })).must(t)
 
 	// Only r1 remains: r2 is paused, r3's firmware revoked, the last is another model.
 	offers := try(e.rollouts.Offers(ctx, "box")).must(t)
 	if len(offers) != 1 || offers[0].Rollout.ID() != r1.ID() || offers[0].Firmware.ID() != f1.ID() {
 		t.Fatalf("offers: %+v", offers)
 	}
-	try(e.rollouts.Update(ctx, asUUID(r2.ID()), func(r *domain.Rollout, _ domain.Firmware) error {
+	try(e.rollouts.Update(ctx, r2.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutActive, f2, e.now)
 	})).must(t)
 	offers = try(e.rollouts.Offers(ctx, "box")).must(t)
@@ -449,9 +449,9 @@ func TestTaskReferencesMustExist(t *testing.T) {
 	// Unknown rollout, and a rollout of another firmware.
 	other := e.offer(t, "m", "3.0.0")
 	for name, off := range map[string]domain.Offer{
-		"unknown rollout":  {Firmware: o.Firmware, Rollout: try(domain.NewRollout(uuid.NewString(), o.Firmware, domain.RolloutSpec{Percentage: 1}, e.now)).must(t)},
+		"unknown rollout":  {Firmware: o.Firmware, Rollout: try(domain.NewRollout(domain.UUIDOf(uuid.New()), o.Firmware, domain.RolloutSpec{Percentage: 1}, e.now)).must(t)},
 		"mismatched pair":  {Firmware: o.Firmware, Rollout: other.Rollout},
-		"unknown firmware": {Firmware: try(domain.NewFirmware(uuid.NewString(), o.Firmware.Spec(), e.now)).must(t), Rollout: o.Rollout},
+		"unknown firmware": {Firmware: try(domain.NewFirmware(domain.UUIDOf(uuid.New()), o.Firmware.Spec(), e.now)).must(t), Rollout: o.Rollout},
 	} {
 		tk := e.newTask(t, "d1", off)
 		if _, _, err := e.tasks.ReplaceActive(ctx, asDeviceID("d1"), onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil }), nil); !errors.Is(err, domain.ErrNotFound) {
@@ -814,7 +814,7 @@ func TestStatsAndFailedCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stats := try(e.tasks.RolloutStats(ctx, asUUID(o1.Rollout.ID()))).must(t)
+	stats := try(e.tasks.RolloutStats(ctx, o1.Rollout.ID())).must(t)
 	want := domain.TaskStats{Pending: 1, Succeeded: 1, Failed: 3, Cancelled: 1}
 	if stats != want {
 		t.Fatalf("stats %+v, want %+v", stats, want)
@@ -823,7 +823,7 @@ func TestStatsAndFailedCounts(t *testing.T) {
 		t.Fatalf("stats of nothing: %+v", s)
 	}
 	fc := try(e.tasks.FailedCounts(ctx, asDeviceID("d0"))).must(t)
-	if len(fc) != 2 || fc[o1.Firmware.ID()] != 2 || fc[o2.Firmware.ID()] != 1 {
+	if len(fc) != 2 || fc[o1.Firmware.ID().String()] != 2 || fc[o2.Firmware.ID().String()] != 1 {
 		t.Fatalf("failed counts %v", fc)
 	}
 	if fc := try(e.tasks.FailedCounts(ctx, asDeviceID("d2"))).must(t); fc == nil || len(fc) != 0 {
@@ -906,7 +906,7 @@ func TestListKeysetPagination(t *testing.T) {
 			t.Fatalf("not in (created_at, id) order at %d", i)
 		}
 	}
-	byRollout := try(e.tasks.List(ctx, ports.TaskFilter{RolloutID: asUUID(o2.Rollout.ID()), Limit: 10})).must(t)
+	byRollout := try(e.tasks.List(ctx, ports.TaskFilter{RolloutID: o2.Rollout.ID(), Limit: 10})).must(t)
 	if len(byRollout) != 3 {
 		t.Fatalf("by rollout: %d", len(byRollout))
 	}

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -110,14 +111,13 @@ func (r rolloutRow) toDomain() (domain.Rollout, error) {
 // domain.ErrNotFound (the foreign key says so, even if the firmware was
 // checked a moment before).
 func (s *RolloutRepository) Create(ctx context.Context, ro domain.Rollout) error {
-	if _, ok := canonicalUUID(ro.ID()); !ok {
-		return fmt.Errorf("storing rollout: id %q is not a UUID", ro.ID())
+	if ro.ID().IsZero() { // only the zero Rollout has no id
+		return errors.New("storing rollout: it has no id")
+	}
+	if ro.FirmwareID().IsZero() {
+		return fmt.Errorf("storing rollout %s: the firmware does not exist: %w", ro.ID(), domain.ErrNotFound)
 	}
 	r := newRolloutRow(ro)
-	fw, ok := canonicalUUID(r.FirmwareID)
-	if !ok {
-		return fmt.Errorf("storing rollout %s: the firmware does not exist: %w", r.ID, domain.ErrNotFound)
-	}
 	// One statement, so one transaction: the check that the firmware is
 	// still released (FOR SHARE waits for, and then sees, a concurrent
 	// revoke), the insert, and its announcement.
@@ -125,7 +125,7 @@ func (s *RolloutRepository) Create(ctx context.Context, ro domain.Rollout) error
 		ins AS (INSERT INTO rollouts (`+rolloutColumns+`)
 			SELECT $1, f.id, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM f RETURNING firmware_id)
 		SELECT pg_notify('`+catalogChannel+`', f.model) FROM ins JOIN f ON f.id = ins.firmware_id`,
-		r.ID, fw, r.Percentage, r.MaxAttempts, r.FailureThresholdPercent, r.MinSample,
+		r.ID, r.FirmwareID, r.Percentage, r.MaxAttempts, r.FailureThresholdPercent, r.MinSample,
 		r.Status, r.PausedReason, r.CreatedAt, r.UpdatedAt, r.Policy)
 	if err != nil {
 		return fmt.Errorf("storing rollout %s: %w", r.ID, mapWriteErr(err))
@@ -142,7 +142,7 @@ func (s *RolloutRepository) Create(ctx context.Context, ro domain.Rollout) error
 	}
 	if inserted == 0 {
 		var exists bool
-		if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM firmwares WHERE id = $1)`, fw).Scan(&exists); err != nil {
+		if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM firmwares WHERE id = $1)`, r.FirmwareID).Scan(&exists); err != nil {
 			return fmt.Errorf("storing rollout %s: %w", r.ID, unavailable(err))
 		}
 		if exists {

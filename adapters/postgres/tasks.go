@@ -269,12 +269,11 @@ func (s *TaskRepository) checkView(ctx context.Context, stmt *sqlx.Stmt, key any
 
 // offerIn reads a firmware and a rollout with stmt (offerOfSQL, or it FOR
 // SHARE) in tx; domain.ErrNotFound when either does not exist.
-func offerIn(ctx context.Context, tx *sqlx.Tx, stmt *sqlx.Stmt, firmwareID, rolloutID string) (domain.Offer, error) {
-	fw, ok1 := canonicalUUID(firmwareID)
-	ro, ok2 := canonicalUUID(rolloutID)
-	if !ok1 || !ok2 {
+func offerIn(ctx context.Context, tx *sqlx.Tx, stmt *sqlx.Stmt, firmwareID, rolloutID domain.UUID) (domain.Offer, error) {
+	if firmwareID.IsZero() || rolloutID.IsZero() {
 		return domain.Offer{}, fmt.Errorf("loading firmware %q and rollout %q: %w", firmwareID, rolloutID, domain.ErrNotFound)
 	}
+	fw, ro := firmwareID.String(), rolloutID.String()
 	var row offerRow
 	if err := tx.StmtxContext(ctx, stmt).GetContext(ctx, &row, fw, ro); err != nil {
 		return domain.Offer{}, fmt.Errorf("loading firmware %s and rollout %s: %w", fw, ro, notFound(err))
@@ -360,7 +359,7 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, device domain.Device
 		changed := st.Active != nil && st.Active.Task.Record() != cur.Record()
 		var judge string // the rollout of the task fn ended, to judge
 		if changed && onRollout != nil && !st.Active.Task.Status().IsActive() {
-			judge = cur.RolloutID()
+			judge = cur.RolloutID().String()
 		}
 		// Every rollout lock before the task changes (lockRolloutToJudge
 		// says why); two rollouts in id order (the judged one FOR NO KEY
@@ -370,7 +369,7 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, device domain.Device
 			o      domain.Offer
 			judged rolloutRow
 		)
-		shareFirst := ins != nil && judge != "" && ins.RolloutID() < judge
+		shareFirst := ins != nil && judge != "" && ins.RolloutID().String() < judge
 		if shareFirst {
 			if o, err = offerIn(ctx, tx, s.offerForShare, ins.FirmwareID(), ins.RolloutID()); err != nil {
 				return fmt.Errorf("inserting task %s: %w", ins.ID(), err)
@@ -401,7 +400,7 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, device domain.Device
 			if err != nil {
 				return err
 			}
-			if ins != nil && ins.RolloutID() == judge {
+			if ins != nil && ins.RolloutID().String() == judge {
 				o.Rollout = r // read before the judgement: a pause withdraws the insert
 			}
 		}
@@ -430,12 +429,11 @@ func (s *TaskRepository) insertOrWinner(ctx context.Context, tx *sqlx.Tx, device
 	if r.DeviceID != deviceID {
 		return domain.Task{}, false, fmt.Errorf("inserting task %s: it is for device %q, not %q", r.ID, r.DeviceID, deviceID)
 	}
-	// The task's own id is typed (domain.UUID); its firmware and rollout
-	// are the strings domain.Task keeps, so they are put in canonical form
-	// (and a malformed one answered as not found) here, not by a cast error.
-	fw, ok1 := canonicalUUID(r.FirmwareID)
-	ro, ok2 := canonicalUUID(r.RolloutID)
-	if !ok1 || !ok2 {
+	// Its ids are typed (domain.UUID, canonical), so they are written as
+	// they are; only a zero reference (no firmware or rollout) is answered
+	// here, as not found, rather than by a cast error.
+	fw, ro := r.FirmwareID, r.RolloutID
+	if fw == "" || ro == "" {
 		return domain.Task{}, false, fmt.Errorf("inserting task %s: the firmware or rollout does not exist: %w", r.ID, domain.ErrNotFound)
 	}
 	insert := tx.StmtxContext(ctx, s.insert)
@@ -443,7 +441,6 @@ func (s *TaskRepository) insertOrWinner(ctx context.Context, tx *sqlx.Tx, device
 		err := insert.QueryRowxContext(ctx, r.ID, r.DeviceID, fw, ro, r.Status, r.Progress, r.Attempt,
 			r.ErrorCode, r.ErrorMessage, r.CreatedAt, r.UpdatedAt).Scan(&r.ActionID)
 		if err == nil {
-			r.FirmwareID, r.RolloutID = fw, ro
 			out, err := r.toDomain()
 			return out, true, err
 		}
@@ -536,7 +533,7 @@ func (s *TaskRepository) ApplyEvent(ctx context.Context, taskID domain.UUID, ev 
 		var judged rolloutRow
 		if onRollout != nil {
 			// Before the task changes (lockRolloutToJudge says why).
-			if judged, err = s.lockRolloutToJudge(ctx, tx, t.RolloutID()); err != nil {
+			if judged, err = s.lockRolloutToJudge(ctx, tx, t.RolloutID().String()); err != nil {
 				return err
 			}
 		}

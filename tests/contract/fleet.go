@@ -71,7 +71,7 @@ func (s *fleetSuite) device(t *testing.T, model, version string) domain.Device {
 func (s *fleetSuite) offer(t *testing.T, model, version string, at time.Time) domain.Offer {
 	t.Helper()
 	sum := sha256.Sum256([]byte(model + version))
-	fw, err := domain.NewFirmware(uuid.NewString(), domain.FirmwareSpec{
+	fw, err := domain.NewFirmware(domain.UUIDOf(uuid.New()), domain.FirmwareSpec{
 		Model: model, Version: version, URL: "https://cdn.example.com/" + model + "/" + version + ".bin",
 		SizeBytes: 1 << 20, SHA256: hex.EncodeToString(sum[:]),
 	}, at)
@@ -81,7 +81,7 @@ func (s *fleetSuite) offer(t *testing.T, model, version string, at time.Time) do
 	if err := s.Firmwares.Create(t.Context(), fw); err != nil {
 		t.Fatalf("create firmware: %v", err)
 	}
-	r, err := domain.NewRollout(uuid.NewString(), fw, domain.RolloutSpec{Percentage: 100}, at)
+	r, err := domain.NewRollout(domain.UUIDOf(uuid.New()), fw, domain.RolloutSpec{Percentage: 100}, at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func (s *fleetSuite) listRollouts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := map[string]bool{}
+	seen := map[domain.UUID]bool{}
 	for _, r := range all {
 		seen[r.Rollout.ID()] = true
 	}
@@ -275,7 +275,7 @@ func (s *fleetSuite) recentFailures(t *testing.T) {
 	otherRollout := s.offer(t, model, "2.1.0", fleetAt(2))
 	s.task(t, otherRollout, domain.TaskFailed, fleetAt(70))
 
-	got, err := s.Fleet.RecentFailures(t.Context(), asUUID(o.Rollout.ID()), 3)
+	got, err := s.Fleet.RecentFailures(t.Context(), o.Rollout.ID(), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func (s *fleetSuite) recentFailures(t *testing.T) {
 			t.Errorf("failure %d: %s %q of rollout %s", i, tk.Status(), tk.ErrorCode(), tk.RolloutID())
 		}
 	}
-	all, err := s.Fleet.RecentFailures(t.Context(), asUUID(o.Rollout.ID()), 50)
+	all, err := s.Fleet.RecentFailures(t.Context(), o.Rollout.ID(), 50)
 	if err != nil || len(all) != 5 {
 		t.Errorf("limit 50: %d failures (%v), want 5", len(all), err)
 	}

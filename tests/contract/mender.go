@@ -137,7 +137,7 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 		if cur != nil {
 			t.Fatal("a request for a device that never asked")
 		}
-		q, err := domain.NewAuthRequest(uuid.NewString(), asDeviceID(deviceID), `{"device_id":"`+deviceID+`"}`, k, "", s.at(1))
+		q, err := domain.NewAuthRequest(domain.UUIDOf(uuid.New()), asDeviceID(deviceID), `{"device_id":"`+deviceID+`"}`, k, "", s.at(1))
 		made = q
 		return &q, err
 	})
@@ -148,7 +148,7 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	if err != nil || n < 1 {
 		t.Fatalf("count: %d %v", n, err)
 	}
-	got, err := r.Requests.Get(ctx, asUUID(made.ID()))
+	got, err := r.Requests.Get(ctx, made.ID())
 	if err != nil || got.DeviceID().String() != deviceID || !got.Key().Equal(k) || got.Status() != domain.AuthRequestPending ||
 		!got.CreatedAt().Equal(repoUs(s.at(1))) {
 		t.Fatalf("stored request: %v %+v", err, got)
@@ -166,7 +166,7 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	if err != nil || !containsRequest(list, made.ID()) {
 		t.Fatalf("pending list: %v", err)
 	}
-	rej, err := r.Requests.Update(ctx, asUUID(made.ID()), func(q *domain.AuthRequest) error { q.Reject(s.at(2)); return nil })
+	rej, err := r.Requests.Update(ctx, made.ID(), func(q *domain.AuthRequest) error { q.Reject(s.at(2)); return nil })
 	if err != nil || rej.Status() != domain.AuthRequestRejected {
 		t.Fatalf("reject: %v %v", err, rej.Status())
 	}
@@ -176,7 +176,7 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	// A rejected request is not accepted.
 	d, _ := domain.NewDevice(asDeviceID(deviceID), repoName("m"), "", s.hash(t), s.at(3))
 	a, _ := domain.NewDeviceAdmission(asDeviceID(deviceID), k, s.at(3))
-	if err := r.Requests.Accept(ctx, asUUID(made.ID()), &d, a); err == nil {
+	if err := r.Requests.Accept(ctx, made.ID(), &d, a); err == nil {
 		t.Fatal("accepted a rejected request")
 	}
 	if _, err := s.Devices.Get(ctx, asDeviceID(deviceID)); !errors.Is(err, domain.ErrNotFound) {
@@ -194,13 +194,13 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 		t.Fatal(err)
 	}
 	a2, _ := domain.NewDeviceAdmission(asDeviceID(deviceID), k2, s.at(5))
-	if err := r.Requests.Accept(ctx, asUUID(made.ID()), &d, a2); err != nil {
+	if err := r.Requests.Accept(ctx, made.ID(), &d, a2); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := r.Admissions.Get(ctx, asDeviceID(deviceID)); err != nil || !got.Key().Equal(k2) {
 		t.Fatalf("accepted admission: %v", err)
 	}
-	if _, err := r.Requests.Get(ctx, asUUID(made.ID())); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := r.Requests.Get(ctx, made.ID()); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("accepted request still stored: %v", err)
 	}
 	if _, err := r.Requests.Get(ctx, asUUID("not-a-uuid")); !errors.Is(err, domain.ErrNotFound) {
@@ -208,7 +208,7 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	}
 }
 
-func containsRequest(list []domain.AuthRequest, id string) bool {
+func containsRequest(list []domain.AuthRequest, id domain.UUID) bool {
 	for _, q := range list {
 		if q.ID() == id {
 			return true
@@ -227,7 +227,7 @@ func artifactContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	if err != nil || got.ID() != fw.ID() || got.ArtifactName() != "release 1" {
 		t.Fatalf("by artifact name: %v %v", err, got.ID())
 	}
-	if stored, err := s.Firmwares.Get(ctx, asUUID(fw.ID())); err != nil || stored.ArtifactName() != "release 1" {
+	if stored, err := s.Firmwares.Get(ctx, fw.ID()); err != nil || stored.ArtifactName() != "release 1" {
 		t.Fatalf("artifact name not kept: %v %q", err, stored.ArtifactName())
 	}
 	if _, err := r.Catalog.ByArtifactName(ctx, repoName("other"), "release 1"); !errors.Is(err, domain.ErrNotFound) {
@@ -235,7 +235,7 @@ func artifactContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	}
 	dup := repoSpec(model, "2.0.0")
 	dup.ArtifactName = "release 1"
-	f2, _ := domain.NewFirmware(uuid.NewString(), dup, s.at(2))
+	f2, _ := domain.NewFirmware(domain.UUIDOf(uuid.New()), dup, s.at(2))
 	if err := s.Firmwares.Create(ctx, f2); !errors.Is(err, domain.ErrFirmwareExists) {
 		t.Fatalf("duplicate artifact name: %v, want firmware exists", err)
 	}

@@ -21,7 +21,7 @@ func (s *repoSuite) firmwares(t *testing.T) {
 		}
 		for _, spec := range []domain.FirmwareSpec{full, repoSpec(model, "1.0.0")} {
 			f := s.firmware(t, spec, s.at(3), true)
-			got, err := s.Firmwares.Get(ctx, asUUID(f.ID()))
+			got, err := s.Firmwares.Get(ctx, f.ID())
 			repoNoErr(t, "get", err)
 			repoSameFirmware(t, got, f)
 			if got.Status() != domain.FirmwareReleased {
@@ -38,14 +38,14 @@ func (s *repoSuite) firmwares(t *testing.T) {
 			if err := s.Firmwares.Create(ctx, dup); !errors.Is(err, domain.ErrFirmwareExists) {
 				t.Errorf("publish %s after 1.2.0+a: err = %v, want domain.ErrFirmwareExists", v, err)
 			}
-			_, err := s.Firmwares.Get(ctx, asUUID(dup.ID()))
+			_, err := s.Firmwares.Get(ctx, dup.ID())
 			repoIsNotFound(t, "refused firmware", err)
 		}
 		// Other versions of the model, and the same version of another model, are fine.
 		s.firmware(t, repoSpec(model, "1.2.0-rc.1"), s.at(2), true)
 		s.firmware(t, repoSpec(model, "1.2.1"), s.at(2), true)
 		s.firmware(t, repoSpec(repoName("model"), "1.2.0+a"), s.at(2), true)
-		got, err := s.Firmwares.Get(ctx, asUUID(f.ID()))
+		got, err := s.Firmwares.Get(ctx, f.ID())
 		repoNoErr(t, "get", err)
 		repoSameFirmware(t, got, f)
 	})
@@ -58,7 +58,7 @@ func (s *repoSuite) firmwares(t *testing.T) {
 		if err := s.Firmwares.Create(ctx, same); err == nil {
 			t.Error("a second firmware with a taken id was stored")
 		}
-		got, err := s.Firmwares.Get(ctx, asUUID(f.ID()))
+		got, err := s.Firmwares.Get(ctx, f.ID())
 		repoNoErr(t, "get", err)
 		repoSameFirmware(t, got, f)
 	})
@@ -89,7 +89,7 @@ func (s *repoSuite) firmwares(t *testing.T) {
 
 		all, err := s.Firmwares.List(ctx, "")
 		repoNoErr(t, "list all", err)
-		pos := map[string]int{}
+		pos := map[domain.UUID]int{}
 		for i, f := range all {
 			pos[f.ID()] = i + 1
 		}
@@ -111,7 +111,7 @@ func (s *repoSuite) firmwares(t *testing.T) {
 
 	t.Run("Update", func(t *testing.T) {
 		f := s.firmware(t, repoSpec(repoName("model"), "3.0.0"), s.at(0), true)
-		got, err := s.Firmwares.Update(ctx, asUUID(f.ID()), func(fw *domain.Firmware) error {
+		got, err := s.Firmwares.Update(ctx, f.ID(), func(fw *domain.Firmware) error {
 			repoSameFirmware(t, *fw, f)
 			fw.Revoke(s.at(9))
 			return nil
@@ -120,7 +120,7 @@ func (s *repoSuite) firmwares(t *testing.T) {
 		want := f
 		want.Revoke(s.at(9))
 		repoSameFirmware(t, got, want)
-		stored, err := s.Firmwares.Get(ctx, asUUID(f.ID()))
+		stored, err := s.Firmwares.Get(ctx, f.ID())
 		repoNoErr(t, "get", err)
 		repoSameFirmware(t, stored, want)
 		if !stored.Revoked() {
@@ -128,14 +128,14 @@ func (s *repoSuite) firmwares(t *testing.T) {
 		}
 
 		g := s.firmware(t, repoSpec(repoName("model"), "3.0.0"), s.at(0), true)
-		_, err = s.Firmwares.Update(ctx, asUUID(g.ID()), func(fw *domain.Firmware) error {
+		_, err = s.Firmwares.Update(ctx, g.ID(), func(fw *domain.Firmware) error {
 			fw.Revoke(s.at(9))
 			return errRepoBoom
 		})
 		if !errors.Is(err, errRepoBoom) {
 			t.Fatalf("failing fn: err = %v, want fn's error", err)
 		}
-		stored, err = s.Firmwares.Get(ctx, asUUID(g.ID()))
+		stored, err = s.Firmwares.Get(ctx, g.ID())
 		repoNoErr(t, "get", err)
 		repoSameFirmware(t, stored, g)
 
@@ -153,7 +153,7 @@ func (s *repoSuite) firmwares(t *testing.T) {
 		if err := s.Firmwares.Create(repoCancelled(t), f); err == nil {
 			t.Error("create with a cancelled context succeeded")
 		}
-		_, err := s.Firmwares.Get(ctx, asUUID(f.ID()))
+		_, err := s.Firmwares.Get(ctx, f.ID())
 		repoIsNotFound(t, "firmware created under a cancelled context", err)
 	})
 }

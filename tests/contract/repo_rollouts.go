@@ -23,13 +23,13 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		}
 		for i, spec := range specs {
 			r := s.rollout(t, fw, spec, s.at(i+1), true)
-			got, err := s.Rollouts.Get(ctx, asUUID(r.ID()))
+			got, err := s.Rollouts.Get(ctx, r.ID())
 			repoNoErr(t, "get", err)
 			repoSameRollout(t, got, r)
 			// A returned rollout shares nothing with the store.
 			if p := got.Record().FailureThresholdPercent; p != nil {
 				*p = 99
-				again, err := s.Rollouts.Get(ctx, asUUID(r.ID()))
+				again, err := s.Rollouts.Get(ctx, r.ID())
 				repoNoErr(t, "get", err)
 				repoSameRollout(t, again, r)
 			}
@@ -40,7 +40,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		fw := s.firmware(t, repoSpec(repoName("model"), "1.0.0"), s.at(0), false)
 		r := s.rollout(t, fw, domain.RolloutSpec{Percentage: 10}, s.at(1), false)
 		repoIsNotFound(t, "rollout of an unstored firmware", s.Rollouts.Create(ctx, r))
-		_, err := s.Rollouts.Get(ctx, asUUID(r.ID()))
+		_, err := s.Rollouts.Get(ctx, r.ID())
 		repoIsNotFound(t, "refused rollout", err)
 	})
 
@@ -49,13 +49,13 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		// (from a cache, say); the store must still refuse the rollout.
 		fw := s.firmware(t, repoSpec(repoName("model"), "1.0.0"), s.at(0), true)
 		paused := s.rollout(t, fw, domain.RolloutSpec{Percentage: 10}, s.at(1), true)
-		if _, err := s.Rollouts.Update(ctx, asUUID(paused.ID()), func(r *domain.Rollout, _ domain.Firmware) error {
+		if _, err := s.Rollouts.Update(ctx, paused.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 			return r.ChangeStatus(domain.RolloutPaused, fw, s.at(2))
 		}); err != nil {
 			t.Fatal(err)
 		}
 		stale := fw
-		if _, err := s.Firmwares.Update(ctx, asUUID(fw.ID()), func(f *domain.Firmware) error { f.Revoke(s.at(3)); return nil }); err != nil {
+		if _, err := s.Firmwares.Update(ctx, fw.ID(), func(f *domain.Firmware) error { f.Revoke(s.at(3)); return nil }); err != nil {
 			t.Fatal(err)
 		}
 		late := s.rollout(t, stale, domain.RolloutSpec{Percentage: 10}, s.at(4), false)
@@ -64,7 +64,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		}
 		// Update hands fn the firmware as its transaction sees it, not
 		// the caller's stale copy: the domain's rule refuses the resume.
-		_, err := s.Rollouts.Update(ctx, asUUID(paused.ID()), func(r *domain.Rollout, seen domain.Firmware) error {
+		_, err := s.Rollouts.Update(ctx, paused.ID(), func(r *domain.Rollout, seen domain.Firmware) error {
 			if seen.ID() != stale.ID() || !seen.Revoked() {
 				t.Errorf("Update handed fn firmware %s (%s), want %s revoked", seen.ID(), seen.Status(), stale.ID())
 			}
@@ -73,7 +73,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		if !errors.Is(err, domain.ErrFirmwareRevoked) {
 			t.Fatalf("resume of a revoked firmware's rollout: %v, want ErrFirmwareRevoked", err)
 		}
-		got, err := s.Rollouts.Get(ctx, asUUID(paused.ID()))
+		got, err := s.Rollouts.Get(ctx, paused.ID())
 		if err != nil || got.Status() != domain.RolloutPaused {
 			t.Fatalf("rollout after the refused resume: %v %v", got.Status(), err)
 		}
@@ -87,7 +87,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		if err := s.Rollouts.Create(ctx, same); err == nil {
 			t.Error("a second rollout with a taken id was stored")
 		}
-		got, err := s.Rollouts.Get(ctx, asUUID(r.ID()))
+		got, err := s.Rollouts.Get(ctx, r.ID())
 		repoNoErr(t, "get", err)
 		repoSameRollout(t, got, r)
 	})
@@ -102,7 +102,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 	t.Run("Update", func(t *testing.T) {
 		fw := s.firmware(t, repoSpec(repoName("model"), "1.0.0"), s.at(0), true)
 		r := s.rollout(t, fw, domain.RolloutSpec{Percentage: 10, FailureThresholdPercent: repoInt(30)}, s.at(1), true)
-		got, err := s.Rollouts.Update(ctx, asUUID(r.ID()), func(ro *domain.Rollout, _ domain.Firmware) error {
+		got, err := s.Rollouts.Update(ctx, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			repoSameRollout(t, *ro, r)
 			if err := ro.SetPercentage(60, s.at(5)); err != nil {
 				return err
@@ -114,21 +114,21 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		repoNoErr(t, "set", want.SetPercentage(60, s.at(5)))
 		repoNoErr(t, "pause", want.ChangeStatus(domain.RolloutPaused, fw, s.at(6)))
 		repoSameRollout(t, got, want)
-		stored, err := s.Rollouts.Get(ctx, asUUID(r.ID()))
+		stored, err := s.Rollouts.Get(ctx, r.ID())
 		repoNoErr(t, "get", err)
 		repoSameRollout(t, stored, want)
 		if stored.PausedReason() != domain.PausedManual {
 			t.Errorf("paused reason %q, want manual", stored.PausedReason())
 		}
 
-		_, err = s.Rollouts.Update(ctx, asUUID(r.ID()), func(ro *domain.Rollout, _ domain.Firmware) error {
+		_, err = s.Rollouts.Update(ctx, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			_ = ro.ChangeStatus(domain.RolloutCancelled, fw, s.at(7))
 			return errRepoBoom
 		})
 		if !errors.Is(err, errRepoBoom) {
 			t.Fatalf("failing fn: err = %v, want fn's error", err)
 		}
-		stored, err = s.Rollouts.Get(ctx, asUUID(r.ID()))
+		stored, err = s.Rollouts.Get(ctx, r.ID())
 		repoNoErr(t, "get", err)
 		repoSameRollout(t, stored, want)
 
@@ -141,14 +141,14 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		}
 
 		lost, cancel := context.WithCancel(ctx)
-		_, err = s.Rollouts.Update(lost, asUUID(r.ID()), func(ro *domain.Rollout, _ domain.Firmware) error {
+		_, err = s.Rollouts.Update(lost, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			cancel() // the lock is lost while fn runs
 			return ro.SetPercentage(90, s.at(8))
 		})
 		if err == nil {
 			t.Error("update whose context ended inside fn succeeded")
 		}
-		stored, err = s.Rollouts.Get(ctx, asUUID(r.ID()))
+		stored, err = s.Rollouts.Get(ctx, r.ID())
 		repoNoErr(t, "get", err)
 		repoSameRollout(t, stored, want)
 	})
@@ -161,7 +161,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		errs := make(chan error, n)
 		for range n {
 			wg.Go(func() {
-				_, err := s.Rollouts.Update(ctx, asUUID(r.ID()), func(ro *domain.Rollout, _ domain.Firmware) error {
+				_, err := s.Rollouts.Update(ctx, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 					p := ro.Percentage()
 					time.Sleep(time.Millisecond) // widen the window for a lost update
 					return ro.SetPercentage(p+1, s.at(2))
@@ -174,7 +174,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		for err := range errs {
 			repoNoErr(t, "concurrent update", err)
 		}
-		got, err := s.Rollouts.Get(ctx, asUUID(r.ID()))
+		got, err := s.Rollouts.Get(ctx, r.ID())
 		repoNoErr(t, "get", err)
 		if got.Percentage() != n {
 			t.Errorf("percentage %d after %d increments: updates were lost", got.Percentage(), n)
@@ -197,15 +197,15 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		fwX := s.firmware(t, repoSpec(other, "1.1.0"), s.at(1), true)
 		rX := s.rollout(t, fwX, spec, s.at(2), true)
 
-		_, err := s.Rollouts.Update(ctx, asUUID(rA2.ID()), func(ro *domain.Rollout, _ domain.Firmware) error {
+		_, err := s.Rollouts.Update(ctx, rA2.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			return ro.ChangeStatus(domain.RolloutPaused, fwA, s.at(4))
 		})
 		repoNoErr(t, "pause", err)
-		_, err = s.Rollouts.Update(ctx, asUUID(rB.ID()), func(ro *domain.Rollout, _ domain.Firmware) error {
+		_, err = s.Rollouts.Update(ctx, rB.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			return ro.ChangeStatus(domain.RolloutCancelled, fwB, s.at(4))
 		})
 		repoNoErr(t, "cancel", err)
-		_, err = s.Firmwares.Update(ctx, asUUID(fwC.ID()), func(f *domain.Firmware) error {
+		_, err = s.Firmwares.Update(ctx, fwC.ID(), func(f *domain.Firmware) error {
 			f.Revoke(s.at(4))
 			return nil
 		})
@@ -215,7 +215,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 			t.Helper()
 			got, err := s.Rollouts.Offers(ctx, model)
 			repoNoErr(t, "offers", err)
-			byRollout := map[string]domain.Offer{}
+			byRollout := map[domain.UUID]domain.Offer{}
 			for _, o := range got {
 				byRollout[o.Rollout.ID()] = o
 			}
@@ -237,12 +237,12 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		check(repoName("model"))
 
 		// Pausing an offered rollout withdraws it; resuming brings it back.
-		paused, err := s.Rollouts.Update(ctx, asUUID(rE.ID()), func(ro *domain.Rollout, _ domain.Firmware) error {
+		paused, err := s.Rollouts.Update(ctx, rE.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			return ro.ChangeStatus(domain.RolloutPaused, fwE, s.at(5))
 		})
 		repoNoErr(t, "pause", err)
 		check(model, domain.Offer{Firmware: fwA, Rollout: rA})
-		resumed, err := s.Rollouts.Update(ctx, asUUID(rE.ID()), func(ro *domain.Rollout, _ domain.Firmware) error {
+		resumed, err := s.Rollouts.Update(ctx, rE.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			return ro.ChangeStatus(domain.RolloutActive, fwE, s.at(6))
 		})
 		repoNoErr(t, "resume", err)
@@ -258,7 +258,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		if err := s.Rollouts.Create(repoCancelled(t), r); err == nil {
 			t.Error("create with a cancelled context succeeded")
 		}
-		_, err := s.Rollouts.Get(ctx, asUUID(r.ID()))
+		_, err := s.Rollouts.Get(ctx, r.ID())
 		repoIsNotFound(t, "rollout created under a cancelled context", err)
 	})
 }

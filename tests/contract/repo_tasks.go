@@ -688,7 +688,7 @@ func (s *repoSuite) list(t *testing.T) {
 	// Walk the rollout's tasks in pages of 5: 24 tasks, every page boundary
 	// but one falls inside a group sharing created_at.
 	var walked []string
-	f := ports.TaskFilter{RolloutID: asUUID(r1.ID()), Limit: 5}
+	f := ports.TaskFilter{RolloutID: r1.ID(), Limit: 5}
 	for page := 0; ; page++ {
 		if page > len(ids) {
 			t.Fatal("pagination does not end")
@@ -719,13 +719,13 @@ func (s *repoSuite) list(t *testing.T) {
 		seen[id] = true
 	}
 
-	check("rollout, one page", ports.TaskFilter{RolloutID: asUUID(r1.ID()), Limit: 100}, byRollout)
-	check("rollout, limit 3", ports.TaskFilter{RolloutID: asUUID(r1.ID()), Limit: 3}, byRollout[:3])
-	check("rollout, after the 7th", ports.TaskFilter{RolloutID: asUUID(r1.ID()), Limit: 4,
+	check("rollout, one page", ports.TaskFilter{RolloutID: r1.ID(), Limit: 100}, byRollout)
+	check("rollout, limit 3", ports.TaskFilter{RolloutID: r1.ID(), Limit: 3}, byRollout[:3])
+	check("rollout, after the 7th", ports.TaskFilter{RolloutID: r1.ID(), Limit: 4,
 		After: &ports.TaskCursor{CreatedAt: stored[byRollout[6]].CreatedAt(), ID: asUUID(byRollout[6])}}, byRollout[7:11])
-	check("rollout, after the last", ports.TaskFilter{RolloutID: asUUID(r1.ID()), Limit: 5,
+	check("rollout, after the last", ports.TaskFilter{RolloutID: r1.ID(), Limit: 5,
 		After: &ports.TaskCursor{CreatedAt: stored[byRollout[23]].CreatedAt(), ID: asUUID(byRollout[23])}}, []string{})
-	check("other rollout", ports.TaskFilter{RolloutID: asUUID(r2.ID()), Limit: 100}, order(r2ids))
+	check("other rollout", ports.TaskFilter{RolloutID: r2.ID(), Limit: 100}, order(r2ids))
 	check("rollout without tasks", ports.TaskFilter{RolloutID: asUUID(uuid.NewString()), Limit: 100}, []string{})
 
 	var dev0, dev0Cancelled, pendingIDs []string
@@ -749,11 +749,11 @@ func (s *repoSuite) list(t *testing.T) {
 	check("device, page 2", ports.TaskFilter{DeviceID: devs[0].ID(), Limit: 2,
 		After: &ports.TaskCursor{CreatedAt: stored[dev0[1]].CreatedAt(), ID: asUUID(dev0[1])}}, dev0[2:4])
 	check("other device", ports.TaskFilter{DeviceID: d4.ID(), Limit: 100}, order(r2ids))
-	check("device and rollout", ports.TaskFilter{DeviceID: d4.ID(), RolloutID: asUUID(r1.ID()), Limit: 100}, []string{})
-	check("rollout and status", ports.TaskFilter{RolloutID: asUUID(r1.ID()), Status: &pending, Limit: 100}, pendingIDs)
+	check("device and rollout", ports.TaskFilter{DeviceID: d4.ID(), RolloutID: r1.ID(), Limit: 100}, []string{})
+	check("rollout and status", ports.TaskFilter{RolloutID: r1.ID(), Status: &pending, Limit: 100}, pendingIDs)
 	check("device and status", ports.TaskFilter{DeviceID: devs[0].ID(), Status: &cancelled, Limit: 100}, dev0Cancelled)
-	check("all three", ports.TaskFilter{DeviceID: devs[0].ID(), RolloutID: asUUID(r1.ID()), Status: &pending, Limit: 100}, dev0[5:])
-	check("other rollout, status", ports.TaskFilter{RolloutID: asUUID(r2.ID()), Status: &cancelled, Limit: 100}, r2ids[:1])
+	check("all three", ports.TaskFilter{DeviceID: devs[0].ID(), RolloutID: r1.ID(), Status: &pending, Limit: 100}, dev0[5:])
+	check("other rollout, status", ports.TaskFilter{RolloutID: r2.ID(), Status: &cancelled, Limit: 100}, r2ids[:1])
 	check("unknown device", ports.TaskFilter{DeviceID: asDeviceID(repoName("dev")), Limit: 100}, []string{})
 }
 
@@ -778,14 +778,14 @@ func (s *repoSuite) rolloutStats(t *testing.T) {
 	s.insert(t, s.newTask(t, s.device(t, model, "1.0.0").ID(), domain.Offer{Firmware: o.Firmware, Rollout: r2}, 1, s.at(10)))
 
 	for _, c := range []struct {
-		id   string
+		id   domain.UUID
 		want domain.TaskStats
 	}{
 		{o.Rollout.ID(), domain.TaskStats{Pending: 1, Downloading: 2, Downloaded: 1, Installing: 1, Succeeded: 3, Failed: 2, Cancelled: 1}},
 		{r2.ID(), domain.TaskStats{Pending: 1}},
 		{empty.ID(), domain.TaskStats{}},
 	} {
-		got, err := s.Tasks.RolloutStats(ctx, asUUID(c.id))
+		got, err := s.Tasks.RolloutStats(ctx, c.id)
 		repoNoErr(t, "stats", err)
 		if got != c.want {
 			t.Errorf("stats of %s: got %+v, want %+v", c.id, got, c.want)
@@ -820,7 +820,7 @@ func (s *repoSuite) failedCounts(t *testing.T) {
 
 	got, err := s.Tasks.FailedCounts(ctx, d.ID())
 	repoNoErr(t, "failed counts", err)
-	want := map[string]int{oA.Firmware.ID(): 2, oB.Firmware.ID(): 1}
+	want := map[string]int{oA.Firmware.ID().String(): 2, oB.Firmware.ID().String(): 1}
 	if !maps.Equal(got, want) {
 		t.Errorf("failed counts %v, want %v", got, want)
 	}
@@ -849,7 +849,7 @@ func (s *repoSuite) checkView(t *testing.T) {
 		failed map[string]int
 	}{
 		{d: idle, failed: map[string]int{}},
-		{d: busy, active: &active, failed: map[string]int{o1.Firmware.ID(): 2}},
+		{d: busy, active: &active, failed: map[string]int{o1.Firmware.ID().String(): 2}},
 	} {
 		byToken, err := s.Tasks.CheckView(ctx, tc.d.TokenHash())
 		repoNoErr(t, "check view by token", err)
@@ -892,7 +892,7 @@ func (s *repoSuite) replaceActiveState(t *testing.T) {
 	s.drive(t, s.insert(t, s.newTask(t, d.ID(), o2, 1, s.at(10))).ID(), domain.TaskFailed, s.at(11))
 	active := s.insert(t, s.newTask(t, d.ID(), o1, 1, s.at(12)))
 	// The rollout changes after the task was created: fn sees it as stored.
-	paused, err := s.Rollouts.Update(ctx, asUUID(o1.Rollout.ID()), func(r *domain.Rollout, fw domain.Firmware) error {
+	paused, err := s.Rollouts.Update(ctx, o1.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutPaused, fw, s.at(13))
 	})
 	repoNoErr(t, "pause", err)
@@ -905,7 +905,7 @@ func (s *repoSuite) replaceActiveState(t *testing.T) {
 		repoSameTask(t, st.Active.Task, active.Record())
 		repoSameFirmware(t, st.Active.Firmware, o1.Firmware)
 		repoSameRollout(t, st.Active.Rollout, paused)
-		if want := map[string]int{o2.Firmware.ID(): 1}; !maps.Equal(st.Failed, want) {
+		if want := map[string]int{o2.Firmware.ID().String(): 1}; !maps.Equal(st.Failed, want) {
 			t.Errorf("failed %v, want %v", st.Failed, want)
 		}
 		return nil, nil
@@ -934,17 +934,17 @@ func (s *repoSuite) offerWithdrawn(t *testing.T) {
 		withdraw func(t *testing.T, o domain.Offer)
 	}{
 		{"firmware revoked", func(t *testing.T, o domain.Offer) {
-			_, err := s.Firmwares.Update(ctx, asUUID(o.Firmware.ID()), func(f *domain.Firmware) error { f.Revoke(s.at(20)); return nil })
+			_, err := s.Firmwares.Update(ctx, o.Firmware.ID(), func(f *domain.Firmware) error { f.Revoke(s.at(20)); return nil })
 			repoNoErr(t, "revoke", err)
 		}},
 		{"rollout paused", func(t *testing.T, o domain.Offer) {
-			_, err := s.Rollouts.Update(ctx, asUUID(o.Rollout.ID()), func(r *domain.Rollout, fw domain.Firmware) error {
+			_, err := s.Rollouts.Update(ctx, o.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
 				return r.ChangeStatus(domain.RolloutPaused, fw, s.at(20))
 			})
 			repoNoErr(t, "pause", err)
 		}},
 		{"rollout cancelled", func(t *testing.T, o domain.Offer) {
-			_, err := s.Rollouts.Update(ctx, asUUID(o.Rollout.ID()), func(r *domain.Rollout, fw domain.Firmware) error {
+			_, err := s.Rollouts.Update(ctx, o.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
 				return r.ChangeStatus(domain.RolloutCancelled, fw, s.at(20))
 			})
 			repoNoErr(t, "cancel", err)
@@ -981,7 +981,7 @@ func (s *repoSuite) offerWithdrawn(t *testing.T) {
 		inside, release := make(chan struct{}), make(chan struct{})
 		revoked := make(chan error, 1)
 		go func() {
-			_, err := s.Firmwares.Update(ctx, asUUID(o.Firmware.ID()), func(f *domain.Firmware) error {
+			_, err := s.Firmwares.Update(ctx, o.Firmware.ID(), func(f *domain.Firmware) error {
 				f.Revoke(s.at(20))
 				close(inside)
 				<-release // the revoke's transaction stays open, holding the row
@@ -1058,7 +1058,7 @@ func (s *repoSuite) applyEventRollout(t *testing.T) {
 	if got.Status() != domain.TaskFailed || calls != 1 {
 		t.Fatalf("task %s, evaluation called %d times", got.Status(), calls)
 	}
-	r, err := s.Rollouts.Get(ctx, asUUID(o.Rollout.ID()))
+	r, err := s.Rollouts.Get(ctx, o.Rollout.ID())
 	repoNoErr(t, "rollout", err)
 	if r.Status() != domain.RolloutPaused || !r.UpdatedAt().Equal(repoUs(s.at(13))) {
 		t.Fatalf("rollout %s updated %v, want paused at %v", r.Status(), r.UpdatedAt(), s.at(13))
@@ -1131,7 +1131,7 @@ func (s *repoSuite) replaceActiveRollout(t *testing.T) {
 	if created || got.Status() != domain.TaskSucceeded || calls != 1 {
 		t.Fatalf("task %s (created %v), judged %d times", got.Status(), created, calls)
 	}
-	r, err := s.Rollouts.Get(ctx, asUUID(o.Rollout.ID()))
+	r, err := s.Rollouts.Get(ctx, o.Rollout.ID())
 	repoNoErr(t, "rollout", err)
 	if r.Status() != domain.RolloutPaused || !r.UpdatedAt().Equal(repoUs(s.at(13))) {
 		t.Fatalf("rollout %s updated %v, want paused at %v", r.Status(), r.UpdatedAt(), s.at(13))
@@ -1158,7 +1158,7 @@ func (s *repoSuite) replaceActiveRollout(t *testing.T) {
 	active, err := s.Tasks.Active(ctx, d3.ID())
 	repoNoErr(t, "active after the withdrawn retry", err)
 	repoSameTask(t, active, first.Record())
-	if r, _ := s.Rollouts.Get(ctx, asUUID(o2.Rollout.ID())); r.Status() != domain.RolloutActive {
+	if r, _ := s.Rollouts.Get(ctx, o2.Rollout.ID()); r.Status() != domain.RolloutActive {
 		t.Fatalf("rollout %s after a rolled-back judgement, want active", r.Status())
 	}
 	// A judgement that leaves it active lets the retry in.

@@ -111,7 +111,7 @@ func repoSpec(model, version string) domain.FirmwareSpec {
 // firmware publishes a firmware (without storing it when store is false).
 func (s *repoSuite) firmware(t *testing.T, spec domain.FirmwareSpec, at time.Time, store bool) domain.Firmware {
 	t.Helper()
-	f, err := domain.NewFirmware(uuid.NewString(), spec, at)
+	f, err := domain.NewFirmware(domain.UUIDOf(uuid.New()), spec, at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func (s *repoSuite) firmware(t *testing.T, spec domain.FirmwareSpec, at time.Tim
 // rollout starts a rollout of fw (without storing it when store is false).
 func (s *repoSuite) rollout(t *testing.T, fw domain.Firmware, spec domain.RolloutSpec, at time.Time, store bool) domain.Rollout {
 	t.Helper()
-	r, err := domain.NewRollout(uuid.NewString(), fw, spec, at)
+	r, err := domain.NewRollout(domain.UUIDOf(uuid.New()), fw, spec, at)
 	if err != nil {
 		t.Fatal(err)
 	}

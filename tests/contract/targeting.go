@@ -58,7 +58,7 @@ func rolloutPolicyContract(t *testing.T, s *repoSuite) {
 		want.History[i].StartedAt = repoUs(want.History[i].StartedAt)
 	}
 	want.StartsAt = repoUs(want.StartsAt)
-	got, err := s.Rollouts.Get(ctx, asUUID(r.ID()))
+	got, err := s.Rollouts.Get(ctx, r.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func rolloutPolicyContract(t *testing.T, s *repoSuite) {
 	}
 	// The progress of a plan is stored by Update (the gate holds, the
 	// soak has passed: the rollout advances).
-	updated, err := s.Rollouts.Update(ctx, asUUID(r.ID()), func(ro *domain.Rollout, _ domain.Firmware) error {
+	updated, err := s.Rollouts.Update(ctx, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 		ro.Evaluate(domain.TaskStats{Succeeded: 2}, domain.TaskStats{Succeeded: 2}, s.at(3))
 		if !ro.Evaluate(domain.TaskStats{Succeeded: 2}, domain.TaskStats{Succeeded: 2}, s.at(200)) {
 			return errors.New("the rollout did not advance")
@@ -81,7 +81,7 @@ func rolloutPolicyContract(t *testing.T, s *repoSuite) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err = s.Rollouts.Get(ctx, asUUID(r.ID()))
+	got, err = s.Rollouts.Get(ctx, r.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func rolloutPolicyContract(t *testing.T, s *repoSuite) {
 	}
 	// A plain rollout stays plain.
 	plain := s.rollout(t, fw, domain.RolloutSpec{Percentage: 5}, s.at(4), true)
-	got, err = s.Rollouts.Get(ctx, asUUID(plain.ID()))
+	got, err = s.Rollouts.Get(ctx, plain.ID())
 	if err != nil || !got.Selector().IsZero() || got.Stages() != nil || got.Window() != nil || got.TaskTimeout() != domain.DefaultTaskTimeout || got.AllowDowngrade() {
 		t.Fatalf("plain rollout: %+v %v", got.Record(), err)
 	}
@@ -198,11 +198,11 @@ func stageStatsContract(t *testing.T, s *repoSuite) {
 			s.drive(t, tk.ID(), domain.TaskSucceeded, s.at(10*i+1))
 		}
 	}
-	all, err := s.Tasks.RolloutStatsSince(ctx, asUUID(o.Rollout.ID()), time.Time{})
+	all, err := s.Tasks.RolloutStatsSince(ctx, o.Rollout.ID(), time.Time{})
 	if err != nil || all.Succeeded != 2 || all.Pending != 1 {
 		t.Fatalf("since zero: %+v %v", all, err)
 	}
-	late, err := s.Tasks.RolloutStatsSince(ctx, asUUID(o.Rollout.ID()), s.at(10))
+	late, err := s.Tasks.RolloutStatsSince(ctx, o.Rollout.ID(), s.at(10))
 	if err != nil || late.Succeeded != 1 || late.Pending != 1 {
 		t.Fatalf("since step 10: %+v %v", late, err)
 	}

@@ -2,13 +2,6 @@ package integration
 
 import "github.com/ai-device/ota/domain"
 
-// asUUID types an id as an edge does: parsed once; an id that is not a
-// UUID becomes the zero UUID, which names nothing.
-func asUUID(s string) domain.UUID {
-	id, _ := domain.ParseUUID("id", s)
-	return id
-}
-
 // asDeviceID types a device id as an edge does: parsed once; an id that
 // breaks the rule becomes the zero DeviceID, which names no device.
 func asDeviceID(s string) domain.DeviceID {
