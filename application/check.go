@@ -146,7 +146,9 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 	// (what the transaction saw changed since the lock-free read): create
 	// it under its own lock, rather than answer as if nothing were on
 	// offer. Bounded: a device whose tasks keep changing is told to retry.
-	for round := 0; ; round++ {
+	// (The loop starts only on an error: errors.As's target escapes to the
+	// heap, an allocation a check that succeeds need not pay.)
+	for round := 0; err != nil; round++ {
 		var moved *planMovedError
 		if !errors.As(err, &moved) {
 			break
