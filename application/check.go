@@ -298,9 +298,9 @@ func withoutRollout(offers []domain.Offer, rolloutID domain.UUID) []domain.Offer
 // write carries out a plan in the transaction that replaces the device's
 // active task, re-planning on what that transaction sees (domain.PlanCheck
 // again, over the same offers). locked is the firmware whose lock is held
-// (the zero UUID when none): the only firmware the transaction may create a task of.
-// A plan that would now create a task of another firmware stores nothing
-// and returns a planMovedError naming that offer.
+// (the zero UUID when none): the only firmware the transaction may create
+// a task of. A plan that would now create a task of another firmware
+// stores nothing and returns a planMovedError naming that offer.
 func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, offers []domain.Offer, locked domain.UUID) (ports.CheckResult, error) {
 	var (
 		plan domain.CheckPlan
@@ -330,13 +330,7 @@ func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Ve
 			return nil, err
 		}
 		return &t, nil
-	}, func(r *domain.Rollout, stats func(since time.Time) (domain.TaskStats, error)) (bool, error) {
-		// The task the plan ended (timed out, settled, cancelled) counts
-		// in its rollout's gates and threshold in this same transaction,
-		// as a device's final event would (event rule 5, stage rules
-		// G2–G3, stuck-task rule K1).
-		return evaluateRollout(r, stats, s.clock.Now())
-	})
+	}, judgeRollout(s.clock)) // the task the plan ended counts at once, as a final event's would
 	if err != nil {
 		return ports.CheckResult{}, err
 	}

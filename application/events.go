@@ -71,9 +71,7 @@ func (s *Events) ReportEvent(ctx context.Context, deviceID domain.DeviceID, task
 	var changed bool
 	var onRollout ports.RolloutEvaluation
 	if ev.IsFinal() {
-		onRollout = func(r *domain.Rollout, stats func(since time.Time) (domain.TaskStats, error)) (bool, error) {
-			return evaluateRollout(r, stats, s.clock.Now())
-		}
+		onRollout = judgeRollout(s.clock)
 	}
 	t, err := s.tasks.ApplyEvent(ctx, taskID, ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
 		if t.DeviceID() != deviceID {
@@ -90,6 +88,15 @@ func (s *Events) ReportEvent(ctx context.Context, deviceID domain.DeviceID, task
 		s.metrics.TaskTransition(t.Status().String())
 	}
 	return taskView(ctx, s.firmwares, nil, t)
+}
+
+// judgeRollout is the evaluation the stores run in the transaction that
+// ends one of a rollout's tasks, whether a device's final event or a check
+// ended it (event rule 5, stage rules G2–G3, stuck-task rule K1).
+func judgeRollout(clock ports.Clock) ports.RolloutEvaluation {
+	return func(r *domain.Rollout, stats func(since time.Time) (domain.TaskStats, error)) (bool, error) {
+		return evaluateRollout(r, stats, clock.Now())
+	}
 }
 
 // evaluateRollout re-judges a rollout one of whose tasks just finished

@@ -165,12 +165,6 @@ func (p CheckPlan) PollAfter(now time.Time, usual time.Duration) time.Duration {
 	return min(max(p.RetryAt.Sub(now), time.Second), usual)
 }
 
-// TimedOut reports whether the plan fails the active task as stuck
-// (stuck-task rule K1).
-func (p CheckPlan) TimedOut() bool {
-	return p.Ended != nil && p.Ended.status == TaskFailed && p.Ended.errorCode == CodeTimedOut
-}
-
 // PlanCheck decides a check (check rules 3–6), without side effects: it
 // settles the active task (succeeded when the device reports its version;
 // a pending one cancelled when its firmware was revoked, its rollout

@@ -128,7 +128,7 @@ func TestPlanCheckTimesOutStuckTasks(t *testing.T) {
 			t.Fatalf("%s before the timeout: %s ended=%v", st, p.Action, p.Ended != nil)
 		}
 		p = domain.PlanCheck(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"), Active: active, Offers: offers, Now: t0.Add(61 * time.Minute)})
-		if !p.TimedOut() || p.Ended.Status() != domain.TaskFailed || p.Ended.ErrorCode() != domain.CodeTimedOut {
+		if p.Ended == nil || p.Ended.Status() != domain.TaskFailed || p.Ended.ErrorCode() != domain.CodeTimedOut {
 			t.Fatalf("%s after the timeout: %+v", st, p)
 		}
 		if p.Action != domain.CheckCreate || p.Attempt != 2 {
@@ -141,8 +141,8 @@ func TestPlanCheckTimesOutStuckTasks(t *testing.T) {
 		// With max_attempts reached, the timeout still fails the task but no new one is made.
 		p = domain.PlanCheck(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"), Active: active, Offers: offers,
 			Failed: byLabel(map[string]int{"fw-2": 1}), Now: t0.Add(61 * time.Minute)})
-		if !p.TimedOut() || p.Action != domain.CheckNoUpdate {
-			t.Fatalf("%s at max attempts: %s timedOut=%v", st, p.Action, p.TimedOut())
+		if p.Ended == nil || p.Ended.ErrorCode() != domain.CodeTimedOut || p.Action != domain.CheckNoUpdate {
+			t.Fatalf("%s at max attempts: %s, ended %+v", st, p.Action, p.Ended)
 		}
 	}
 }

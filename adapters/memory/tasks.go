@@ -178,8 +178,10 @@ func (r *Tasks) ReplaceActive(ctx context.Context, device domain.DeviceID, fn fu
 		m := mergeTask(*before, st.Active.Task)
 		after = &m
 	}
-	var judge string // the rollout of the task fn ended, to judge
-	if onRollout != nil && after != nil && !after.Status().IsActive() {
+	// The rollout of the task fn ended, to judge when it has anything to
+	// judge as read with the task (the port says why).
+	var judge string
+	if onRollout != nil && after != nil && !after.Status().IsActive() && st.Active.Rollout.Evaluates() {
 		judge = after.RolloutID().String()
 	}
 	var rec domain.TaskRecord

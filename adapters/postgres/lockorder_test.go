@@ -47,7 +47,17 @@ func TestEndingATaskLocksItsRolloutBeforeChangingTheTask(t *testing.T) {
 			e := newEnv(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			o := e.offer(t, "lockorder", "2.0.0")
+			// A rollout with a failure threshold: one its ended tasks judge.
+			f := e.firmware(t, "lockorder", "2.0.0")
+			threshold := 50
+			r, err := domain.NewRollout(domain.UUIDOf(uuid.New()), f, domain.RolloutSpec{Percentage: 100, FailureThresholdPercent: &threshold}, e.now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.rollouts.Create(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			o := domain.Offer{Firmware: f, Rollout: r}
 			d := e.device(t, "lockorder-"+uuid.NewString()[:8], "lockorder")
 			tk := e.createTask(t, d.ID().String(), o)
 

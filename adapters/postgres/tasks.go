@@ -357,8 +357,10 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, device domain.Device
 			return err
 		}
 		changed := st.Active != nil && st.Active.Task.Record() != cur.Record()
-		var judge string // the rollout of the task fn ended, to judge
-		if changed && onRollout != nil && !st.Active.Task.Status().IsActive() {
+		// The rollout of the task fn ended, to judge when it has anything
+		// to judge as read with the task (the port says why).
+		var judge string
+		if changed && onRollout != nil && !st.Active.Task.Status().IsActive() && st.Active.Rollout.Evaluates() {
 			judge = cur.RolloutID().String()
 		}
 		// Every rollout lock before the task changes (lockRolloutToJudge

@@ -1082,7 +1082,7 @@ func (s *repoSuite) applyEventRollout(t *testing.T) {
 func (s *repoSuite) replaceActiveRollout(t *testing.T) {
 	ctx := t.Context()
 	model := repoName("model")
-	o := s.offer(t, model, "2.0.0")
+	o := s.watchedOffer(t, model, "2.0.0")
 	d1, d2 := s.device(t, model, "1.0.0"), s.device(t, model, "1.0.0")
 	s.drive(t, s.insert(t, s.newTask(t, d1.ID(), o, 1, s.at(10))).ID(), domain.TaskSucceeded, s.at(11))
 	tk := s.insert(t, s.newTask(t, d2.ID(), o, 1, s.at(12)))
@@ -1091,6 +1091,18 @@ func (s *repoSuite) replaceActiveRollout(t *testing.T) {
 	})
 	pause := func(r *domain.Rollout, _ func(time.Time) (domain.TaskStats, error)) (bool, error) {
 		return true, r.ChangeStatus(domain.RolloutPaused, o.Firmware, s.at(13))
+	}
+
+	// A rollout with nothing to judge (no threshold, no stages) is neither
+	// locked nor judged when its task ends.
+	plain := s.offer(t, model, "1.5.0")
+	d0 := s.device(t, model, "1.0.0")
+	s.insert(t, s.newTask(t, d0.ID(), plain, 1, s.at(12)))
+	if _, _, err := s.Tasks.ReplaceActive(ctx, d0.ID(), succeed, func(*domain.Rollout, func(time.Time) (domain.TaskStats, error)) (bool, error) {
+		t.Error("a plain rollout was judged")
+		return false, nil
+	}); err != nil {
+		t.Fatalf("ending a plain rollout's task: %v", err)
 	}
 
 	// fn leaves the active task active: nothing to judge.
@@ -1139,7 +1151,7 @@ func (s *repoSuite) replaceActiveRollout(t *testing.T) {
 
 	// Ending a task and retrying in the same rollout: a judgement that
 	// pauses the rollout withdraws the retry, and stores nothing at all.
-	o2 := s.offer(t, model, "3.0.0")
+	o2 := s.watchedOffer(t, model, "3.0.0")
 	d3 := s.device(t, model, "1.0.0")
 	first := s.insert(t, s.newTask(t, d3.ID(), o2, 1, s.at(20)))
 	retry := s.newTask(t, d3.ID(), o2, 2, s.at(21))
@@ -1179,7 +1191,7 @@ func (s *repoSuite) replaceActiveRolloutSwap(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	model := repoName("model")
-	a, b := s.offer(t, model, "2.0.0"), s.offer(t, model, "3.0.0")
+	a, b := s.watchedOffer(t, model, "2.0.0"), s.watchedOffer(t, model, "3.0.0")
 	const pairs = 12
 	type move struct {
 		dev      domain.Device

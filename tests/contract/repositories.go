@@ -145,6 +145,16 @@ func (s *repoSuite) offer(t *testing.T, model, version string) domain.Offer {
 	return domain.Offer{Firmware: fw, Rollout: s.rollout(t, fw, domain.RolloutSpec{Percentage: 100}, s.at(2), true)}
 }
 
+// watchedOffer is offer with a failure threshold: a rollout that has
+// something to judge when one of its tasks ends (domain.Rollout.Evaluates).
+func (s *repoSuite) watchedOffer(t *testing.T, model, version string) domain.Offer {
+	t.Helper()
+	fw := s.firmware(t, repoSpec(model, version), s.at(1), true)
+	threshold := 50
+	spec := domain.RolloutSpec{Percentage: 100, FailureThresholdPercent: &threshold}
+	return domain.Offer{Firmware: fw, Rollout: s.rollout(t, fw, spec, s.at(2), true)}
+}
+
 func (s *repoSuite) newTask(t *testing.T, deviceID domain.DeviceID, o domain.Offer, attempt int, at time.Time) domain.Task {
 	t.Helper()
 	tk, err := domain.NewTask(asUUID(uuid.NewString()), deviceID, o, attempt, at)
