@@ -161,3 +161,53 @@ func TestSettleCancelsBeforeTimingOut(t *testing.T) {
 		t.Fatalf("got %s %s, want cancelled ROLLOUT_CANCELLED", task.Status(), task.ErrorCode())
 	}
 }
+
+// Schedule rules S2–S3 on the days the clock changes: a window's day runs
+// from the first instant the clock reads its start to the first it then
+// reads its end. Spring forward: a start in the skipped hour opens at the
+// jump, a window wholly inside it does not open that day. Fall back: a
+// start in the repeated hour opens at its first reading and stays open
+// through the repeat. Both Open and the next opening (the come-back hint)
+// follow it, in the window's zone and in the device's.
+func TestWindowOpenAcrossDSTChanges(t *testing.T) {
+	utc := func(mo time.Month, d, h, m int) time.Time { return time.Date(2026, mo, d, h, m, 0, 0, time.UTC) }
+	newYork := domain.DeviceFacts{Attributes: map[string]string{"timezone": "America/New_York"}}
+	// Europe/Berlin 2026: 29 March 01:00 UTC 02:00 CET → 03:00 CEST;
+	// 25 October 01:00 UTC 03:00 CEST → 02:00 CET.
+	// America/New_York 2026: 8 March 07:00 UTC 02:00 EST → 03:00 EDT;
+	// 1 November 06:00 UTC 02:00 EDT → 01:00 EST.
+	tests := []struct {
+		name, daily, zone string
+		facts             domain.DeviceFacts
+		now               time.Time
+		open              bool
+		next              time.Time
+	}{
+		{"Berlin spring, start skipped, opens at the jump", "02:30-04:00", "Europe/Berlin", domain.DeviceFacts{}, utc(3, 29, 0, 0), false, utc(3, 29, 1, 0)},
+		{"Berlin spring, start skipped, open after the jump", "02:30-04:00", "Europe/Berlin", domain.DeviceFacts{}, utc(3, 29, 1, 15), true, time.Time{}},
+		{"Berlin spring, window wholly skipped", "02:00-03:00", "Europe/Berlin", domain.DeviceFacts{}, utc(3, 29, 0, 0), false, utc(3, 30, 0, 0)},
+		{"Berlin spring, inside the skipped hour", "02:15-02:45", "Europe/Berlin", domain.DeviceFacts{}, utc(3, 29, 0, 30), false, utc(3, 30, 0, 15)},
+		{"Berlin spring, end skipped, closes at the jump", "23:00-02:30", "Europe/Berlin", domain.DeviceFacts{}, utc(3, 29, 1, 0), false, utc(3, 29, 21, 0)},
+		{"Berlin spring, end skipped, open before the jump", "23:00-02:30", "Europe/Berlin", domain.DeviceFacts{}, utc(3, 29, 0, 59), true, time.Time{}},
+		{"Berlin fall, start repeated, first reading", "02:30-04:00", "Europe/Berlin", domain.DeviceFacts{}, utc(10, 24, 23, 0), false, utc(10, 25, 0, 30)},
+		{"Berlin fall, open through the repeat", "02:30-04:00", "Europe/Berlin", domain.DeviceFacts{}, utc(10, 25, 1, 10), true, time.Time{}},
+		{"Berlin fall, ended at the first reading of its end", "02:00-02:30", "Europe/Berlin", domain.DeviceFacts{}, utc(10, 25, 1, 15), false, utc(10, 26, 1, 0)},
+		{"New York spring, start skipped, opens at the jump", "02:30-04:00", "", newYork, utc(3, 8, 5, 0), false, utc(3, 8, 7, 0)},
+		{"New York spring, just before the jump", "02:30-04:00", "", newYork, utc(3, 8, 6, 45), false, utc(3, 8, 7, 0)},
+		{"New York fall, start repeated, first reading", "01:30-03:00", "", newYork, utc(11, 1, 4, 0), false, utc(11, 1, 5, 30)},
+		{"New York fall, open through the repeat", "01:30-03:00", "", newYork, utc(11, 1, 6, 10), true, time.Time{}},
+		{"New York fall, closed after its end", "01:30-03:00", "", newYork, utc(11, 1, 8, 0), false, utc(11, 2, 6, 30)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, err := domain.ParseWindow(tt.daily, tt.zone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			open, next := w.Open(tt.now, tt.facts)
+			if open != tt.open || !next.Equal(tt.next) {
+				t.Fatalf("Open(%s) = %v, %s; want %v, %s", tt.now, open, next, tt.open, tt.next)
+			}
+		})
+	}
+}
