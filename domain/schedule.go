@@ -172,3 +172,30 @@ func firstReading(y int, m time.Month, d, mins int, loc *time.Location) time.Tim
 	jumped, _ := wall.Add(-time.Duration(off) * time.Second).In(loc).ZoneBounds()
 	return jumped
 }
+
+// openBetween is how long the window was open for a device with these
+// facts between from and to (from before to), summed over the days' spans
+// (see Open); it stops summing once the sum passes limit, so that a long
+// gap costs no more days than the limit needs.
+func (w Window) openBetween(from, to time.Time, f DeviceFacts, limit time.Duration) time.Duration {
+	loc := w.locationFor(f)
+	y, m, d := from.In(loc).Date()
+	var sum time.Duration
+	// Yesterday's span may still run past midnight into from.
+	for k := -1; sum <= limit; k++ {
+		s, e := w.span(y, m, d+k, loc)
+		if !s.Before(to) {
+			break
+		}
+		if s.Before(from) {
+			s = from
+		}
+		if e.After(to) {
+			e = to
+		}
+		if s.Before(e) {
+			sum += e.Sub(s)
+		}
+	}
+	return sum
+}

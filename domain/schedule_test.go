@@ -157,7 +157,7 @@ func TestSettleCancelsBeforeTimingOut(t *testing.T) {
 	}
 	task := domain.RehydrateTask(domain.TaskRecord{ID: "5c0c6f3e-4a5b-4c53-9d3e-4f1d7f9e0a11", DeviceID: "cam-0001", FirmwareID: idOf("fw-2").String(),
 		RolloutID: rolloutA, Status: domain.TaskPending, Attempt: 1, CreatedAt: t0, UpdatedAt: t0})
-	if !task.Settle(domain.MustParseVersion("1.0.0"), fw, r, t0.Add(48*time.Hour)) || task.Status() != domain.TaskCancelled || task.ErrorCode() != domain.CodeRolloutCancelled {
+	if !task.Settle(domain.MustParseVersion("1.0.0"), fw, r, domain.DeviceFacts{}, t0.Add(48*time.Hour)) || task.Status() != domain.TaskCancelled || task.ErrorCode() != domain.CodeRolloutCancelled {
 		t.Fatalf("got %s %s, want cancelled ROLLOUT_CANCELLED", task.Status(), task.ErrorCode())
 	}
 }
@@ -207,6 +207,70 @@ func TestWindowOpenAcrossDSTChanges(t *testing.T) {
 			open, next := w.Open(tt.now, tt.facts)
 			if open != tt.open || !next.Equal(tt.next) {
 				t.Fatalf("Open(%s) = %v, %s; want %v, %s", tt.now, open, next, tt.open, tt.next)
+			}
+		})
+	}
+}
+
+// Stuck-task rule K1 counts from the task's last change, not its
+// creation: an event resets the clock.
+func TestSettleTimesOutFromTheLastEventNotCreation(t *testing.T) {
+	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
+	hour := time.Hour
+	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Percentage: 100, TaskTimeout: &hour}, t0)
+	for _, tc := range []struct {
+		at       time.Duration // after creation
+		timedOut bool
+	}{{61 * time.Minute, false}, {110 * time.Minute, false}, {111 * time.Minute, true}} {
+		task := domain.RehydrateTask(domain.TaskRecord{ID: "5c0c6f3e-4a5b-4c53-9d3e-4f1d7f9e0a11", DeviceID: "cam-0001", FirmwareID: idOf("fw-2").String(),
+			RolloutID: rolloutA, Status: domain.TaskDownloading, Attempt: 1, CreatedAt: t0, UpdatedAt: t0.Add(50 * time.Minute)})
+		changed := task.Settle(domain.MustParseVersion("1.0.0"), fw, r, domain.DeviceFacts{}, t0.Add(tc.at))
+		if got := changed && task.ErrorCode() == domain.CodeTimedOut; got != tc.timedOut {
+			t.Fatalf("%s after creation, 50m after the last event: timed out %v, want %v", tc.at, got, tc.timedOut)
+		}
+	}
+}
+
+// Stuck-task rule K1 with a schedule: a task's time-out runs only while its
+// rollout offers updates to the device — after starts_at, inside the window
+// read in the device's zone. A device told to wait (DDI "skip" outside the
+// window) is not idle, and must not be failed TIMED_OUT at its next poll.
+func TestSettleTimeOutRunsOnlyWhileTheScheduleIsOpen(t *testing.T) {
+	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
+	d := mustDevice(t, "cam-0001", "cam-x1", "1.0.0")
+	hour := time.Hour
+	day := func(dd, h, m int) time.Time { return time.Date(2026, 1, dd, h, m, 0, 0, time.UTC) }
+	windowed := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Percentage: 100, TaskTimeout: &hour,
+		Window: &domain.WindowSpec{Daily: "02:00-04:00"}}, day(1, 0, 0))
+	later := day(5, 12, 0)
+	starting := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Percentage: 100, TaskTimeout: &hour, StartsAt: &later}, day(1, 0, 0))
+	newYork := domain.DeviceFacts{Attributes: map[string]string{"timezone": "America/New_York"}} // UTC-5 in January
+	tests := []struct {
+		name      string
+		r         domain.Rollout
+		facts     domain.DeviceFacts
+		last, now time.Time
+		timedOut  bool
+	}{
+		{"window closed since: 30m open", windowed, domain.DeviceFacts{}, day(5, 3, 30), day(5, 5, 0), false},
+		{"next window, 50m open in all", windowed, domain.DeviceFacts{}, day(5, 3, 30), day(6, 2, 20), false},
+		{"next window, 61m open in all", windowed, domain.DeviceFacts{}, day(5, 3, 30), day(6, 2, 31), true},
+		{"days later, window closed", windowed, domain.DeviceFacts{}, day(5, 3, 30), day(6, 12, 0), true},
+		{"in the device's zone, 50m open", windowed, newYork, day(5, 8, 30), day(6, 7, 20), false},
+		{"in the device's zone, 65m open", windowed, newYork, day(5, 8, 30), day(6, 7, 35), true},
+		{"before starts_at", starting, domain.DeviceFacts{}, day(5, 9, 0), day(5, 12, 30), false},
+		{"an hour past starts_at", starting, domain.DeviceFacts{}, day(5, 9, 0), day(5, 13, 1), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			task := domain.RehydrateTask(domain.TaskRecord{ID: "5c0c6f3e-4a5b-4c53-9d3e-4f1d7f9e0a11", DeviceID: "cam-0001", FirmwareID: idOf("fw-2").String(),
+				RolloutID: rolloutA, Status: domain.TaskPending, Attempt: 1, CreatedAt: tt.last, UpdatedAt: tt.last})
+			// Through the check, so that the device's facts reach the rule.
+			p := domain.PlanCheck(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"), Facts: tt.facts,
+				Active: &domain.ActiveTask{Task: task, Firmware: fw, Rollout: tt.r}, Now: tt.now})
+			got := p.Ended != nil && p.Ended.ErrorCode() == domain.CodeTimedOut
+			if got != tt.timedOut {
+				t.Fatalf("timed out %v, want %v (plan %s)", got, tt.timedOut, p.Action)
 			}
 		})
 	}
