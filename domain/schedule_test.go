@@ -275,3 +275,29 @@ func TestSettleTimeOutRunsOnlyWhileTheScheduleIsOpen(t *testing.T) {
 		})
 	}
 }
+
+// Schedule rule S3 on the days the clock changes: the come-back hint of a
+// check kept out by the window is the window's real next opening — at the
+// jump when its start is skipped, at the first reading when repeated.
+func TestPlanCheckComeBackHintAcrossDSTChanges(t *testing.T) {
+	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
+	d := mustDevice(t, "cam-0001", "cam-x1", "1.0.0")
+	berlin := domain.DeviceFacts{Attributes: map[string]string{"timezone": "Europe/Berlin"}}
+	for _, tc := range []struct {
+		name string
+		now  time.Time
+		hint time.Duration
+	}{
+		{"spring forward: 02:30 is skipped, opens at 03:00 CEST", time.Date(2026, 3, 29, 0, 0, 0, 0, time.UTC), time.Hour},
+		{"fall back: 02:30 CEST, the first reading", time.Date(2026, 10, 24, 23, 0, 0, 0, time.UTC), 90 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Percentage: 100, Window: &domain.WindowSpec{Daily: "02:30-04:00"}}, tc.now.Add(-time.Hour))
+			p := domain.PlanCheck(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"), Facts: berlin,
+				Offers: []domain.Offer{{Firmware: fw, Rollout: r}}, Now: tc.now})
+			if p.Action != domain.CheckNoUpdate || p.PollAfter(tc.now, 6*time.Hour) != tc.hint {
+				t.Fatalf("plan %s, hint %s; want no update, come back in %s", p.Action, p.PollAfter(tc.now, 6*time.Hour), tc.hint)
+			}
+		})
+	}
+}
