@@ -183,7 +183,7 @@ func PlanCheck(in CheckInput) CheckPlan {
 	var active *Task
 	if in.Active != nil && in.Active.Task.status.IsActive() {
 		t := in.Active.Task
-		if t.Settle(in.Reported, in.Active.Firmware, in.Active.Rollout, in.Now) {
+		if t.Settle(in.Reported, in.Active.Firmware, in.Active.Rollout, in.Facts, in.Now) {
 			plan.Ended = &t
 		}
 		if t.status.IsActive() {

@@ -91,6 +91,25 @@ func (r Rollout) AdmitsAt(d Device, f DeviceFacts, reported Version, now time.Ti
 	return true, time.Time{}
 }
 
+// inactivity is how much of the time from since (a task's last change) to
+// now counts toward the rollout's task timeout for a device with these
+// facts (stuck-task rule K1): only time after starts_at, inside the
+// window as the device reads it. A device told to wait — not offered the
+// update before the start, "skip" outside the window (DDI) — is not idle
+// while it waits. It stops counting once past the timeout.
+func (r Rollout) inactivity(since, now time.Time, f DeviceFacts) time.Duration {
+	if since.Before(r.startsAt) {
+		since = r.startsAt
+	}
+	switch {
+	case !since.Before(now):
+		return 0
+	case r.window == nil:
+		return now.Sub(since)
+	}
+	return r.window.openBetween(since, now, f, r.taskTimeout)
+}
+
 // offersFrom reports whether the rollout's firmware may be offered to a device
 // running current: an upgrade it accepts (check rule 4), or, for a
 // rollback rollout, any version below current (rollback rule R1: the

@@ -103,22 +103,99 @@ func (w Window) locationFor(f DeviceFacts) *time.Location {
 
 // Open reports whether the window is open at now for a device with these
 // facts, and, when it is not, when it next opens.
+//
+// The window of a local day runs from the first instant the device's clock
+// reads its start to the first instant it then reads its end (see span): on
+// the day the clock springs forward, a start in the skipped hour opens the
+// window when the clock jumps (and a window wholly inside that hour does not
+// open that day); on the day it falls back, a start in the repeated hour
+// opens it at the first reading, and it stays open through the repeat.
 func (w Window) Open(now time.Time, f DeviceFacts) (bool, time.Time) {
 	loc := w.locationFor(f)
-	t := now.In(loc)
-	mins := t.Hour()*60 + t.Minute()
-	var open bool
+	y, m, d := now.In(loc).Date()
+	// The spans of consecutive days follow each other; yesterday's may
+	// still run past midnight, and a day's may be empty (spring forward),
+	// so look a few days on.
+	for k := -1; k <= 3; k++ {
+		s, e := w.span(y, m, d+k, loc)
+		switch {
+		case !s.Before(e):
+			continue
+		case now.Before(s):
+			return false, s.UTC()
+		case now.Before(e):
+			return true, time.Time{}
+		}
+	}
+	// Not reached with real zones (a day has at most one change).
+	return false, time.Date(y, m, d+4, w.start/60, w.start%60, 0, 0, loc).UTC()
+}
+
+// span is the window of local day (y, m, d): from the first instant whose
+// wall clock in loc reads the start on that day, to the first that reads
+// its end on that day or the next (when it crosses midnight). It is empty
+// when both fall in the same skipped hour.
+func (w Window) span(y int, m time.Month, d int, loc *time.Location) (start, end time.Time) {
+	start = firstReading(y, m, d, w.start, loc)
 	if w.start < w.end {
-		open = mins >= w.start && mins < w.end
-	} else {
-		open = mins >= w.start || mins < w.end
+		return start, firstReading(y, m, d, w.end, loc)
 	}
-	if open {
-		return true, time.Time{}
+	return start, firstReading(y, m, d+1, w.end, loc)
+}
+
+// firstReading is the first instant at which a clock in loc reads mins
+// minutes after midnight of day (y, m, d), or later that day: the reading
+// itself; its first occurrence when the clock falls back over it (the
+// hour repeats); the instant the clock jumps over it when it springs
+// forward. time.Date does not say which one it picks in either case.
+func firstReading(y int, m time.Month, d, mins int, loc *time.Location) time.Time {
+	wall := time.Date(y, m, d, mins/60, mins%60, 0, 0, time.UTC) // the reading, as if loc were UTC
+	y, m, d = wall.Date()
+	var first time.Time
+	// The offsets in force a day before and a day after: a zone changes
+	// at most once in between, so the reading is wall less one of them.
+	for _, probe := range []time.Time{wall.Add(-26 * time.Hour), wall.Add(26 * time.Hour)} {
+		_, off := probe.In(loc).Zone()
+		t := wall.Add(-time.Duration(off) * time.Second)
+		lt := t.In(loc)
+		ly, lm, ld := lt.Date()
+		if ly == y && lm == m && ld == d && lt.Hour() == wall.Hour() && lt.Minute() == wall.Minute() && (first.IsZero() || t.Before(first)) {
+			first = t
+		}
 	}
-	next := time.Date(t.Year(), t.Month(), t.Day(), w.start/60, w.start%60, 0, 0, loc)
-	if !next.After(now) {
-		next = time.Date(t.Year(), t.Month(), t.Day()+1, w.start/60, w.start%60, 0, 0, loc)
+	if !first.IsZero() {
+		return first
 	}
-	return false, next.UTC()
+	// Skipped: read with the earlier offset, the reading lands after the
+	// jump, in the period the jump began.
+	_, off := wall.Add(-26 * time.Hour).In(loc).Zone()
+	jumped, _ := wall.Add(-time.Duration(off) * time.Second).In(loc).ZoneBounds()
+	return jumped
+}
+
+// openBetween is how long the window was open for a device with these
+// facts between from and to (from before to), summed over the days' spans
+// (see Open); it stops summing once the sum passes limit, so that a long
+// gap costs no more days than the limit needs.
+func (w Window) openBetween(from, to time.Time, f DeviceFacts, limit time.Duration) time.Duration {
+	loc := w.locationFor(f)
+	y, m, d := from.In(loc).Date()
+	var sum time.Duration
+	// Yesterday's span may still run past midnight into from.
+	for k := -1; sum <= limit; k++ {
+		s, e := w.span(y, m, d+k, loc)
+		if !s.Before(to) {
+			break
+		}
+		if s.Before(from) {
+			s = from
+		}
+		if e.After(to) {
+			e = to
+		}
+		if s.Before(e) {
+			sum += e.Sub(s)
+		}
+	}
+	return sum
 }

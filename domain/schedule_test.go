@@ -157,7 +157,147 @@ func TestSettleCancelsBeforeTimingOut(t *testing.T) {
 	}
 	task := domain.RehydrateTask(domain.TaskRecord{ID: "5c0c6f3e-4a5b-4c53-9d3e-4f1d7f9e0a11", DeviceID: "cam-0001", FirmwareID: idOf("fw-2").String(),
 		RolloutID: rolloutA, Status: domain.TaskPending, Attempt: 1, CreatedAt: t0, UpdatedAt: t0})
-	if !task.Settle(domain.MustParseVersion("1.0.0"), fw, r, t0.Add(48*time.Hour)) || task.Status() != domain.TaskCancelled || task.ErrorCode() != domain.CodeRolloutCancelled {
+	if !task.Settle(domain.MustParseVersion("1.0.0"), fw, r, domain.DeviceFacts{}, t0.Add(48*time.Hour)) || task.Status() != domain.TaskCancelled || task.ErrorCode() != domain.CodeRolloutCancelled {
 		t.Fatalf("got %s %s, want cancelled ROLLOUT_CANCELLED", task.Status(), task.ErrorCode())
+	}
+}
+
+// Schedule rules S2–S3 on the days the clock changes: a window's day runs
+// from the first instant the clock reads its start to the first it then
+// reads its end. Spring forward: a start in the skipped hour opens at the
+// jump, a window wholly inside it does not open that day. Fall back: a
+// start in the repeated hour opens at its first reading and stays open
+// through the repeat. Both Open and the next opening (the come-back hint)
+// follow it, in the window's zone and in the device's.
+func TestWindowOpenAcrossDSTChanges(t *testing.T) {
+	utc := func(mo time.Month, d, h, m int) time.Time { return time.Date(2026, mo, d, h, m, 0, 0, time.UTC) }
+	newYork := domain.DeviceFacts{Attributes: map[string]string{"timezone": "America/New_York"}}
+	// Europe/Berlin 2026: 29 March 01:00 UTC 02:00 CET → 03:00 CEST;
+	// 25 October 01:00 UTC 03:00 CEST → 02:00 CET.
+	// America/New_York 2026: 8 March 07:00 UTC 02:00 EST → 03:00 EDT;
+	// 1 November 06:00 UTC 02:00 EDT → 01:00 EST.
+	tests := []struct {
+		name, daily, zone string
+		facts             domain.DeviceFacts
+		now               time.Time
+		open              bool
+		next              time.Time
+	}{
+		{"Berlin spring, start skipped, opens at the jump", "02:30-04:00", "Europe/Berlin", domain.DeviceFacts{}, utc(3, 29, 0, 0), false, utc(3, 29, 1, 0)},
+		{"Berlin spring, start skipped, open after the jump", "02:30-04:00", "Europe/Berlin", domain.DeviceFacts{}, utc(3, 29, 1, 15), true, time.Time{}},
+		{"Berlin spring, window wholly skipped", "02:00-03:00", "Europe/Berlin", domain.DeviceFacts{}, utc(3, 29, 0, 0), false, utc(3, 30, 0, 0)},
+		{"Berlin spring, inside the skipped hour", "02:15-02:45", "Europe/Berlin", domain.DeviceFacts{}, utc(3, 29, 0, 30), false, utc(3, 30, 0, 15)},
+		{"Berlin spring, end skipped, closes at the jump", "23:00-02:30", "Europe/Berlin", domain.DeviceFacts{}, utc(3, 29, 1, 0), false, utc(3, 29, 21, 0)},
+		{"Berlin spring, end skipped, open before the jump", "23:00-02:30", "Europe/Berlin", domain.DeviceFacts{}, utc(3, 29, 0, 59), true, time.Time{}},
+		{"Berlin fall, start repeated, first reading", "02:30-04:00", "Europe/Berlin", domain.DeviceFacts{}, utc(10, 24, 23, 0), false, utc(10, 25, 0, 30)},
+		{"Berlin fall, open through the repeat", "02:30-04:00", "Europe/Berlin", domain.DeviceFacts{}, utc(10, 25, 1, 10), true, time.Time{}},
+		{"Berlin fall, ended at the first reading of its end", "02:00-02:30", "Europe/Berlin", domain.DeviceFacts{}, utc(10, 25, 1, 15), false, utc(10, 26, 1, 0)},
+		{"New York spring, start skipped, opens at the jump", "02:30-04:00", "", newYork, utc(3, 8, 5, 0), false, utc(3, 8, 7, 0)},
+		{"New York spring, just before the jump", "02:30-04:00", "", newYork, utc(3, 8, 6, 45), false, utc(3, 8, 7, 0)},
+		{"New York fall, start repeated, first reading", "01:30-03:00", "", newYork, utc(11, 1, 4, 0), false, utc(11, 1, 5, 30)},
+		{"New York fall, open through the repeat", "01:30-03:00", "", newYork, utc(11, 1, 6, 10), true, time.Time{}},
+		{"New York fall, closed after its end", "01:30-03:00", "", newYork, utc(11, 1, 8, 0), false, utc(11, 2, 6, 30)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, err := domain.ParseWindow(tt.daily, tt.zone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			open, next := w.Open(tt.now, tt.facts)
+			if open != tt.open || !next.Equal(tt.next) {
+				t.Fatalf("Open(%s) = %v, %s; want %v, %s", tt.now, open, next, tt.open, tt.next)
+			}
+		})
+	}
+}
+
+// Stuck-task rule K1 counts from the task's last change, not its
+// creation: an event resets the clock.
+func TestSettleTimesOutFromTheLastEventNotCreation(t *testing.T) {
+	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
+	hour := time.Hour
+	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Percentage: 100, TaskTimeout: &hour}, t0)
+	for _, tc := range []struct {
+		at       time.Duration // after creation
+		timedOut bool
+	}{{61 * time.Minute, false}, {110 * time.Minute, false}, {111 * time.Minute, true}} {
+		task := domain.RehydrateTask(domain.TaskRecord{ID: "5c0c6f3e-4a5b-4c53-9d3e-4f1d7f9e0a11", DeviceID: "cam-0001", FirmwareID: idOf("fw-2").String(),
+			RolloutID: rolloutA, Status: domain.TaskDownloading, Attempt: 1, CreatedAt: t0, UpdatedAt: t0.Add(50 * time.Minute)})
+		changed := task.Settle(domain.MustParseVersion("1.0.0"), fw, r, domain.DeviceFacts{}, t0.Add(tc.at))
+		if got := changed && task.ErrorCode() == domain.CodeTimedOut; got != tc.timedOut {
+			t.Fatalf("%s after creation, 50m after the last event: timed out %v, want %v", tc.at, got, tc.timedOut)
+		}
+	}
+}
+
+// Stuck-task rule K1 with a schedule: a task's time-out runs only while its
+// rollout offers updates to the device — after starts_at, inside the window
+// read in the device's zone. A device told to wait (DDI "skip" outside the
+// window) is not idle, and must not be failed TIMED_OUT at its next poll.
+func TestSettleTimeOutRunsOnlyWhileTheScheduleIsOpen(t *testing.T) {
+	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
+	d := mustDevice(t, "cam-0001", "cam-x1", "1.0.0")
+	hour := time.Hour
+	day := func(dd, h, m int) time.Time { return time.Date(2026, 1, dd, h, m, 0, 0, time.UTC) }
+	windowed := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Percentage: 100, TaskTimeout: &hour,
+		Window: &domain.WindowSpec{Daily: "02:00-04:00"}}, day(1, 0, 0))
+	later := day(5, 12, 0)
+	starting := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Percentage: 100, TaskTimeout: &hour, StartsAt: &later}, day(1, 0, 0))
+	newYork := domain.DeviceFacts{Attributes: map[string]string{"timezone": "America/New_York"}} // UTC-5 in January
+	tests := []struct {
+		name      string
+		r         domain.Rollout
+		facts     domain.DeviceFacts
+		last, now time.Time
+		timedOut  bool
+	}{
+		{"window closed since: 30m open", windowed, domain.DeviceFacts{}, day(5, 3, 30), day(5, 5, 0), false},
+		{"next window, 50m open in all", windowed, domain.DeviceFacts{}, day(5, 3, 30), day(6, 2, 20), false},
+		{"next window, 61m open in all", windowed, domain.DeviceFacts{}, day(5, 3, 30), day(6, 2, 31), true},
+		{"days later, window closed", windowed, domain.DeviceFacts{}, day(5, 3, 30), day(6, 12, 0), true},
+		{"in the device's zone, 50m open", windowed, newYork, day(5, 8, 30), day(6, 7, 20), false},
+		{"in the device's zone, 65m open", windowed, newYork, day(5, 8, 30), day(6, 7, 35), true},
+		{"before starts_at", starting, domain.DeviceFacts{}, day(5, 9, 0), day(5, 12, 30), false},
+		{"an hour past starts_at", starting, domain.DeviceFacts{}, day(5, 9, 0), day(5, 13, 1), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			task := domain.RehydrateTask(domain.TaskRecord{ID: "5c0c6f3e-4a5b-4c53-9d3e-4f1d7f9e0a11", DeviceID: "cam-0001", FirmwareID: idOf("fw-2").String(),
+				RolloutID: rolloutA, Status: domain.TaskPending, Attempt: 1, CreatedAt: tt.last, UpdatedAt: tt.last})
+			// Through the check, so that the device's facts reach the rule.
+			p := domain.PlanCheck(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"), Facts: tt.facts,
+				Active: &domain.ActiveTask{Task: task, Firmware: fw, Rollout: tt.r}, Now: tt.now})
+			got := p.Ended != nil && p.Ended.ErrorCode() == domain.CodeTimedOut
+			if got != tt.timedOut {
+				t.Fatalf("timed out %v, want %v (plan %s)", got, tt.timedOut, p.Action)
+			}
+		})
+	}
+}
+
+// Schedule rule S3 on the days the clock changes: the come-back hint of a
+// check kept out by the window is the window's real next opening — at the
+// jump when its start is skipped, at the first reading when repeated.
+func TestPlanCheckComeBackHintAcrossDSTChanges(t *testing.T) {
+	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
+	d := mustDevice(t, "cam-0001", "cam-x1", "1.0.0")
+	berlin := domain.DeviceFacts{Attributes: map[string]string{"timezone": "Europe/Berlin"}}
+	for _, tc := range []struct {
+		name string
+		now  time.Time
+		hint time.Duration
+	}{
+		{"spring forward: 02:30 is skipped, opens at 03:00 CEST", time.Date(2026, 3, 29, 0, 0, 0, 0, time.UTC), time.Hour},
+		{"fall back: 02:30 CEST, the first reading", time.Date(2026, 10, 24, 23, 0, 0, 0, time.UTC), 90 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Percentage: 100, Window: &domain.WindowSpec{Daily: "02:30-04:00"}}, tc.now.Add(-time.Hour))
+			p := domain.PlanCheck(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"), Facts: berlin,
+				Offers: []domain.Offer{{Firmware: fw, Rollout: r}}, Now: tc.now})
+			if p.Action != domain.CheckNoUpdate || p.PollAfter(tc.now, 6*time.Hour) != tc.hint {
+				t.Fatalf("plan %s, hint %s; want no update, come back in %s", p.Action, p.PollAfter(tc.now, 6*time.Hour), tc.hint)
+			}
+		})
 	}
 }

@@ -198,9 +198,12 @@ func (t *Task) Succeed(now time.Time) error {
 // (rule 5). A pending task for a version below what the device reports is
 // cancelled as superseded too: handing it out would be a downgrade (unless
 // its rollout is a rollback). An active task without an event for longer
-// than its rollout's task timeout fails as TIMED_OUT (stuck-task rule K1).
-// It reports whether the task changed.
-func (t *Task) Settle(reported Version, fw Firmware, r Rollout, now time.Time) bool {
+// than its rollout's task timeout fails as TIMED_OUT (stuck-task rule K1):
+// counted from the task's last change, and only while the rollout offered
+// updates to the device (Rollout.inactivity: after starts_at, inside the
+// window in the device's zone) — a device waiting as it was told is not
+// idle. It reports whether the task changed.
+func (t *Task) Settle(reported Version, fw Firmware, r Rollout, facts DeviceFacts, now time.Time) bool {
 	if !t.status.IsActive() {
 		return false
 	}
@@ -221,7 +224,7 @@ func (t *Task) Settle(reported Version, fw Firmware, r Rollout, now time.Time) b
 	}
 	// Last: a pending task the service withdraws is cancelled, which is
 	// not an attempt; only a task nobody withdrew can be stuck.
-	if r.taskTimeout > 0 && now.Sub(t.updatedAt) > r.taskTimeout {
+	if r.taskTimeout > 0 && r.inactivity(t.updatedAt, now, facts) > r.taskTimeout {
 		t.status = TaskFailed
 		t.errorCode = CodeTimedOut
 		t.errorMessage = "no event for longer than the rollout's task timeout (" + r.taskTimeout.String() + ")"

@@ -209,7 +209,7 @@ func TestTaskSettle(t *testing.T) {
 			}
 			task := taskIn(tt.status, 30)
 			before := task.Record()
-			changed := task.Settle(reported, fw, r, t1)
+			changed := task.Settle(reported, fw, r, domain.DeviceFacts{}, t1)
 			if changed != tt.changed {
 				t.Fatalf("Settle changed = %v, want %v (task %+v)", changed, tt.changed, task.Record())
 			}
@@ -519,7 +519,7 @@ func TestSettleCancelsAPendingDowngrade(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		task.Settle(domain.MustParseVersion(tc.reported), fw, r, t0)
+		task.Settle(domain.MustParseVersion(tc.reported), fw, r, domain.DeviceFacts{}, t0)
 		if task.Status() != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, task.Status(), tc.want)
 		}

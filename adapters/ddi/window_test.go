@@ -119,3 +119,43 @@ func TestMaintenanceWindow(t *testing.T) {
 		t.Fatalf("config.polling.sleep %v a minute before the window, want 00:01:00", sleep)
 	}
 }
+
+// Stuck-task rule K1 with a window: an agent told "skip" outside the
+// window waits as it was told, which is no inactivity. Its next poll, and
+// the next window until the timeout's worth of open time has passed, hand
+// back the same action rather than fail it TIMED_OUT; after that, a
+// second attempt is made.
+func TestSkippedActionIsNotTimedOutWhileTheWindowIsClosed(t *testing.T) {
+	clock := &setClock{now: time.Date(2026, 1, 5, 3, 30, 0, 0, time.UTC)}
+	h := newHarnessAt(t, clock)
+	fw := h.admin(http.MethodPost, "/firmwares", map[string]any{
+		"model": model, "version": "1.1.0", "url": "http://files.example/images/cam-1.1.0.swu",
+		"size_bytes": 123456, "sha256": strings.Repeat("a", 64), "sha1": strings.Repeat("b", 40), "mandatory": true,
+	}, http.StatusCreated)
+	h.admin(http.MethodPost, "/rollouts", map[string]any{
+		"firmware_id": fw["id"], "percentage": 100, "task_timeout_seconds": 3600,
+		"window": map[string]any{"daily": "02:00-04:00", "time_zone": "UTC"},
+	}, http.StatusCreated)
+	tok := h.register("dev-k", "1.0.0")
+	action := actionOf(t, h.poll("dev-k", tok)["deploymentBase"], "deploymentBase")
+
+	// 05:00: 1.5 h without feedback, 30 min of it in the window.
+	clock.set(time.Date(2026, 1, 5, 5, 0, 0, 0, time.UTC))
+	if got := h.poll("dev-k", tok)["deploymentBase"]; got == "" || actionOf(t, got, "deploymentBase") != action {
+		t.Fatalf("outside the window the poll offers %q, want action %d kept", got, action)
+	}
+	if dep := h.deployment("dev-k", tok, action); dep["update"] != "skip" {
+		t.Fatalf("outside the window: update=%v, want skip", dep["update"])
+	}
+	// 02:20 the next day: 50 min of open window time.
+	clock.set(time.Date(2026, 1, 6, 2, 20, 0, 0, time.UTC))
+	if got := h.poll("dev-k", tok)["deploymentBase"]; got == "" || actionOf(t, got, "deploymentBase") != action {
+		t.Fatalf("in the next window the poll offers %q, want action %d kept", got, action)
+	}
+	// 02:31: 61 min of open window time without feedback: timed out, and
+	// a second attempt in the open window.
+	clock.set(time.Date(2026, 1, 6, 2, 31, 0, 0, time.UTC))
+	if got := actionOf(t, h.poll("dev-k", tok)["deploymentBase"], "deploymentBase"); got == action {
+		t.Fatalf("past the timeout of open window time the poll still offers action %d", action)
+	}
+}
