@@ -66,8 +66,35 @@ func TestUsageAndVersion(t *testing.T) {
 	if code := run(context.Background(), []string{"serve"}, getenv, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "OTA_ADMIN_TOKEN") {
 		t.Fatalf("serve without a token: exit %d, %q", code, stderr.String())
 	}
-	if code := run(context.Background(), []string{"migrate", "sideways"}, getenv, &stdout, &stderr); code != 1 {
-		t.Fatalf("bad migrate command: exit %d", code)
+}
+
+// A command line that cannot be understood exits 2, as docs/CONFIGURATION.md
+// says, with the usage on stderr — before any connection is tried (the
+// environment here names no database, so a connection would fail with 1).
+func TestUsageErrorsExitTwo(t *testing.T) {
+	getenv := func(string) string { return "" }
+	for _, args := range [][]string{
+		{"migrate"}, {"migrate", "sideways"}, {"migrate", "up", "down"}, {"bogus"},
+		{"serve", "--bogus"}, {"partitions", "--drop-before", "soon"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), args, getenv, &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), "usage") {
+			t.Errorf("otad %s: exit %d, stderr %q; want 2 with the usage", strings.Join(args, " "), code, stderr.String())
+		}
+	}
+}
+
+// migrate's help says what each subcommand does, not only their names.
+func TestMigrateHelpExplainsSubcommands(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"migrate", "--help"}, func(string) string { return "" }, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, w := range []string{"up ", "apply every pending migration", "down ", "roll back", "status ", "applied or pending"} {
+		if !strings.Contains(stdout.String(), w) {
+			t.Errorf("migrate --help lacks %q:\n%s", w, stdout.String())
+		}
 	}
 }
 
