@@ -204,13 +204,21 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	b := currentBuild()
 	logger.Info("otad starting", "version", b.Version, "commit", b.Commit, "store", string(cfg.Store), "addr", cfg.HTTPAddr)
 
+	// The port first: "address already in use" is said before anything
+	// connects or migrates. Serve closes it; so does this, on a failure
+	// before serving (a second Close is harmless).
+	ln, err := bootstrap.Listen(cfg.HTTPAddr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	if cfg.Store == bootstrap.StoreMemory {
 		logger.Warn("OTA_STORE=memory: single process, nothing is kept after it stops")
 		app, err := initMemoryApp(cfg, logger)
 		if err != nil {
 			return err
 		}
-		return app.Run(ctx)
+		return app.Serve(ctx, ln)
 	}
 
 	if *createDB {
@@ -242,7 +250,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("%w (OTA_DATABASE_URL); %s", err, memoryHint)
 	}
 	defer cleanup()
-	return app.Run(ctx)
+	return app.Serve(ctx, ln)
 }
 
 // databaseName is the database part of a Postgres URL (never its password).

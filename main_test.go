@@ -54,6 +54,30 @@ func TestServeWithoutPostgresSaysSoInOneLine(t *testing.T) {
 	}
 }
 
+// A port already taken is said first, naming OTA_HTTP_ADDR, before the
+// service connects or migrates: here the database is unreachable too, and
+// it is the port that is reported.
+func TestServeOnATakenPortSaysSoFirst(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	env := map[string]string{
+		"OTA_ADMIN_TOKEN":  "0123456789abcdef",
+		"OTA_DATABASE_URL": "postgres://postgres@" + deadPort(t) + "/ota?sslmode=disable",
+		"OTA_HTTP_ADDR":    taken.Addr().String(),
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"serve", "--create-db"}, func(k string) string { return env[k] }, &stdout, &stderr)
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	out := lines[len(lines)-1]
+	if code != 1 || !strings.Contains(out, "address already in use") || !strings.Contains(out, "OTA_HTTP_ADDR") ||
+		strings.Contains(stderr.String(), "OTA_DATABASE_URL") {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+}
+
 func TestUsageAndVersion(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	getenv := func(string) string { return "" }
