@@ -3,8 +3,13 @@
 //
 //	otad serve [--no-migrate] [--create-db]
 //	otad migrate up|down|status
+//	otad partitions [--ahead N] [--drop-before YYYY-MM]
 //	otad healthcheck [--url URL]
 //	otad version
+//	otad help
+//
+// A command line that cannot be understood (no command, an unknown one, a
+// bad flag or subcommand) exits 2; a command that fails exits 1.
 package main
 
 import (
@@ -199,13 +204,21 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	b := currentBuild()
 	logger.Info("otad starting", "version", b.Version, "commit", b.Commit, "store", string(cfg.Store), "addr", cfg.HTTPAddr)
 
+	// The port first: "address already in use" is said before anything
+	// connects or migrates. Serve closes it; so does this, on a failure
+	// before serving (a second Close is harmless).
+	ln, err := bootstrap.Listen(cfg.HTTPAddr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	if cfg.Store == bootstrap.StoreMemory {
 		logger.Warn("OTA_STORE=memory: single process, nothing is kept after it stops")
 		app, err := initMemoryApp(cfg, logger)
 		if err != nil {
 			return err
 		}
-		return app.Run(ctx)
+		return app.Serve(ctx, ln)
 	}
 
 	if *createDB {
@@ -237,7 +250,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("%w (OTA_DATABASE_URL); %s", err, memoryHint)
 	}
 	defer cleanup()
-	return app.Run(ctx)
+	return app.Serve(ctx, ln)
 }
 
 // databaseName is the database part of a Postgres URL (never its password).
@@ -248,13 +261,25 @@ func databaseName(raw string) string {
 	return raw[strings.LastIndexByte(raw, '/')+1:]
 }
 
+// migrateSynopsis is migrate's usage: its subcommands, and what each does.
+const migrateSynopsis = `otad migrate up|down|status   (the database is OTA_DATABASE_URL's)
+  up      apply every pending migration (otad serve does this at start)
+  down    roll back the most recent migration
+  status  list every migration as applied or pending`
+
 func migrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	if err := parseFlags(fs, "otad migrate up|down|status   (the database is OTA_DATABASE_URL's)", args, stdout, stderr); err != nil {
+	if err := parseFlags(fs, migrateSynopsis, args, stdout, stderr); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return errors.New("usage: otad migrate up|down|status")
+	if fs.NArg() != 1 || !bootstrap.IsMigrateCommand(fs.Arg(0)) {
+		if fs.NArg() == 0 {
+			fmt.Fprintln(stderr, "otad: migrate needs a subcommand")
+		} else {
+			fmt.Fprintf(stderr, "otad: migrate: unknown subcommand %q\n", strings.Join(fs.Args(), " "))
+		}
+		fmt.Fprintf(stderr, "usage: %s\n", migrateSynopsis)
+		return errUsage
 	}
 	cfg, err := bootstrap.LoadConfig(getenv, false)
 	if err != nil {

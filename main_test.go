@@ -54,6 +54,30 @@ func TestServeWithoutPostgresSaysSoInOneLine(t *testing.T) {
 	}
 }
 
+// A port already taken is said first, naming OTA_HTTP_ADDR, before the
+// service connects or migrates: here the database is unreachable too, and
+// it is the port that is reported.
+func TestServeOnATakenPortSaysSoFirst(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	env := map[string]string{
+		"OTA_ADMIN_TOKEN":  "0123456789abcdef",
+		"OTA_DATABASE_URL": "postgres://postgres@" + deadPort(t) + "/ota?sslmode=disable",
+		"OTA_HTTP_ADDR":    taken.Addr().String(),
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"serve", "--create-db"}, func(k string) string { return env[k] }, &stdout, &stderr)
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	out := lines[len(lines)-1]
+	if code != 1 || !strings.Contains(out, "address already in use") || !strings.Contains(out, "OTA_HTTP_ADDR") ||
+		strings.Contains(stderr.String(), "OTA_DATABASE_URL") {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+}
+
 func TestUsageAndVersion(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	getenv := func(string) string { return "" }
@@ -66,8 +90,35 @@ func TestUsageAndVersion(t *testing.T) {
 	if code := run(context.Background(), []string{"serve"}, getenv, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "OTA_ADMIN_TOKEN") {
 		t.Fatalf("serve without a token: exit %d, %q", code, stderr.String())
 	}
-	if code := run(context.Background(), []string{"migrate", "sideways"}, getenv, &stdout, &stderr); code != 1 {
-		t.Fatalf("bad migrate command: exit %d", code)
+}
+
+// A command line that cannot be understood exits 2, as docs/CONFIGURATION.md
+// says, with the usage on stderr — before any connection is tried (the
+// environment here names no database, so a connection would fail with 1).
+func TestUsageErrorsExitTwo(t *testing.T) {
+	getenv := func(string) string { return "" }
+	for _, args := range [][]string{
+		{"migrate"}, {"migrate", "sideways"}, {"migrate", "up", "down"}, {"bogus"},
+		{"serve", "--bogus"}, {"partitions", "--drop-before", "soon"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), args, getenv, &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), "usage") {
+			t.Errorf("otad %s: exit %d, stderr %q; want 2 with the usage", strings.Join(args, " "), code, stderr.String())
+		}
+	}
+}
+
+// migrate's help says what each subcommand does, not only their names.
+func TestMigrateHelpExplainsSubcommands(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"migrate", "--help"}, func(string) string { return "" }, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, w := range []string{"up ", "apply every pending migration", "down ", "roll back", "status ", "applied or pending"} {
+		if !strings.Contains(stdout.String(), w) {
+			t.Errorf("migrate --help lacks %q:\n%s", w, stdout.String())
+		}
 	}
 }
 

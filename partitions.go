@@ -19,14 +19,16 @@ func partitions(ctx context.Context, args []string, getenv func(string) string, 
 	fs := flag.NewFlagSet("partitions", flag.ContinueOnError)
 	ahead := fs.Int("ahead", bootstrap.DefaultPartitionsAhead, "months of partitions to keep created beyond the current one")
 	dropBefore := fs.String("drop-before", "", "drop the events of tasks created before this month (YYYY-MM)")
-	if err := parseFlags(fs, "otad partitions [--ahead N] [--drop-before YYYY-MM]   (the database is OTA_DATABASE_URL's)", args, stdout, stderr); err != nil {
+	const synopsis = "otad partitions [--ahead N] [--drop-before YYYY-MM]   (the database is OTA_DATABASE_URL's)"
+	if err := parseFlags(fs, synopsis, args, stdout, stderr); err != nil {
 		return err
 	}
 	var before time.Time
 	if *dropBefore != "" {
 		var err error
 		if before, err = time.Parse("2006-01", *dropBefore); err != nil {
-			return fmt.Errorf("partitions: --drop-before %q is not a month such as 2026-01", *dropBefore)
+			fmt.Fprintf(stderr, "otad: partitions: --drop-before %q is not a month such as 2026-01\nusage: %s\n", *dropBefore, synopsis)
+			return errUsage
 		}
 	}
 	cfg, err := bootstrap.LoadConfig(getenv, false)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"syscall"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -44,11 +45,26 @@ func (a *App) Handler() http.Handler { return a.server }
 // drains in-flight requests (up to ShutdownGrace) and runs the shutdown
 // hooks. The caller closes clients afterwards (wire's cleanup).
 func (a *App) Run(ctx context.Context) error {
-	ln, err := net.Listen("tcp", a.addr)
+	ln, err := Listen(a.addr)
 	if err != nil {
-		return fmt.Errorf("listening on %s (OTA_HTTP_ADDR): %w", a.addr, err)
+		return err
 	}
 	return a.Serve(ctx, ln)
+}
+
+// Listen opens the HTTP listener on addr (OTA_HTTP_ADDR). otad serve opens
+// it before it connects or migrates, so that a port already taken is the
+// first thing an operator hears about, with the variable that moves it.
+func Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		hint := ""
+		if errors.Is(err, syscall.EADDRINUSE) {
+			hint = "; another process (another otad?) is listening there: stop it, or set OTA_HTTP_ADDR to a free address such as :8081"
+		}
+		return nil, fmt.Errorf("listening on %s (OTA_HTTP_ADDR): %w%s", addr, err, hint)
+	}
+	return ln, nil
 }
 
 // Serve is Run on a listener the caller opened.

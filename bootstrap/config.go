@@ -184,17 +184,22 @@ func LoadConfig(getenv func(string) string, requireAdminToken bool) (Config, err
 		}
 		return v
 	}
+	// A count is a whole number: "1.5" is refused, not truncated to 1.
+	whole := func(name, def string, min, max int) int {
+		raw := get(name, def)
+		v, err := strconv.Atoi(raw)
+		if err != nil || v < min || v > max {
+			bad(name, "%q must be a whole number from %d to %d", raw, min, max)
+			return 0
+		}
+		return v
+	}
 	cfg.DeviceRate = number("OTA_DEVICE_RATE_LIMIT", "5", 0, 1e6)
-	cfg.DeviceBurst = int(number("OTA_DEVICE_RATE_BURST", "20", 1, 1e6))
-	cfg.LockMajority = int32(number("OTA_LOCK_MAJORITY", "1", 1, 5))
+	cfg.DeviceBurst = whole("OTA_DEVICE_RATE_BURST", "20", 1, 1e6)
+	cfg.LockMajority = int32(whole("OTA_LOCK_MAJORITY", "1", 1, 5))
 	loadMenderConfig(&cfg, get, getenv, bad, duration)
 	loadDDIConfig(&cfg, get, getenv, bad)
-	rawConns := get("OTA_DB_MAX_CONNS", strconv.Itoa(int(DefaultDBMaxConns)))
-	if n, err := strconv.Atoi(rawConns); err != nil || n < 1 || DBMaxConns(n) > maxDBMaxConns {
-		bad("OTA_DB_MAX_CONNS", "%q must be a whole number from 1 to %d", rawConns, maxDBMaxConns)
-	} else {
-		cfg.DBMaxConns = DBMaxConns(n)
-	}
+	cfg.DBMaxConns = DBMaxConns(whole("OTA_DB_MAX_CONNS", strconv.Itoa(int(DefaultDBMaxConns)), 1, int(maxDBMaxConns)))
 	cfg.LastSeenResolution = LastSeenResolution(duration("OTA_LAST_SEEN_RESOLUTION",
 		time.Duration(DefaultLastSeenResolution).String(), 0, time.Duration(maxLastSeenResolution)))
 	cfg.DatabaseReadURL = strings.TrimSpace(getenv("OTA_DATABASE_READ_URL"))

@@ -71,7 +71,8 @@ func MenderConfigFrom(cfg Config, logger *slog.Logger) (application.MenderConfig
 			return application.MenderConfig{}, err
 		}
 		logger.Warn("OTA_MENDER_TOKEN_SECRET is not set: Mender session tokens are signed with a random per-process secret; " +
-			"they do not survive a restart and are not accepted by other replicas (devices authenticate again)")
+			"they do not survive a restart and are not accepted by other replicas (devices authenticate again). " +
+			"Harmless for one process in development; set it on every replica in production")
 	}
 	return application.MenderConfig{IDKey: cfg.Mender.IDKey, AcceptPending: cfg.Mender.AcceptPending,
 		TokenTTL: cfg.Mender.TokenTTL, Secret: secret}, nil

@@ -22,6 +22,17 @@ const (
 	MigrateStatus = "status"
 )
 
+// IsMigrateCommand reports whether command is one Migrate runs, so that a
+// command line naming another is refused as a usage error before any
+// connection is made.
+func IsMigrateCommand(command string) bool {
+	switch command {
+	case MigrateUp, MigrateDown, MigrateStatus:
+		return true
+	}
+	return false
+}
+
 // Migrate runs one migration command against db: "up" applies every pending
 // migration, "down" rolls back the most recent one, "status" lists each
 // migration as applied or pending. It writes one human-readable line per
@@ -33,9 +44,7 @@ const (
 // same DDL. Only the embedded migrations are used (goose's global registry is
 // off), so nothing registered elsewhere in the process can sneak in.
 func Migrate(ctx context.Context, db *sql.DB, command string, out io.Writer) error {
-	switch command {
-	case MigrateUp, MigrateDown, MigrateStatus:
-	default:
+	if !IsMigrateCommand(command) {
 		return fmt.Errorf("unknown migrate command %q: want %s, %s or %s", command, MigrateUp, MigrateDown, MigrateStatus)
 	}
 	if db == nil {
