@@ -11,15 +11,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/google/uuid"
 
+	httpadapter "github.com/ai-device/ota/adapters/http"
 	"github.com/ai-device/ota/adapters/mender"
 	"github.com/ai-device/ota/bootstrap"
 	"github.com/ai-device/ota/tests/testenv"
@@ -228,6 +232,146 @@ func TestAnswersAreNotSniffedAndTokensAreNotStored(t *testing.T) {
 				if got := a.header.Get("Cache-Control"); got != "no-store" {
 					t.Errorf("%s (%d): Cache-Control %q, want no-store", name, a.status, got)
 				}
+			}
+		})
+	}
+}
+
+// probe is a body carrying an unknown field, and that field's path.
+type probe struct {
+	body  any
+	field string
+}
+
+// unknownFieldProbes are bodies for schema with an unknown field at the
+// top level and inside every object property (and every array of objects)
+// the schema documents, however deep.
+func unknownFieldProbes(schema *openapi3.Schema, prefix string) []probe {
+	const unknown = "zz_not_a_field"
+	out := []probe{{body: map[string]any{unknown: true}, field: prefix + unknown}}
+	for _, name := range slices.Sorted(maps.Keys(schema.Properties)) {
+		p := schema.Properties[name].Value
+		switch {
+		case p.Type.Is("object") && len(p.Properties) > 0:
+			for _, in := range unknownFieldProbes(p, prefix+name+".") {
+				out = append(out, probe{body: map[string]any{name: in.body}, field: in.field})
+			}
+		case p.Type.Is("array") && p.Items != nil && p.Items.Value.Type.Is("object") && len(p.Items.Value.Properties) > 0:
+			for _, in := range unknownFieldProbes(p.Items.Value, prefix+name+".") {
+				out = append(out, probe{body: map[string]any{name: []any{in.body}}, field: in.field})
+			}
+		}
+	}
+	return out
+}
+
+// edgeState is what the admin API shows of everything stored, to show
+// that a refused request wrote nothing.
+func edgeState(t *testing.T, h http.Handler) string {
+	t.Helper()
+	var b strings.Builder
+	for _, path := range []string{"/api/v1/admin/devices?limit=500", "/api/v1/admin/firmwares", "/api/v1/admin/rollouts",
+		"/api/v1/admin/tasks?limit=500", "/api/v1/admin/devices/pending", "/api/v1/admin/fleet"} {
+		a := call(t, h, http.MethodGet, path, edgeAdminToken, nil)
+		if a.status != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, a.status, a.body)
+		}
+		fmt.Fprintf(&b, "%s %s\n", path, a.body)
+	}
+	return b.String()
+}
+
+// Every operator body the OpenAPI document describes refuses a field it
+// does not have — at the top level, in nested objects and in arrays of
+// objects — with 400 VALIDATION_FAILED naming the field by its path, and
+// writes nothing. A typo in a rollout's policy was silently dropped: the
+// rollout then covered the whole model, ran in UTC or used the default
+// gate. Device bodies stay lenient: an agent's extra field is ignored.
+func TestOperatorBodiesRefuseUnknownFields(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromData(httpadapter.OpenAPISpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, app := range edgeApps(t) {
+		t.Run(app.name, func(t *testing.T) {
+			h := app.h
+			dev := "strict-" + uuid.NewString()[:8]
+			reg := call(t, h, http.MethodPost, "/api/v1/admin/devices", edgeAdminToken,
+				mustJSON(t, map[string]any{"device_id": dev, "model": "cam-x1", "current_version": "1.0.0"}))
+			if reg.status != http.StatusCreated {
+				t.Fatalf("register: %d %s", reg.status, reg.body)
+			}
+			devToken := reg.json(t)["token"].(string)
+			fw := call(t, h, http.MethodPost, "/api/v1/admin/firmwares", edgeAdminToken, mustJSON(t, map[string]any{
+				"model": "cam-x1", "version": "1.1.0", "url": "https://files.example/fw.bin", "size_bytes": 10, "sha256": strings.Repeat("a", 64)}))
+			if fw.status != http.StatusCreated {
+				t.Fatalf("publish: %d %s", fw.status, fw.body)
+			}
+			fwID := fw.json(t)["id"].(string)
+			before := edgeState(t, h)
+
+			probed := 0
+			for _, path := range doc.Paths.InMatchingOrder() {
+				for method, op := range doc.Paths.Value(path).Operations() {
+					if !slices.Contains(op.Tags, "admin") || op.RequestBody == nil {
+						continue
+					}
+					media := op.RequestBody.Value.Content.Get("application/json")
+					if media == nil {
+						continue
+					}
+					url := strings.NewReplacer("{device_id}", dev, "{id}", uuid.NewString(), "{task_id}", uuid.NewString()).Replace(path)
+					probed++
+					for _, p := range unknownFieldProbes(media.Schema.Value, "") {
+						a := call(t, h, method, url, edgeAdminToken, mustJSON(t, p.body))
+						if a.status != http.StatusBadRequest || a.errorCode() != "VALIDATION_FAILED" ||
+							!strings.HasPrefix(a.errorMessage(), p.field+":") {
+							t.Errorf("%s %s %s: %d %s, want 400 VALIDATION_FAILED naming %s",
+								op.OperationID, method, mustJSON(t, p.body), a.status, a.body, p.field)
+						}
+					}
+				}
+			}
+			if probed < 10 {
+				t.Fatalf("only %d operator operations with a JSON body in the document", probed)
+			}
+
+			// The typos of the issue, in bodies otherwise valid.
+			rollout := func(extra map[string]any) []byte {
+				m := map[string]any{"firmware_id": fwID, "percentage": 10}
+				maps.Copy(m, extra)
+				return mustJSON(t, m)
+			}
+			typos := []struct {
+				body  []byte
+				field string
+			}{
+				{rollout(map[string]any{"selector": map[string]any{"tag_all": []string{"lab"}}}), "selector.tag_all"},
+				{rollout(map[string]any{"window": map[string]any{"daily": "02:00-04:00", "timezone": "Europe/Paris"}}), "window.timezone"},
+				{rollout(map[string]any{"stages": []any{map[string]any{"percentage": 10, "min_finish": 5}}}), "stages.min_finish"},
+				{rollout(map[string]any{"Percentage": 20}), "Percentage"},
+			}
+			for _, c := range typos {
+				a := call(t, h, http.MethodPost, "/api/v1/admin/rollouts", edgeAdminToken, c.body)
+				if a.status != http.StatusBadRequest || a.errorCode() != "VALIDATION_FAILED" || !strings.HasPrefix(a.errorMessage(), c.field+":") {
+					t.Errorf("%s: %d %s, want 400 VALIDATION_FAILED naming %s", c.body, a.status, a.body, c.field)
+				}
+			}
+			if after := edgeState(t, h); after != before {
+				t.Fatalf("refused requests changed what is stored:\nbefore %s\nafter  %s", before, after)
+			}
+
+			// The same bodies without the typo are accepted.
+			if a := call(t, h, http.MethodPost, "/api/v1/admin/rollouts", edgeAdminToken, rollout(map[string]any{
+				"selector": map[string]any{"tags_all": []string{"lab"}},
+				"window":   map[string]any{"daily": "02:00-04:00", "time_zone": "Europe/Paris"},
+			})); a.status != http.StatusCreated {
+				t.Fatalf("the rollout without typos: %d %s", a.status, a.body)
+			}
+			// A device's extra field is ignored.
+			if a := call(t, h, http.MethodPost, "/api/v1/devices/"+dev+"/ota/check", devToken, mustJSON(t, map[string]any{
+				"model": "cam-x1", "current_version": "1.0.0", "agent_build": "2031.1"})); a.status != http.StatusOK {
+				t.Fatalf("a check with an extra field: %d %s", a.status, a.body)
 			}
 		})
 	}

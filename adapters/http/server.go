@@ -166,7 +166,7 @@ func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService
 	s.add(e, http.MethodGet, "/metrics", s.serveMetrics)
 	s.add(e, http.MethodGet, "/openapi.yaml", serveOpenAPI)
 
-	adminMW := []echo.MiddlewareFunc{s.adminAuth}
+	adminMW := []echo.MiddlewareFunc{s.adminAuth, knownFieldsOnly}
 	a := APIPrefix + "/admin"
 	s.add(e, http.MethodPost, a+"/devices", s.registerDevice, adminMW...)
 	s.add(e, http.MethodPost, a+"/devices/:device_id/token", s.rotateDeviceToken, adminMW...)
