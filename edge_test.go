@@ -376,3 +376,39 @@ func TestOperatorBodiesRefuseUnknownFields(t *testing.T) {
 		})
 	}
 }
+
+// A selector's versions given as "" (or only separators) is refused, not
+// read as "every version": an operator narrowing a rollout must not reach
+// the whole model by a blank. Absent or null still means no range.
+func TestBlankVersionRangeIsRefused(t *testing.T) {
+	for _, app := range edgeApps(t) {
+		t.Run(app.name, func(t *testing.T) {
+			h := app.h
+			fw := call(t, h, http.MethodPost, "/api/v1/admin/firmwares", edgeAdminToken, mustJSON(t, map[string]any{
+				"model": "cam-x2", "version": "1.1.0", "url": "https://files.example/fw.bin", "size_bytes": 10, "sha256": strings.Repeat("a", 64)}))
+			if fw.status != http.StatusCreated {
+				t.Fatalf("publish: %d %s", fw.status, fw.body)
+			}
+			fwID := fw.json(t)["id"].(string)
+			before := edgeState(t, h)
+			for _, versions := range []string{"", " ", ",", " , "} {
+				a := call(t, h, http.MethodPost, "/api/v1/admin/rollouts", edgeAdminToken, mustJSON(t, map[string]any{
+					"firmware_id": fwID, "percentage": 10, "selector": map[string]any{"tags_all": []string{"lab"}, "versions": versions}}))
+				if a.status != http.StatusBadRequest || a.errorCode() != "VALIDATION_FAILED" || !strings.HasPrefix(a.errorMessage(), "selector.versions:") {
+					t.Errorf("versions %q: %d %s, want 400 VALIDATION_FAILED naming selector.versions", versions, a.status, a.body)
+				}
+			}
+			if after := edgeState(t, h); after != before {
+				t.Fatalf("refused requests changed what is stored:\nbefore %s\nafter  %s", before, after)
+			}
+			a := call(t, h, http.MethodPost, "/api/v1/admin/rollouts", edgeAdminToken, mustJSON(t, map[string]any{
+				"firmware_id": fwID, "percentage": 10, "selector": map[string]any{"tags_all": []string{"lab"}, "versions": nil}}))
+			if a.status != http.StatusCreated {
+				t.Fatalf("versions null: %d %s", a.status, a.body)
+			}
+			if sel := a.json(t)["selector"].(map[string]any); sel["versions"] != nil {
+				t.Fatalf("versions null stored as %v", sel["versions"])
+			}
+		})
+	}
+}
