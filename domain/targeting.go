@@ -69,12 +69,18 @@ type VersionRange struct {
 	terms []versionTerm
 }
 
-// ParseVersionRange reads a constraint; "" is the zero range.
+// ParseVersionRange reads a constraint; "" (no range given) is the zero
+// range. A range given holds at least one comparison: " " or "," would
+// otherwise read as "every version", turning a narrowing the operator
+// meant into the whole fleet.
 func ParseVersionRange(field, s string) (VersionRange, error) {
 	if len(s) > MaxVersionRangeLen {
 		return VersionRange{}, invalid(field, "must be at most %d characters", MaxVersionRangeLen)
 	}
 	fields := strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == ',' || r == '\t' })
+	if s != "" && len(fields) == 0 {
+		return VersionRange{}, invalid(field, "holds no comparison: give one such as >=1.2.0, or no range to select every version")
+	}
 	if len(fields) > maxVersionTerms {
 		return VersionRange{}, invalid(field, "at most %d comparisons", maxVersionTerms)
 	}

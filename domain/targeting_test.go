@@ -21,6 +21,9 @@ func TestParseVersionRange(t *testing.T) {
 		{in: "1.2.3", canon: "=1.2.3", in_: []string{"1.2.3", "1.2.3+x"}, ex: []string{"1.2.4"}},
 		{in: "=1.2.3", canon: "=1.2.3", in_: []string{"1.2.3"}, ex: []string{"1.2.2"}},
 		{in: "!=1.2.3", canon: "!=1.2.3", in_: []string{"1.2.4"}, ex: []string{"1.2.3"}},
+		{in: " ", bad: true}, // given, but no comparison: not "every version"
+		{in: ",", bad: true},
+		{in: " ,\t", bad: true},
 		{in: ">=1.2", bad: true},
 		{in: "~1.2.0", bad: true},
 		{in: ">= 1.2.0", bad: true}, // the operator and the version are one word

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
@@ -77,6 +80,28 @@ func isJSON(contentType string) bool {
 	return true
 }
 
+// ctxKnownFieldsOnly marks a request whose body may hold only the fields
+// its route reads (set by knownFieldsOnly).
+const ctxKnownFieldsOnly = "ota.known_fields_only"
+
+// knownFieldsOnly makes the route refuse unknown body fields. Every
+// operator route has it: an operator's typo ("tag_all" for "tags_all")
+// silently dropped would change what the call does — a rollout meant for
+// the lab would cover the whole model. Device routes do not: devices in
+// the field run older and newer agents, and an extra field they send must
+// not cut them off from updates.
+func knownFieldsOnly(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Set(ctxKnownFieldsOnly, true)
+		return next(c)
+	}
+}
+
+func strictBody(c echo.Context) bool {
+	strict, _ := c.Get(ctxKnownFieldsOnly).(bool)
+	return strict
+}
+
 // decodeBody reads and decodes a required JSON object into dst, a struct of
 // pointer fields (nil = absent). See decodeJSON for the error mapping.
 func (s *server) decodeBody(c echo.Context, dst any) error {
@@ -87,19 +112,20 @@ func (s *server) decodeBody(c echo.Context, dst any) error {
 	if body == nil {
 		return malformed("request body is required")
 	}
-	return decodeJSON(body, dst)
+	return decodeJSON(body, dst, strictBody(c))
 }
 
 // acceptEmptyBody is for calls that take no fields (token rotation,
 // revocation): an empty body is fine, and a present one must still be a
-// well-formed JSON object of the right media type, whose fields are ignored.
+// well-formed JSON object of the right media type — an empty one on an
+// operator route, whose fields are otherwise ignored.
 func (s *server) acceptEmptyBody(c echo.Context) error {
 	body, err := s.readBody(c)
 	if err != nil || body == nil {
 		return err
 	}
 	var ignored struct{}
-	return decodeJSON(body, &ignored)
+	return decodeJSON(body, &ignored, strictBody(c))
 }
 
 // decodeJSON decodes one JSON object into dst:
@@ -109,8 +135,17 @@ func (s *server) acceptEmptyBody(c echo.Context) error {
 //   - a syntax error, trailing data, or a value that is not an object is
 //     MALFORMED_JSON;
 //   - a field of the wrong JSON type is VALIDATION_FAILED naming the field;
-//   - unknown fields are ignored, so older servers accept newer clients.
-func decodeJSON(body []byte, dst any) error {
+//   - with strict, a field dst does not have, at any depth, is
+//     VALIDATION_FAILED naming it (KnownFieldsOnly); without, unknown
+//     fields are ignored, so older servers accept newer devices.
+func decodeJSON(body []byte, dst any, strict bool) error {
+	if err := decodeJSONValue(body, dst); err != nil || !strict {
+		return err
+	}
+	return KnownFieldsOnly(body, dst)
+}
+
+func decodeJSONValue(body []byte, dst any) error {
 	if !utf8.Valid(body) || hasLoneSurrogate(body) {
 		return &domain.ValidationError{Reason: "request body must be valid UTF-8"}
 	}
@@ -148,6 +183,128 @@ func decodeJSON(body []byte, dst any) error {
 		return malformed("request body must hold a single JSON object")
 	}
 	return nil
+}
+
+// maxFieldNameShown bounds an unknown field's name in an error message.
+const maxFieldNameShown = 64
+
+// KnownFieldsOnly refuses a field of the JSON object body that dst (a
+// pointer to the struct body decodes into) does not have, in nested objects
+// and in objects inside arrays too, with VALIDATION_FAILED naming it by its
+// path ("selector.tag_all", "stages.min_finish"). Names match exactly, as
+// documented: encoding/json would also take "Percentage" for "percentage".
+// It judges names only: a body that is not an object, or a value of another
+// type, is left to the decoder. Every operator body goes through it (the
+// edge's routes, and other adapters' operator routes, which call it).
+func KnownFieldsOnly(body []byte, dst any) error {
+	if f := unknownField(body, reflect.TypeOf(dst), ""); f != "" {
+		return &domain.ValidationError{Field: f, Reason: "is not a field of this request (see /openapi.yaml)"}
+	}
+	return nil
+}
+
+// unknownField returns the path of the first unknown field of raw for type
+// t ("" when none): the object's own names first, in sorted order, then
+// inside its fields.
+func unknownField(raw []byte, t reflect.Type, prefix string) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return ""
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return ""
+		}
+		fields := jsonFields(t)
+		keys := slices.Sorted(maps.Keys(obj))
+		for _, k := range keys {
+			if _, ok := fields[k]; !ok {
+				return prefix + shortName(k)
+			}
+		}
+		for _, k := range keys {
+			if f := unknownField(obj[k], fields[k], prefix+k+"."); f != "" {
+				return f
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) != nil {
+			return ""
+		}
+		for _, it := range items {
+			if f := unknownField(it, t.Elem(), prefix); f != "" {
+				return f
+			}
+		}
+	case reflect.Map:
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return ""
+		}
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
+			if f := unknownField(obj[k], t.Elem(), prefix+k+"."); f != "" {
+				return f
+			}
+		}
+	}
+	return ""
+}
+
+// shortName bounds a caller's field name for the error message.
+func shortName(k string) string {
+	if utf8.RuneCountInString(k) <= maxFieldNameShown {
+		return k
+	}
+	return string([]rune(k)[:maxFieldNameShown]) + "…"
+}
+
+var jsonFieldCache sync.Map // reflect.Type → map[string]reflect.Type
+
+// jsonFields maps the JSON names of a struct's fields to their types, as
+// encoding/json names them (the tag's name, else the Go name; "-" is
+// none; an embedded struct's fields are the outer struct's).
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	if f, ok := jsonFieldCache.Load(t); ok {
+		return f.(map[string]reflect.Type)
+	}
+	fields := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		tag := sf.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		ft := sf.Type
+		if sf.Anonymous && name == "" {
+			et := ft
+			if et.Kind() == reflect.Pointer {
+				et = et.Elem()
+			}
+			if et.Kind() == reflect.Struct {
+				for k, v := range jsonFields(et) {
+					if _, shadowed := fields[k]; !shadowed {
+						fields[k] = v
+					}
+				}
+				continue
+			}
+		}
+		if !sf.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = sf.Name
+		}
+		fields[name] = ft
+	}
+	jsonFieldCache.Store(t, fields)
+	return fields
 }
 
 // jsonKind names the JSON type a Go field expects, in the caller's terms.

@@ -90,7 +90,7 @@ func (s *server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 		req := c.Request()
 		route := s.routeLabel(c)
 		status := c.Response().Status
-		s.obs.ObserveRequest(req.Method, route, status, d)
+		s.obs.ObserveRequest(methodLabel(req.Method), route, status, d)
 		level := slog.LevelInfo
 		if status >= http.StatusInternalServerError {
 			level = slog.LevelWarn
@@ -119,6 +119,43 @@ func (s *server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		s.logger.LogAttrs(req.Context(), level, "http request", attrs...)
 		return nil
+	}
+}
+
+// knownMethods are the request methods a metric names as they are.
+var knownMethods = map[string]string{
+	http.MethodGet: http.MethodGet, http.MethodHead: http.MethodHead, http.MethodPost: http.MethodPost,
+	http.MethodPut: http.MethodPut, http.MethodPatch: http.MethodPatch, http.MethodDelete: http.MethodDelete,
+	http.MethodConnect: http.MethodConnect, http.MethodOptions: http.MethodOptions, http.MethodTrace: http.MethodTrace,
+}
+
+// OtherMethod is the method label of every request whose method is not
+// one of HTTP's nine (RFC 9110 and PATCH).
+const OtherMethod = "other"
+
+// methodLabel is the bounded method name of a request for metrics. Any
+// token is a valid method on the wire, so a caller sending made-up methods
+// would otherwise add a label set per method to /metrics, without limit.
+func methodLabel(m string) string {
+	if known, ok := knownMethods[m]; ok {
+		return known
+	}
+	return OtherMethod
+}
+
+// answerHeaders sets, before anything can answer, the headers every
+// answer carries: X-Content-Type-Options: nosniff, so that a browser never
+// reads a JSON body (which may echo a caller's text) as HTML or script,
+// and Cache-Control: no-store, so that no browser or proxy keeps an
+// answer — several carry tokens (a device's registration and token
+// rotation, Mender's auth answers), the rest are live state. A handler
+// that means to be cached (a console asset) sets its own Cache-Control.
+func answerHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set(echo.HeaderXContentTypeOptions, "nosniff")
+		h.Set(echo.HeaderCacheControl, "no-store")
+		return next(c)
 	}
 }
 

@@ -84,9 +84,10 @@ func (c Config) withDefaults() Config {
 
 // RequestObserver receives one observation per HTTP request, for the
 // request duration histogram. route is Echo's route template (such as
-// "/api/v1/devices/:device_id/ota/check"), never the raw URL, so that the
-// metric's label set stays bounded; requests that match no route are
-// reported as UnmatchedRoute.
+// "/api/v1/devices/:device_id/ota/check"), never the raw URL, and method
+// is one of HTTP's nine methods or OtherMethod, so that the metric's label
+// set stays bounded; requests that match no route are reported as
+// UnmatchedRoute.
 type RequestObserver interface {
 	ObserveRequest(method, route string, code int, d time.Duration)
 }
@@ -155,16 +156,17 @@ func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService
 	e.HTTPErrorHandler = s.handleError
 	// Outermost first: the request id must exist before anything can fail,
 	// the access log must see the final status, and a panic must become an
-	// error the access log and error handler can report.
+	// error the access log and error handler can report. The answer
+	// headers are set before any handler or error can answer.
 	e.Pre(rawPathRouting)
-	e.Use(s.requestID, s.accessLog, recoverPanics)
+	e.Use(s.requestID, answerHeaders, s.accessLog, recoverPanics)
 
 	s.add(e, http.MethodGet, "/healthz", s.healthz)
 	s.add(e, http.MethodGet, "/readyz", s.readyz)
 	s.add(e, http.MethodGet, "/metrics", s.serveMetrics)
 	s.add(e, http.MethodGet, "/openapi.yaml", serveOpenAPI)
 
-	adminMW := []echo.MiddlewareFunc{s.adminAuth}
+	adminMW := []echo.MiddlewareFunc{s.adminAuth, knownFieldsOnly}
 	a := APIPrefix + "/admin"
 	s.add(e, http.MethodPost, a+"/devices", s.registerDevice, adminMW...)
 	s.add(e, http.MethodPost, a+"/devices/:device_id/token", s.rotateDeviceToken, adminMW...)

@@ -62,6 +62,13 @@ func seconds(field string, p *int64) (*time.Duration, error) {
 // policySpec adds the issue 12 fields of a start-rollout body to spec.
 func (b startRolloutBody) policySpec(spec *domain.RolloutSpec) error {
 	if b.Selector != nil {
+		if v := b.Selector.Versions; v != nil && *v == "" {
+			// Absent or null means no range; an empty string is not a
+			// range the domain could tell from no range, so it is refused
+			// here rather than read as "every version".
+			return &domain.ValidationError{Field: "selector.versions",
+				Reason: "is empty: give a range such as >=1.2.0, or leave it out to select every version"}
+		}
 		spec.Selector = domain.SelectorSpec{TagsAll: b.Selector.TagsAll, TagsAny: b.Selector.TagsAny,
 			Attributes: b.Selector.Attributes, Versions: deref(b.Selector.Versions)}
 	}

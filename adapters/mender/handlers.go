@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	httpadapter "github.com/ai-device/ota/adapters/http"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -251,6 +252,9 @@ func (a *Adapter) accept(c echo.Context) error {
 		if err := decodeBytes(body, &b, `{"model"?}`); err != nil {
 			return err
 		}
+		if err := httpadapter.KnownFieldsOnly(body, &b); err != nil {
+			return err // an operator's body, refused whole for a typo
+		}
 	}
 	model := ""
 	if b.Model != nil {
@@ -314,6 +318,9 @@ func (a *Adapter) setKey(c echo.Context) error {
 	}
 	if err := decodeBytes(body, &b, `{"public_key"}`); err != nil {
 		return err
+	}
+	if err := httpadapter.KnownFieldsOnly(body, &b); err != nil {
+		return err // an operator's body, refused whole for a typo
 	}
 	if b.PublicKey == nil {
 		return &domain.ValidationError{Field: "public_key", Reason: "is required"}
