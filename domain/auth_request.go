@@ -70,7 +70,7 @@ func NewAuthRequest(id UUID, deviceID DeviceID, identity string, key DeviceKey, 
 
 // RehydrateAuthRequest rebuilds a stored request; only adapters call it.
 func RehydrateAuthRequest(id, deviceID, identity, keyPEM, deviceType string, status AuthRequestStatus, createdAt, updatedAt time.Time) (AuthRequest, error) {
-	k, err := ParseDeviceKey("pubkey", keyPEM)
+	k, err := parseDeviceKey("pubkey", keyPEM, 0)
 	if err != nil {
 		return AuthRequest{}, err
 	}

@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -341,4 +342,27 @@ func TestNewAuthRequestRefusesTheZeroID(t *testing.T) {
 	k, _ := domain.ParseDeviceKey("pubkey", keysOfEachType(t)["rsa"].pem)
 	_, err := domain.NewAuthRequest(domain.UUID{}, asDeviceID("dev-1"), `{"device_id":"dev-1"}`, k, "", t0)
 	wantValidation(t, err, "id")
+}
+
+// rsaKeyOfBits is the PKIX PEM of an RSA public key whose modulus has
+// exactly bits bits (not a usable key pair: only its size matters here).
+func rsaKeyOfBits(t *testing.T, bits int) string {
+	t.Helper()
+	n := new(big.Int).Lsh(big.NewInt(1), uint(bits-1))
+	n.Add(n, big.NewInt(1))
+	return pkixPEM(t, &rsa.PublicKey{N: n, E: 65537})
+}
+
+func TestParseDeviceKeyRefusesRSAKeysAbove4096Bits(t *testing.T) {
+	for _, bits := range []int{4097, 8192, 16384} {
+		_, err := domain.ParseDeviceKey("pubkey", rsaKeyOfBits(t, bits))
+		wantValidation(t, err, "pubkey")
+	}
+	if _, err := domain.ParseDeviceKey("pubkey", rsaKeyOfBits(t, 4096)); err != nil {
+		t.Fatalf("a 4096-bit key: %v", err)
+	}
+	// A key stored before the bound existed still loads.
+	if _, err := domain.RehydrateDeviceAdmission("dev-1", rsaKeyOfBits(t, 8192), 1, t0); err != nil {
+		t.Fatalf("a stored 8192-bit key: %v", err)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"io"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -885,5 +886,33 @@ func TestRotatedKeyRevokesTokensAtTheNextCall(t *testing.T) {
 	}
 	if s := h.status(fresh, d.ID, "installing"); s != http.StatusNoContent {
 		t.Fatalf("status with the new key's token: %d", s)
+	}
+}
+
+// TestRSAKeysAbove4096BitsAreRefusedEverywhere: preauthorization, a key
+// set on a registered device and an auth request all refuse an RSA key of
+// more than 4096 bits as VALIDATION_FAILED, before any signature work.
+func TestRSAKeysAbove4096BitsAreRefusedEverywhere(t *testing.T) {
+	h := newHarness(t, true)
+	n := new(big.Int).Lsh(big.NewInt(1), 8191)
+	big8192 := pemOf(t, &rsa.PublicKey{N: n.Add(n, big.NewInt(1)), E: 65537})
+	wantInvalid := func(what string, r response) {
+		t.Helper()
+		if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "VALIDATION_FAILED") {
+			t.Fatalf("%s with an 8192-bit key: %d %s, want 400 VALIDATION_FAILED", what, r.status, r.body)
+		}
+	}
+	wantInvalid("preauthorization", h.admin(http.MethodPost, "/devices", map[string]any{"device_id": "dev-1", "model": model, "public_key": big8192}, http.StatusBadRequest))
+	h.admin(http.MethodGet, "/devices/dev-1", nil, http.StatusNotFound)
+	h.admin(http.MethodPost, "/devices", map[string]any{"device_id": "dev-2", "model": model}, http.StatusCreated)
+	wantInvalid("PUT public_key", h.admin(http.MethodPut, "/devices/dev-2/public_key", map[string]any{"public_key": big8192}, http.StatusBadRequest))
+	body := authBody(t, map[string]string{"device_id": "dev-3"}, big8192)
+	wantInvalid("an auth request", h.do(http.MethodPost, mender.AuthPath, map[string]string{"X-MEN-Signature": "c2ln"}, string(body), true))
+	var list struct {
+		Items []mender.PendingView `json:"items"`
+	}
+	_ = json.Unmarshal(h.admin(http.MethodGet, "/devices/pending", nil, http.StatusOK).body, &list)
+	if len(list.Items) != 0 {
+		t.Fatalf("an 8192-bit key was recorded: %+v", list.Items)
 	}
 }
