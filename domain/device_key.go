@@ -181,6 +181,15 @@ func (a DeviceAdmission) Admits(presented DeviceKey, body []byte, signatureB64 s
 	return a.key.Equal(presented) && a.key.Verify(body, signatureB64)
 }
 
+// RevokeSessions ends every session token issued so far without changing
+// the key: tokens of the old generation are no longer honoured
+// (SessionClaims.Current), and the device authenticates again with its
+// key. Operators revoke them when they replace a device's credentials.
+func (a *DeviceAdmission) RevokeSessions(now time.Time) {
+	a.generation++
+	a.updatedAt = stamp(now)
+}
+
 // RotateKey replaces the key; tokens of the old generation are no longer
 // issued or honoured (SessionClaims.Current).
 func (a *DeviceAdmission) RotateKey(key DeviceKey, now time.Time) {

@@ -916,3 +916,29 @@ func TestRSAKeysAbove4096BitsAreRefusedEverywhere(t *testing.T) {
 		t.Fatalf("an 8192-bit key was recorded: %+v", list.Items)
 	}
 }
+
+// TestRotatingTheDeviceTokenEndsItsMenderSessions: POST
+// /admin/devices/{id}/token replaces the device's credentials, so its
+// unexpired session tokens are refused at the next call; its key still
+// authenticates it again.
+func TestRotatingTheDeviceTokenEndsItsMenderSessions(t *testing.T) {
+	h := newHarness(t, false)
+	k := newKey(t, "ecdsa")
+	h.register("dev-1", k)
+	old := h.token("dev-1", k)
+	if r := h.do(http.MethodPut, mender.InventoryPath, bearer(old), `[]`, true); r.status != http.StatusOK {
+		t.Fatalf("inventory before rotation: %d %s", r.status, r.body)
+	}
+	h.admin(http.MethodPost, "/devices/dev-1/token", nil, http.StatusOK)
+	if r := h.do(http.MethodPut, mender.InventoryPath, bearer(old), `[]`, true); r.status != http.StatusUnauthorized {
+		t.Fatalf("a session token issued before the token rotation: %d, want 401", r.status)
+	}
+	fresh := h.token("dev-1", k)
+	if r := h.do(http.MethodPut, mender.InventoryPath, bearer(fresh), `[]`, true); r.status != http.StatusOK {
+		t.Fatalf("a session got after the rotation: %d %s", r.status, r.body)
+	}
+	// A device without a key rotates as before.
+	h.admin(http.MethodPost, "/devices", map[string]any{"device_id": "dev-2", "model": model}, http.StatusCreated)
+	h.admin(http.MethodPost, "/devices/dev-2/token", nil, http.StatusOK)
+	h.admin(http.MethodPost, "/devices/ghost/token", nil, http.StatusNotFound)
+}

@@ -34,6 +34,11 @@ func RunMenderStores(t *testing.T, newRepos func(t *testing.T) MenderRepos) {
 		r := newRepos(t)
 		admissionsContract(t, newRepoSuite(r.Repos), r)
 	})
+	t.Run("RevokedSessionsMoveTheGenerationOnWithTheSameKey", func(t *testing.T) {
+		t.Parallel()
+		r := newRepos(t)
+		revokeSessionsContract(t, newRepoSuite(r.Repos), r)
+	})
 	t.Run("AuthRequests", func(t *testing.T) {
 		t.Parallel()
 		r := newRepos(t)
@@ -125,6 +130,35 @@ func admissionsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 		return a, nil
 	}); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("admit an unknown device: %v", err)
+	}
+}
+
+// revokeSessionsContract: Admit storing the same key with its sessions
+// revoked moves the stored generation on (a token rotation ends the
+// device's Mender sessions), and keeps the key.
+func revokeSessionsContract(t *testing.T, s *repoSuite, r MenderRepos) {
+	ctx := t.Context()
+	d, err := domain.NewDevice(asDeviceID(repoName("dev")), repoName("m"), "", s.hash(t), s.at(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := newDeviceKey(t)
+	a, _ := domain.NewDeviceAdmission(d.ID(), k, s.at(1))
+	if err := r.Admissions.CreateDevice(ctx, d, a); err != nil {
+		t.Fatal(err)
+	}
+	for want := int64(2); want <= 3; want++ {
+		got, err := r.Admissions.Admit(ctx, d.ID(), func(cur *domain.DeviceAdmission) (domain.DeviceAdmission, error) {
+			next := *cur
+			next.RevokeSessions(s.at(2))
+			return next, nil
+		})
+		if err != nil || got.Generation() != want || !got.Key().Equal(k) {
+			t.Fatalf("revoked: %v gen=%d, want %d with the same key", err, got.Generation(), want)
+		}
+		if gen, err := r.Admissions.Generation(ctx, d.ID()); err != nil || gen != want {
+			t.Fatalf("stored generation after revocation: %d, %v, want %d", gen, err, want)
+		}
 	}
 }
 
