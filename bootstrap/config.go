@@ -187,7 +187,7 @@ func LoadConfig(getenv func(string) string, requireAdminToken bool) (Config, err
 	cfg.DeviceRate = number("OTA_DEVICE_RATE_LIMIT", "5", 0, 1e6)
 	cfg.DeviceBurst = int(number("OTA_DEVICE_RATE_BURST", "20", 1, 1e6))
 	cfg.LockMajority = int32(number("OTA_LOCK_MAJORITY", "1", 1, 5))
-	loadMenderConfig(&cfg, get, getenv, bad, duration)
+	loadMenderConfig(&cfg, get, getenv, bad, duration, number)
 	loadDDIConfig(&cfg, get, getenv, bad)
 	rawConns := get("OTA_DB_MAX_CONNS", strconv.Itoa(int(DefaultDBMaxConns)))
 	if n, err := strconv.Atoi(rawConns); err != nil || n < 1 || DBMaxConns(n) > maxDBMaxConns {
