@@ -38,3 +38,27 @@ func TestMenderConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestMenderAuthRequestSettings: the auth request age and the per-address
+// budget have sane defaults, are read, and refuse what is out of range.
+func TestMenderAuthRequestSettings(t *testing.T) {
+	cfg, err := bootstrap.LoadConfig(env(map[string]string{"OTA_ADMIN_TOKEN": "0123456789abcdef"}), true)
+	if m := cfg.Mender; err != nil || m.RequestTTL != 7*24*time.Hour || m.AuthRate != 2 || m.AuthBurst != 50 {
+		t.Fatalf("defaults: %v %+v", err, m)
+	}
+	cfg, err = bootstrap.LoadConfig(env(map[string]string{"OTA_ADMIN_TOKEN": "0123456789abcdef",
+		"OTA_MENDER_AUTH_REQUEST_TTL": "24h", "OTA_MENDER_AUTH_RATE_LIMIT": "0", "OTA_MENDER_AUTH_RATE_BURST": "5"}), true)
+	if m := cfg.Mender; err != nil || m.RequestTTL != 24*time.Hour || m.AuthRate != 0 || m.AuthBurst != 5 {
+		t.Fatalf("settings: %v %+v", err, m)
+	}
+	for name, value := range map[string]string{
+		"OTA_MENDER_AUTH_REQUEST_TTL": "1m",
+		"OTA_MENDER_AUTH_RATE_LIMIT":  "-1",
+		"OTA_MENDER_AUTH_RATE_BURST":  "0",
+	} {
+		_, err := bootstrap.LoadConfig(env(map[string]string{"OTA_ADMIN_TOKEN": "0123456789abcdef", name: value}), true)
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=%q: %v, want an error naming the variable", name, value, err)
+		}
+	}
+}
