@@ -1,11 +1,16 @@
 package bootstrap_test
 
 import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ai-device/ota/bootstrap"
+	"github.com/ai-device/ota/domain"
 )
 
 func TestMenderConfig(t *testing.T) {
@@ -60,5 +65,25 @@ func TestMenderAuthRequestSettings(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s=%q: %v, want an error naming the variable", name, value, err)
 		}
+	}
+}
+
+// TestMenderQueueFullIsCountedAndLogged: every dropped auth request is
+// counted on /metrics; the log says so once a minute, not once a request.
+func TestMenderQueueFullIsCountedAndLogged(t *testing.T) {
+	m := bootstrap.NewMetrics()
+	var logs bytes.Buffer
+	o := bootstrap.MenderQueueObserverFrom(m, slog.New(slog.NewTextHandler(&logs, nil)))
+	id, _ := domain.ParseDeviceID("dev-1")
+	for i := 0; i < 3; i++ {
+		o.AuthQueueFull(id, 10000)
+	}
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if !strings.Contains(rec.Body.String(), "ota_mender_auth_requests_dropped_total 3") {
+		t.Fatalf("metric: %s", rec.Body.String())
+	}
+	if n := strings.Count(logs.String(), "pending queue is full"); n != 1 {
+		t.Fatalf("%d log lines for 3 dropped requests in a minute, want 1:\n%s", n, logs.String())
 	}
 }
