@@ -754,6 +754,21 @@ func TestAdminRoutesMatchOpenAPI(t *testing.T) {
 	_ = json.Unmarshal(h.admin(http.MethodGet, "/devices/pending", nil, http.StatusOK).body, &list)
 	check(http.MethodPost, "/devices/pending/"+list.Items[0].ID+"/reject", "",
 		h.admin(http.MethodPost, "/devices/pending/"+list.Items[0].ID+"/reject", nil, http.StatusOK))
+	check(http.MethodDelete, "/devices/pending/"+list.Items[0].ID, "",
+		h.admin(http.MethodDelete, "/devices/pending/"+list.Items[0].ID, nil, http.StatusNoContent))
+	// A request for a registered device is flagged; accepting it needs
+	// replace_key.
+	k4 := newKey(t, "ed25519")
+	h.auth("dev-new", k4, k4, true)
+	r = h.admin(http.MethodGet, "/devices/pending", nil, http.StatusOK)
+	check(http.MethodGet, "/devices/pending", "", r)
+	_ = json.Unmarshal(r.body, &list)
+	if len(list.Items) != 1 || list.Items[0].Registered == nil {
+		t.Fatalf("flagged request: %+v", list.Items)
+	}
+	check(http.MethodPost, "/devices/pending/"+list.Items[0].ID+"/accept", `{"replace_key":true}`,
+		h.admin(http.MethodPost, "/devices/pending/"+list.Items[0].ID+"/accept", map[string]any{"replace_key": true}, http.StatusOK))
+	k = k4
 
 	h.release("2.0.0", "release-2")
 	tok := h.token("dev-new", k)
