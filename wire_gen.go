@@ -121,19 +121,21 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	authRequestRepository := postgres.NewAuthRequestRepository(db)
 	artifactCatalogRepository := postgres.NewArtifactCatalogRepository(db)
 	taskLogRepository := postgres.NewTaskLogRepository(db)
+	authQueueObserver := bootstrap.MenderQueueObserverFrom(metrics, logger)
 	menderPorts := application.MenderPorts{
-		Devices:    devices,
-		Repo:       writeBehindDevices,
-		Rollouts:   cachedRollouts,
-		Tasks:      taskRepository,
-		Attributes: attributeRepository,
-		Admissions: admissionRepository,
-		Requests:   authRequestRepository,
-		Catalog:    artifactCatalogRepository,
-		Logs:       taskLogRepository,
-		Clock:      clock,
-		IDs:        uuiDs,
-		Metrics:    metrics,
+		Devices:       devices,
+		Repo:          writeBehindDevices,
+		Rollouts:      cachedRollouts,
+		Tasks:         taskRepository,
+		Attributes:    attributeRepository,
+		Admissions:    admissionRepository,
+		Requests:      authRequestRepository,
+		Catalog:       artifactCatalogRepository,
+		Logs:          taskLogRepository,
+		Clock:         clock,
+		IDs:           uuiDs,
+		Metrics:       metrics,
+		QueueObserver: authQueueObserver,
 	}
 	menderConfig, err := bootstrap.MenderConfigFrom(cfg, logger)
 	if err != nil {
@@ -281,19 +283,21 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	authRequests := memory.NewAuthRequests(store)
 	artifactCatalog := memory.NewArtifactCatalog(store)
 	taskLogs := memory.NewTaskLogs(store)
+	authQueueObserver := bootstrap.MenderQueueObserverFrom(metrics, logger)
 	menderPorts := application.MenderPorts{
-		Devices:    applicationDevices,
-		Repo:       devices,
-		Rollouts:   rollouts,
-		Tasks:      tasks,
-		Attributes: attributes,
-		Admissions: admissions,
-		Requests:   authRequests,
-		Catalog:    artifactCatalog,
-		Logs:       taskLogs,
-		Clock:      clock,
-		IDs:        uuiDs,
-		Metrics:    metrics,
+		Devices:       applicationDevices,
+		Repo:          devices,
+		Rollouts:      rollouts,
+		Tasks:         tasks,
+		Attributes:    attributes,
+		Admissions:    admissions,
+		Requests:      authRequests,
+		Catalog:       artifactCatalog,
+		Logs:          taskLogs,
+		Clock:         clock,
+		IDs:           uuiDs,
+		Metrics:       metrics,
+		QueueObserver: authQueueObserver,
 	}
 	menderConfig, err := bootstrap.MenderConfigFrom(cfg, logger)
 	if err != nil {

@@ -58,3 +58,27 @@ func (s *KeyedAdmin) RegisterDevice(ctx context.Context, req ports.RegisterDevic
 	}
 	return ports.DeviceCredentials{Device: dev, Token: token}, nil
 }
+
+// RotateDeviceToken issues the device a new token and ends its Mender
+// sessions (domain.DeviceAdmission.RevokeSessions): replacing a device's
+// credentials must lock out whoever holds the old ones, whichever protocol
+// they speak. The sessions end first, so a failure never leaves a new
+// token nobody was shown; a device without a key has none to end.
+func (s *KeyedAdmin) RotateDeviceToken(ctx context.Context, deviceID domain.DeviceID) (ports.DeviceCredentials, error) {
+	now := s.clock.Now()
+	_, err := s.admissions.Admit(ctx, deviceID, func(cur *domain.DeviceAdmission) (domain.DeviceAdmission, error) {
+		if cur == nil {
+			return domain.DeviceAdmission{}, errNoAdmission
+		}
+		next := *cur
+		next.RevokeSessions(now)
+		return next, nil
+	})
+	if err != nil && !errors.Is(err, errNoAdmission) {
+		return ports.DeviceCredentials{}, fmt.Errorf("ending the device's sessions: %w", err)
+	}
+	return s.AdminService.RotateDeviceToken(ctx, deviceID)
+}
+
+// errNoAdmission stops an Admit that has nothing to change.
+var errNoAdmission = errors.New("the device has no key")

@@ -26,15 +26,28 @@ type MenderConfig struct {
 	TokenTTL time.Duration
 	// Secret signs session tokens (OTA_MENDER_TOKEN_SECRET).
 	Secret domain.SessionSecret
+	// RequestTTL is how long an auth request is kept after its last change
+	// (OTA_MENDER_AUTH_REQUEST_TTL, default domain.DefaultAuthRequestTTL).
+	RequestTTL time.Duration
+	// MaxPending bounds the pending auth requests (default
+	// MaxPendingAuthRequests).
+	MaxPending int
+	// AuthLimiter is the budget of authentication requests per source
+	// address (OTA_MENDER_AUTH_RATE_LIMIT, OTA_MENDER_AUTH_RATE_BURST),
+	// spent before any parsing or signature work; nil is unlimited.
+	AuthLimiter ports.RateLimiter
 }
 
 // DefaultMenderTokenTTL bounds how long a revoked device keeps working on
 // a token it already holds; devices authenticate again on their own.
 const DefaultMenderTokenTTL = time.Hour
 
-// MaxPendingAuthRequests bounds the requests unadmitted devices can make
-// the service store (anyone can send one; each needs a valid signature by
-// the key it presents, which proves nothing about the sender).
+// MaxPendingAuthRequests bounds the pending requests unadmitted devices
+// can make the service store (anyone can send one; each needs a valid
+// signature by the key it presents, which proves nothing about the
+// sender). Requests expire (MenderConfig.RequestTTL), operators delete
+// them, and each source address has a budget (MenderConfig.AuthLimiter),
+// so a flood cannot keep a real device off the list for good.
 const MaxPendingAuthRequests = 10000
 
 // MenderPorts are the ports the Mender use cases run on. Every field is
@@ -53,6 +66,9 @@ type MenderPorts struct {
 	Clock      ports.Clock
 	IDs        ports.IDGenerator
 	Metrics    ports.Metrics
+	// QueueObserver hears of requests dropped because the pending queue
+	// is full.
+	QueueObserver ports.AuthQueueObserver
 }
 
 // Mender implements ports.MenderService and ports.AdmissionService:
@@ -73,7 +89,7 @@ var (
 // NewMender builds the Mender use cases.
 func NewMender(p MenderPorts, cfg MenderConfig) (*Mender, error) {
 	if p.Devices == nil || p.Repo == nil || p.Rollouts == nil || p.Tasks == nil || p.Attributes == nil || p.Admissions == nil ||
-		p.Requests == nil || p.Catalog == nil || p.Logs == nil || p.Clock == nil || p.IDs == nil || p.Metrics == nil {
+		p.Requests == nil || p.Catalog == nil || p.Logs == nil || p.Clock == nil || p.IDs == nil || p.Metrics == nil || p.QueueObserver == nil {
 		return nil, errors.New("application: every Mender dependency is required")
 	}
 	if cfg.IDKey == "" || len(cfg.Secret) < domain.MinSessionSecretLen {
@@ -81,6 +97,15 @@ func NewMender(p MenderPorts, cfg MenderConfig) (*Mender, error) {
 	}
 	if cfg.TokenTTL <= 0 {
 		cfg.TokenTTL = DefaultMenderTokenTTL
+	}
+	if cfg.RequestTTL <= 0 {
+		cfg.RequestTTL = domain.DefaultAuthRequestTTL
+	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = MaxPendingAuthRequests
+	}
+	if cfg.AuthLimiter == nil {
+		cfg.AuthLimiter = ports.Unlimited{}
 	}
 	return &Mender{p: p, cfg: cfg}, nil
 }
@@ -96,8 +121,13 @@ type authBody struct {
 // answers an admitted device (its registered key presented and verified)
 // with a fresh session token. Anything else is domain.ErrUnauthorized; a
 // request signed by the key it presents is recorded as pending when
-// operators accept pending devices.
+// operators accept pending devices. Each source address has a budget of
+// requests (anyone may send them, and each costs a signature check):
+// over it, ports.RateLimitedError.
 func (s *Mender) Authenticate(ctx context.Context, req ports.MenderAuth) (string, error) {
+	if ok, wait := s.cfg.AuthLimiter.Allow(req.Source); !ok {
+		return "", &ports.RateLimitedError{Wait: wait}
+	}
 	var b authBody
 	if err := json.Unmarshal(req.Body, &b); err != nil {
 		return "", &domain.ValidationError{Field: "body", Reason: "must be Mender's authentication request: {id_data, pubkey, tenant_token}"}
@@ -170,20 +200,22 @@ func (s *Mender) issue(adm domain.DeviceAdmission) (string, error) {
 	return tok, nil
 }
 
+// recordPending records the device's request with key, once: the same key
+// again changes nothing (a rejected key stays rejected until its request
+// expires), another key is another request. Expired requests go first, and
+// a new one is stored only while there is room (domain.PendingRoom).
 func (s *Mender) recordPending(ctx context.Context, deviceID domain.DeviceID, idData string, key domain.DeviceKey, deviceType string) error {
 	now := s.p.Clock.Now()
-	return s.p.Requests.Upsert(ctx, deviceID, func(cur *domain.AuthRequest) (*domain.AuthRequest, error) {
+	if err := s.deleteExpired(ctx, now); err != nil {
+		return err
+	}
+	full := -1
+	err := s.p.Requests.Ask(ctx, deviceID, key, func(cur *domain.AuthRequest, pending int) (*domain.AuthRequest, error) {
 		if cur != nil {
-			if !cur.Asked(idData, key, deviceType, now) {
-				return nil, nil
-			}
-			return cur, nil
+			return nil, nil
 		}
-		n, err := s.p.Requests.Count(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("counting auth requests: %w", err)
-		}
-		if n >= MaxPendingAuthRequests {
+		if !domain.PendingRoom(pending, s.cfg.MaxPending) {
+			full = pending
 			return nil, nil
 		}
 		r, err := domain.NewAuthRequest(s.p.IDs.NewID(), deviceID, idData, key, deviceType, now)
@@ -192,6 +224,22 @@ func (s *Mender) recordPending(ctx context.Context, deviceID domain.DeviceID, id
 		}
 		return &r, nil
 	})
+	if err != nil {
+		return fmt.Errorf("recording auth request: %w", err)
+	}
+	if full >= 0 {
+		s.p.QueueObserver.AuthQueueFull(deviceID, full)
+	}
+	return nil
+}
+
+// deleteExpired deletes the requests expired at now
+// (domain.AuthRequest.ExpiredBy).
+func (s *Mender) deleteExpired(ctx context.Context, now time.Time) error {
+	if _, err := s.p.Requests.DeleteExpired(ctx, domain.AuthRequestCutoff(now, s.cfg.RequestTTL)); err != nil {
+		return fmt.Errorf("deleting expired auth requests: %w", err)
+	}
+	return nil
 }
 
 // Session verifies a session token's signature and expiry without the
@@ -414,24 +462,51 @@ func (s *Mender) Inventory(ctx context.Context, deviceID domain.DeviceID, items 
 	return nil
 }
 
-// Pending lists the devices waiting for an operator, oldest first.
-func (s *Mender) Pending(ctx context.Context) ([]domain.AuthRequest, error) {
-	return s.p.Requests.List(ctx, domain.AuthRequestPending, MaxPendingAuthRequests)
+// Pending lists the devices waiting for an operator, oldest first, each
+// flagged when the device it names is registered already
+// (domain.AuthRequest.ConflictWith). Expired requests are deleted first.
+func (s *Mender) Pending(ctx context.Context) ([]ports.PendingRequest, error) {
+	if err := s.deleteExpired(ctx, s.p.Clock.Now()); err != nil {
+		return nil, err
+	}
+	rs, err := s.p.Requests.List(ctx, domain.AuthRequestPending, s.cfg.MaxPending)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]domain.DeviceID, 0, len(rs))
+	for _, r := range rs {
+		ids = append(ids, r.DeviceID())
+	}
+	known, err := s.p.Admissions.Registered(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("loading registered devices: %w", err)
+	}
+	out := make([]ports.PendingRequest, 0, len(rs))
+	for _, r := range rs {
+		k := known[r.DeviceID()]
+		out = append(out, ports.PendingRequest{Request: r, Conflict: r.ConflictWith(k.Model, k.Admission)})
+	}
+	return out, nil
 }
 
-// Accept admits the request's device with the key it presented. A device
-// not registered yet is registered with model (or its device type); a
-// registered one keeps its model and has its key replaced (its tokens'
-// generation moves on).
-func (s *Mender) Accept(ctx context.Context, requestID domain.UUID, model string) (domain.Device, error) {
+// Accept admits the request's device with exactly the key the request
+// names (a request's key never changes). A device not registered yet is
+// registered with the model (or its device type); a registered one keeps
+// its model and has its key replaced (its tokens' generation moves on),
+// but only when the operator says ReplaceKey (domain.KeyConflict.CheckAccept).
+// An expired request is gone.
+func (s *Mender) Accept(ctx context.Context, requestID domain.UUID, req ports.AcceptRequest) (domain.Device, error) {
 	r, err := s.p.Requests.Get(ctx, requestID)
 	if err != nil {
 		return domain.Device{}, fmt.Errorf("loading auth request: %w", err)
 	}
+	now := s.p.Clock.Now()
+	if r.ExpiredBy(domain.AuthRequestCutoff(now, s.cfg.RequestTTL)) {
+		return domain.Device{}, fmt.Errorf("auth request %s expired: %w", requestID, domain.ErrNotFound)
+	}
 	if r.Status() != domain.AuthRequestPending {
 		return domain.Device{}, &domain.TransitionError{Kind: domain.ErrInvalidTransition, Detail: "the request was rejected; the device must ask again with a new key"}
 	}
-	now := s.p.Clock.Now()
 	adm, err := domain.NewDeviceAdmission(r.DeviceID(), r.Key(), now)
 	if err != nil {
 		return domain.Device{}, err
@@ -440,7 +515,7 @@ func (s *Mender) Accept(ctx context.Context, requestID domain.UUID, model string
 	var newDev *domain.Device
 	switch {
 	case errors.Is(err, domain.ErrNotFound):
-		m, err := r.AcceptModel(model)
+		m, err := r.AcceptModel(req.Model)
 		if err != nil {
 			return domain.Device{}, err
 		}
@@ -454,13 +529,34 @@ func (s *Mender) Accept(ctx context.Context, requestID domain.UUID, model string
 		newDev = &dev
 	case err != nil:
 		return domain.Device{}, fmt.Errorf("loading device: %w", err)
-	case model != "" && model != dev.Model():
-		return domain.Device{}, domain.ErrModelMismatch
+	default:
+		var cur *domain.DeviceAdmission
+		switch a, err := s.p.Admissions.Get(ctx, r.DeviceID()); {
+		case err == nil:
+			cur = &a
+		case !errors.Is(err, domain.ErrNotFound):
+			return domain.Device{}, fmt.Errorf("loading admission: %w", err)
+		}
+		if err := r.ConflictWith(dev.Model(), cur).CheckAccept(r.DeviceID(), req.ReplaceKey); err != nil {
+			return domain.Device{}, err
+		}
+		if req.Model != "" && req.Model != dev.Model() {
+			return domain.Device{}, domain.ErrModelMismatch
+		}
 	}
 	if err := s.p.Requests.Accept(ctx, requestID, newDev, adm); err != nil {
 		return domain.Device{}, fmt.Errorf("accepting device: %w", err)
 	}
 	return dev, nil
+}
+
+// Delete deletes a request, pending or rejected: the device, if it asks
+// again, makes a new one.
+func (s *Mender) Delete(ctx context.Context, requestID domain.UUID) error {
+	if err := s.p.Requests.Delete(ctx, requestID); err != nil {
+		return fmt.Errorf("deleting auth request: %w", err)
+	}
+	return nil
 }
 
 // Reject refuses a pending device; it stays refused until it presents

@@ -197,7 +197,7 @@ func LoadConfig(getenv func(string) string, requireAdminToken bool) (Config, err
 	cfg.DeviceRate = number("OTA_DEVICE_RATE_LIMIT", "5", 0, 1e6)
 	cfg.DeviceBurst = whole("OTA_DEVICE_RATE_BURST", "20", 1, 1e6)
 	cfg.LockMajority = int32(whole("OTA_LOCK_MAJORITY", "1", 1, 5))
-	loadMenderConfig(&cfg, get, getenv, bad, duration)
+	loadMenderConfig(&cfg, get, getenv, bad, duration, number, whole)
 	loadDDIConfig(&cfg, get, getenv, bad)
 	cfg.DBMaxConns = DBMaxConns(whole("OTA_DB_MAX_CONNS", strconv.Itoa(int(DefaultDBMaxConns)), 1, int(maxDBMaxConns)))
 	cfg.LastSeenResolution = LastSeenResolution(duration("OTA_LAST_SEEN_RESOLUTION",

@@ -58,7 +58,7 @@ func TestLoadConfigRefusesBadValuesNamingTheVariable(t *testing.T) {
 // A count is a whole number: a fraction is refused, naming the variable,
 // rather than silently truncated.
 func TestLoadConfigRefusesFractionalCounts(t *testing.T) {
-	for _, name := range []string{"OTA_DEVICE_RATE_BURST", "OTA_LOCK_MAJORITY", "OTA_DB_MAX_CONNS"} {
+	for _, name := range []string{"OTA_DEVICE_RATE_BURST", "OTA_LOCK_MAJORITY", "OTA_DB_MAX_CONNS", "OTA_MENDER_AUTH_RATE_BURST"} {
 		_, err := bootstrap.LoadConfig(env(map[string]string{"OTA_ADMIN_TOKEN": "0123456789abcdef", name: "1.5"}), true)
 		if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "whole number") {
 			t.Errorf("%s=1.5: got %v, want an error naming it", name, err)

@@ -2,9 +2,11 @@ package bootstrap
 
 import (
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/wire"
+	"github.com/prometheus/client_golang/prometheus"
 
 	httpadapter "github.com/ai-device/ota/adapters/http"
 	"github.com/ai-device/ota/adapters/memory"
@@ -29,6 +31,15 @@ type MenderSettings struct {
 	// TokenTTL is how long a session token is valid (OTA_MENDER_TOKEN_TTL,
 	// default 1h).
 	TokenTTL time.Duration
+	// RequestTTL is how long a pending or rejected auth request is kept
+	// after its last change (OTA_MENDER_AUTH_REQUEST_TTL, default 168h).
+	RequestTTL time.Duration
+	// AuthRate is each source address's sustained budget of
+	// authentication requests per second (OTA_MENDER_AUTH_RATE_LIMIT,
+	// default 2; 0 turns the limit off); AuthBurst is how many it may send
+	// at once (OTA_MENDER_AUTH_RATE_BURST, default 50).
+	AuthRate  float64
+	AuthBurst int
 }
 
 // MenderSet provides Mender's device API: its use cases over the device
@@ -39,6 +50,7 @@ var MenderSet = wire.NewSet(
 	MenderConfigFrom,
 	wire.Struct(new(application.MenderPorts), "*"),
 	application.NewMender,
+	MenderQueueObserverFrom,
 	wire.Bind(new(ports.MenderService), new(*application.Mender)),
 	wire.Bind(new(ports.AdmissionService), new(*application.Mender)),
 )
@@ -74,8 +86,52 @@ func MenderConfigFrom(cfg Config, logger *slog.Logger) (application.MenderConfig
 			"they do not survive a restart and are not accepted by other replicas (devices authenticate again). " +
 			"Harmless for one process in development; set it on every replica in production")
 	}
+	var limiter ports.RateLimiter = ports.Unlimited{}
+	if cfg.Mender.AuthRate > 0 {
+		limiter = memory.NewRateLimiter(cfg.Mender.AuthRate, cfg.Mender.AuthBurst)
+	}
 	return application.MenderConfig{IDKey: cfg.Mender.IDKey, AcceptPending: cfg.Mender.AcceptPending,
-		TokenTTL: cfg.Mender.TokenTTL, Secret: secret}, nil
+		TokenTTL: cfg.Mender.TokenTTL, Secret: secret, RequestTTL: cfg.Mender.RequestTTL, AuthLimiter: limiter}, nil
+}
+
+// menderQueueObserver counts (ota_mender_auth_requests_dropped_total) and
+// logs the auth requests dropped because the pending queue is full; the
+// log says so at most once a minute, since whoever fills the queue also
+// chooses how often it would be written.
+type menderQueueObserver struct {
+	dropped prometheus.Counter
+	logger  *slog.Logger
+	mu      sync.Mutex
+	last    time.Time
+	since   int
+}
+
+// MenderQueueObserverFrom registers the dropped-requests counter with m.
+func MenderQueueObserverFrom(m *Metrics, logger *slog.Logger) ports.AuthQueueObserver {
+	o := &menderQueueObserver{logger: logger, dropped: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ota_mender_auth_requests_dropped_total",
+		Help: "Mender auth requests not recorded because the pending queue was full.",
+	})}
+	m.registry.MustRegister(o.dropped)
+	return o
+}
+
+// AuthQueueFull counts a dropped request and logs, at most once a minute,
+// how many were dropped since the last line.
+func (o *menderQueueObserver) AuthQueueFull(deviceID domain.DeviceID, pending int) {
+	o.dropped.Inc()
+	o.mu.Lock()
+	o.since++
+	now := time.Now()
+	if now.Sub(o.last) < time.Minute {
+		o.mu.Unlock()
+		return
+	}
+	n := o.since
+	o.last, o.since = now, 0
+	o.mu.Unlock()
+	o.logger.Warn("Mender pending queue is full: auth requests are not recorded; delete or reject pending requests, or wait for them to expire (OTA_MENDER_AUTH_REQUEST_TTL)",
+		"pending", pending, "dropped", n, "device_id", deviceID.String())
 }
 
 // menderMounts are the Mender device routes the HTTP edge mounts.
@@ -96,7 +152,8 @@ func menderAdminMounts(m *mender.Adapter) []httpadapter.Mount {
 
 // loadMenderConfig reads the OTA_MENDER_* variables into cfg.
 func loadMenderConfig(cfg *Config, get func(name, def string) string, getenv func(string) string,
-	bad func(name, format string, args ...any), duration func(name, def string, min, max time.Duration) time.Duration) {
+	bad func(name, format string, args ...any), duration func(name, def string, min, max time.Duration) time.Duration,
+	number func(name, def string, min, max float64) float64, whole func(name, def string, min, max int) int) {
 	m := &cfg.Mender
 	m.IDKey = get("OTA_MENDER_ID_KEY", "device_id")
 	if len(m.IDKey) > 128 {
@@ -114,4 +171,7 @@ func loadMenderConfig(cfg *Config, get func(name, def string) string, getenv fun
 		bad("OTA_MENDER_TOKEN_SECRET", "must be at least %d characters (or unset for a random per-process secret)", domain.MinSessionSecretLen)
 	}
 	m.TokenTTL = duration("OTA_MENDER_TOKEN_TTL", "1h", time.Minute, 7*24*time.Hour)
+	m.RequestTTL = duration("OTA_MENDER_AUTH_REQUEST_TTL", "168h", time.Hour, 365*24*time.Hour)
+	m.AuthRate = number("OTA_MENDER_AUTH_RATE_LIMIT", "2", 0, 1e6)
+	m.AuthBurst = whole("OTA_MENDER_AUTH_RATE_BURST", "50", 1, 1e6)
 }

@@ -31,8 +31,9 @@ func ParseAuthRequestStatus(s string) (AuthRequestStatus, error) {
 func (s AuthRequestStatus) String() string { return s.s }
 
 // AuthRequest is a device that asked to authenticate with a key nobody
-// registered: it waits, one request per device, for an operator to accept
-// or reject it (when the operator turned accepting pending devices on).
+// registered: it waits, one request per device and key, for an operator to
+// accept or reject it (when the operator turned accepting pending devices
+// on), or until it expires (ExpiredBy).
 type AuthRequest struct {
 	id         UUID
 	deviceID   DeviceID
@@ -70,7 +71,7 @@ func NewAuthRequest(id UUID, deviceID DeviceID, identity string, key DeviceKey, 
 
 // RehydrateAuthRequest rebuilds a stored request; only adapters call it.
 func RehydrateAuthRequest(id, deviceID, identity, keyPEM, deviceType string, status AuthRequestStatus, createdAt, updatedAt time.Time) (AuthRequest, error) {
-	k, err := ParseDeviceKey("pubkey", keyPEM)
+	k, err := parseDeviceKey("pubkey", keyPEM, 0)
 	if err != nil {
 		return AuthRequest{}, err
 	}
@@ -99,24 +100,78 @@ func (r AuthRequest) Status() AuthRequestStatus { return r.status }
 // CreatedAt is when the device first asked.
 func (r AuthRequest) CreatedAt() time.Time { return r.createdAt }
 
-// UpdatedAt is when it last asked with a new key, or was rejected.
+// UpdatedAt is when it was made, or rejected: its age for expiry.
 func (r AuthRequest) UpdatedAt() time.Time { return r.updatedAt }
 
-// Asked records another request of the device. The same key changes
-// nothing (a rejected request stays rejected); a new key is a new request,
-// pending again. It reports whether anything changed.
-func (r *AuthRequest) Asked(identity string, key DeviceKey, deviceType string, now time.Time) bool {
-	if r.key.Equal(key) {
-		return false
+// A request names one key for good: a device that presents another key
+// makes another request (it has no method to change the key), so an
+// operator accepting a request admits exactly the key whose fingerprint
+// was shown, and a rejected key stays rejected whatever else the device
+// presents.
+
+// DefaultAuthRequestTTL is how long a request is kept after its last
+// change (made, or rejected) when the operator sets no other age
+// (OTA_MENDER_AUTH_REQUEST_TTL): long enough for an operator to get to it,
+// short enough that requests nobody answers do not fill the queue for good.
+const DefaultAuthRequestTTL = 7 * 24 * time.Hour
+
+// AuthRequestCutoff is the last-change time before which a request has
+// expired at now under ttl; stores delete requests changed before it.
+func AuthRequestCutoff(now time.Time, ttl time.Duration) time.Time { return stamp(now.Add(-ttl)) }
+
+// ExpiredBy reports whether the request was last changed before cutoff
+// (AuthRequestCutoff): expired, pending or rejected alike. A device whose
+// request expired and that asks again makes a new one.
+func (r AuthRequest) ExpiredBy(cutoff time.Time) bool { return r.updatedAt.Before(cutoff) }
+
+// PendingRoom reports whether another pending request may be stored when
+// pending are stored already and max is the bound: only pending requests
+// count (rejected ones are bounded by what operators reject, and expire).
+func PendingRoom(pending, max int) bool { return pending < max }
+
+// KeyConflict is what accepting a request would override: the device it
+// names is registered already.
+type KeyConflict struct {
+	// RegisteredModel is the registered device's model.
+	RegisteredModel string
+	// AdmittedKey is the key the device is admitted with (zero: registered
+	// without one).
+	AdmittedKey DeviceKey
+	// DeviceTypeMismatch: the request's device_type names another model.
+	DeviceTypeMismatch bool
+}
+
+// ConflictWith judges the request against the device it names:
+// registeredModel is the registered device's model ("" when the device is
+// not registered: no conflict), admitted its admission (nil: none). Anyone
+// can make a request for any device id, so one for a registered device is
+// flagged for the operator and replaces nothing without an explicit
+// replace_key (CheckAccept).
+func (r AuthRequest) ConflictWith(registeredModel string, admitted *DeviceAdmission) *KeyConflict {
+	if registeredModel == "" {
+		return nil
 	}
-	if ValidateIdentifier("device_type", deviceType) != nil {
-		deviceType = ""
+	c := &KeyConflict{RegisteredModel: registeredModel,
+		DeviceTypeMismatch: r.deviceType != "" && r.deviceType != registeredModel}
+	if admitted != nil {
+		c.AdmittedKey = admitted.Key()
 	}
-	if ValidateText("id_data", identity, MaxIdentityDataLen) == nil {
-		r.identity = identity
+	return c
+}
+
+// CheckAccept refuses to accept a request that conflicts with a registered
+// device (ConflictWith) unless the operator said replaceKey: a device's key
+// is replaced on purpose, never by accepting what looked like a new device.
+func (c *KeyConflict) CheckAccept(deviceID DeviceID, replaceKey bool) error {
+	if c == nil || replaceKey {
+		return nil
 	}
-	r.key, r.deviceType, r.status, r.updatedAt = key, deviceType, AuthRequestPending, stamp(now)
-	return true
+	detail := "device " + deviceID.String() + " is registered already (model " + c.RegisteredModel
+	if !c.AdmittedKey.IsZero() {
+		detail += ", admitted key " + c.AdmittedKey.Fingerprint()
+	}
+	return &TransitionError{Kind: ErrInvalidTransition,
+		Detail: detail + "): accept with replace_key true to give it this request's key"}
 }
 
 // Reject refuses the request: the device's requests with this key stay

@@ -16,10 +16,15 @@ import (
 // Bounds of a device public key.
 const (
 	// MaxPublicKeyLen bounds a PEM public key (an RSA-4096 key is ~800
-	// bytes; 8 KiB leaves room for RSA-8192 and comments).
+	// bytes; 8 KiB leaves room for comments and PKCS#1 forms).
 	MaxPublicKeyLen = 8 << 10
 	// MinRSAKeyBits refuses RSA keys too weak to identify a device.
 	MinRSAKeyBits = 2048
+	// MaxRSAKeyBits refuses RSA keys larger than any Mender agent makes:
+	// verifying a signature costs the square of the modulus size, and an
+	// unauthenticated caller chooses it (a 16384-bit key costs ~16 times a
+	// 4096-bit one per request).
+	MaxRSAKeyBits = 4096
 )
 
 // DeviceKey is the public half of the key pair a device signs its
@@ -33,9 +38,17 @@ type DeviceKey struct {
 
 // ParseDeviceKey reads a PEM public key ("PUBLIC KEY", PKIX; or "RSA
 // PUBLIC KEY", PKCS#1): one block, nothing else but white space around it,
-// an RSA key of at least 2048 bits, an ECDSA key, or an Ed25519 key.
-// Anything else is a ValidationError on field.
+// an RSA key of 2048 to 4096 bits, an ECDSA key, or an Ed25519 key.
+// Anything else is a ValidationError on field. Every key a caller presents
+// (preauthorization, a key rotation, an auth request) is read here.
 func ParseDeviceKey(field, text string) (DeviceKey, error) {
+	return parseDeviceKey(field, text, MaxRSAKeyBits)
+}
+
+// parseDeviceKey is ParseDeviceKey with an RSA size bound: stored keys are
+// read without one (maxRSABits 0), so a key admitted before the bound
+// existed still loads.
+func parseDeviceKey(field, text string, maxRSABits int) (DeviceKey, error) {
 	if err := ValidateText(field, text, MaxPublicKeyLen); err != nil {
 		return DeviceKey{}, err
 	}
@@ -62,6 +75,9 @@ func ParseDeviceKey(field, text string) (DeviceKey, error) {
 	case *rsa.PublicKey:
 		if k.N.BitLen() < MinRSAKeyBits {
 			return DeviceKey{}, invalid(field, "an RSA key must have at least %d bits", MinRSAKeyBits)
+		}
+		if maxRSABits > 0 && k.N.BitLen() > maxRSABits {
+			return DeviceKey{}, invalid(field, "an RSA key must have at most %d bits", maxRSABits)
 		}
 	case *ecdsa.PublicKey, ed25519.PublicKey:
 	default:
@@ -139,7 +155,7 @@ func NewDeviceAdmission(deviceID DeviceID, key DeviceKey, now time.Time) (Device
 
 // RehydrateDeviceAdmission rebuilds a stored admission; only adapters call it.
 func RehydrateDeviceAdmission(deviceID, keyPEM string, generation int64, updatedAt time.Time) (DeviceAdmission, error) {
-	k, err := ParseDeviceKey("public_key", keyPEM)
+	k, err := parseDeviceKey("public_key", keyPEM, 0)
 	if err != nil {
 		return DeviceAdmission{}, err
 	}
@@ -163,6 +179,15 @@ func (a DeviceAdmission) UpdatedAt() time.Time { return a.updatedAt }
 // exact body verifies with it. Every request that passes gets a new token.
 func (a DeviceAdmission) Admits(presented DeviceKey, body []byte, signatureB64 string) bool {
 	return a.key.Equal(presented) && a.key.Verify(body, signatureB64)
+}
+
+// RevokeSessions ends every session token issued so far without changing
+// the key: tokens of the old generation are no longer honoured
+// (SessionClaims.Current), and the device authenticates again with its
+// key. Operators revoke them when they replace a device's credentials.
+func (a *DeviceAdmission) RevokeSessions(now time.Time) {
+	a.generation++
+	a.updatedAt = stamp(now)
 }
 
 // RotateKey replaces the key; tokens of the old generation are no longer

@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -322,18 +323,58 @@ func TestAuthRequests(t *testing.T) {
 	if m, err := r.AcceptModel("cam-x1"); err != nil || m != "cam-x1" {
 		t.Fatalf("operator model: %v %q", err, m)
 	}
-	if r.Asked(`{}`, k1, "cam-x1", t1) {
-		t.Fatal("the same key changed the request")
-	}
 	r.Reject(t1)
-	if r.Status() != domain.AuthRequestRejected || r.Asked(`{}`, k1, "", t1) {
-		t.Fatal("a rejected request with the same key must stay rejected")
+	if r.Status() != domain.AuthRequestRejected || !r.Key().Equal(k1) {
+		t.Fatal("a rejected request keeps its key, rejected")
 	}
-	if !r.Asked(`{"device_id":"dev-1"}`, k2, "cam-x2", t1) || r.Status() != domain.AuthRequestPending || !r.Key().Equal(k2) {
-		t.Fatal("a new key must make the request pending again")
-	}
-	if m, _ := r.AcceptModel(""); m != "cam-x2" {
+	r2, _ := domain.NewAuthRequest(idOf("req-2"), asDeviceID("dev-1"), `{"device_id":"dev-1"}`, k2, "cam-x2", t1)
+	if m, _ := r2.AcceptModel(""); m != "cam-x2" {
 		t.Fatalf("device type as model: %q", m)
+	}
+}
+
+func TestAuthRequestsExpireByTheirLastChange(t *testing.T) {
+	k, _ := domain.ParseDeviceKey("pubkey", keysOfEachType(t)["ed25519"].pem)
+	r, _ := domain.NewAuthRequest(idOf("req-1"), asDeviceID("dev-1"), `{}`, k, "", t0)
+	ttl := time.Hour
+	if r.ExpiredBy(domain.AuthRequestCutoff(t0.Add(ttl), ttl)) {
+		t.Fatal("expired at exactly its age")
+	}
+	if !r.ExpiredBy(domain.AuthRequestCutoff(t0.Add(ttl+time.Second), ttl)) {
+		t.Fatal("not expired past its age")
+	}
+	r.Reject(t0.Add(30 * time.Minute))
+	if r.ExpiredBy(domain.AuthRequestCutoff(t0.Add(ttl+time.Second), ttl)) {
+		t.Fatal("a rejection is a change: its age counts from it")
+	}
+	if !domain.PendingRoom(2, 3) || domain.PendingRoom(3, 3) {
+		t.Fatal("room under the bound")
+	}
+}
+
+func TestARequestForARegisteredDeviceNeedsReplaceKey(t *testing.T) {
+	keys := keysOfEachType(t)
+	k1, _ := domain.ParseDeviceKey("pubkey", keys["ed25519"].pem)
+	k2, _ := domain.ParseDeviceKey("pubkey", keys["ecdsa"].pem)
+	r, _ := domain.NewAuthRequest(idOf("req-1"), asDeviceID("dev-1"), `{}`, k2, "cam-x2", t0)
+	if c := r.ConflictWith("", nil); c != nil || c.CheckAccept(r.DeviceID(), false) != nil {
+		t.Fatalf("an unregistered device conflicts: %+v", c)
+	}
+	adm, _ := domain.NewDeviceAdmission(asDeviceID("dev-1"), k1, t0)
+	c := r.ConflictWith("cam-x1", &adm)
+	if c == nil || c.RegisteredModel != "cam-x1" || !c.AdmittedKey.Equal(k1) || !c.DeviceTypeMismatch {
+		t.Fatalf("conflict: %+v", c)
+	}
+	err := c.CheckAccept(r.DeviceID(), false)
+	if !errors.Is(err, domain.ErrInvalidTransition) || !strings.Contains(err.Error(), k1.Fingerprint()) {
+		t.Fatalf("accept without replace_key: %v", err)
+	}
+	if err := c.CheckAccept(r.DeviceID(), true); err != nil {
+		t.Fatalf("accept with replace_key: %v", err)
+	}
+	if c := r.ConflictWith("cam-x2", nil); c == nil || c.DeviceTypeMismatch || !c.AdmittedKey.IsZero() ||
+		!errors.Is(c.CheckAccept(r.DeviceID(), false), domain.ErrInvalidTransition) {
+		t.Fatalf("a registered device without a key: %+v", c)
 	}
 }
 
@@ -341,4 +382,27 @@ func TestNewAuthRequestRefusesTheZeroID(t *testing.T) {
 	k, _ := domain.ParseDeviceKey("pubkey", keysOfEachType(t)["rsa"].pem)
 	_, err := domain.NewAuthRequest(domain.UUID{}, asDeviceID("dev-1"), `{"device_id":"dev-1"}`, k, "", t0)
 	wantValidation(t, err, "id")
+}
+
+// rsaKeyOfBits is the PKIX PEM of an RSA public key whose modulus has
+// exactly bits bits (not a usable key pair: only its size matters here).
+func rsaKeyOfBits(t *testing.T, bits int) string {
+	t.Helper()
+	n := new(big.Int).Lsh(big.NewInt(1), uint(bits-1))
+	n.Add(n, big.NewInt(1))
+	return pkixPEM(t, &rsa.PublicKey{N: n, E: 65537})
+}
+
+func TestParseDeviceKeyRefusesRSAKeysAbove4096Bits(t *testing.T) {
+	for _, bits := range []int{4097, 8192, 16384} {
+		_, err := domain.ParseDeviceKey("pubkey", rsaKeyOfBits(t, bits))
+		wantValidation(t, err, "pubkey")
+	}
+	if _, err := domain.ParseDeviceKey("pubkey", rsaKeyOfBits(t, 4096)); err != nil {
+		t.Fatalf("a 4096-bit key: %v", err)
+	}
+	// A key stored before the bound existed still loads.
+	if _, err := domain.RehydrateDeviceAdmission("dev-1", rsaKeyOfBits(t, 8192), 1, t0); err != nil {
+		t.Fatalf("a stored 8192-bit key: %v", err)
+	}
 }

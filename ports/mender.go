@@ -2,6 +2,7 @@ package ports
 
 import (
 	"context"
+	"time"
 
 	"github.com/ai-device/ota/domain"
 )
@@ -23,28 +24,54 @@ type DeviceAdmissions interface {
 	// had (create==true when it had none); domain.ErrNotFound if the
 	// device is not registered.
 	Admit(ctx context.Context, deviceID domain.DeviceID, fn func(current *domain.DeviceAdmission) (domain.DeviceAdmission, error)) (domain.DeviceAdmission, error)
+	// Registered returns those of the devices that are registered, with
+	// their admissions, in one read (the pending list flags requests for
+	// registered devices).
+	Registered(ctx context.Context, deviceIDs []domain.DeviceID) (map[domain.DeviceID]RegisteredDevice, error)
 }
 
 // AuthRequests stores the requests of devices waiting to be admitted, one
-// per device. Not-found is domain.ErrNotFound, also for the zero request id
-// (one the edge could not parse).
+// per device and key. Not-found is domain.ErrNotFound, also for the zero
+// request id (one the edge could not parse).
 type AuthRequests interface {
-	// Upsert loads the device's request locked (nil if none) and stores
-	// what fn returns; fn returning nil stores nothing.
-	Upsert(ctx context.Context, deviceID domain.DeviceID, fn func(current *domain.AuthRequest) (*domain.AuthRequest, error)) error
+	// Ask serialises every Ask (so that the bound on pending requests
+	// holds under concurrent requests), loads the request of the device
+	// with key (nil if none) and, when there is none, the number of
+	// pending requests (0 otherwise), and stores what fn returns; fn
+	// returning nil stores nothing.
+	Ask(ctx context.Context, deviceID domain.DeviceID, key domain.DeviceKey,
+		fn func(current *domain.AuthRequest, pending int) (*domain.AuthRequest, error)) error
 	// Get returns a request by id.
 	Get(ctx context.Context, id domain.UUID) (domain.AuthRequest, error)
 	// List returns the requests with the given status, oldest first, at
 	// most limit.
 	List(ctx context.Context, status domain.AuthRequestStatus, limit int) ([]domain.AuthRequest, error)
-	// Count counts every stored request (to bound what unadmitted devices
-	// can make the service store).
-	Count(ctx context.Context) (int, error)
 	// Update loads a request locked, lets fn change it, and stores it.
 	Update(ctx context.Context, id domain.UUID, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error)
 	// Accept registers the request's device when it is not registered
-	// (dev), stores its admission and deletes the request, atomically.
+	// (dev), stores its admission and deletes the request, atomically;
+	// domain.ErrNotFound if the request is gone or no longer pending.
 	Accept(ctx context.Context, id domain.UUID, dev *domain.Device, a domain.DeviceAdmission) error
+	// Delete deletes a request, pending or rejected.
+	Delete(ctx context.Context, id domain.UUID) error
+	// DeleteExpired deletes every request last changed before cutoff
+	// (domain.AuthRequest.ExpiredBy) and returns how many.
+	DeleteExpired(ctx context.Context, cutoff time.Time) (int, error)
+}
+
+// RegisteredDevice is a registered device as an auth request for its id
+// is judged (domain.AuthRequest.ConflictWith): its model and its
+// admission, if it has one.
+type RegisteredDevice struct {
+	Model     string
+	Admission *domain.DeviceAdmission
+}
+
+// AuthQueueObserver hears of an auth request not recorded because the
+// pending queue is full (domain.PendingRoom): a real device may be among
+// them, so operators must know.
+type AuthQueueObserver interface {
+	AuthQueueFull(deviceID domain.DeviceID, pending int)
 }
 
 // ArtifactCatalog finds firmware by the artifact name Mender devices
@@ -68,6 +95,9 @@ type TaskLogs interface {
 type MenderAuth struct {
 	Body      []byte
 	Signature string
+	// Source is the address the request came from, the key of the
+	// unauthenticated request budget.
+	Source string
 }
 
 // MenderProvides is what a Mender device says it runs when it asks for
@@ -102,16 +132,37 @@ type MenderService interface {
 	Inventory(ctx context.Context, deviceID domain.DeviceID, items []domain.InventoryItem, replace bool) error
 }
 
+// PendingRequest is a pending request as operators see it: Conflict is
+// set when the device it names is registered already
+// (domain.AuthRequest.ConflictWith).
+type PendingRequest struct {
+	Request  domain.AuthRequest
+	Conflict *domain.KeyConflict
+}
+
+// AcceptRequest is an operator's accept: the model of a device not yet
+// registered ("" for its device type), and ReplaceKey to replace the key
+// of a registered one.
+type AcceptRequest struct {
+	Model      string
+	ReplaceKey bool
+}
+
 // AdmissionService is what operators do about device admission.
 type AdmissionService interface {
-	// Pending lists the devices waiting to be admitted.
-	Pending(ctx context.Context) ([]domain.AuthRequest, error)
-	// Accept admits a pending device with the key it presented,
-	// registering it with model (or the device type it sent) when it is
-	// not registered yet. It returns the admitted device.
-	Accept(ctx context.Context, requestID domain.UUID, model string) (domain.Device, error)
+	// Pending lists the devices waiting to be admitted, each flagged when
+	// its device is registered already.
+	Pending(ctx context.Context) ([]PendingRequest, error)
+	// Accept admits a pending device with exactly the key its request
+	// names, registering it with the model (or the device type it sent)
+	// when it is not registered yet; a registered device's key is replaced
+	// only with ReplaceKey. It returns the admitted device.
+	Accept(ctx context.Context, requestID domain.UUID, a AcceptRequest) (domain.Device, error)
 	// Reject refuses a pending device.
 	Reject(ctx context.Context, requestID domain.UUID) (domain.AuthRequest, error)
+	// Delete deletes a request, pending or rejected (the device may ask
+	// again).
+	Delete(ctx context.Context, requestID domain.UUID) error
 	// TaskLog returns the log a device uploaded about a task.
 	TaskLog(ctx context.Context, taskID domain.UUID) (domain.TaskLog, error)
 	// SetKey admits a registered device with a public key, replacing the

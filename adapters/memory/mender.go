@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -13,7 +14,10 @@ import (
 // menderTables are the tables Mender's device API adds (device keys,
 // pending auth requests, task logs), kept beside a Store like ddiTables.
 type menderTables struct {
-	rows       rowLocks
+	rows rowLocks
+	// ask serialises AuthRequests.Ask, so that counting the pending
+	// requests and storing a new one are one step.
+	ask        sync.Mutex
 	mu         sync.Mutex
 	admissions map[string]domain.DeviceAdmission
 	requests   map[string]domain.AuthRequest // id → request
@@ -128,6 +132,31 @@ func (r *Admissions) Admit(ctx context.Context, device domain.DeviceID, fn func(
 	return next, nil
 }
 
+// Registered returns those of the devices that are registered, with their
+// admissions.
+func (r *Admissions) Registered(ctx context.Context, deviceIDs []domain.DeviceID) (map[domain.DeviceID]ports.RegisteredDevice, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := map[domain.DeviceID]ports.RegisteredDevice{}
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	r.t.mu.Lock()
+	defer r.t.mu.Unlock()
+	for _, id := range deviceIDs {
+		d, ok := r.s.devices[id.String()]
+		if !ok {
+			continue
+		}
+		rd := ports.RegisteredDevice{Model: d.Model()}
+		if a, ok := r.t.admissions[id.String()]; ok {
+			rd.Admission = &a
+		}
+		out[id] = rd
+	}
+	return out, nil
+}
+
 // AuthRequests is the in-memory ports.AuthRequests over a Store.
 type AuthRequests struct {
 	adm *Admissions
@@ -146,39 +175,83 @@ func storedRequest(q domain.AuthRequest) (domain.AuthRequest, error) {
 		stamp(q.CreatedAt()), stamp(q.UpdatedAt()))
 }
 
-func (r *AuthRequests) byDeviceLocked(deviceID string) *domain.AuthRequest {
+func (r *AuthRequests) byDeviceKeyLocked(deviceID string, key domain.DeviceKey) *domain.AuthRequest {
 	for _, q := range r.t.requests {
-		if q.DeviceID().String() == deviceID {
+		if q.DeviceID().String() == deviceID && q.Key().Equal(key) {
 			return &q
 		}
 	}
 	return nil
 }
 
-// Upsert changes the device's request under its row lock.
-func (r *AuthRequests) Upsert(ctx context.Context, device domain.DeviceID, fn func(*domain.AuthRequest) (*domain.AuthRequest, error)) error {
-	deviceID := device.String()
-	unlock, err := r.t.rows.lock(ctx, "request\x00"+deviceID)
-	if err != nil {
+// Ask runs one request at a time: it loads the device's request with key
+// (or counts the pending ones) and stores what fn returns.
+func (r *AuthRequests) Ask(ctx context.Context, device domain.DeviceID, key domain.DeviceKey,
+	fn func(*domain.AuthRequest, int) (*domain.AuthRequest, error)) error {
+	if err := ctx.Err(); err != nil {
 		return err
 	}
-	defer unlock()
+	r.t.ask.Lock()
+	defer r.t.ask.Unlock()
 	r.t.mu.Lock()
-	cur := r.byDeviceLocked(deviceID)
+	cur, pending := r.byDeviceKeyLocked(device.String(), key), 0
+	if cur == nil {
+		for _, q := range r.t.requests {
+			if q.Status() == domain.AuthRequestPending {
+				pending++
+			}
+		}
+	}
 	r.t.mu.Unlock()
-	next, err := fn(cur)
+	next, err := fn(cur, pending)
 	if err != nil || next == nil {
 		return err
 	}
-	id := next.ID().String()
 	stored, err := storedRequest(*next)
 	if err != nil {
 		return err
 	}
 	r.t.mu.Lock()
 	defer r.t.mu.Unlock()
-	r.t.requests[id] = stored
+	r.t.requests[stored.ID().String()] = stored
 	return nil
+}
+
+// Delete deletes a request.
+func (r *AuthRequests) Delete(ctx context.Context, id domain.UUID) error {
+	q, err := r.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	unlock, err := r.t.rows.lock(ctx, "request\x00"+q.DeviceID().String())
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	r.t.mu.Lock()
+	defer r.t.mu.Unlock()
+	if _, ok := r.t.requests[id.String()]; !ok {
+		return fmt.Errorf("auth request %q: %w", id, domain.ErrNotFound)
+	}
+	delete(r.t.requests, id.String())
+	return nil
+}
+
+// DeleteExpired deletes the requests last changed before cutoff.
+func (r *AuthRequests) DeleteExpired(ctx context.Context, cutoff time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	r.t.mu.Lock()
+	defer r.t.mu.Unlock()
+	n := 0
+	for id, q := range r.t.requests {
+		if q.ExpiredBy(cutoff) {
+			delete(r.t.requests, id)
+			n++
+		}
+	}
+	return n, nil
 }
 
 // Get returns a request by id.
@@ -218,13 +291,6 @@ func (r *AuthRequests) List(ctx context.Context, status domain.AuthRequestStatus
 		out = out[:limit]
 	}
 	return out, nil
-}
-
-// Count counts every stored request.
-func (r *AuthRequests) Count(ctx context.Context) (int, error) {
-	r.t.mu.Lock()
-	defer r.t.mu.Unlock()
-	return len(r.t.requests), ctx.Err()
 }
 
 // Update changes a request under its row lock.

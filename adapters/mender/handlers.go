@@ -2,7 +2,9 @@ package mender
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -22,12 +24,32 @@ func (a *Adapter) authenticate(c echo.Context) error {
 		return err
 	}
 	tok, err := a.svc.Authenticate(c.Request().Context(), ports.MenderAuth{
-		Body: body, Signature: c.Request().Header.Get("X-MEN-Signature"),
+		Body: body, Signature: c.Request().Header.Get("X-MEN-Signature"), Source: sourceOf(c.Request()),
 	})
 	if err != nil {
 		return err
 	}
 	return c.Blob(http.StatusOK, "application/jwt", []byte(tok))
+}
+
+// sourceOf is the budget key of a request's sender: the connecting
+// address (never a forwarding header, which the sender writes), an IPv6
+// one by its /64 (what one subscriber is given).
+func sourceOf(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	ip = ip.Unmap()
+	if ip.Is6() {
+		p, _ := ip.Prefix(64)
+		return p.String()
+	}
+	return ip.String()
 }
 
 // inventoryItem is one {"name", "value"} of an inventory report; the value
@@ -204,6 +226,17 @@ type PendingView struct {
 	Status         string `json:"status"`
 	CreatedAt      string `json:"created_at"`
 	UpdatedAt      string `json:"updated_at"`
+	// Registered is set when the device is registered already: accepting
+	// then needs replace_key.
+	Registered *RegisteredView `json:"registered,omitempty"`
+}
+
+// RegisteredView is the registered device a pending request names.
+type RegisteredView struct {
+	Model string `json:"model"`
+	// KeyFingerprint is the admitted key's ("" when it has none).
+	KeyFingerprint     string `json:"key_fingerprint,omitempty"`
+	DeviceTypeMismatch bool   `json:"device_type_mismatch"`
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
@@ -223,7 +256,14 @@ func (a *Adapter) listPending(c echo.Context) error {
 	}
 	items := make([]PendingView, 0, len(rs))
 	for _, r := range rs {
-		items = append(items, pendingView(r))
+		v := pendingView(r.Request)
+		if k := r.Conflict; k != nil {
+			v.Registered = &RegisteredView{Model: k.RegisteredModel, DeviceTypeMismatch: k.DeviceTypeMismatch}
+			if !k.AdmittedKey.IsZero() {
+				v.Registered.KeyFingerprint = k.AdmittedKey.Fingerprint()
+			}
+		}
+		items = append(items, v)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"items": items})
 }
@@ -235,32 +275,34 @@ type AcceptedView struct {
 	CreatedAt string `json:"created_at"`
 }
 
-// accept admits a pending device; the body {"model"} is optional when
-// the device's identity data names its device_type.
+// accept admits a pending device; the body {"model", "replace_key"} is
+// optional when the device's identity data names its device_type and the
+// device is not registered yet.
 func (a *Adapter) accept(c echo.Context) error {
 	body, err := readBody(c)
 	if err != nil {
 		return err
 	}
 	var b struct {
-		Model *string `json:"model"`
+		Model      *string `json:"model"`
+		ReplaceKey bool    `json:"replace_key"`
 	}
 	if len(strings.TrimSpace(string(body))) > 0 {
 		if ct := c.Request().Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
 			return echo.ErrUnsupportedMediaType
 		}
-		if err := decodeBytes(body, &b, `{"model"?}`); err != nil {
+		if err := decodeBytes(body, &b, `{"model"?, "replace_key"?}`); err != nil {
 			return err
 		}
 		if err := httpadapter.KnownFieldsOnly(body, &b); err != nil {
 			return err // an operator's body, refused whole for a typo
 		}
 	}
-	model := ""
+	req := ports.AcceptRequest{ReplaceKey: b.ReplaceKey}
 	if b.Model != nil {
-		model = *b.Model
+		req.Model = *b.Model
 	}
-	d, err := a.admin.Accept(c.Request().Context(), pathUUID(c, "id"), model)
+	d, err := a.admin.Accept(c.Request().Context(), pathUUID(c, "id"), req)
 	if err != nil {
 		return err
 	}
@@ -273,6 +315,14 @@ func (a *Adapter) reject(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, pendingView(r))
+}
+
+// deletePending deletes a request, pending or rejected.
+func (a *Adapter) deletePending(c echo.Context) error {
+	if err := a.admin.Delete(c.Request().Context(), pathUUID(c, "id")); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
 }
 
 // LogLineView is one line of a task's device log.

@@ -74,6 +74,7 @@ func (a *Adapter) MountAdmin(add func(method, path string, h echo.HandlerFunc, m
 	add(http.MethodGet, "/devices/pending", a.listPending)
 	add(http.MethodPost, "/devices/pending/:id/accept", a.accept)
 	add(http.MethodPost, "/devices/pending/:id/reject", a.reject)
+	add(http.MethodDelete, "/devices/pending/:id", a.deletePending)
 	add(http.MethodGet, "/tasks/:id/log", a.taskLog)
 	add(http.MethodPut, "/devices/:device_id/public_key", a.setKey)
 }

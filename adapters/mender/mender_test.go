@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"io"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -33,6 +34,7 @@ import (
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/mender"
 	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 	"github.com/ai-device/ota/tests/testenv"
 )
@@ -130,11 +132,23 @@ type harness struct {
 	srv   *httptest.Server
 	clock *clock
 	store *memory.Store
+	queue *queueObserver
 }
 
-func newHarness(t *testing.T, acceptPending bool) *harness {
+// queueObserver counts the requests dropped on a full pending queue.
+type queueObserver struct{ dropped atomic.Int64 }
+
+func (o *queueObserver) AuthQueueFull(domain.DeviceID, int) { o.dropped.Add(1) }
+
+func newHarness(t *testing.T, acceptPending bool, opts ...func(*application.MenderConfig)) *harness {
 	t.Helper()
 	clk := &clock{}
+	queue := &queueObserver{}
+	cfg := application.MenderConfig{IDKey: "device_id", AcceptPending: acceptPending, TokenTTL: 10 * time.Minute,
+		Secret: []byte(strings.Repeat("s", 32))}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	base := testenv.NewMemoryService(t, testenv.MemoryOptions{Clock: clk, LockWait: 500 * time.Millisecond, PollInterval: time.Minute})
 	store, deps, devices, plain := base.Store, base.Deps, base.Devices, base.Admin
 	admin, err := application.NewKeyedAdmin(plain, memory.NewAdmissions(store), clk)
@@ -145,9 +159,8 @@ func newHarness(t *testing.T, acceptPending bool) *harness {
 		Devices: devices, Repo: deps.Devices, Rollouts: deps.Rollouts, Tasks: deps.Tasks,
 		Attributes: memory.NewAttributes(store), Admissions: memory.NewAdmissions(store),
 		Requests: memory.NewAuthRequests(store), Catalog: memory.NewArtifactCatalog(store), Logs: memory.NewTaskLogs(store),
-		Clock: clk, IDs: deps.IDs, Metrics: deps.Metrics,
-	}, application.MenderConfig{IDKey: "device_id", AcceptPending: acceptPending, TokenTTL: 10 * time.Minute,
-		Secret: []byte(strings.Repeat("s", 32))})
+		Clock: clk, IDs: deps.IDs, Metrics: deps.Metrics, QueueObserver: queue,
+	}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +170,7 @@ func newHarness(t *testing.T, acceptPending bool) *harness {
 		devices, admin, nil, nil, nil, nil)
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
-	return &harness{t: t, srv: srv, clock: clk, store: store}
+	return &harness{t: t, srv: srv, clock: clk, store: store, queue: queue}
 }
 
 type response struct {
@@ -741,6 +754,21 @@ func TestAdminRoutesMatchOpenAPI(t *testing.T) {
 	_ = json.Unmarshal(h.admin(http.MethodGet, "/devices/pending", nil, http.StatusOK).body, &list)
 	check(http.MethodPost, "/devices/pending/"+list.Items[0].ID+"/reject", "",
 		h.admin(http.MethodPost, "/devices/pending/"+list.Items[0].ID+"/reject", nil, http.StatusOK))
+	check(http.MethodDelete, "/devices/pending/"+list.Items[0].ID, "",
+		h.admin(http.MethodDelete, "/devices/pending/"+list.Items[0].ID, nil, http.StatusNoContent))
+	// A request for a registered device is flagged; accepting it needs
+	// replace_key.
+	k4 := newKey(t, "ed25519")
+	h.auth("dev-new", k4, k4, true)
+	r = h.admin(http.MethodGet, "/devices/pending", nil, http.StatusOK)
+	check(http.MethodGet, "/devices/pending", "", r)
+	_ = json.Unmarshal(r.body, &list)
+	if len(list.Items) != 1 || list.Items[0].Registered == nil {
+		t.Fatalf("flagged request: %+v", list.Items)
+	}
+	check(http.MethodPost, "/devices/pending/"+list.Items[0].ID+"/accept", `{"replace_key":true}`,
+		h.admin(http.MethodPost, "/devices/pending/"+list.Items[0].ID+"/accept", map[string]any{"replace_key": true}, http.StatusOK))
+	k = k4
 
 	h.release("2.0.0", "release-2")
 	tok := h.token("dev-new", k)
@@ -828,7 +856,7 @@ func TestAdminRoutesAreDocumented(t *testing.T) {
 			t.Errorf("%s is documented as served by adapters/mender, which does not serve it", k)
 		}
 	}
-	if len(served) != 5 {
+	if len(served) != 6 {
 		t.Errorf("%d admin routes", len(served))
 	}
 }
@@ -885,5 +913,224 @@ func TestRotatedKeyRevokesTokensAtTheNextCall(t *testing.T) {
 	}
 	if s := h.status(fresh, d.ID, "installing"); s != http.StatusNoContent {
 		t.Fatalf("status with the new key's token: %d", s)
+	}
+}
+
+// TestRSAKeysAbove4096BitsAreRefusedEverywhere: preauthorization, a key
+// set on a registered device and an auth request all refuse an RSA key of
+// more than 4096 bits as VALIDATION_FAILED, before any signature work.
+func TestRSAKeysAbove4096BitsAreRefusedEverywhere(t *testing.T) {
+	h := newHarness(t, true)
+	n := new(big.Int).Lsh(big.NewInt(1), 8191)
+	big8192 := pemOf(t, &rsa.PublicKey{N: n.Add(n, big.NewInt(1)), E: 65537})
+	wantInvalid := func(what string, r response) {
+		t.Helper()
+		if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "VALIDATION_FAILED") {
+			t.Fatalf("%s with an 8192-bit key: %d %s, want 400 VALIDATION_FAILED", what, r.status, r.body)
+		}
+	}
+	wantInvalid("preauthorization", h.admin(http.MethodPost, "/devices", map[string]any{"device_id": "dev-1", "model": model, "public_key": big8192}, http.StatusBadRequest))
+	h.admin(http.MethodGet, "/devices/dev-1", nil, http.StatusNotFound)
+	h.admin(http.MethodPost, "/devices", map[string]any{"device_id": "dev-2", "model": model}, http.StatusCreated)
+	wantInvalid("PUT public_key", h.admin(http.MethodPut, "/devices/dev-2/public_key", map[string]any{"public_key": big8192}, http.StatusBadRequest))
+	body := authBody(t, map[string]string{"device_id": "dev-3"}, big8192)
+	wantInvalid("an auth request", h.do(http.MethodPost, mender.AuthPath, map[string]string{"X-MEN-Signature": "c2ln"}, string(body), true))
+	var list struct {
+		Items []mender.PendingView `json:"items"`
+	}
+	_ = json.Unmarshal(h.admin(http.MethodGet, "/devices/pending", nil, http.StatusOK).body, &list)
+	if len(list.Items) != 0 {
+		t.Fatalf("an 8192-bit key was recorded: %+v", list.Items)
+	}
+}
+
+// TestRotatingTheDeviceTokenEndsItsMenderSessions: POST
+// /admin/devices/{id}/token replaces the device's credentials, so its
+// unexpired session tokens are refused at the next call; its key still
+// authenticates it again.
+func TestRotatingTheDeviceTokenEndsItsMenderSessions(t *testing.T) {
+	h := newHarness(t, false)
+	k := newKey(t, "ecdsa")
+	h.register("dev-1", k)
+	old := h.token("dev-1", k)
+	if r := h.do(http.MethodPut, mender.InventoryPath, bearer(old), `[]`, true); r.status != http.StatusOK {
+		t.Fatalf("inventory before rotation: %d %s", r.status, r.body)
+	}
+	h.admin(http.MethodPost, "/devices/dev-1/token", nil, http.StatusOK)
+	if r := h.do(http.MethodPut, mender.InventoryPath, bearer(old), `[]`, true); r.status != http.StatusUnauthorized {
+		t.Fatalf("a session token issued before the token rotation: %d, want 401", r.status)
+	}
+	fresh := h.token("dev-1", k)
+	if r := h.do(http.MethodPut, mender.InventoryPath, bearer(fresh), `[]`, true); r.status != http.StatusOK {
+		t.Fatalf("a session got after the rotation: %d %s", r.status, r.body)
+	}
+	// A device without a key rotates as before.
+	h.admin(http.MethodPost, "/devices", map[string]any{"device_id": "dev-2", "model": model}, http.StatusCreated)
+	h.admin(http.MethodPost, "/devices/dev-2/token", nil, http.StatusOK)
+	h.admin(http.MethodPost, "/devices/ghost/token", nil, http.StatusNotFound)
+}
+
+type pendingList struct {
+	Items []mender.PendingView `json:"items"`
+}
+
+func (h *harness) pending() []mender.PendingView {
+	h.t.Helper()
+	var l pendingList
+	if err := json.Unmarshal(h.admin(http.MethodGet, "/devices/pending", nil, http.StatusOK).body, &l); err != nil {
+		h.t.Fatal(err)
+	}
+	return l.Items
+}
+
+func fingerprint(t *testing.T, k keyPair) string {
+	t.Helper()
+	key, err := domain.ParseDeviceKey("pubkey", k.pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key.Fingerprint()
+}
+
+// TestAcceptAdmitsExactlyTheKeyShown: between an operator reading the
+// pending list and accepting, someone presents another key for the same
+// device id. That is another request; accepting the one shown admits its
+// key, and the other key stays out.
+func TestAcceptAdmitsExactlyTheKeyShown(t *testing.T) {
+	h := newHarness(t, true)
+	genuine, intruder := newKey(t, "ed25519"), newKey(t, "ecdsa")
+	h.auth("dev-1", genuine, genuine, true)
+	shown := h.pending()
+	if len(shown) != 1 || shown[0].KeyFingerprint != fingerprint(t, genuine) {
+		t.Fatalf("pending: %+v", shown)
+	}
+	h.auth("dev-1", intruder, intruder, true)
+	list := h.pending()
+	if len(list) != 2 || list[0].ID != shown[0].ID || list[0].KeyFingerprint != fingerprint(t, genuine) ||
+		list[1].ID == shown[0].ID || list[1].KeyFingerprint != fingerprint(t, intruder) {
+		t.Fatalf("another key must be another request: %+v", list)
+	}
+	h.admin(http.MethodPost, "/devices/pending/"+shown[0].ID+"/accept", map[string]any{"model": model}, http.StatusOK)
+	if r := h.auth("dev-1", intruder, intruder, true); r.status != http.StatusUnauthorized {
+		t.Fatalf("the key nobody was shown authenticates: %d", r.status)
+	}
+	if r := h.auth("dev-1", genuine, genuine, true); r.status != http.StatusOK {
+		t.Fatalf("the accepted key: %d %s", r.status, r.body)
+	}
+}
+
+// TestRequestForARegisteredDeviceIsFlaggedAndNeedsReplaceKey: anyone can
+// ask for an admitted device's id with their own key; the request is
+// listed with the registered model, the admitted key's fingerprint and a
+// device_type mismatch, and accepting it without replace_key changes
+// nothing.
+func TestRequestForARegisteredDeviceIsFlaggedAndNeedsReplaceKey(t *testing.T) {
+	h := newHarness(t, true)
+	genuine, other := newKey(t, "ed25519"), newKey(t, "ecdsa")
+	h.register("dev-1", genuine)
+	body := authBody(t, map[string]string{"device_id": "dev-1", "device_type": "cam-z9"}, other.pub)
+	h.do(http.MethodPost, mender.AuthPath, map[string]string{"X-MEN-Signature": base64.StdEncoding.EncodeToString(other.sign(body))}, string(body), true)
+	list := h.pending()
+	if len(list) != 1 || list[0].Registered == nil || list[0].Registered.Model != model ||
+		list[0].Registered.KeyFingerprint != fingerprint(t, genuine) || !list[0].Registered.DeviceTypeMismatch {
+		t.Fatalf("the request for a registered device is not flagged: %+v %+v", list, list[0].Registered)
+	}
+	r := h.admin(http.MethodPost, "/devices/pending/"+list[0].ID+"/accept", nil, http.StatusConflict)
+	if !strings.Contains(string(r.body), "INVALID_TRANSITION") || !strings.Contains(string(r.body), "replace_key") {
+		t.Fatalf("accept without replace_key: %s", r.body)
+	}
+	if r := h.auth("dev-1", genuine, genuine, true); r.status != http.StatusOK {
+		t.Fatalf("the admitted key after a refused accept: %d", r.status)
+	}
+	h.admin(http.MethodPost, "/devices/pending/"+list[0].ID+"/accept", map[string]any{"replace_key": true}, http.StatusOK)
+	if r := h.auth("dev-1", other, other, true); r.status != http.StatusOK {
+		t.Fatalf("the key accepted with replace_key: %d", r.status)
+	}
+	// An unregistered device is not flagged.
+	k := newKey(t, "ed25519")
+	h.auth("dev-2", k, k, true)
+	if list := h.pending(); len(list) != 1 || list[0].Registered != nil {
+		t.Fatalf("an unregistered device is flagged: %+v", list)
+	}
+}
+
+// TestRejectedRequestDoesNotReopen: a rejected key asking again stays
+// rejected, and another key makes a new request rather than turning the
+// rejected one pending again under its id.
+func TestRejectedRequestDoesNotReopen(t *testing.T) {
+	h := newHarness(t, true)
+	k1, k2 := newKey(t, "ed25519"), newKey(t, "ecdsa")
+	h.auth("dev-1", k1, k1, true)
+	rejected := h.pending()[0].ID
+	h.admin(http.MethodPost, "/devices/pending/"+rejected+"/reject", nil, http.StatusOK)
+	h.auth("dev-1", k1, k1, true)
+	if list := h.pending(); len(list) != 0 {
+		t.Fatalf("the rejected key is pending again: %+v", list)
+	}
+	h.auth("dev-1", k2, k2, true)
+	list := h.pending()
+	if len(list) != 1 || list[0].ID == rejected || list[0].KeyFingerprint != fingerprint(t, k2) {
+		t.Fatalf("another key after a rejection: %+v (rejected %s)", list, rejected)
+	}
+	h.admin(http.MethodPost, "/devices/pending/"+rejected+"/accept", map[string]any{"model": model}, http.StatusConflict)
+	if r := h.auth("dev-1", k2, k2, true); r.status != http.StatusUnauthorized {
+		t.Fatalf("accepting the rejected request admitted another key: %d", r.status)
+	}
+}
+
+// TestPendingQueueCountsPendingOnlyAndExpires: rejected requests do not
+// hold the queue full; a dropped request is counted; requests expire, and
+// operators delete them.
+func TestPendingQueueCountsPendingOnlyAndExpires(t *testing.T) {
+	h := newHarness(t, true, func(c *application.MenderConfig) { c.MaxPending = 2; c.RequestTTL = time.Hour })
+	k := newKey(t, "ed25519")
+	h.auth("dev-1", k, k, true)
+	h.auth("dev-2", k, k, true)
+	h.auth("dev-3", k, k, true)
+	if list := h.pending(); len(list) != 2 || h.queue.dropped.Load() != 1 {
+		t.Fatalf("over the bound: %d listed, %d dropped", len(list), h.queue.dropped.Load())
+	}
+	h.admin(http.MethodPost, "/devices/pending/"+h.pending()[0].ID+"/reject", nil, http.StatusOK)
+	h.auth("dev-3", k, k, true)
+	if list := h.pending(); len(list) != 2 || list[1].DeviceID != "dev-3" {
+		t.Fatalf("a rejected request holds the queue full: %+v", list)
+	}
+	// Delete: pending or rejected, once.
+	id := h.pending()[0].ID
+	h.admin(http.MethodDelete, "/devices/pending/"+id, nil, http.StatusNoContent)
+	h.admin(http.MethodDelete, "/devices/pending/"+id, nil, http.StatusNotFound)
+	h.admin(http.MethodDelete, "/devices/pending/not-a-request", nil, http.StatusNotFound)
+	if list := h.pending(); len(list) != 1 || list[0].DeviceID != "dev-3" {
+		t.Fatalf("after delete: %+v", list)
+	}
+	// Expiry: pending and rejected requests go; the rejected device asks
+	// anew.
+	last := h.pending()[0].ID
+	h.clock.advance(time.Hour + time.Second)
+	h.admin(http.MethodPost, "/devices/pending/"+last+"/accept", map[string]any{"model": model}, http.StatusNotFound)
+	if list := h.pending(); len(list) != 0 {
+		t.Fatalf("expired requests are listed: %+v", list)
+	}
+	h.auth("dev-1", k, k, true)
+	if list := h.pending(); len(list) != 1 || list[0].DeviceID != "dev-1" || list[0].Status != "pending" {
+		t.Fatalf("a device whose rejection expired asking again: %+v", list)
+	}
+}
+
+// TestAuthRequestsAreLimitedPerSourceAddress: each source address has a
+// budget of authentication requests; over it, 429 RATE_LIMITED with
+// Retry-After, before any signature is checked.
+func TestAuthRequestsAreLimitedPerSourceAddress(t *testing.T) {
+	h := newHarness(t, true, func(c *application.MenderConfig) { c.AuthLimiter = memory.NewRateLimiter(0.001, 3) })
+	k := newKey(t, "ed25519")
+	h.register("dev-1", k)
+	for i := 0; i < 3; i++ {
+		if r := h.auth("dev-1", k, k, true); r.status != http.StatusOK {
+			t.Fatalf("request %d within the budget: %d", i, r.status)
+		}
+	}
+	r := h.auth("dev-1", k, k, true)
+	if r.status != http.StatusTooManyRequests || !strings.Contains(string(r.body), "RATE_LIMITED") || r.header.Get("Retry-After") == "" {
+		t.Fatalf("over the budget: %d %s %q", r.status, r.body, r.header.Get("Retry-After"))
 	}
 }

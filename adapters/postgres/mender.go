@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -179,6 +180,46 @@ func (s *AdmissionRepository) Admit(ctx context.Context, device domain.DeviceID,
 	return out, err
 }
 
+// Registered returns those of the devices that are registered, with their
+// admissions, in one query.
+func (s *AdmissionRepository) Registered(ctx context.Context, deviceIDs []domain.DeviceID) (map[domain.DeviceID]ports.RegisteredDevice, error) {
+	out := map[domain.DeviceID]ports.RegisteredDevice{}
+	if len(deviceIDs) == 0 {
+		return out, nil
+	}
+	byID := make(map[string]domain.DeviceID, len(deviceIDs))
+	ids := make([]string, 0, len(deviceIDs))
+	for _, id := range deviceIDs {
+		byID[id.String()] = id
+		ids = append(ids, id.String())
+	}
+	var rows []struct {
+		DeviceID   string         `db:"device_id"`
+		Model      string         `db:"model"`
+		PublicKey  sql.NullString `db:"public_key"`
+		Generation sql.NullInt64  `db:"token_generation"`
+		UpdatedAt  sql.NullTime   `db:"updated_at"`
+	}
+	if err := s.db.SelectContext(ctx, &rows, `SELECT d.device_id, d.model, a.public_key, a.token_generation, a.updated_at
+		FROM devices d LEFT JOIN device_admissions a ON a.device_id = d.device_id
+		WHERE d.device_id = ANY($1)`, pq.Array(ids)); err != nil {
+		return nil, fmt.Errorf("loading registered devices: %w", unavailable(err))
+	}
+	for _, r := range rows {
+		rd := ports.RegisteredDevice{Model: r.Model}
+		if r.PublicKey.Valid {
+			a, err := admissionRow{DeviceID: r.DeviceID, PublicKey: r.PublicKey.String, Generation: r.Generation.Int64,
+				UpdatedAt: r.UpdatedAt.Time}.toDomain()
+			if err != nil {
+				return nil, err
+			}
+			rd.Admission = &a
+		}
+		out[byID[r.DeviceID]] = rd
+	}
+	return out, nil
+}
+
 // AuthRequestRepository stores the requests of devices waiting to be
 // admitted in device_auth_requests.
 type AuthRequestRepository struct{ db *sqlx.DB }
@@ -227,19 +268,23 @@ func putAuthRequest(ctx context.Context, q menderExecer, r domain.AuthRequest) e
 	return nil
 }
 
-// Upsert serialises on the device id (a transaction-scoped advisory lock:
-// the row may not exist yet), lets fn decide, and stores its answer.
-func (s *AuthRequestRepository) Upsert(ctx context.Context, device domain.DeviceID, fn func(*domain.AuthRequest) (*domain.AuthRequest, error)) error {
-	deviceID := device.String()
+// Ask serialises every Ask on one transaction-scoped advisory lock, so
+// that counting the pending requests and storing a new one are one step
+// whatever other requests run meanwhile (new requests are rare, and each
+// source address has a budget: one lock is cheap enough).
+func (s *AuthRequestRepository) Ask(ctx context.Context, device domain.DeviceID, key domain.DeviceKey,
+	fn func(*domain.AuthRequest, int) (*domain.AuthRequest, error)) error {
 	return inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('ota:auth_request:' || $1))`, deviceID); err != nil {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('ota:auth_requests'))`); err != nil {
 			return err
 		}
 		var (
-			cur *domain.AuthRequest
-			r   authRequestRow
+			cur     *domain.AuthRequest
+			pending int
+			r       authRequestRow
 		)
-		err := tx.GetContext(ctx, &r, `SELECT `+authRequestColumns+` FROM device_auth_requests WHERE device_id = $1`, deviceID)
+		err := tx.GetContext(ctx, &r, `SELECT `+authRequestColumns+` FROM device_auth_requests WHERE device_id = $1 AND public_key = $2`,
+			device.String(), key.PEM())
 		switch {
 		case err == nil:
 			q, err := r.toDomain()
@@ -247,15 +292,45 @@ func (s *AuthRequestRepository) Upsert(ctx context.Context, device domain.Device
 				return err
 			}
 			cur = &q
-		case !errors.Is(err, sql.ErrNoRows):
+		case errors.Is(err, sql.ErrNoRows):
+			if err := tx.GetContext(ctx, &pending, `SELECT count(*) FROM device_auth_requests WHERE status = 'pending'`); err != nil {
+				return fmt.Errorf("counting pending auth requests: %w", err)
+			}
+		default:
 			return err
 		}
-		next, err := fn(cur)
+		next, err := fn(cur, pending)
 		if err != nil || next == nil {
 			return err
 		}
 		return putAuthRequest(ctx, tx, *next)
 	})
+}
+
+// Delete deletes a request.
+func (s *AuthRequestRepository) Delete(ctx context.Context, id domain.UUID) error {
+	if id.IsZero() {
+		return fmt.Errorf("deleting auth request: %w", domain.ErrNotFound)
+	}
+	res, err := s.db.ExecContext(ctx, `DELETE FROM device_auth_requests WHERE id = $1`, id.String())
+	if err != nil {
+		return fmt.Errorf("deleting auth request %s: %w", id, unavailable(err))
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("auth request %s: %w", id, domain.ErrNotFound)
+	}
+	return nil
+}
+
+// DeleteExpired deletes the requests last changed before cutoff
+// (device_auth_requests_updated_idx finds them).
+func (s *AuthRequestRepository) DeleteExpired(ctx context.Context, cutoff time.Time) (int, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM device_auth_requests WHERE updated_at < $1`, dbTime(cutoff))
+	if err != nil {
+		return 0, fmt.Errorf("deleting expired auth requests: %w", unavailable(err))
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
 }
 
 // Get returns a request by id.
@@ -287,15 +362,6 @@ func (s *AuthRequestRepository) List(ctx context.Context, status domain.AuthRequ
 		out = append(out, q)
 	}
 	return out, nil
-}
-
-// Count counts every stored request.
-func (s *AuthRequestRepository) Count(ctx context.Context) (int, error) {
-	var n int
-	if err := s.db.GetContext(ctx, &n, `SELECT count(*) FROM device_auth_requests`); err != nil {
-		return 0, fmt.Errorf("counting auth requests: %w", unavailable(err))
-	}
-	return n, nil
 }
 
 // Update locks a request, lets fn change it, and stores it.

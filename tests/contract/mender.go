@@ -6,7 +6,10 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"runtime"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -26,18 +29,43 @@ type MenderRepos struct {
 }
 
 // RunMenderStores runs the contract of the Mender storage ports against the
-// repositories newRepos returns (which may share one store with other
-// suites: the data is uniquely named).
+// repositories newRepos returns. Each call must return an empty store:
+// the auth request cases count every pending request.
 func RunMenderStores(t *testing.T, newRepos func(t *testing.T) MenderRepos) {
 	t.Run("Admissions", func(t *testing.T) {
 		t.Parallel()
 		r := newRepos(t)
 		admissionsContract(t, newRepoSuite(r.Repos), r)
 	})
+	t.Run("RevokedSessionsMoveTheGenerationOnWithTheSameKey", func(t *testing.T) {
+		t.Parallel()
+		r := newRepos(t)
+		revokeSessionsContract(t, newRepoSuite(r.Repos), r)
+	})
 	t.Run("AuthRequests", func(t *testing.T) {
 		t.Parallel()
 		r := newRepos(t)
 		authRequestsContract(t, newRepoSuite(r.Repos), r)
+	})
+	t.Run("PendingCountIsOfPendingRequestsOnly", func(t *testing.T) {
+		t.Parallel()
+		r := newRepos(t)
+		pendingCountContract(t, newRepoSuite(r.Repos), r)
+	})
+	t.Run("ExpiredRequestsAreDeleted", func(t *testing.T) {
+		t.Parallel()
+		r := newRepos(t)
+		expiryContract(t, newRepoSuite(r.Repos), r)
+	})
+	t.Run("ConcurrentAsksHoldTheBound", func(t *testing.T) {
+		t.Parallel()
+		r := newRepos(t)
+		concurrentCapContract(t, newRepoSuite(r.Repos), r)
+	})
+	t.Run("RegisteredDevicesInOneRead", func(t *testing.T) {
+		t.Parallel()
+		r := newRepos(t)
+		registeredContract(t, newRepoSuite(r.Repos), r)
 	})
 	t.Run("ArtifactCatalog", func(t *testing.T) {
 		t.Parallel()
@@ -128,83 +156,287 @@ func admissionsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	}
 }
 
-func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
+// revokeSessionsContract: Admit storing the same key with its sessions
+// revoked moves the stored generation on (a token rotation ends the
+// device's Mender sessions), and keeps the key.
+func revokeSessionsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	ctx := t.Context()
-	deviceID := repoName("dev")
+	d, err := domain.NewDevice(asDeviceID(repoName("dev")), repoName("m"), "", s.hash(t), s.at(0))
+	if err != nil {
+		t.Fatal(err)
+	}
 	k := newDeviceKey(t)
-	var made domain.AuthRequest
-	err := r.Requests.Upsert(ctx, asDeviceID(deviceID), func(cur *domain.AuthRequest) (*domain.AuthRequest, error) {
-		if cur != nil {
-			t.Fatal("a request for a device that never asked")
+	a, _ := domain.NewDeviceAdmission(d.ID(), k, s.at(1))
+	if err := r.Admissions.CreateDevice(ctx, d, a); err != nil {
+		t.Fatal(err)
+	}
+	for want := int64(2); want <= 3; want++ {
+		got, err := r.Admissions.Admit(ctx, d.ID(), func(cur *domain.DeviceAdmission) (domain.DeviceAdmission, error) {
+			next := *cur
+			next.RevokeSessions(s.at(2))
+			return next, nil
+		})
+		if err != nil || got.Generation() != want || !got.Key().Equal(k) {
+			t.Fatalf("revoked: %v gen=%d, want %d with the same key", err, got.Generation(), want)
 		}
-		q, err := domain.NewAuthRequest(domain.UUIDOf(uuid.New()), asDeviceID(deviceID), `{"device_id":"`+deviceID+`"}`, k, "", s.at(1))
-		made = q
+		if gen, err := r.Admissions.Generation(ctx, d.ID()); err != nil || gen != want {
+			t.Fatalf("stored generation after revocation: %d, %v, want %d", gen, err, want)
+		}
+	}
+}
+
+// ask is an Ask that records a new request for (device, key) when none
+// exists and there is room under max pending requests; it returns the
+// request the store had (nil if none) and the pending count it was given.
+func ask(t *testing.T, r MenderRepos, device domain.DeviceID, k domain.DeviceKey, at time.Time, max int) (*domain.AuthRequest, int) {
+	t.Helper()
+	var (
+		seen    *domain.AuthRequest
+		counted int
+	)
+	err := r.Requests.Ask(t.Context(), device, k, func(cur *domain.AuthRequest, pending int) (*domain.AuthRequest, error) {
+		seen, counted = cur, pending
+		if cur != nil || !domain.PendingRoom(pending, max) {
+			return nil, nil
+		}
+		q, err := domain.NewAuthRequest(domain.UUIDOf(uuid.New()), device, `{"device_id":"`+device.String()+`"}`, k, "", at)
 		return &q, err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := r.Requests.Count(ctx)
-	if err != nil || n < 1 {
-		t.Fatalf("count: %d %v", n, err)
+	return seen, counted
+}
+
+func pendingOf(t *testing.T, r MenderRepos) []domain.AuthRequest {
+	t.Helper()
+	list, err := r.Requests.List(t.Context(), domain.AuthRequestPending, 100000)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return list
+}
+
+func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
+	ctx := t.Context()
+	deviceID := asDeviceID(repoName("dev"))
+	k := newDeviceKey(t)
+	if cur, _ := ask(t, r, deviceID, k, s.at(1), 100); cur != nil {
+		t.Fatal("a request for a device that never asked")
+	}
+	list := pendingOf(t, r)
+	if len(list) != 1 {
+		t.Fatalf("pending after one request: %d", len(list))
+	}
+	made := list[0]
 	got, err := r.Requests.Get(ctx, made.ID())
-	if err != nil || got.DeviceID().String() != deviceID || !got.Key().Equal(k) || got.Status() != domain.AuthRequestPending ||
+	if err != nil || got.DeviceID() != deviceID || !got.Key().Equal(k) || got.Status() != domain.AuthRequestPending ||
 		!got.CreatedAt().Equal(repoUs(s.at(1))) {
 		t.Fatalf("stored request: %v %+v", err, got)
 	}
-	// A second Upsert sees the first; returning nil stores nothing.
-	if err := r.Requests.Upsert(ctx, asDeviceID(deviceID), func(cur *domain.AuthRequest) (*domain.AuthRequest, error) {
-		if cur == nil || cur.ID() != made.ID() {
-			t.Fatalf("Upsert did not load the device's request: %v", cur)
-		}
-		return nil, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	list, err := r.Requests.List(ctx, domain.AuthRequestPending, 100000)
-	if err != nil || !containsRequest(list, made.ID()) {
-		t.Fatalf("pending list: %v", err)
+	// The same key again finds the request.
+	if cur, _ := ask(t, r, deviceID, k, s.at(2), 100); cur == nil || cur.ID() != made.ID() {
+		t.Fatalf("Ask did not load the device's request with this key: %v", cur)
 	}
 	rej, err := r.Requests.Update(ctx, made.ID(), func(q *domain.AuthRequest) error { q.Reject(s.at(2)); return nil })
 	if err != nil || rej.Status() != domain.AuthRequestRejected {
 		t.Fatalf("reject: %v %v", err, rej.Status())
 	}
-	if list, _ := r.Requests.List(ctx, domain.AuthRequestPending, 100000); containsRequest(list, made.ID()) {
+	if containsRequest(pendingOf(t, r), made.ID()) {
 		t.Fatal("a rejected request is still pending")
 	}
+	// The same key stays rejected.
+	if cur, _ := ask(t, r, deviceID, k, s.at(3), 100); cur == nil || cur.Status() != domain.AuthRequestRejected {
+		t.Fatalf("the rejected key asking again: %v", cur)
+	}
 	// A rejected request is not accepted.
-	d, _ := domain.NewDevice(asDeviceID(deviceID), repoName("m"), "", s.hash(t), s.at(3))
-	a, _ := domain.NewDeviceAdmission(asDeviceID(deviceID), k, s.at(3))
+	d, _ := domain.NewDevice(deviceID, repoName("m"), "", s.hash(t), s.at(3))
+	a, _ := domain.NewDeviceAdmission(deviceID, k, s.at(3))
 	if err := r.Requests.Accept(ctx, made.ID(), &d, a); err == nil {
 		t.Fatal("accepted a rejected request")
 	}
-	if _, err := s.Devices.Get(ctx, asDeviceID(deviceID)); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := s.Devices.Get(ctx, deviceID); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("a refused accept registered the device: %v", err)
 	}
-	// A new key makes it pending again; accepting registers the device,
-	// stores the key and deletes the request.
+	// Another key is another request; the rejected one stays as it was.
 	k2 := newDeviceKey(t)
-	if err := r.Requests.Upsert(ctx, asDeviceID(deviceID), func(cur *domain.AuthRequest) (*domain.AuthRequest, error) {
-		if !cur.Asked(cur.Identity(), k2, "", s.at(4)) {
-			t.Fatal("a new key did not change the request")
-		}
-		return cur, nil
-	}); err != nil {
+	if cur, _ := ask(t, r, deviceID, k2, s.at(4), 100); cur != nil {
+		t.Fatalf("another key found the first key's request %s", cur.ID())
+	}
+	list = pendingOf(t, r)
+	if len(list) != 1 || list[0].ID() == made.ID() || !list[0].Key().Equal(k2) {
+		t.Fatalf("pending after another key: %+v", list)
+	}
+	second := list[0]
+	if q, err := r.Requests.Get(ctx, made.ID()); err != nil || q.Status() != domain.AuthRequestRejected || !q.Key().Equal(k) {
+		t.Fatalf("the rejected request changed: %v %v", err, q.Status())
+	}
+	// Accepting registers the device, stores exactly the request's key and
+	// deletes the request.
+	a2, _ := domain.NewDeviceAdmission(deviceID, k2, s.at(5))
+	if err := r.Requests.Accept(ctx, second.ID(), &d, a2); err != nil {
 		t.Fatal(err)
 	}
-	a2, _ := domain.NewDeviceAdmission(asDeviceID(deviceID), k2, s.at(5))
-	if err := r.Requests.Accept(ctx, made.ID(), &d, a2); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := r.Admissions.Get(ctx, asDeviceID(deviceID)); err != nil || !got.Key().Equal(k2) {
+	if got, err := r.Admissions.Get(ctx, deviceID); err != nil || !got.Key().Equal(k2) {
 		t.Fatalf("accepted admission: %v", err)
 	}
-	if _, err := r.Requests.Get(ctx, made.ID()); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := r.Requests.Get(ctx, second.ID()); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("accepted request still stored: %v", err)
+	}
+	// Delete removes a request, pending or rejected, once.
+	if err := r.Requests.Delete(ctx, made.ID()); err != nil {
+		t.Fatalf("delete a rejected request: %v", err)
+	}
+	if _, err := r.Requests.Get(ctx, made.ID()); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("deleted request still stored: %v", err)
+	}
+	if err := r.Requests.Delete(ctx, made.ID()); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("delete twice: %v, want not found", err)
+	}
+	if err := r.Requests.Delete(ctx, asUUID("not-a-uuid")); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("delete a bad id: %v, want not found", err)
 	}
 	if _, err := r.Requests.Get(ctx, asUUID("not-a-uuid")); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("bad id: %v", err)
+	}
+}
+
+// pendingCountContract: the count Ask hands fn is of pending requests
+// only, so rejected ones never hold the queue full.
+func pendingCountContract(t *testing.T, s *repoSuite, r MenderRepos) {
+	ctx := t.Context()
+	ids := make([]domain.DeviceID, 3)
+	for i := range ids {
+		ids[i] = asDeviceID(repoName("dev"))
+		ask(t, r, ids[i], newDeviceKey(t), s.at(i), 3)
+	}
+	if _, n := ask(t, r, asDeviceID(repoName("dev")), newDeviceKey(t), s.at(4), 3); n != 3 {
+		t.Fatalf("pending count with 3 pending: %d", n)
+	}
+	if n := len(pendingOf(t, r)); n != 3 {
+		t.Fatalf("a request over the bound was stored: %d pending", n)
+	}
+	for _, q := range pendingOf(t, r)[:2] {
+		if _, err := r.Requests.Update(ctx, q.ID(), func(q *domain.AuthRequest) error { q.Reject(s.at(5)); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	late := asDeviceID(repoName("dev"))
+	if _, n := ask(t, r, late, newDeviceKey(t), s.at(6), 3); n != 1 {
+		t.Fatalf("pending count with 1 pending and 2 rejected: %d, want 1", n)
+	}
+	list := pendingOf(t, r)
+	if len(list) != 2 || list[1].DeviceID() != late {
+		t.Fatalf("a device asking after rejections is not listed: %+v", list)
+	}
+}
+
+// expiryContract: DeleteExpired deletes pending and rejected requests
+// last changed before the cutoff, and only those.
+func expiryContract(t *testing.T, s *repoSuite, r MenderRepos) {
+	ctx := t.Context()
+	old, rejected, fresh := asDeviceID(repoName("old")), asDeviceID(repoName("rejected")), asDeviceID(repoName("fresh"))
+	ask(t, r, old, newDeviceKey(t), s.at(1), 100)
+	ask(t, r, rejected, newDeviceKey(t), s.at(1), 100)
+	ask(t, r, fresh, newDeviceKey(t), s.at(1), 100)
+	for _, q := range pendingOf(t, r) {
+		switch q.DeviceID() {
+		case rejected:
+			if _, err := r.Requests.Update(ctx, q.ID(), func(q *domain.AuthRequest) error { q.Reject(s.at(2)); return nil }); err != nil {
+				t.Fatal(err)
+			}
+		case fresh:
+			// Rejected later: changed after the cutoff, so kept.
+			if _, err := r.Requests.Update(ctx, q.ID(), func(q *domain.AuthRequest) error { q.Reject(s.at(20)); return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	n, err := r.Requests.DeleteExpired(ctx, s.at(10))
+	if err != nil || n != 2 {
+		t.Fatalf("deleted %d expired requests (%v), want 2", n, err)
+	}
+	if len(pendingOf(t, r)) != 0 {
+		t.Fatal("an expired pending request is still listed")
+	}
+	rej, err := r.Requests.List(ctx, domain.AuthRequestRejected, 100)
+	if err != nil || len(rej) != 1 || rej[0].DeviceID() != fresh {
+		t.Fatalf("rejected after expiry: %v %+v, want only the one rejected after the cutoff", err, rej)
+	}
+	if n, err := r.Requests.DeleteExpired(ctx, s.at(10)); err != nil || n != 0 {
+		t.Fatalf("second expiry: %d %v", n, err)
+	}
+}
+
+// concurrentCapContract races many new requests for different devices
+// against a bound: exactly the bound is stored, never more.
+func concurrentCapContract(t *testing.T, s *repoSuite, r MenderRepos) {
+	const workers, max = 24, 5
+	keys := make([]domain.DeviceKey, workers)
+	for i := range keys {
+		keys[i] = newDeviceKey(t)
+	}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			device := asDeviceID(repoName("dev"))
+			errs <- r.Requests.Ask(t.Context(), device, keys[i], func(cur *domain.AuthRequest, pending int) (*domain.AuthRequest, error) {
+				if cur != nil || !domain.PendingRoom(pending, max) {
+					return nil, nil
+				}
+				// Let the others count meanwhile: only Ask's serialisation
+				// keeps them from seeing the same room.
+				runtime.Gosched()
+				q, err := domain.NewAuthRequest(domain.UUIDOf(uuid.New()), device, `{}`, keys[i], "", s.at(1))
+				return &q, err
+			})
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(pendingOf(t, r)); n != max {
+		t.Fatalf("%d pending requests stored by %d concurrent asks under a bound of %d", n, workers, max)
+	}
+}
+
+// registeredContract: Registered answers, in one call, which devices are
+// registered, with their models and admissions.
+func registeredContract(t *testing.T, s *repoSuite, r MenderRepos) {
+	ctx := t.Context()
+	plain := s.device(t, repoName("m"), "1.0.0")
+	keyed, _ := domain.NewDevice(asDeviceID(repoName("dev")), repoName("m"), "", s.hash(t), s.at(0))
+	k := newDeviceKey(t)
+	a, _ := domain.NewDeviceAdmission(keyed.ID(), k, s.at(1))
+	if err := r.Admissions.CreateDevice(ctx, keyed, a); err != nil {
+		t.Fatal(err)
+	}
+	unknown := asDeviceID(repoName("nobody"))
+	got, err := r.Admissions.Registered(ctx, []domain.DeviceID{plain.ID(), keyed.ID(), unknown})
+	if err != nil || len(got) != 2 {
+		t.Fatalf("registered: %v %d, want 2", err, len(got))
+	}
+	if p := got[plain.ID()]; p.Model != plain.Model() || p.Admission != nil {
+		t.Fatalf("device without a key: %+v", p)
+	}
+	if q := got[keyed.ID()]; q.Model != keyed.Model() || q.Admission == nil || !q.Admission.Key().Equal(k) {
+		t.Fatalf("device with a key: %+v", q)
+	}
+	if _, ok := got[unknown]; ok {
+		t.Fatal("an unknown device is registered")
+	}
+	if got, err := r.Admissions.Registered(ctx, nil); err != nil || len(got) != 0 {
+		t.Fatalf("no ids: %v %v", got, err)
 	}
 }
 

@@ -10,8 +10,8 @@ import (
 // TestMemoryMenderStores holds the in-process Mender repositories to the
 // same contract as the Postgres ones.
 func TestMemoryMenderStores(t *testing.T) {
-	store := memory.NewStore()
 	contract.RunMenderStores(t, func(*testing.T) contract.MenderRepos {
+		store := memory.NewStore()
 		return contract.MenderRepos{
 			Repos: contract.Repos{
 				Devices: memory.NewDevices(store), Firmwares: memory.NewFirmwares(store),
