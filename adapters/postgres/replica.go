@@ -286,14 +286,18 @@ func (r *ReadReplica) stmt(q string) *sqlx.Stmt {
 }
 
 // NewServingTaskRepository is NewTaskRepository whose check reads
-// (CheckView, CheckViewOf) go to reads while it is fresh enough; reads
-// may be nil (no replica configured).
-func NewServingTaskRepository(db *sqlx.DB, reads *ReadReplica) (*TaskRepository, error) {
+// (CheckView, CheckViewOf) go to reads while it is fresh enough, and whose
+// rollout judgements (an event or a check that ends a task and so pauses
+// the rollout or opens its next stage) reach catalog at once, after
+// commit, not only through the NOTIFY. reads may be nil (no replica
+// configured), catalog too (no cache).
+func NewServingTaskRepository(db *sqlx.DB, reads *ReadReplica, catalog *CatalogCache) (*TaskRepository, error) {
 	r, err := NewTaskRepository(db)
 	if err != nil {
 		return nil, err
 	}
 	r.reads = reads
+	r.catalog = catalog
 	return r, nil
 }
 

@@ -35,7 +35,7 @@ func TestReadReplicaBoundsStalenessAndFallsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tasks, err := postgres.NewServingTaskRepository(primary, reads)
+	tasks, err := postgres.NewServingTaskRepository(primary, reads, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestReadReplicaBoundsStalenessAndFallsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeSlow()
-	slowTasks, err := postgres.NewServingTaskRepository(primary, slow)
+	slowTasks, err := postgres.NewServingTaskRepository(primary, slow, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
