@@ -348,6 +348,44 @@ func TestCatalogCacheSeesItsOwnRolloutJudgementsAtOnce(t *testing.T) {
 	})
 }
 
+// A refresh that began reading before an invalidation and finished after
+// it is not kept: the invalidation's change may be missing from what it
+// read. Here the refresh's query waits on a lock while the invalidation
+// lands; the next read is a fill, not a hit.
+func TestCatalogCacheDropsARefreshThatRacedAnInvalidation(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	b := e.replica(t, postgres.CatalogCacheConfig{})
+	must(t, b.cache.Deafen()) // the test's invalidation is the only one
+	o := e.offer(t, "cam-refresh-race", "7.0.0")
+
+	tx, err := e.db.BeginTxx(ctx, nil)
+	must(t, err)
+	defer func() { _ = tx.Rollback() }()
+	_, err = tx.ExecContext(ctx, `LOCK TABLE rollouts IN ACCESS EXCLUSIVE MODE`)
+	must(t, err)
+	refreshed := make(chan error, 1)
+	go func() { refreshed <- b.cache.Refresh(ctx) }()
+	within(t, 5*time.Second, "the refresh's query to wait on the lock", func() bool {
+		var n int
+		_ = e.db.Get(&n, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND query LIKE '%ORDER BY f.model%' AND pid <> pg_backend_pid()`)
+		return n == 1
+	})
+	b.cache.Invalidate("cam-refresh-race")
+	must(t, tx.Rollback())
+	must(t, <-refreshed)
+
+	hits, misses := b.cache.Stats().Hits.Load(), b.cache.Stats().Misses.Load()
+	if got := b.offered(t, "cam-refresh-race"); !equalIDs(got, o.Firmware.ID().String()) {
+		t.Fatalf("b offers %v", got)
+	}
+	if !b.cache.Live() || b.cache.Stats().Hits.Load() != hits || b.cache.Stats().Misses.Load() != misses+1 {
+		t.Fatalf("the read after a refresh that raced an invalidation was answered from what the refresh stored (live %v, %d hits, %d misses)",
+			b.cache.Live(), b.cache.Stats().Hits.Load()-hits, b.cache.Stats().Misses.Load()-misses)
+	}
+}
+
 func newID() string { return uuid.NewString() }
 
 // sha is a well-formed SHA-256 made of one repeated byte.

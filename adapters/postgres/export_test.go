@@ -5,3 +5,6 @@ package postgres
 // learns of a change only from this process's own writes, as it does in
 // the window before a NOTIFY arrives.
 func (c *CatalogCache) Deafen() error { return c.listener.Unlisten(catalogChannel) }
+
+// Invalidate is what a notification or a local write does to the cache.
+func (c *CatalogCache) Invalidate(model string) { c.invalidate(model) }
