@@ -32,41 +32,42 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	if err != nil {
 		return nil, nil, err
 	}
-	taskRepository, err := postgres.NewServingTaskRepository(db, readReplica)
-	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
-	auth, err := application.NewAuth(taskRepository)
-	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
-	deviceRepository, err := postgres.NewDeviceRepository(db)
-	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
-	writeBehindConfig := bootstrap.WriteBehindConfigFrom(cfg)
-	writeBehindDevices, cleanup2, err := postgres.NewWriteBehindDevices(deviceRepository, writeBehindConfig, logger)
-	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
 	firmwareRepository, err := postgres.NewFirmwareRepository(db)
 	if err != nil {
-		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
 	rolloutRepository, err := postgres.NewRolloutRepository(db)
 	if err != nil {
-		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
 	catalogCacheConfig := bootstrap.CatalogCacheConfigFrom(cfg)
-	catalogCache, cleanup3, err := postgres.NewCatalogCache(firmwareRepository, rolloutRepository, catalogCacheConfig, logger)
+	catalogCache, cleanup2, err := postgres.NewCatalogCache(firmwareRepository, rolloutRepository, catalogCacheConfig, logger)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	taskRepository, err := postgres.NewServingTaskRepository(db, readReplica, catalogCache)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	auth, err := application.NewAuth(taskRepository)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	deviceRepository, err := postgres.NewDeviceRepository(db)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	writeBehindConfig := bootstrap.WriteBehindConfigFrom(cfg)
+	writeBehindDevices, cleanup3, err := postgres.NewWriteBehindDevices(deviceRepository, writeBehindConfig, logger)
 	if err != nil {
 		cleanup2()
 		cleanup()

@@ -97,7 +97,10 @@ const (
 // connection, lib/pq's Listener), and only if the transaction commits. On a
 // notification the model's offers and every by-id entry are dropped, and
 // the next read refills them. A replica's own writes also invalidate
-// locally at once, so an operator reads their own change.
+// locally at once, after commit, so an operator reads their own change
+// and a device's next check sees the stage its last event opened or the
+// pause its failure caused (TaskRepository's rollout judgements,
+// NewServingTaskRepository).
 //
 // Three guards keep a missed notification from serving stale data for long:
 //   - Liveness: the listener pings its connection every PingInterval. A

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
 )
 
 // replica is one service instance's catalog cache: its own pool and
@@ -21,6 +22,7 @@ type replica struct {
 	cache     *postgres.CatalogCache
 	firmwares *postgres.CachedFirmwares
 	rollouts  *postgres.CachedRollouts
+	tasks     *postgres.TaskRepository // its rollout judgements invalidate cache
 }
 
 func (e *env) replica(t *testing.T, cfg postgres.CatalogCacheConfig) replica {
@@ -44,7 +46,11 @@ func (e *env) replica(t *testing.T, cfg postgres.CatalogCacheConfig) replica {
 	if !c.Live() {
 		t.Fatal("a new cache is not live")
 	}
-	return replica{cache: c, firmwares: c.Firmwares(), rollouts: c.Rollouts()}
+	tasks, err := postgres.NewServingTaskRepository(db, nil, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return replica{cache: c, firmwares: c.Firmwares(), rollouts: c.Rollouts(), tasks: tasks}
 }
 
 // offered lists the firmware ids a replica offers for a model.
@@ -256,6 +262,127 @@ func TestCatalogCacheReadsThroughWhenNotLive(t *testing.T) {
 	}
 	if b.cache.Stats().Bypassed.Load() == 0 {
 		t.Fatal("not counted as bypassed")
+	}
+}
+
+// A final event or a check that ends a task, and so pauses its rollout
+// (or opens its next stage), is read on the same instance at once: the
+// instance's cache is told after the commit, not only by the NOTIFY,
+// which reaches its listener later (here never: the listener is deaf).
+func TestCatalogCacheSeesItsOwnRolloutJudgementsAtOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	b := e.replica(t, postgres.CatalogCacheConfig{})
+	must(t, b.cache.Deafen())
+	pauses := func(fw domain.Firmware) ports.RolloutEvaluation {
+		return func(r *domain.Rollout, _ func(time.Time) (domain.TaskStats, error)) (bool, error) {
+			return true, r.ChangeStatus(domain.RolloutPaused, fw, e.now.Add(time.Second))
+		}
+	}
+	// cached reads o's offer and rollout through b twice, the second time
+	// from memory.
+	cached := func(t *testing.T, model string, o domain.Offer) {
+		t.Helper()
+		for range 2 {
+			if got := b.offered(t, model); !equalIDs(got, o.Firmware.ID().String()) {
+				t.Fatalf("b offers %v, want %s", got, o.Firmware.ID())
+			}
+			if r, err := b.rollouts.Get(ctx, o.Rollout.ID()); err != nil || r.Status() != domain.RolloutActive {
+				t.Fatalf("b rollout: %v %v", r.Status(), err)
+			}
+		}
+		if !b.cache.Live() {
+			t.Fatal("the cache is not live: reads went to the database")
+		}
+	}
+	// seesPaused: the very next reads through b see the rollout paused.
+	seesPaused := func(t *testing.T, model string, o domain.Offer) {
+		t.Helper()
+		hits := b.cache.Stats().Hits.Load()
+		if got := b.offered(t, model); len(got) != 0 {
+			t.Errorf("right after the judgement that paused it, b still offers %v", got)
+		}
+		if r, err := b.rollouts.Get(ctx, o.Rollout.ID()); err != nil || r.Status() != domain.RolloutPaused {
+			t.Errorf("right after the judgement that paused it, b reads the rollout %v (%v)", r.Status(), err)
+		}
+		if !b.cache.Live() || b.cache.Stats().Hits.Load() != hits {
+			t.Fatalf("the reads were not refills of a live cache (live %v, %d hits)", b.cache.Live(), b.cache.Stats().Hits.Load()-hits)
+		}
+	}
+
+	// judged publishes a firmware with a 100% rollout that its tasks'
+	// ends are judged against (a failure threshold).
+	judged := func(t *testing.T, model string) domain.Offer {
+		t.Helper()
+		fw := e.firmware(t, model, "6.0.0")
+		threshold := 50
+		r, err := domain.NewRollout(asUUID(newID()), fw, domain.RolloutSpec{Percentage: 100, FailureThresholdPercent: &threshold}, e.now)
+		must(t, err)
+		must(t, e.rollouts.Create(ctx, r))
+		return domain.Offer{Firmware: fw, Rollout: r}
+	}
+
+	t.Run("final event", func(t *testing.T) {
+		o := judged(t, "cam-own-event")
+		e.device(t, "own-event-1", "cam-own-event")
+		tk := e.createTask(t, "own-event-1", o)
+		cached(t, "cam-own-event", o)
+		ev, err := domain.NewEvent("end-"+tk.ID().String(), "failed", nil, "", "")
+		must(t, err)
+		_, err = b.tasks.ApplyEvent(ctx, tk.ID(), ev, func(tk *domain.Task, prior *domain.Event) (bool, error) {
+			return tk.ApplyEvent(ev, prior, e.now.Add(time.Second))
+		}, pauses(o.Firmware))
+		must(t, err)
+		seesPaused(t, "cam-own-event", o)
+	})
+	t.Run("check ending the task", func(t *testing.T) {
+		o := judged(t, "cam-own-check")
+		e.device(t, "own-check-1", "cam-own-check")
+		tk := e.createTask(t, "own-check-1", o)
+		cached(t, "cam-own-check", o)
+		_, _, err := b.tasks.ReplaceActive(ctx, tk.DeviceID(), onActive(func(active *domain.Task) (*domain.Task, error) {
+			return nil, active.Succeed(e.now.Add(time.Second))
+		}), pauses(o.Firmware))
+		must(t, err)
+		seesPaused(t, "cam-own-check", o)
+	})
+}
+
+// A refresh that began reading before an invalidation and finished after
+// it is not kept: the invalidation's change may be missing from what it
+// read. Here the refresh's query waits on a lock while the invalidation
+// lands; the next read is a fill, not a hit.
+func TestCatalogCacheDropsARefreshThatRacedAnInvalidation(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	b := e.replica(t, postgres.CatalogCacheConfig{})
+	must(t, b.cache.Deafen()) // the test's invalidation is the only one
+	o := e.offer(t, "cam-refresh-race", "7.0.0")
+
+	tx, err := e.db.BeginTxx(ctx, nil)
+	must(t, err)
+	defer func() { _ = tx.Rollback() }()
+	_, err = tx.ExecContext(ctx, `LOCK TABLE rollouts IN ACCESS EXCLUSIVE MODE`)
+	must(t, err)
+	refreshed := make(chan error, 1)
+	go func() { refreshed <- b.cache.Refresh(ctx) }()
+	within(t, 5*time.Second, "the refresh's query to wait on the lock", func() bool {
+		var n int
+		_ = e.db.Get(&n, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND query LIKE '%ORDER BY f.model%' AND pid <> pg_backend_pid()`)
+		return n == 1
+	})
+	b.cache.Invalidate("cam-refresh-race")
+	must(t, tx.Rollback())
+	must(t, <-refreshed)
+
+	hits, misses := b.cache.Stats().Hits.Load(), b.cache.Stats().Misses.Load()
+	if got := b.offered(t, "cam-refresh-race"); !equalIDs(got, o.Firmware.ID().String()) {
+		t.Fatalf("b offers %v", got)
+	}
+	if !b.cache.Live() || b.cache.Stats().Hits.Load() != hits || b.cache.Stats().Misses.Load() != misses+1 {
+		t.Fatalf("the read after a refresh that raced an invalidation was answered from what the refresh stored (live %v, %d hits, %d misses)",
+			b.cache.Live(), b.cache.Stats().Hits.Load()-hits, b.cache.Stats().Misses.Load()-misses)
 	}
 }
 

@@ -58,8 +58,13 @@ const (
 // The replica is read from while now - t < MaxLag for the newest such t;
 // a replica that stops replaying (paused, cut off, down) or a probe that
 // stops running ages past the bound on its own, and reads go back to the
-// primary. A device is therefore never handed, from the replica, a task
-// that the primary cancelled or superseded more than MaxLag ago.
+// primary. A read's answer, not only its start, must come before t +
+// MaxLag (freshUntil), so the bound holds when the repository returns,
+// read time included: a device is never handed, from the replica, a task
+// that the primary cancelled or superseded more than MaxLag before the
+// read returned. (It assumes commits are flushed before they are visible,
+// synchronous_commit on, the default: the primary's position sampled is
+// its WAL write position.)
 type ReadReplica struct {
 	db      *sqlx.DB
 	primary *sqlx.DB
@@ -143,8 +148,23 @@ func (r *ReadReplica) Lag() (time.Duration, bool) {
 
 // Usable reports whether a read from the replica now is within MaxLag.
 func (r *ReadReplica) Usable() bool {
-	lag, ok := r.Lag()
-	return ok && lag < r.cfg.MaxLag
+	_, ok := r.freshUntil()
+	return ok
+}
+
+// freshUntil is the instant until which an answer from the replica is
+// within MaxLag of the primary — the newest primary position it has
+// replayed was sampled at t, so it holds every commit before t; t + MaxLag
+// — and whether that is still ahead. An answer must arrive before it, not
+// only a read start: a read begun just inside the bound and answered later
+// would hand out what the primary changed more than MaxLag before.
+func (r *ReadReplica) freshUntil() (time.Time, bool) {
+	c := r.caughtUp.Load()
+	if c == 0 {
+		return time.Time{}, false
+	}
+	until := r.epoch.Add(time.Duration(c) + r.cfg.MaxLag) // monotonic, as epoch
+	return until, time.Now().Before(until)
 }
 
 func (r *ReadReplica) close() {
@@ -253,12 +273,9 @@ func parseLSN(s string) (uint64, error) {
 	return h<<32 | l, nil
 }
 
-// stmt is q prepared on the replica, or nil when the replica is not to be
-// read from now (too far behind, down) or cannot prepare it.
-func (r *ReadReplica) stmt(q string) *sqlx.Stmt {
-	if r == nil || !r.Usable() {
-		return nil
-	}
+// stmt is q prepared on the replica, or nil when the replica cannot
+// prepare it before until (its answers' freshness bound).
+func (r *ReadReplica) stmt(q string, until time.Time) *sqlx.Stmt {
 	r.mu.Lock()
 	s, ok := r.stmts[q]
 	r.mu.Unlock()
@@ -266,8 +283,8 @@ func (r *ReadReplica) stmt(q string) *sqlx.Stmt {
 		return s
 	}
 	// Prepared outside the lock: a replica that hangs holds up only the
-	// reads that found no statement, each for at most MaxLag.
-	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.MaxLag)
+	// reads that found no statement, each until its bound (under MaxLag).
+	ctx, cancel := context.WithDeadline(context.Background(), until)
 	defer cancel()
 	s, err := r.db.PreparexContext(ctx, q)
 	if err != nil {
@@ -286,14 +303,18 @@ func (r *ReadReplica) stmt(q string) *sqlx.Stmt {
 }
 
 // NewServingTaskRepository is NewTaskRepository whose check reads
-// (CheckView, CheckViewOf) go to reads while it is fresh enough; reads
-// may be nil (no replica configured).
-func NewServingTaskRepository(db *sqlx.DB, reads *ReadReplica) (*TaskRepository, error) {
+// (CheckView, CheckViewOf) go to reads while it is fresh enough, and whose
+// rollout judgements (an event or a check that ends a task and so pauses
+// the rollout or opens its next stage) reach catalog at once, after
+// commit, not only through the NOTIFY. reads may be nil (no replica
+// configured), catalog too (no cache).
+func NewServingTaskRepository(db *sqlx.DB, reads *ReadReplica, catalog *CatalogCache) (*TaskRepository, error) {
 	r, err := NewTaskRepository(db)
 	if err != nil {
 		return nil, err
 	}
 	r.reads = reads
+	r.catalog = catalog
 	return r, nil
 }
 
@@ -306,8 +327,13 @@ func (s *TaskRepository) routedCheckView(ctx context.Context, q string, primary 
 	if s.reads == nil {
 		return s.checkView(ctx, primary, key)
 	}
-	if stmt := s.reads.stmt(q); stmt != nil {
-		v, late, err := s.replicaRead(ctx, stmt, key)
+	until, fresh := s.reads.freshUntil()
+	var stmt *sqlx.Stmt
+	if fresh {
+		stmt = s.reads.stmt(q, until)
+	}
+	if stmt != nil {
+		v, late, err := s.replicaRead(ctx, stmt, key, until)
 		if err == nil {
 			s.reads.stats.Reads.Add(1)
 			return v, nil
@@ -330,14 +356,17 @@ type replicaAnswer struct {
 	err error
 }
 
-// replicaRead reads the check view on the replica, giving up after MaxLag
-// (late): a replica that stops answering without refusing (cut off, a
-// lost network) must not hold the check. lib/pq ends a cancelled query
-// only when the server answers the cancel, so the read runs in its own
-// goroutine and is abandoned, not waited for; it ends, and gives its
-// connection back, when the replica answers or the connection breaks.
-func (s *TaskRepository) replicaRead(ctx context.Context, stmt *sqlx.Stmt, key any) (v ports.CheckView, late bool, err error) {
-	rctx, cancel := context.WithTimeout(ctx, s.reads.cfg.MaxLag)
+// replicaRead reads the check view on the replica, giving up at until
+// (late), the instant past which its answer could be more than MaxLag
+// behind the primary (freshUntil): a slow answer is as stale as a lagging
+// replica's, and a replica that stops answering without refusing (cut
+// off, a lost network) must not hold the check. An answer that arrives
+// after until is dropped too. lib/pq ends a cancelled query only when the
+// server answers the cancel, so the read runs in its own goroutine and is
+// abandoned, not waited for; it ends, and gives its connection back, when
+// the replica answers or the connection breaks.
+func (s *TaskRepository) replicaRead(ctx context.Context, stmt *sqlx.Stmt, key any, until time.Time) (v ports.CheckView, late bool, err error) {
+	rctx, cancel := context.WithDeadline(ctx, until)
 	done := make(chan replicaAnswer, 1)
 	go func() {
 		defer cancel()
@@ -346,6 +375,9 @@ func (s *TaskRepository) replicaRead(ctx context.Context, stmt *sqlx.Stmt, key a
 	}()
 	select {
 	case a := <-done:
+		if a.err == nil && !time.Now().Before(until) {
+			return ports.CheckView{}, true, errors.New("reading the replica: answered past its freshness bound")
+		}
 		return a.v, false, a.err
 	case <-rctx.Done():
 		return ports.CheckView{}, ctx.Err() == nil, fmt.Errorf("reading the replica: %w", rctx.Err())

@@ -37,7 +37,8 @@ type TaskRepository struct {
 	event           *sqlx.Stmt
 	insertEvent     *sqlx.Stmt
 	stats           *sqlx.Stmt
-	reads           *ReadReplica // the check reads' replica, nil: none (replica.go)
+	reads           *ReadReplica  // the check reads' replica, nil: none (replica.go)
+	catalog         *CatalogCache // told, after commit, of a rollout an event changed; nil: none
 	statsSince      *sqlx.Stmt
 }
 
@@ -332,9 +333,11 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, device domain.Device
 	}
 	deviceID := device.String()
 	var (
-		result  domain.Task
-		created bool
+		result        domain.Task
+		created       bool
+		rolloutStored bool // an evaluation stored a rollout change (in some attempt)
 	)
+	defer func() { s.rolloutJudged(rolloutStored) }()
 	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
 		result, created = domain.Task{}, false
 		var st ports.TaskState
@@ -398,7 +401,8 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, device domain.Device
 			result = st.Active.Task
 		}
 		if judge != "" {
-			r, err := s.judgeRollout(ctx, tx, judged, onRollout)
+			r, stored, err := s.judgeRollout(ctx, tx, judged, onRollout)
+			rolloutStored = rolloutStored || stored
 			if err != nil {
 				return err
 			}
@@ -526,7 +530,11 @@ func (s *TaskRepository) ApplyEvent(ctx context.Context, taskID domain.UUID, ev 
 		return domain.Task{}, fmt.Errorf("loading task: %w", domain.ErrNotFound)
 	}
 	uid := taskID.String()
-	var out domain.Task
+	var (
+		out           domain.Task
+		rolloutStored bool // an evaluation stored a rollout change (in some attempt)
+	)
+	defer func() { s.rolloutJudged(rolloutStored) }()
 	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
 		t, err := s.lockTask(ctx, tx, uid)
 		if err != nil {
@@ -567,7 +575,8 @@ func (s *TaskRepository) ApplyEvent(ctx context.Context, taskID domain.UUID, ev 
 		if onRollout == nil {
 			return nil
 		}
-		_, err = s.judgeRollout(ctx, tx, judged, onRollout)
+		_, stored, err := s.judgeRollout(ctx, tx, judged, onRollout)
+		rolloutStored = rolloutStored || stored
 		return err
 	})
 	if err != nil {
@@ -596,11 +605,13 @@ func (s *TaskRepository) lockRolloutToJudge(ctx context.Context, tx *sqlx.Tx, ro
 
 // judgeRollout lets eval judge the rollout r, locked by lockRolloutToJudge
 // in tx (counting its tasks in tx only if eval asks), stores what eval
-// changed, and returns the rollout as it now is.
-func (s *TaskRepository) judgeRollout(ctx context.Context, tx *sqlx.Tx, r rolloutRow, eval ports.RolloutEvaluation) (domain.Rollout, error) {
+// changed, and returns the rollout as it now is, and whether it wrote it
+// (then the caller tells the catalog cache once the transaction ends:
+// rolloutJudged).
+func (s *TaskRepository) judgeRollout(ctx context.Context, tx *sqlx.Tx, r rolloutRow, eval ports.RolloutEvaluation) (domain.Rollout, bool, error) {
 	ro, err := r.toDomain()
 	if err != nil {
-		return domain.Rollout{}, err
+		return domain.Rollout{}, false, err
 	}
 	before := ro
 	changed, err := eval(&ro, func(since time.Time) (domain.TaskStats, error) {
@@ -610,12 +621,27 @@ func (s *TaskRepository) judgeRollout(ctx context.Context, tx *sqlx.Tx, r rollou
 		return statsIn(ctx, tx.StmtxContext(ctx, s.statsSince), r.ID, dbTime(since))
 	})
 	if err != nil {
-		return domain.Rollout{}, err
+		return domain.Rollout{}, false, err
 	}
 	if !changed {
-		return before, nil
+		return before, false, nil
 	}
-	return storeRollout(ctx, tx, r, ro)
+	out, err := storeRollout(ctx, tx, r, ro)
+	return out, true, err
+}
+
+// rolloutJudged tells this process's catalog cache, once the transaction
+// that stored a rollout's judgement has ended, that the rollout changed:
+// the NOTIFY it sent reaches the cache's listener only later, and until
+// then the next read or check on this instance would still see the old
+// stage or an active rollout an event paused. Called after a rollback too
+// (a needless refill, never a stale read). Every model is dropped, as an
+// operator's rollout change does (CachedRollouts.Update): the judged row
+// does not carry its model, and judgements are rare.
+func (s *TaskRepository) rolloutJudged(stored bool) {
+	if stored && s.catalog != nil {
+		s.catalog.invalidate("*")
+	}
 }
 
 // FailedCounts counts the device's failed tasks by firmware id, in one

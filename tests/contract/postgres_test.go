@@ -30,7 +30,8 @@ func TestPostgresRepositories(t *testing.T) {
 
 // TestServingRepositories holds the repositories as production wires them
 // (postgres.ServingSet: checks written behind, the catalog cached and
-// invalidated by LISTEN/NOTIFY, tasks direct) to the same contract: the
+// invalidated by LISTEN/NOTIFY and by this instance's own writes, rollout
+// judgements included; tasks direct) to the same contract: the
 // speed-ups must not change what a caller can observe beyond what the ports
 // allow (a check's record visible within a second).
 func TestServingRepositories(t *testing.T) {
@@ -51,11 +52,15 @@ func TestServingRepositories(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(stopCache)
+		tasks, err := postgres.NewServingTaskRepository(db, nil, cache)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return contract.Repos{
 			Devices:   seen,
 			Firmwares: cache.Firmwares(),
 			Rollouts:  cache.Rollouts(),
-			Tasks:     repos.Tasks,
+			Tasks:     tasks,
 		}
 	})
 }
