@@ -366,21 +366,7 @@ func (s *Mender) stopBeforeInstall(ctx context.Context, v ports.TaskView) (domai
 	if err != nil {
 		return domain.Task{}, fmt.Errorf("loading rollout: %w", err)
 	}
-	now := s.p.Clock.Now()
-	if probe := v.Task; !probe.StopBeforeInstall(v.Firmware, r, now) {
-		return v.Task, nil
-	}
-	t, err := s.p.Tasks.Update(ctx, v.Task.ID(), func(t *domain.Task) error {
-		t.StopBeforeInstall(v.Firmware, r, now)
-		return nil
-	})
-	if err != nil {
-		return domain.Task{}, fmt.Errorf("stopping task: %w", err)
-	}
-	if t.Status() == domain.TaskCancelled {
-		s.p.Metrics.TaskTransition(t.Status().String())
-	}
-	return t, nil
+	return stopBeforeInstall(ctx, s.p.Tasks, s.p.Metrics, v, r, s.p.Clock.Now())
 }
 
 // Log keeps the device's log on its task (bounded, see domain.NewTaskLog).

@@ -1,0 +1,239 @@
+package contract
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// ProtocolRepos is one adapter's every store the device protocols (DDI,
+// Mender) run on.
+type ProtocolRepos struct {
+	Repos
+	Attributes ports.DeviceAttributes
+	Actions    ports.TaskActions
+	Admissions ports.DeviceAdmissions
+	Requests   ports.AuthRequests
+	Catalog    ports.ArtifactCatalog
+	Logs       ports.TaskLogs
+}
+
+// RunProtocols runs the device protocols' use cases (application.DDI and
+// application.Mender over the device and admin use cases) on the stores
+// newRepos returns: what a hawkBit or Mender device sees must not depend
+// on the store. Each case names its own model and devices, so newRepos may
+// share one store between them.
+func RunProtocols(t *testing.T, newRepos func(t *testing.T) ProtocolRepos) {
+	for _, c := range protocolCases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(t, newProtocolEnv(t, newRepos(t)))
+		})
+	}
+}
+
+var protocolCases = []struct {
+	name string
+	run  func(t *testing.T, e *protocolEnv)
+}{
+	{"DDIDeploymentOfCancelledTaskIsNotFound", ddiDeploymentOfCancelledTaskIsNotFound},
+	{"DDIFeedbackOnCancelledTaskChangesNothing", ddiFeedbackOnCancelledTaskChangesNothing},
+	{"DDIDeploymentOfRevokedTaskStopsIt", ddiDeploymentOfRevokedTaskStopsIt},
+	{"DDIFeedbackOnRevokedTaskStopsIt", ddiFeedbackOnRevokedTaskStopsIt},
+}
+
+// protocolEnv is the application over one adapter's stores.
+type protocolEnv struct {
+	t       *testing.T
+	ctx     context.Context
+	model   string
+	devices *application.Devices
+	admin   *application.Admin
+	ddi     *application.DDI
+	mender  *application.Mender
+	tasks   ports.TaskRepository
+}
+
+func newProtocolEnv(t *testing.T, r ProtocolRepos) *protocolEnv {
+	t.Helper()
+	deps := application.Deps{
+		Devices: r.Devices, Firmwares: r.Firmwares, Rollouts: r.Rollouts, Tasks: r.Tasks,
+		Locker: memory.NewLocker(2*time.Second, ports.NopLockMetrics{}), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
+		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{}, Attributes: r.Attributes,
+	}
+	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := application.NewAdmin(deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddi, err := application.NewDDI(devices, deps.Devices, deps.Rollouts, r.Attributes, r.Actions, deps.Tasks, deps.Metrics,
+		deps.Clock, application.PollInterval(time.Hour), "sw_version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mender, err := application.NewMender(application.MenderPorts{
+		Devices: devices, Repo: deps.Devices, Rollouts: deps.Rollouts, Tasks: deps.Tasks, Attributes: r.Attributes,
+		Admissions: r.Admissions, Requests: r.Requests, Catalog: r.Catalog, Logs: r.Logs,
+		Clock: deps.Clock, IDs: deps.IDs, Metrics: deps.Metrics,
+	}, application.MenderConfig{IDKey: "device_id", Secret: domain.SessionSecret(strings.Repeat("s", domain.MinSessionSecretLen))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &protocolEnv{t: t, ctx: t.Context(), model: repoName("proto"), devices: devices, admin: admin, ddi: ddi, mender: mender, tasks: deps.Tasks}
+}
+
+// device registers a device of the case's model running version, which it
+// has also reported as a hawkBit device does (configData).
+func (e *protocolEnv) device(version string) domain.DeviceID {
+	e.t.Helper()
+	c, err := e.admin.RegisterDevice(e.ctx, ports.RegisterDevice{DeviceID: repoName("dev"), Model: e.model, CurrentVersion: version})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.ddi.ConfigData(e.ctx, c.Device.ID(), "merge", map[string]string{"sw_version": version}); err != nil {
+		e.t.Fatal(err)
+	}
+	return c.Device.ID()
+}
+
+// release publishes version of the case's model (spec changed by mutate)
+// and rolls it out to every device.
+func (e *protocolEnv) release(version string, mutate ...func(*domain.FirmwareSpec)) domain.Firmware {
+	e.t.Helper()
+	spec := domain.FirmwareSpec{Model: e.model, Version: version, URL: "https://files.example/" + version + ".swu",
+		SizeBytes: 1024, SHA256: strings.Repeat("a", 64), SHA1: strings.Repeat("b", 40), ArtifactName: "release-" + version}
+	for _, m := range mutate {
+		m(&spec)
+	}
+	fw, err := e.admin.PublishFirmware(e.ctx, spec)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
+		e.t.Fatal(err)
+	}
+	return fw
+}
+
+// ddiPoll polls as a hawkBit device (gateway-authenticated).
+func (e *protocolEnv) ddiPoll(id domain.DeviceID) ports.DDIPoll {
+	e.t.Helper()
+	dev, err := e.ddi.KnownDevice(e.ctx, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	p, err := e.ddi.Poll(e.ctx, dev)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+// ddiAction polls and returns the deployment the poll links to.
+func (e *protocolEnv) ddiAction(id domain.DeviceID) domain.Task {
+	e.t.Helper()
+	p := e.ddiPoll(id)
+	if p.Deployment == nil {
+		e.t.Fatalf("poll of %s: no deployment", id)
+	}
+	return p.Deployment.Task
+}
+
+func (e *protocolEnv) deployment(id domain.DeviceID, action int64) (ports.DDIDeployment, error) {
+	e.t.Helper()
+	dev, err := e.ddi.KnownDevice(e.ctx, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return e.ddi.Deployment(e.ctx, dev, action)
+}
+
+func (e *protocolEnv) task(id domain.UUID) domain.Task {
+	e.t.Helper()
+	tk, err := e.tasks.Get(e.ctx, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tk
+}
+
+var proceeding = ports.DDIFeedback{Execution: "proceeding", Finished: "none", Progress: &ports.DDIProgress{Cnt: 1, Of: 4}}
+
+// A superseded task is cancelled: hawkBit answers its deploymentBase 404.
+func ddiDeploymentOfCancelledTaskIsNotFound(t *testing.T, e *protocolEnv) {
+	dev := e.device("1.0.0")
+	e.release("2.0.0")
+	old := e.ddiAction(dev)
+	e.release("3.0.0")
+	if p := e.ddiPoll(dev); p.Cancel == nil || p.Cancel.ID() != old.ID() {
+		t.Fatalf("poll after a supersede: cancel %v, want the superseded action", p.Cancel)
+	}
+	if _, err := e.deployment(dev, old.ActionID()); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("deploymentBase of a cancelled action: %v, want ErrNotFound", err)
+	}
+}
+
+// Feedback on a cancelled task is refused (TASK_FINISHED) and leaves it
+// cancelled.
+func ddiFeedbackOnCancelledTaskChangesNothing(t *testing.T, e *protocolEnv) {
+	dev := e.device("1.0.0")
+	e.release("2.0.0")
+	old := e.ddiAction(dev)
+	e.release("3.0.0")
+	e.ddiPoll(dev)
+	for _, fb := range []ports.DDIFeedback{proceeding, {Execution: "downloaded", Finished: "none"}} {
+		if _, err := e.ddi.DeploymentFeedback(e.ctx, dev, old.ActionID(), fb); !errors.Is(err, domain.ErrTaskFinished) {
+			t.Fatalf("feedback %s on a cancelled action: %v, want ErrTaskFinished", fb.Execution, err)
+		}
+		if got := e.task(old.ID()); got.Status() != domain.TaskCancelled || got.ErrorCode() != domain.CodeSuperseded {
+			t.Fatalf("after feedback %s the cancelled task is %s (%s)", fb.Execution, got.Status(), got.ErrorCode())
+		}
+	}
+}
+
+// A pending task whose firmware was revoked after the poll that handed it
+// out is stopped when the device asks for it, not delivered.
+func ddiDeploymentOfRevokedTaskStopsIt(t *testing.T, e *protocolEnv) {
+	dev := e.device("1.0.0")
+	fw := e.release("2.0.0")
+	a := e.ddiAction(dev)
+	if _, err := e.admin.RevokeFirmware(e.ctx, fw.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.deployment(dev, a.ActionID()); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("deploymentBase of a revoked action: %v, want ErrNotFound", err)
+	}
+	if got := e.task(a.ID()); got.Status() != domain.TaskCancelled || got.ErrorCode() != domain.CodeFirmwareRevoked {
+		t.Fatalf("the revoked task is %s (%s), want cancelled (FIRMWARE_REVOKED)", got.Status(), got.ErrorCode())
+	}
+	if p := e.ddiPoll(dev); p.Cancel == nil || p.Cancel.ID() != a.ID() {
+		t.Fatalf("the next poll does not cancel the stopped action: %+v", p)
+	}
+}
+
+// Progress on a task whose firmware was revoked stops it instead of moving
+// it to downloading.
+func ddiFeedbackOnRevokedTaskStopsIt(t *testing.T, e *protocolEnv) {
+	dev := e.device("1.0.0")
+	fw := e.release("2.0.0")
+	a := e.ddiAction(dev)
+	if _, err := e.admin.RevokeFirmware(e.ctx, fw.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ddi.DeploymentFeedback(e.ctx, dev, a.ActionID(), proceeding); !errors.Is(err, domain.ErrTaskFinished) {
+		t.Fatalf("feedback on a revoked action: %v, want ErrTaskFinished", err)
+	}
+	if got := e.task(a.ID()); got.Status() != domain.TaskCancelled || got.ErrorCode() != domain.CodeFirmwareRevoked {
+		t.Fatalf("the revoked task is %s (%s), want cancelled (FIRMWARE_REVOKED)", got.Status(), got.ErrorCode())
+	}
+}
