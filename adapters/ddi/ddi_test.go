@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -49,10 +50,17 @@ func newHarnessAt(t *testing.T, clock ports.Clock) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := ddi.New(ddi.Config{GatewayToken: gatewayToken}, svc)
+	// The links are made from the configured public URL, so the
+	// listener's address must be known before the adapter is built.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := ddi.New(ddi.Config{GatewayToken: gatewayToken, PublicURL: "http://" + l.Addr().String() + "/"}, svc)
 	e := httpadapter.NewServer(httpadapter.Config{AdminToken: adminToken, Mounts: []httpadapter.Mount{a.Mount}},
 		devices, admin, nil, nil, nil, nil)
-	srv := httptest.NewServer(e)
+	srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: e}}
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return &harness{t: t, srv: srv}
 }
@@ -593,5 +601,39 @@ func TestHawkBitDocumentedBodies(t *testing.T) {
 	}
 	if ts := h.tasks("dev-doc"); ts[0]["status"] != "succeeded" {
 		t.Fatalf("after closed success: %v", ts[0])
+	}
+}
+
+// TestDDILinksIgnoreTheHostHeader: the _links hrefs start with the
+// configured public URL whatever Host the request names — a forged Host
+// must not send the agent (and its token) elsewhere.
+func TestDDILinksIgnoreTheHostHeader(t *testing.T) {
+	h := newHarness(t)
+	tok := h.register("dev-1", "1.0.0")
+	h.release("1.1.0", false, false)
+	req, err := http.NewRequest(http.MethodGet, h.srv.URL+root("dev-1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "attacker.example"
+	req.Header.Set("Authorization", tok)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var m struct {
+		Links map[string]struct{ Href string } `json:"_links"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&m); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("poll: %d %v", res.StatusCode, err)
+	}
+	if len(m.Links) == 0 {
+		t.Fatal("poll answered no links")
+	}
+	for name, l := range m.Links {
+		if !strings.HasPrefix(l.Href, h.srv.URL+root("dev-1")+"/") {
+			t.Errorf("%s href %q does not start with the public URL %s", name, l.Href, h.srv.URL)
+		}
 	}
 }
