@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
@@ -382,7 +383,7 @@ func DDIEvent(actionID int64, current domain.TaskStatus, fb ports.DDIFeedback) (
 			ev.Status = domain.TaskInstalling.String()
 		}
 		if p := fb.Progress; p != nil && p.Of > 0 {
-			pct := min(max(p.Cnt*100/p.Of, 0), 100)
+			pct := ddiPercent(p.Cnt, p.Of)
 			ev.Progress = &pct
 		}
 	}
@@ -399,6 +400,21 @@ func DDIEvent(actionID int64, current domain.TaskStatus, fb ports.DDIFeedback) (
 	}
 	ev.EventID = "ddi-" + hex.EncodeToString(h.Sum(nil))[:40]
 	return ev, true, nil
+}
+
+// ddiPercent is cnt of of (of > 0) as a percentage, 0–100, rounded down.
+// The agent chooses both numbers: cnt*100 is computed in 128 bits, so a
+// huge cnt cannot wrap into a wrong (or negative) percentage.
+func ddiPercent(cnt, of int) int {
+	switch {
+	case cnt <= 0:
+		return 0
+	case cnt >= of:
+		return 100
+	}
+	hi, lo := bits.Mul64(uint64(cnt), 100)
+	q, _ := bits.Div64(hi, lo, uint64(of)) // cnt < of: the quotient is below 100
+	return int(q)
 }
 
 // ddiMessage joins a feedback's details into an error message the task can

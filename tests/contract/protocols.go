@@ -47,6 +47,7 @@ var protocolCases = []struct {
 	{"DDIFeedbackOnCancelledTaskChangesNothing", ddiFeedbackOnCancelledTaskChangesNothing},
 	{"DDIDeploymentOfRevokedTaskStopsIt", ddiDeploymentOfRevokedTaskStopsIt},
 	{"DDIFeedbackOnRevokedTaskStopsIt", ddiFeedbackOnRevokedTaskStopsIt},
+	{"DDIProgressWhileInstallingKeepsInstalling", ddiProgressWhileInstallingKeepsInstalling},
 }
 
 // protocolEnv is the application over one adapter's stores.
@@ -236,4 +237,30 @@ func ddiFeedbackOnRevokedTaskStopsIt(t *testing.T, e *protocolEnv) {
 	if got := e.task(a.ID()); got.Status() != domain.TaskCancelled || got.ErrorCode() != domain.CodeFirmwareRevoked {
 		t.Fatalf("the revoked task is %s (%s), want cancelled (FIRMWARE_REVOKED)", got.Status(), got.ErrorCode())
 	}
+}
+
+// Progress reported while installing keeps the task installing and moves
+// its progress on (it is not taken for a download, which would go back).
+func ddiProgressWhileInstallingKeepsInstalling(t *testing.T, e *protocolEnv) {
+	dev := e.device("1.0.0")
+	e.release("2.0.0")
+	a := e.ddiAction(dev)
+	step := func(fb ports.DDIFeedback, status domain.TaskStatus, progress int) {
+		t.Helper()
+		v, err := e.ddi.DeploymentFeedback(e.ctx, dev, a.ActionID(), fb)
+		if err != nil {
+			t.Fatalf("feedback %s: %v", fb.Execution, err)
+		}
+		if got := e.task(a.ID()); got.Status() != status || got.Progress() != progress || v.Task.Status() != status {
+			t.Fatalf("after feedback %s %+v: task %s %d%%, answered %s; want %s %d%%", fb.Execution, fb.Progress,
+				got.Status(), got.Progress(), v.Task.Status(), status, progress)
+		}
+	}
+	progress := func(cnt int) ports.DDIFeedback {
+		return ports.DDIFeedback{Execution: "proceeding", Finished: "none", Progress: &ports.DDIProgress{Cnt: cnt, Of: 4}}
+	}
+	step(progress(2), domain.TaskDownloading, 50)
+	step(ports.DDIFeedback{Execution: "downloaded", Finished: "none"}, domain.TaskDownloaded, 0)
+	step(progress(1), domain.TaskInstalling, 25)
+	step(progress(3), domain.TaskInstalling, 75)
 }
