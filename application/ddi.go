@@ -87,7 +87,8 @@ func (s *DDI) withTasks(ctx context.Context, dev ports.AuthenticatedDevice) (por
 // carries none; configData provides it), on the device and task state its
 // authentication read: the check reads nothing again. A device whose
 // version or attributes are not known yet is asked for its configData, and
-// gets no deployment while its version is unknown. A cancel the device has
+// gets no deployment while its version is unknown; the check offers only
+// firmware with the sha1 hawkBit agents verify (domain.DeliverWithSHA1). A cancel the device has
 // not confirmed is looked up after the check, which may itself have
 // cancelled a pending task.
 func (s *DDI) Poll(ctx context.Context, dev ports.AuthenticatedDevice) (ports.DDIPoll, error) {
@@ -101,7 +102,8 @@ func (s *DDI) Poll(ctx context.Context, dev ports.AuthenticatedDevice) (ports.DD
 	known := dev.Tasks.Facts.Attributes != nil
 	res := ports.DDIPoll{PollAfter: time.Duration(s.poll), WantConfigData: !known || version.IsZero()}
 	if !version.IsZero() {
-		c, err := s.devices.Check(ctx, ports.CheckRequest{Device: dev, Model: dev.Device.Model(), CurrentVersion: version.String()})
+		c, err := s.devices.Check(ctx, ports.CheckRequest{Device: dev, Model: dev.Device.Model(), CurrentVersion: version.String(),
+			Delivery: domain.DeliverWithSHA1})
 		if err != nil {
 			return ports.DDIPoll{}, err
 		}

@@ -221,8 +221,10 @@ func (s *Mender) Session(ctx context.Context, token string) (domain.DeviceID, er
 
 // Next runs the check with the version the device runs: that of the
 // firmware of its device type published under the artifact name it
-// reports (domain.RunningVersion). The deployment must carry an artifact
-// name (domain.Firmware.CheckArtifactDeliverable).
+// reports (domain.RunningVersion). The check offers only firmware with an
+// artifact name (domain.DeliverWithArtifactName); a task without one that
+// the device had already started otherwise is still refused
+// (domain.Firmware.CheckArtifactDeliverable).
 func (s *Mender) Next(ctx context.Context, deviceID domain.DeviceID, p ports.MenderProvides) (*ports.TaskView, error) {
 	if err := domain.ValidateIdentifier("device_type", p.DeviceType); err != nil {
 		return nil, err
@@ -269,7 +271,8 @@ func (s *Mender) identify(ctx context.Context, deviceID domain.DeviceID) (ports.
 
 // check is the one place the Mender translation calls the check use case.
 func (s *Mender) check(ctx context.Context, dev ports.AuthenticatedDevice, model string, running domain.Version) (*ports.TaskView, error) {
-	res, err := s.p.Devices.Check(ctx, ports.CheckRequest{Device: dev, Model: model, CurrentVersion: running.String()})
+	res, err := s.p.Devices.Check(ctx, ports.CheckRequest{Device: dev, Model: model, CurrentVersion: running.String(),
+		Delivery: domain.DeliverWithArtifactName})
 	if err != nil {
 		return nil, err
 	}

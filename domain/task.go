@@ -56,6 +56,9 @@ const (
 	// CodeTimedOut fails a task that went without an event for longer
 	// than its rollout's task timeout (stuck-task rule K1).
 	CodeTimedOut = "TIMED_OUT"
+	// CodeNotDeliverable cancels a pending task whose firmware the
+	// protocol its device asks by cannot deliver (Firmware.CheckDeliverable).
+	CodeNotDeliverable = "NOT_DELIVERABLE"
 )
 
 // Task is one upgrade of one device to one firmware, within one rollout.

@@ -37,6 +37,9 @@ type CheckRequest struct {
 	// Attributes the device reports in this poll (nil: none), merged over
 	// its stored ones (domain.DeviceAttributes limits) and used at once.
 	Attributes map[string]string
+	// Delivery is what the protocol the device asks by can deliver: the
+	// plan offers only such firmware (zero: the REST API's, anything).
+	Delivery domain.Delivery
 }
 
 // Check outcomes, as counted in metrics.

@@ -507,8 +507,20 @@ func TestAuthTenantAndErrors(t *testing.T) {
 		}
 	}
 
-	// A firmware without sha1 cannot be offered: a documented error.
-	action := actionOf(t, h.poll("dev-a", tok)["deploymentBase"], "deploymentBase")
+	// A firmware without sha1 is not offered over DDI; a task of it made
+	// otherwise (a REST check) cannot be delivered: a documented error.
+	if link, ok := h.poll("dev-a", tok)["deploymentBase"]; ok {
+		t.Fatalf("firmware without sha1 offered over DDI: %s", link)
+	}
+	rest := h.do(http.MethodPost, "/api/v1/devices/dev-a/ota/check", "Bearer "+strings.TrimPrefix(tok, "TargetToken "),
+		map[string]any{"model": model, "current_version": "1.0.0"})
+	if rest.status != http.StatusOK {
+		t.Fatalf("REST check: %d %s", rest.status, rest.body)
+	}
+	action, err := h.tasks("dev-a")[0]["action_id"].(json.Number).Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := h.do(http.MethodGet, root("dev-a")+"/deploymentBase/"+strconv.FormatInt(action, 10), tok, nil)
 	var e httpadapter.ErrorBody
 	if r.status != http.StatusConflict || json.Unmarshal(r.body, &e) != nil || e.Error.Code != httpadapter.CodeFirmwareNotDeliverable ||

@@ -48,6 +48,8 @@ var protocolCases = []struct {
 	{"DDIDeploymentOfRevokedTaskStopsIt", ddiDeploymentOfRevokedTaskStopsIt},
 	{"DDIFeedbackOnRevokedTaskStopsIt", ddiFeedbackOnRevokedTaskStopsIt},
 	{"DDIProgressWhileInstallingKeepsInstalling", ddiProgressWhileInstallingKeepsInstalling},
+	{"EachProtocolIsOfferedTheBestFirmwareItCanDeliver", eachProtocolIsOfferedTheBestFirmwareItCanDeliver},
+	{"DDIPollCancelsAPendingTaskItCannotDeliver", ddiPollCancelsAPendingTaskItCannotDeliver},
 }
 
 // protocolEnv is the application over one adapter's stores.
@@ -263,4 +265,83 @@ func ddiProgressWhileInstallingKeepsInstalling(t *testing.T, e *protocolEnv) {
 	step(ports.DDIFeedback{Execution: "downloaded", Finished: "none"}, domain.TaskDownloaded, 0)
 	step(progress(1), domain.TaskInstalling, 25)
 	step(progress(3), domain.TaskInstalling, 75)
+}
+
+// menderNext asks for the Mender device's next deployment as a device
+// running an image no firmware names (the factory image).
+func (e *protocolEnv) menderNext(id domain.DeviceID) *ports.TaskView {
+	e.t.Helper()
+	v, err := e.mender.Next(e.ctx, id, ports.MenderProvides{DeviceType: e.model, ArtifactName: "factory"})
+	if err != nil {
+		e.t.Fatalf("mender next: %v", err)
+	}
+	return v
+}
+
+// restCheck checks as a REST device running version.
+func (e *protocolEnv) restCheck(id domain.DeviceID, version string) *ports.TaskView {
+	e.t.Helper()
+	dev, err := e.devices.IdentifyDevice(e.ctx, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	res, err := e.devices.Check(e.ctx, ports.CheckRequest{Device: dev, Model: e.model, CurrentVersion: version})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res.Task
+}
+
+// Firmware a protocol cannot deliver gets no task over it: hawkBit agents
+// get the best firmware with a sha1, Mender devices the best with an
+// artifact name, REST devices the best of all.
+func eachProtocolIsOfferedTheBestFirmwareItCanDeliver(t *testing.T, e *protocolEnv) {
+	e.release("1.1.0")
+	e.release("1.2.0", func(s *domain.FirmwareSpec) { s.SHA1 = "" })
+	e.release("1.3.0", func(s *domain.FirmwareSpec) { s.ArtifactName = "" })
+	e.release("1.4.0", func(s *domain.FirmwareSpec) { s.SHA1, s.ArtifactName = "", "" })
+
+	if d := e.ddiAction(e.device("1.0.0")); e.firmwareOf(d) != "1.3.0" {
+		t.Errorf("DDI device offered %s, want 1.3.0 (the best with a sha1)", e.firmwareOf(d))
+	}
+	if v := e.menderNext(e.device("1.0.0")); v == nil || v.Firmware.Version().String() != "1.2.0" {
+		t.Errorf("Mender device offered %v, want 1.2.0 (the best with an artifact name)", v)
+	}
+	if v := e.restCheck(e.device("1.0.0"), "1.0.0"); v == nil || v.Firmware.Version().String() != "1.4.0" {
+		t.Errorf("REST device offered %v, want 1.4.0", v)
+	}
+}
+
+func (e *protocolEnv) firmwareOf(tk domain.Task) string {
+	e.t.Helper()
+	fw, err := e.admin.ListFirmwares(e.ctx, e.model)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, f := range fw {
+		if f.ID() == tk.FirmwareID() {
+			return f.Version().String()
+		}
+	}
+	return "?"
+}
+
+// A pending task of firmware without sha1 (handed to the device over REST,
+// say) does not block a hawkBit device: its poll cancels it
+// (NOT_DELIVERABLE, no attempt spent) and offers deliverable firmware.
+func ddiPollCancelsAPendingTaskItCannotDeliver(t *testing.T, e *protocolEnv) {
+	dev := e.device("1.0.0")
+	e.release("1.1.0")
+	e.release("1.2.0", func(s *domain.FirmwareSpec) { s.SHA1 = "" })
+	stuck := e.restCheck(dev, "1.0.0")
+	if stuck == nil || stuck.Firmware.Version().String() != "1.2.0" {
+		t.Fatalf("REST check: %v, want a task of 1.2.0", stuck)
+	}
+	a := e.ddiAction(dev)
+	if e.firmwareOf(a) != "1.1.0" || a.Attempt() != 1 {
+		t.Fatalf("DDI poll handed out %s (attempt %d), want 1.1.0, attempt 1", e.firmwareOf(a), a.Attempt())
+	}
+	if got := e.task(stuck.Task.ID()); got.Status() != domain.TaskCancelled || got.ErrorCode() != domain.CodeNotDeliverable {
+		t.Fatalf("the undeliverable task is %s (%s), want cancelled (NOT_DELIVERABLE)", got.Status(), got.ErrorCode())
+	}
 }
