@@ -298,12 +298,15 @@ const CodeMenderFailure = "MENDER_FAILURE"
 //
 //	downloading                 → downloading
 //	installing, rebooting       → installing
-//	success, already-installed  → succeeded
+//	success                     → succeeded
+//	already-installed           → succeeded (ALREADY_INSTALLED: the device
+//	                              ran the artifact already and downloaded
+//	                              nothing)
 //	failure                     → failed (MENDER_FAILURE)
 //
-// The event id is a digest of the task and the status it maps to, so a
-// repeated report (Mender sends downloading three times and installing
-// twice) is a replay.
+// The event id is a digest of the task and the status it maps to (and the
+// already-installed marker), so a repeated report (Mender sends
+// downloading three times and installing twice) is a replay.
 func MenderEvent(taskID, status string) (ports.EventRequest, bool, error) {
 	var ev ports.EventRequest
 	switch status {
@@ -311,8 +314,10 @@ func MenderEvent(taskID, status string) (ports.EventRequest, bool, error) {
 		ev.Status = domain.TaskDownloading.String()
 	case menderInstalling, menderRebooting:
 		ev.Status = domain.TaskInstalling.String()
-	case menderSuccess, menderAlreadyInstalled:
+	case menderSuccess:
 		ev.Status = domain.TaskSucceeded.String()
+	case menderAlreadyInstalled:
+		ev.Status, ev.ErrorCode = domain.TaskSucceeded.String(), domain.CodeAlreadyInstalled
 	case menderFailure:
 		ev.Status, ev.ErrorCode = domain.TaskFailed.String(), CodeMenderFailure
 		ev.ErrorMessage = "the device reported failure (see the task's log)"
@@ -322,7 +327,11 @@ func MenderEvent(taskID, status string) (ports.EventRequest, bool, error) {
 		return ports.EventRequest{}, false, &domain.ValidationError{Field: "status",
 			Reason: "must be one of downloading, installing, rebooting, success, failure, already-installed, pause_before_*"}
 	}
-	sum := sha256.Sum256([]byte(taskID + "\x00" + ev.Status))
+	key := taskID + "\x00" + ev.Status
+	if ev.ErrorCode == domain.CodeAlreadyInstalled {
+		key += "\x00" + ev.ErrorCode
+	}
+	sum := sha256.Sum256([]byte(key))
 	ev.EventID = "mender-" + hex.EncodeToString(sum[:])[:40]
 	return ev, true, nil
 }

@@ -50,6 +50,7 @@ var protocolCases = []struct {
 	{"DDIProgressWhileInstallingKeepsInstalling", ddiProgressWhileInstallingKeepsInstalling},
 	{"EachProtocolIsOfferedTheBestFirmwareItCanDeliver", eachProtocolIsOfferedTheBestFirmwareItCanDeliver},
 	{"DDIPollCancelsAPendingTaskItCannotDeliver", ddiPollCancelsAPendingTaskItCannotDeliver},
+	{"MenderAlreadyInstalledIsRecordedAsSuch", menderAlreadyInstalledIsRecordedAsSuch},
 }
 
 // protocolEnv is the application over one adapter's stores.
@@ -343,5 +344,25 @@ func ddiPollCancelsAPendingTaskItCannotDeliver(t *testing.T, e *protocolEnv) {
 	}
 	if got := e.task(stuck.Task.ID()); got.Status() != domain.TaskCancelled || got.ErrorCode() != domain.CodeNotDeliverable {
 		t.Fatalf("the undeliverable task is %s (%s), want cancelled (NOT_DELIVERABLE)", got.Status(), got.ErrorCode())
+	}
+}
+
+// A Mender device that already runs the deployed artifact finishes its
+// task as succeeded with ALREADY_INSTALLED, told apart from one that
+// downloaded and installed it (no code).
+func menderAlreadyInstalledIsRecordedAsSuch(t *testing.T, e *protocolEnv) {
+	e.release("2.0.0")
+	for _, c := range []struct{ status, code string }{{"already-installed", domain.CodeAlreadyInstalled}, {"success", ""}} {
+		dev := e.device("1.0.0")
+		v := e.menderNext(dev)
+		if v == nil {
+			t.Fatal("no deployment")
+		}
+		if err := e.mender.Status(e.ctx, dev, v.Task.ID(), c.status); err != nil {
+			t.Fatalf("status %s: %v", c.status, err)
+		}
+		if got := e.task(v.Task.ID()); got.Status() != domain.TaskSucceeded || got.ErrorCode() != c.code {
+			t.Fatalf("after %s the task is %s (%q), want succeeded (%q)", c.status, got.Status(), got.ErrorCode(), c.code)
+		}
 	}
 }
