@@ -169,6 +169,9 @@ type AdminService interface {
 	UpdateRollout(ctx context.Context, id domain.UUID, change RolloutChange) (domain.Rollout, error)
 	GetRollout(ctx context.Context, id domain.UUID) (RolloutView, error)
 	ListTasks(ctx context.Context, q TaskQuery) (TaskPage, error)
+	// TaskEvents returns a task's stored events, oldest first, bounded
+	// (domain.ErrNotFound for an unknown task).
+	TaskEvents(ctx context.Context, taskID domain.UUID) ([]TaskEvent, error)
 	DeviceTargeting
 }
 

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -23,6 +22,11 @@ type ProtocolRepos struct {
 	Requests   ports.AuthRequests
 	Catalog    ports.ArtifactCatalog
 	Logs       ports.TaskLogs
+	// Locker, Clock and IDs complete the use cases' ports (in-process
+	// ones will do: the stores are what is under test).
+	Locker ports.Locker
+	Clock  ports.Clock
+	IDs    ports.IDGenerator
 }
 
 // RunProtocols runs the device protocols' use cases (application.DDI and
@@ -51,6 +55,7 @@ var protocolCases = []struct {
 	{"EachProtocolIsOfferedTheBestFirmwareItCanDeliver", eachProtocolIsOfferedTheBestFirmwareItCanDeliver},
 	{"DDIPollCancelsAPendingTaskItCannotDeliver", ddiPollCancelsAPendingTaskItCannotDeliver},
 	{"MenderAlreadyInstalledIsRecordedAsSuch", menderAlreadyInstalledIsRecordedAsSuch},
+	{"AdminReadsATaskStatusHistory", adminReadsATaskStatusHistory},
 }
 
 // protocolEnv is the application over one adapter's stores.
@@ -69,7 +74,7 @@ func newProtocolEnv(t *testing.T, r ProtocolRepos) *protocolEnv {
 	t.Helper()
 	deps := application.Deps{
 		Devices: r.Devices, Firmwares: r.Firmwares, Rollouts: r.Rollouts, Tasks: r.Tasks,
-		Locker: memory.NewLocker(2*time.Second, ports.NopLockMetrics{}), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
+		Locker: r.Locker, Clock: r.Clock, IDs: r.IDs,
 		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{}, Attributes: r.Attributes,
 	}
 	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
@@ -364,5 +369,47 @@ func menderAlreadyInstalledIsRecordedAsSuch(t *testing.T, e *protocolEnv) {
 		if got := e.task(v.Task.ID()); got.Status() != domain.TaskSucceeded || got.ErrorCode() != c.code {
 			t.Fatalf("after %s the task is %s (%q), want succeeded (%q)", c.status, got.Status(), got.ErrorCode(), c.code)
 		}
+	}
+}
+
+// Operators read a task's status history: the events stored with it,
+// oldest first, each with what it said; a replay adds nothing.
+func adminReadsATaskStatusHistory(t *testing.T, e *protocolEnv) {
+	dev := e.device("1.0.0")
+	e.release("2.0.0")
+	a := e.ddiAction(dev)
+	for _, fb := range []ports.DDIFeedback{
+		proceeding, proceeding, // the second is a replay
+		{Execution: "downloaded", Finished: "none"},
+		{Execution: "closed", Finished: "failure", Details: []string{"flash full"}},
+	} {
+		if _, err := e.ddi.DeploymentFeedback(e.ctx, dev, a.ActionID(), fb); err != nil {
+			t.Fatalf("feedback %s: %v", fb.Execution, err)
+		}
+	}
+	evs, err := e.admin.TaskEvents(e.ctx, a.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type entry struct {
+		status, code, msg string
+		progress         int
+	}
+	want := []entry{{"downloading", "", "", 25}, {"downloaded", "", "", -1}, {"failed", application.CodeDDIFailure, "flash full", -1}}
+	if len(evs) != len(want) {
+		t.Fatalf("history has %d events, want %d: %+v", len(evs), len(want), evs)
+	}
+	for i, ev := range evs {
+		p, ok := ev.Event.Progress()
+		if !ok {
+			p = -1
+		}
+		got := entry{ev.Event.Status().String(), ev.Event.ErrorCode(), ev.Event.ErrorMessage(), p}
+		if got != want[i] || ev.Event.ID() == "" || ev.At.IsZero() || (i > 0 && ev.At.Before(evs[i-1].At)) {
+			t.Errorf("event %d: %+v at %v, want %+v in time order", i, got, ev.At, want[i])
+		}
+	}
+	if _, err := e.admin.TaskEvents(e.ctx, domain.UUIDOf([16]byte{1})); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("history of an unknown task: %v, want ErrNotFound", err)
 	}
 }

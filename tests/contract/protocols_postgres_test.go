@@ -2,8 +2,11 @@ package contract_test
 
 import (
 	"testing"
+	"time"
 
+	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/postgres"
+	"github.com/ai-device/ota/ports"
 	"github.com/ai-device/ota/tests/contract"
 	"github.com/ai-device/ota/tests/testenv"
 )
@@ -24,6 +27,7 @@ func TestPostgresProtocols(t *testing.T) {
 			Attributes: postgres.NewAttributeRepository(db), Actions: postgres.NewTaskActionRepository(db),
 			Admissions: postgres.NewAdmissionRepository(db), Requests: postgres.NewAuthRequestRepository(db),
 			Catalog: postgres.NewArtifactCatalogRepository(db), Logs: postgres.NewTaskLogRepository(db),
+			Locker: memory.NewLocker(2*time.Second, ports.NopLockMetrics{}), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
 		}
 	})
 }
