@@ -393,7 +393,7 @@ func adminReadsATaskStatusHistory(t *testing.T, e *protocolEnv) {
 	}
 	type entry struct {
 		status, code, msg string
-		progress         int
+		progress          int
 	}
 	want := []entry{{"downloading", "", "", 25}, {"downloaded", "", "", -1}, {"failed", application.CodeDDIFailure, "flash full", -1}}
 	if len(evs) != len(want) {
