@@ -109,7 +109,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	devices := application.ComposeDevices(auth, checks, events)
 	taskActionRepository := postgres.NewTaskActionRepository(db)
 	ddiVersionAttribute := bootstrap.DDIVersionAttributeFrom(cfg)
-	applicationDDI, err := application.NewDDI(devices, writeBehindDevices, cachedRollouts, attributeRepository, taskActionRepository, clock, pollInterval, ddiVersionAttribute)
+	applicationDDI, err := application.NewDDI(devices, writeBehindDevices, cachedRollouts, attributeRepository, taskActionRepository, taskRepository, metrics, clock, pollInterval, ddiVersionAttribute)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -275,7 +275,7 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	applicationDevices := application.ComposeDevices(auth, checks, events)
 	taskActions := memory.NewTaskActions(store)
 	ddiVersionAttribute := bootstrap.DDIVersionAttributeFrom(cfg)
-	applicationDDI, err := application.NewDDI(applicationDevices, devices, rollouts, attributes, taskActions, clock, pollInterval, ddiVersionAttribute)
+	applicationDDI, err := application.NewDDI(applicationDevices, devices, rollouts, attributes, taskActions, tasks, metrics, clock, pollInterval, ddiVersionAttribute)
 	if err != nil {
 		return nil, err
 	}

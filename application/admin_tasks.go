@@ -63,6 +63,30 @@ func (s *TaskAdmin) ListTasks(ctx context.Context, q ports.TaskQuery) (ports.Tas
 	return page, nil
 }
 
+// MaxTaskEvents bounds a task's history as operators read it: a task
+// changes a handful of times (each status, some progress), so a longer
+// history is a device flooding progress, and its oldest events say how
+// the task began.
+const MaxTaskEvents = 1000
+
+// TaskEvents returns the task's status history: the events stored with
+// it, oldest first, at most MaxTaskEvents. Changes the service made
+// itself (a cancel, a time-out, a success at check time) are not events;
+// the task shows the last of them.
+func (s *TaskAdmin) TaskEvents(ctx context.Context, taskID domain.UUID) ([]ports.TaskEvent, error) {
+	if taskID.IsZero() {
+		return nil, fmt.Errorf("task: %w", domain.ErrNotFound)
+	}
+	if _, err := s.tasks.Get(ctx, taskID); err != nil {
+		return nil, fmt.Errorf("loading task: %w", err)
+	}
+	evs, err := s.tasks.Events(ctx, taskID, MaxTaskEvents)
+	if err != nil {
+		return nil, fmt.Errorf("loading task events: %w", err)
+	}
+	return evs, nil
+}
+
 func parseTaskQuery(q ports.TaskQuery) (ports.TaskFilter, error) {
 	f := ports.TaskFilter{Limit: defaultTaskLimit}
 	if q.DeviceID != "" {

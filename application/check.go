@@ -124,7 +124,7 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 		return ports.CheckResult{}, err
 	}
 	plan := domain.PlanCheck(domain.CheckInput{
-		Device: dev, Reported: current, Active: active, Offers: offers, Failed: tasks.Failed, Now: now, Facts: facts,
+		Device: dev, Reported: current, Active: active, Offers: offers, Failed: tasks.Failed, Now: now, Facts: facts, Delivery: req.Delivery,
 	})
 	var res ports.CheckResult
 	switch {
@@ -134,12 +134,12 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 			res = ports.CheckResult{Task: &ports.TaskView{Task: *plan.Task, Firmware: active.Firmware}, Outcome: ports.CheckReused}
 		}
 	case plan.Action == domain.CheckCreate:
-		res, err = s.createOnce(ctx, dev, current, facts, offers, plan.Offer)
+		res, err = s.createOnce(ctx, dev, current, facts, req.Delivery, offers, plan.Offer)
 	default:
 		// Only the active task changes (it succeeded, was cancelled or
 		// timed out): no task is created, so no lock is needed; the row
 		// lock of the transaction serialises this with any other writer.
-		res, err = s.write(ctx, dev, current, facts, offers, domain.UUID{})
+		res, err = s.write(ctx, dev, current, facts, req.Delivery, offers, domain.UUID{})
 	}
 	// The plan made again in a writing transaction may want to create a
 	// task for another firmware than the lock held, if any, was taken for
@@ -158,7 +158,7 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 			break
 		}
 		offers = moved.offers
-		res, err = s.createOnce(ctx, dev, current, facts, offers, moved.offer)
+		res, err = s.createOnce(ctx, dev, current, facts, req.Delivery, offers, moved.offer)
 	}
 	if err == nil && res.Task == nil {
 		res.PollAfter = plan.PollAfter(now, s.pollAfter)
@@ -209,7 +209,7 @@ type flightResult struct {
 // reported version in this process, and shares its answer with the callers
 // that asked meanwhile (a caller reporting another version is planned
 // anew: rule 3 may succeed its task instead).
-func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, offers []domain.Offer, offer domain.Offer) (ports.CheckResult, error) {
+func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, delivery domain.Delivery, offers []domain.Offer, offer domain.Offer) (ports.CheckResult, error) {
 	key := dev.ID().String() + ":" + offer.Firmware.ID().String() + ":" + current.String()
 	ch := s.flights.DoChan(key, func() (any, error) {
 		// The flight outlives any one caller's cancellation, since the
@@ -218,7 +218,7 @@ func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current doma
 		// held, so neither the lock nor this goroutine is kept forever.
 		flightCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flightTimeout)
 		defer cancel()
-		res, err := s.create(flightCtx, dev, current, facts, offers, offer)
+		res, err := s.create(flightCtx, dev, current, facts, delivery, offers, offer)
 		if err != nil && flightCtx.Err() != nil && !errors.Is(err, domain.ErrServiceBusy) {
 			err = fmt.Errorf("%w: find-or-create ran out of time: %w", domain.ErrServiceBusy, err)
 		}
@@ -242,15 +242,15 @@ func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current doma
 
 // create is the critical section of check rule 7: under the lock, plan
 // again on what the transaction sees, and reuse, keep or replace.
-func (s *Checks) create(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, offers []domain.Offer, offer domain.Offer) (ports.CheckResult, error) {
+func (s *Checks) create(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, delivery domain.Delivery, offers []domain.Offer, offer domain.Offer) (ports.CheckResult, error) {
 	var res ports.CheckResult
 	err := s.locker.WithLock(ctx, dev.ID().String()+":"+offer.Firmware.ID().String(), func(ctx context.Context) error {
 		var err error
-		res, err = s.write(ctx, dev, current, facts, offers, offer.Firmware.ID())
+		res, err = s.write(ctx, dev, current, facts, delivery, offers, offer.Firmware.ID())
 		if errors.Is(err, domain.ErrOfferWithdrawn) {
 			// Revoked or stopped between the plan and the insert: plan
 			// again as if it had never been offered.
-			res, err = s.write(ctx, dev, current, facts, withoutRollout(offers, offer.Rollout.ID()), offer.Firmware.ID())
+			res, err = s.write(ctx, dev, current, facts, delivery, withoutRollout(offers, offer.Rollout.ID()), offer.Firmware.ID())
 		}
 		return err
 	})
@@ -301,7 +301,7 @@ func withoutRollout(offers []domain.Offer, rolloutID domain.UUID) []domain.Offer
 // (the zero UUID when none): the only firmware the transaction may create
 // a task of. A plan that would now create a task of another firmware
 // stores nothing and returns a planMovedError naming that offer.
-func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, offers []domain.Offer, locked domain.UUID) (ports.CheckResult, error) {
+func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, delivery domain.Delivery, offers []domain.Offer, locked domain.UUID) (ports.CheckResult, error) {
 	var (
 		plan domain.CheckPlan
 		seen *domain.ActiveTask
@@ -310,7 +310,7 @@ func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Ve
 		now := s.clock.Now()
 		seen = st.Active
 		plan = domain.PlanCheck(domain.CheckInput{
-			Device: dev, Reported: current, Active: st.Active, Offers: offers, Failed: st.Failed, Now: now, Facts: facts,
+			Device: dev, Reported: current, Active: st.Active, Offers: offers, Failed: st.Failed, Now: now, Facts: facts, Delivery: delivery,
 		})
 		if plan.Ended != nil {
 			st.Active.Task = *plan.Ended

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +30,8 @@ type DDI struct {
 	rollouts    ports.RolloutRepository
 	attrs       ports.DeviceAttributes
 	actions     ports.TaskActions
+	tasks       ports.TaskRepository
+	metrics     ports.Metrics
 	clock       ports.Clock
 	poll        PollInterval
 	versionAttr string
@@ -37,16 +40,18 @@ type DDI struct {
 var _ ports.DDIService = (*DDI)(nil)
 
 // NewDDI builds the DDI use cases over the device use cases and the ports
-// they read (rollouts: for their maintenance windows).
+// they read (rollouts: for their maintenance windows and cancels; tasks:
+// to stop a task whose firmware was revoked or rollout cancelled before
+// its device began installing).
 func NewDDI(devices ports.DeviceService, repo ports.DeviceRepository, rollouts ports.RolloutRepository, attrs ports.DeviceAttributes,
-	actions ports.TaskActions, clock ports.Clock, poll PollInterval, versionAttr DDIVersionAttribute) (*DDI, error) {
-	if devices == nil || repo == nil || rollouts == nil || attrs == nil || actions == nil || clock == nil {
+	actions ports.TaskActions, tasks ports.TaskRepository, metrics ports.Metrics, clock ports.Clock, poll PollInterval, versionAttr DDIVersionAttribute) (*DDI, error) {
+	if devices == nil || repo == nil || rollouts == nil || attrs == nil || actions == nil || tasks == nil || metrics == nil || clock == nil {
 		return nil, errors.New("application: every DDI dependency is required")
 	}
 	if poll <= 0 || versionAttr == "" {
 		return nil, errors.New("application: DDI needs a poll interval and a version attribute")
 	}
-	return &DDI{devices: devices, repo: repo, rollouts: rollouts, attrs: attrs, actions: actions, clock: clock, poll: poll, versionAttr: string(versionAttr)}, nil
+	return &DDI{devices: devices, repo: repo, rollouts: rollouts, attrs: attrs, actions: actions, tasks: tasks, metrics: metrics, clock: clock, poll: poll, versionAttr: string(versionAttr)}, nil
 }
 
 // AuthenticateTarget admits the device's own token only, and returns the
@@ -82,7 +87,8 @@ func (s *DDI) withTasks(ctx context.Context, dev ports.AuthenticatedDevice) (por
 // carries none; configData provides it), on the device and task state its
 // authentication read: the check reads nothing again. A device whose
 // version or attributes are not known yet is asked for its configData, and
-// gets no deployment while its version is unknown. A cancel the device has
+// gets no deployment while its version is unknown; the check offers only
+// firmware with the sha1 hawkBit agents verify (domain.DeliverWithSHA1). A cancel the device has
 // not confirmed is looked up after the check, which may itself have
 // cancelled a pending task.
 func (s *DDI) Poll(ctx context.Context, dev ports.AuthenticatedDevice) (ports.DDIPoll, error) {
@@ -96,7 +102,8 @@ func (s *DDI) Poll(ctx context.Context, dev ports.AuthenticatedDevice) (ports.DD
 	known := dev.Tasks.Facts.Attributes != nil
 	res := ports.DDIPoll{PollAfter: time.Duration(s.poll), WantConfigData: !known || version.IsZero()}
 	if !version.IsZero() {
-		c, err := s.devices.Check(ctx, ports.CheckRequest{Device: dev, Model: dev.Device.Model(), CurrentVersion: version.String()})
+		c, err := s.devices.Check(ctx, ports.CheckRequest{Device: dev, Model: dev.Device.Model(), CurrentVersion: version.String(),
+			Delivery: domain.DeliverWithSHA1})
 		if err != nil {
 			return ports.DDIPoll{}, err
 		}
@@ -127,20 +134,32 @@ func (s *DDI) task(ctx context.Context, deviceID domain.DeviceID, actionID int64
 
 // Deployment returns the action's task, refusing a firmware without sha1,
 // with the state of its rollout's maintenance window for the device
-// (judged on the attributes its authentication read).
+// (judged on the attributes its authentication read). A cancelled task
+// (superseded, revoked, rollout cancelled) is not found, as hawkBit
+// answers for a cancelled action: the device learns of the cancel from
+// its next poll (cancelAction). A task whose firmware was revoked or
+// rollout cancelled before the device began installing is stopped here
+// first (domain.Task.StopBeforeInstall), as a Mender status report stops
+// it: handing it out would install what the operator withdrew.
 func (s *DDI) Deployment(ctx context.Context, dev ports.AuthenticatedDevice, actionID int64) (ports.DDIDeployment, error) {
 	v, err := s.task(ctx, dev.ID(), actionID)
 	if err != nil {
 		return ports.DDIDeployment{}, err
 	}
-	if err := v.Firmware.CheckSHA1Deliverable(); err != nil {
-		return ports.DDIDeployment{}, err
-	}
-	d := ports.DDIDeployment{TaskView: v}
 	r, err := s.rollouts.Get(ctx, v.Task.RolloutID())
 	if err != nil {
 		return ports.DDIDeployment{}, fmt.Errorf("loading the action's rollout: %w", err)
 	}
+	if v.Task, err = stopBeforeInstall(ctx, s.tasks, s.metrics, v, r, s.clock.Now()); err != nil {
+		return ports.DDIDeployment{}, err
+	}
+	if v.Task.Status() == domain.TaskCancelled {
+		return ports.DDIDeployment{}, fmt.Errorf("action %d was cancelled (%s): %w", actionID, v.Task.ErrorCode(), domain.ErrNotFound)
+	}
+	if err := v.Firmware.CheckSHA1Deliverable(); err != nil {
+		return ports.DDIDeployment{}, err
+	}
+	d := ports.DDIDeployment{TaskView: v}
 	if w := r.Window(); w != nil {
 		if dev, err = s.withTasks(ctx, dev); err != nil {
 			return ports.DDIDeployment{}, err
@@ -191,9 +210,23 @@ func (s *DDI) DeploymentFeedback(ctx context.Context, deviceID domain.DeviceID, 
 	if err != nil || !apply {
 		return before, err
 	}
+	final := ev.Status == domain.TaskSucceeded.String() || ev.Status == domain.TaskFailed.String()
+	if !final {
+		// Progress on a task withdrawn before its device began installing
+		// stops it rather than moving it on (as deploymentBase does); the
+		// event is then refused as on any cancelled task (event rule 3:
+		// TASK_FINISHED).
+		r, err := s.rollouts.Get(ctx, before.Task.RolloutID())
+		if err != nil {
+			return ports.TaskView{}, fmt.Errorf("loading the action's rollout: %w", err)
+		}
+		if before.Task, err = stopBeforeInstall(ctx, s.tasks, s.metrics, before, r, s.clock.Now()); err != nil {
+			return ports.TaskView{}, err
+		}
+	}
 	v, err := s.devices.ReportEvent(ctx, deviceID, before.Task.ID(), ev)
 	if err != nil {
-		if ev.Status != domain.TaskSucceeded.String() && ev.Status != domain.TaskFailed.String() && errors.Is(err, domain.ErrInvalidTransition) {
+		if !final && errors.Is(err, domain.ErrInvalidTransition) {
 			return s.devices.GetTask(ctx, deviceID, before.Task.ID())
 		}
 		return ports.TaskView{}, err
@@ -352,7 +385,7 @@ func DDIEvent(actionID int64, current domain.TaskStatus, fb ports.DDIFeedback) (
 			ev.Status = domain.TaskInstalling.String()
 		}
 		if p := fb.Progress; p != nil && p.Of > 0 {
-			pct := min(max(p.Cnt*100/p.Of, 0), 100)
+			pct := ddiPercent(p.Cnt, p.Of)
 			ev.Progress = &pct
 		}
 	}
@@ -369,6 +402,21 @@ func DDIEvent(actionID int64, current domain.TaskStatus, fb ports.DDIFeedback) (
 	}
 	ev.EventID = "ddi-" + hex.EncodeToString(h.Sum(nil))[:40]
 	return ev, true, nil
+}
+
+// ddiPercent is cnt of of (of > 0) as a percentage, 0–100, rounded down.
+// The agent chooses both numbers: cnt*100 is computed in 128 bits, so a
+// huge cnt cannot wrap into a wrong (or negative) percentage.
+func ddiPercent(cnt, of int) int {
+	switch {
+	case cnt <= 0:
+		return 0
+	case cnt >= of:
+		return 100
+	}
+	hi, lo := bits.Mul64(uint64(cnt), 100)
+	q, _ := bits.Div64(hi, lo, uint64(of)) // cnt < of: the quotient is below 100
+	return int(q)
 }
 
 // ddiMessage joins a feedback's details into an error message the task can

@@ -2,6 +2,7 @@ package application_test
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -24,6 +25,10 @@ func TestDDIEventTranslation(t *testing.T) {
 		{"proceeding", domain.TaskPending, ports.DDIFeedback{Execution: "proceeding", Finished: "none", Progress: prog(1, 4)}, "downloading", 25, "", true},
 		{"proceeding of 0", domain.TaskPending, ports.DDIFeedback{Execution: "proceeding", Finished: "none", Progress: prog(0, 0)}, "downloading", -1, "", true},
 		{"progress clamped", domain.TaskPending, ports.DDIFeedback{Execution: "resumed", Finished: "none", Progress: prog(9, 4)}, "downloading", 100, "", true},
+		{"progress of huge counts does not wrap", domain.TaskPending, ports.DDIFeedback{Execution: "proceeding", Finished: "none", Progress: prog(math.MaxInt/2, math.MaxInt)}, "downloading", 49, "", true},
+		{"progress of a count just below a huge total", domain.TaskPending, ports.DDIFeedback{Execution: "proceeding", Finished: "none", Progress: prog(math.MaxInt-1, math.MaxInt)}, "downloading", 99, "", true},
+		{"negative progress", domain.TaskPending, ports.DDIFeedback{Execution: "proceeding", Finished: "none", Progress: prog(-5, 10)}, "downloading", 0, "", true},
+		{"proceeding while installing", domain.TaskInstalling, ports.DDIFeedback{Execution: "proceeding", Finished: "none", Progress: prog(3, 4)}, "installing", 75, "", true},
 		{"proceeding after downloaded", domain.TaskDownloaded, ports.DDIFeedback{Execution: "proceeding", Finished: "none"}, "installing", -1, "", true},
 		{"downloaded", domain.TaskDownloading, ports.DDIFeedback{Execution: "downloaded", Finished: "none"}, "downloaded", -1, "", true},
 		{"closed success", domain.TaskDownloading, ports.DDIFeedback{Execution: "closed", Finished: "success"}, "succeeded", -1, "", true},

@@ -269,8 +269,10 @@ func (s *Mender) Session(ctx context.Context, token string) (domain.DeviceID, er
 
 // Next runs the check with the version the device runs: that of the
 // firmware of its device type published under the artifact name it
-// reports (domain.RunningVersion). The deployment must carry an artifact
-// name (domain.Firmware.CheckArtifactDeliverable).
+// reports (domain.RunningVersion). The check offers only firmware with an
+// artifact name (domain.DeliverWithArtifactName); a task without one that
+// the device had already started otherwise is still refused
+// (domain.Firmware.CheckArtifactDeliverable).
 func (s *Mender) Next(ctx context.Context, deviceID domain.DeviceID, p ports.MenderProvides) (*ports.TaskView, error) {
 	if err := domain.ValidateIdentifier("device_type", p.DeviceType); err != nil {
 		return nil, err
@@ -317,7 +319,8 @@ func (s *Mender) identify(ctx context.Context, deviceID domain.DeviceID) (ports.
 
 // check is the one place the Mender translation calls the check use case.
 func (s *Mender) check(ctx context.Context, dev ports.AuthenticatedDevice, model string, running domain.Version) (*ports.TaskView, error) {
-	res, err := s.p.Devices.Check(ctx, ports.CheckRequest{Device: dev, Model: model, CurrentVersion: running.String()})
+	res, err := s.p.Devices.Check(ctx, ports.CheckRequest{Device: dev, Model: model, CurrentVersion: running.String(),
+		Delivery: domain.DeliverWithArtifactName})
 	if err != nil {
 		return nil, err
 	}
@@ -343,12 +346,15 @@ const CodeMenderFailure = "MENDER_FAILURE"
 //
 //	downloading                 → downloading
 //	installing, rebooting       → installing
-//	success, already-installed  → succeeded
+//	success                     → succeeded
+//	already-installed           → succeeded (ALREADY_INSTALLED: the device
+//	                              ran the artifact already and downloaded
+//	                              nothing)
 //	failure                     → failed (MENDER_FAILURE)
 //
-// The event id is a digest of the task and the status it maps to, so a
-// repeated report (Mender sends downloading three times and installing
-// twice) is a replay.
+// The event id is a digest of the task and the status it maps to (and the
+// already-installed marker), so a repeated report (Mender sends
+// downloading three times and installing twice) is a replay.
 func MenderEvent(taskID, status string) (ports.EventRequest, bool, error) {
 	var ev ports.EventRequest
 	switch status {
@@ -356,8 +362,10 @@ func MenderEvent(taskID, status string) (ports.EventRequest, bool, error) {
 		ev.Status = domain.TaskDownloading.String()
 	case menderInstalling, menderRebooting:
 		ev.Status = domain.TaskInstalling.String()
-	case menderSuccess, menderAlreadyInstalled:
+	case menderSuccess:
 		ev.Status = domain.TaskSucceeded.String()
+	case menderAlreadyInstalled:
+		ev.Status, ev.ErrorCode = domain.TaskSucceeded.String(), domain.CodeAlreadyInstalled
 	case menderFailure:
 		ev.Status, ev.ErrorCode = domain.TaskFailed.String(), CodeMenderFailure
 		ev.ErrorMessage = "the device reported failure (see the task's log)"
@@ -367,7 +375,11 @@ func MenderEvent(taskID, status string) (ports.EventRequest, bool, error) {
 		return ports.EventRequest{}, false, &domain.ValidationError{Field: "status",
 			Reason: "must be one of downloading, installing, rebooting, success, failure, already-installed, pause_before_*"}
 	}
-	sum := sha256.Sum256([]byte(taskID + "\x00" + ev.Status))
+	key := taskID + "\x00" + ev.Status
+	if ev.ErrorCode == domain.CodeAlreadyInstalled {
+		key += "\x00" + ev.ErrorCode
+	}
+	sum := sha256.Sum256([]byte(key))
 	ev.EventID = "mender-" + hex.EncodeToString(sum[:])[:40]
 	return ev, true, nil
 }
@@ -414,21 +426,7 @@ func (s *Mender) stopBeforeInstall(ctx context.Context, v ports.TaskView) (domai
 	if err != nil {
 		return domain.Task{}, fmt.Errorf("loading rollout: %w", err)
 	}
-	now := s.p.Clock.Now()
-	if probe := v.Task; !probe.StopBeforeInstall(v.Firmware, r, now) {
-		return v.Task, nil
-	}
-	t, err := s.p.Tasks.Update(ctx, v.Task.ID(), func(t *domain.Task) error {
-		t.StopBeforeInstall(v.Firmware, r, now)
-		return nil
-	})
-	if err != nil {
-		return domain.Task{}, fmt.Errorf("stopping task: %w", err)
-	}
-	if t.Status() == domain.TaskCancelled {
-		s.p.Metrics.TaskTransition(t.Status().String())
-	}
-	return t, nil
+	return stopBeforeInstall(ctx, s.p.Tasks, s.p.Metrics, v, r, s.p.Clock.Now())
 }
 
 // Log keeps the device's log on its task (bounded, see domain.NewTaskLog).

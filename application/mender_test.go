@@ -18,7 +18,7 @@ func TestMenderEventTranslation(t *testing.T) {
 		{"installing", "installing", "", true},
 		{"rebooting", "installing", "", true},
 		{"success", "succeeded", "", true},
-		{"already-installed", "succeeded", "", true},
+		{"already-installed", "succeeded", domain.CodeAlreadyInstalled, true},
 		{"failure", "failed", application.CodeMenderFailure, true},
 		{"pause_before_installing", "", "", false},
 		{"pause_before_committing", "", "", false},

@@ -55,6 +55,11 @@ type Config struct {
 	DDITenant           string
 	DDIGatewayToken     string
 	DDIVersionAttribute string
+	// PublicURL is the absolute URL devices reach the service at
+	// (OTA_PUBLIC_URL), without a trailing slash: the DDI links start with
+	// it. Unset, it is made from OTA_HTTP_ADDR (defaultPublicURL) — never
+	// from a request's Host header, which the caller chooses.
+	PublicURL string
 	// DBMaxConns caps the replica's Postgres pool (OTA_DB_MAX_CONNS).
 	DBMaxConns DBMaxConns
 	// LastSeenResolution is how precisely a device's last_seen_at is

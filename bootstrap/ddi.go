@@ -1,6 +1,8 @@
 package bootstrap
 
 import (
+	"net"
+	"net/url"
 	"strings"
 
 	"github.com/google/wire"
@@ -38,7 +40,7 @@ var DDIPostgresStores = wire.NewSet(
 
 // DDIConfigFrom extracts the DDI adapter's settings.
 func DDIConfigFrom(cfg Config) ddi.Config {
-	return ddi.Config{Tenant: cfg.DDITenant, GatewayToken: ddi.GatewayToken(cfg.DDIGatewayToken)}
+	return ddi.Config{Tenant: cfg.DDITenant, GatewayToken: ddi.GatewayToken(cfg.DDIGatewayToken), PublicURL: cfg.PublicURL}
 }
 
 // DDIVersionAttributeFrom names the configData attribute carrying a
@@ -70,4 +72,26 @@ func loadDDIConfig(cfg *Config, get func(name, def string) string, getenv func(s
 	if len(cfg.DDIVersionAttribute) > domain.MaxAttributeKeyLen {
 		bad("OTA_DDI_VERSION_ATTRIBUTE", "must be at most %d characters", domain.MaxAttributeKeyLen)
 	}
+	cfg.PublicURL = strings.TrimRight(getenv("OTA_PUBLIC_URL"), "/")
+	if strings.TrimSpace(cfg.PublicURL) == "" {
+		cfg.PublicURL = defaultPublicURL(cfg.HTTPAddr)
+	} else if u, err := url.Parse(cfg.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.User != nil || strings.ContainsAny(cfg.PublicURL, "?# \t\r\n") {
+		bad("OTA_PUBLIC_URL", "must be an absolute http or https URL (a path prefix allowed), without credentials, query or fragment")
+	}
+}
+
+// defaultPublicURL is the public URL when OTA_PUBLIC_URL is unset: plain
+// http on OTA_HTTP_ADDR, with "localhost" for a listener on every
+// interface. Only agents on the same host can follow such links: behind a
+// load balancer or on another host name, OTA_PUBLIC_URL must be set.
+func defaultPublicURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://localhost"
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }

@@ -34,3 +34,33 @@ func TestDDIConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestPublicURL: OTA_PUBLIC_URL is what the DDI links start with; unset,
+// it is made from OTA_HTTP_ADDR (never from a request), and a value that
+// is no absolute http(s) URL stops the start.
+func TestPublicURL(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{}, "http://localhost:8080"},
+		{map[string]string{"OTA_HTTP_ADDR": "0.0.0.0:9000"}, "http://localhost:9000"},
+		{map[string]string{"OTA_HTTP_ADDR": "10.0.0.5:9000"}, "http://10.0.0.5:9000"},
+		{map[string]string{"OTA_PUBLIC_URL": "https://ota.example.com/fleet/"}, "https://ota.example.com/fleet"},
+	} {
+		c.env["OTA_ADMIN_TOKEN"] = "0123456789abcdef"
+		cfg, err := bootstrap.LoadConfig(env(c.env), true)
+		if err != nil || cfg.PublicURL != c.want {
+			t.Errorf("%v: public URL %q (%v), want %q", c.env, cfg.PublicURL, err, c.want)
+		}
+		if got := bootstrap.DDIConfigFrom(cfg).PublicURL; got != c.want {
+			t.Errorf("%v: the DDI adapter gets %q, want %q", c.env, got, c.want)
+		}
+	}
+	for _, bad := range []string{"ota.example.com", "ftp://ota.example.com", "https://", "https://u:p@ota.example.com", "https://ota.example.com/?x=1", "https://ota.example.com/#top"} {
+		_, err := bootstrap.LoadConfig(env(map[string]string{"OTA_ADMIN_TOKEN": "0123456789abcdef", "OTA_PUBLIC_URL": bad}), true)
+		if err == nil || !strings.Contains(err.Error(), "OTA_PUBLIC_URL") {
+			t.Errorf("OTA_PUBLIC_URL=%q: %v, want an error naming the variable", bad, err)
+		}
+	}
+}

@@ -24,8 +24,10 @@ func (o Offer) Open() bool {
 // from below its min_source_version) — or, for a rollback rollout, below
 // current (rollback rule R1) — offered by an active rollout that admits the
 // device now (targeting rule T1, stage rule G2, schedule rules S1–S2), and
-// not yet failed max_attempts times on this device, the highest version
-// wins. failed counts the device's failed tasks by firmware id, across
+// not yet failed max_attempts times on this device, and deliverable over
+// the protocol the device asks by (Firmware.CheckDeliverable: a hawkBit
+// agent needs a sha1, a Mender device an artifact name), the highest
+// version wins. failed counts the device's failed tasks by firmware id, across
 // rollouts. When several rollouts of the winner admit the device, the
 // oldest one is used so the choice is stable. When nothing is found, retry
 // is the earliest time a rollout kept out only by its schedule would admit
@@ -37,7 +39,7 @@ func SelectTarget(in CheckInput) (target Offer, found bool, retry time.Time) {
 		if !o.Open() || fw.Model() != d.Model() || !o.offersFrom(current) {
 			continue
 		}
-		if in.Failed[fw.ID().String()] >= o.Rollout.MaxAttempts() {
+		if in.Failed[fw.ID().String()] >= o.Rollout.MaxAttempts() || fw.CheckDeliverable(in.Delivery) != nil {
 			continue
 		}
 		ok, at := o.Rollout.AdmitsAt(d, in.Facts, current, in.Now)
@@ -92,6 +94,9 @@ type CheckInput struct {
 	Now      time.Time
 	// Facts are the device's tags and attributes (targeting rule T1).
 	Facts DeviceFacts
+	// Delivery is what the protocol the device asks by can deliver (the
+	// zero value, the REST API's: anything).
+	Delivery Delivery
 }
 
 // CheckAction is what a check answers with.
@@ -132,7 +137,8 @@ type CheckPlan struct {
 	// Ended is the active task as this check ends it, to be stored: it
 	// succeeded (rule 3), or, still pending, was cancelled because its
 	// firmware was revoked, its rollout cancelled, the device is past its
-	// version, or a higher target supersedes it (rule 5). Nil if the
+	// version, the device's protocol cannot deliver it, or a higher target
+	// supersedes it (rule 5). Nil if the
 	// active task (if any) stays as it is.
 	Ended *Task
 	// Offer and Attempt describe the task to create (CheckCreate).
@@ -185,6 +191,15 @@ func PlanCheck(in CheckInput) CheckPlan {
 		t := in.Active.Task
 		if t.Settle(in.Reported, in.Active.Firmware, in.Active.Rollout, in.Facts, in.Now) {
 			plan.Ended = &t
+		}
+		if t.status == TaskPending && in.Active.Firmware.CheckDeliverable(in.Delivery) != nil {
+			// Handed out, it would only be refused by the device's
+			// protocol, keeping the device from firmware it can take until
+			// the task timed out as a failure against its rollout. Not an
+			// attempt: nothing was tried.
+			if t.Cancel(CodeNotDeliverable, "the firmware cannot be delivered over the device's protocol", in.Now) == nil {
+				plan.Ended = &t
+			}
 		}
 		if t.status.IsActive() {
 			active = &t

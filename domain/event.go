@@ -1,6 +1,10 @@
 package domain
 
-import "strconv"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // Event is one progress report from a device about one task. The device
 // picks the event id; replaying an id must be harmless.
@@ -84,4 +88,66 @@ func (e Event) progressOr(current TaskStatus, currentProgress int) int {
 		return currentProgress
 	}
 	return 0
+}
+
+// Progress is the progress the event reported, if it reported one.
+func (e Event) Progress() (int, bool) {
+	if e.progress == nil {
+		return 0, false
+	}
+	return *e.progress, true
+}
+
+// ErrorCode is the code the event carried ("" if none).
+func (e Event) ErrorCode() string { return e.errorCode }
+
+// ErrorMessage is the message the event carried ("" if none).
+func (e Event) ErrorMessage() string { return e.errorMessage }
+
+// RehydrateStoredEvent rebuilds a stored event whole from its id and
+// fingerprint — the stores keep only those, and the fingerprint is the
+// event's body (digest) — for a task's history. A fingerprint that is not
+// one digest wrote is an error.
+func RehydrateStoredEvent(id, fingerprint string) (Event, error) {
+	bad := fmt.Errorf("event %q: stored fingerprint does not parse", id)
+	st, rest, ok := strings.Cut(fingerprint, "|")
+	if !ok {
+		return Event{}, bad
+	}
+	status, err := ParseTaskStatus(st)
+	if err != nil {
+		return Event{}, bad
+	}
+	p, rest, ok := strings.Cut(rest, "|")
+	if !ok {
+		return Event{}, bad
+	}
+	var progress *int
+	if p != "-" {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return Event{}, bad
+		}
+		progress = &n
+	}
+	var texts [2]string
+	for i := range texts {
+		if i > 0 {
+			if rest, ok = strings.CutPrefix(rest, "|"); !ok {
+				return Event{}, bad
+			}
+		}
+		q, err := strconv.QuotedPrefix(rest)
+		if err != nil {
+			return Event{}, bad
+		}
+		if texts[i], err = strconv.Unquote(q); err != nil {
+			return Event{}, bad
+		}
+		rest = rest[len(q):]
+	}
+	if rest != "" {
+		return Event{}, bad
+	}
+	return Event{id: id, status: status, progress: progress, errorCode: texts[0], errorMessage: texts[1], fingerprint: fingerprint}, nil
 }

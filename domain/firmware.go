@@ -226,3 +226,32 @@ func (f Firmware) AcceptsSource(v Version) bool {
 	}
 	return true
 }
+
+// Delivery is what the device protocol a check arrives over can deliver
+// (check rule 4): the plan offers a device only firmware its protocol can
+// hand it. The zero value is the REST API's, which delivers any firmware.
+type Delivery int
+
+// Deliveries of the device protocols.
+const (
+	// DeliverAny: the REST API hands out the URL and sha256 of any image.
+	DeliverAny Delivery = iota
+	// DeliverWithSHA1: hawkBit's DDI agents verify a sha1 digest
+	// (CheckSHA1Deliverable).
+	DeliverWithSHA1
+	// DeliverWithArtifactName: Mender devices know images by artifact
+	// name (CheckArtifactDeliverable).
+	DeliverWithArtifactName
+)
+
+// CheckDeliverable returns ErrNotDeliverable, with an explanation, when the
+// firmware lacks what delivery d needs.
+func (f Firmware) CheckDeliverable(d Delivery) error {
+	switch d {
+	case DeliverWithSHA1:
+		return f.CheckSHA1Deliverable()
+	case DeliverWithArtifactName:
+		return f.CheckArtifactDeliverable()
+	}
+	return nil
+}

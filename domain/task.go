@@ -56,6 +56,14 @@ const (
 	// CodeTimedOut fails a task that went without an event for longer
 	// than its rollout's task timeout (stuck-task rule K1).
 	CodeTimedOut = "TIMED_OUT"
+	// CodeNotDeliverable cancels a pending task whose firmware the
+	// protocol its device asks by cannot deliver (Firmware.CheckDeliverable).
+	CodeNotDeliverable = "NOT_DELIVERABLE"
+	// CodeAlreadyInstalled marks a succeeded task whose device reported
+	// that it already ran the firmware (Mender's "already-installed"): it
+	// finished without downloading anything. A succeeded event carrying
+	// it keeps it on the task; any other code on a success is dropped.
+	CodeAlreadyInstalled = "ALREADY_INSTALLED"
 )
 
 // Task is one upgrade of one device to one firmware, within one rollout.
@@ -270,6 +278,9 @@ func (t *Task) ApplyEvent(ev Event, prior *Event, now time.Time) (bool, error) {
 	}
 	if to == TaskSucceeded {
 		progress = 100
+		if ev.errorCode == CodeAlreadyInstalled {
+			t.errorCode = CodeAlreadyInstalled
+		}
 	}
 	t.status = to
 	t.progress = progress

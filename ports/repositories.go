@@ -175,4 +175,14 @@ type TaskRepository interface {
 	RolloutStatsSince(ctx context.Context, rolloutID domain.UUID, since time.Time) (domain.TaskStats, error)
 	// List returns tasks matching f in (created_at, id) order, at most f.Limit.
 	List(ctx context.Context, f TaskFilter) ([]domain.Task, error)
+	// Events returns the events stored with the task (those that changed
+	// it), oldest first — in (At, event id) order — at most limit. An
+	// unknown task has none.
+	Events(ctx context.Context, taskID domain.UUID, limit int) ([]TaskEvent, error)
+}
+
+// TaskEvent is one stored event of a task, and when it was applied.
+type TaskEvent struct {
+	Event domain.Event
+	At    time.Time
 }

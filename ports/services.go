@@ -37,6 +37,9 @@ type CheckRequest struct {
 	// Attributes the device reports in this poll (nil: none), merged over
 	// its stored ones (domain.DeviceAttributes limits) and used at once.
 	Attributes map[string]string
+	// Delivery is what the protocol the device asks by can deliver: the
+	// plan offers only such firmware (zero: the REST API's, anything).
+	Delivery domain.Delivery
 }
 
 // Check outcomes, as counted in metrics.
@@ -166,6 +169,9 @@ type AdminService interface {
 	UpdateRollout(ctx context.Context, id domain.UUID, change RolloutChange) (domain.Rollout, error)
 	GetRollout(ctx context.Context, id domain.UUID) (RolloutView, error)
 	ListTasks(ctx context.Context, q TaskQuery) (TaskPage, error)
+	// TaskEvents returns a task's stored events, oldest first, bounded
+	// (domain.ErrNotFound for an unknown task).
+	TaskEvents(ctx context.Context, taskID domain.UUID) ([]TaskEvent, error)
 	DeviceTargeting
 }
 

@@ -52,6 +52,12 @@ type Config struct {
 	// GatewayToken, when set, authenticates "Authorization: GatewayToken
 	// <token>" for every registered device. Empty turns gateway auth off.
 	GatewayToken GatewayToken
+	// PublicURL is the absolute URL devices reach the service at
+	// (OTA_PUBLIC_URL): every _links href starts with it. It is
+	// configured, never taken from a request's Host header, which the
+	// caller chooses: links built from it would send an agent — and its
+	// token — wherever a forged request said.
+	PublicURL string
 }
 
 // Adapter serves the DDI routes.
@@ -65,6 +71,7 @@ func New(cfg Config, svc ports.DDIService) *Adapter {
 	if cfg.Tenant == "" {
 		cfg.Tenant = DefaultTenant
 	}
+	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	return &Adapter{cfg: cfg, svc: svc}
 }
 
@@ -166,11 +173,11 @@ func authenticated(c echo.Context) ports.AuthenticatedDevice {
 	return dev
 }
 
-// base is the absolute URL of the device's DDI root, as the agent reached
-// it: agents follow the _links hrefs verbatim (SWUpdate appends
+// base is the absolute URL of the device's DDI root under the configured
+// public URL: agents follow the _links hrefs verbatim (SWUpdate appends
 // "/feedback" to the cancelAction href, so hrefs carry no query).
-func base(c echo.Context) string {
-	return c.Scheme() + "://" + c.Request().Host + "/" + url.PathEscape(param(c, "tenant")) +
+func (a *Adapter) base(c echo.Context) string {
+	return a.cfg.PublicURL + "/" + url.PathEscape(param(c, "tenant")) +
 		"/controller/v1/" + url.PathEscape(deviceID(c))
 }
 

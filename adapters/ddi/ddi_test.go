@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -44,15 +45,22 @@ func newHarnessAt(t *testing.T, clock ports.Clock) *harness {
 	poll := application.PollInterval(90 * time.Second)
 	base := testenv.NewMemoryService(t, testenv.MemoryOptions{Clock: clock, LockWait: 500 * time.Millisecond, PollInterval: time.Duration(poll)})
 	store, deps, devices, admin := base.Store, base.Deps, base.Devices, base.Admin
-	svc, err := application.NewDDI(devices, deps.Devices, deps.Rollouts, memory.NewAttributes(store), memory.NewTaskActions(store),
+	svc, err := application.NewDDI(devices, deps.Devices, deps.Rollouts, memory.NewAttributes(store), memory.NewTaskActions(store), deps.Tasks, deps.Metrics,
 		deps.Clock, poll, "sw_version")
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := ddi.New(ddi.Config{GatewayToken: gatewayToken}, svc)
+	// The links are made from the configured public URL, so the
+	// listener's address must be known before the adapter is built.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := ddi.New(ddi.Config{GatewayToken: gatewayToken, PublicURL: "http://" + l.Addr().String() + "/"}, svc)
 	e := httpadapter.NewServer(httpadapter.Config{AdminToken: adminToken, Mounts: []httpadapter.Mount{a.Mount}},
 		devices, admin, nil, nil, nil, nil)
-	srv := httptest.NewServer(e)
+	srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: e}}
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return &harness{t: t, srv: srv}
 }
@@ -499,8 +507,20 @@ func TestAuthTenantAndErrors(t *testing.T) {
 		}
 	}
 
-	// A firmware without sha1 cannot be offered: a documented error.
-	action := actionOf(t, h.poll("dev-a", tok)["deploymentBase"], "deploymentBase")
+	// A firmware without sha1 is not offered over DDI; a task of it made
+	// otherwise (a REST check) cannot be delivered: a documented error.
+	if link, ok := h.poll("dev-a", tok)["deploymentBase"]; ok {
+		t.Fatalf("firmware without sha1 offered over DDI: %s", link)
+	}
+	rest := h.do(http.MethodPost, "/api/v1/devices/dev-a/ota/check", "Bearer "+strings.TrimPrefix(tok, "TargetToken "),
+		map[string]any{"model": model, "current_version": "1.0.0"})
+	if rest.status != http.StatusOK {
+		t.Fatalf("REST check: %d %s", rest.status, rest.body)
+	}
+	action, err := h.tasks("dev-a")[0]["action_id"].(json.Number).Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := h.do(http.MethodGet, root("dev-a")+"/deploymentBase/"+strconv.FormatInt(action, 10), tok, nil)
 	var e httpadapter.ErrorBody
 	if r.status != http.StatusConflict || json.Unmarshal(r.body, &e) != nil || e.Error.Code != httpadapter.CodeFirmwareNotDeliverable ||
@@ -593,5 +613,39 @@ func TestHawkBitDocumentedBodies(t *testing.T) {
 	}
 	if ts := h.tasks("dev-doc"); ts[0]["status"] != "succeeded" {
 		t.Fatalf("after closed success: %v", ts[0])
+	}
+}
+
+// TestDDILinksIgnoreTheHostHeader: the _links hrefs start with the
+// configured public URL whatever Host the request names — a forged Host
+// must not send the agent (and its token) elsewhere.
+func TestDDILinksIgnoreTheHostHeader(t *testing.T) {
+	h := newHarness(t)
+	tok := h.register("dev-1", "1.0.0")
+	h.release("1.1.0", false, false)
+	req, err := http.NewRequest(http.MethodGet, h.srv.URL+root("dev-1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "attacker.example"
+	req.Header.Set("Authorization", tok)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var m struct {
+		Links map[string]struct{ Href string } `json:"_links"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&m); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("poll: %d %v", res.StatusCode, err)
+	}
+	if len(m.Links) == 0 {
+		t.Fatal("poll answered no links")
+	}
+	for name, l := range m.Links {
+		if !strings.HasPrefix(l.Href, h.srv.URL+root("dev-1")+"/") {
+			t.Errorf("%s href %q does not start with the public URL %s", name, l.Href, h.srv.URL)
+		}
 	}
 }

@@ -125,7 +125,7 @@ func (a *Adapter) poll(c echo.Context) error {
 	var v pollView
 	v.Config.Polling.Sleep = sleep(p.PollAfter)
 	v.Links = map[string]link{}
-	root := base(c)
+	root := a.base(c)
 	// hawkBit answers a pending cancel instead of the deployment: the
 	// agent must confirm it first (SWUpdate looks for cancelAction first).
 	switch {

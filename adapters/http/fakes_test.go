@@ -261,6 +261,19 @@ func (f *fakeServices) GetRollout(_ context.Context, id domain.UUID) (ports.Roll
 	}}, nil
 }
 
+func (f *fakeServices) TaskEvents(_ context.Context, taskID domain.UUID) ([]ports.TaskEvent, error) {
+	f.record("TaskEvents")
+	if f.adminErr != nil {
+		return nil, f.adminErr
+	}
+	p := 40
+	ev, err := domain.NewEvent("e1", "downloading", &p, "", "")
+	if err != nil {
+		return nil, err
+	}
+	return []ports.TaskEvent{{Event: ev, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}}, nil
+}
+
 func (f *fakeServices) ListTasks(_ context.Context, q ports.TaskQuery) (ports.TaskPage, error) {
 	f.record("ListTasks")
 	f.mu.Lock()

@@ -245,6 +245,16 @@ func (s *server) listTasks(c echo.Context) error {
 	return c.JSON(http.StatusOK, newTaskPageView(page))
 }
 
+// taskEvents answers a task's status history (its stored events, oldest
+// first, bounded by application.MaxTaskEvents).
+func (s *server) taskEvents(c echo.Context) error {
+	evs, err := s.admin.TaskEvents(c.Request().Context(), pathUUID(c, "task_id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newTaskEventsView(evs))
+}
+
 // queryParam returns a query parameter as given (the application checks
 // its value), refusing bytes that are not UTF-8: percent-decoding can make
 // them, and they must not reach a log line or a database as-is.

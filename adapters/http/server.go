@@ -181,6 +181,7 @@ func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService
 	s.add(e, http.MethodPatch, a+"/rollouts/:id", s.updateRollout, adminMW...)
 	s.add(e, http.MethodGet, a+"/rollouts/:id", s.getRollout, adminMW...)
 	s.add(e, http.MethodGet, a+"/tasks", s.listTasks, adminMW...)
+	s.add(e, http.MethodGet, a+"/tasks/:task_id/events", s.taskEvents, adminMW...)
 	s.addFleetRoutes(e, adminMW...)
 	s.addMounts(e)
 

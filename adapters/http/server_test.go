@@ -45,6 +45,7 @@ var apiRoutes = []routeCase{
 	{"update rollout", http.MethodPatch, "/api/v1/admin/rollouts/" + rolloutID, `{"percentage":50,"status":"paused"}`, true, http.StatusOK},
 	{"get rollout", http.MethodGet, "/api/v1/admin/rollouts/" + rolloutID, "", true, http.StatusOK},
 	{"list tasks", http.MethodGet, "/api/v1/admin/tasks?device_id=dev-1&limit=10", "", true, http.StatusOK},
+	{"task events", http.MethodGet, "/api/v1/admin/tasks/" + taskID + "/events", "", true, http.StatusOK},
 	{"check", http.MethodPost, "/api/v1/devices/dev-1/ota/check", `{"model":"cam-x1","current_version":"1.2.0"}`, false, http.StatusOK},
 	{"check with attributes", http.MethodPost, "/api/v1/devices/dev-1/ota/check", `{"model":"cam-x1","current_version":"1.2.0","attributes":{"hw":"rev2","timezone":"Europe/Berlin"}}`, false, http.StatusOK},
 	{"get task", http.MethodGet, "/api/v1/devices/dev-1/ota/tasks/" + taskID, "", false, http.StatusOK},

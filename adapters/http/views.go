@@ -284,3 +284,31 @@ func newTaskPageView(p ports.TaskPage) taskPageView {
 	}
 	return out
 }
+
+// taskEventView is one stored event of a task's history.
+type taskEventView struct {
+	EventID      string  `json:"event_id"`
+	Status       string  `json:"status"`
+	Progress     *int    `json:"progress"`
+	ErrorCode    *string `json:"error_code"`
+	ErrorMessage *string `json:"error_message"`
+	At           string  `json:"at"`
+}
+
+// taskEventsView is a task's status history, oldest first.
+type taskEventsView struct {
+	Items []taskEventView `json:"items"`
+}
+
+func newTaskEventsView(evs []ports.TaskEvent) taskEventsView {
+	out := taskEventsView{Items: make([]taskEventView, 0, len(evs))}
+	for _, e := range evs {
+		v := taskEventView{EventID: e.Event.ID(), Status: e.Event.Status().String(), At: timestamp(e.At),
+			ErrorCode: optString(e.Event.ErrorCode()), ErrorMessage: optString(e.Event.ErrorMessage())}
+		if p, ok := e.Event.Progress(); ok {
+			v.Progress = &p
+		}
+		out.Items = append(out.Items, v)
+	}
+	return out
+}

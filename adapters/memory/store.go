@@ -41,6 +41,10 @@ type Store struct {
 	active       map[string]string   // device id → id of its one active task
 	events       map[eventKey]string // (task, event id) → the event's fingerprint
 	lastActionID int64
+
+	// eventLog is each task's stored events (by task id), in the order
+	// they were stored: the task's history.
+	eventLog map[string][]loggedEvent
 }
 
 // firmwareKey is the identity of a firmware publication: build metadata is
@@ -49,6 +53,12 @@ type firmwareKey struct{ model, version string }
 
 // eventKey scopes a device-made event id to one task, as the contract does.
 type eventKey struct{ taskID, eventID string }
+
+// loggedEvent is a stored event as a task's history reads it.
+type loggedEvent struct {
+	id, fingerprint string
+	at              time.Time
+}
 
 // NewStore returns an empty store. Every repository built over it sees the
 // same data, like repositories sharing one database.
@@ -65,6 +75,7 @@ func NewStore() *Store {
 		byRollout:    map[string][]string{},
 		active:       map[string]string{},
 		events:       map[eventKey]string{},
+		eventLog:     map[string][]loggedEvent{},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/ai-device/ota/domain"
@@ -464,6 +465,7 @@ func (r *Tasks) ApplyEvent(ctx context.Context, taskID domain.UUID, ev domain.Ev
 		return domain.Task{}, err
 	}
 	s.events[key] = ev.Fingerprint()
+	s.eventLog[taskID.String()] = append(s.eventLog[taskID.String()], loggedEvent{id: ev.ID(), fingerprint: ev.Fingerprint(), at: merged.UpdatedAt()})
 	if rolloutChanged {
 		s.rollouts[rollout.ID().String()] = rollout
 	}
@@ -611,4 +613,37 @@ func (s *Store) judgeRollout(rolloutID string, changed domain.Task, eval ports.R
 		return domain.Rollout{}, false, err
 	}
 	return mergeRollout(stored, rollout), true, nil
+}
+
+// Events returns the task's stored events in (time, event id) order, at
+// most limit.
+func (r *Tasks) Events(ctx context.Context, taskID domain.UUID, limit int) ([]ports.TaskEvent, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return []ports.TaskEvent{}, nil
+	}
+	s := r.s
+	s.mu.Lock()
+	logged := slices.Clone(s.eventLog[taskID.String()])
+	s.mu.Unlock()
+	slices.SortStableFunc(logged, func(a, b loggedEvent) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	out := []ports.TaskEvent{}
+	for _, l := range logged {
+		if len(out) == limit {
+			break
+		}
+		ev, err := domain.RehydrateStoredEvent(l.id, l.fingerprint)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ports.TaskEvent{Event: ev, At: l.at})
+	}
+	return out, nil
 }

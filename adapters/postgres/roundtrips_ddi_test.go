@@ -30,7 +30,7 @@ func TestDDIPollRoundTrips(t *testing.T) {
 	must(t, err)
 	admin, err := application.NewAdmin(deps)
 	must(t, err)
-	ddi, err := application.NewDDI(devices, deps.Devices, deps.Rollouts, deps.Attributes, postgres.NewTaskActionRepository(db),
+	ddi, err := application.NewDDI(devices, deps.Devices, deps.Rollouts, deps.Attributes, postgres.NewTaskActionRepository(db), deps.Tasks, deps.Metrics,
 		deps.Clock, application.PollInterval(time.Hour), "sw_version")
 	must(t, err)
 

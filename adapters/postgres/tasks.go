@@ -785,3 +785,31 @@ func (s *TaskRepository) List(ctx context.Context, f ports.TaskFilter) ([]domain
 	}
 	return out, nil
 }
+
+// Events returns the task's stored events in (created_at, event_id)
+// order, at most limit. The task's own created_at (the partition key) is
+// joined in, so only its month's partition is read.
+func (s *TaskRepository) Events(ctx context.Context, taskID domain.UUID, limit int) ([]ports.TaskEvent, error) {
+	out := []ports.TaskEvent{}
+	if taskID.IsZero() || limit <= 0 {
+		return out, nil
+	}
+	var rows []struct {
+		ID          string    `db:"event_id"`
+		Fingerprint string    `db:"fingerprint"`
+		At          time.Time `db:"created_at"`
+	}
+	if err := s.db.SelectContext(ctx, &rows, `SELECT e.event_id, e.fingerprint, e.created_at
+		FROM task_events e JOIN tasks t ON t.id = e.task_id AND t.created_at = e.task_created_at
+		WHERE e.task_id = $1 ORDER BY e.created_at, e.event_id LIMIT $2`, taskID.String(), limit); err != nil {
+		return nil, fmt.Errorf("listing task events: %w", unavailable(err))
+	}
+	for _, r := range rows {
+		ev, err := domain.RehydrateStoredEvent(r.ID, r.Fingerprint)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ports.TaskEvent{Event: ev, At: r.At})
+	}
+	return out, nil
+}

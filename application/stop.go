@@ -1,0 +1,33 @@
+package application
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// stopBeforeInstall stores domain.Task.StopBeforeInstall's decision on the
+// task v, of rollout r: the one place the device protocols (Mender's status
+// reports, DDI's deploymentBase and feedback) stop a task whose firmware was
+// revoked or rollout cancelled before its device began installing. It
+// returns the task as it stands: cancelled when it was stopped, else as v
+// had it.
+func stopBeforeInstall(ctx context.Context, tasks ports.TaskRepository, metrics ports.Metrics, v ports.TaskView, r domain.Rollout, now time.Time) (domain.Task, error) {
+	if probe := v.Task; !probe.StopBeforeInstall(v.Firmware, r, now) {
+		return v.Task, nil
+	}
+	t, err := tasks.Update(ctx, v.Task.ID(), func(t *domain.Task) error {
+		t.StopBeforeInstall(v.Firmware, r, now)
+		return nil
+	})
+	if err != nil {
+		return domain.Task{}, fmt.Errorf("stopping task: %w", err)
+	}
+	if t.Status() == domain.TaskCancelled {
+		metrics.TaskTransition(t.Status().String())
+	}
+	return t, nil
+}

@@ -1,0 +1,415 @@
+package contract
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// ProtocolRepos is one adapter's every store the device protocols (DDI,
+// Mender) run on.
+type ProtocolRepos struct {
+	Repos
+	Attributes ports.DeviceAttributes
+	Actions    ports.TaskActions
+	Admissions ports.DeviceAdmissions
+	Requests   ports.AuthRequests
+	Catalog    ports.ArtifactCatalog
+	Logs       ports.TaskLogs
+	// Locker, Clock and IDs complete the use cases' ports (in-process
+	// ones will do: the stores are what is under test).
+	Locker ports.Locker
+	Clock  ports.Clock
+	IDs    ports.IDGenerator
+}
+
+// RunProtocols runs the device protocols' use cases (application.DDI and
+// application.Mender over the device and admin use cases) on the stores
+// newRepos returns: what a hawkBit or Mender device sees must not depend
+// on the store. Each case names its own model and devices, so newRepos may
+// share one store between them.
+func RunProtocols(t *testing.T, newRepos func(t *testing.T) ProtocolRepos) {
+	for _, c := range protocolCases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(t, newProtocolEnv(t, newRepos(t)))
+		})
+	}
+}
+
+var protocolCases = []struct {
+	name string
+	run  func(t *testing.T, e *protocolEnv)
+}{
+	{"DDIDeploymentOfCancelledTaskIsNotFound", ddiDeploymentOfCancelledTaskIsNotFound},
+	{"DDIFeedbackOnCancelledTaskChangesNothing", ddiFeedbackOnCancelledTaskChangesNothing},
+	{"DDIDeploymentOfRevokedTaskStopsIt", ddiDeploymentOfRevokedTaskStopsIt},
+	{"DDIFeedbackOnRevokedTaskStopsIt", ddiFeedbackOnRevokedTaskStopsIt},
+	{"DDIProgressWhileInstallingKeepsInstalling", ddiProgressWhileInstallingKeepsInstalling},
+	{"EachProtocolIsOfferedTheBestFirmwareItCanDeliver", eachProtocolIsOfferedTheBestFirmwareItCanDeliver},
+	{"DDIPollCancelsAPendingTaskItCannotDeliver", ddiPollCancelsAPendingTaskItCannotDeliver},
+	{"MenderAlreadyInstalledIsRecordedAsSuch", menderAlreadyInstalledIsRecordedAsSuch},
+	{"AdminReadsATaskStatusHistory", adminReadsATaskStatusHistory},
+}
+
+// protocolEnv is the application over one adapter's stores.
+type protocolEnv struct {
+	t       *testing.T
+	ctx     context.Context
+	model   string
+	devices *application.Devices
+	admin   *application.Admin
+	ddi     *application.DDI
+	mender  *application.Mender
+	tasks   ports.TaskRepository
+}
+
+func newProtocolEnv(t *testing.T, r ProtocolRepos) *protocolEnv {
+	t.Helper()
+	deps := application.Deps{
+		Devices: r.Devices, Firmwares: r.Firmwares, Rollouts: r.Rollouts, Tasks: r.Tasks,
+		Locker: r.Locker, Clock: r.Clock, IDs: r.IDs,
+		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{}, Attributes: r.Attributes,
+	}
+	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := application.NewAdmin(deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddi, err := application.NewDDI(devices, deps.Devices, deps.Rollouts, r.Attributes, r.Actions, deps.Tasks, deps.Metrics,
+		deps.Clock, application.PollInterval(time.Hour), "sw_version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mender, err := application.NewMender(application.MenderPorts{
+		Devices: devices, Repo: deps.Devices, Rollouts: deps.Rollouts, Tasks: deps.Tasks, Attributes: r.Attributes,
+		Admissions: r.Admissions, Requests: r.Requests, Catalog: r.Catalog, Logs: r.Logs,
+		Clock: deps.Clock, IDs: deps.IDs, Metrics: deps.Metrics,
+	}, application.MenderConfig{IDKey: "device_id", Secret: domain.SessionSecret(strings.Repeat("s", domain.MinSessionSecretLen))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &protocolEnv{t: t, ctx: t.Context(), model: repoName("proto"), devices: devices, admin: admin, ddi: ddi, mender: mender, tasks: deps.Tasks}
+}
+
+// device registers a device of the case's model running version, which it
+// has also reported as a hawkBit device does (configData).
+func (e *protocolEnv) device(version string) domain.DeviceID {
+	e.t.Helper()
+	c, err := e.admin.RegisterDevice(e.ctx, ports.RegisterDevice{DeviceID: repoName("dev"), Model: e.model, CurrentVersion: version})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.ddi.ConfigData(e.ctx, c.Device.ID(), "merge", map[string]string{"sw_version": version}); err != nil {
+		e.t.Fatal(err)
+	}
+	return c.Device.ID()
+}
+
+// release publishes version of the case's model (spec changed by mutate)
+// and rolls it out to every device.
+func (e *protocolEnv) release(version string, mutate ...func(*domain.FirmwareSpec)) domain.Firmware {
+	e.t.Helper()
+	spec := domain.FirmwareSpec{Model: e.model, Version: version, URL: "https://files.example/" + version + ".swu",
+		SizeBytes: 1024, SHA256: strings.Repeat("a", 64), SHA1: strings.Repeat("b", 40), ArtifactName: "release-" + version}
+	for _, m := range mutate {
+		m(&spec)
+	}
+	fw, err := e.admin.PublishFirmware(e.ctx, spec)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
+		e.t.Fatal(err)
+	}
+	return fw
+}
+
+// ddiPoll polls as a hawkBit device (gateway-authenticated).
+func (e *protocolEnv) ddiPoll(id domain.DeviceID) ports.DDIPoll {
+	e.t.Helper()
+	dev, err := e.ddi.KnownDevice(e.ctx, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	p, err := e.ddi.Poll(e.ctx, dev)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+// ddiAction polls and returns the deployment the poll links to.
+func (e *protocolEnv) ddiAction(id domain.DeviceID) domain.Task {
+	e.t.Helper()
+	p := e.ddiPoll(id)
+	if p.Deployment == nil {
+		e.t.Fatalf("poll of %s: no deployment", id)
+	}
+	return p.Deployment.Task
+}
+
+func (e *protocolEnv) deployment(id domain.DeviceID, action int64) (ports.DDIDeployment, error) {
+	e.t.Helper()
+	dev, err := e.ddi.KnownDevice(e.ctx, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return e.ddi.Deployment(e.ctx, dev, action)
+}
+
+func (e *protocolEnv) task(id domain.UUID) domain.Task {
+	e.t.Helper()
+	tk, err := e.tasks.Get(e.ctx, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tk
+}
+
+var proceeding = ports.DDIFeedback{Execution: "proceeding", Finished: "none", Progress: &ports.DDIProgress{Cnt: 1, Of: 4}}
+
+// A superseded task is cancelled: hawkBit answers its deploymentBase 404.
+func ddiDeploymentOfCancelledTaskIsNotFound(t *testing.T, e *protocolEnv) {
+	dev := e.device("1.0.0")
+	e.release("2.0.0")
+	old := e.ddiAction(dev)
+	e.release("3.0.0")
+	if p := e.ddiPoll(dev); p.Cancel == nil || p.Cancel.ID() != old.ID() {
+		t.Fatalf("poll after a supersede: cancel %v, want the superseded action", p.Cancel)
+	}
+	if _, err := e.deployment(dev, old.ActionID()); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("deploymentBase of a cancelled action: %v, want ErrNotFound", err)
+	}
+}
+
+// Feedback on a cancelled task is refused (TASK_FINISHED) and leaves it
+// cancelled.
+func ddiFeedbackOnCancelledTaskChangesNothing(t *testing.T, e *protocolEnv) {
+	dev := e.device("1.0.0")
+	e.release("2.0.0")
+	old := e.ddiAction(dev)
+	e.release("3.0.0")
+	e.ddiPoll(dev)
+	for _, fb := range []ports.DDIFeedback{proceeding, {Execution: "downloaded", Finished: "none"}} {
+		if _, err := e.ddi.DeploymentFeedback(e.ctx, dev, old.ActionID(), fb); !errors.Is(err, domain.ErrTaskFinished) {
+			t.Fatalf("feedback %s on a cancelled action: %v, want ErrTaskFinished", fb.Execution, err)
+		}
+		if got := e.task(old.ID()); got.Status() != domain.TaskCancelled || got.ErrorCode() != domain.CodeSuperseded {
+			t.Fatalf("after feedback %s the cancelled task is %s (%s)", fb.Execution, got.Status(), got.ErrorCode())
+		}
+	}
+}
+
+// A pending task whose firmware was revoked after the poll that handed it
+// out is stopped when the device asks for it, not delivered.
+func ddiDeploymentOfRevokedTaskStopsIt(t *testing.T, e *protocolEnv) {
+	dev := e.device("1.0.0")
+	fw := e.release("2.0.0")
+	a := e.ddiAction(dev)
+	if _, err := e.admin.RevokeFirmware(e.ctx, fw.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.deployment(dev, a.ActionID()); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("deploymentBase of a revoked action: %v, want ErrNotFound", err)
+	}
+	if got := e.task(a.ID()); got.Status() != domain.TaskCancelled || got.ErrorCode() != domain.CodeFirmwareRevoked {
+		t.Fatalf("the revoked task is %s (%s), want cancelled (FIRMWARE_REVOKED)", got.Status(), got.ErrorCode())
+	}
+	if p := e.ddiPoll(dev); p.Cancel == nil || p.Cancel.ID() != a.ID() {
+		t.Fatalf("the next poll does not cancel the stopped action: %+v", p)
+	}
+}
+
+// Progress on a task whose firmware was revoked stops it instead of moving
+// it to downloading.
+func ddiFeedbackOnRevokedTaskStopsIt(t *testing.T, e *protocolEnv) {
+	dev := e.device("1.0.0")
+	fw := e.release("2.0.0")
+	a := e.ddiAction(dev)
+	if _, err := e.admin.RevokeFirmware(e.ctx, fw.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ddi.DeploymentFeedback(e.ctx, dev, a.ActionID(), proceeding); !errors.Is(err, domain.ErrTaskFinished) {
+		t.Fatalf("feedback on a revoked action: %v, want ErrTaskFinished", err)
+	}
+	if got := e.task(a.ID()); got.Status() != domain.TaskCancelled || got.ErrorCode() != domain.CodeFirmwareRevoked {
+		t.Fatalf("the revoked task is %s (%s), want cancelled (FIRMWARE_REVOKED)", got.Status(), got.ErrorCode())
+	}
+}
+
+// Progress reported while installing keeps the task installing and moves
+// its progress on (it is not taken for a download, which would go back).
+func ddiProgressWhileInstallingKeepsInstalling(t *testing.T, e *protocolEnv) {
+	dev := e.device("1.0.0")
+	e.release("2.0.0")
+	a := e.ddiAction(dev)
+	step := func(fb ports.DDIFeedback, status domain.TaskStatus, progress int) {
+		t.Helper()
+		v, err := e.ddi.DeploymentFeedback(e.ctx, dev, a.ActionID(), fb)
+		if err != nil {
+			t.Fatalf("feedback %s: %v", fb.Execution, err)
+		}
+		if got := e.task(a.ID()); got.Status() != status || got.Progress() != progress || v.Task.Status() != status {
+			t.Fatalf("after feedback %s %+v: task %s %d%%, answered %s; want %s %d%%", fb.Execution, fb.Progress,
+				got.Status(), got.Progress(), v.Task.Status(), status, progress)
+		}
+	}
+	progress := func(cnt int) ports.DDIFeedback {
+		return ports.DDIFeedback{Execution: "proceeding", Finished: "none", Progress: &ports.DDIProgress{Cnt: cnt, Of: 4}}
+	}
+	step(progress(2), domain.TaskDownloading, 50)
+	step(ports.DDIFeedback{Execution: "downloaded", Finished: "none"}, domain.TaskDownloaded, 0)
+	step(progress(1), domain.TaskInstalling, 25)
+	step(progress(3), domain.TaskInstalling, 75)
+}
+
+// menderNext asks for the Mender device's next deployment as a device
+// running an image no firmware names (the factory image).
+func (e *protocolEnv) menderNext(id domain.DeviceID) *ports.TaskView {
+	e.t.Helper()
+	v, err := e.mender.Next(e.ctx, id, ports.MenderProvides{DeviceType: e.model, ArtifactName: "factory"})
+	if err != nil {
+		e.t.Fatalf("mender next: %v", err)
+	}
+	return v
+}
+
+// restCheck checks as a REST device running version.
+func (e *protocolEnv) restCheck(id domain.DeviceID, version string) *ports.TaskView {
+	e.t.Helper()
+	dev, err := e.devices.IdentifyDevice(e.ctx, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	res, err := e.devices.Check(e.ctx, ports.CheckRequest{Device: dev, Model: e.model, CurrentVersion: version})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res.Task
+}
+
+// Firmware a protocol cannot deliver gets no task over it: hawkBit agents
+// get the best firmware with a sha1, Mender devices the best with an
+// artifact name, REST devices the best of all.
+func eachProtocolIsOfferedTheBestFirmwareItCanDeliver(t *testing.T, e *protocolEnv) {
+	e.release("1.1.0")
+	e.release("1.2.0", func(s *domain.FirmwareSpec) { s.SHA1 = "" })
+	e.release("1.3.0", func(s *domain.FirmwareSpec) { s.ArtifactName = "" })
+	e.release("1.4.0", func(s *domain.FirmwareSpec) { s.SHA1, s.ArtifactName = "", "" })
+
+	if d := e.ddiAction(e.device("1.0.0")); e.firmwareOf(d) != "1.3.0" {
+		t.Errorf("DDI device offered %s, want 1.3.0 (the best with a sha1)", e.firmwareOf(d))
+	}
+	if v := e.menderNext(e.device("1.0.0")); v == nil || v.Firmware.Version().String() != "1.2.0" {
+		t.Errorf("Mender device offered %v, want 1.2.0 (the best with an artifact name)", v)
+	}
+	if v := e.restCheck(e.device("1.0.0"), "1.0.0"); v == nil || v.Firmware.Version().String() != "1.4.0" {
+		t.Errorf("REST device offered %v, want 1.4.0", v)
+	}
+}
+
+func (e *protocolEnv) firmwareOf(tk domain.Task) string {
+	e.t.Helper()
+	fw, err := e.admin.ListFirmwares(e.ctx, e.model)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, f := range fw {
+		if f.ID() == tk.FirmwareID() {
+			return f.Version().String()
+		}
+	}
+	return "?"
+}
+
+// A pending task of firmware without sha1 (handed to the device over REST,
+// say) does not block a hawkBit device: its poll cancels it
+// (NOT_DELIVERABLE, no attempt spent) and offers deliverable firmware.
+func ddiPollCancelsAPendingTaskItCannotDeliver(t *testing.T, e *protocolEnv) {
+	dev := e.device("1.0.0")
+	e.release("1.1.0")
+	e.release("1.2.0", func(s *domain.FirmwareSpec) { s.SHA1 = "" })
+	stuck := e.restCheck(dev, "1.0.0")
+	if stuck == nil || stuck.Firmware.Version().String() != "1.2.0" {
+		t.Fatalf("REST check: %v, want a task of 1.2.0", stuck)
+	}
+	a := e.ddiAction(dev)
+	if e.firmwareOf(a) != "1.1.0" || a.Attempt() != 1 {
+		t.Fatalf("DDI poll handed out %s (attempt %d), want 1.1.0, attempt 1", e.firmwareOf(a), a.Attempt())
+	}
+	if got := e.task(stuck.Task.ID()); got.Status() != domain.TaskCancelled || got.ErrorCode() != domain.CodeNotDeliverable {
+		t.Fatalf("the undeliverable task is %s (%s), want cancelled (NOT_DELIVERABLE)", got.Status(), got.ErrorCode())
+	}
+}
+
+// A Mender device that already runs the deployed artifact finishes its
+// task as succeeded with ALREADY_INSTALLED, told apart from one that
+// downloaded and installed it (no code).
+func menderAlreadyInstalledIsRecordedAsSuch(t *testing.T, e *protocolEnv) {
+	e.release("2.0.0")
+	for _, c := range []struct{ status, code string }{{"already-installed", domain.CodeAlreadyInstalled}, {"success", ""}} {
+		dev := e.device("1.0.0")
+		v := e.menderNext(dev)
+		if v == nil {
+			t.Fatal("no deployment")
+		}
+		if err := e.mender.Status(e.ctx, dev, v.Task.ID(), c.status); err != nil {
+			t.Fatalf("status %s: %v", c.status, err)
+		}
+		if got := e.task(v.Task.ID()); got.Status() != domain.TaskSucceeded || got.ErrorCode() != c.code {
+			t.Fatalf("after %s the task is %s (%q), want succeeded (%q)", c.status, got.Status(), got.ErrorCode(), c.code)
+		}
+	}
+}
+
+// Operators read a task's status history: the events stored with it,
+// oldest first, each with what it said; a replay adds nothing.
+func adminReadsATaskStatusHistory(t *testing.T, e *protocolEnv) {
+	dev := e.device("1.0.0")
+	e.release("2.0.0")
+	a := e.ddiAction(dev)
+	for _, fb := range []ports.DDIFeedback{
+		proceeding, proceeding, // the second is a replay
+		{Execution: "downloaded", Finished: "none"},
+		{Execution: "closed", Finished: "failure", Details: []string{"flash full"}},
+	} {
+		if _, err := e.ddi.DeploymentFeedback(e.ctx, dev, a.ActionID(), fb); err != nil {
+			t.Fatalf("feedback %s: %v", fb.Execution, err)
+		}
+	}
+	evs, err := e.admin.TaskEvents(e.ctx, a.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type entry struct {
+		status, code, msg string
+		progress          int
+	}
+	want := []entry{{"downloading", "", "", 25}, {"downloaded", "", "", -1}, {"failed", application.CodeDDIFailure, "flash full", -1}}
+	if len(evs) != len(want) {
+		t.Fatalf("history has %d events, want %d: %+v", len(evs), len(want), evs)
+	}
+	for i, ev := range evs {
+		p, ok := ev.Event.Progress()
+		if !ok {
+			p = -1
+		}
+		got := entry{ev.Event.Status().String(), ev.Event.ErrorCode(), ev.Event.ErrorMessage(), p}
+		if got != want[i] || ev.Event.ID() == "" || ev.At.IsZero() || (i > 0 && ev.At.Before(evs[i-1].At)) {
+			t.Errorf("event %d: %+v at %v, want %+v in time order", i, got, ev.At, want[i])
+		}
+	}
+	if _, err := e.admin.TaskEvents(e.ctx, domain.UUIDOf([16]byte{1})); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("history of an unknown task: %v, want ErrNotFound", err)
+	}
+}
