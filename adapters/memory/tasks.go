@@ -483,7 +483,8 @@ func (r *Tasks) FailedCounts(ctx context.Context, deviceID domain.DeviceID) (map
 	return s.failedLocked(deviceID.String()), nil
 }
 
-// RolloutStats counts a rollout's tasks by status. A rollout without tasks,
+// RolloutStats counts a rollout's devices by the status of each one's
+// latest task (rolloutStatsLocked). A rollout without tasks,
 // that does not exist, or whose id is not a UUID has all counts zero: it is
 // a count, not a lookup.
 func (r *Tasks) RolloutStats(ctx context.Context, rolloutID domain.UUID) (domain.TaskStats, error) {
@@ -502,14 +503,35 @@ func (r *Tasks) RolloutStatsSince(ctx context.Context, rolloutID domain.UUID, si
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.rolloutStatsLocked(key, since, nil), nil
+}
+
+// rolloutStatsLocked counts a rollout's devices by the status of each
+// one's latest task created at or after since (zero: all), as the Postgres
+// statement does: a device given the firmware again counts once, as it is
+// now. changed, when not nil, stands for the stored task of the same id
+// (a change not yet stored). The caller holds s.mu.
+func (s *Store) rolloutStatsLocked(rolloutID string, since time.Time, changed *domain.Task) domain.TaskStats {
 	since = stamp(since) // as Postgres compares: at the stored precision
-	var st domain.TaskStats
-	for _, id := range s.byRollout[key] {
-		if t := s.tasks[id]; !t.CreatedAt().Before(since) {
-			st.Add(t.Status(), 1)
+	latest := map[string]domain.Task{}
+	for _, id := range s.byRollout[rolloutID] {
+		t := s.tasks[id]
+		if changed != nil && id == changed.ID().String() {
+			t = *changed
+		}
+		if t.CreatedAt().Before(since) {
+			continue
+		}
+		dev := t.DeviceID().String()
+		if l, ok := latest[dev]; !ok || taskAfter(t, ports.TaskCursor{CreatedAt: l.CreatedAt(), ID: l.ID()}) {
+			latest[dev] = t
 		}
 	}
-	return st, nil
+	var st domain.TaskStats
+	for _, t := range latest {
+		st.Add(t.Status(), 1)
+	}
+	return st
 }
 
 // DefaultListLimit is the page size List uses when the filter sets none,
@@ -590,21 +612,9 @@ func (s *Store) judgeRollout(rolloutID string, changed domain.Task, eval ports.R
 	}
 	rollout := cloneRollout(stored)
 	stats := func(since time.Time) (domain.TaskStats, error) {
-		since = stamp(since) // as Postgres compares: at the stored precision
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		var st domain.TaskStats
-		for _, id := range s.byRollout[rolloutID] {
-			task := s.tasks[id]
-			if id == changed.ID().String() {
-				task = changed
-			}
-			if task.CreatedAt().Before(since) {
-				continue
-			}
-			st.Add(task.Status(), 1)
-		}
-		return st, nil
+		return s.rolloutStatsLocked(rolloutID, since, &changed), nil
 	}
 	ok, err := eval(&rollout, stats)
 	if err != nil || !ok {

@@ -67,13 +67,29 @@ func NewTaskRepository(db *sqlx.DB) (*TaskRepository, error) {
 		lock:        p.prepare(`SELECT ` + taskColumns + ` FROM tasks WHERE id = $1 FOR UPDATE`),
 		event:       p.prepare(selectEventSQL),
 		insertEvent: p.prepare(insertEventSQL),
-		stats:       p.prepare(`SELECT status, count(*) FROM tasks WHERE rollout_id = $1 GROUP BY status`),
-		statsSince:  p.prepare(`SELECT status, count(*) FROM tasks WHERE rollout_id = $1 AND created_at >= $2 GROUP BY status`),
+		stats:       p.prepare(rolloutStatsSQL("")),
+		statsSince:  p.prepare(rolloutStatsSQL(` AND created_at >= $2`)),
 	}
 	if err := p.done("task repository"); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// rolloutStatsSQL counts a rollout's devices by the status of each one's
+// latest task (created at or after $2 with the since condition): a device
+// given the rollout's firmware again — a retry after a failure, a
+// reinstall, a success later contradicted — counts once, as it is now, in
+// the stats, the failure threshold and the stage gates alike. One pass
+// over tasks_rollout_device_latest_idx (migration 00090), which is in
+// DISTINCT ON's order and holds the status: no sort, and an index-only
+// scan where the visibility map allows.
+func rolloutStatsSQL(since string) string {
+	return `SELECT status, count(*) FROM (
+		SELECT DISTINCT ON (device_id) status FROM tasks
+		WHERE rollout_id = $1` + since + `
+		ORDER BY device_id, created_at DESC, id DESC) latest
+	GROUP BY status`
 }
 
 type taskRow struct {
@@ -650,8 +666,9 @@ func (s *TaskRepository) failedIn(ctx context.Context, stmt *sqlx.Stmt, deviceID
 	return out, nil
 }
 
-// RolloutStats counts a rollout's tasks by status in one aggregate query.
-// An unknown rollout (or the zero id) has no tasks.
+// RolloutStats counts a rollout's devices by the status of each one's
+// latest task, in one aggregate query (rolloutStatsSQL). An unknown
+// rollout (or the zero id) has no tasks.
 func (s *TaskRepository) RolloutStats(ctx context.Context, rolloutID domain.UUID) (domain.TaskStats, error) {
 	if rolloutID.IsZero() {
 		return domain.TaskStats{}, nil
@@ -659,8 +676,8 @@ func (s *TaskRepository) RolloutStats(ctx context.Context, rolloutID domain.UUID
 	return statsIn(ctx, s.stats, rolloutID.String())
 }
 
-// RolloutStatsSince counts a rollout's tasks created at or after since, by
-// status (on tasks_rollout_created_idx).
+// RolloutStatsSince is RolloutStats for the tasks created at or after
+// since: each device counts by its latest task of the stage.
 func (s *TaskRepository) RolloutStatsSince(ctx context.Context, rolloutID domain.UUID, since time.Time) (domain.TaskStats, error) {
 	if rolloutID.IsZero() {
 		return domain.TaskStats{}, nil

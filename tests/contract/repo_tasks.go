@@ -408,6 +408,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 
 	t.Run("List", func(t *testing.T) { s.list(t) })
 	t.Run("RolloutStats", func(t *testing.T) { s.rolloutStats(t) })
+	t.Run("RolloutStatsCountEachDeviceOnce", func(t *testing.T) { s.rolloutStatsEachDeviceOnce(t) })
 	t.Run("FailedCounts", func(t *testing.T) { s.failedCounts(t) })
 	t.Run("CheckView", func(t *testing.T) { s.checkView(t) })
 	t.Run("ReplaceActiveState", func(t *testing.T) { s.replaceActiveState(t) })
@@ -790,6 +791,83 @@ func (s *repoSuite) rolloutStats(t *testing.T) {
 		if got != c.want {
 			t.Errorf("stats of %s: got %+v, want %+v", c.id, got, c.want)
 		}
+	}
+}
+
+// rolloutStatsEachDeviceOnce: a device given the same rollout's firmware
+// again (a retry after a failure, a reinstall, a success later
+// contradicted) counts once, by its latest task — in the rollout's stats,
+// in a stage's (its latest task created since), and in what an evaluation
+// counts in the transaction that ends a task.
+func (s *repoSuite) rolloutStatsEachDeviceOnce(t *testing.T) {
+	ctx := t.Context()
+	model := repoName("model")
+	o := s.watchedOffer(t, model, "2.0.0")
+	// Each device's tasks, oldest first, and the status each ends in.
+	type step struct {
+		at     int
+		status domain.TaskStatus
+	}
+	devices := [][]step{
+		{{10, domain.TaskFailed}, {12, domain.TaskSucceeded}},    // a retry that worked
+		{{10, domain.TaskSucceeded}, {14, domain.TaskFailed}},    // a reinstall that failed
+		{{10, domain.TaskFailed}, {15, domain.TaskPending}},      // a retry not yet started
+		{{10, domain.TaskFailed}, {11, domain.TaskFailed}},       // two failures, both before the stage
+		{{16, domain.TaskSucceeded}},                             // one task
+		{{10, domain.TaskCancelled}, {17, domain.TaskSucceeded}}, // offered again after a cancel
+		{{12, domain.TaskFailed}, {13, domain.TaskSucceeded}},    // a retry within the stage
+	}
+	for _, steps := range devices {
+		d := s.device(t, model, "1.0.0")
+		for _, st := range steps {
+			tk := s.insert(t, s.newTask(t, d.ID(), o, 1, s.at(st.at)))
+			s.drive(t, tk.ID(), st.status, s.at(st.at))
+		}
+	}
+	all := domain.TaskStats{Succeeded: 4, Failed: 2, Pending: 1}
+	stage := domain.TaskStats{Succeeded: 4, Failed: 1, Pending: 1} // created at or after at(12)
+	got, err := s.Tasks.RolloutStats(ctx, o.Rollout.ID())
+	repoNoErr(t, "stats", err)
+	if got != all {
+		t.Errorf("stats %+v, want %+v: one count per device, by its latest task", got, all)
+	}
+	got, err = s.Tasks.RolloutStatsSince(ctx, o.Rollout.ID(), s.at(12))
+	repoNoErr(t, "stats since", err)
+	if got != stage {
+		t.Errorf("stats since %+v, want %+v: one count per device, by its latest task of the stage", got, stage)
+	}
+
+	// The evaluation's counts, with a retry ending in its transaction: the
+	// device's earlier failure no longer counts, its success does.
+	d := s.device(t, model, "1.0.0")
+	s.drive(t, s.insert(t, s.newTask(t, d.ID(), o, 1, s.at(18))).ID(), domain.TaskFailed, s.at(18))
+	retry := s.insert(t, s.newTask(t, d.ID(), o, 2, s.at(19)))
+	ev := repoEvent(t, "done", "succeeded", nil)
+	calls := 0
+	_, err = s.Tasks.ApplyEvent(ctx, retry.ID(), ev, func(tk *domain.Task, prior *domain.Event) (bool, error) {
+		return tk.ApplyEvent(ev, prior, s.at(20))
+	}, func(_ *domain.Rollout, stats func(time.Time) (domain.TaskStats, error)) (bool, error) {
+		calls++
+		for _, c := range []struct {
+			since time.Time
+			want  domain.TaskStats
+		}{
+			{time.Time{}, domain.TaskStats{Succeeded: all.Succeeded + 1, Failed: all.Failed, Pending: all.Pending}},
+			{s.at(12), domain.TaskStats{Succeeded: stage.Succeeded + 1, Failed: stage.Failed, Pending: stage.Pending}},
+		} {
+			got, err := stats(c.since)
+			if err != nil {
+				return false, err
+			}
+			if got != c.want {
+				t.Errorf("evaluation's stats since %v: %+v, want %+v", c.since, got, c.want)
+			}
+		}
+		return false, nil
+	})
+	repoNoErr(t, "apply event", err)
+	if calls != 1 {
+		t.Fatalf("evaluation called %d times, want 1", calls)
 	}
 }
 
