@@ -85,11 +85,17 @@ func NewTaskRepository(db *sqlx.DB) (*TaskRepository, error) {
 // DISTINCT ON's order and holds the status: no sort, and an index-only
 // scan where the visibility map allows.
 func rolloutStatsSQL(since string) string {
-	return `SELECT status, count(*) FROM (
-		SELECT DISTINCT ON (device_id) status FROM tasks
-		WHERE rollout_id = $1` + since + `
-		ORDER BY device_id, created_at DESC, id DESC) latest
-	GROUP BY status`
+	return `SELECT status, count(*) FROM (` + latestTasksSQL("$1", since) + `) latest GROUP BY status`
+}
+
+// latestTasksSQL selects the status of each device's latest task in the
+// rollout whose id is the expression rollout (and the condition since): the
+// rows every count of a rollout's tasks counts (rolloutStatsSQL, the fleet
+// view's listRolloutsSQL).
+func latestTasksSQL(rollout, since string) string {
+	return `SELECT DISTINCT ON (device_id) status FROM tasks
+		WHERE rollout_id = ` + rollout + since + `
+		ORDER BY device_id, created_at DESC, id DESC`
 }
 
 type taskRow struct {
