@@ -103,9 +103,19 @@ func (o Offer) offersFrom(current Version) bool {
 }
 
 // Evaluates reports whether a final event must re-evaluate the rollout:
-// it watches failures, or runs a plan whose gate must be judged.
+// it is active and has something to judge (Judges). The status changes
+// under an operator's hand, so only the rollout as locked by the
+// evaluating transaction may decide it.
 func (r Rollout) Evaluates() bool {
-	return r.status == RolloutActive && (r.failureThresholdPercent != nil || len(r.stages) > 0)
+	return r.status == RolloutActive && r.Judges()
+}
+
+// Judges reports whether the rollout has anything a task's end could
+// change: a failure threshold or a plan of stages. Both are fixed when the
+// rollout starts, so any read of it may decide whether to lock it for an
+// evaluation; whether to evaluate (Evaluates) is decided on the lock.
+func (r Rollout) Judges() bool {
+	return r.failureThresholdPercent != nil || len(r.stages) > 0
 }
 
 // Evaluate re-judges an active rollout when one of its tasks finished (event

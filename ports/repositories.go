@@ -152,9 +152,12 @@ type TaskRepository interface {
 	// judges that task's rollout as ApplyEvent's does: locked, in the same
 	// transaction, counting tasks as they are with the change, before the
 	// insert; a change it reports commits with the rest, or nothing does.
-	// Only a rollout that, as read with the task, has something to judge
-	// (domain.Rollout.Evaluates) is locked and judged: the lock would
-	// otherwise serialise every supersede of a plain rollout's tasks.
+	// Only a rollout with something to judge (domain.Rollout.Judges: a
+	// threshold or stages, fixed at its start, so the read with the task
+	// may tell) is locked and judged: the lock would otherwise serialise
+	// every supersede of a plain rollout's tasks. onRollout gets the
+	// rollout as locked, and decides on it alone whether to evaluate (its
+	// status may have changed since the read).
 	ReplaceActive(ctx context.Context, deviceID domain.DeviceID, fn func(st TaskState) (*domain.Task, error), onRollout RolloutEvaluation) (result domain.Task, created bool, err error)
 	// Update loads the task locked, lets fn change it, and stores it.
 	Update(ctx context.Context, id domain.UUID, fn func(*domain.Task) error) (domain.Task, error)

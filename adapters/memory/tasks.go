@@ -178,10 +178,11 @@ func (r *Tasks) ReplaceActive(ctx context.Context, device domain.DeviceID, fn fu
 		m := mergeTask(*before, st.Active.Task)
 		after = &m
 	}
-	// The rollout of the task fn ended, to judge when it has anything to
-	// judge as read with the task (the port says why).
+	// The rollout of the task fn ended, to lock and judge when it has a
+	// threshold or stages (fixed, so the unlocked read may say); its
+	// status is judged on the locked row (the port says why).
 	var judge string
-	if onRollout != nil && after != nil && !after.Status().IsActive() && st.Active.Rollout.Evaluates() {
+	if onRollout != nil && after != nil && !after.Status().IsActive() && st.Active.Rollout.Judges() {
 		judge = after.RolloutID().String()
 	}
 	var rec domain.TaskRecord

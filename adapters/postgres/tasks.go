@@ -379,10 +379,11 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, device domain.Device
 			return err
 		}
 		changed := st.Active != nil && st.Active.Task.Record() != cur.Record()
-		// The rollout of the task fn ended, to judge when it has anything
-		// to judge as read with the task (the port says why).
+		// The rollout of the task fn ended, to lock and judge when it has
+		// a threshold or stages (fixed, so the unlocked read may say); its
+		// status is judged on the locked row (the port says why).
 		var judge string
-		if changed && onRollout != nil && !st.Active.Task.Status().IsActive() && st.Active.Rollout.Evaluates() {
+		if changed && onRollout != nil && !st.Active.Task.Status().IsActive() && st.Active.Rollout.Judges() {
 			judge = cur.RolloutID().String()
 		}
 		// Every rollout lock before the task changes (lockRolloutToJudge

@@ -416,6 +416,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 	t.Run("ApplyEventEvaluatesRollout", func(t *testing.T) { s.applyEventRollout(t) })
 	t.Run("ReplaceActiveEvaluatesRollout", func(t *testing.T) { s.replaceActiveRollout(t) })
 	t.Run("ReplaceActiveRolloutSwapRace", func(t *testing.T) { s.replaceActiveRolloutSwap(t) })
+	t.Run("ReplaceActiveJudgesTheLockedRollout", func(t *testing.T) { s.replaceActiveJudgesLocked(t) })
 }
 
 func (s *repoSuite) replaceActiveRace(t *testing.T, alwaysInsert bool) {
@@ -1258,6 +1259,49 @@ func (s *repoSuite) replaceActiveRollout(t *testing.T) {
 	repoNoErr(t, "retry", err)
 	if !created || got.ID() != retry.ID() {
 		t.Fatalf("retry: created %v, task %s, want %s", created, got.ID(), retry.ID())
+	}
+}
+
+// replaceActiveJudgesLocked: whether a task's end is judged depends on the
+// rollout as locked, not as read with the task. A rollout resumed between
+// the read and the lock is judged (as it now is: active); one paused in
+// between is handed over as it now is (paused), for the evaluation to
+// leave alone.
+func (s *repoSuite) replaceActiveJudgesLocked(t *testing.T) {
+	ctx := t.Context()
+	model := repoName("model")
+	setStatus := func(o domain.Offer, to domain.RolloutStatus, at time.Time) {
+		t.Helper()
+		_, err := s.Rollouts.Update(ctx, o.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
+			return r.ChangeStatus(to, fw, at)
+		})
+		repoNoErr(t, "change rollout status", err)
+	}
+	for _, c := range []struct {
+		name, version string
+		read, lock    domain.RolloutStatus
+	}{
+		{"resumed after the read", "2.0.0", domain.RolloutPaused, domain.RolloutActive},
+		{"paused after the read", "3.0.0", domain.RolloutActive, domain.RolloutPaused},
+	} {
+		o := s.watchedOffer(t, model, c.version)
+		d := s.device(t, model, "1.0.0")
+		s.insert(t, s.newTask(t, d.ID(), o, 1, s.at(10)))
+		if c.read != domain.RolloutActive {
+			setStatus(o, c.read, s.at(11))
+		}
+		var judged []domain.RolloutStatus
+		_, _, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
+			setStatus(o, c.lock, s.at(12)) // between this transaction's read and its lock
+			return nil, active.Succeed(s.at(13))
+		}), func(r *domain.Rollout, _ func(time.Time) (domain.TaskStats, error)) (bool, error) {
+			judged = append(judged, r.Status())
+			return false, nil
+		})
+		repoNoErr(t, c.name, err)
+		if len(judged) != 1 || judged[0] != c.lock {
+			t.Errorf("%s: judged as %v, want once, as locked (%s)", c.name, judged, c.lock)
+		}
 	}
 }
 
