@@ -136,3 +136,44 @@ func TestFailureThresholdAppliesInEveryStage(t *testing.T) {
 		}
 	})
 }
+
+// A rollout that paused itself (event rule 5, stage rule G3) stops the
+// image spreading: a device's task not yet begun is withdrawn at its next
+// check (cancelled, ROLLOUT_PAUSED), while a begun one is handed back to
+// finish (check rule 5).
+func TestSelfPausedRolloutWithholdsPendingTasks(t *testing.T) {
+	onEachStore(t, policyStart, func(t *testing.T, e *env, clock *manualClock) {
+		fw := e.firmware("2.0.0")
+		r := e.rollout(fw, 100, func(s *domain.RolloutSpec) {
+			threshold, sample := 50, 1
+			s.FailureThresholdPercent, s.MinSample = &threshold, &sample
+		})
+		failing, waiting, started := e.device("1.0.0"), e.device("1.0.0"), e.device("1.0.0")
+		tasks := map[string]domain.UUID{}
+		for _, d := range []string{failing, waiting, started} {
+			res := e.check(d, "1.0.0")
+			if res.Task == nil {
+				t.Fatalf("device %s was offered nothing", d)
+			}
+			tasks[d] = res.Task.Task.ID()
+		}
+		e.mustEvent(asDeviceID(started), tasks[started], "dl", "downloading")
+		clock.Add(time.Second)
+		e.mustEvent(asDeviceID(failing), tasks[failing], "end", "failed")
+		if got := e.rolloutNow(r.ID()); got.Status() != domain.RolloutPaused || got.PausedReason() != domain.PausedAuto {
+			t.Fatalf("rollout %s (%q) after its first task failed, want paused by itself", got.Status(), got.PausedReason())
+		}
+
+		clock.Add(time.Second)
+		if res := e.check(waiting, "1.0.0"); res.Task != nil {
+			t.Fatalf("a self-paused rollout handed out its pending task %s (%s)", res.Task.Task.ID(), res.Task.Task.Status())
+		}
+		if tk := e.task(tasks[waiting]); tk.Status() != domain.TaskCancelled || tk.ErrorCode() != domain.CodeRolloutPaused {
+			t.Fatalf("pending task %s (%q), want cancelled %s", tk.Status(), tk.ErrorCode(), domain.CodeRolloutPaused)
+		}
+		res := e.check(started, "1.0.0")
+		if res.Task == nil || res.Task.Task.ID() != tasks[started] || res.Task.Task.Status() != domain.TaskDownloading {
+			t.Fatalf("the started task was not handed back to finish: %+v", res.Task)
+		}
+	})
+}
