@@ -177,3 +177,53 @@ func TestSelfPausedRolloutWithholdsPendingTasks(t *testing.T) {
 		}
 	})
 }
+
+// replica is another instance of the use cases over the same stores,
+// telling the time by clock: a second otad replica whose clock differs.
+func (e *env) replica(clock ports.Clock) *env {
+	e.t.Helper()
+	deps := e.deps
+	deps.Clock = clock
+	devices, admin := testenv.UseCases(e.t, deps, time.Hour)
+	return &env{t: e.t, ctx: e.ctx, store: e.store, deps: deps, devices: devices, admin: admin}
+}
+
+// Two replicas whose clocks differ (stage rule G2, "Clocks"): a replica
+// behind the one that started a stage never dates the stage's gate before
+// the stage began — a gate "met" before its stage would end the soak early
+// and leave a history that runs backwards.
+func TestGateIsNeverDatedBeforeItsStage(t *testing.T) {
+	const skew = 10 * time.Second
+	onEachStore(t, policyStart, func(t *testing.T, behind *env, behindClock *manualClock) {
+		aheadClock := &manualClock{now: policyStart.Add(skew)}
+		ahead := behind.replica(aheadClock)
+		fw := ahead.firmware("2.0.0")
+		r := ahead.rollout(fw, 0, func(s *domain.RolloutSpec) {
+			s.Stages = []domain.StageSpec{
+				{Percentage: 50, MinFinished: 1, SuccessPercent: 100},
+				{Percentage: 60, MinFinished: 1, SuccessPercent: 100, Soak: time.Hour},
+				{Percentage: 100},
+			}
+		})
+		aheadClock.Add(time.Second)
+		ahead.finish(ahead.devicesIn(r, 0, 50, 1)[0], "succeeded") // the ahead replica starts stage 1
+		started := ahead.rolloutNow(r.ID()).StageSince()
+
+		aheadClock.Add(time.Second)
+		d := ahead.devicesIn(r, 0, 60, 1)[0]
+		res := ahead.check(d, "1.0.0")
+		if res.Task == nil {
+			t.Fatalf("stage 1 offered device %s nothing", d)
+		}
+		behindClock.Add(2 * time.Second)
+		behind.mustEvent(asDeviceID(d), res.Task.Task.ID(), "end", "succeeded") // the replica behind judges the gate
+		got := behind.rolloutNow(r.ID())
+		if got.Stage() != 1 || got.GateMetAt().IsZero() {
+			t.Fatalf("stage %d, gate met at %v: want stage 1's gate held", got.Stage(), got.GateMetAt())
+		}
+		if got.GateMetAt().Before(started) {
+			t.Fatalf("gate met at %v, before its stage started at %v: the soak would end %v early",
+				got.GateMetAt(), started, started.Sub(got.GateMetAt()))
+		}
+	})
+}

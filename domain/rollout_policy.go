@@ -129,6 +129,7 @@ func (r *Rollout) Evaluate(total, stage TaskStats, now time.Time) bool {
 	if r.status != RolloutActive {
 		return false
 	}
+	now = r.judgedAt(now)
 	if r.AutoPause(total, now) {
 		return true
 	}
@@ -161,6 +162,20 @@ func (r *Rollout) Evaluate(total, stage TaskStats, now time.Time) bool {
 		return changed
 	}
 	return false
+}
+
+// judgedAt dates an evaluation made at now by one replica's clock: now, or
+// the current stage's start or gate time if another replica, whose clock
+// is ahead, recorded a later one. The rollout's own record so never runs
+// backwards — no gate met before its stage began, which would end its
+// soak early, no stage ending before it started (stage rule G2, clocks).
+func (r Rollout) judgedAt(now time.Time) time.Time {
+	for _, at := range []time.Time{r.StageSince(), r.gateMetAt} {
+		if at.After(now) {
+			now = at
+		}
+	}
+	return now
 }
 
 // endStage closes the current stage's history entry, if open.
