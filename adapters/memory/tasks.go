@@ -507,11 +507,11 @@ func (r *Tasks) RolloutStatsSince(ctx context.Context, rolloutID domain.UUID, si
 	return s.rolloutStatsLocked(key, since, nil), nil
 }
 
-// rolloutStatsLocked counts a rollout's devices by the status of each
-// one's latest task created at or after since (zero: all), as the Postgres
-// statement does: a device given the firmware again counts once, as it is
-// now. changed, when not nil, stands for the stored task of the same id
-// (a change not yet stored). The caller holds s.mu.
+// rolloutStatsLocked counts a rollout's devices, each once, by the status
+// of the one of its tasks created at or after since (zero: all) that
+// domain.CountsOver picks, as the Postgres statement does. changed, when
+// not nil, stands for the stored task of the same id (a change not yet
+// stored). The caller holds s.mu.
 func (s *Store) rolloutStatsLocked(rolloutID string, since time.Time, changed *domain.Task) domain.TaskStats {
 	since = stamp(since) // as Postgres compares: at the stored precision
 	latest := map[string]domain.Task{}
@@ -524,7 +524,7 @@ func (s *Store) rolloutStatsLocked(rolloutID string, since time.Time, changed *d
 			continue
 		}
 		dev := t.DeviceID().String()
-		if l, ok := latest[dev]; !ok || taskAfter(t, ports.TaskCursor{CreatedAt: l.CreatedAt(), ID: l.ID()}) {
+		if l, ok := latest[dev]; !ok || domain.CountsOver(t, l) {
 			latest[dev] = t
 		}
 	}

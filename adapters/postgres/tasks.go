@@ -76,26 +76,26 @@ func NewTaskRepository(db *sqlx.DB) (*TaskRepository, error) {
 	return r, nil
 }
 
-// rolloutStatsSQL counts a rollout's devices by the status of each one's
-// latest task (created at or after $2 with the since condition): a device
-// given the rollout's firmware again — a retry after a failure, a
-// reinstall, a success later contradicted — counts once, as it is now, in
-// the stats, the failure threshold and the stage gates alike. One pass
-// over tasks_rollout_device_latest_idx (migration 00090), which is in
-// DISTINCT ON's order and holds the status: no sort, and an index-only
-// scan where the visibility map allows.
+// rolloutStatsSQL counts a rollout's devices, each once, by the status of
+// the task latestTasksSQL picks for it (among those created at or after $2
+// with the since condition), in the stats, the failure threshold and the
+// stage gates alike. One pass over tasks_rollout_device_latest_idx
+// (migration 00090), which is in DISTINCT ON's order and holds the status:
+// no sort, and an index-only scan where the visibility map allows.
 func rolloutStatsSQL(since string) string {
 	return `SELECT status, count(*) FROM (` + latestTasksSQL("$1", since) + `) latest GROUP BY status`
 }
 
-// latestTasksSQL selects the status of each device's latest task in the
-// rollout whose id is the expression rollout (and the condition since): the
-// rows every count of a rollout's tasks counts (rolloutStatsSQL, the fleet
-// view's listRolloutsSQL).
+// latestTasksSQL selects, for each device with tasks in the rollout whose
+// id is the expression rollout (and the condition since), the status of
+// its latest task with an outcome (succeeded or failed), or of its latest
+// task if none has one (domain.CountsOver): the rows every count of a
+// rollout's tasks counts (rolloutStatsSQL, the fleet view's
+// listRolloutsSQL). The ORDER BY is the index's, expression included.
 func latestTasksSQL(rollout, since string) string {
 	return `SELECT DISTINCT ON (device_id) status FROM tasks
 		WHERE rollout_id = ` + rollout + since + `
-		ORDER BY device_id, created_at DESC, id DESC`
+		ORDER BY device_id, (status IN ('succeeded', 'failed')) DESC, created_at DESC, id DESC`
 }
 
 type taskRow struct {

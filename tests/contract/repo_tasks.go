@@ -797,9 +797,10 @@ func (s *repoSuite) rolloutStats(t *testing.T) {
 
 // rolloutStatsEachDeviceOnce: a device given the same rollout's firmware
 // again (a retry after a failure, a reinstall, a success later
-// contradicted) counts once, by its latest task — in the rollout's stats,
-// in a stage's (its latest task created since), and in what an evaluation
-// counts in the transaction that ends a task.
+// contradicted) counts once — by its latest task with an outcome
+// (succeeded or failed), else by its latest task (domain.CountsOver) — in
+// the rollout's stats, in a stage's (among its tasks created since), and
+// in what an evaluation counts in the transaction that ends a task.
 func (s *repoSuite) rolloutStatsEachDeviceOnce(t *testing.T) {
 	ctx := t.Context()
 	model := repoName("model")
@@ -812,11 +813,13 @@ func (s *repoSuite) rolloutStatsEachDeviceOnce(t *testing.T) {
 	devices := [][]step{
 		{{10, domain.TaskFailed}, {12, domain.TaskSucceeded}},    // a retry that worked
 		{{10, domain.TaskSucceeded}, {14, domain.TaskFailed}},    // a reinstall that failed
-		{{10, domain.TaskFailed}, {15, domain.TaskPending}},      // a retry not yet started
+		{{10, domain.TaskFailed}, {15, domain.TaskPending}},      // a retry in flight: still failed
 		{{10, domain.TaskFailed}, {11, domain.TaskFailed}},       // two failures, both before the stage
 		{{16, domain.TaskSucceeded}},                             // one task
 		{{10, domain.TaskCancelled}, {17, domain.TaskSucceeded}}, // offered again after a cancel
 		{{12, domain.TaskFailed}, {13, domain.TaskSucceeded}},    // a retry within the stage
+		{{10, domain.TaskSucceeded}, {11, domain.TaskCancelled}}, // a cancel undoes no outcome
+		{{16, domain.TaskPending}},                               // no outcome yet
 	}
 	for _, steps := range devices {
 		d := s.device(t, model, "1.0.0")
@@ -825,8 +828,8 @@ func (s *repoSuite) rolloutStatsEachDeviceOnce(t *testing.T) {
 			s.drive(t, tk.ID(), st.status, s.at(st.at))
 		}
 	}
-	all := domain.TaskStats{Succeeded: 4, Failed: 2, Pending: 1}
-	stage := domain.TaskStats{Succeeded: 4, Failed: 1, Pending: 1} // created at or after at(12)
+	all := domain.TaskStats{Succeeded: 5, Failed: 3, Pending: 1}
+	stage := domain.TaskStats{Succeeded: 4, Failed: 1, Pending: 2} // created at or after at(12)
 	got, err := s.Tasks.RolloutStats(ctx, o.Rollout.ID())
 	repoNoErr(t, "stats", err)
 	if got != all {
