@@ -5,7 +5,7 @@
 -- outcome replaces an earlier one. The adapter's statement is
 --   SELECT DISTINCT ON (device_id) status … WHERE rollout_id = $1
 --   ORDER BY device_id, (status IN ('succeeded', 'failed')) DESC,
---            created_at DESC, id DESC
+--            created_at DESC, action_id DESC
 -- and this index is in that order for one rollout (the expression written
 -- exactly as there) and carries the status, so the count is one pass over
 -- the rollout's entries, with no sort and no heap visit where the
@@ -23,7 +23,7 @@
 -- +goose NO TRANSACTION
 -- +goose Up
 CREATE INDEX CONCURRENTLY IF NOT EXISTS tasks_rollout_device_latest_idx
-    ON tasks (rollout_id, device_id, (status IN ('succeeded', 'failed')) DESC, created_at DESC, id DESC)
+    ON tasks (rollout_id, device_id, (status IN ('succeeded', 'failed')) DESC, created_at DESC, action_id DESC)
     INCLUDE (status);
 
 -- +goose Down

@@ -95,7 +95,7 @@ func rolloutStatsSQL(since string) string {
 func latestTasksSQL(rollout, since string) string {
 	return `SELECT DISTINCT ON (device_id) status FROM tasks
 		WHERE rollout_id = ` + rollout + since + `
-		ORDER BY device_id, (status IN ('succeeded', 'failed')) DESC, created_at DESC, id DESC`
+		ORDER BY device_id, (status IN ('succeeded', 'failed')) DESC, created_at DESC, action_id DESC`
 }
 
 type taskRow struct {

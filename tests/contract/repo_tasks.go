@@ -820,6 +820,7 @@ func (s *repoSuite) rolloutStatsEachDeviceOnce(t *testing.T) {
 		{{12, domain.TaskFailed}, {13, domain.TaskSucceeded}},    // a retry within the stage
 		{{10, domain.TaskSucceeded}, {11, domain.TaskCancelled}}, // a cancel undoes no outcome
 		{{16, domain.TaskPending}},                               // no outcome yet
+		{{21, domain.TaskFailed}, {21, domain.TaskSucceeded}},    // the same instant: the later inserted
 	}
 	for _, steps := range devices {
 		d := s.device(t, model, "1.0.0")
@@ -828,17 +829,17 @@ func (s *repoSuite) rolloutStatsEachDeviceOnce(t *testing.T) {
 			s.drive(t, tk.ID(), st.status, s.at(st.at))
 		}
 	}
-	all := domain.TaskStats{Succeeded: 5, Failed: 3, Pending: 1}
-	stage := domain.TaskStats{Succeeded: 4, Failed: 1, Pending: 2} // created at or after at(12)
+	all := domain.TaskStats{Succeeded: 6, Failed: 3, Pending: 1}
+	stage := domain.TaskStats{Succeeded: 5, Failed: 1, Pending: 2} // created at or after at(12)
 	got, err := s.Tasks.RolloutStats(ctx, o.Rollout.ID())
 	repoNoErr(t, "stats", err)
 	if got != all {
-		t.Errorf("stats %+v, want %+v: one count per device, by its latest task", got, all)
+		t.Errorf("stats %+v, want %+v: one count per device (domain.CountsOver)", got, all)
 	}
 	got, err = s.Tasks.RolloutStatsSince(ctx, o.Rollout.ID(), s.at(12))
 	repoNoErr(t, "stats since", err)
 	if got != stage {
-		t.Errorf("stats since %+v, want %+v: one count per device, by its latest task of the stage", got, stage)
+		t.Errorf("stats since %+v, want %+v: one count per device, among its tasks of the stage (domain.CountsOver)", got, stage)
 	}
 
 	// The evaluation's counts, with a retry ending in its transaction: the
