@@ -484,8 +484,8 @@ func (r *Tasks) FailedCounts(ctx context.Context, deviceID domain.DeviceID) (map
 	return s.failedLocked(deviceID.String()), nil
 }
 
-// RolloutStats counts a rollout's devices by the status of each one's
-// latest task (rolloutStatsLocked). A rollout without tasks,
+// RolloutStats counts a rollout's devices, each once, by the status of
+// the task domain.CountsOver picks for it. A rollout without tasks,
 // that does not exist, or whose id is not a UUID has all counts zero: it is
 // a count, not a lookup.
 func (r *Tasks) RolloutStats(ctx context.Context, rolloutID domain.UUID) (domain.TaskStats, error) {

@@ -673,8 +673,8 @@ func (s *TaskRepository) failedIn(ctx context.Context, stmt *sqlx.Stmt, deviceID
 	return out, nil
 }
 
-// RolloutStats counts a rollout's devices by the status of each one's
-// latest task, in one aggregate query (rolloutStatsSQL). An unknown
+// RolloutStats counts a rollout's devices, each once (domain.CountsOver),
+// in one aggregate query (rolloutStatsSQL). An unknown
 // rollout (or the zero id) has no tasks.
 func (s *TaskRepository) RolloutStats(ctx context.Context, rolloutID domain.UUID) (domain.TaskStats, error) {
 	if rolloutID.IsZero() {
@@ -683,8 +683,8 @@ func (s *TaskRepository) RolloutStats(ctx context.Context, rolloutID domain.UUID
 	return statsIn(ctx, s.stats, rolloutID.String())
 }
 
-// RolloutStatsSince is RolloutStats for the tasks created at or after
-// since: each device counts by its latest task of the stage.
+// RolloutStatsSince is RolloutStats among the tasks created at or after
+// since (a stage's).
 func (s *TaskRepository) RolloutStatsSince(ctx context.Context, rolloutID domain.UUID, since time.Time) (domain.TaskStats, error) {
 	if rolloutID.IsZero() {
 		return domain.TaskStats{}, nil
