@@ -286,6 +286,11 @@ func TestPlanCheck(t *testing.T) {
 			panic(err)
 		}
 	}
+	autoPause := func(a *domain.ActiveTask) {
+		rec := a.Rollout.Record()
+		rec.Status, rec.PausedReason = domain.RolloutPaused, domain.PausedAuto
+		a.Rollout = domain.RehydrateRollout(rec)
+	}
 	tests := []struct {
 		name     string
 		reported string
@@ -333,6 +338,17 @@ func TestPlanCheck(t *testing.T) {
 			action: domain.CheckKeep, task: "task-1.3.0"},
 		{name: "pending kept while its rollout is paused", reported: "1.0.0", offers: []string{"1.2.0"},
 			active: func(f *planFixture) *domain.ActiveTask { return f.active("1.3.0", domain.TaskPending, pauseRollout) },
+			action: domain.CheckKeep, task: "task-1.3.0"},
+		// Rule 5: a rollout that paused itself hands out no task not begun;
+		// a begun one finishes.
+		{name: "pending cancelled when its rollout paused itself", reported: "1.0.0",
+			active: func(f *planFixture) *domain.ActiveTask { return f.active("1.3.0", domain.TaskPending, autoPause) },
+			action: domain.CheckNoUpdate, ended: "cancelled:ROLLOUT_PAUSED"},
+		{name: "pending of a self-paused rollout makes room for a lower target", reported: "1.0.0", offers: []string{"1.2.0"},
+			active: func(f *planFixture) *domain.ActiveTask { return f.active("1.3.0", domain.TaskPending, autoPause) },
+			action: domain.CheckCreate, create: "1.2.0", attempt: 1, ended: "cancelled:ROLLOUT_PAUSED"},
+		{name: "started task of a self-paused rollout finishes", reported: "1.0.0",
+			active: func(f *planFixture) *domain.ActiveTask { return f.active("1.3.0", domain.TaskDownloading, autoPause) },
 			action: domain.CheckKeep, task: "task-1.3.0"},
 		{name: "keep pending without target", reported: "1.0.0",
 			active: func(f *planFixture) *domain.ActiveTask { return f.active("1.2.0", domain.TaskPending) },

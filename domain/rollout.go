@@ -440,6 +440,29 @@ func (s *TaskStats) Add(st TaskStatus, n int) {
 	}
 }
 
+// CountsOver reports whether task a, rather than b, stands for their
+// device in its rollout's counts (the stats, event rule 5's threshold,
+// stage rule G1's gates), where a device counts once. A task with an
+// outcome (succeeded or failed) wins over one without: a retry in flight
+// or a cancel does not undo what the device showed. Between two alike, the
+// later wins — by created_at, then by action id, the store's insertion
+// order (a device's tasks are inserted one after the other), never by the
+// random task id: a retry that worked, a reinstall that failed, a success
+// later contradicted replace the earlier outcome. The Postgres adapter
+// orders its DISTINCT ON the same way.
+func CountsOver(a, b Task) bool {
+	if ao, bo := a.status.hasOutcome(), b.status.hasOutcome(); ao != bo {
+		return ao
+	}
+	if c := a.createdAt.Compare(b.createdAt); c != 0 {
+		return c > 0
+	}
+	return a.actionID > b.actionID
+}
+
+// hasOutcome reports whether the status says how the device took the image.
+func (s TaskStatus) hasOutcome() bool { return s == TaskSucceeded || s == TaskFailed }
+
 // FailureThresholdPercent is the failure rate that pauses the rollout
 // (nil: never), as a copy the caller owns.
 func (r Rollout) FailureThresholdPercent() *int { return copyInt(r.failureThresholdPercent) }

@@ -122,9 +122,19 @@ func (o Offer) offersFrom(current Version) bool {
 }
 
 // Evaluates reports whether a final event must re-evaluate the rollout:
-// it watches failures, or runs a plan whose gate must be judged.
+// it is active and has something to judge (Judges). The status changes
+// under an operator's hand, so only the rollout as locked by the
+// evaluating transaction may decide it.
 func (r Rollout) Evaluates() bool {
-	return r.status == RolloutActive && (r.failureThresholdPercent != nil || len(r.stages) > 0)
+	return r.status == RolloutActive && r.Judges()
+}
+
+// Judges reports whether the rollout has anything a task's end could
+// change: a failure threshold or a plan of stages. Both are fixed when the
+// rollout starts, so any read of it may decide whether to lock it for an
+// evaluation; whether to evaluate (Evaluates) is decided on the lock.
+func (r Rollout) Judges() bool {
+	return r.failureThresholdPercent != nil || len(r.stages) > 0
 }
 
 // Evaluate re-judges an active rollout when one of its tasks finished (event
@@ -138,6 +148,7 @@ func (r *Rollout) Evaluate(total, stage TaskStats, now time.Time) bool {
 	if r.status != RolloutActive {
 		return false
 	}
+	now = r.judgedAt(now)
 	if r.AutoPause(total, now) {
 		return true
 	}
@@ -170,6 +181,20 @@ func (r *Rollout) Evaluate(total, stage TaskStats, now time.Time) bool {
 		return changed
 	}
 	return false
+}
+
+// judgedAt dates an evaluation made at now by one replica's clock: now, or
+// the current stage's start or gate time if another replica, whose clock
+// is ahead, recorded a later one. The rollout's own record so never runs
+// backwards — no gate met before its stage began, which would end its
+// soak early, no stage ending before it started (stage rule G2, clocks).
+func (r Rollout) judgedAt(now time.Time) time.Time {
+	for _, at := range []time.Time{r.StageSince(), r.gateMetAt} {
+		if at.After(now) {
+			now = at
+		}
+	}
+	return now
 }
 
 // endStage closes the current stage's history entry, if open.

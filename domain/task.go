@@ -53,6 +53,9 @@ const (
 	CodeSuperseded       = "SUPERSEDED"
 	CodeFirmwareRevoked  = "FIRMWARE_REVOKED"
 	CodeRolloutCancelled = "ROLLOUT_CANCELLED"
+	// CodeRolloutPaused withdraws a pending task of a rollout that paused
+	// itself (event rule 5, stage rule G3): the image stops spreading.
+	CodeRolloutPaused = "ROLLOUT_PAUSED"
 	// CodeTimedOut fails a task that went without an event for longer
 	// than its rollout's task timeout (stuck-task rule K1).
 	CodeTimedOut = "TIMED_OUT"
@@ -202,8 +205,8 @@ func (t *Task) Succeed(now time.Time) error {
 
 // Settle applies the check-time rules that end an active task before a
 // target is chosen: the device already runs the task's version (succeeded,
-// rule 3), or a pending task's firmware was revoked or its rollout cancelled
-// (rule 5). A pending task for a version below what the device reports is
+// rule 3), or a pending task's firmware was revoked, its rollout cancelled
+// or paused by itself — not by an operator (rule 5). A pending task for a version below what the device reports is
 // cancelled as superseded too: handing it out would be a downgrade (unless
 // its rollout is a rollback). An active task without an event for longer
 // than its rollout's task timeout fails as TIMED_OUT (stuck-task rule K1):
@@ -228,6 +231,11 @@ func (t *Task) Settle(reported Version, fw Firmware, r Rollout, facts DeviceFact
 			return t.Cancel(CodeFirmwareRevoked, "the firmware was revoked", now) == nil
 		case r.Status() == RolloutCancelled:
 			return t.Cancel(CodeRolloutCancelled, "the rollout was cancelled", now) == nil
+		case r.Status() == RolloutPaused && r.PausedReason() == PausedAuto:
+			// The threshold or a gate found the image bad: a device that
+			// has not begun must not begin. A manual pause is an
+			// operator's hold, and keeps the device's place.
+			return t.Cancel(CodeRolloutPaused, "the rollout paused itself (failure threshold or stage gate)", now) == nil
 		}
 	}
 	// Last: a pending task the service withdraws is cancelled, which is

@@ -113,10 +113,10 @@ type TaskState struct {
 
 // RolloutEvaluation lets the transaction that stores a task's final status
 // re-evaluate the task's rollout (event rule 5, stage rules G2–G3). It
-// gets the rollout, locked, and a function counting, in that transaction,
-// the rollout's tasks created at or after since (zero: all of them; called
-// only when needed: the count is a scan of the rollout's tasks), and
-// reports whether it changed the rollout.
+// gets the rollout, locked, and a function counting, in that transaction
+// and as RolloutStatsSince does, the rollout's tasks created at or after
+// since (zero: all of them; called only when needed: the count is a scan
+// of the rollout's tasks), and reports whether it changed the rollout.
 type RolloutEvaluation func(r *domain.Rollout, stats func(since time.Time) (domain.TaskStats, error)) (bool, error)
 
 // TaskRepository stores tasks and the events applied to them. Ids arrive
@@ -152,9 +152,12 @@ type TaskRepository interface {
 	// judges that task's rollout as ApplyEvent's does: locked, in the same
 	// transaction, counting tasks as they are with the change, before the
 	// insert; a change it reports commits with the rest, or nothing does.
-	// Only a rollout that, as read with the task, has something to judge
-	// (domain.Rollout.Evaluates) is locked and judged: the lock would
-	// otherwise serialise every supersede of a plain rollout's tasks.
+	// Only a rollout with something to judge (domain.Rollout.Judges: a
+	// threshold or stages, fixed at its start, so the read with the task
+	// may tell) is locked and judged: the lock would otherwise serialise
+	// every supersede of a plain rollout's tasks. onRollout gets the
+	// rollout as locked, and decides on it alone whether to evaluate (its
+	// status may have changed since the read).
 	ReplaceActive(ctx context.Context, deviceID domain.DeviceID, fn func(st TaskState) (*domain.Task, error), onRollout RolloutEvaluation) (result domain.Task, created bool, err error)
 	// Update loads the task locked, lets fn change it, and stores it.
 	Update(ctx context.Context, id domain.UUID, fn func(*domain.Task) error) (domain.Task, error)
@@ -168,10 +171,11 @@ type TaskRepository interface {
 	ApplyEvent(ctx context.Context, taskID domain.UUID, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout RolloutEvaluation) (domain.Task, error)
 	// FailedCounts counts the device's failed tasks by firmware id.
 	FailedCounts(ctx context.Context, deviceID domain.DeviceID) (map[string]int, error)
-	// RolloutStats counts a rollout's tasks by status, in the store.
+	// RolloutStats counts a rollout's devices by status, in the store,
+	// each once: by the task domain.CountsOver picks among its tasks.
 	RolloutStats(ctx context.Context, rolloutID domain.UUID) (domain.TaskStats, error)
-	// RolloutStatsSince counts, by status, a rollout's tasks created at
-	// or after since: a staged rollout's current stage (stage rule G2).
+	// RolloutStatsSince is RolloutStats among the tasks created at or
+	// after since: a staged rollout's current stage (stage rule G2).
 	RolloutStatsSince(ctx context.Context, rolloutID domain.UUID, since time.Time) (domain.TaskStats, error)
 	// List returns tasks matching f in (created_at, id) order, at most f.Limit.
 	List(ctx context.Context, f TaskFilter) ([]domain.Task, error)

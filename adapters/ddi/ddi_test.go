@@ -649,3 +649,30 @@ func TestDDILinksIgnoreTheHostHeader(t *testing.T) {
 		}
 	}
 }
+
+// A rollout that paused itself takes back a device's deployment it has not
+// begun (check rule 5, ROLLOUT_PAUSED): the device is sent a cancelAction.
+func TestSelfPausedRolloutCancelsPendingAction(t *testing.T) {
+	h := newHarness(t)
+	tokA, tokB := h.register("dev-a", "1.0.0"), h.register("dev-b", "1.0.0")
+	fw := h.admin(http.MethodPost, "/firmwares", map[string]any{
+		"model": model, "version": "2.0.0", "url": "http://files.example/images/cam-2.0.0.swu",
+		"size_bytes": 123456, "sha256": strings.Repeat("a", 64),
+	}, http.StatusCreated)["id"]
+	h.admin(http.MethodPost, "/rollouts", map[string]any{"firmware_id": fw, "percentage": 100,
+		"failure_threshold_percent": 50, "min_sample": 1}, http.StatusCreated)
+	a := actionOf(t, h.poll("dev-a", tokA)["deploymentBase"], "deploymentBase")
+	b := actionOf(t, h.poll("dev-b", tokB)["deploymentBase"], "deploymentBase")
+	r := h.do(http.MethodPost, root("dev-a")+"/deploymentBase/"+strconv.FormatInt(a, 10)+"/feedback", tokA,
+		feedback(a, "closed", "failure", 0, 1, "ERROR : Image invalid or corrupted. Not installing ..."))
+	if r.status != http.StatusOK {
+		t.Fatalf("failure feedback: %d %s", r.status, r.body)
+	}
+	links := h.poll("dev-b", tokB)
+	if links["deploymentBase"] != "" || actionOf(t, links["cancelAction"], "cancelAction") != b {
+		t.Fatalf("after the rollout paused itself: %v, want the cancel of action %d", links, b)
+	}
+	if ts := h.tasks("dev-b"); ts[0]["status"] != "cancelled" || ts[0]["error_code"] != "ROLLOUT_PAUSED" {
+		t.Fatalf("task %v", ts[0])
+	}
+}

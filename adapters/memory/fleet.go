@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"sort"
+	"time"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -41,12 +42,9 @@ func (r *Fleet) ListRollouts(ctx context.Context, f ports.RolloutFilter) ([]port
 		if f.Model != "" && fw.Model() != f.Model {
 			continue
 		}
-		var st domain.TaskStats
-		for _, tid := range s.byRollout[id] {
-			st.Add(s.tasks[tid].Status(), 1)
-		}
 		out = append(out, ports.RolloutSummary{
-			Rollout: cloneRollout(ro), Model: fw.Model(), Version: fw.Version().String(), Stats: st,
+			Rollout: cloneRollout(ro), Model: fw.Model(), Version: fw.Version().String(),
+			Stats: s.rolloutStatsLocked(id, time.Time{}, nil),
 		})
 	}
 	s.mu.Unlock()

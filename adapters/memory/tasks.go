@@ -179,10 +179,11 @@ func (r *Tasks) ReplaceActive(ctx context.Context, device domain.DeviceID, fn fu
 		m := mergeTask(*before, st.Active.Task)
 		after = &m
 	}
-	// The rollout of the task fn ended, to judge when it has anything to
-	// judge as read with the task (the port says why).
+	// The rollout of the task fn ended, to lock and judge when it has a
+	// threshold or stages (fixed, so the unlocked read may say); its
+	// status is judged on the locked row (the port says why).
 	var judge string
-	if onRollout != nil && after != nil && !after.Status().IsActive() && st.Active.Rollout.Evaluates() {
+	if onRollout != nil && after != nil && !after.Status().IsActive() && st.Active.Rollout.Judges() {
 		judge = after.RolloutID().String()
 	}
 	var rec domain.TaskRecord
@@ -485,7 +486,8 @@ func (r *Tasks) FailedCounts(ctx context.Context, deviceID domain.DeviceID) (map
 	return s.failedLocked(deviceID.String()), nil
 }
 
-// RolloutStats counts a rollout's tasks by status. A rollout without tasks,
+// RolloutStats counts a rollout's devices, each once, by the status of
+// the task domain.CountsOver picks for it. A rollout without tasks,
 // that does not exist, or whose id is not a UUID has all counts zero: it is
 // a count, not a lookup.
 func (r *Tasks) RolloutStats(ctx context.Context, rolloutID domain.UUID) (domain.TaskStats, error) {
@@ -504,14 +506,35 @@ func (r *Tasks) RolloutStatsSince(ctx context.Context, rolloutID domain.UUID, si
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.rolloutStatsLocked(key, since, nil), nil
+}
+
+// rolloutStatsLocked counts a rollout's devices, each once, by the status
+// of the one of its tasks created at or after since (zero: all) that
+// domain.CountsOver picks, as the Postgres statement does. changed, when
+// not nil, stands for the stored task of the same id (a change not yet
+// stored). The caller holds s.mu.
+func (s *Store) rolloutStatsLocked(rolloutID string, since time.Time, changed *domain.Task) domain.TaskStats {
 	since = stamp(since) // as Postgres compares: at the stored precision
-	var st domain.TaskStats
-	for _, id := range s.byRollout[key] {
-		if t := s.tasks[id]; !t.CreatedAt().Before(since) {
-			st.Add(t.Status(), 1)
+	latest := map[string]domain.Task{}
+	for _, id := range s.byRollout[rolloutID] {
+		t := s.tasks[id]
+		if changed != nil && id == changed.ID().String() {
+			t = *changed
+		}
+		if t.CreatedAt().Before(since) {
+			continue
+		}
+		dev := t.DeviceID().String()
+		if l, ok := latest[dev]; !ok || domain.CountsOver(t, l) {
+			latest[dev] = t
 		}
 	}
-	return st, nil
+	var st domain.TaskStats
+	for _, t := range latest {
+		st.Add(t.Status(), 1)
+	}
+	return st
 }
 
 // DefaultListLimit is the page size List uses when the filter sets none,
@@ -592,21 +615,9 @@ func (s *Store) judgeRollout(rolloutID string, changed domain.Task, eval ports.R
 	}
 	rollout := cloneRollout(stored)
 	stats := func(since time.Time) (domain.TaskStats, error) {
-		since = stamp(since) // as Postgres compares: at the stored precision
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		var st domain.TaskStats
-		for _, id := range s.byRollout[rolloutID] {
-			task := s.tasks[id]
-			if id == changed.ID().String() {
-				task = changed
-			}
-			if task.CreatedAt().Before(since) {
-				continue
-			}
-			st.Add(task.Status(), 1)
-		}
-		return st, nil
+		return s.rolloutStatsLocked(rolloutID, since, &changed), nil
 	}
 	ok, err := eval(&rollout, stats)
 	if err != nil || !ok {

@@ -1136,3 +1136,35 @@ func TestAuthRequestsAreLimitedPerSourceAddress(t *testing.T) {
 		t.Fatalf("over the budget: %d %s %q", r.status, r.body, r.header.Get("Retry-After"))
 	}
 }
+
+// A rollout that paused itself withdraws a deployment a device was given
+// but has not begun (check rule 5, ROLLOUT_PAUSED): its next poll finds
+// nothing to install.
+func TestSelfPausedRolloutWithdrawsPendingDeployment(t *testing.T) {
+	h := newHarness(t, false)
+	k1, k2 := newKey(t, "ed25519"), newKey(t, "ed25519")
+	h.register("dev-1", k1)
+	h.register("dev-2", k2)
+	fw := h.admin(http.MethodPost, "/firmwares", map[string]any{
+		"model": model, "version": "2.0.0", "url": "http://files.example/release-2.mender",
+		"size_bytes": 123456, "sha256": strings.Repeat("a", 64), "artifact_name": "release-2",
+	}, http.StatusCreated).json(t)["id"]
+	h.admin(http.MethodPost, "/rollouts", map[string]any{"firmware_id": fw, "percentage": 100,
+		"failure_threshold_percent": 50, "min_sample": 1}, http.StatusCreated)
+	tok1, tok2 := h.token("dev-1", k1), h.token("dev-2", k2)
+	var d1, d2 deployment
+	_ = json.Unmarshal(h.nextAll(tok1, "release-1")[0].body, &d1)
+	_ = json.Unmarshal(h.nextAll(tok2, "release-1")[0].body, &d2)
+	if d1.ID == "" || d2.ID == "" {
+		t.Fatalf("deployments %q %q, want one each", d1.ID, d2.ID)
+	}
+	if got := h.status(tok1, d1.ID, "failure"); got != http.StatusNoContent {
+		t.Fatalf("failure: %d", got)
+	}
+	if r := h.nextAll(tok2, "release-1")[0]; r.status != http.StatusNoContent {
+		t.Fatalf("next after the rollout paused itself: %d %s, want 204", r.status, r.body)
+	}
+	if task := h.task(d2.ID); task["status"] != "cancelled" || task["error_code"] != "ROLLOUT_PAUSED" {
+		t.Fatalf("task: %v", task)
+	}
+}

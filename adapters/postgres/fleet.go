@@ -27,8 +27,9 @@ var _ ports.FleetReader = (*FleetReader)(nil)
 const DefaultRolloutLimit = 100
 
 // listRolloutsSQL picks the page of rollouts first and only then counts
-// their tasks (one index-only pass over tasks_rollout_status_idx per
-// rollout on the page), so old rollouts beyond the limit cost nothing.
+// their devices by latest task (latestTasksSQL: one index-only pass over
+// tasks_rollout_device_latest_idx per rollout on the page), so old
+// rollouts beyond the limit cost nothing.
 var listRolloutsSQL = `WITH page AS (
 		SELECT ` + columns("r", rolloutFields) + `, f.model AS model, f.version AS version
 		FROM rollouts r JOIN firmwares f ON f.id = r.firmware_id
@@ -44,7 +45,7 @@ var listRolloutsSQL = `WITH page AS (
 			count(*) FILTER (WHERE t.status = 'succeeded') AS succeeded,
 			count(*) FILTER (WHERE t.status = 'failed') AS failed,
 			count(*) FILTER (WHERE t.status = 'cancelled') AS cancelled
-		FROM tasks t WHERE t.rollout_id = page."r.id") s ON true
+		FROM (` + latestTasksSQL(`page."r.id"`, "") + `) t) s ON true
 	ORDER BY page."r.created_at" DESC, page."r.id" DESC`
 
 // versionCountsSQL is one sequential scan of devices (see migration 00020

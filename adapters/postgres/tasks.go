@@ -68,13 +68,35 @@ func NewTaskRepository(db *sqlx.DB) (*TaskRepository, error) {
 		lock:        p.prepare(`SELECT ` + taskColumns + ` FROM tasks WHERE id = $1 FOR UPDATE`),
 		event:       p.prepare(selectEventSQL),
 		insertEvent: p.prepare(insertEventSQL),
-		stats:       p.prepare(`SELECT status, count(*) FROM tasks WHERE rollout_id = $1 GROUP BY status`),
-		statsSince:  p.prepare(`SELECT status, count(*) FROM tasks WHERE rollout_id = $1 AND created_at >= $2 GROUP BY status`),
+		stats:       p.prepare(rolloutStatsSQL("")),
+		statsSince:  p.prepare(rolloutStatsSQL(` AND created_at >= $2`)),
 	}
 	if err := p.done("task repository"); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// rolloutStatsSQL counts a rollout's devices, each once, by the status of
+// the task latestTasksSQL picks for it (among those created at or after $2
+// with the since condition), in the stats, the failure threshold and the
+// stage gates alike. One pass over tasks_rollout_device_latest_idx
+// (migration 00090), which is in DISTINCT ON's order and holds the status:
+// no sort, and an index-only scan where the visibility map allows.
+func rolloutStatsSQL(since string) string {
+	return `SELECT status, count(*) FROM (` + latestTasksSQL("$1", since) + `) latest GROUP BY status`
+}
+
+// latestTasksSQL selects, for each device with tasks in the rollout whose
+// id is the expression rollout (and the condition since), the status of
+// its latest task with an outcome (succeeded or failed), or of its latest
+// task if none has one (domain.CountsOver): the rows every count of a
+// rollout's tasks counts (rolloutStatsSQL, the fleet view's
+// listRolloutsSQL). The ORDER BY is the index's, expression included.
+func latestTasksSQL(rollout, since string) string {
+	return `SELECT DISTINCT ON (device_id) status FROM tasks
+		WHERE rollout_id = ` + rollout + since + `
+		ORDER BY device_id, (status IN ('succeeded', 'failed')) DESC, created_at DESC, action_id DESC`
 }
 
 type taskRow struct {
@@ -360,10 +382,11 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, device domain.Device
 			return err
 		}
 		changed := st.Active != nil && st.Active.Task.Record() != cur.Record()
-		// The rollout of the task fn ended, to judge when it has anything
-		// to judge as read with the task (the port says why).
+		// The rollout of the task fn ended, to lock and judge when it has
+		// a threshold or stages (fixed, so the unlocked read may say); its
+		// status is judged on the locked row (the port says why).
 		var judge string
-		if changed && onRollout != nil && !st.Active.Task.Status().IsActive() && st.Active.Rollout.Evaluates() {
+		if changed && onRollout != nil && !st.Active.Task.Status().IsActive() && st.Active.Rollout.Judges() {
 			judge = cur.RolloutID().String()
 		}
 		// Every rollout lock before the task changes (lockRolloutToJudge
@@ -676,8 +699,9 @@ func (s *TaskRepository) failedIn(ctx context.Context, stmt *sqlx.Stmt, deviceID
 	return out, nil
 }
 
-// RolloutStats counts a rollout's tasks by status in one aggregate query.
-// An unknown rollout (or the zero id) has no tasks.
+// RolloutStats counts a rollout's devices, each once (domain.CountsOver),
+// in one aggregate query (rolloutStatsSQL). An unknown
+// rollout (or the zero id) has no tasks.
 func (s *TaskRepository) RolloutStats(ctx context.Context, rolloutID domain.UUID) (domain.TaskStats, error) {
 	if rolloutID.IsZero() {
 		return domain.TaskStats{}, nil
@@ -685,8 +709,8 @@ func (s *TaskRepository) RolloutStats(ctx context.Context, rolloutID domain.UUID
 	return statsIn(ctx, s.stats, rolloutID.String())
 }
 
-// RolloutStatsSince counts a rollout's tasks created at or after since, by
-// status (on tasks_rollout_created_idx).
+// RolloutStatsSince is RolloutStats among the tasks created at or after
+// since (a stage's).
 func (s *TaskRepository) RolloutStatsSince(ctx context.Context, rolloutID domain.UUID, since time.Time) (domain.TaskStats, error) {
 	if rolloutID.IsZero() {
 		return domain.TaskStats{}, nil

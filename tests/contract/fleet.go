@@ -95,7 +95,12 @@ func (s *fleetSuite) offer(t *testing.T, model, version string, at time.Time) do
 // moves it to status at the given time.
 func (s *fleetSuite) task(t *testing.T, o domain.Offer, status domain.TaskStatus, at time.Time) domain.Task {
 	t.Helper()
-	d := s.device(t, o.Firmware.Model(), "0.0.1")
+	return s.taskOf(t, s.device(t, o.Firmware.Model(), "0.0.1"), o, status, at)
+}
+
+// taskOf is task for a given device (whose active task, if any, must have ended).
+func (s *fleetSuite) taskOf(t *testing.T, d domain.Device, o domain.Offer, status domain.TaskStatus, at time.Time) domain.Task {
+	t.Helper()
 	tk, err := domain.NewTask(asUUID(uuid.NewString()), d.ID(), o, 1, at)
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +144,11 @@ func (s *fleetSuite) listRollouts(t *testing.T) {
 		s.task(t, newer, st, fleetAt(10))
 	}
 	s.task(t, older, domain.TaskDownloaded, fleetAt(11))
+	// A device given the newer firmware again counts once, by its latest
+	// task: its earlier failure is not counted.
+	again := s.device(t, model, "0.0.1")
+	s.taskOf(t, again, newer, domain.TaskFailed, fleetAt(10))
+	s.taskOf(t, again, newer, domain.TaskSucceeded, fleetAt(11))
 	s.task(t, other, domain.TaskFailed, fleetAt(12))
 
 	got, err := s.Fleet.ListRollouts(t.Context(), ports.RolloutFilter{Model: model})
@@ -155,7 +165,7 @@ func (s *fleetSuite) listRollouts(t *testing.T) {
 	if got[0].Model != model || got[0].Version != "1.1.0+build.7" {
 		t.Errorf("firmware %q %q, want %q 1.1.0+build.7 (as published)", got[0].Model, got[0].Version, model)
 	}
-	want := domain.TaskStats{Pending: 1, Downloading: 1, Installing: 1, Succeeded: 2, Failed: 1, Cancelled: 1}
+	want := domain.TaskStats{Pending: 1, Downloading: 1, Installing: 1, Succeeded: 3, Failed: 1, Cancelled: 1}
 	if got[0].Stats != want {
 		t.Errorf("stats %+v, want %+v", got[0].Stats, want)
 	}

@@ -408,6 +408,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 
 	t.Run("List", func(t *testing.T) { s.list(t) })
 	t.Run("RolloutStats", func(t *testing.T) { s.rolloutStats(t) })
+	t.Run("RolloutStatsCountEachDeviceOnce", func(t *testing.T) { s.rolloutStatsEachDeviceOnce(t) })
 	t.Run("FailedCounts", func(t *testing.T) { s.failedCounts(t) })
 	t.Run("CheckView", func(t *testing.T) { s.checkView(t) })
 	t.Run("ReplaceActiveState", func(t *testing.T) { s.replaceActiveState(t) })
@@ -415,6 +416,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 	t.Run("ApplyEventEvaluatesRollout", func(t *testing.T) { s.applyEventRollout(t) })
 	t.Run("ReplaceActiveEvaluatesRollout", func(t *testing.T) { s.replaceActiveRollout(t) })
 	t.Run("ReplaceActiveRolloutSwapRace", func(t *testing.T) { s.replaceActiveRolloutSwap(t) })
+	t.Run("ReplaceActiveJudgesTheLockedRollout", func(t *testing.T) { s.replaceActiveJudgesLocked(t) })
 }
 
 func (s *repoSuite) replaceActiveRace(t *testing.T, alwaysInsert bool) {
@@ -790,6 +792,87 @@ func (s *repoSuite) rolloutStats(t *testing.T) {
 		if got != c.want {
 			t.Errorf("stats of %s: got %+v, want %+v", c.id, got, c.want)
 		}
+	}
+}
+
+// rolloutStatsEachDeviceOnce: a device given the same rollout's firmware
+// again (a retry after a failure, a reinstall, a success later
+// contradicted) counts once — by its latest task with an outcome
+// (succeeded or failed), else by its latest task (domain.CountsOver) — in
+// the rollout's stats, in a stage's (among its tasks created since), and
+// in what an evaluation counts in the transaction that ends a task.
+func (s *repoSuite) rolloutStatsEachDeviceOnce(t *testing.T) {
+	ctx := t.Context()
+	model := repoName("model")
+	o := s.watchedOffer(t, model, "2.0.0")
+	// Each device's tasks, oldest first, and the status each ends in.
+	type step struct {
+		at     int
+		status domain.TaskStatus
+	}
+	devices := [][]step{
+		{{10, domain.TaskFailed}, {12, domain.TaskSucceeded}},    // a retry that worked
+		{{10, domain.TaskSucceeded}, {14, domain.TaskFailed}},    // a reinstall that failed
+		{{10, domain.TaskFailed}, {15, domain.TaskPending}},      // a retry in flight: still failed
+		{{10, domain.TaskFailed}, {11, domain.TaskFailed}},       // two failures, both before the stage
+		{{16, domain.TaskSucceeded}},                             // one task
+		{{10, domain.TaskCancelled}, {17, domain.TaskSucceeded}}, // offered again after a cancel
+		{{12, domain.TaskFailed}, {13, domain.TaskSucceeded}},    // a retry within the stage
+		{{10, domain.TaskSucceeded}, {11, domain.TaskCancelled}}, // a cancel undoes no outcome
+		{{16, domain.TaskPending}},                               // no outcome yet
+		{{21, domain.TaskFailed}, {21, domain.TaskSucceeded}},    // the same instant: the later inserted
+	}
+	for _, steps := range devices {
+		d := s.device(t, model, "1.0.0")
+		for _, st := range steps {
+			tk := s.insert(t, s.newTask(t, d.ID(), o, 1, s.at(st.at)))
+			s.drive(t, tk.ID(), st.status, s.at(st.at))
+		}
+	}
+	all := domain.TaskStats{Succeeded: 6, Failed: 3, Pending: 1}
+	stage := domain.TaskStats{Succeeded: 5, Failed: 1, Pending: 2} // created at or after at(12)
+	got, err := s.Tasks.RolloutStats(ctx, o.Rollout.ID())
+	repoNoErr(t, "stats", err)
+	if got != all {
+		t.Errorf("stats %+v, want %+v: one count per device (domain.CountsOver)", got, all)
+	}
+	got, err = s.Tasks.RolloutStatsSince(ctx, o.Rollout.ID(), s.at(12))
+	repoNoErr(t, "stats since", err)
+	if got != stage {
+		t.Errorf("stats since %+v, want %+v: one count per device, among its tasks of the stage (domain.CountsOver)", got, stage)
+	}
+
+	// The evaluation's counts, with a retry ending in its transaction: the
+	// device's earlier failure no longer counts, its success does.
+	d := s.device(t, model, "1.0.0")
+	s.drive(t, s.insert(t, s.newTask(t, d.ID(), o, 1, s.at(18))).ID(), domain.TaskFailed, s.at(18))
+	retry := s.insert(t, s.newTask(t, d.ID(), o, 2, s.at(19)))
+	ev := repoEvent(t, "done", "succeeded", nil)
+	calls := 0
+	_, err = s.Tasks.ApplyEvent(ctx, retry.ID(), ev, func(tk *domain.Task, prior *domain.Event) (bool, error) {
+		return tk.ApplyEvent(ev, prior, s.at(20))
+	}, func(_ *domain.Rollout, stats func(time.Time) (domain.TaskStats, error)) (bool, error) {
+		calls++
+		for _, c := range []struct {
+			since time.Time
+			want  domain.TaskStats
+		}{
+			{time.Time{}, domain.TaskStats{Succeeded: all.Succeeded + 1, Failed: all.Failed, Pending: all.Pending}},
+			{s.at(12), domain.TaskStats{Succeeded: stage.Succeeded + 1, Failed: stage.Failed, Pending: stage.Pending}},
+		} {
+			got, err := stats(c.since)
+			if err != nil {
+				return false, err
+			}
+			if got != c.want {
+				t.Errorf("evaluation's stats since %v: %+v, want %+v", c.since, got, c.want)
+			}
+		}
+		return false, nil
+	})
+	repoNoErr(t, "apply event", err)
+	if calls != 1 {
+		t.Fatalf("evaluation called %d times, want 1", calls)
 	}
 }
 
@@ -1180,6 +1263,49 @@ func (s *repoSuite) replaceActiveRollout(t *testing.T) {
 	repoNoErr(t, "retry", err)
 	if !created || got.ID() != retry.ID() {
 		t.Fatalf("retry: created %v, task %s, want %s", created, got.ID(), retry.ID())
+	}
+}
+
+// replaceActiveJudgesLocked: whether a task's end is judged depends on the
+// rollout as locked, not as read with the task. A rollout resumed between
+// the read and the lock is judged (as it now is: active); one paused in
+// between is handed over as it now is (paused), for the evaluation to
+// leave alone.
+func (s *repoSuite) replaceActiveJudgesLocked(t *testing.T) {
+	ctx := t.Context()
+	model := repoName("model")
+	setStatus := func(o domain.Offer, to domain.RolloutStatus, at time.Time) {
+		t.Helper()
+		_, err := s.Rollouts.Update(ctx, o.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
+			return r.ChangeStatus(to, fw, at)
+		})
+		repoNoErr(t, "change rollout status", err)
+	}
+	for _, c := range []struct {
+		name, version string
+		read, lock    domain.RolloutStatus
+	}{
+		{"resumed after the read", "2.0.0", domain.RolloutPaused, domain.RolloutActive},
+		{"paused after the read", "3.0.0", domain.RolloutActive, domain.RolloutPaused},
+	} {
+		o := s.watchedOffer(t, model, c.version)
+		d := s.device(t, model, "1.0.0")
+		s.insert(t, s.newTask(t, d.ID(), o, 1, s.at(10)))
+		if c.read != domain.RolloutActive {
+			setStatus(o, c.read, s.at(11))
+		}
+		var judged []domain.RolloutStatus
+		_, _, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
+			setStatus(o, c.lock, s.at(12)) // between this transaction's read and its lock
+			return nil, active.Succeed(s.at(13))
+		}), func(r *domain.Rollout, _ func(time.Time) (domain.TaskStats, error)) (bool, error) {
+			judged = append(judged, r.Status())
+			return false, nil
+		})
+		repoNoErr(t, c.name, err)
+		if len(judged) != 1 || judged[0] != c.lock {
+			t.Errorf("%s: judged as %v, want once, as locked (%s)", c.name, judged, c.lock)
+		}
 	}
 }
 
