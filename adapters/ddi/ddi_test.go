@@ -657,7 +657,7 @@ func TestSelfPausedRolloutCancelsPendingAction(t *testing.T) {
 	tokA, tokB := h.register("dev-a", "1.0.0"), h.register("dev-b", "1.0.0")
 	fw := h.admin(http.MethodPost, "/firmwares", map[string]any{
 		"model": model, "version": "2.0.0", "url": "http://files.example/images/cam-2.0.0.swu",
-		"size_bytes": 123456, "sha256": strings.Repeat("a", 64),
+		"size_bytes": 123456, "sha256": strings.Repeat("a", 64), "sha1": strings.Repeat("b", 40),
 	}, http.StatusCreated)["id"]
 	h.admin(http.MethodPost, "/rollouts", map[string]any{"firmware_id": fw, "percentage": 100,
 		"failure_threshold_percent": 50, "min_sample": 1}, http.StatusCreated)
