@@ -155,10 +155,20 @@ func (c *Console) rolloutRowsData(r *http.Request) ([]rolloutRow, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The listing names each rollout's firmware, not its status: a revoked
+	// firmware's rollouts are marked from the firmware list.
+	all, err := c.admin.ListFirmwares(r.Context(), "")
+	if err != nil {
+		return nil, err
+	}
+	firmwares := make(map[domain.UUID]domain.Firmware, len(all))
+	for _, f := range all {
+		firmwares[f.ID()] = f
+	}
 	rows := make([]rolloutRow, 0, len(list))
 	now := c.clock.Now()
 	for _, ro := range list {
-		rows = append(rows, newRolloutRow(ro, now))
+		rows = append(rows, newRolloutRow(ro, firmwares[ro.Rollout.FirmwareID()], now))
 	}
 	return rows, nil
 }
@@ -390,7 +400,7 @@ func (c *Console) showRollout(w http.ResponseWriter, r *http.Request, p page, st
 	p.Data = rolloutData{
 		Rollout: v.Rollout, Status: statusLabel(v.Rollout), Auto: v.Rollout.PausedReason() == domain.PausedAuto,
 		Firmware: fw, Bar: newBar(v.Stats), Rate: newFailureRate(v.Rollout, v.Stats), Failures: failures,
-		Policy: newPolicyView(v.Rollout, v.StageStats, c.clock.Now()), Error: errMsg, Actions: actions,
+		Policy: newPolicyView(v.Rollout, fw, v.StageStats, c.clock.Now()), Error: errMsg, Actions: actions,
 	}
 	c.render(w, r, status, "rollout", p)
 }
