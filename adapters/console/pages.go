@@ -148,6 +148,21 @@ type rolloutsData struct {
 	Rows      []rolloutRow
 	Firmwares []domain.Firmware // released, for the start form
 	Form      startForm
+	Defaults  policyDefaults
+}
+
+// policyDefaults are what the start form's empty fields mean, shown as
+// help beside them (a placeholder would read as a value already typed).
+// They are the domain's defaults, so the help cannot drift from them.
+type policyDefaults struct {
+	MaxAttempts, MinSample, MinFinished, SuccessPercent int
+	TaskTimeout                                         string
+}
+
+var startDefaults = policyDefaults{
+	MaxAttempts: domain.DefaultMaxAttempts, MinSample: domain.DefaultMinSample,
+	MinFinished: domain.DefaultFinished, SuccessPercent: domain.DefaultSuccess,
+	TaskTimeout: duration(domain.DefaultTaskTimeout),
 }
 
 func (c *Console) rolloutRowsData(r *http.Request) ([]rolloutRow, error) {
@@ -193,7 +208,7 @@ func (c *Console) showRollouts(w http.ResponseWriter, r *http.Request, s session
 	released := slices.DeleteFunc(all, func(f domain.Firmware) bool { return f.Revoked() })
 	p := c.base(s, "Rollouts", "rollouts")
 	p.Flash = flash(r)
-	p.Data = rolloutsData{Rows: rows, Firmwares: released, Form: form}
+	p.Data = rolloutsData{Rows: rows, Firmwares: released, Form: form, Defaults: startDefaults}
 	c.render(w, r, status, "rollouts", p)
 }
 
