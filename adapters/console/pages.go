@@ -639,6 +639,8 @@ type deviceData struct {
 	Error   string
 	Device  ports.DeviceView
 	History []ports.TaskView // newest first
+	// List is the device list, shown when no id is looked up.
+	List *deviceListData
 }
 
 // deviceHistoryLimit bounds the history shown: a device has a handful of
@@ -649,7 +651,14 @@ func (c *Console) devicePage(w http.ResponseWriter, r *http.Request, s session) 
 	p := c.base(s, "Devices", "devices")
 	d := deviceData{Query: strings.TrimSpace(r.URL.Query().Get("id"))}
 	status := http.StatusOK
-	if d.Query != "" {
+	if d.Query == "" {
+		list, st, msg, err := c.deviceList(r)
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		d.List, status, d.Error = &list, st, msg
+	} else {
 		// The searched id is parsed here, once: one that breaks the
 		// device id rule names no device, and is answered so without
 		// asking the service.
