@@ -166,6 +166,7 @@ func TestConsolePagesAgreeInABrowser(t *testing.T) {
 	if fmt.Sprint(on120) != onNewest {
 		t.Errorf("device list: %d devices on 1.2.0, the fleet chart %s", on120, onNewest)
 	}
+	shoot(t, b, "agree-devices.png")
 	run(t, b, "from the list to a device",
 		chromedp.Click(chromedp.CSS(`#device-cam-2 a`)),
 		chromedp.WaitVisible(chromedp.ID("current-version")),
