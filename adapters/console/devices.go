@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	httpadapter "github.com/ai-device/ota/adapters/http"
 	"github.com/ai-device/ota/domain"
@@ -12,7 +13,8 @@ import (
 )
 
 // The device list: the admin listing (ports.DeviceTargeting.ListDevices)
-// with its filters as a form, one keyset page at a time. The console only
+// with its filters as a form (last seen as a choice of spans, which the
+// listing's seen_before receives as now minus the span), one keyset page at a time. The console only
 // reads the form; the use case judges the filters, as for the API.
 
 // deviceListPage is how many devices one page of the list shows.
@@ -21,7 +23,25 @@ const deviceListPage = "50"
 // deviceFilters are the list's filters as typed, kept in the form and in
 // the next page's link.
 type deviceFilters struct {
-	Model, Tags, Attributes string
+	Model, Tags, Attributes, Version string
+	// Quiet is how long a device has not been seen, one of quietSpans'
+	// keys ("" for any).
+	Quiet string
+}
+
+// quietSpan is a choice of the list's last-seen filter.
+type quietSpan struct {
+	Key, Label string
+	Span       time.Duration
+}
+
+// quietSpans are the last-seen filter's choices: the listing's
+// seen_before is now minus the span.
+var quietSpans = []quietSpan{
+	{"1h", "not seen for an hour", time.Hour},
+	{"1d", "not seen for a day", 24 * time.Hour},
+	{"7d", "not seen for 7 days", 7 * 24 * time.Hour},
+	{"30d", "not seen for 30 days", 30 * 24 * time.Hour},
 }
 
 // deviceListData is one page of the device list.
@@ -32,15 +52,24 @@ type deviceListData struct {
 	Next string
 	// Filtered: some filter was given, so an empty page means none match.
 	Filtered bool
+	// Quiet are the last-seen filter's choices.
+	Quiet []quietSpan
 }
 
 func readDeviceFilters(q url.Values) deviceFilters {
-	return deviceFilters{Model: strings.TrimSpace(q.Get("model")), Tags: strings.TrimSpace(q.Get("tags")), Attributes: q.Get("attributes")}
+	return deviceFilters{Model: strings.TrimSpace(q.Get("model")), Tags: strings.TrimSpace(q.Get("tags")), Attributes: q.Get("attributes"),
+		Version: strings.TrimSpace(q.Get("version")), Quiet: q.Get("quiet")}
 }
 
-// query is the use case's query for f, continuing after the given cursor.
-func (f deviceFilters) query(after string) ports.DeviceQuery {
-	q := ports.DeviceQuery{Model: f.Model, Tags: words(f.Tags), Limit: deviceListPage, After: after}
+// query is the use case's query for f at now, continuing after the given
+// cursor. An unknown quiet span is no filter (the select offers no other).
+func (f deviceFilters) query(now time.Time, after string) ports.DeviceQuery {
+	q := ports.DeviceQuery{Model: f.Model, Tags: words(f.Tags), Version: f.Version, Limit: deviceListPage, After: after}
+	for _, s := range quietSpans {
+		if s.Key == f.Quiet {
+			q.SeenBefore = now.Add(-s.Span).UTC().Format(time.RFC3339)
+		}
+	}
 	for line := range strings.Lines(f.Attributes) {
 		if line = strings.TrimSpace(line); line != "" {
 			q.Attributes = append(q.Attributes, line)
@@ -52,7 +81,8 @@ func (f deviceFilters) query(after string) ports.DeviceQuery {
 // link is the list's address for f, continuing after the given cursor.
 func (f deviceFilters) link(after string) string {
 	v := url.Values{}
-	for k, s := range map[string]string{"model": f.Model, "tags": f.Tags, "attributes": f.Attributes, "after": after} {
+	for k, s := range map[string]string{"model": f.Model, "tags": f.Tags, "attributes": f.Attributes, "version": f.Version,
+		"quiet": f.Quiet, "after": after} {
 		if strings.TrimSpace(s) != "" {
 			v.Set(k, s)
 		}
@@ -68,9 +98,9 @@ func (f deviceFilters) link(after string) string {
 // status and words, shown above the list; anything else is an error.
 func (c *Console) deviceList(r *http.Request) (deviceListData, int, string, error) {
 	q := r.URL.Query()
-	d := deviceListData{Filters: readDeviceFilters(q)}
+	d := deviceListData{Filters: readDeviceFilters(q), Quiet: quietSpans}
 	d.Filtered = d.Filters != deviceFilters{}
-	page, err := c.admin.ListDevices(r.Context(), d.Filters.query(q.Get("after")))
+	page, err := c.admin.ListDevices(r.Context(), d.Filters.query(c.clock.Now(), q.Get("after")))
 	if err != nil {
 		var ve *domain.ValidationError
 		if errors.As(err, &ve) {

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ai-device/ota/ports"
 )
@@ -34,7 +35,7 @@ func nextLink(body string) string {
 }
 
 // The devices page lists devices with the admin listing's filters (model,
-// tags, attributes), a keyset page at a time with a "next" link that keeps
+// tags, attributes, version, last seen), a keyset page at a time with a "next" link that keeps
 // the filters, each device linking to its own page; the navigation leads
 // there. A filter the use case refuses is shown with its words and 400.
 func TestDeviceListFiltersAndPages(t *testing.T) {
@@ -115,6 +116,28 @@ func TestDeviceListFiltersAndPages(t *testing.T) {
 	if ids := listed(e.get("/console/devices?after=cam-50&model=cam").body); strings.Join(ids, " ") != "cam-51 cam-52" {
 		t.Errorf("filtered second page = %v", ids)
 	}
+
+	// By version, and by how long a device has been quiet (never seen
+	// counts as quiet): dome-2 reported 3.0.0 just now.
+	if ids := listed(e.get("/console/devices?version=3.0.0").body); strings.Join(ids, " ") != "dome-2" {
+		t.Errorf("version 3.0.0 lists %v", ids)
+	}
+	byVersion := e.get("/console/devices?version=1.1.0")
+	if l := nextLink(byVersion.body); l != "/console/devices?after=cam-50&version=1.1.0" {
+		t.Errorf("next link by version = %q", l)
+	}
+	if ids := listed(e.get("/console/devices?model=dome&quiet=1h").body); strings.Join(ids, " ") != "dome-1" {
+		t.Errorf("domes quiet for an hour: %v", ids)
+	}
+	e.clock.advance(2 * time.Hour)
+	quiet := e.get("/console/devices?model=dome&quiet=1h")
+	if ids := listed(quiet.body); strings.Join(ids, " ") != "dome-1 dome-2" {
+		t.Errorf("domes quiet for an hour, two hours on: %v", ids)
+	}
+	wantBody(t, "quiet filter kept in the form", quiet, `<option value="1h" selected>`)
+	bv := e.get("/console/devices?version=1.0")
+	wantStatus(t, "bad version", bv, http.StatusBadRequest)
+	wantBody(t, "bad version", bv, `class="error" role="alert">Version:`)
 
 	bad := e.get("/console/devices?tags=" + url.QueryEscape("no/slash"))
 	wantStatus(t, "bad tag", bad, http.StatusBadRequest)
