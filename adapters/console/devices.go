@@ -13,9 +13,10 @@ import (
 )
 
 // The device list: the admin listing (ports.DeviceTargeting.ListDevices)
-// with its filters as a form (last seen as a choice of spans, which the
-// listing's seen_before receives as now minus the span), one keyset page at a time. The console only
-// reads the form; the use case judges the filters, as for the API.
+// with its filters as a form, one keyset page at a time. Last seen is a
+// choice of spans, which the listing receives as seen_before = now minus
+// the span. The console only reads the form; the use case judges the
+// filters, as for the API.
 
 // deviceListPage is how many devices one page of the list shows.
 const deviceListPage = "50"
