@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -138,7 +139,7 @@ func contains(list []string, s string) bool {
 }
 
 // ListDevices pages through devices in device_id order, filtered by model,
-// tags (all of) and attributes (key=value, all of).
+// tags (all of), attributes (key=value, all of), version and last seen.
 func (s *TargetingAdmin) ListDevices(ctx context.Context, q ports.DeviceQuery) (ports.DevicePage, error) {
 	f := ports.DeviceFilter{Model: q.Model, Limit: defaultDevicePage}
 	if q.Model != "" {
@@ -171,6 +172,20 @@ func (s *TargetingAdmin) ListDevices(ctx context.Context, q ports.DeviceQuery) (
 			f.Attributes = map[string]string{}
 		}
 		f.Attributes[k] = v
+	}
+	if q.Version != "" {
+		v, err := domain.ParseVersion("version", q.Version)
+		if err != nil {
+			return ports.DevicePage{}, err
+		}
+		f.Version = v
+	}
+	if q.SeenBefore != "" {
+		at, err := time.Parse(time.RFC3339, q.SeenBefore)
+		if err != nil {
+			return ports.DevicePage{}, &domain.ValidationError{Field: "seen_before", Reason: "must be an RFC 3339 time such as 2026-01-02T03:04:05Z"}
+		}
+		f.SeenBefore = at
 	}
 	if q.Limit != "" {
 		n, err := strconv.Atoi(q.Limit)

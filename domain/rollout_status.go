@@ -14,6 +14,10 @@ var (
 	WaitNothing = WaitKind{"nothing"}
 	// WaitCancelled: the rollout is over for good.
 	WaitCancelled = WaitKind{"cancelled"}
+	// WaitRevoked: its firmware is revoked (check rule 5), so whatever its
+	// status says it admits no device and cannot be resumed: pending tasks
+	// are cancelled at each device's next check, started ones finish.
+	WaitRevoked = WaitKind{"revoked"}
 	// WaitOperator: an operator paused it and must resume it.
 	WaitOperator = WaitKind{"operator"}
 	// WaitAutoPaused: the failure threshold or a missed stage gate paused
@@ -62,16 +66,21 @@ type RolloutWait struct {
 }
 
 // WaitingFor says what the rollout waits for at now: the first of its
-// status (cancelled, paused by whom), an unusable policy, starts_at ahead
+// status cancelled, its firmware fw revoked (a revoked firmware's rollout
+// admits no device and cannot be resumed, so no later answer would be
+// true), its status paused (by whom), an unusable policy, starts_at ahead
 // (S1), its daily window closed in the window's own zone (S2), a 0% share,
 // and for a plan the current stage's gate (G2), judged on stage — the
 // counts of the current stage's tasks (nil: not counted). Whether the gate
 // held is what the last finished task's evaluation recorded (GateMetAt):
 // the counts are shown beside it, not judged again here.
-func (r Rollout) WaitingFor(now time.Time, stage *TaskStats) RolloutWait {
+// fw is the rollout's firmware as stored now.
+func (r Rollout) WaitingFor(now time.Time, fw Firmware, stage *TaskStats) RolloutWait {
 	switch {
 	case r.status == RolloutCancelled:
 		return RolloutWait{Kind: WaitCancelled}
+	case fw.Revoked():
+		return RolloutWait{Kind: WaitRevoked}
 	case r.status == RolloutPaused && r.pausedReason == PausedAuto:
 		return RolloutWait{Kind: WaitAutoPaused, Reason: r.pauseReason()}
 	case r.status == RolloutPaused:

@@ -104,11 +104,46 @@ func TestRolloutWaitingFor(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := tt.rollout(t).WaitingFor(t1, tt.stage)
+			got := tt.rollout(t).WaitingFor(t1, fw, tt.stage)
 			if got.Kind != tt.want.Kind || !got.Until.Equal(tt.want.Until) || got.Reason != tt.want.Reason ||
 				got.Stage != tt.want.Stage || got.Gate != tt.want.Gate || got.Counted != tt.want.Counted ||
 				got.Finished != tt.want.Finished || got.Succeeded != tt.want.Succeeded {
 				t.Errorf("WaitingFor = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// A revoked firmware's rollout admits no device whatever its status says,
+// and cannot be resumed (check rule 5): it waits for nothing, and says it
+// is revoked rather than "admits its share" or "an operator to resume it".
+// Only a cancelled rollout says it is cancelled first.
+func TestRolloutOfRevokedFirmwareWaitsForNothing(t *testing.T) {
+	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
+	for _, tt := range []struct {
+		name   string
+		status domain.RolloutStatus
+		want   domain.WaitKind
+	}{
+		{"active", domain.RolloutActive, domain.WaitRevoked},
+		{"paused by an operator", domain.RolloutPaused, domain.WaitRevoked},
+		{"cancelled", domain.RolloutCancelled, domain.WaitCancelled},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := domain.NewRollout(idOf(rolloutA), fw, domain.RolloutSpec{Percentage: 20}, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.status != domain.RolloutActive {
+				if err := r.ChangeStatus(tt.status, fw, t0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if w := r.WaitingFor(t1, revoked(fw), nil); w.Kind != tt.want {
+				t.Errorf("WaitingFor with the firmware revoked = %v, want %v", w.Kind, tt.want)
+			}
+			if w := r.WaitingFor(t1, fw, nil); w.Kind == domain.WaitRevoked {
+				t.Errorf("WaitingFor with the firmware released = %v", w.Kind)
 			}
 		})
 	}
@@ -123,10 +158,10 @@ func TestRolloutWaitingForWindowZone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := r.WaitingFor(t1, nil); w.Kind != domain.WaitNothing {
+	if w := r.WaitingFor(t1, fw, nil); w.Kind != domain.WaitNothing {
 		t.Errorf("inside the window: %v", w.Kind)
 	}
-	w := r.WaitingFor(t1.Add(time.Hour), nil)
+	w := r.WaitingFor(t1.Add(time.Hour), fw, nil)
 	if next := time.Date(2025, 3, 2, 11, 0, 0, 0, time.UTC); w.Kind != domain.WaitWindow || !w.Until.Equal(next) {
 		t.Errorf("after the window: %v until %v, want window until %v", w.Kind, w.Until, next)
 	}

@@ -2,6 +2,7 @@ package ports
 
 import (
 	"context"
+	"time"
 
 	"github.com/ai-device/ota/domain"
 )
@@ -14,6 +15,12 @@ type DeviceFilter struct {
 	Tags []string
 	// Attributes: the device reported each with exactly this value.
 	Attributes map[string]string
+	// Version: the device reports this version, build metadata aside
+	// (Version.Key, as the fleet groups versions). Zero: any.
+	Version domain.Version
+	// SeenBefore: the device was last seen before this instant, or never
+	// (the stale part of a fleet). Zero: any.
+	SeenBefore time.Time
 	// After continues a listing after this device id (keyset order);
 	// the zero DeviceID starts at the beginning.
 	After domain.DeviceID
@@ -50,6 +57,9 @@ type DeviceQuery struct {
 	Model      string
 	Tags       []string
 	Attributes []string
+	// Version is a SemVer version; SeenBefore an RFC 3339 instant.
+	Version    string
+	SeenBefore string
 	Limit      string
 	After      string
 }

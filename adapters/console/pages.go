@@ -148,6 +148,21 @@ type rolloutsData struct {
 	Rows      []rolloutRow
 	Firmwares []domain.Firmware // released, for the start form
 	Form      startForm
+	Defaults  policyDefaults
+}
+
+// policyDefaults are what the start form's empty fields mean, shown as
+// help beside them (a placeholder would read as a value already typed).
+// They are the domain's defaults, so the help cannot drift from them.
+type policyDefaults struct {
+	MaxAttempts, MinSample, MinFinished, SuccessPercent int
+	TaskTimeout                                         string
+}
+
+var startDefaults = policyDefaults{
+	MaxAttempts: domain.DefaultMaxAttempts, MinSample: domain.DefaultMinSample,
+	MinFinished: domain.DefaultFinished, SuccessPercent: domain.DefaultSuccess,
+	TaskTimeout: duration(domain.DefaultTaskTimeout),
 }
 
 func (c *Console) rolloutRowsData(r *http.Request) ([]rolloutRow, error) {
@@ -155,10 +170,20 @@ func (c *Console) rolloutRowsData(r *http.Request) ([]rolloutRow, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The listing names each rollout's firmware, not its status: a revoked
+	// firmware's rollouts are marked from the firmware list.
+	all, err := c.admin.ListFirmwares(r.Context(), "")
+	if err != nil {
+		return nil, err
+	}
+	firmwares := make(map[domain.UUID]domain.Firmware, len(all))
+	for _, f := range all {
+		firmwares[f.ID()] = f
+	}
 	rows := make([]rolloutRow, 0, len(list))
 	now := c.clock.Now()
 	for _, ro := range list {
-		rows = append(rows, newRolloutRow(ro, now))
+		rows = append(rows, newRolloutRow(ro, firmwares[ro.Rollout.FirmwareID()], now))
 	}
 	return rows, nil
 }
@@ -183,7 +208,7 @@ func (c *Console) showRollouts(w http.ResponseWriter, r *http.Request, s session
 	released := slices.DeleteFunc(all, func(f domain.Firmware) bool { return f.Revoked() })
 	p := c.base(s, "Rollouts", "rollouts")
 	p.Flash = flash(r)
-	p.Data = rolloutsData{Rows: rows, Firmwares: released, Form: form}
+	p.Data = rolloutsData{Rows: rows, Firmwares: released, Form: form, Defaults: startDefaults}
 	c.render(w, r, status, "rollouts", p)
 }
 
@@ -390,7 +415,7 @@ func (c *Console) showRollout(w http.ResponseWriter, r *http.Request, p page, st
 	p.Data = rolloutData{
 		Rollout: v.Rollout, Status: statusLabel(v.Rollout), Auto: v.Rollout.PausedReason() == domain.PausedAuto,
 		Firmware: fw, Bar: newBar(v.Stats), Rate: newFailureRate(v.Rollout, v.Stats), Failures: failures,
-		Policy: newPolicyView(v.Rollout, v.StageStats, c.clock.Now()), Error: errMsg, Actions: actions,
+		Policy: newPolicyView(v.Rollout, fw, v.StageStats, c.clock.Now()), Error: errMsg, Actions: actions,
 	}
 	c.render(w, r, status, "rollout", p)
 }
@@ -614,6 +639,8 @@ type deviceData struct {
 	Error   string
 	Device  ports.DeviceView
 	History []ports.TaskView // newest first
+	// List is the device list, shown when no id is looked up.
+	List *deviceListData
 }
 
 // deviceHistoryLimit bounds the history shown: a device has a handful of
@@ -624,7 +651,14 @@ func (c *Console) devicePage(w http.ResponseWriter, r *http.Request, s session) 
 	p := c.base(s, "Devices", "devices")
 	d := deviceData{Query: strings.TrimSpace(r.URL.Query().Get("id"))}
 	status := http.StatusOK
-	if d.Query != "" {
+	if d.Query == "" {
+		list, st, msg, err := c.deviceList(r)
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		d.List, status, d.Error = &list, st, msg
+	} else {
 		// The searched id is parsed here, once: one that breaks the
 		// device id rule names no device, and is answered so without
 		// asking the service.

@@ -93,7 +93,7 @@ func selectorHint(s domain.SelectorSpec) string {
 	return strings.Join(parts, " · ")
 }
 
-func newPolicyView(r domain.Rollout, stage *domain.TaskStats, now time.Time) policyView {
+func newPolicyView(r domain.Rollout, fw domain.Firmware, stage *domain.TaskStats, now time.Time) policyView {
 	rec := r.Record()
 	v := policyView{
 		Selector: selectorParts(rec.Selector), StartsAt: rec.StartsAt,
@@ -123,7 +123,7 @@ func newPolicyView(r domain.Rollout, stage *domain.TaskStats, now time.Time) pol
 			v.Stages = append(v.Stages, row)
 		}
 	}
-	w := r.WaitingFor(now, stage)
+	w := r.WaitingFor(now, fw, stage)
 	v.WaitKind, v.Wait = w.Kind.String(), waitText(w, now)
 	return v
 }
@@ -139,6 +139,9 @@ func waitText(w domain.RolloutWait, now time.Time) string {
 	switch w.Kind {
 	case domain.WaitCancelled:
 		return "Nothing: the rollout is cancelled."
+	case domain.WaitRevoked:
+		return "Nothing: its firmware is revoked, so it admits no device and cannot be resumed. " +
+			"Pending tasks are cancelled at each device's next check; started ones finish."
 	case domain.WaitOperator:
 		return "An operator to resume it: it was paused by hand."
 	case domain.WaitAutoPaused:
@@ -184,6 +187,8 @@ func waitHint(w domain.RolloutWait) string {
 		return fmt.Sprintf("stage %d due", w.Stage+2)
 	case domain.WaitUnusable:
 		return "policy unusable"
+	case domain.WaitRevoked:
+		return "firmware revoked: admits no device"
 	}
 	return ""
 }

@@ -146,7 +146,7 @@ func TestRolloutPageShowsSelectorAndWaitingStart(t *testing.T) {
 
 	// Once the start has passed, it waits for its window instead.
 	e.clock.advance(3*time.Hour + time.Minute)
-	w := e.rollout(r.ID().String()).WaitingFor(e.clock.Now(), nil)
+	w := e.rollout(r.ID().String()).WaitingFor(e.clock.Now(), fw, nil)
 	page = e.get("/console/rollouts/" + r.ID().String())
 	if w.Kind == domain.WaitWindow {
 		wantBody(t, "after the start", page, `class="waits wait-window"`, w.Until.UTC().Format("2006-01-02 15:04 UTC"))

@@ -67,12 +67,16 @@ type rolloutRow struct {
 	AutoPaused         bool
 	CreatedAt          time.Time
 	Bar                barView
+	// Revoked: its firmware is revoked, whatever Status says.
+	Revoked bool
 	// The policy in a few words: "stage 2 of 3", the selector, and what
 	// the rollout waits for ("" when there is nothing to say).
 	Stage, Selector, Waits string
 }
 
-func newRolloutRow(r ports.RolloutSummary, now time.Time) rolloutRow {
+// newRolloutRow is r's row; fw is its firmware as stored now (the listing
+// names only its model and version).
+func newRolloutRow(r ports.RolloutSummary, fw domain.Firmware, now time.Time) rolloutRow {
 	ro := r.Rollout
 	row := rolloutRow{
 		ID: ro.ID().String(), Model: r.Model, Version: r.Version, Percentage: ro.Percentage(),
@@ -80,7 +84,8 @@ func newRolloutRow(r ports.RolloutSummary, now time.Time) rolloutRow {
 		CreatedAt: ro.CreatedAt(), Bar: newBar(r.Stats),
 		Selector: selectorHint(ro.Selector().Spec()),
 		// The listing counts no stage: the hint says which gate, not how far.
-		Waits: waitHint(ro.WaitingFor(now, nil)),
+		Waits:   waitHint(ro.WaitingFor(now, fw, nil)),
+		Revoked: fw.Revoked(),
 	}
 	if n := len(ro.Stages()); n > 0 {
 		row.Stage = fmt.Sprintf("stage %d of %d", ro.Stage()+1, n)

@@ -85,7 +85,9 @@ type fakeServices struct {
 	lastStart  ports.StartRollout
 	lastChange ports.RolloutChange
 	lastQuery  ports.TaskQuery
-	lastArgs   []string
+	// lastDevices is the last device listing's query.
+	lastDevices ports.DeviceQuery
+	lastArgs    []string
 
 	checkFn  func(ports.CheckRequest) (ports.CheckResult, error)
 	eventFn  func(ports.EventRequest) (ports.TaskView, error)
@@ -472,6 +474,9 @@ func (f *fakeServices) ChangeDeviceTags(_ context.Context, c ports.TagChange) (m
 
 func (f *fakeServices) ListDevices(_ context.Context, q ports.DeviceQuery) (ports.DevicePage, error) {
 	f.record("ListDevices", append(append([]string{q.Model}, q.Tags...), q.Attributes...)...)
+	f.mu.Lock()
+	f.lastDevices = q
+	f.mu.Unlock()
 	if f.adminErr != nil {
 		return ports.DevicePage{}, f.adminErr
 	}

@@ -607,6 +607,13 @@ func TestBodyValuesPassedThrough(t *testing.T) {
 			t.Errorf("query = %+v", got)
 		}
 	})
+	t.Run("device listing by version and last seen", func(t *testing.T) {
+		h.do(t, req{method: http.MethodGet, path: "/api/v1/admin/devices?model=cam&version=1.2.0&seen_before=2026-01-02T03%3A04%3A05Z&after=d", token: testAdminToken})
+		got := h.fake.lastDevices
+		if got.Model != "cam" || got.Version != "1.2.0" || got.SeenBefore != "2026-01-02T03:04:05Z" || got.After != "d" {
+			t.Errorf("device query = %+v", got)
+		}
+	})
 	t.Run("query with invalid UTF-8", func(t *testing.T) {
 		rec := h.do(t, req{method: http.MethodGet, path: "/api/v1/admin/tasks?device_id=%ff", token: testAdminToken})
 		wantError(t, rec, 400, CodeValidationFailed)

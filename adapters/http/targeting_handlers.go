@@ -156,7 +156,7 @@ func (s *server) listDevices(c echo.Context) error {
 	for _, p := range []struct {
 		name string
 		dst  *string
-	}{{"model", &q.Model}, {"limit", &q.Limit}, {"after", &q.After}} {
+	}{{"model", &q.Model}, {"version", &q.Version}, {"seen_before", &q.SeenBefore}, {"limit", &q.Limit}, {"after", &q.After}} {
 		v, err := queryParam(c, p.name)
 		if err != nil {
 			return err

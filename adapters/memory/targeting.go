@@ -135,6 +135,12 @@ func (r *Directory) List(ctx context.Context, f ports.DeviceFilter) ([]ports.Dev
 		if f.Model != "" && d.Model() != f.Model {
 			continue
 		}
+		if !f.Version.IsZero() && d.CurrentVersion().Key() != f.Version.Key() {
+			continue
+		}
+		if !f.SeenBefore.IsZero() && !d.LastSeenAt().IsZero() && !d.LastSeenAt().Before(f.SeenBefore) {
+			continue
+		}
 		tt.mu.Lock()
 		tags := slices.Clone(tt.tags[d.ID().String()])
 		tt.mu.Unlock()

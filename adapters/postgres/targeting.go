@@ -138,6 +138,13 @@ func (s *DeviceDirectory) List(ctx context.Context, f ports.DeviceFilter) ([]por
 		}
 		where = append(where, "a.attributes @> "+arg(string(b))+"::jsonb")
 	}
+	if !f.Version.IsZero() {
+		// Build metadata aside, as domain.Version.Key.
+		where = append(where, "split_part(d.current_version, '+', 1) = "+arg(f.Version.Key()))
+	}
+	if !f.SeenBefore.IsZero() {
+		where = append(where, "(d.last_seen_at IS NULL OR d.last_seen_at < "+arg(f.SeenBefore)+")")
+	}
 	if !f.After.IsZero() {
 		where = append(where, "d.device_id > "+arg(f.After.String()))
 	}

@@ -186,6 +186,37 @@ func tagsContract(t *testing.T, s *repoSuite, r TargetingRepos) {
 	if err != nil || len(l) != 0 || l == nil {
 		t.Fatalf("no match: %#v %v", l, err)
 	}
+	// By version (build metadata aside) and by last seen: a reports
+	// 2.0.0+b7 at 10 s, b 1.0.0 at 20 s; c was never seen.
+	if err := s.Devices.RecordSeen(ctx, a, domain.MustParseVersion("2.0.0+b7"), s.at(10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Devices.RecordSeen(ctx, b, domain.MustParseVersion("1.0.0"), s.at(20)); err != nil {
+		t.Fatal(err)
+	}
+	l, err = r.Directory.List(ctx, ports.DeviceFilter{Model: model, Version: domain.MustParseVersion("2.0.0")})
+	if err != nil || !slices.Equal(ids(l), []string{a.ID().String()}) {
+		t.Fatalf("by version 2.0.0: %v %v, want %v", ids(l), err, a.ID())
+	}
+	want = []string{b.ID().String(), c.ID().String()}
+	slices.Sort(want)
+	l, err = r.Directory.List(ctx, ports.DeviceFilter{Model: model, Version: domain.MustParseVersion("1.0.0")})
+	if err != nil || !slices.Equal(ids(l), want) {
+		t.Fatalf("by version 1.0.0: %v %v, want %v", ids(l), err, want)
+	}
+	// Seen before 15 s: a (at 10 s) and c (never); b, seen at 20 s, is not.
+	want = []string{a.ID().String(), c.ID().String()}
+	slices.Sort(want)
+	l, err = r.Directory.List(ctx, ports.DeviceFilter{Model: model, SeenBefore: s.at(15)})
+	if err != nil || !slices.Equal(ids(l), want) {
+		t.Fatalf("seen before 15 s: %v %v, want %v", ids(l), err, want)
+	}
+	l, err = r.Directory.List(ctx, ports.DeviceFilter{Model: model, SeenBefore: s.at(25), Version: domain.MustParseVersion("1.0.0")})
+	want = []string{b.ID().String(), c.ID().String()}
+	slices.Sort(want)
+	if err != nil || !slices.Equal(ids(l), want) {
+		t.Fatalf("seen before 25 s on 1.0.0: %v %v, want %v", ids(l), err, want)
+	}
 }
 
 func stageStatsContract(t *testing.T, s *repoSuite) {
