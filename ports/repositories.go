@@ -35,8 +35,11 @@ type DeviceRepository interface {
 	// RecordSeen stores the version a device reported and when. stored is
 	// the device as the caller read it: a store may skip a check that
 	// changes nothing but moves last_seen_at by less than its resolution
-	// (domain.Device.SeenNeedsWrite). It may be written behind in batches;
-	// what it writes must be visible within a second.
+	// (domain.Device.SeenNeedsWrite), and a check whose version repeats
+	// the one stored read stores last_seen_at only
+	// (domain.Device.SeenChangesVersion): a stale read never moves the
+	// version back. It may be written behind in batches; what it writes
+	// must be visible within a second.
 	RecordSeen(ctx context.Context, stored domain.Device, v domain.Version, at time.Time) error
 }
 

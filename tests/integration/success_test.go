@@ -1,0 +1,225 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/postgres"
+	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+	"github.com/ai-device/ota/tests/testenv"
+)
+
+// successClock is a clock a test moves by hand, safe for concurrent use.
+type successClock struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+func (c *successClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.at
+}
+
+func (c *successClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = c.at.Add(d)
+}
+
+// sstack is the device, admin and DDI use cases over one store, with the
+// store's own repositories at hand.
+type sstack struct {
+	t       *testing.T
+	ctx     context.Context
+	clock   *successClock
+	deps    application.Deps
+	devices *application.Devices
+	admin   *application.Admin
+	ddi     *application.DDI
+	model   string
+	// flush stores the checks a write-behind holds (a no-op in memory).
+	flush func()
+}
+
+// onEveryStore runs test against the memory store and against Postgres
+// as production wires it (checks written behind, every check written:
+// OTA_LAST_SEEN_RESOLUTION=0, the setting under which a stale write-back
+// shows at once).
+func onEveryStore(t *testing.T, test func(t *testing.T, s *sstack)) {
+	t.Run("memory", func(t *testing.T) {
+		store := memory.NewStore()
+		deps := application.Deps{
+			Devices: memory.NewDevices(store), Firmwares: memory.NewFirmwares(store),
+			Rollouts: memory.NewRollouts(store), Tasks: memory.NewTasks(store),
+			Attributes: memory.NewAttributes(store), Directory: memory.NewDirectory(store),
+		}
+		test(t, newSStack(t, deps, memory.NewTaskActions(store)))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		db, _ := testenv.PostgresDB(t)
+		repos, err := postgres.NewRepositories(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen, stop, err := postgres.NewWriteBehindDevices(repos.Devices,
+			postgres.WriteBehindConfig{Interval: 10 * time.Millisecond, Resolution: postgres.SeenEveryCheck}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stop)
+		deps := application.Deps{
+			Devices: seen, Firmwares: repos.Firmwares, Rollouts: repos.Rollouts, Tasks: repos.Tasks,
+			Attributes: postgres.NewAttributeRepository(db), Directory: postgres.NewDeviceDirectory(db),
+		}
+		s := newSStack(t, deps, postgres.NewTaskActionRepository(db))
+		s.flush = func() {
+			if err := seen.Flush(s.ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		test(t, s)
+	})
+}
+
+func newSStack(t *testing.T, deps application.Deps, actions ports.TaskActions) *sstack {
+	t.Helper()
+	clock := &successClock{at: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	deps.Locker = memory.NewLocker(2*time.Second, ports.NopLockMetrics{})
+	deps.Clock, deps.IDs, deps.Metrics, deps.Limiter = clock, memory.NewUUIDs(), ports.NopMetrics{}, ports.Unlimited{}
+	devices, admin := testenv.UseCases(t, deps, time.Hour)
+	ddi, err := application.NewDDI(devices, deps.Devices, deps.Rollouts, deps.Attributes, actions, clock,
+		application.PollInterval(time.Hour), "sw_version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &sstack{t: t, ctx: context.Background(), clock: clock, deps: deps, devices: devices, admin: admin, ddi: ddi,
+		model: "succ-" + strings.ReplaceAll(memory.NewUUIDs().NewID().String()[:8], "-", ""), flush: func() {}}
+}
+
+// release publishes firmware version of the stack's model (with the sha1
+// DDI agents need) and rolls it out to every device.
+func (s *sstack) release(version string, spec domain.RolloutSpec) (domain.Firmware, domain.Rollout) {
+	s.t.Helper()
+	fw, err := s.admin.PublishFirmware(s.ctx, domain.FirmwareSpec{Model: s.model, Version: version,
+		URL: "https://fw.example/" + version + ".swu", SizeBytes: 10, SHA256: strings.Repeat("ab", 32), SHA1: strings.Repeat("cd", 20)})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if spec.Percentage == 0 {
+		spec.Percentage = 100
+	}
+	r, err := s.admin.StartRollout(s.ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: spec})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return fw, r
+}
+
+// register registers a device of the stack's model running version.
+func (s *sstack) register(name, version string) domain.DeviceID {
+	s.t.Helper()
+	id := s.model + "-" + name
+	if _, err := s.admin.RegisterDevice(s.ctx, ports.RegisterDevice{DeviceID: id, Model: s.model, CurrentVersion: version}); err != nil {
+		s.t.Fatal(err)
+	}
+	return asDeviceID(id)
+}
+
+// read is the device with its task state, as a poll's authentication reads it.
+func (s *sstack) read(id domain.DeviceID) ports.AuthenticatedDevice {
+	s.t.Helper()
+	dev, err := s.devices.IdentifyDevice(s.ctx, id)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return dev
+}
+
+// check is a REST check decided on dev (as read, perhaps a while ago).
+func (s *sstack) check(dev ports.AuthenticatedDevice, version string) ports.CheckResult {
+	s.t.Helper()
+	res, err := s.devices.Check(s.ctx, ports.CheckRequest{Device: dev, Model: s.model, CurrentVersion: version})
+	if err != nil {
+		s.t.Fatalf("check at %s: %v", version, err)
+	}
+	return res
+}
+
+// event reports a progress event on the device's task.
+func (s *sstack) event(id domain.DeviceID, task domain.UUID, eventID, status string) (ports.TaskView, error) {
+	return s.devices.ReportEvent(s.ctx, id, task, ports.EventRequest{EventID: eventID, Status: status})
+}
+
+// version is the device's stored version, once the write-behind flushed.
+func (s *sstack) version(id domain.DeviceID) string {
+	s.t.Helper()
+	s.flush()
+	d, err := s.deps.Devices.Get(s.ctx, id)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return d.CurrentVersion().String()
+}
+
+// tasks are the device's tasks, oldest first.
+func (s *sstack) tasks(id domain.DeviceID) []domain.Task {
+	s.t.Helper()
+	ts, err := s.deps.Tasks.List(s.ctx, ports.TaskFilter{DeviceID: id, Limit: 100})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return ts
+}
+
+// TestDDIPollReadBeforeSuccessNeverWritesTheOldVersionBack: a hawkBit
+// device's poll reads it (version 1.1.0, its task installing); its
+// success feedback lands; then the poll goes on with what it read. The
+// poll carries no version of its own, so what it would record is the
+// stale 1.1.0: it must not overwrite the 1.3.0 the success recorded, and
+// the next poll must not offer 1.3.0 again (bug: a new task, attempt 1).
+func TestDDIPollReadBeforeSuccessNeverWritesTheOldVersionBack(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, s *sstack) {
+		s.release("1.3.0", domain.RolloutSpec{})
+		id := s.register("ddi", "1.1.0")
+		if _, err := s.ddi.ConfigData(s.ctx, id, "merge", map[string]string{"sw_version": "1.1.0"}); err != nil {
+			t.Fatal(err)
+		}
+		s.clock.Add(time.Minute)
+		p, err := s.ddi.Poll(s.ctx, s.read(id))
+		if err != nil || p.Deployment == nil {
+			t.Fatalf("first poll: %+v, %v", p, err)
+		}
+		action := p.Deployment.Task.ActionID()
+
+		s.clock.Add(time.Minute)
+		stale := s.read(id) // a poll's authentication, before the feedback
+		if _, err := s.ddi.DeploymentFeedback(s.ctx, id, action, ports.DDIFeedback{Execution: "closed", Finished: "success"}); err != nil {
+			t.Fatal(err)
+		}
+		s.clock.Add(time.Second)
+		if _, err := s.ddi.Poll(s.ctx, stale); err != nil { // the poll goes on with its read
+			t.Fatal(err)
+		}
+		if v := s.version(id); v != "1.3.0" {
+			t.Fatalf("after a poll read before the success: version %q, want 1.3.0", v)
+		}
+		s.clock.Add(time.Minute)
+		p, err = s.ddi.Poll(s.ctx, s.read(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Deployment != nil {
+			t.Errorf("the installed image is offered again: task %s, attempt %d", p.Deployment.Task.ID(), p.Deployment.Task.Attempt())
+		}
+		if ts := s.tasks(id); len(ts) != 1 {
+			t.Errorf("%d tasks, want the one that succeeded", len(ts))
+		}
+	})
+}
