@@ -179,9 +179,10 @@ func (s *DDI) InstalledBase(ctx context.Context, deviceID domain.DeviceID, actio
 // Intermediate feedback that would move the task backwards (a late
 // progress report) is acknowledged without change: for hawkBit it is a log
 // line, and refusing it would make the agent resend it forever. A closed
-// success also records the firmware's version as the device's running
-// version: a DDI poll carries no version, and the next check must not
-// offer the same image again.
+// success records the firmware's version as the device's running version
+// in the event's own transaction, as every success does
+// (domain.Task.Installs): a DDI poll carries no version, and the next
+// check must not offer the same image again.
 func (s *DDI) DeploymentFeedback(ctx context.Context, deviceID domain.DeviceID, actionID int64, fb ports.DDIFeedback) (ports.TaskView, error) {
 	before, err := s.task(ctx, deviceID, actionID)
 	if err != nil {
@@ -197,15 +198,6 @@ func (s *DDI) DeploymentFeedback(ctx context.Context, deviceID domain.DeviceID, 
 			return s.devices.GetTask(ctx, deviceID, before.Task.ID())
 		}
 		return ports.TaskView{}, err
-	}
-	if v.Task.Status() == domain.TaskSucceeded && before.Task.Status() != domain.TaskSucceeded {
-		now := s.clock.Now()
-		if _, err := s.repo.Update(ctx, deviceID, func(d *domain.Device) error {
-			d.Seen(v.Firmware.Version(), now)
-			return nil
-		}); err != nil {
-			return ports.TaskView{}, fmt.Errorf("recording the installed version: %w", err)
-		}
 	}
 	return v, nil
 }

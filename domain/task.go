@@ -192,6 +192,19 @@ func (t *Task) Succeed(now time.Time) error {
 	return nil
 }
 
+// Installs reports whether t, changed from before, is a success just
+// stored: before was active and t succeeded. A success — a device's final
+// event on any protocol (REST, DDI, Mender) or a check's implicit one
+// (check rule 3) — is the device's word that it runs t's firmware now, so
+// the store that writes it sets the device's version to the firmware's in
+// the same transaction (event rule 6): a later read sees both or neither,
+// and a device whose next poll carries no version (DDI) or the old one
+// (an agent that reports before it reboots, a reverted install) is judged
+// against what it installed.
+func (t Task) Installs(before Task) bool {
+	return before.status.IsActive() && t.status == TaskSucceeded
+}
+
 // Settle applies the check-time rules that end an active task before a
 // target is chosen: the device already runs the task's version (succeeded,
 // rule 3), or a pending task's firmware was revoked or its rollout cancelled

@@ -168,6 +168,10 @@ type TaskRepository interface {
 	// task's rollout locked, and a change it reports is stored with them.
 	// So an evaluation of the rollout depends neither on the caller
 	// staying connected after the commit nor on a retry of the event.
+	// A change that is a success (domain.Task.Installs) sets the device's
+	// version to the task firmware's in the same transaction, as
+	// ReplaceActive does when fn's change is one (Update does not: it is
+	// no device's word).
 	ApplyEvent(ctx context.Context, taskID domain.UUID, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout RolloutEvaluation) (domain.Task, error)
 	// FailedCounts counts the device's failed tasks by firmware id.
 	FailedCounts(ctx context.Context, deviceID domain.DeviceID) (map[string]int, error)

@@ -216,6 +216,17 @@ func (r *Tasks) ReplaceActive(ctx context.Context, device domain.DeviceID, fn fu
 		}
 		defer unlockFW()
 	}
+	// A success stores the device's version with it (domain.Task.Installs),
+	// under the device's row lock (taken last, as Postgres updates the row
+	// last).
+	installs := after != nil && after.Installs(*before)
+	if installs {
+		unlockDev, err := s.rows.lock(ctx, deviceRow(deviceID))
+		if err != nil {
+			return domain.Task{}, false, err
+		}
+		defer unlockDev()
+	}
 	var (
 		judged        domain.Rollout
 		judgedChanged bool
@@ -236,6 +247,11 @@ func (r *Tasks) ReplaceActive(ctx context.Context, device domain.DeviceID, fn fu
 			s.rollouts[judged.ID().String()] = judged
 		}
 	}
+	storeInstalled := func() {
+		if installs {
+			s.installedLocked(*after, st.Active.Firmware)
+		}
+	}
 	if ins == nil {
 		if after == nil {
 			return domain.Task{}, false, nil
@@ -244,6 +260,7 @@ func (r *Tasks) ReplaceActive(ctx context.Context, device domain.DeviceID, fn fu
 			return domain.Task{}, false, err
 		}
 		storeJudged()
+		storeInstalled()
 		return *after, false, nil
 	}
 	// As the Postgres adapter reads the offer FOR SHARE before it inserts:
@@ -287,6 +304,7 @@ func (r *Tasks) ReplaceActive(ctx context.Context, device domain.DeviceID, fn fu
 		}
 	}
 	storeJudged()
+	storeInstalled()
 	created := domain.RehydrateTask(rec)
 	if err := s.insertTaskLocked(created); err != nil {
 		return domain.Task{}, false, err // not reached: checked above under the same mutex
@@ -455,6 +473,14 @@ func (r *Tasks) ApplyEvent(ctx context.Context, taskID domain.UUID, ev domain.Ev
 			return domain.Task{}, err
 		}
 	}
+	installs := merged.Installs(t)
+	if installs {
+		unlockDev, err := s.rows.lock(ctx, deviceRow(t.DeviceID().String()))
+		if err != nil {
+			return domain.Task{}, err
+		}
+		defer unlockDev()
+	}
 	if err := ctx.Err(); err != nil {
 		return domain.Task{}, err
 	}
@@ -463,11 +489,32 @@ func (r *Tasks) ApplyEvent(ctx context.Context, taskID domain.UUID, ev domain.Ev
 	if err := s.putTaskLocked(merged); err != nil {
 		return domain.Task{}, err
 	}
+	if installs {
+		s.installedLocked(merged, s.firmwares[merged.FirmwareID().String()])
+	}
 	s.events[key] = ev.Fingerprint()
 	if rolloutChanged {
 		s.rollouts[rollout.ID().String()] = rollout
 	}
 	return merged, nil
+}
+
+// installedLocked records the version the device runs now that t, of
+// firmware fw, succeeded (domain.Task.Installs), as the Postgres adapter
+// does in the transaction storing the success: the firmware's version,
+// last_seen_at moved forward to the success. The caller holds the
+// device's row lock and s.mu.
+func (s *Store) installedLocked(t domain.Task, fw domain.Firmware) {
+	d, ok := s.devices[t.DeviceID().String()]
+	if !ok {
+		return // not reached: the task references the device
+	}
+	at := stamp(t.UpdatedAt())
+	if last := d.LastSeenAt(); last.After(at) {
+		at = last
+	}
+	d.Seen(fw.Version(), at)
+	s.devices[d.ID().String()] = storedDevice(d)
 }
 
 // FailedCounts counts the device's failed tasks by firmware id, across

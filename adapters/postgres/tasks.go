@@ -39,6 +39,7 @@ type TaskRepository struct {
 	stats           *sqlx.Stmt
 	reads           *ReadReplica // the check reads' replica, nil: none (replica.go)
 	statsSince      *sqlx.Stmt
+	installed       *sqlx.Stmt
 }
 
 var _ ports.TaskRepository = (*TaskRepository)(nil)
@@ -69,6 +70,7 @@ func NewTaskRepository(db *sqlx.DB) (*TaskRepository, error) {
 		insertEvent: p.prepare(insertEventSQL),
 		stats:       p.prepare(`SELECT status, count(*) FROM tasks WHERE rollout_id = $1 GROUP BY status`),
 		statsSince:  p.prepare(`SELECT status, count(*) FROM tasks WHERE rollout_id = $1 AND created_at >= $2 GROUP BY status`),
+		installed:   p.prepare(installedSQL),
 	}
 	if err := p.done("task repository"); err != nil {
 		return nil, err
@@ -285,6 +287,28 @@ func offerIn(ctx context.Context, tx *sqlx.Tx, stmt *sqlx.Stmt, firmwareID, roll
 	return out[0], nil
 }
 
+// installedSQL records, with a success, the version the device now runs
+// (domain.Task.Installs): the firmware's, whatever the device last
+// reported; last_seen_at moves forward to the success, so a report older
+// than it, flushed late, does not undo it.
+const installedSQL = `UPDATE devices SET current_version = $2, last_seen_at = GREATEST(last_seen_at, $3) WHERE device_id = $1`
+
+// recordInstall stores in tx the device's version after t, of firmware
+// fw, succeeded (domain.Task.Installs); fw is read in tx when nil.
+func (s *TaskRepository) recordInstall(ctx context.Context, tx *sqlx.Tx, t domain.Task, fw *domain.Firmware) error {
+	if fw == nil {
+		o, err := offerIn(ctx, tx, s.offerOf, t.FirmwareID(), t.RolloutID())
+		if err != nil {
+			return err
+		}
+		fw = &o.Firmware
+	}
+	if _, err := tx.StmtxContext(ctx, s.installed).ExecContext(ctx, t.DeviceID().String(), fw.Version().String(), dbTime(t.UpdatedAt())); err != nil {
+		return fmt.Errorf("recording the version device %q installed: %w", t.DeviceID(), mapWriteErr(err))
+	}
+	return nil
+}
+
 // insertTaskSQL inserts a task unless the device already has an active
 // one: the partial unique index is the arbiter, so a conflicting insert
 // waits for the transaction that made the other active task, and does
@@ -392,6 +416,11 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, device domain.Device
 				stored, err := s.updateTask(ctx, tx, cur.ID().String(), st.Active.Task)
 				if err != nil {
 					return err
+				}
+				if stored.Installs(cur) {
+					if err := s.recordInstall(ctx, tx, stored, &st.Active.Firmware); err != nil {
+						return err
+					}
 				}
 				st.Active.Task = stored
 			}
@@ -520,7 +549,8 @@ func (s *TaskRepository) lockTask(ctx context.Context, tx *sqlx.Tx, id string) (
 // locked (FOR NO KEY UPDATE) and onRollout judges it, counting its tasks in
 // this transaction (which sees this change); a change it reports is stored
 // in the same transaction. The evaluation commits with the event, or
-// neither does.
+// neither does. A success (domain.Task.Installs) stores the device's new
+// version in the same transaction.
 func (s *TaskRepository) ApplyEvent(ctx context.Context, taskID domain.UUID, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout ports.RolloutEvaluation) (domain.Task, error) {
 	if taskID.IsZero() {
 		return domain.Task{}, fmt.Errorf("loading task: %w", domain.ErrNotFound)
@@ -563,6 +593,11 @@ func (s *TaskRepository) ApplyEvent(ctx context.Context, taskID domain.UUID, ev 
 		}
 		if _, err := tx.StmtxContext(ctx, s.insertEvent).ExecContext(ctx, uid, ev.ID(), ev.Fingerprint(), dbTime(out.UpdatedAt())); err != nil {
 			return fmt.Errorf("recording event %q of task %s: %w", ev.ID(), uid, mapWriteErr(err))
+		}
+		if out.Installs(loaded) {
+			if err := s.recordInstall(ctx, tx, out, nil); err != nil {
+				return err
+			}
 		}
 		if onRollout == nil {
 			return nil

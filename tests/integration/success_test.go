@@ -223,3 +223,26 @@ func TestDDIPollReadBeforeSuccessNeverWritesTheOldVersionBack(t *testing.T) {
 		}
 	})
 }
+
+// TestRESTSuccessEventRecordsTheInstalledVersion: a device's succeeded
+// event stores the firmware's version as the device's, with the event, on
+// every protocol (bug: only DDI did, in a second transaction, and REST
+// not at all: a device that then polled with its old version got the
+// same image again).
+func TestRESTSuccessEventRecordsTheInstalledVersion(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, s *sstack) {
+		s.release("1.3.0", domain.RolloutSpec{})
+		id := s.register("rest", "1.1.0")
+		res := s.check(s.read(id), "1.1.0")
+		if res.Task == nil {
+			t.Fatal("no task")
+		}
+		s.clock.Add(time.Minute)
+		if _, err := s.event(id, res.Task.Task.ID(), "e-ok", "succeeded"); err != nil {
+			t.Fatal(err)
+		}
+		if v := s.version(id); v != "1.3.0" {
+			t.Errorf("after the success event: version %q, want 1.3.0", v)
+		}
+	})
+}
