@@ -56,6 +56,10 @@ const (
 	// CodeTimedOut fails a task that went without an event for longer
 	// than its rollout's task timeout (stuck-task rule K1).
 	CodeTimedOut = "TIMED_OUT"
+	// CodeInstallReverted re-marks failed a success the device then
+	// contradicted, reporting a version below the one it installed
+	// (event rule 7).
+	CodeInstallReverted = "INSTALL_REVERTED"
 )
 
 // Task is one upgrade of one device to one firmware, within one rollout.
@@ -203,6 +207,28 @@ func (t *Task) Succeed(now time.Time) error {
 // against what it installed.
 func (t Task) Installs(before Task) bool {
 	return before.status.IsActive() && t.status == TaskSucceeded
+}
+
+// Revert re-marks a succeeded task failed (INSTALL_REVERTED) when a check
+// contradicts it (event rule 7): the device, read running fw's version —
+// the one the success recorded (Installs) — now reports a lower one. The
+// image did not stay: a bootloader fell back, or the device was flashed
+// back. As a failure, it counts as an attempt (event rule 4: the next
+// task for fw is the next attempt, bounded by max_attempts) and in its
+// rollout's threshold and gates, where it no longer counts as a success.
+// A check whose read predates the success (it read another version) is
+// not a contradiction: it was sent before the device knew better. It
+// reports whether the task changed.
+func (t *Task) Revert(read, reported Version, fw Firmware, now time.Time) bool {
+	if t.status != TaskSucceeded || t.firmwareID != fw.ID() || reported.IsZero() ||
+		!read.Equal(fw.Version()) || !reported.Less(fw.Version()) {
+		return false
+	}
+	t.status = TaskFailed
+	t.errorCode = CodeInstallReverted
+	t.errorMessage = "the device reports " + reported.String() + " after installing " + fw.Version().String()
+	t.updatedAt = stamp(now)
+	return true
 }
 
 // Settle applies the check-time rules that end an active task before a

@@ -112,6 +112,14 @@ type CheckView struct {
 type TaskState struct {
 	Active *domain.ActiveTask
 	Failed map[string]int
+	// Latest reads, in the same transaction, the device's most recent
+	// task when it has no active one and that task is final (nil
+	// otherwise), locked, with its firmware and rollout: a success a check
+	// may contradict (event rule 7). It costs a statement, so it is
+	// called only when needed (domain.CheckInput.MayContradictSuccess). fn
+	// may end it as it may end the active task (set its Task): the change
+	// is stored, and judged, as that one's would be.
+	Latest func() (*domain.ActiveTask, error)
 }
 
 // RolloutEvaluation lets the transaction that stores a task's final status
@@ -151,7 +159,8 @@ type TaskRepository interface {
 	// nothing, the active task as fn left it (zero Task if none).
 	//
 	// When fn ends the active task (gives it a final status: a time-out,
-	// an implicit success, a cancel) and onRollout is not nil, onRollout
+	// an implicit success, a cancel), or re-marks the latest one (a
+	// reverted install), and onRollout is not nil, onRollout
 	// judges that task's rollout as ApplyEvent's does: locked, in the same
 	// transaction, counting tasks as they are with the change, before the
 	// insert; a change it reports commits with the rest, or nothing does.

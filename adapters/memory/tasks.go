@@ -160,12 +160,36 @@ func (r *Tasks) ReplaceActive(ctx context.Context, device domain.DeviceID, fn fu
 	defer unlock()
 
 	s.mu.Lock()
+	// The task fn may end (subject, as stored: before): the active one,
+	// or, when there is none, the latest if fn reads it (a success it
+	// finds reverted).
 	var before *domain.Task
+	var subject *domain.ActiveTask
 	st := ports.TaskState{Failed: s.failedLocked(deviceID)}
 	if id, ok := s.active[deviceID]; ok {
 		t := s.tasks[id]
 		before = &t
 		st.Active = &domain.ActiveTask{Task: t, Firmware: s.firmwares[t.FirmwareID().String()], Rollout: cloneRollout(s.rollouts[t.RolloutID().String()])}
+		subject = st.Active
+	} else {
+		st.Latest = func() (*domain.ActiveTask, error) {
+			if subject != nil {
+				return subject, nil
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			ids := s.byDevice[deviceID]
+			if len(ids) == 0 {
+				return nil, nil
+			}
+			t := s.tasks[ids[len(ids)-1]] // tasks are appended as created
+			if t.Status().IsActive() {
+				return nil, nil // not reached while this holds the device's task lock
+			}
+			before = &t
+			subject = &domain.ActiveTask{Task: t, Firmware: s.firmwares[t.FirmwareID().String()], Rollout: cloneRollout(s.rollouts[t.RolloutID().String()])}
+			return subject, nil
+		}
 	}
 	s.mu.Unlock()
 
@@ -175,13 +199,13 @@ func (r *Tasks) ReplaceActive(ctx context.Context, device domain.DeviceID, fn fu
 	}
 	var after *domain.Task
 	if before != nil {
-		m := mergeTask(*before, st.Active.Task)
+		m := mergeTask(*before, subject.Task)
 		after = &m
 	}
 	// The rollout of the task fn ended, to judge when it has anything to
 	// judge as read with the task (the port says why).
 	var judge string
-	if onRollout != nil && after != nil && !after.Status().IsActive() && st.Active.Rollout.Evaluates() {
+	if onRollout != nil && after != nil && after.Record() != before.Record() && !after.Status().IsActive() && subject.Rollout.Evaluates() {
 		judge = after.RolloutID().String()
 	}
 	var rec domain.TaskRecord
@@ -249,7 +273,7 @@ func (r *Tasks) ReplaceActive(ctx context.Context, device domain.DeviceID, fn fu
 	}
 	storeInstalled := func() {
 		if installs {
-			s.installedLocked(*after, st.Active.Firmware)
+			s.installedLocked(*after, subject.Firmware)
 		}
 	}
 	if ins == nil {
@@ -261,6 +285,9 @@ func (r *Tasks) ReplaceActive(ctx context.Context, device domain.DeviceID, fn fu
 		}
 		storeJudged()
 		storeInstalled()
+		if st.Active == nil {
+			return domain.Task{}, false, nil // the latest task changed: no active one to return
+		}
 		return *after, false, nil
 	}
 	// As the Postgres adapter reads the offer FOR SHARE before it inserts:

@@ -40,6 +40,7 @@ type TaskRepository struct {
 	reads           *ReadReplica // the check reads' replica, nil: none (replica.go)
 	statsSince      *sqlx.Stmt
 	installed       *sqlx.Stmt
+	latestForUpdate *sqlx.Stmt
 }
 
 var _ ports.TaskRepository = (*TaskRepository)(nil)
@@ -65,12 +66,13 @@ func NewTaskRepository(db *sqlx.DB) (*TaskRepository, error) {
 				error_message = $6, updated_at = $7
 			WHERE id = $1
 			RETURNING ` + taskColumns),
-		lock:        p.prepare(`SELECT ` + taskColumns + ` FROM tasks WHERE id = $1 FOR UPDATE`),
-		event:       p.prepare(selectEventSQL),
-		insertEvent: p.prepare(insertEventSQL),
-		stats:       p.prepare(`SELECT status, count(*) FROM tasks WHERE rollout_id = $1 GROUP BY status`),
-		statsSince:  p.prepare(`SELECT status, count(*) FROM tasks WHERE rollout_id = $1 AND created_at >= $2 GROUP BY status`),
-		installed:   p.prepare(installedSQL),
+		lock:            p.prepare(`SELECT ` + taskColumns + ` FROM tasks WHERE id = $1 FOR UPDATE`),
+		event:           p.prepare(selectEventSQL),
+		insertEvent:     p.prepare(insertEventSQL),
+		stats:           p.prepare(`SELECT status, count(*) FROM tasks WHERE rollout_id = $1 GROUP BY status`),
+		statsSince:      p.prepare(`SELECT status, count(*) FROM tasks WHERE rollout_id = $1 AND created_at >= $2 GROUP BY status`),
+		installed:       p.prepare(installedSQL),
+		latestForUpdate: p.prepare(latestTaskSQL),
 	}
 	if err := p.done("task repository"); err != nil {
 		return nil, err
@@ -158,6 +160,20 @@ func (s *TaskRepository) Active(ctx context.Context, deviceID domain.DeviceID) (
 		return domain.Task{}, fmt.Errorf("loading the active task: %w", domain.ErrNotFound)
 	}
 	return activeTask(ctx, s.active, deviceID.String())
+}
+
+// latestTaskSQL reads a device's most recent task, locked (on the index
+// of a device's tasks by creation).
+const latestTaskSQL = `SELECT ` + taskColumns + ` FROM tasks WHERE device_id = $1
+	ORDER BY created_at DESC, id DESC LIMIT 1 FOR UPDATE`
+
+// latestTask reads the device's most recent task with stmt (latestTaskSQL).
+func latestTask(ctx context.Context, stmt *sqlx.Stmt, deviceID string) (domain.Task, error) {
+	var r taskRow
+	if err := r.scan(stmt.QueryRowContext(ctx, deviceID)); err != nil {
+		return domain.Task{}, fmt.Errorf("loading the latest task of device %q: %w", deviceID, notFound(err))
+	}
+	return r.toDomain()
 }
 
 // activeTaskSQL reads a device's active task (on the partial unique index).
@@ -376,16 +392,39 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, device domain.Device
 		if st.Failed, err = s.failedIn(ctx, tx.StmtxContext(ctx, s.failed), deviceID); err != nil {
 			return err
 		}
+		// The task fn may end: the active one, or, when there is none, the
+		// latest if fn reads it (a success it finds reverted).
+		subject, before := st.Active, cur
+		if st.Active == nil {
+			st.Latest = func() (*domain.ActiveTask, error) {
+				if subject != nil {
+					return subject, nil
+				}
+				last, err := latestTask(ctx, tx.StmtxContext(ctx, s.latestForUpdate), deviceID)
+				if errors.Is(err, domain.ErrNotFound) || err == nil && last.Status().IsActive() {
+					return nil, nil // none, or one inserted since: not a finished task
+				}
+				if err != nil {
+					return nil, err
+				}
+				o, err := offerIn(ctx, tx, s.offerOf, last.FirmwareID(), last.RolloutID())
+				if err != nil {
+					return nil, err
+				}
+				subject, before = &domain.ActiveTask{Task: last, Firmware: o.Firmware, Rollout: o.Rollout}, last
+				return subject, nil
+			}
+		}
 		ins, err := fn(st)
 		if err != nil {
 			return err
 		}
-		changed := st.Active != nil && st.Active.Task.Record() != cur.Record()
+		changed := subject != nil && subject.Task.Record() != before.Record()
 		// The rollout of the task fn ended, to judge when it has anything
 		// to judge as read with the task (the port says why).
 		var judge string
-		if changed && onRollout != nil && !st.Active.Task.Status().IsActive() && st.Active.Rollout.Evaluates() {
-			judge = cur.RolloutID().String()
+		if changed && onRollout != nil && !subject.Task.Status().IsActive() && subject.Rollout.Evaluates() {
+			judge = before.RolloutID().String()
 		}
 		// Every rollout lock before the task changes (lockRolloutToJudge
 		// says why); two rollouts in id order (the judged one FOR NO KEY
@@ -411,19 +450,19 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, device domain.Device
 				return fmt.Errorf("inserting task %s: %w", ins.ID(), err)
 			}
 		}
-		if st.Active != nil {
-			if changed {
-				stored, err := s.updateTask(ctx, tx, cur.ID().String(), st.Active.Task)
-				if err != nil {
+		if changed {
+			stored, err := s.updateTask(ctx, tx, before.ID().String(), subject.Task)
+			if err != nil {
+				return err
+			}
+			if stored.Installs(before) {
+				if err := s.recordInstall(ctx, tx, stored, &subject.Firmware); err != nil {
 					return err
 				}
-				if stored.Installs(cur) {
-					if err := s.recordInstall(ctx, tx, stored, &st.Active.Firmware); err != nil {
-						return err
-					}
-				}
-				st.Active.Task = stored
 			}
+			subject.Task = stored
+		}
+		if st.Active != nil {
 			result = st.Active.Task
 		}
 		if judge != "" {

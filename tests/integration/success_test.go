@@ -246,3 +246,91 @@ func TestRESTSuccessEventRecordsTheInstalledVersion(t *testing.T) {
 		}
 	})
 }
+
+// TestRevertedInstallIsTheNextAttemptBoundedByMaxAttempts: a device whose
+// success was recorded and that then reports its old version reverted
+// the install (event rule 7). The success is re-marked failed,
+// INSTALL_REVERTED; the image is offered again only as the next attempt,
+// and not after max_attempts (bug: a new task at attempt 1 on every
+// check, each one more success in the rollout's stats, for ever).
+func TestRevertedInstallIsTheNextAttemptBoundedByMaxAttempts(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, s *sstack) {
+		two := 2
+		_, r := s.release("1.3.0", domain.RolloutSpec{MaxAttempts: &two})
+		id := s.register("revert", "1.1.0")
+		var installed []domain.UUID
+		for attempt := 1; attempt <= 2; attempt++ {
+			s.clock.Add(time.Minute)
+			res := s.check(s.read(id), "1.1.0")
+			if res.Task == nil || res.Task.Task.Attempt() != attempt {
+				t.Fatalf("check after %d installs: %+v, want a task at attempt %d", attempt-1, res.Task, attempt)
+			}
+			s.clock.Add(time.Minute)
+			if _, err := s.event(id, res.Task.Task.ID(), "ok", "succeeded"); err != nil {
+				t.Fatal(err)
+			}
+			installed = append(installed, res.Task.Task.ID())
+		}
+		s.clock.Add(time.Minute)
+		if res := s.check(s.read(id), "1.1.0"); res.Task != nil {
+			t.Errorf("after %d reverted installs of max_attempts 2: task at attempt %d", len(installed), res.Task.Task.Attempt())
+		}
+		for _, tid := range installed {
+			got, err := s.deps.Tasks.Get(s.ctx, tid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status() != domain.TaskFailed || got.ErrorCode() != domain.CodeInstallReverted {
+				t.Errorf("task %d: %s %q, want failed %s", got.Attempt(), got.Status(), got.ErrorCode(), domain.CodeInstallReverted)
+			}
+		}
+		if ts := s.tasks(id); len(ts) != 2 {
+			t.Errorf("%d tasks, want 2", len(ts))
+		}
+		stats, err := s.deps.Tasks.RolloutStats(s.ctx, r.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stats.Succeeded != 0 || stats.Failed != 2 {
+			t.Errorf("rollout stats %+v, want 2 failed and none succeeded", stats)
+		}
+		if v := s.version(id); v != "1.1.0" {
+			t.Errorf("version %q, want the 1.1.0 the device reports", v)
+		}
+	})
+}
+
+// TestCheckReadBeforeSuccessIsNoRevert: a check that read the device
+// before its success (its task still active, its version the old one)
+// and is answered after it reports what the device ran when it asked. It
+// is not a reverted install, and writes nothing back.
+func TestCheckReadBeforeSuccessIsNoRevert(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, s *sstack) {
+		s.release("1.3.0", domain.RolloutSpec{})
+		id := s.register("stale", "1.1.0")
+		res := s.check(s.read(id), "1.1.0")
+		if res.Task == nil {
+			t.Fatal("no task")
+		}
+		s.clock.Add(time.Minute)
+		stale := s.read(id)
+		if _, err := s.event(id, res.Task.Task.ID(), "ok", "succeeded"); err != nil {
+			t.Fatal(err)
+		}
+		s.clock.Add(time.Second)
+		s.check(stale, "1.1.0")
+		if got, err := s.deps.Tasks.Get(s.ctx, res.Task.Task.ID()); err != nil || got.Status() != domain.TaskSucceeded {
+			t.Errorf("the success after a check read before it: %s %q (%v), want succeeded", got.Status(), got.ErrorCode(), err)
+		}
+		if v := s.version(id); v != "1.3.0" {
+			t.Errorf("version %q, want 1.3.0", v)
+		}
+		s.clock.Add(time.Minute)
+		if res := s.check(s.read(id), "1.3.0"); res.Task != nil {
+			t.Errorf("the installed image is offered again: attempt %d", res.Task.Task.Attempt())
+		}
+		if ts := s.tasks(id); len(ts) != 1 {
+			t.Errorf("%d tasks, want 1", len(ts))
+		}
+	})
+}
