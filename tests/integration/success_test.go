@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -112,7 +113,7 @@ func (s *sstack) release(version string, spec domain.RolloutSpec) (domain.Firmwa
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	if spec.Percentage == 0 {
+	if spec.Percentage == 0 && len(spec.Stages) == 0 {
 		spec.Percentage = 100
 	}
 	r, err := s.admin.StartRollout(s.ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: spec})
@@ -331,6 +332,42 @@ func TestCheckReadBeforeSuccessIsNoRevert(t *testing.T) {
 		}
 		if ts := s.tasks(id); len(ts) != 1 {
 			t.Errorf("%d tasks, want 1", len(ts))
+		}
+	})
+}
+
+// TestImplicitSuccessJudgesTheRolloutGate: a check whose device reports
+// its task's version ends the task as succeeded (check rule 3); like a
+// final event, that success judges its rollout in the same transaction
+// (rule K1's last sentence), so a stage whose gate it meets advances
+// without waiting for any other device's event.
+func TestImplicitSuccessJudgesTheRolloutGate(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, s *sstack) {
+		_, r := s.release("1.3.0", domain.RolloutSpec{Stages: []domain.StageSpec{
+			{Percentage: 50, MinFinished: 1, SuccessPercent: 100}, {Percentage: 100},
+		}})
+		var id domain.DeviceID
+		var task domain.UUID
+		for i := 0; i < 30 && task.IsZero(); i++ {
+			id = s.register(fmt.Sprintf("gate-%02d", i), "1.1.0")
+			if res := s.check(s.read(id), "1.1.0"); res.Task != nil {
+				task = res.Task.Task.ID()
+			}
+		}
+		if task.IsZero() {
+			t.Fatal("no device of 30 admitted at 50%")
+		}
+		s.clock.Add(time.Minute)
+		s.check(s.read(id), "1.3.0") // rebooted into 1.3.0, no event sent
+		if got, err := s.deps.Tasks.Get(s.ctx, task); err != nil || got.Status() != domain.TaskSucceeded {
+			t.Fatalf("the implicit success: %s (%v)", got.Status(), err)
+		}
+		got, err := s.deps.Rollouts.Get(s.ctx, r.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Stage() != 1 || got.Percentage() != 100 {
+			t.Errorf("after the stage's one success: stage %d at %d%%, want stage 1 at 100%% (the gate judged)", got.Stage(), got.Percentage())
 		}
 	})
 }
