@@ -209,6 +209,17 @@ func (t Task) Installs(before Task) bool {
 	return before.status.IsActive() && t.status == TaskSucceeded
 }
 
+// InstalledLate reports whether ev, refused on t (TASK_FINISHED: t is
+// final), is still the device's word that it runs t's firmware: a
+// succeeded event on a task the service failed as TIMED_OUT (rule K1).
+// The device finished after the service gave up on it. The task stays as
+// it is — the attempt was counted, and the device is told to stop — but
+// the device's version is recorded as a success's would be (event rule
+// 6): it runs the image, and must not be offered it again.
+func (t Task) InstalledLate(ev Event) bool {
+	return t.status == TaskFailed && t.errorCode == CodeTimedOut && ev.status == TaskSucceeded
+}
+
 // Revert re-marks a succeeded task failed (INSTALL_REVERTED) when a check
 // contradicts it (event rule 7): the device, read running fw's version —
 // the one the success recorded (Installs) — now reports a lower one. The

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -368,6 +369,47 @@ func TestImplicitSuccessJudgesTheRolloutGate(t *testing.T) {
 		}
 		if got.Stage() != 1 || got.Percentage() != 100 {
 			t.Errorf("after the stage's one success: stage %d at %d%%, want stage 1 at 100%% (the gate judged)", got.Stage(), got.Percentage())
+		}
+	})
+}
+
+// TestLateSuccessAfterTimedOutRecordsTheVersion: a device whose task the
+// service failed as TIMED_OUT (rule K1) finishes after all and sends
+// succeeded. The answer stays TASK_FINISHED (event rule 3: the task is
+// over, its attempt counted) — but the device runs the image, so its
+// version is recorded, and its next poll — a DDI poll, which carries no
+// version — is not offered the image again (it was: attempt 2).
+func TestLateSuccessAfterTimedOutRecordsTheVersion(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, s *sstack) {
+		timeout := time.Minute
+		s.release("1.3.0", domain.RolloutSpec{TaskTimeout: &timeout})
+		id := s.register("late", "1.1.0")
+		if _, err := s.ddi.ConfigData(s.ctx, id, "merge", map[string]string{"sw_version": "1.1.0"}); err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.ddi.Poll(s.ctx, s.read(id))
+		if err != nil || p.Deployment == nil {
+			t.Fatalf("first poll: %+v, %v", p, err)
+		}
+		task := p.Deployment.Task
+		s.clock.Add(2 * time.Minute)
+		if _, err := s.ddi.Poll(s.ctx, s.read(id)); err != nil { // fails the stuck task
+			t.Fatal(err)
+		}
+		if got, err := s.deps.Tasks.Get(s.ctx, task.ID()); err != nil || got.ErrorCode() != domain.CodeTimedOut {
+			t.Fatalf("the stuck task: %s %q (%v), want failed %s", got.Status(), got.ErrorCode(), err, domain.CodeTimedOut)
+		}
+		s.clock.Add(time.Second)
+		_, err = s.ddi.DeploymentFeedback(s.ctx, id, task.ActionID(), ports.DDIFeedback{Execution: "closed", Finished: "success"})
+		if !errors.Is(err, domain.ErrTaskFinished) {
+			t.Errorf("a late success: %v, want TASK_FINISHED", err)
+		}
+		if v := s.version(id); v != "1.3.0" {
+			t.Errorf("after a late success: version %q, want 1.3.0 (the device runs it)", v)
+		}
+		s.clock.Add(time.Minute)
+		if p, err := s.ddi.Poll(s.ctx, s.read(id)); err != nil || p.Deployment != nil {
+			t.Errorf("the next poll: %+v (%v), want no deployment", p.Deployment, err)
 		}
 	})
 }
