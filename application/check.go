@@ -137,8 +137,10 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 		res, err = s.createOnce(ctx, dev, current, facts, offers, plan.Offer)
 	default:
 		// Only the active task changes (it succeeded, was cancelled or
-		// timed out): no task is created, so no lock is needed; the row
-		// lock of the transaction serialises this with any other writer.
+		// timed out), or the last success may be contradicted (Recheck:
+		// the transaction reads it): no task is created, so no lock is
+		// needed; the row lock of the transaction serialises this with
+		// any other writer.
 		res, err = s.write(ctx, dev, current, facts, offers, domain.UUID{})
 	}
 	// The plan made again in a writing transaction may want to create a
