@@ -260,6 +260,9 @@ func (s *DDI) ConfigData(ctx context.Context, deviceID domain.DeviceID, mode str
 		return domain.DeviceAttributes{}, fmt.Errorf("storing device attributes: %w", err)
 	}
 	if !version.IsZero() {
+		if err := s.judgeLowerVersion(ctx, deviceID, version); err != nil {
+			return domain.DeviceAttributes{}, err
+		}
 		// Stored at once rather than written behind: the next poll checks
 		// with it.
 		if _, err := s.repo.Update(ctx, deviceID, func(d *domain.Device) error {
@@ -270,6 +273,26 @@ func (s *DDI) ConfigData(ctx context.Context, deviceID domain.DeviceID, mode str
 		}
 	}
 	return attrs, nil
+}
+
+// judgeLowerVersion runs the check with a version the device reports
+// below its stored one. A DDI device reports its version only here, and
+// its polls check with the stored one: once this report is stored, no
+// poll could tell that it contradicts a success (event rule 7, a reverted
+// install), so the check that judges it runs first, on the device as
+// stored. Any other report needs no check before the next poll.
+func (s *DDI) judgeLowerVersion(ctx context.Context, deviceID domain.DeviceID, version domain.Version) error {
+	dev, err := s.devices.IdentifyDevice(ctx, deviceID)
+	if err != nil {
+		return err
+	}
+	if !version.Less(dev.Device.CurrentVersion()) {
+		return nil
+	}
+	if _, err := s.devices.Check(ctx, ports.CheckRequest{Device: dev, Model: dev.Device.Model(), CurrentVersion: version.String()}); err != nil {
+		return fmt.Errorf("judging the reported version: %w", err)
+	}
+	return nil
 }
 
 // DDI feedback vocabulary (hawkBit's DDI API, plus "download", which newer

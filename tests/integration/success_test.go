@@ -413,3 +413,40 @@ func TestLateSuccessAfterTimedOutRecordsTheVersion(t *testing.T) {
 		}
 	})
 }
+
+// TestDDIConfigDataBelowASuccessIsARevertedInstall: a hawkBit device
+// reports its version only in configData, and its polls check with the
+// stored one. A configData below the version its success recorded is a
+// reverted install (event rule 7): the success becomes a failed attempt
+// and the next poll offers the next attempt (it was: nothing ever, the
+// device left on the old image with its success counted).
+func TestDDIConfigDataBelowASuccessIsARevertedInstall(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, s *sstack) {
+		s.release("1.3.0", domain.RolloutSpec{})
+		id := s.register("ddi-revert", "1.1.0")
+		if _, err := s.ddi.ConfigData(s.ctx, id, "merge", map[string]string{"sw_version": "1.1.0"}); err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.ddi.Poll(s.ctx, s.read(id))
+		if err != nil || p.Deployment == nil {
+			t.Fatalf("first poll: %+v, %v", p, err)
+		}
+		first := p.Deployment.Task
+		s.clock.Add(time.Minute)
+		if _, err := s.ddi.DeploymentFeedback(s.ctx, id, first.ActionID(), ports.DDIFeedback{Execution: "closed", Finished: "success"}); err != nil {
+			t.Fatal(err)
+		}
+		s.clock.Add(time.Minute)
+		if _, err := s.ddi.ConfigData(s.ctx, id, "merge", map[string]string{"sw_version": "1.1.0"}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.deps.Tasks.Get(s.ctx, first.ID()); err != nil || got.ErrorCode() != domain.CodeInstallReverted {
+			t.Errorf("the contradicted success: %s %q (%v), want failed %s", got.Status(), got.ErrorCode(), err, domain.CodeInstallReverted)
+		}
+		s.clock.Add(time.Minute)
+		p, err = s.ddi.Poll(s.ctx, s.read(id))
+		if err != nil || p.Deployment == nil || p.Deployment.Task.Attempt() != 2 {
+			t.Errorf("the poll after a reverted install: %+v (%v), want the next attempt", p.Deployment, err)
+		}
+	})
+}
