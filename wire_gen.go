@@ -98,7 +98,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	events, err := application.NewEvents(taskRepository, cachedFirmwares, clock, metrics, rateLimiter)
+	events, err := application.NewEvents(taskRepository, cachedFirmwares, writeBehindDevices, clock, metrics, rateLimiter)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -268,7 +268,7 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
-	events, err := application.NewEvents(tasks, firmwares, clock, metrics, rateLimiter)
+	events, err := application.NewEvents(tasks, firmwares, devices, clock, metrics, rateLimiter)
 	if err != nil {
 		return nil, err
 	}

@@ -137,8 +137,10 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 		res, err = s.createOnce(ctx, dev, current, facts, req.Delivery, offers, plan.Offer)
 	default:
 		// Only the active task changes (it succeeded, was cancelled or
-		// timed out): no task is created, so no lock is needed; the row
-		// lock of the transaction serialises this with any other writer.
+		// timed out), or the last success may be contradicted (Recheck:
+		// the transaction reads it): no task is created, so no lock is
+		// needed; the row lock of the transaction serialises this with
+		// any other writer.
 		res, err = s.write(ctx, dev, current, facts, req.Delivery, offers, domain.UUID{})
 	}
 	// The plan made again in a writing transaction may want to create a
@@ -309,11 +311,24 @@ func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Ve
 	result, created, err := s.tasks.ReplaceActive(ctx, dev.ID(), func(st ports.TaskState) (*domain.Task, error) {
 		now := s.clock.Now()
 		seen = st.Active
-		plan = domain.PlanCheck(domain.CheckInput{
+		in := domain.CheckInput{
 			Device: dev, Reported: current, Active: st.Active, Offers: offers, Failed: st.Failed, Now: now, Facts: facts, Delivery: delivery,
-		})
-		if plan.Ended != nil {
+		}
+		if in.MayContradictSuccess() && st.Latest != nil {
+			// The device's last task, read only now: a success this
+			// check may contradict (event rule 7).
+			var err error
+			if in.Last, err = st.Latest(); err != nil {
+				return nil, err
+			}
+		}
+		plan = domain.PlanCheck(in)
+		switch {
+		case plan.Ended == nil:
+		case st.Active != nil:
 			st.Active.Task = *plan.Ended
+		case in.Last != nil:
+			in.Last.Task = *plan.Ended // a reverted install, re-marked failed
 		}
 		if plan.Action != domain.CheckCreate {
 			return nil, nil

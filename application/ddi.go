@@ -198,9 +198,10 @@ func (s *DDI) InstalledBase(ctx context.Context, deviceID domain.DeviceID, actio
 // Intermediate feedback that would move the task backwards (a late
 // progress report) is acknowledged without change: for hawkBit it is a log
 // line, and refusing it would make the agent resend it forever. A closed
-// success also records the firmware's version as the device's running
-// version: a DDI poll carries no version, and the next check must not
-// offer the same image again.
+// success records the firmware's version as the device's running version
+// in the event's own transaction, as every success does
+// (domain.Task.Installs): a DDI poll carries no version, and the next
+// check must not offer the same image again.
 func (s *DDI) DeploymentFeedback(ctx context.Context, deviceID domain.DeviceID, actionID int64, fb ports.DDIFeedback) (ports.TaskView, error) {
 	before, err := s.task(ctx, deviceID, actionID)
 	if err != nil {
@@ -230,15 +231,6 @@ func (s *DDI) DeploymentFeedback(ctx context.Context, deviceID domain.DeviceID, 
 			return s.devices.GetTask(ctx, deviceID, before.Task.ID())
 		}
 		return ports.TaskView{}, err
-	}
-	if v.Task.Status() == domain.TaskSucceeded && before.Task.Status() != domain.TaskSucceeded {
-		now := s.clock.Now()
-		if _, err := s.repo.Update(ctx, deviceID, func(d *domain.Device) error {
-			d.Seen(v.Firmware.Version(), now)
-			return nil
-		}); err != nil {
-			return ports.TaskView{}, fmt.Errorf("recording the installed version: %w", err)
-		}
 	}
 	return v, nil
 }
@@ -301,6 +293,9 @@ func (s *DDI) ConfigData(ctx context.Context, deviceID domain.DeviceID, mode str
 		return domain.DeviceAttributes{}, fmt.Errorf("storing device attributes: %w", err)
 	}
 	if !version.IsZero() {
+		if err := s.judgeLowerVersion(ctx, deviceID, version); err != nil {
+			return domain.DeviceAttributes{}, err
+		}
 		// Stored at once rather than written behind: the next poll checks
 		// with it.
 		if _, err := s.repo.Update(ctx, deviceID, func(d *domain.Device) error {
@@ -311,6 +306,26 @@ func (s *DDI) ConfigData(ctx context.Context, deviceID domain.DeviceID, mode str
 		}
 	}
 	return attrs, nil
+}
+
+// judgeLowerVersion runs the check with a version the device reports
+// below its stored one. A DDI device reports its version only here, and
+// its polls check with the stored one: once this report is stored, no
+// poll could tell that it contradicts a success (event rule 7, a reverted
+// install), so the check that judges it runs first, on the device as
+// stored. Any other report needs no check before the next poll.
+func (s *DDI) judgeLowerVersion(ctx context.Context, deviceID domain.DeviceID, version domain.Version) error {
+	dev, err := s.devices.IdentifyDevice(ctx, deviceID)
+	if err != nil {
+		return err
+	}
+	if !version.Less(dev.Device.CurrentVersion()) {
+		return nil
+	}
+	if _, err := s.devices.Check(ctx, ports.CheckRequest{Device: dev, Model: dev.Device.Model(), CurrentVersion: version.String()}); err != nil {
+		return fmt.Errorf("judging the reported version: %w", err)
+	}
+	return nil
 }
 
 // DDI feedback vocabulary (hawkBit's DDI API, plus "download", which newer

@@ -13,18 +13,20 @@ import (
 type Events struct {
 	tasks     ports.TaskRepository
 	firmwares ports.FirmwareRepository
+	devices   ports.DeviceRepository
 	clock     ports.Clock
 	metrics   ports.Metrics
 	limiter   ports.RateLimiter
 }
 
-// NewEvents builds the task and event use cases.
-func NewEvents(tasks ports.TaskRepository, firmwares ports.FirmwareRepository, clock ports.Clock,
+// NewEvents builds the task and event use cases; devices records the
+// version of a device whose success came after its task timed out.
+func NewEvents(tasks ports.TaskRepository, firmwares ports.FirmwareRepository, devices ports.DeviceRepository, clock ports.Clock,
 	metrics ports.Metrics, limiter ports.RateLimiter) (*Events, error) {
-	if err := required(tasks, firmwares, clock, metrics, limiter); err != nil {
+	if err := required(tasks, firmwares, devices, clock, metrics, limiter); err != nil {
 		return nil, err
 	}
-	return &Events{tasks: tasks, firmwares: firmwares, clock: clock, metrics: metrics, limiter: limiter}, nil
+	return &Events{tasks: tasks, firmwares: firmwares, devices: devices, clock: clock, metrics: metrics, limiter: limiter}, nil
 }
 
 // GetTask returns one of the device's own tasks; anyone else's is not found,
@@ -69,6 +71,7 @@ func (s *Events) ReportEvent(ctx context.Context, deviceID domain.DeviceID, task
 		return ports.TaskView{}, fmt.Errorf("task: %w", domain.ErrNotFound)
 	}
 	var changed bool
+	var late *domain.Task // a success after the task timed out (Task.InstalledLate)
 	var onRollout ports.RolloutEvaluation
 	if ev.IsFinal() {
 		onRollout = judgeRollout(s.clock)
@@ -79,15 +82,46 @@ func (s *Events) ReportEvent(ctx context.Context, deviceID domain.DeviceID, task
 		}
 		var err error
 		changed, err = t.ApplyEvent(ev, prior, s.clock.Now())
+		if err != nil && t.InstalledLate(ev) {
+			late = t
+		}
 		return changed, err
 	}, onRollout)
 	if err != nil {
+		if late != nil {
+			// Refused (TASK_FINISHED), but the device runs the image.
+			if rerr := s.recordLateInstall(ctx, *late); rerr != nil {
+				return ports.TaskView{}, rerr
+			}
+		}
 		return ports.TaskView{}, fmt.Errorf("applying event: %w", err)
 	}
 	if changed {
 		s.metrics.TaskTransition(t.Status().String())
 	}
 	return taskView(ctx, s.firmwares, nil, t)
+}
+
+// recordLateInstall stores the firmware's version of t as its device's
+// (domain.Task.InstalledLate). The task is not changed, so nothing else
+// is written with it; the device's row is locked for the change.
+func (s *Events) recordLateInstall(ctx context.Context, t domain.Task) error {
+	fw, err := s.firmwares.Get(ctx, t.FirmwareID())
+	if err != nil {
+		return fmt.Errorf("loading the firmware installed late: %w", err)
+	}
+	now := s.clock.Now()
+	if _, err := s.devices.Update(ctx, t.DeviceID(), func(d *domain.Device) error {
+		at := now
+		if d.LastSeenAt().After(at) {
+			at = d.LastSeenAt()
+		}
+		d.Seen(fw.Version(), at)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("recording the version installed late: %w", err)
+	}
+	return nil
 }
 
 // judgeRollout is the evaluation the stores run in the transaction that

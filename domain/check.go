@@ -97,6 +97,21 @@ type CheckInput struct {
 	// Delivery is what the protocol the device asks by can deliver (the
 	// zero value, the REST API's: anything).
 	Delivery Delivery
+	// Last is the device's most recent task when it has no active one
+	// (nil: none, or not read — see MayContradictSuccess): a success the
+	// check may contradict (event rule 7).
+	Last *ActiveTask
+}
+
+// MayContradictSuccess reports whether the check might contradict the
+// device's last success (event rule 7): it has no active task and reports
+// a version below the one its read found — which a success sets. Only
+// then is the last task worth reading (CheckInput.Last); the lock-free
+// read does not carry it, so such a check is planned again in the
+// transaction that reads it (CheckPlan.Recheck).
+func (in CheckInput) MayContradictSuccess() bool {
+	return (in.Active == nil || !in.Active.Task.status.IsActive()) && !in.Reported.IsZero() &&
+		in.Reported.Less(in.Device.CurrentVersion())
 }
 
 // CheckAction is what a check answers with.
@@ -148,11 +163,15 @@ type CheckPlan struct {
 	// schedule would admit the device (schedule rule S3): the poll hint
 	// brings the device back then.
 	RetryAt time.Time
+	// Recheck: the check may contradict the device's last success, which
+	// was not read (CheckInput.MayContradictSuccess): only the
+	// transaction that reads it can tell.
+	Recheck bool
 }
 
-// Writes reports whether carrying the plan out changes stored tasks: only
-// such plans need the lock and a transaction.
-func (p CheckPlan) Writes() bool { return p.Ended != nil || p.Action == CheckCreate }
+// Writes reports whether carrying the plan out changes stored tasks (or
+// may: Recheck): only such plans need a transaction.
+func (p CheckPlan) Writes() bool { return p.Ended != nil || p.Action == CheckCreate || p.Recheck }
 
 // Superseded reports whether the plan cancels a pending task to make room
 // for the one it creates.
@@ -213,6 +232,21 @@ func PlanCheck(in CheckInput) CheckPlan {
 			failed[t.firmwareID.String()]++
 			in.Failed = failed
 		}
+	}
+	switch {
+	case in.Last != nil && in.MayContradictSuccess():
+		if t := in.Last.Task; t.Revert(in.Device.CurrentVersion(), in.Reported, in.Last.Firmware, in.Now) {
+			// A contradicted success is a failed attempt, like a time-out.
+			plan.Ended = &t
+			failed := make(map[string]int, len(in.Failed)+1)
+			for k, v := range in.Failed {
+				failed[k] = v
+			}
+			failed[t.firmwareID.String()]++
+			in.Failed = failed
+		}
+	case in.Last == nil && in.MayContradictSuccess():
+		plan.Recheck = true
 	}
 	target, ok, retry := SelectTarget(in)
 	plan.RetryAt = retry

@@ -87,8 +87,20 @@ func (d *Device) Seen(v Version, at time.Time) {
 // every check.
 func (d Device) SeenNeedsWrite(v Version, at time.Time, resolution time.Duration) bool {
 	switch {
-	case resolution <= 0, d.lastSeenAt.IsZero(), v.String() != d.currentVersion.String():
+	case resolution <= 0, d.lastSeenAt.IsZero(), d.SeenChangesVersion(v):
 		return true
 	}
 	return at.Sub(d.lastSeenAt) >= resolution
 }
+
+// SeenChangesVersion reports whether a check reporting v, decided on the
+// device as read in d, says anything new about the device's version: v
+// differs from the version read (compared as reported, build metadata
+// included). A check that repeats the version it read — a DDI poll, which
+// carries no version and checks with the stored one, or a device polling
+// again — moves last_seen_at only: its read may be stale (a success or a
+// report stored since), and writing the old version back over that newer
+// word would make the device look as if it had gone backwards, and be
+// offered what it already runs. A check whose version differs from the one
+// read is the device's own new report and is stored (check rule 1).
+func (d Device) SeenChangesVersion(v Version) bool { return v.String() != d.currentVersion.String() }

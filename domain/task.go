@@ -67,6 +67,10 @@ const (
 	// finished without downloading anything. A succeeded event carrying
 	// it keeps it on the task; any other code on a success is dropped.
 	CodeAlreadyInstalled = "ALREADY_INSTALLED"
+	// CodeInstallReverted re-marks failed a success the device then
+	// contradicted, reporting a version below the one it installed
+	// (event rule 7).
+	CodeInstallReverted = "INSTALL_REVERTED"
 )
 
 // Task is one upgrade of one device to one firmware, within one rollout.
@@ -201,6 +205,52 @@ func (t *Task) Succeed(now time.Time) error {
 	t.progress = 100
 	t.updatedAt = stamp(now)
 	return nil
+}
+
+// Installs reports whether t, changed from before, is a success just
+// stored: before was active and t succeeded. A success — a device's final
+// event on any protocol (REST, DDI, Mender) or a check's implicit one
+// (check rule 3) — is the device's word that it runs t's firmware now, so
+// the store that writes it sets the device's version to the firmware's in
+// the same transaction (event rule 6): a later read sees both or neither,
+// and a device whose next poll carries no version (DDI) or the old one
+// (an agent that reports before it reboots, a reverted install) is judged
+// against what it installed.
+func (t Task) Installs(before Task) bool {
+	return before.status.IsActive() && t.status == TaskSucceeded
+}
+
+// InstalledLate reports whether ev, refused on t (TASK_FINISHED: t is
+// final), is still the device's word that it runs t's firmware: a
+// succeeded event on a task the service failed as TIMED_OUT (rule K1).
+// The device finished after the service gave up on it. The task stays as
+// it is — the attempt was counted, and the device is told to stop — but
+// the device's version is recorded as a success's would be (event rule
+// 6): it runs the image, and must not be offered it again.
+func (t Task) InstalledLate(ev Event) bool {
+	return t.status == TaskFailed && t.errorCode == CodeTimedOut && ev.status == TaskSucceeded
+}
+
+// Revert re-marks a succeeded task failed (INSTALL_REVERTED) when a check
+// contradicts it (event rule 7): the device, read running fw's version —
+// the one the success recorded (Installs) — now reports a lower one. The
+// image did not stay: a bootloader fell back, or the device was flashed
+// back. As a failure, it counts as an attempt (event rule 4: the next
+// task for fw is the next attempt, bounded by max_attempts) and in its
+// rollout's threshold and gates, where it no longer counts as a success.
+// A check whose read predates the success (it read another version) is
+// not a contradiction: it was sent before the device knew better. It
+// reports whether the task changed.
+func (t *Task) Revert(read, reported Version, fw Firmware, now time.Time) bool {
+	if t.status != TaskSucceeded || t.firmwareID != fw.ID() || reported.IsZero() ||
+		!read.Equal(fw.Version()) || !reported.Less(fw.Version()) {
+		return false
+	}
+	t.status = TaskFailed
+	t.errorCode = CodeInstallReverted
+	t.errorMessage = "the device reports " + reported.String() + " after installing " + fw.Version().String()
+	t.updatedAt = stamp(now)
+	return true
 }
 
 // Settle applies the check-time rules that end an active task before a

@@ -35,8 +35,11 @@ type DeviceRepository interface {
 	// RecordSeen stores the version a device reported and when. stored is
 	// the device as the caller read it: a store may skip a check that
 	// changes nothing but moves last_seen_at by less than its resolution
-	// (domain.Device.SeenNeedsWrite). It may be written behind in batches;
-	// what it writes must be visible within a second.
+	// (domain.Device.SeenNeedsWrite), and a check whose version repeats
+	// the one stored read stores last_seen_at only
+	// (domain.Device.SeenChangesVersion): a stale read never moves the
+	// version back. It may be written behind in batches; what it writes
+	// must be visible within a second.
 	RecordSeen(ctx context.Context, stored domain.Device, v domain.Version, at time.Time) error
 }
 
@@ -109,6 +112,14 @@ type CheckView struct {
 type TaskState struct {
 	Active *domain.ActiveTask
 	Failed map[string]int
+	// Latest reads, in the same transaction, the device's most recent
+	// task when it has no active one and that task is final (nil
+	// otherwise), locked, with its firmware and rollout: a success a check
+	// may contradict (event rule 7). It costs a statement, so it is
+	// called only when needed (domain.CheckInput.MayContradictSuccess). fn
+	// may end it as it may end the active task (set its Task): the change
+	// is stored, and judged, as that one's would be.
+	Latest func() (*domain.ActiveTask, error)
 }
 
 // RolloutEvaluation lets the transaction that stores a task's final status
@@ -148,7 +159,8 @@ type TaskRepository interface {
 	// nothing, the active task as fn left it (zero Task if none).
 	//
 	// When fn ends the active task (gives it a final status: a time-out,
-	// an implicit success, a cancel) and onRollout is not nil, onRollout
+	// an implicit success, a cancel), or re-marks the latest one (a
+	// reverted install), and onRollout is not nil, onRollout
 	// judges that task's rollout as ApplyEvent's does: locked, in the same
 	// transaction, counting tasks as they are with the change, before the
 	// insert; a change it reports commits with the rest, or nothing does.
@@ -168,6 +180,10 @@ type TaskRepository interface {
 	// task's rollout locked, and a change it reports is stored with them.
 	// So an evaluation of the rollout depends neither on the caller
 	// staying connected after the commit nor on a retry of the event.
+	// A change that is a success (domain.Task.Installs) sets the device's
+	// version to the task firmware's in the same transaction, as
+	// ReplaceActive does when fn's change is one (Update does not: it is
+	// no device's word).
 	ApplyEvent(ctx context.Context, taskID domain.UUID, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout RolloutEvaluation) (domain.Task, error)
 	// FailedCounts counts the device's failed tasks by firmware id.
 	FailedCounts(ctx context.Context, deviceID domain.DeviceID) (map[string]int, error)

@@ -109,8 +109,10 @@ func (r *Devices) Update(ctx context.Context, devID domain.DeviceID, fn func(*do
 // the Postgres adapter, reports may arrive out of order (two replicas, a
 // late batch), so last_seen_at only moves forward and the version follows
 // the newest report. An unknown device is domain.ErrNotFound.
-// The memory store writes every check (writing costs it nothing), so
-// stored serves only for its id.
+// The memory store writes every check (writing costs it nothing); stored
+// serves for its id and to tell a new version from one that repeats what
+// the caller read, which moves last_seen_at only
+// (domain.Device.SeenChangesVersion).
 func (r *Devices) RecordSeen(ctx context.Context, stored domain.Device, v domain.Version, at time.Time) error {
 	s, id := r.s, stored.ID().String()
 	unlock, err := s.rows.lock(ctx, deviceRow(id))
@@ -127,6 +129,9 @@ func (r *Devices) RecordSeen(ctx context.Context, stored domain.Device, v domain
 	at = stamp(at)
 	if last := d.LastSeenAt(); !last.IsZero() && last.After(at) {
 		return nil // a newer report is already stored
+	}
+	if !stored.SeenChangesVersion(v) {
+		v = d.CurrentVersion() // a repeat of a possibly stale read: the stored version stands
 	}
 	d.Seen(v, at)
 	return s.putDeviceLocked(storedDevice(d))

@@ -161,12 +161,36 @@ func (r *Tasks) ReplaceActive(ctx context.Context, device domain.DeviceID, fn fu
 	defer unlock()
 
 	s.mu.Lock()
+	// The task fn may end (subject, as stored: before): the active one,
+	// or, when there is none, the latest if fn reads it (a success it
+	// finds reverted).
 	var before *domain.Task
+	var subject *domain.ActiveTask
 	st := ports.TaskState{Failed: s.failedLocked(deviceID)}
 	if id, ok := s.active[deviceID]; ok {
 		t := s.tasks[id]
 		before = &t
 		st.Active = &domain.ActiveTask{Task: t, Firmware: s.firmwares[t.FirmwareID().String()], Rollout: cloneRollout(s.rollouts[t.RolloutID().String()])}
+		subject = st.Active
+	} else {
+		st.Latest = func() (*domain.ActiveTask, error) {
+			if subject != nil {
+				return subject, nil
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			ids := s.byDevice[deviceID]
+			if len(ids) == 0 {
+				return nil, nil
+			}
+			t := s.tasks[ids[len(ids)-1]] // tasks are appended as created
+			if t.Status().IsActive() {
+				return nil, nil // not reached while this holds the device's task lock
+			}
+			before = &t
+			subject = &domain.ActiveTask{Task: t, Firmware: s.firmwares[t.FirmwareID().String()], Rollout: cloneRollout(s.rollouts[t.RolloutID().String()])}
+			return subject, nil
+		}
 	}
 	s.mu.Unlock()
 
@@ -176,14 +200,14 @@ func (r *Tasks) ReplaceActive(ctx context.Context, device domain.DeviceID, fn fu
 	}
 	var after *domain.Task
 	if before != nil {
-		m := mergeTask(*before, st.Active.Task)
+		m := mergeTask(*before, subject.Task)
 		after = &m
 	}
 	// The rollout of the task fn ended, to lock and judge when it has a
 	// threshold or stages (fixed, so the unlocked read may say); its
 	// status is judged on the locked row (the port says why).
 	var judge string
-	if onRollout != nil && after != nil && !after.Status().IsActive() && st.Active.Rollout.Judges() {
+	if onRollout != nil && after != nil && after.Record() != before.Record() && !after.Status().IsActive() && subject.Rollout.Judges() {
 		judge = after.RolloutID().String()
 	}
 	var rec domain.TaskRecord
@@ -218,6 +242,17 @@ func (r *Tasks) ReplaceActive(ctx context.Context, device domain.DeviceID, fn fu
 		}
 		defer unlockFW()
 	}
+	// A success stores the device's version with it (domain.Task.Installs),
+	// under the device's row lock (taken last, as Postgres updates the row
+	// last).
+	installs := after != nil && after.Installs(*before)
+	if installs {
+		unlockDev, err := s.rows.lock(ctx, deviceRow(deviceID))
+		if err != nil {
+			return domain.Task{}, false, err
+		}
+		defer unlockDev()
+	}
 	var (
 		judged        domain.Rollout
 		judgedChanged bool
@@ -238,6 +273,11 @@ func (r *Tasks) ReplaceActive(ctx context.Context, device domain.DeviceID, fn fu
 			s.rollouts[judged.ID().String()] = judged
 		}
 	}
+	storeInstalled := func() {
+		if installs {
+			s.installedLocked(*after, subject.Firmware)
+		}
+	}
 	if ins == nil {
 		if after == nil {
 			return domain.Task{}, false, nil
@@ -246,6 +286,10 @@ func (r *Tasks) ReplaceActive(ctx context.Context, device domain.DeviceID, fn fu
 			return domain.Task{}, false, err
 		}
 		storeJudged()
+		storeInstalled()
+		if st.Active == nil {
+			return domain.Task{}, false, nil // the latest task changed: no active one to return
+		}
 		return *after, false, nil
 	}
 	// As the Postgres adapter reads the offer FOR SHARE before it inserts:
@@ -289,6 +333,7 @@ func (r *Tasks) ReplaceActive(ctx context.Context, device domain.DeviceID, fn fu
 		}
 	}
 	storeJudged()
+	storeInstalled()
 	created := domain.RehydrateTask(rec)
 	if err := s.insertTaskLocked(created); err != nil {
 		return domain.Task{}, false, err // not reached: checked above under the same mutex
@@ -457,6 +502,14 @@ func (r *Tasks) ApplyEvent(ctx context.Context, taskID domain.UUID, ev domain.Ev
 			return domain.Task{}, err
 		}
 	}
+	installs := merged.Installs(t)
+	if installs {
+		unlockDev, err := s.rows.lock(ctx, deviceRow(t.DeviceID().String()))
+		if err != nil {
+			return domain.Task{}, err
+		}
+		defer unlockDev()
+	}
 	if err := ctx.Err(); err != nil {
 		return domain.Task{}, err
 	}
@@ -465,12 +518,33 @@ func (r *Tasks) ApplyEvent(ctx context.Context, taskID domain.UUID, ev domain.Ev
 	if err := s.putTaskLocked(merged); err != nil {
 		return domain.Task{}, err
 	}
+	if installs {
+		s.installedLocked(merged, s.firmwares[merged.FirmwareID().String()])
+	}
 	s.events[key] = ev.Fingerprint()
 	s.eventLog[taskID.String()] = append(s.eventLog[taskID.String()], loggedEvent{id: ev.ID(), fingerprint: ev.Fingerprint(), at: merged.UpdatedAt()})
 	if rolloutChanged {
 		s.rollouts[rollout.ID().String()] = rollout
 	}
 	return merged, nil
+}
+
+// installedLocked records the version the device runs now that t, of
+// firmware fw, succeeded (domain.Task.Installs), as the Postgres adapter
+// does in the transaction storing the success: the firmware's version,
+// last_seen_at moved forward to the success. The caller holds the
+// device's row lock and s.mu.
+func (s *Store) installedLocked(t domain.Task, fw domain.Firmware) {
+	d, ok := s.devices[t.DeviceID().String()]
+	if !ok {
+		return // not reached: the task references the device
+	}
+	at := stamp(t.UpdatedAt())
+	if last := d.LastSeenAt(); last.After(at) {
+		at = last
+	}
+	d.Seen(fw.Version(), at)
+	s.devices[d.ID().String()] = storedDevice(d)
 }
 
 // FailedCounts counts the device's failed tasks by firmware id, across

@@ -163,20 +163,24 @@ func (s *DeviceRepository) Update(ctx context.Context, devID domain.DeviceID, fn
 // recordSeenSQL records one check. Reports may arrive out of order (two
 // replicas, or a write-behind batch flushed late), so an older report never
 // overwrites a newer one: last_seen_at only moves forward and
-// current_version follows it.
+// current_version follows it. $4 is false for a check that repeats the
+// version its caller read (domain.Device.SeenChangesVersion): it moves
+// last_seen_at only, so that a stale read never writes an old version
+// back over a success or a report stored since.
 const recordSeenSQL = `UPDATE devices SET
-		current_version = CASE WHEN last_seen_at IS NULL OR last_seen_at <= $3 THEN $2 ELSE current_version END,
+		current_version = CASE WHEN $4 AND (last_seen_at IS NULL OR last_seen_at <= $3) THEN $2 ELSE current_version END,
 		last_seen_at = GREATEST(last_seen_at, $3)
 	WHERE device_id = $1`
 
 // recordSeenBatchSQL is recordSeenSQL for many devices in one statement:
-// three parallel arrays (id, version or the empty string for none, time), one element per
+// four parallel arrays (id, version or the empty string for none, time,
+// whether the version is a new report), one element per
 // device — a device may appear once only, as UPDATE … FROM applies one
 // joined row per target row.
 const recordSeenBatchSQL = `UPDATE devices d SET
-		current_version = CASE WHEN d.last_seen_at IS NULL OR d.last_seen_at <= u.at THEN NULLIF(u.v, '') ELSE d.current_version END,
+		current_version = CASE WHEN u.changes AND (d.last_seen_at IS NULL OR d.last_seen_at <= u.at) THEN NULLIF(u.v, '') ELSE d.current_version END,
 		last_seen_at = GREATEST(d.last_seen_at, u.at)
-	FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS u(id, v, at)
+	FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::boolean[]) AS u(id, v, at, changes)
 	WHERE d.device_id = u.id`
 
 // RecordSeen stores the version a device reported and when, in one
@@ -188,7 +192,7 @@ func (s *DeviceRepository) RecordSeen(ctx context.Context, stored domain.Device,
 	if stored.ID().IsZero() {
 		return fmt.Errorf("recording a check: %w", domain.ErrNotFound)
 	}
-	res, err := s.seen.ExecContext(ctx, id, nullString(v.String()), dbTime(at))
+	res, err := s.seen.ExecContext(ctx, id, nullString(v.String()), dbTime(at), stored.SeenChangesVersion(v))
 	if err != nil {
 		return fmt.Errorf("recording a check of device %q: %w", id, unavailable(err))
 	}
@@ -203,6 +207,9 @@ type SeenReport struct {
 	DeviceID string
 	Version  domain.Version
 	At       time.Time
+	// Repeat marks a check that repeated the version its caller read
+	// (domain.Device.SeenChangesVersion false): only At is stored.
+	Repeat bool
 }
 
 // RecordSeenBatch stores many checks in one statement, with RecordSeen's
@@ -223,13 +230,15 @@ func (s *DeviceRepository) RecordSeenBatch(ctx context.Context, reports []SeenRe
 	ids := make([]string, len(sorted))
 	versions := make([]string, len(sorted))
 	ats := make([]string, len(sorted))
+	changes := make([]bool, len(sorted))
 	for i, r := range sorted {
+		changes[i] = !r.Repeat
 		if i > 0 && sorted[i-1].DeviceID == r.DeviceID {
 			return 0, fmt.Errorf("recording checks: device %q appears twice in one batch", r.DeviceID)
 		}
 		ids[i], versions[i], ats[i] = r.DeviceID, r.Version.String(), dbTime(r.At).Format(time.RFC3339Nano)
 	}
-	res, err := s.seenBatch.ExecContext(ctx, pq.StringArray(ids), pq.StringArray(versions), pq.StringArray(ats))
+	res, err := s.seenBatch.ExecContext(ctx, pq.StringArray(ids), pq.StringArray(versions), pq.StringArray(ats), pq.BoolArray(changes))
 	if err != nil {
 		return 0, fmt.Errorf("recording %d checks: %w", len(sorted), unavailable(err))
 	}

@@ -40,6 +40,8 @@ type TaskRepository struct {
 	reads           *ReadReplica  // the check reads' replica, nil: none (replica.go)
 	catalog         *CatalogCache // told, after commit, of a rollout an event changed; nil: none
 	statsSince      *sqlx.Stmt
+	installed       *sqlx.Stmt
+	latestForUpdate *sqlx.Stmt
 }
 
 var _ ports.TaskRepository = (*TaskRepository)(nil)
@@ -65,11 +67,13 @@ func NewTaskRepository(db *sqlx.DB) (*TaskRepository, error) {
 				error_message = $6, updated_at = $7
 			WHERE id = $1
 			RETURNING ` + taskColumns),
-		lock:        p.prepare(`SELECT ` + taskColumns + ` FROM tasks WHERE id = $1 FOR UPDATE`),
-		event:       p.prepare(selectEventSQL),
-		insertEvent: p.prepare(insertEventSQL),
-		stats:       p.prepare(rolloutStatsSQL("")),
-		statsSince:  p.prepare(rolloutStatsSQL(` AND created_at >= $2`)),
+		lock:            p.prepare(`SELECT ` + taskColumns + ` FROM tasks WHERE id = $1 FOR UPDATE`),
+		event:           p.prepare(selectEventSQL),
+		insertEvent:     p.prepare(insertEventSQL),
+		stats:           p.prepare(rolloutStatsSQL("")),
+		statsSince:      p.prepare(rolloutStatsSQL(` AND created_at >= $2`)),
+		installed:       p.prepare(installedSQL),
+		latestForUpdate: p.prepare(latestTaskSQL),
 	}
 	if err := p.done("task repository"); err != nil {
 		return nil, err
@@ -179,6 +183,20 @@ func (s *TaskRepository) Active(ctx context.Context, deviceID domain.DeviceID) (
 		return domain.Task{}, fmt.Errorf("loading the active task: %w", domain.ErrNotFound)
 	}
 	return activeTask(ctx, s.active, deviceID.String())
+}
+
+// latestTaskSQL reads a device's most recent task, locked (on the index
+// of a device's tasks by creation).
+const latestTaskSQL = `SELECT ` + taskColumns + ` FROM tasks WHERE device_id = $1
+	ORDER BY created_at DESC, id DESC LIMIT 1 FOR UPDATE`
+
+// latestTask reads the device's most recent task with stmt (latestTaskSQL).
+func latestTask(ctx context.Context, stmt *sqlx.Stmt, deviceID string) (domain.Task, error) {
+	var r taskRow
+	if err := r.scan(stmt.QueryRowContext(ctx, deviceID)); err != nil {
+		return domain.Task{}, fmt.Errorf("loading the latest task of device %q: %w", deviceID, notFound(err))
+	}
+	return r.toDomain()
 }
 
 // activeTaskSQL reads a device's active task (on the partial unique index).
@@ -308,6 +326,28 @@ func offerIn(ctx context.Context, tx *sqlx.Tx, stmt *sqlx.Stmt, firmwareID, roll
 	return out[0], nil
 }
 
+// installedSQL records, with a success, the version the device now runs
+// (domain.Task.Installs): the firmware's, whatever the device last
+// reported; last_seen_at moves forward to the success, so a report older
+// than it, flushed late, does not undo it.
+const installedSQL = `UPDATE devices SET current_version = $2, last_seen_at = GREATEST(last_seen_at, $3) WHERE device_id = $1`
+
+// recordInstall stores in tx the device's version after t, of firmware
+// fw, succeeded (domain.Task.Installs); fw is read in tx when nil.
+func (s *TaskRepository) recordInstall(ctx context.Context, tx *sqlx.Tx, t domain.Task, fw *domain.Firmware) error {
+	if fw == nil {
+		o, err := offerIn(ctx, tx, s.offerOf, t.FirmwareID(), t.RolloutID())
+		if err != nil {
+			return err
+		}
+		fw = &o.Firmware
+	}
+	if _, err := tx.StmtxContext(ctx, s.installed).ExecContext(ctx, t.DeviceID().String(), fw.Version().String(), dbTime(t.UpdatedAt())); err != nil {
+		return fmt.Errorf("recording the version device %q installed: %w", t.DeviceID(), mapWriteErr(err))
+	}
+	return nil
+}
+
 // insertTaskSQL inserts a task unless the device already has an active
 // one: the partial unique index is the arbiter, so a conflicting insert
 // waits for the transaction that made the other active task, and does
@@ -377,17 +417,40 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, device domain.Device
 		if st.Failed, err = s.failedIn(ctx, tx.StmtxContext(ctx, s.failed), deviceID); err != nil {
 			return err
 		}
+		// The task fn may end: the active one, or, when there is none, the
+		// latest if fn reads it (a success it finds reverted).
+		subject, before := st.Active, cur
+		if st.Active == nil {
+			st.Latest = func() (*domain.ActiveTask, error) {
+				if subject != nil {
+					return subject, nil
+				}
+				last, err := latestTask(ctx, tx.StmtxContext(ctx, s.latestForUpdate), deviceID)
+				if errors.Is(err, domain.ErrNotFound) || err == nil && last.Status().IsActive() {
+					return nil, nil // none, or one inserted since: not a finished task
+				}
+				if err != nil {
+					return nil, err
+				}
+				o, err := offerIn(ctx, tx, s.offerOf, last.FirmwareID(), last.RolloutID())
+				if err != nil {
+					return nil, err
+				}
+				subject, before = &domain.ActiveTask{Task: last, Firmware: o.Firmware, Rollout: o.Rollout}, last
+				return subject, nil
+			}
+		}
 		ins, err := fn(st)
 		if err != nil {
 			return err
 		}
-		changed := st.Active != nil && st.Active.Task.Record() != cur.Record()
+		changed := subject != nil && subject.Task.Record() != before.Record()
 		// The rollout of the task fn ended, to lock and judge when it has
 		// a threshold or stages (fixed, so the unlocked read may say); its
 		// status is judged on the locked row (the port says why).
 		var judge string
-		if changed && onRollout != nil && !st.Active.Task.Status().IsActive() && st.Active.Rollout.Judges() {
-			judge = cur.RolloutID().String()
+		if changed && onRollout != nil && !subject.Task.Status().IsActive() && subject.Rollout.Judges() {
+			judge = before.RolloutID().String()
 		}
 		// Every rollout lock before the task changes (lockRolloutToJudge
 		// says why); two rollouts in id order (the judged one FOR NO KEY
@@ -413,14 +476,19 @@ func (s *TaskRepository) ReplaceActive(ctx context.Context, device domain.Device
 				return fmt.Errorf("inserting task %s: %w", ins.ID(), err)
 			}
 		}
-		if st.Active != nil {
-			if changed {
-				stored, err := s.updateTask(ctx, tx, cur.ID().String(), st.Active.Task)
-				if err != nil {
+		if changed {
+			stored, err := s.updateTask(ctx, tx, before.ID().String(), subject.Task)
+			if err != nil {
+				return err
+			}
+			if stored.Installs(before) {
+				if err := s.recordInstall(ctx, tx, stored, &subject.Firmware); err != nil {
 					return err
 				}
-				st.Active.Task = stored
 			}
+			subject.Task = stored
+		}
+		if st.Active != nil {
 			result = st.Active.Task
 		}
 		if judge != "" {
@@ -547,7 +615,8 @@ func (s *TaskRepository) lockTask(ctx context.Context, tx *sqlx.Tx, id string) (
 // locked (FOR NO KEY UPDATE) and onRollout judges it, counting its tasks in
 // this transaction (which sees this change); a change it reports is stored
 // in the same transaction. The evaluation commits with the event, or
-// neither does.
+// neither does. A success (domain.Task.Installs) stores the device's new
+// version in the same transaction.
 func (s *TaskRepository) ApplyEvent(ctx context.Context, taskID domain.UUID, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout ports.RolloutEvaluation) (domain.Task, error) {
 	if taskID.IsZero() {
 		return domain.Task{}, fmt.Errorf("loading task: %w", domain.ErrNotFound)
@@ -594,6 +663,11 @@ func (s *TaskRepository) ApplyEvent(ctx context.Context, taskID domain.UUID, ev 
 		}
 		if _, err := tx.StmtxContext(ctx, s.insertEvent).ExecContext(ctx, uid, ev.ID(), ev.Fingerprint(), dbTime(out.UpdatedAt())); err != nil {
 			return fmt.Errorf("recording event %q of task %s: %w", ev.ID(), uid, mapWriteErr(err))
+		}
+		if out.Installs(loaded) {
+			if err := s.recordInstall(ctx, tx, out, nil); err != nil {
+				return err
+			}
 		}
 		if onRollout == nil {
 			return nil

@@ -128,6 +128,7 @@ type WriteBehindStats struct {
 type seenEntry struct {
 	version  domain.Version
 	at       time.Time
+	repeat   bool // the check repeated the version it read: only at is written
 	failures int
 }
 
@@ -177,7 +178,11 @@ func (w *WriteBehindDevices) Get(ctx context.Context, id domain.DeviceID) (domai
 	}
 	w.mu.Unlock()
 	if ok && (d.LastSeenAt().IsZero() || !e.at.Before(d.LastSeenAt())) {
-		d.Seen(e.version, e.at)
+		v := e.version
+		if e.repeat {
+			v = d.CurrentVersion()
+		}
+		d.Seen(v, e.at)
 	}
 	return d, nil
 }
@@ -231,7 +236,7 @@ func (w *WriteBehindDevices) RecordSeen(ctx context.Context, stored domain.Devic
 	case !ok && len(w.pending) >= w.cfg.MaxPending:
 		w.stats.Dropped.Add(1)
 	default:
-		w.pending[id] = seenEntry{version: v, at: at}
+		w.pending[id] = seenEntry{version: v, at: at, repeat: !stored.SeenChangesVersion(v)}
 	}
 	full := len(w.pending) >= w.cfg.BatchSize
 	w.mu.Unlock()
@@ -325,7 +330,7 @@ func (w *WriteBehindDevices) flushOnce(ctx context.Context) error {
 
 	reports := make([]SeenReport, 0, len(batch))
 	for id, e := range batch {
-		reports = append(reports, SeenReport{DeviceID: id, Version: e.version, At: e.at})
+		reports = append(reports, SeenReport{DeviceID: id, Version: e.version, At: e.at, Repeat: e.repeat})
 	}
 	slices.SortFunc(reports, func(a, b SeenReport) int { return strings.Compare(a.DeviceID, b.DeviceID) })
 	var failed, waiting []SeenReport // refused by the database; database unreachable

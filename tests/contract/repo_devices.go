@@ -174,6 +174,32 @@ func (s *repoSuite) devices(t *testing.T) {
 		repoIsNotFound(t, "record seen must not register a device", err)
 	})
 
+	t.Run("StaleReadNeverWritesTheVersionBack", func(t *testing.T) {
+		// A poll reads the device at 1.1.0; before it records its check, a
+		// success stores 1.3.0 (the device runs it now). The poll's check
+		// repeats the version it read (a DDI poll has no other): it moves
+		// last_seen_at, never the version back to 1.1.0.
+		d := s.device(t, model, "1.1.0")
+		stale, err := s.Devices.Get(ctx, d.ID())
+		repoNoErr(t, "get", err)
+		installed := domain.MustParseVersion("1.3.0")
+		_, err = s.Devices.Update(ctx, d.ID(), func(dv *domain.Device) error {
+			dv.Seen(installed, s.at(40))
+			return nil
+		})
+		repoNoErr(t, "update", err)
+		repoNoErr(t, "record the stale poll", s.Devices.RecordSeen(ctx, stale, stale.CurrentVersion(), s.at(41)))
+		s.eventuallySeen(t, domain.RehydrateDevice(d.ID().String(), d.Model(), installed, d.TokenHash(), s.at(41), d.CreatedAt()))
+
+		// A check read after it that reports another version is the
+		// device's own new word, and is stored.
+		fresh, err := s.Devices.Get(ctx, d.ID())
+		repoNoErr(t, "get", err)
+		back := domain.MustParseVersion("1.1.0")
+		repoNoErr(t, "record a fresh report", s.Devices.RecordSeen(ctx, fresh, back, s.at(42)))
+		s.eventuallySeen(t, domain.RehydrateDevice(d.ID().String(), d.Model(), back, d.TokenHash(), s.at(42), d.CreatedAt()))
+	})
+
 	t.Run("CancelledContext", func(t *testing.T) {
 		d, err := domain.NewDevice(asDeviceID(repoName("dev")), model, "1.0.0", s.hash(t), s.at(0))
 		repoNoErr(t, "new device", err)

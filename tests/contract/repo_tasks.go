@@ -375,6 +375,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 	})
 
 	t.Run("ApplyEvent", func(t *testing.T) { s.applyEvent(t) })
+	t.Run("SuccessRecordsTheInstalledVersion", func(t *testing.T) { s.successRecordsVersion(t) })
 
 	t.Run("ConcurrentEventsSerialise", func(t *testing.T) {
 		model := repoName("model")
@@ -1362,5 +1363,50 @@ func (s *repoSuite) replaceActiveRolloutSwap(t *testing.T) {
 		if err != nil {
 			t.Errorf("move: %v", err)
 		}
+	}
+}
+
+// successRecordsVersion: a success stores the device's version — the
+// firmware's — in the transaction that stores it (domain.Task.Installs),
+// whether a device's event (ApplyEvent) or a check (ReplaceActive) ends
+// the task; a change that is not a success leaves the version alone.
+func (s *repoSuite) successRecordsVersion(t *testing.T) {
+	ctx := t.Context()
+	model := repoName("model")
+	o := s.offer(t, model, "2.0.0+b7")
+	seenVersion := func(d domain.Device) (string, time.Time) {
+		t.Helper()
+		got, err := s.Devices.Get(ctx, d.ID())
+		repoNoErr(t, "get device", err)
+		return got.CurrentVersion().String(), got.LastSeenAt()
+	}
+
+	byEvent := s.device(t, model, "1.0.0")
+	tk := s.insert(t, s.newTask(t, byEvent.ID(), o, 1, s.at(10)))
+	step := func(id, status string, at time.Time) {
+		t.Helper()
+		ev := repoEvent(t, id, status, nil)
+		_, err := s.Tasks.ApplyEvent(ctx, tk.ID(), ev, func(x *domain.Task, prior *domain.Event) (bool, error) {
+			return x.ApplyEvent(ev, prior, at)
+		}, nil)
+		repoNoErr(t, status, err)
+	}
+	step("evt-1", "installing", s.at(11))
+	if v, _ := seenVersion(byEvent); v != "1.0.0" {
+		t.Errorf("after installing: version %q, want 1.0.0 still", v)
+	}
+	step("evt-2", "succeeded", s.at(12))
+	if v, at := seenVersion(byEvent); v != "2.0.0+b7" || !at.Equal(repoUs(s.at(12))) {
+		t.Errorf("after the success event: version %q seen %v, want 2.0.0+b7 at %v", v, at, repoUs(s.at(12)))
+	}
+
+	byCheck := s.device(t, model, "1.0.0")
+	s.insert(t, s.newTask(t, byCheck.ID(), o, 1, s.at(20)))
+	_, _, err := s.Tasks.ReplaceActive(ctx, byCheck.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
+		return nil, active.Succeed(s.at(21))
+	}), nil)
+	repoNoErr(t, "implicit success", err)
+	if v, at := seenVersion(byCheck); v != "2.0.0+b7" || !at.Equal(repoUs(s.at(21))) {
+		t.Errorf("after a check's success: version %q seen %v, want 2.0.0+b7 at %v", v, at, repoUs(s.at(21)))
 	}
 }

@@ -122,16 +122,26 @@ func TestReadmeRunsAsPasted(t *testing.T) {
 		Env:         map[string]string{"OTA_STORE": "memory"},
 	})
 
+	// Every output a comment states (`# 12`, `# => {…}`) is compared with
+	// what its command printed: a comment that disagrees fails the test.
+	var exps []expectation
+	for i, b := range blocks {
+		var e []expectation
+		blocks[i], e = instrument(b, len(exps))
+		exps = append(exps, e...)
+	}
 	script := "set -euo pipefail\n" + strings.Join(blocks, "\n")
 	ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", script)
 	cmd.Dir = t.TempDir()
 	cmd.Env = append(os.Environ(), "API="+o.URL+"/api/v1", "OTA_ADMIN_TOKEN="+token)
-	out, err := cmd.CombinedOutput()
+	raw, err = cmd.CombinedOutput()
+	out := []byte(stripMarkers(string(raw)))
 	if err != nil {
 		t.Fatalf("the README's blocks failed (%v); their output:\n%s", err, out)
 	}
+	checkExpectations(t, string(raw), exps)
 	// The last block ends with the revoke and the statistics after it: the
 	// script ran to its end.
 	if !strings.Contains(string(out), "revoked\n") || !strings.Contains(string(out), `"cancelled":`) {

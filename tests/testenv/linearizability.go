@@ -400,6 +400,23 @@ func step(s linState, in LinInput, out LinOutput) []linState {
 }
 
 func stepCheck(s linState, out LinOutput, maybe bool) []linState {
+	// The workloads' devices always report the version they started on,
+	// below every rollout's: a check after a success contradicts it, a
+	// reverted install (docs/DOMAIN.md event rule 7). The success is
+	// re-marked failed, a failed attempt, before the check decides — in
+	// a transaction of its own when the check then creates nothing, or
+	// creates under another lock, so an answer lost may have stored it
+	// alone.
+	if n := len(s.Tasks); n > 0 && s.Tasks[n-1].Status == "succeeded" {
+		t := s.Tasks[n-1]
+		t.Status = "failed"
+		base := s
+		s = s.withTask(n-1, t)
+		s.Failed = withKey(s.Failed, t.Fw, fmt.Sprint(atoi(listMap(s.Failed)[t.Fw])+1))
+		if maybe {
+			return append(stepCheck(s, out, true), base)
+		}
+	}
 	act, tgt := s.active(), s.target()
 	// What the check does: hand out the active task, create one, or
 	// supersede a pending task for another version with one for the target.

@@ -40,6 +40,8 @@ func TestLinModel(t *testing.T) {
 		ops  []porcupine.Operation
 		want porcupine.CheckResult
 	}{
+		{"a check after a success reverts it: tasks until max_attempts, then none", revertedInstalls(LinOutput{Outcome: "none"}), porcupine.Ok},
+		{"a task past max_attempts of reverted installs", revertedInstalls(got("t4", "pending", 0)), porcupine.Illegal},
 		{"concurrent checks share one new task", []porcupine.Operation{
 			op(0, 0, 10, check("d"), got("t1", "pending", 0)),
 			op(1, 1, 9, check("d"), got("t1", "pending", 0)),
@@ -181,4 +183,19 @@ func TestUnansweredCallStaysOpen(t *testing.T) {
 	if res := CheckLinearizable(t, "unanswered", h); res != porcupine.Ok {
 		t.Fatalf("check = %v, want the unanswered failure explaining TASK_FINISHED", res)
 	}
+}
+
+// revertedInstalls is a device that installs 2.0.0 three times, each time
+// reporting 1.0.0 again at its next check (event rule 7: a reverted
+// install, a failed attempt), then checks once more and gets last.
+func revertedInstalls(last LinOutput) []porcupine.Operation {
+	var ops []porcupine.Operation
+	at := int64(0)
+	for i, id := range []string{"t1", "t2", "t3"} {
+		ops = append(ops,
+			op(0, at, at+1, check("d"), got(id, "pending", 0)),
+			op(0, at+2, at+3, event("d", id, "e"+id, "succeeded", 100), got(id, "succeeded", 100)))
+		at += 10 * int64(i+1)
+	}
+	return append(ops, op(0, at, at+1, check("d"), last))
 }

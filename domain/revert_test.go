@@ -1,0 +1,56 @@
+package domain_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ai-device/ota/domain"
+)
+
+// TestPlanCheckRevertsAContradictedSuccess pins event rule 7 in the one
+// planning function: a device read running the version its last success
+// installed that reports a lower one re-marks that success failed
+// (INSTALL_REVERTED), and the image's next task is the next attempt; a
+// check that read another version (before the success, or a later report)
+// reverts nothing;
+// and without the last task at hand — the lock-free read — the plan asks
+// for the transaction that reads it, even with nothing on offer.
+func TestPlanCheckRevertsAContradictedSuccess(t *testing.T) {
+	fw := mustFirmware(t, "fw-1", "cam-x1", "1.3.0", "")
+	r := mustRollout(t, "ro-1", fw, domain.RolloutSpec{Percentage: 100}, t0)
+	offers := []domain.Offer{{Firmware: fw, Rollout: r}}
+	won := taskIn(domain.TaskSucceeded, 100)
+	now := t0.Add(time.Hour)
+	input := func(read string, last *domain.ActiveTask, offers []domain.Offer) domain.CheckInput {
+		return domain.CheckInput{Device: mustDevice(t, "cam-0001", "cam-x1", read), Reported: domain.MustParseVersion("1.1.0"),
+			Last: last, Offers: offers, Failed: map[string]int{}, Now: now}
+	}
+
+	plan := domain.PlanCheck(input("1.3.0", &domain.ActiveTask{Task: won, Firmware: fw, Rollout: r}, offers))
+	if plan.Ended == nil || plan.Ended.Status() != domain.TaskFailed || plan.Ended.ErrorCode() != domain.CodeInstallReverted {
+		t.Fatalf("contradicted success: ended %+v, want it failed %s", plan.Ended, domain.CodeInstallReverted)
+	}
+	if plan.Action != domain.CheckCreate || plan.Attempt != 2 {
+		t.Errorf("contradicted success: %s attempt %d, want create attempt 2", plan.Action, plan.Attempt)
+	}
+
+	plan = domain.PlanCheck(input("1.1.0", &domain.ActiveTask{Task: won, Firmware: fw, Rollout: r}, offers))
+	if plan.Ended != nil {
+		t.Errorf("a check read before the success ended the task: %+v", plan.Ended)
+	}
+
+	// The device's version moved on since the success (a report of its
+	// own): the success is no longer its last word, nothing to contradict.
+	plan = domain.PlanCheck(input("1.4.0", &domain.ActiveTask{Task: won, Firmware: fw, Rollout: r}, offers))
+	if plan.Ended != nil {
+		t.Errorf("a success the device's own report replaced was reverted: %+v", plan.Ended)
+	}
+
+	plan = domain.PlanCheck(input("1.3.0", nil, nil))
+	if !plan.Recheck || !plan.Writes() {
+		t.Errorf("lock-free, nothing on offer: recheck %v, writes %v; want the transaction to read the last task", plan.Recheck, plan.Writes())
+	}
+	if plan = domain.PlanCheck(input("1.1.0", nil, nil)); plan.Writes() {
+		t.Error("a check repeating the version it read must not ask for a transaction")
+	}
+}

@@ -1,0 +1,452 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/postgres"
+	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+	"github.com/ai-device/ota/tests/testenv"
+)
+
+// successClock is a clock a test moves by hand, safe for concurrent use.
+type successClock struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+func (c *successClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.at
+}
+
+func (c *successClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = c.at.Add(d)
+}
+
+// sstack is the device, admin and DDI use cases over one store, with the
+// store's own repositories at hand.
+type sstack struct {
+	t       *testing.T
+	ctx     context.Context
+	clock   *successClock
+	deps    application.Deps
+	devices *application.Devices
+	admin   *application.Admin
+	ddi     *application.DDI
+	model   string
+	// flush stores the checks a write-behind holds (a no-op in memory).
+	flush func()
+}
+
+// onEveryStore runs test against the memory store and against Postgres
+// as production wires it (checks written behind, every check written:
+// OTA_LAST_SEEN_RESOLUTION=0, the setting under which a stale write-back
+// shows at once).
+func onEveryStore(t *testing.T, test func(t *testing.T, s *sstack)) {
+	t.Run("memory", func(t *testing.T) {
+		store := memory.NewStore()
+		deps := application.Deps{
+			Devices: memory.NewDevices(store), Firmwares: memory.NewFirmwares(store),
+			Rollouts: memory.NewRollouts(store), Tasks: memory.NewTasks(store),
+			Attributes: memory.NewAttributes(store), Directory: memory.NewDirectory(store),
+		}
+		test(t, newSStack(t, deps, memory.NewTaskActions(store)))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		db, _ := testenv.PostgresDB(t)
+		repos, err := postgres.NewRepositories(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen, stop, err := postgres.NewWriteBehindDevices(repos.Devices,
+			postgres.WriteBehindConfig{Interval: 10 * time.Millisecond, Resolution: postgres.SeenEveryCheck}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stop)
+		deps := application.Deps{
+			Devices: seen, Firmwares: repos.Firmwares, Rollouts: repos.Rollouts, Tasks: repos.Tasks,
+			Attributes: postgres.NewAttributeRepository(db), Directory: postgres.NewDeviceDirectory(db),
+		}
+		s := newSStack(t, deps, postgres.NewTaskActionRepository(db))
+		s.flush = func() {
+			if err := seen.Flush(s.ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		test(t, s)
+	})
+}
+
+func newSStack(t *testing.T, deps application.Deps, actions ports.TaskActions) *sstack {
+	t.Helper()
+	clock := &successClock{at: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	deps.Locker = memory.NewLocker(2*time.Second, ports.NopLockMetrics{})
+	deps.Clock, deps.IDs, deps.Metrics, deps.Limiter = clock, memory.NewUUIDs(), ports.NopMetrics{}, ports.Unlimited{}
+	devices, admin := testenv.UseCases(t, deps, time.Hour)
+	ddi, err := application.NewDDI(devices, deps.Devices, deps.Rollouts, deps.Attributes, actions, clock,
+		application.PollInterval(time.Hour), "sw_version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &sstack{t: t, ctx: context.Background(), clock: clock, deps: deps, devices: devices, admin: admin, ddi: ddi,
+		model: "succ-" + strings.ReplaceAll(memory.NewUUIDs().NewID().String()[:8], "-", ""), flush: func() {}}
+}
+
+// release publishes firmware version of the stack's model (with the sha1
+// DDI agents need) and rolls it out to every device.
+func (s *sstack) release(version string, spec domain.RolloutSpec) (domain.Firmware, domain.Rollout) {
+	s.t.Helper()
+	fw, err := s.admin.PublishFirmware(s.ctx, domain.FirmwareSpec{Model: s.model, Version: version,
+		URL: "https://fw.example/" + version + ".swu", SizeBytes: 10, SHA256: strings.Repeat("ab", 32), SHA1: strings.Repeat("cd", 20)})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if spec.Percentage == 0 && len(spec.Stages) == 0 {
+		spec.Percentage = 100
+	}
+	r, err := s.admin.StartRollout(s.ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: spec})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return fw, r
+}
+
+// register registers a device of the stack's model running version.
+func (s *sstack) register(name, version string) domain.DeviceID {
+	s.t.Helper()
+	id := s.model + "-" + name
+	if _, err := s.admin.RegisterDevice(s.ctx, ports.RegisterDevice{DeviceID: id, Model: s.model, CurrentVersion: version}); err != nil {
+		s.t.Fatal(err)
+	}
+	return asDeviceID(id)
+}
+
+// read is the device with its task state, as a poll's authentication reads it.
+func (s *sstack) read(id domain.DeviceID) ports.AuthenticatedDevice {
+	s.t.Helper()
+	dev, err := s.devices.IdentifyDevice(s.ctx, id)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return dev
+}
+
+// check is a REST check decided on dev (as read, perhaps a while ago).
+func (s *sstack) check(dev ports.AuthenticatedDevice, version string) ports.CheckResult {
+	s.t.Helper()
+	res, err := s.devices.Check(s.ctx, ports.CheckRequest{Device: dev, Model: s.model, CurrentVersion: version})
+	if err != nil {
+		s.t.Fatalf("check at %s: %v", version, err)
+	}
+	return res
+}
+
+// event reports a progress event on the device's task.
+func (s *sstack) event(id domain.DeviceID, task domain.UUID, eventID, status string) (ports.TaskView, error) {
+	return s.devices.ReportEvent(s.ctx, id, task, ports.EventRequest{EventID: eventID, Status: status})
+}
+
+// version is the device's stored version, once the write-behind flushed.
+func (s *sstack) version(id domain.DeviceID) string {
+	s.t.Helper()
+	s.flush()
+	d, err := s.deps.Devices.Get(s.ctx, id)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return d.CurrentVersion().String()
+}
+
+// tasks are the device's tasks, oldest first.
+func (s *sstack) tasks(id domain.DeviceID) []domain.Task {
+	s.t.Helper()
+	ts, err := s.deps.Tasks.List(s.ctx, ports.TaskFilter{DeviceID: id, Limit: 100})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return ts
+}
+
+// TestDDIPollReadBeforeSuccessNeverWritesTheOldVersionBack: a hawkBit
+// device's poll reads it (version 1.1.0, its task installing); its
+// success feedback lands; then the poll goes on with what it read. The
+// poll carries no version of its own, so what it would record is the
+// stale 1.1.0: it must not overwrite the 1.3.0 the success recorded, and
+// the next poll must not offer 1.3.0 again (bug: a new task, attempt 1).
+func TestDDIPollReadBeforeSuccessNeverWritesTheOldVersionBack(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, s *sstack) {
+		s.release("1.3.0", domain.RolloutSpec{})
+		id := s.register("ddi", "1.1.0")
+		if _, err := s.ddi.ConfigData(s.ctx, id, "merge", map[string]string{"sw_version": "1.1.0"}); err != nil {
+			t.Fatal(err)
+		}
+		s.clock.Add(time.Minute)
+		p, err := s.ddi.Poll(s.ctx, s.read(id))
+		if err != nil || p.Deployment == nil {
+			t.Fatalf("first poll: %+v, %v", p, err)
+		}
+		action := p.Deployment.Task.ActionID()
+
+		s.clock.Add(time.Minute)
+		stale := s.read(id) // a poll's authentication, before the feedback
+		if _, err := s.ddi.DeploymentFeedback(s.ctx, id, action, ports.DDIFeedback{Execution: "closed", Finished: "success"}); err != nil {
+			t.Fatal(err)
+		}
+		s.clock.Add(time.Second)
+		if _, err := s.ddi.Poll(s.ctx, stale); err != nil { // the poll goes on with its read
+			t.Fatal(err)
+		}
+		if v := s.version(id); v != "1.3.0" {
+			t.Fatalf("after a poll read before the success: version %q, want 1.3.0", v)
+		}
+		s.clock.Add(time.Minute)
+		p, err = s.ddi.Poll(s.ctx, s.read(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Deployment != nil {
+			t.Errorf("the installed image is offered again: task %s, attempt %d", p.Deployment.Task.ID(), p.Deployment.Task.Attempt())
+		}
+		if ts := s.tasks(id); len(ts) != 1 {
+			t.Errorf("%d tasks, want the one that succeeded", len(ts))
+		}
+	})
+}
+
+// TestRESTSuccessEventRecordsTheInstalledVersion: a device's succeeded
+// event stores the firmware's version as the device's, with the event, on
+// every protocol (bug: only DDI did, in a second transaction, and REST
+// not at all: a device that then polled with its old version got the
+// same image again).
+func TestRESTSuccessEventRecordsTheInstalledVersion(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, s *sstack) {
+		s.release("1.3.0", domain.RolloutSpec{})
+		id := s.register("rest", "1.1.0")
+		res := s.check(s.read(id), "1.1.0")
+		if res.Task == nil {
+			t.Fatal("no task")
+		}
+		s.clock.Add(time.Minute)
+		if _, err := s.event(id, res.Task.Task.ID(), "e-ok", "succeeded"); err != nil {
+			t.Fatal(err)
+		}
+		if v := s.version(id); v != "1.3.0" {
+			t.Errorf("after the success event: version %q, want 1.3.0", v)
+		}
+	})
+}
+
+// TestRevertedInstallIsTheNextAttemptBoundedByMaxAttempts: a device whose
+// success was recorded and that then reports its old version reverted
+// the install (event rule 7). The success is re-marked failed,
+// INSTALL_REVERTED; the image is offered again only as the next attempt,
+// and not after max_attempts (bug: a new task at attempt 1 on every
+// check, each one more success in the rollout's stats, for ever).
+func TestRevertedInstallIsTheNextAttemptBoundedByMaxAttempts(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, s *sstack) {
+		two := 2
+		_, r := s.release("1.3.0", domain.RolloutSpec{MaxAttempts: &two})
+		id := s.register("revert", "1.1.0")
+		var installed []domain.UUID
+		for attempt := 1; attempt <= 2; attempt++ {
+			s.clock.Add(time.Minute)
+			res := s.check(s.read(id), "1.1.0")
+			if res.Task == nil || res.Task.Task.Attempt() != attempt {
+				t.Fatalf("check after %d installs: %+v, want a task at attempt %d", attempt-1, res.Task, attempt)
+			}
+			s.clock.Add(time.Minute)
+			if _, err := s.event(id, res.Task.Task.ID(), "ok", "succeeded"); err != nil {
+				t.Fatal(err)
+			}
+			installed = append(installed, res.Task.Task.ID())
+		}
+		s.clock.Add(time.Minute)
+		if res := s.check(s.read(id), "1.1.0"); res.Task != nil {
+			t.Errorf("after %d reverted installs of max_attempts 2: task at attempt %d", len(installed), res.Task.Task.Attempt())
+		}
+		for _, tid := range installed {
+			got, err := s.deps.Tasks.Get(s.ctx, tid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status() != domain.TaskFailed || got.ErrorCode() != domain.CodeInstallReverted {
+				t.Errorf("task %d: %s %q, want failed %s", got.Attempt(), got.Status(), got.ErrorCode(), domain.CodeInstallReverted)
+			}
+		}
+		if ts := s.tasks(id); len(ts) != 2 {
+			t.Errorf("%d tasks, want 2", len(ts))
+		}
+		stats, err := s.deps.Tasks.RolloutStats(s.ctx, r.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stats.Succeeded != 0 || stats.Failed != 2 {
+			t.Errorf("rollout stats %+v, want 2 failed and none succeeded", stats)
+		}
+		if v := s.version(id); v != "1.1.0" {
+			t.Errorf("version %q, want the 1.1.0 the device reports", v)
+		}
+	})
+}
+
+// TestCheckReadBeforeSuccessIsNoRevert: a check that read the device
+// before its success (its task still active, its version the old one)
+// and is answered after it reports what the device ran when it asked. It
+// is not a reverted install, and writes nothing back.
+func TestCheckReadBeforeSuccessIsNoRevert(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, s *sstack) {
+		s.release("1.3.0", domain.RolloutSpec{})
+		id := s.register("stale", "1.1.0")
+		res := s.check(s.read(id), "1.1.0")
+		if res.Task == nil {
+			t.Fatal("no task")
+		}
+		s.clock.Add(time.Minute)
+		stale := s.read(id)
+		if _, err := s.event(id, res.Task.Task.ID(), "ok", "succeeded"); err != nil {
+			t.Fatal(err)
+		}
+		s.clock.Add(time.Second)
+		s.check(stale, "1.1.0")
+		if got, err := s.deps.Tasks.Get(s.ctx, res.Task.Task.ID()); err != nil || got.Status() != domain.TaskSucceeded {
+			t.Errorf("the success after a check read before it: %s %q (%v), want succeeded", got.Status(), got.ErrorCode(), err)
+		}
+		if v := s.version(id); v != "1.3.0" {
+			t.Errorf("version %q, want 1.3.0", v)
+		}
+		s.clock.Add(time.Minute)
+		if res := s.check(s.read(id), "1.3.0"); res.Task != nil {
+			t.Errorf("the installed image is offered again: attempt %d", res.Task.Task.Attempt())
+		}
+		if ts := s.tasks(id); len(ts) != 1 {
+			t.Errorf("%d tasks, want 1", len(ts))
+		}
+	})
+}
+
+// TestImplicitSuccessJudgesTheRolloutGate: a check whose device reports
+// its task's version ends the task as succeeded (check rule 3); like a
+// final event, that success judges its rollout in the same transaction
+// (rule K1's last sentence), so a stage whose gate it meets advances
+// without waiting for any other device's event.
+func TestImplicitSuccessJudgesTheRolloutGate(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, s *sstack) {
+		_, r := s.release("1.3.0", domain.RolloutSpec{Stages: []domain.StageSpec{
+			{Percentage: 50, MinFinished: 1, SuccessPercent: 100}, {Percentage: 100},
+		}})
+		var id domain.DeviceID
+		var task domain.UUID
+		for i := 0; i < 30 && task.IsZero(); i++ {
+			id = s.register(fmt.Sprintf("gate-%02d", i), "1.1.0")
+			if res := s.check(s.read(id), "1.1.0"); res.Task != nil {
+				task = res.Task.Task.ID()
+			}
+		}
+		if task.IsZero() {
+			t.Fatal("no device of 30 admitted at 50%")
+		}
+		s.clock.Add(time.Minute)
+		s.check(s.read(id), "1.3.0") // rebooted into 1.3.0, no event sent
+		if got, err := s.deps.Tasks.Get(s.ctx, task); err != nil || got.Status() != domain.TaskSucceeded {
+			t.Fatalf("the implicit success: %s (%v)", got.Status(), err)
+		}
+		got, err := s.deps.Rollouts.Get(s.ctx, r.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Stage() != 1 || got.Percentage() != 100 {
+			t.Errorf("after the stage's one success: stage %d at %d%%, want stage 1 at 100%% (the gate judged)", got.Stage(), got.Percentage())
+		}
+	})
+}
+
+// TestLateSuccessAfterTimedOutRecordsTheVersion: a device whose task the
+// service failed as TIMED_OUT (rule K1) finishes after all and sends
+// succeeded. The answer stays TASK_FINISHED (event rule 3: the task is
+// over, its attempt counted) — but the device runs the image, so its
+// version is recorded, and its next poll — a DDI poll, which carries no
+// version — is not offered the image again (it was: attempt 2).
+func TestLateSuccessAfterTimedOutRecordsTheVersion(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, s *sstack) {
+		timeout := time.Minute
+		s.release("1.3.0", domain.RolloutSpec{TaskTimeout: &timeout})
+		id := s.register("late", "1.1.0")
+		if _, err := s.ddi.ConfigData(s.ctx, id, "merge", map[string]string{"sw_version": "1.1.0"}); err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.ddi.Poll(s.ctx, s.read(id))
+		if err != nil || p.Deployment == nil {
+			t.Fatalf("first poll: %+v, %v", p, err)
+		}
+		task := p.Deployment.Task
+		s.clock.Add(2 * time.Minute)
+		if _, err := s.ddi.Poll(s.ctx, s.read(id)); err != nil { // fails the stuck task
+			t.Fatal(err)
+		}
+		if got, err := s.deps.Tasks.Get(s.ctx, task.ID()); err != nil || got.ErrorCode() != domain.CodeTimedOut {
+			t.Fatalf("the stuck task: %s %q (%v), want failed %s", got.Status(), got.ErrorCode(), err, domain.CodeTimedOut)
+		}
+		s.clock.Add(time.Second)
+		_, err = s.ddi.DeploymentFeedback(s.ctx, id, task.ActionID(), ports.DDIFeedback{Execution: "closed", Finished: "success"})
+		if !errors.Is(err, domain.ErrTaskFinished) {
+			t.Errorf("a late success: %v, want TASK_FINISHED", err)
+		}
+		if v := s.version(id); v != "1.3.0" {
+			t.Errorf("after a late success: version %q, want 1.3.0 (the device runs it)", v)
+		}
+		s.clock.Add(time.Minute)
+		if p, err := s.ddi.Poll(s.ctx, s.read(id)); err != nil || p.Deployment != nil {
+			t.Errorf("the next poll: %+v (%v), want no deployment", p.Deployment, err)
+		}
+	})
+}
+
+// TestDDIConfigDataBelowASuccessIsARevertedInstall: a hawkBit device
+// reports its version only in configData, and its polls check with the
+// stored one. A configData below the version its success recorded is a
+// reverted install (event rule 7): the success becomes a failed attempt
+// and the next poll offers the next attempt (it was: nothing ever, the
+// device left on the old image with its success counted).
+func TestDDIConfigDataBelowASuccessIsARevertedInstall(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, s *sstack) {
+		s.release("1.3.0", domain.RolloutSpec{})
+		id := s.register("ddi-revert", "1.1.0")
+		if _, err := s.ddi.ConfigData(s.ctx, id, "merge", map[string]string{"sw_version": "1.1.0"}); err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.ddi.Poll(s.ctx, s.read(id))
+		if err != nil || p.Deployment == nil {
+			t.Fatalf("first poll: %+v, %v", p, err)
+		}
+		first := p.Deployment.Task
+		s.clock.Add(time.Minute)
+		if _, err := s.ddi.DeploymentFeedback(s.ctx, id, first.ActionID(), ports.DDIFeedback{Execution: "closed", Finished: "success"}); err != nil {
+			t.Fatal(err)
+		}
+		s.clock.Add(time.Minute)
+		if _, err := s.ddi.ConfigData(s.ctx, id, "merge", map[string]string{"sw_version": "1.1.0"}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.deps.Tasks.Get(s.ctx, first.ID()); err != nil || got.ErrorCode() != domain.CodeInstallReverted {
+			t.Errorf("the contradicted success: %s %q (%v), want failed %s", got.Status(), got.ErrorCode(), err, domain.CodeInstallReverted)
+		}
+		s.clock.Add(time.Minute)
+		p, err = s.ddi.Poll(s.ctx, s.read(id))
+		if err != nil || p.Deployment == nil || p.Deployment.Task.Attempt() != 2 {
+			t.Errorf("the poll after a reverted install: %+v (%v), want the next attempt", p.Deployment, err)
+		}
+	})
+}
