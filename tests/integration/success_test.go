@@ -96,7 +96,7 @@ func newSStack(t *testing.T, deps application.Deps, actions ports.TaskActions) *
 	deps.Locker = memory.NewLocker(2*time.Second, ports.NopLockMetrics{})
 	deps.Clock, deps.IDs, deps.Metrics, deps.Limiter = clock, memory.NewUUIDs(), ports.NopMetrics{}, ports.Unlimited{}
 	devices, admin := testenv.UseCases(t, deps, time.Hour)
-	ddi, err := application.NewDDI(devices, deps.Devices, deps.Rollouts, deps.Attributes, actions, clock,
+	ddi, err := application.NewDDI(devices, deps.Devices, deps.Rollouts, deps.Attributes, actions, deps.Tasks, deps.Metrics, clock,
 		application.PollInterval(time.Hour), "sw_version")
 	if err != nil {
 		t.Fatal(err)
