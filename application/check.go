@@ -98,11 +98,6 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 		return ports.CheckResult{}, err
 	}
 	now := s.clock.Now()
-	// Stores may write this behind, in batches: the check goes on with the
-	// version the device reported, never with the stored one.
-	if err := s.devices.RecordSeen(ctx, dev, current, now); err != nil {
-		return ports.CheckResult{}, fmt.Errorf("recording check: %w", err)
-	}
 	offers, err := s.rollouts.Offers(ctx, dev.Model())
 	if err != nil {
 		return ports.CheckResult{}, fmt.Errorf("loading offers: %w", err)
@@ -126,6 +121,18 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 	plan := domain.PlanCheck(domain.CheckInput{
 		Device: dev, Reported: current, Active: active, Offers: offers, Failed: tasks.Failed, Now: now, Facts: facts, Delivery: req.Delivery,
 	})
+	// Stores may write this behind, in batches: the check goes on with the
+	// version the device reported, never with the stored one. A report
+	// below the version read may contradict a success (event rule 7, the
+	// plan's Recheck): it is recorded only once the transaction that judges
+	// it has committed, so that a check answered SERVICE_BUSY leaves the
+	// success's version for the next check to judge again, rather than
+	// hide the contradiction from it.
+	if !plan.Recheck {
+		if err := s.devices.RecordSeen(ctx, dev, current, now); err != nil {
+			return ports.CheckResult{}, fmt.Errorf("recording check: %w", err)
+		}
+	}
 	var res ports.CheckResult
 	switch {
 	case !plan.Writes():
@@ -161,6 +168,11 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 		}
 		offers = moved.offers
 		res, err = s.createOnce(ctx, dev, current, facts, req.Delivery, offers, moved.offer)
+	}
+	if err == nil && plan.Recheck {
+		if err = s.devices.RecordSeen(ctx, dev, current, now); err != nil {
+			return ports.CheckResult{}, fmt.Errorf("recording check: %w", err)
+		}
 	}
 	if err == nil && res.Task == nil {
 		res.PollAfter = plan.PollAfter(now, s.pollAfter)

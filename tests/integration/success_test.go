@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,6 +49,22 @@ type sstack struct {
 	model   string
 	// flush stores the checks a write-behind holds (a no-op in memory).
 	flush func()
+	// lock is the stack's locker; lock.busy answers every creation
+	// SERVICE_BUSY, as a Redis outage does.
+	lock *busyLocker
+}
+
+// busyLocker is a locker that refuses the lock while busy is set.
+type busyLocker struct {
+	ports.Locker
+	busy atomic.Bool
+}
+
+func (l *busyLocker) WithLock(ctx context.Context, name string, fn func(context.Context) error) error {
+	if l.busy.Load() {
+		return &ports.BusyError{}
+	}
+	return l.Locker.WithLock(ctx, name, fn)
 }
 
 // onEveryStore runs test against the memory store and against Postgres
@@ -93,7 +110,8 @@ func onEveryStore(t *testing.T, test func(t *testing.T, s *sstack)) {
 func newSStack(t *testing.T, deps application.Deps, actions ports.TaskActions) *sstack {
 	t.Helper()
 	clock := &successClock{at: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	deps.Locker = memory.NewLocker(2*time.Second, ports.NopLockMetrics{})
+	lock := &busyLocker{Locker: memory.NewLocker(2*time.Second, ports.NopLockMetrics{})}
+	deps.Locker = lock
 	deps.Clock, deps.IDs, deps.Metrics, deps.Limiter = clock, memory.NewUUIDs(), ports.NopMetrics{}, ports.Unlimited{}
 	devices, admin := testenv.UseCases(t, deps, time.Hour)
 	ddi, err := application.NewDDI(devices, deps.Devices, deps.Rollouts, deps.Attributes, actions, deps.Tasks, deps.Metrics, clock,
@@ -101,7 +119,7 @@ func newSStack(t *testing.T, deps application.Deps, actions ports.TaskActions) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &sstack{t: t, ctx: context.Background(), clock: clock, deps: deps, devices: devices, admin: admin, ddi: ddi,
+	return &sstack{t: t, ctx: context.Background(), clock: clock, deps: deps, devices: devices, admin: admin, ddi: ddi, lock: lock,
 		model: "succ-" + strings.ReplaceAll(memory.NewUUIDs().NewID().String()[:8], "-", ""), flush: func() {}}
 }
 
@@ -293,11 +311,56 @@ func TestRevertedInstallIsTheNextAttemptBoundedByMaxAttempts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if stats.Succeeded != 0 || stats.Failed != 2 {
-			t.Errorf("rollout stats %+v, want 2 failed and none succeeded", stats)
+		// Stats count devices (event rule 5): the one device, failed.
+		if stats.Succeeded != 0 || stats.Failed != 1 {
+			t.Errorf("rollout stats %+v, want the device failed and none succeeded", stats)
 		}
 		if v := s.version(id); v != "1.1.0" {
 			t.Errorf("version %q, want the 1.1.0 the device reports", v)
+		}
+	})
+}
+
+// TestBusyCheckDoesNotHideARevertedInstall: a check that reports the old
+// version after a success but is answered SERVICE_BUSY (the lock could not
+// be had, so the revert and the retry were not written) must not record
+// that version either: the next check would read the old version, see no
+// contradiction, and hand the image out again as a first attempt, the
+// success still counted. Found by the linearizability run under a Redis
+// cut.
+func TestBusyCheckDoesNotHideARevertedInstall(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, s *sstack) {
+		s.release("1.3.0", domain.RolloutSpec{})
+		id := s.register("busy-revert", "1.1.0")
+		res := s.check(s.read(id), "1.1.0")
+		s.clock.Add(time.Minute)
+		if _, err := s.event(id, res.Task.Task.ID(), "ok", "succeeded"); err != nil {
+			t.Fatal(err)
+		}
+		installed := res.Task.Task.ID()
+		s.clock.Add(time.Minute)
+		s.lock.busy.Store(true)
+		if _, err := s.devices.Check(s.ctx, ports.CheckRequest{Device: s.read(id), Model: s.model, CurrentVersion: "1.1.0"}); !errors.Is(err, domain.ErrServiceBusy) {
+			t.Fatalf("check while the lock cannot be had: %v, want SERVICE_BUSY", err)
+		}
+		if v := s.version(id); v != "1.3.0" {
+			t.Fatalf("after a busy check: version %q, want the installed 1.3.0 kept for the next check to judge", v)
+		}
+		s.lock.busy.Store(false)
+		s.clock.Add(time.Minute)
+		res = s.check(s.read(id), "1.1.0")
+		if res.Task == nil || res.Task.Task.Attempt() != 2 {
+			t.Fatalf("the check after: %+v, want the retry at attempt 2", res.Task)
+		}
+		got, err := s.deps.Tasks.Get(s.ctx, installed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status() != domain.TaskFailed || got.ErrorCode() != domain.CodeInstallReverted {
+			t.Fatalf("the contradicted success: %s %q, want failed %s", got.Status(), got.ErrorCode(), domain.CodeInstallReverted)
+		}
+		if v := s.version(id); v != "1.1.0" {
+			t.Fatalf("after the revert: version %q, want the reported 1.1.0", v)
 		}
 	})
 }
