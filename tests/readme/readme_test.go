@@ -89,7 +89,7 @@ func TestRunnableBlocksParsing(t *testing.T) {
 
 // TestReadmeRunsAsPasted runs every marked block of README.md, in order, in
 // one `bash` with errexit, nounset and pipefail: any command that fails (an
-// HTTP error answer included: the blocks use curl --fail-with-body), any
+// HTTP error answer included: the blocks' call helper fails on one), any
 // value left unset, fails the test. otad is the real binary with
 // OTA_STORE=memory on a free port; the README's API and OTA_ADMIN_TOKEN
 // defaults are overridden through the environment, as a reader could.
@@ -148,4 +148,52 @@ func TestReadmeRunsAsPasted(t *testing.T) {
 		t.Fatalf("the README's blocks stopped short; their output:\n%s", out)
 	}
 	t.Logf("the README's blocks printed:\n%s", out)
+}
+
+// TestReadmeWithAWrongTokenStopsWithOneClearError pastes the blocks as an
+// operator would into an interactive shell (no errexit) with a wrong admin
+// token: the first answer, 401, is said once with the server's code and a
+// hint about the token, and nothing after it prints curl errors, nulls or
+// falses.
+func TestReadmeWithAWrongTokenStopsWithOneClearError(t *testing.T) {
+	for _, tool := range []string{"bash", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testenv.Skip(t, tool, fmt.Sprintf("the README's blocks need %s, which is not installed (apt-get install -y %s)", tool, tool))
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := runnableBlocks(string(raw))
+	if err != nil {
+		t.Fatalf("README.md: %v", err)
+	}
+	o := testenv.StartOtad(t, testenv.OtadConfig{
+		Name:        "readme-wrong-token",
+		DatabaseURL: "postgres://unused@127.0.0.1:1/unused?sslmode=disable", // OTA_STORE=memory: never dialled
+		RedisURL:    "redis://127.0.0.1:1/0",
+		AdminToken:  "readme-test-admin-token-0123456789",
+		Env:         map[string]string{"OTA_STORE": "memory"},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", strings.Join(blocks, "\n"))
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "API="+o.URL+"/api/v1", "OTA_ADMIN_TOKEN=not-the-admin-token-at-all")
+	out, _ := cmd.CombinedOutput()
+	var stopped []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "stopped:") {
+			stopped = append(stopped, line)
+		}
+	}
+	if len(stopped) != 1 || !strings.Contains(stopped[0], "HTTP 401 UNAUTHORIZED") || !strings.Contains(stopped[0], "OTA_ADMIN_TOKEN") {
+		t.Fatalf("want one line saying the admin token was refused; the blocks printed:\n%s", out)
+	}
+	for _, noise := range []string{"null", "false", "curl:", "parse error"} {
+		if strings.Contains(string(out), noise) {
+			t.Errorf("after the first error the blocks printed %q:\n%s", noise, out)
+		}
+	}
 }
