@@ -359,11 +359,6 @@ func (r Rollout) Status() RolloutStatus { return r.status }
 // PausedReason is manual or auto while paused, zero otherwise.
 func (r Rollout) PausedReason() PausedReason { return r.pausedReason }
 
-// Admits reports whether this rollout offers its firmware to the device now.
-func (r Rollout) Admits(deviceID string) bool {
-	return r.status == RolloutActive && Bucket(r.id.String(), deviceID) < r.percentage
-}
-
 // SetPercentage widens or narrows the rollout. Tasks already created stay;
 // devices admitted at a lower percentage stay admitted at a higher one.
 func (r *Rollout) SetPercentage(p int, now time.Time) error {
