@@ -399,7 +399,7 @@ func (s *Mender) Status(ctx context.Context, deviceID domain.DeviceID, taskID do
 	if err != nil {
 		return err
 	}
-	final := ev.Status == domain.TaskSucceeded.String() || ev.Status == domain.TaskFailed.String()
+	final := endsTask(ev.Status)
 	if !final {
 		if v.Task, err = s.stopBeforeInstall(ctx, v); err != nil {
 			return err
