@@ -517,13 +517,12 @@ func (s *Mender) Accept(ctx context.Context, requestID domain.UUID, req ports.Ac
 		if err != nil {
 			return domain.Device{}, err
 		}
-		_, hash, err := domain.NewDeviceToken()
+		// Its token is never shown: a Mender device authenticates by key.
+		creds, err := newDevice(r.DeviceID(), m, "", now)
 		if err != nil {
-			return domain.Device{}, fmt.Errorf("making device token: %w", err)
-		}
-		if dev, err = domain.NewDevice(r.DeviceID(), m, "", hash, now); err != nil {
 			return domain.Device{}, err
 		}
+		dev = creds.Device
 		newDev = &dev
 	case err != nil:
 		return domain.Device{}, fmt.Errorf("loading device: %w", err)
