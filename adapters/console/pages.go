@@ -291,7 +291,8 @@ func (c *Console) tryStart(r *http.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if req.Spec.NoPercentage = pct == nil; pct != nil {
+	req.Spec.NoPercentage = pct == nil
+	if pct != nil {
 		req.Spec.Percentage = *pct
 	}
 	if req.Spec.MaxAttempts, err = formInt(r, "max_attempts"); err != nil {
