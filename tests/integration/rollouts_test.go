@@ -28,7 +28,7 @@ import (
 	"github.com/ai-device/ota/tests/testenv"
 )
 
-// Issue 12 over HTTP: several replicas, each on the serving wiring (the
+// Hands-off rollouts (docs/DOMAIN.md) over HTTP: several replicas, each on the serving wiring (the
 // catalog cache invalidated by LISTEN/NOTIFY, checks written behind, its own
 // Redis lock client), sharing one Postgres database and one injectable
 // clock, and a simulated fleet that polls, installs and reports.
