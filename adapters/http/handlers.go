@@ -42,7 +42,7 @@ type startRolloutBody struct {
 	MaxAttempts             *int    `json:"max_attempts"`
 	FailureThresholdPercent *int    `json:"failure_threshold_percent"`
 	MinSample               *int    `json:"min_sample"`
-	// Issue 12 (targeting_handlers.go).
+	// Hands-off rollouts (targeting_handlers.go).
 	Selector           *selectorBody `json:"selector"`
 	Stages             []stageBody   `json:"stages"`
 	StartsAt           *string       `json:"starts_at"`
@@ -189,7 +189,7 @@ func (s *server) startRollout(c echo.Context) error {
 		return err
 	}
 	// The firmware id comes in the body: parsed here, once. A malformed
-	// one names no firmware, and PRODUCT.md answers an unknown firmware
+	// one names no firmware, and docs/ERRORS.md answers an unknown firmware
 	// with NOT_FOUND, so it is that, not a validation error.
 	fwID, err := domain.ParseUUID("firmware_id", *b.FirmwareID)
 	if err != nil {
