@@ -113,6 +113,8 @@ func consolePagesAgreeWithTheAPI(t *testing.T, base, token, model, device string
 	var fleet struct {
 		Items []struct {
 			Devices       int     `json:"devices"`
+			PolledHour    int     `json:"polled_last_hour"`
+			PolledDay     int     `json:"polled_last_day"`
 			NewestVersion *string `json:"newest_version"`
 			OnNewest      int     `json:"on_newest"`
 			Versions      []struct {
@@ -209,6 +211,11 @@ func consolePagesAgreeWithTheAPI(t *testing.T, base, token, model, device string
 	if got := card.Stats["Devices"]; got != strconv.Itoa(want.Devices) {
 		t.Errorf("fleet page: %s devices, the API %d", got, want.Devices)
 	}
+	for label, n := range map[string]int{"Polled last hour": want.PolledHour, "Polled last day": want.PolledDay} {
+		if got := card.Stats[label]; got != strconv.Itoa(n) {
+			t.Errorf("fleet page: %s %q, the API %d", label, got, n)
+		}
+	}
 	newestLabel := "On newest (" + *want.NewestVersion + ")"
 	if got, share := card.Stats[newestLabel], fmt.Sprintf("%.0f%%", 100*float64(want.OnNewest)/float64(want.Devices)); got != share {
 		t.Errorf("fleet page: %q on newest is %q, the API's %d of %d is %s (figures: %v)", newestLabel, got, want.OnNewest, want.Devices, share, card.Stats)
@@ -302,6 +309,8 @@ func consolePagesAgreeWithTheAPI(t *testing.T, base, token, model, device string
 		)
 		if got := textAt(t, b, "#current-version"); got != *d.CurrentVersion {
 			t.Errorf("device %s page: on %q, the API %q", id, got, *d.CurrentVersion)
+		} else if chart[got] == "" {
+			t.Errorf("device %s page: on %s, a version the fleet chart does not count (%v)", id, got, chart)
 		}
 		active, wantActive := textAt(t, b, "#active-revoked"), ""
 		if d.ActiveTask != nil && d.ActiveTask.Firmware.Version == "1.2.0" {
