@@ -133,7 +133,7 @@ clean-test-dbs:
 	    && { echo "dropped $$db"; n=$$((n+1)); } || echo "kept $$db (in use)"; \
 	done; echo "dropped $$n test databases"
 
-# ---- make bench: issue 8's measurement (tests/bench/bench.sh) --------------
+# ---- make bench: the check path measured from outside (tests/bench/bench.sh)
 # Not part of `make test` (a smoke run of the script is, in ./tests/bench).
 # Takes ~3 minutes plus, the first time, seeding 1M devices; BENCH_*
 # variables tune it (see the script's header), e.g. BENCH_RUNS=1, and OTA_*

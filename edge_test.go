@@ -336,7 +336,7 @@ func TestOperatorBodiesRefuseUnknownFields(t *testing.T) {
 				t.Fatalf("only %d operator operations with a JSON body in the document", probed)
 			}
 
-			// The typos of the issue, in bodies otherwise valid.
+			// Typos an operator makes, in bodies otherwise valid.
 			rollout := func(extra map[string]any) []byte {
 				m := map[string]any{"firmware_id": fwID, "percentage": 10}
 				maps.Copy(m, extra)

@@ -218,6 +218,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		if err != nil {
 			return err
 		}
+		warnDefaults(logger, cfg, getenv)
 		return app.Serve(ctx, ln)
 	}
 
@@ -250,7 +251,27 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("%w (OTA_DATABASE_URL); %s", err, memoryHint)
 	}
 	defer cleanup()
+	warnDefaults(logger, cfg, getenv)
 	return app.Serve(ctx, ln)
+}
+
+// warnDefaults says, once the service is assembled, which defaults only
+// suit a development machine.
+func warnDefaults(logger *slog.Logger, cfg bootstrap.Config, getenv func(string) string) {
+	if msg := publicURLWarning(cfg, getenv); msg != "" {
+		logger.Warn(msg)
+	}
+}
+
+// publicURLWarning is the warning for an unset OTA_PUBLIC_URL: the DDI
+// links then name this host as OTA_HTTP_ADDR does, which agents elsewhere
+// cannot follow ("" when it is set).
+func publicURLWarning(cfg bootstrap.Config, getenv func(string) string) string {
+	if strings.TrimSpace(getenv("OTA_PUBLIC_URL")) != "" {
+		return ""
+	}
+	return "OTA_PUBLIC_URL is not set: DDI links start with " + cfg.PublicURL +
+		", which only agents on this host can follow. Harmless in development; set it to the URL devices reach in production"
 }
 
 // databaseName is the database part of a Postgres URL (never its password).

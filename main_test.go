@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ai-device/ota/bootstrap"
+
 	// The driver registers itself as "postgres".
 	_ "github.com/lib/pq"
 )
@@ -359,5 +361,19 @@ func TestCreateDBSaysSo(t *testing.T) {
 	}
 	if out := serve(); strings.Contains(out, "created the database") {
 		t.Fatalf("second start claims to have created the database again:\n%s", out)
+	}
+}
+
+// An unset OTA_PUBLIC_URL is said at start, naming the links it makes;
+// a set one says nothing.
+func TestPublicURLWarning(t *testing.T) {
+	cfg := bootstrap.Config{PublicURL: "http://localhost:8080"}
+	msg := publicURLWarning(cfg, func(string) string { return "" })
+	if !strings.Contains(msg, "OTA_PUBLIC_URL is not set") || !strings.Contains(msg, "http://localhost:8080") {
+		t.Fatalf("unset: %q", msg)
+	}
+	set := map[string]string{"OTA_PUBLIC_URL": "https://ota.example.com"}
+	if msg := publicURLWarning(cfg, func(k string) string { return set[k] }); msg != "" {
+		t.Fatalf("set: %q", msg)
 	}
 }

@@ -29,7 +29,7 @@ func NewRolloutAdmin(firmwares ports.FirmwareRepository, rollouts ports.RolloutR
 
 // StartRollout starts an active rollout of a released firmware. The
 // firmware id is read here, once for every edge: a missing one is
-// VALIDATION_FAILED; a malformed one names no firmware, and PRODUCT.md
+// VALIDATION_FAILED; a malformed one names no firmware, and docs/ERRORS.md
 // answers an unknown firmware with NOT_FOUND, so it is that.
 func (s *RolloutAdmin) StartRollout(ctx context.Context, req ports.StartRollout) (domain.Rollout, error) {
 	if req.FirmwareID == "" {

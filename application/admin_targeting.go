@@ -20,7 +20,7 @@ const (
 )
 
 // TargetingAdmin tags devices and lists them by tags and attributes
-// (issue 12): what rollout selectors are written against.
+// (docs/DOMAIN.md, rules T1–T2): what rollout selectors are written against.
 type TargetingAdmin struct {
 	directory ports.DeviceDirectory
 	attrs     ports.DeviceAttributes

@@ -12,7 +12,7 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
-// Task listing bounds from the product contract.
+// Task listing bounds, as adapters/http/openapi.yaml documents them.
 const (
 	defaultTaskLimit = 50
 	maxTaskLimit     = 500

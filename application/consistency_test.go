@@ -27,7 +27,7 @@ func (h hangUpAfterEvent) ApplyEvent(ctx context.Context, taskID domain.UUID, ev
 	return t, err
 }
 
-// Issue 9, hole 1: the final event that reaches the failure threshold is
+// The final event that reaches the failure threshold is
 // stored, then the device hangs up. The rollout must be paused all the
 // same, and the device's retry of the same event (a replay) must find it
 // paused — an evaluation run after the commit on the request's context
@@ -86,7 +86,7 @@ func (l revokeInTheWindow) WithLock(ctx context.Context, name string, fn func(co
 	return l.Locker.WithLock(ctx, name, fn)
 }
 
-// Issue 9, hole 2: a firmware revoked after the check chose it and before
+// A firmware revoked after the check chose it and before
 // the task is inserted is not handed out: the check plans again as if it
 // had never been offered, and hands out the lower offer under that
 // firmware's own lock, in the same poll. No task exists for the revoked
@@ -139,7 +139,7 @@ func TestRevokeBetweenPlanAndInsertCreatesNoTask(t *testing.T) {
 	}
 }
 
-// Issue 9, smaller: the attempt number is computed from what the locked
+// The attempt number is computed from what the locked
 // transaction reads, not from the snapshot the check started with.
 func TestAttemptComesFromTheLockedRead(t *testing.T) {
 	t.Parallel()
@@ -157,7 +157,7 @@ func TestAttemptComesFromTheLockedRead(t *testing.T) {
 	}
 }
 
-// Issue 9, hole 5: a well-formed cursor holding a time far outside the
+// A well-formed cursor holding a time far outside the
 // timestamps any store keeps is a validation error, never an internal one.
 func TestForgedCursorIsAValidationError(t *testing.T) {
 	t.Parallel()
@@ -199,7 +199,7 @@ func (g *gateLocker) WithLock(ctx context.Context, name string, fn func(context.
 	return g.Locker.WithLock(ctx, name, fn)
 }
 
-// Issue 9, smaller: two polls of one device for one firmware that report
+// Two polls of one device for one firmware that report
 // different versions are planned each on its own version — they do not
 // share one in-process flight (whose answer was computed for the other
 // version).
@@ -257,7 +257,7 @@ func (s staleOffers) Offers(ctx context.Context, model string) ([]domain.Offer, 
 	return out, err
 }
 
-// Issue 9, smaller: a replica whose catalog lags behind never supersedes a
+// A replica whose catalog lags behind never supersedes a
 // pending task with a lower version; it hands the pending task out.
 func TestStaleCatalogNeverSupersedesWithALowerVersion(t *testing.T) {
 	t.Parallel()

@@ -37,7 +37,7 @@ type Deps struct {
 	// events (ports.Unlimited turns limits off).
 	Limiter ports.RateLimiter
 	// Attributes and Directory hold what devices report and the
-	// operators' tags (issue 12). They are optional here, for callers
+	// operators' tags (docs/DOMAIN.md, rule T2). They are optional here, for callers
 	// that predate them: without them a check reporting attributes and
 	// the tag and device-listing use cases fail with errNoTargetingStore.
 	// The served wiring always provides both.

@@ -112,8 +112,8 @@ func watchedUseCases(t *testing.T) (*application.Devices, *application.Admin, *s
 }
 
 // An id an edge could not parse arrives as the zero id (an edge that must
-// judge a body first hands it on): the use cases answer it as the product
-// contract says — NOT_FOUND for an id in a path, VALIDATION_FAILED for one
+// judge a body first hands it on): the use cases answer it as
+// docs/ARCHITECTURE.md ("Ids are parsed once") says — NOT_FOUND for an id in a path, VALIDATION_FAILED for one
 // in a body or a query — and never ask a store.
 func TestMalformedIDsNeverReachAStore(t *testing.T) {
 	t.Parallel()

@@ -87,3 +87,27 @@ func TestMenderQueueFullIsCountedAndLogged(t *testing.T) {
 		t.Fatalf("%d log lines for 3 dropped requests in a minute, want 1:\n%s", n, logs.String())
 	}
 }
+
+// Without OTA_MENDER_TOKEN_SECRET the warning says what it costs and that
+// one process in development need not care: `make run` shows it to every
+// newcomer.
+func TestMenderTokenSecretWarningSaysWhenItMatters(t *testing.T) {
+	cfg, err := bootstrap.LoadConfig(env(map[string]string{"OTA_ADMIN_TOKEN": "0123456789abcdef"}), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	if _, err := bootstrap.MenderConfigFrom(cfg, slog.New(slog.NewTextHandler(&log, nil))); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"OTA_MENDER_TOKEN_SECRET is not set", "Harmless for one process in development", "every replica in production"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("warning %q lacks %q", log.String(), want)
+		}
+	}
+	cfg.Mender.TokenSecret = strings.Repeat("s", 32)
+	log.Reset()
+	if _, err := bootstrap.MenderConfigFrom(cfg, slog.New(slog.NewTextHandler(&log, nil))); err != nil || log.Len() != 0 {
+		t.Fatalf("with a secret: %v, log %q", err, log.String())
+	}
+}

@@ -332,7 +332,7 @@ func TestPlanCheck(t *testing.T) {
 		{name: "keep started", reported: "1.0.0", offers: []string{"1.3.0"},
 			active: func(f *planFixture) *domain.ActiveTask { return f.active("1.1.0", domain.TaskDownloading) },
 			action: domain.CheckKeep, task: "task-1.1.0"},
-		// Issue 9: a stale view of the offers never replaces a pending task by a lower version.
+		// A stale view of the offers never replaces a pending task by a lower version.
 		{name: "pending higher never superseded by lower", reported: "1.0.0", offers: []string{"1.2.0"},
 			active: func(f *planFixture) *domain.ActiveTask { return f.active("1.3.0", domain.TaskPending) },
 			action: domain.CheckKeep, task: "task-1.3.0"},

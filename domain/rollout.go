@@ -184,7 +184,8 @@ func NewRollout(id UUID, fw Firmware, spec RolloutSpec, now time.Time) (Rollout,
 	return r, nil
 }
 
-// applyPolicy validates and sets what issue 12 added to a rollout.
+// applyPolicy validates and sets what a hands-off rollout adds to its
+// percentage (docs/DOMAIN.md, "Hands-off rollouts").
 func (r *Rollout) applyPolicy(spec RolloutSpec, now time.Time) error {
 	var err error
 	if r.selector, err = NewSelector(spec.Selector); err != nil {

@@ -1,4 +1,4 @@
--- Issue 12: hands-off rollouts.
+-- Hands-off rollouts (docs/DOMAIN.md, "Hands-off rollouts").
 --
 -- devices.tags are the operators' labels, read by every check with the rest
 -- of the device (the check view's one statement) and matched by rollout

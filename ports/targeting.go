@@ -7,7 +7,7 @@ import (
 	"github.com/ai-device/ota/domain"
 )
 
-// DeviceFilter selects devices for the admin listing (issue 12): every
+// DeviceFilter selects devices for the admin listing (GET /admin/devices): every
 // given condition must hold. Empty fields match all.
 type DeviceFilter struct {
 	Model string

@@ -12,7 +12,7 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
-// Issue 12's request bodies: what a rollout may add to its percentage, and
+// Hands-off rollouts' request bodies: what a rollout may add to its percentage, and
 // the operators' tags.
 
 type selectorBody struct {
@@ -61,7 +61,7 @@ func seconds(field string, p *int64) (*time.Duration, error) {
 	return &d, nil
 }
 
-// policySpec adds the issue 12 fields of a start-rollout body to spec.
+// policySpec adds the hands-off fields of a start-rollout body to spec.
 func (b startRolloutBody) policySpec(spec *domain.RolloutSpec) error {
 	if b.Selector != nil {
 		if v := b.Selector.Versions; v != nil && *v == "" {
@@ -225,7 +225,7 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-// addPolicy fills the issue 12 fields of a rollout view.
+// addPolicy fills the hands-off fields of a rollout view.
 func addPolicy(out *rolloutView, rec domain.RolloutRecord) {
 	attrs := rec.Selector.Attributes
 	if attrs == nil {

@@ -148,7 +148,7 @@ type rolloutView struct {
 	CreatedAt               string         `json:"created_at"`
 	UpdatedAt               string         `json:"updated_at"`
 	Stats                   *taskStatsView `json:"stats,omitempty"`
-	// Issue 12 (targeting_handlers.go).
+	// Hands-off rollouts (targeting_handlers.go).
 	Selector           selectorView     `json:"selector"`
 	Stages             []stageView      `json:"stages"`
 	Stage              *int             `json:"stage"`

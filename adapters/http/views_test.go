@@ -62,7 +62,7 @@ func wantRollout() map[string]any {
 	})
 }
 
-// withPlainPolicy adds what issue 12 shows of a rollout without selector,
+// withPlainPolicy adds what a view shows of a rollout without selector,
 // stages, schedule or rollback: empty, null, and the default task timeout.
 func withPlainPolicy(m map[string]any) map[string]any {
 	m["selector"] = map[string]any{"tags_all": []any{}, "tags_any": []any{}, "attributes": map[string]any{}, "versions": nil}

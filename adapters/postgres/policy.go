@@ -8,7 +8,7 @@ import (
 	"github.com/ai-device/ota/domain"
 )
 
-// policyDoc is the rollouts.policy jsonb document: what issue 12 added to
+// policyDoc is the rollouts.policy jsonb document: what a hands-off rollout adds to
 // a rollout, in storage form. Empty fields are left out, so a plain
 // rollout stores '{}'.
 type policyDoc struct {

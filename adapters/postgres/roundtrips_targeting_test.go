@@ -10,7 +10,7 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
-// TestTargetedCheckRoundTrips shows that issue 12's rules add no round trip
+// TestTargetedCheckRoundTrips shows that hands-off rollouts' rules add no round trip
 // to a cold poll on the serving wiring: with a rollout carrying a selector
 // (tags, attribute, version range), a plan of stages and a window, a device
 // with tags and stored attributes still costs one round trip (its tags and

@@ -110,7 +110,7 @@ func TestKeysOfALockLandOnDistinctMasters(t *testing.T) {
 	}
 
 	// Without the tag, CRC16's linearity decides by the name's length alone:
-	// this is the layout rueidislock gives plain names (issue 9 item 3).
+	// this is the layout rueidislock gives plain names.
 	for _, l := range []int{8, 12, 32, 64} {
 		spread := 0
 		names := deviceIDShapes(200)[strconv.Itoa(l)+" chars"]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tests/bench/bench.sh (make bench): issue 8's throughput measurement, from
-# outside, repeatable.
+# tests/bench/bench.sh (make bench): the check path's throughput, measured
+# from outside, repeatable (docs/BENCHMARKS.md).
 #
 # On a database of BENCH_DEVICES devices (two fleets of half each: "bnu",
 # where nothing is offered, and "bru", where every device already holds its
@@ -347,7 +347,7 @@ cpu=$(lscpu 2>/dev/null | awk -F: '/Model name/ { gsub(/^ +/, "", $2); print $2;
     fi
   done
   echo
-  echo "Targets (issue 8): ≥ 15,000 checks/s and ≥ 0.45 × pgbench tps per scenario; open-loop p99 ≤ 10 ms."
+  echo "Targets: ≥ 15,000 checks/s and ≥ 0.45 × pgbench tps per scenario; open-loop p99 ≤ 10 ms."
   echo "$OUTCOME_LINE."
   echo
   echo "| scenario | run | load | checks/s | pgbench tps | ratio | wrk p99 | otad CPU µs/check | otad write(2)/check | devices polled twice |"

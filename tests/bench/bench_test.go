@@ -1,5 +1,6 @@
-// Package bench holds `make bench` (bench.sh, seed.sql, check.lua): issue
-// 8's throughput measurement with wrk beside pgbench. This test runs the
+// Package bench holds `make bench` (bench.sh, seed.sql, check.lua): the
+// check path's throughput measured with wrk beside pgbench
+// (docs/BENCHMARKS.md). This test runs the
 // whole script with tiny numbers, so that the script keeps working; the
 // measurement itself is never part of `go test`.
 package bench

@@ -421,7 +421,7 @@ func TestCapacityModelAt1M(t *testing.T) {
 
 // pgbench measures, on the same private server, what one `pgbench -N`
 // transaction (BEGIN; UPDATE; SELECT; INSERT; END) costs Postgres, the
-// yardstick issue 15 sets creations against.
+// yardstick docs/SCALING.md sets creations against.
 func (m *meter) pgbench(primaryURL string) {
 	t := m.t
 	t.Helper()

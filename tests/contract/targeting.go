@@ -11,7 +11,7 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
-// TargetingRepos is one adapter's storage ports with what issue 12 adds:
+// TargetingRepos is one adapter's storage ports with what hands-off rollouts add:
 // device tags and listing, beside the attributes the check reads.
 type TargetingRepos struct {
 	Repos
@@ -19,7 +19,7 @@ type TargetingRepos struct {
 	Directory  ports.DeviceDirectory
 }
 
-// RunTargetingStores runs the contract of issue 12's storage: a rollout's
+// RunTargetingStores runs the contract of hands-off rollouts' storage: a rollout's
 // policy round-trips through Create, Get, Offers and Update; tags are
 // changed all or nothing; the check view carries tags and attributes; the
 // device listing filters and pages; stage counts count from a time.

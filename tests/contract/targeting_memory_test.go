@@ -8,7 +8,7 @@ import (
 )
 
 // TestMemoryTargetingStores holds the in-process tag directory, rollout
-// policy storage and check view facts to issue 12's storage contract.
+// policy storage and check view facts to the targeting storage contract.
 func TestMemoryTargetingStores(t *testing.T) {
 	store := memory.NewStore()
 	contract.RunTargetingStores(t, func(*testing.T) contract.TargetingRepos {

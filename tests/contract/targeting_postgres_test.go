@@ -9,7 +9,7 @@ import (
 )
 
 // TestPostgresTargetingStores holds the Postgres tag directory, rollout
-// policy column and check view (migration 00040) to issue 12's contract.
+// policy column and check view (migration 00040) to the targeting contract.
 func TestPostgresTargetingStores(t *testing.T) {
 	contract.RunTargetingStores(t, func(t *testing.T) contract.TargetingRepos {
 		db, _ := testenv.PostgresDB(t)

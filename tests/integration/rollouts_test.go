@@ -28,7 +28,7 @@ import (
 	"github.com/ai-device/ota/tests/testenv"
 )
 
-// Issue 12 over HTTP: several replicas, each on the serving wiring (the
+// Hands-off rollouts (docs/DOMAIN.md) over HTTP: several replicas, each on the serving wiring (the
 // catalog cache invalidated by LISTEN/NOTIFY, checks written behind, its own
 // Redis lock client), sharing one Postgres database and one injectable
 // clock, and a simulated fleet that polls, installs and reports.
@@ -268,7 +268,7 @@ func (f *fleet) on(version string) int {
 	return n
 }
 
-// fleetSize is 1,000 devices, or OTA_ROLLOUT_FLEET (the issue asks for
+// fleetSize is 1,000 devices, or OTA_ROLLOUT_FLEET (the full-size run is
 // 10,000: OTA_ROLLOUT_FLEET=10000; on a shared 2-core machine each round
 // of 10,000 polls and their events takes tens of seconds, too long for
 // every make test).

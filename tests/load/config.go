@@ -40,7 +40,7 @@ type config struct {
 	FailRate       float64
 	RolloutPercent int
 	// Stages, when given, make -publish start a hands-off rollout of these
-	// percentages (issue 12), each gate StageMinFinished finished tasks of
+	// percentages (docs/DOMAIN.md, rules G1–G3), each gate StageMinFinished finished tasks of
 	// the stage, 95% of them succeeded.
 	Stages           []int
 	StageMinFinished int

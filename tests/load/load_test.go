@@ -265,7 +265,7 @@ func TestSimulatorSmoke(t *testing.T) {
 	})
 
 	t.Run("staged", func(t *testing.T) {
-		// Issue 12: a 10% → 100% plan widens by itself as walked devices
+		// A staged 10% → 100% plan widens by itself as walked devices
 		// succeed, with no operator call.
 		cfg := base
 		cfg.Model, cfg.Devices, cfg.Seed, cfg.Publish, cfg.FailRate = "smoke-staged", 100, true, true, 0

@@ -93,6 +93,8 @@ func TestRunnableBlocksParsing(t *testing.T) {
 // value left unset, fails the test. otad is the real binary with
 // OTA_STORE=memory on a free port; the README's API and OTA_ADMIN_TOKEN
 // defaults are overridden through the environment, as a reader could.
+// Then the console of that same otad is read in a browser: its pages must
+// agree with the API on the state the blocks left (issue 20).
 func TestReadmeRunsAsPasted(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "jq"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -130,7 +132,7 @@ func TestReadmeRunsAsPasted(t *testing.T) {
 		blocks[i], e = instrument(b, len(exps))
 		exps = append(exps, e...)
 	}
-	script := "set -euo pipefail\n" + strings.Join(blocks, "\n")
+	script := "set -euo pipefail\n" + strings.Join(blocks, "\n") + "\n" + stateLine + "\n"
 	ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", script)
@@ -148,6 +150,15 @@ func TestReadmeRunsAsPasted(t *testing.T) {
 		t.Fatalf("the README's blocks stopped short; their output:\n%s", out)
 	}
 	t.Logf("the README's blocks printed:\n%s", out)
+
+	// The same otad, as the blocks left it, read in a browser.
+	model, device, ok := readmeState(string(raw))
+	if !ok {
+		t.Fatalf("the README's blocks did not print their ids (%s); their output:\n%s", stateMark, out)
+	}
+	t.Run("ConsolePagesAgreeWithTheAPIInABrowser", func(t *testing.T) {
+		consolePagesAgreeWithTheAPI(t, o.URL, token, model, device)
+	})
 }
 
 // TestReadmeWithAWrongTokenStopsWithOneClearError pastes the blocks as an
