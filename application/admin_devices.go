@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -30,20 +31,40 @@ func NewDeviceAdmin(devices ports.DeviceRepository, tasks ports.TaskRepository, 
 // and cannot be shown again. The id comes in the request body, so it is
 // parsed here, with the other fields: a bad one is VALIDATION_FAILED.
 func (s *DeviceAdmin) RegisterDevice(ctx context.Context, req ports.RegisterDevice) (ports.DeviceCredentials, error) {
-	token, hash, err := domain.NewDeviceToken()
+	creds, err := registration(req, s.clock.Now())
 	if err != nil {
-		return ports.DeviceCredentials{}, fmt.Errorf("making device token: %w", err)
+		return ports.DeviceCredentials{}, err
 	}
+	if err := s.devices.Create(ctx, creds.Device); err != nil {
+		return ports.DeviceCredentials{}, fmt.Errorf("registering device: %w", err)
+	}
+	return creds, nil
+}
+
+// registration reads an operator's registration request: the id by the
+// device id rule (a bad one is VALIDATION_FAILED, with the other fields),
+// then newDevice. The admin API, the console and Mender's preauthorize all
+// register through it.
+func registration(req ports.RegisterDevice, now time.Time) (ports.DeviceCredentials, error) {
 	id, err := domain.ParseDeviceID(req.DeviceID)
 	if err != nil {
 		return ports.DeviceCredentials{}, err
 	}
-	dev, err := domain.NewDevice(id, req.Model, req.CurrentVersion, hash, s.clock.Now())
+	return newDevice(id, req.Model, req.CurrentVersion, now)
+}
+
+// newDevice is the one way a device comes to be: domain.NewDevice judges
+// it, with a fresh token whose hash alone is kept (the token is shown
+// once, to whoever registered it). Every registration — an operator's, or
+// an accepted Mender request's — makes its device here.
+func newDevice(id domain.DeviceID, model, version string, now time.Time) (ports.DeviceCredentials, error) {
+	token, hash, err := domain.NewDeviceToken()
+	if err != nil {
+		return ports.DeviceCredentials{}, fmt.Errorf("making device token: %w", err)
+	}
+	dev, err := domain.NewDevice(id, model, version, hash, now)
 	if err != nil {
 		return ports.DeviceCredentials{}, err
-	}
-	if err := s.devices.Create(ctx, dev); err != nil {
-		return ports.DeviceCredentials{}, fmt.Errorf("registering device: %w", err)
 	}
 	return ports.DeviceCredentials{Device: dev, Token: token}, nil
 }

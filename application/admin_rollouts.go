@@ -27,9 +27,19 @@ func NewRolloutAdmin(firmwares ports.FirmwareRepository, rollouts ports.RolloutR
 	return &RolloutAdmin{firmwares: firmwares, rollouts: rollouts, tasks: tasks, clock: clock, ids: ids}, nil
 }
 
-// StartRollout starts an active rollout of a released firmware.
+// StartRollout starts an active rollout of a released firmware. The
+// firmware id is read here, once for every edge: a missing one is
+// VALIDATION_FAILED; a malformed one names no firmware, and docs/ERRORS.md
+// answers an unknown firmware with NOT_FOUND, so it is that.
 func (s *RolloutAdmin) StartRollout(ctx context.Context, req ports.StartRollout) (domain.Rollout, error) {
-	fw, err := s.firmwares.Get(ctx, req.FirmwareID)
+	if req.FirmwareID == "" {
+		return domain.Rollout{}, &domain.ValidationError{Field: "firmware_id", Reason: "is required"}
+	}
+	fwID, err := domain.ParseUUID("firmware_id", req.FirmwareID)
+	if err != nil {
+		return domain.Rollout{}, fmt.Errorf("firmware %.64q: %w", req.FirmwareID, domain.ErrNotFound)
+	}
+	fw, err := s.firmwares.Get(ctx, fwID)
 	if err != nil {
 		return domain.Rollout{}, fmt.Errorf("loading firmware: %w", err)
 	}

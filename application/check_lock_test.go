@@ -85,7 +85,7 @@ func TestCheckWhosePlanMovedCreatesUnderTheNewFirmwaresLock(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID(),
+				if _, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID().String(),
 					Spec: domain.RolloutSpec{Percentage: 100, MaxAttempts: intp(maxAttempts)}}); err != nil {
 					t.Fatal(err)
 				}

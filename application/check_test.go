@@ -166,7 +166,7 @@ func TestRevokeCancelsPendingAtNextCheck(t *testing.T) {
 	if res := e.check(started, "1.0.0"); res.Task == nil || res.Task.Task.ID() != ts.ID() {
 		t.Fatalf("a started task finishes despite revocation, got %+v", res)
 	}
-	if _, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: domain.RolloutSpec{Percentage: 10}}); !errors.Is(err, domain.ErrFirmwareRevoked) {
+	if _, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 10}}); !errors.Is(err, domain.ErrFirmwareRevoked) {
 		t.Fatalf("rollout of revoked firmware: %v", err)
 	}
 	if newcomer := e.device("1.0.0"); e.check(newcomer, "1.0.0").Task != nil {

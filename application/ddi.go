@@ -211,7 +211,7 @@ func (s *DDI) DeploymentFeedback(ctx context.Context, deviceID domain.DeviceID, 
 	if err != nil || !apply {
 		return before, err
 	}
-	final := ev.Status == domain.TaskSucceeded.String() || ev.Status == domain.TaskFailed.String()
+	final := endsTask(ev.Status)
 	if !final {
 		// Progress on a task withdrawn before its device began installing
 		// stops it rather than moving it on (as deploymentBase does); the

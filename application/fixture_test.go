@@ -69,7 +69,7 @@ func (e *env) rollout(fw domain.Firmware, pct int, mutate ...func(*domain.Rollou
 	for _, m := range mutate {
 		m(&spec)
 	}
-	r, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: spec})
+	r, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: spec})
 	if err != nil {
 		e.t.Fatalf("start rollout: %v", err)
 	}

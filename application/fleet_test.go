@@ -136,12 +136,12 @@ func TestFleetRolloutsAndFailures(t *testing.T) {
 	ctx := context.Background()
 	old := e.publish("cam", "1.0.0")
 	fw := e.publish("cam", "1.1.0")
-	first, err := e.admin.StartRollout(ctx, ports.StartRollout{FirmwareID: old.ID(), Spec: domain.RolloutSpec{Percentage: 0}})
+	first, err := e.admin.StartRollout(ctx, ports.StartRollout{FirmwareID: old.ID().String(), Spec: domain.RolloutSpec{Percentage: 0}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.clock.now = e.clock.now.Add(time.Second)
-	r, err := e.admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: domain.RolloutSpec{Percentage: 100}})
+	r, err := e.admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}})
 	if err != nil {
 		t.Fatal(err)
 	}

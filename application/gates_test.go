@@ -81,10 +81,10 @@ func TestStageGateCountsOnlyTheStagesTasks(t *testing.T) {
 	onEachStore(t, policyStart, func(t *testing.T, e *env, clock *manualClock) {
 		fw := e.firmware("2.0.0")
 		r := e.rollout(fw, 0, func(s *domain.RolloutSpec) {
-			s.Stages = []domain.StageSpec{
-				{Percentage: 50, MinFinished: 2, SuccessPercent: 100},
-				{Percentage: 60, MinFinished: 3, SuccessPercent: 50},
-				{Percentage: 100},
+			s.Stages = []domain.StageRequest{
+				{Percentage: new(50), MinFinished: new(2), SuccessPercent: new(100)},
+				{Percentage: new(60), MinFinished: new(3), SuccessPercent: new(50)},
+				{Percentage: new(100)},
 			}
 		})
 		first := e.devicesIn(r, 0, 50, 3)
@@ -114,9 +114,9 @@ func TestFailureThresholdAppliesInEveryStage(t *testing.T) {
 		r := e.rollout(fw, 0, func(s *domain.RolloutSpec) {
 			threshold, sample := 50, 2
 			s.FailureThresholdPercent, s.MinSample = &threshold, &sample
-			s.Stages = []domain.StageSpec{
-				{Percentage: 50, MinFinished: 1, SuccessPercent: 100},
-				{Percentage: 100, MinFinished: 10, SuccessPercent: 100}, // no gate judgement in this test
+			s.Stages = []domain.StageRequest{
+				{Percentage: new(50), MinFinished: new(1), SuccessPercent: new(100)},
+				{Percentage: new(100), MinFinished: new(10), SuccessPercent: new(100)}, // no gate judgement in this test
 			}
 		})
 		first := e.devicesIn(r, 0, 50, 1)
@@ -199,10 +199,10 @@ func TestGateIsNeverDatedBeforeItsStage(t *testing.T) {
 		ahead := behind.replica(aheadClock)
 		fw := ahead.firmware("2.0.0")
 		r := ahead.rollout(fw, 0, func(s *domain.RolloutSpec) {
-			s.Stages = []domain.StageSpec{
-				{Percentage: 50, MinFinished: 1, SuccessPercent: 100},
-				{Percentage: 60, MinFinished: 1, SuccessPercent: 100, Soak: time.Hour},
-				{Percentage: 100},
+			s.Stages = []domain.StageRequest{
+				{Percentage: new(50), MinFinished: new(1), SuccessPercent: new(100)},
+				{Percentage: new(60), MinFinished: new(1), SuccessPercent: new(100), Soak: time.Hour},
+				{Percentage: new(100)},
 			}
 		})
 		aheadClock.Add(time.Second)

@@ -33,18 +33,11 @@ func (s *KeyedAdmin) RegisterDevice(ctx context.Context, req ports.RegisterDevic
 	if req.PublicKey == "" {
 		return s.AdminService.RegisterDevice(ctx, req)
 	}
-	token, hash, err := domain.NewDeviceToken()
-	if err != nil {
-		return ports.DeviceCredentials{}, fmt.Errorf("making device token: %w", err)
-	}
-	id, err := domain.ParseDeviceID(req.DeviceID)
+	creds, err := registration(req, s.clock.Now())
 	if err != nil {
 		return ports.DeviceCredentials{}, err
 	}
-	dev, err := domain.NewDevice(id, req.Model, req.CurrentVersion, hash, s.clock.Now())
-	if err != nil {
-		return ports.DeviceCredentials{}, err
-	}
+	dev := creds.Device
 	key, err := domain.ParseDeviceKey("public_key", req.PublicKey)
 	if err != nil {
 		return ports.DeviceCredentials{}, err
@@ -56,7 +49,7 @@ func (s *KeyedAdmin) RegisterDevice(ctx context.Context, req ports.RegisterDevic
 	if err := s.admissions.CreateDevice(ctx, dev, adm); err != nil {
 		return ports.DeviceCredentials{}, fmt.Errorf("registering device: %w", err)
 	}
-	return ports.DeviceCredentials{Device: dev, Token: token}, nil
+	return creds, nil
 }
 
 // RotateDeviceToken issues the device a new token and ends its Mender

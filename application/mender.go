@@ -399,7 +399,7 @@ func (s *Mender) Status(ctx context.Context, deviceID domain.DeviceID, taskID do
 	if err != nil {
 		return err
 	}
-	final := ev.Status == domain.TaskSucceeded.String() || ev.Status == domain.TaskFailed.String()
+	final := endsTask(ev.Status)
 	if !final {
 		if v.Task, err = s.stopBeforeInstall(ctx, v); err != nil {
 			return err
@@ -517,13 +517,12 @@ func (s *Mender) Accept(ctx context.Context, requestID domain.UUID, req ports.Ac
 		if err != nil {
 			return domain.Device{}, err
 		}
-		_, hash, err := domain.NewDeviceToken()
+		// Its token is never shown: a Mender device authenticates by key.
+		creds, err := newDevice(r.DeviceID(), m, "", now)
 		if err != nil {
-			return domain.Device{}, fmt.Errorf("making device token: %w", err)
-		}
-		if dev, err = domain.NewDevice(r.DeviceID(), m, "", hash, now); err != nil {
 			return domain.Device{}, err
 		}
+		dev = creds.Device
 		newDev = &dev
 	case err != nil:
 		return domain.Device{}, fmt.Errorf("loading device: %w", err)

@@ -146,7 +146,7 @@ func TestStagedRolloutAdvancesOnFinalEvents(t *testing.T) {
 	e, _ := newPolicyEnv(t, policyStart)
 	fw := e.firmware("2.0.0")
 	r := e.rollout(fw, 0, func(s *domain.RolloutSpec) {
-		s.Stages = []domain.StageSpec{{Percentage: 50, MinFinished: 2, SuccessPercent: 50}, {Percentage: 100, MinFinished: 1, SuccessPercent: 100}}
+		s.Stages = []domain.StageRequest{{Percentage: new(50), MinFinished: new(2), SuccessPercent: new(50)}, {Percentage: new(100), MinFinished: new(1), SuccessPercent: new(100)}}
 	})
 	var in, out []string
 	for len(in) < 2 || len(out) < 1 {
@@ -185,7 +185,7 @@ func TestStagedRolloutPausesOnMissedGate(t *testing.T) {
 	e, _ := newPolicyEnv(t, policyStart)
 	fw := e.firmware("2.0.0")
 	r := e.rollout(fw, 0, func(s *domain.RolloutSpec) {
-		s.Stages = []domain.StageSpec{{Percentage: 100, MinFinished: 2, SuccessPercent: 90}}
+		s.Stages = []domain.StageRequest{{Percentage: new(100), MinFinished: new(2), SuccessPercent: new(90)}}
 	})
 	devs := []string{e.device("1.0.0"), e.device("1.0.0"), e.device("1.0.0")}
 	for i, d := range devs[:2] {
@@ -279,7 +279,7 @@ func TestRollbackReturnsDevices(t *testing.T) {
 	if _, err := e.admin.UpdateRollout(e.ctx, badRollout.ID(), ports.RolloutChange{Status: strp("cancelled")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: good.ID(), Spec: domain.RolloutSpec{Percentage: 100, AllowDowngrade: true}}); !errors.Is(err, domain.ErrValidation) {
+	if _, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: good.ID().String(), Spec: domain.RolloutSpec{Percentage: 100, AllowDowngrade: true}}); !errors.Is(err, domain.ErrValidation) {
 		t.Fatalf("rollback without a version range: %v", err)
 	}
 	e.rollout(good, 100, func(s *domain.RolloutSpec) {
@@ -309,7 +309,7 @@ func TestTimedOutTasksPauseAStage(t *testing.T) {
 	r := e.rollout(fw, 0, func(s *domain.RolloutSpec) {
 		timeout := time.Hour
 		s.TaskTimeout = &timeout
-		s.Stages = []domain.StageSpec{{Percentage: 100, MinFinished: 2, SuccessPercent: 50}}
+		s.Stages = []domain.StageRequest{{Percentage: new(100), MinFinished: new(2), SuccessPercent: new(50)}}
 	})
 	a, b := e.device("1.0.0"), e.device("1.0.0")
 	for _, d := range []string{a, b} {

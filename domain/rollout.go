@@ -67,10 +67,16 @@ const (
 	maxMinSample       = 1_000_000
 )
 
-// RolloutSpec is what an operator asks for when starting a rollout. Nil
-// pointers take the defaults.
+// RolloutSpec is what an operator asks for when starting a rollout, as
+// the edges read it (the API's body, the console's form): typed values,
+// nil where a field was not given. NewRollout alone applies the defaults
+// and refusals, so the API and the console answer a request alike.
 type RolloutSpec struct {
-	Percentage              int
+	// Percentage is the share of the selected fleet admitted.
+	Percentage int
+	// NoPercentage says the request gave no percentage: a plan starts at
+	// its first stage's, and without a plan it is refused as required.
+	NoPercentage            bool
 	MaxAttempts             *int
 	FailureThresholdPercent *int
 	MinSample               *int
@@ -78,7 +84,7 @@ type RolloutSpec struct {
 	Selector SelectorSpec
 	// Stages is the plan (stage rules G1–G4); when given, Percentage
 	// must be 0 or the first stage's.
-	Stages []StageSpec
+	Stages []StageRequest
 	// StartsAt: nothing is offered before it (schedule rule S1).
 	StartsAt *time.Time
 	// Window is a daily maintenance window (schedule rule S2).
@@ -91,7 +97,9 @@ type RolloutSpec struct {
 	AllowDowngrade bool
 }
 
-// WindowSpec is a daily window "HH:MM-HH:MM" in TimeZone (IANA; "" is UTC).
+// WindowSpec is a daily window "HH:MM-HH:MM" in TimeZone (IANA; "" is
+// UTC). In a request, a window without Daily is refused: a time zone
+// alone opens no window.
 type WindowSpec struct {
 	Daily    string
 	TimeZone string
@@ -138,6 +146,9 @@ func NewRollout(id UUID, fw Firmware, spec RolloutSpec, now time.Time) (Rollout,
 	}
 	if fw.Revoked() {
 		return Rollout{}, ErrFirmwareRevoked
+	}
+	if spec.NoPercentage && len(spec.Stages) == 0 {
+		return Rollout{}, invalid("percentage", "is required")
 	}
 	if err := validPercentage("percentage", spec.Percentage); err != nil {
 		return Rollout{}, err
@@ -196,6 +207,9 @@ func (r *Rollout) applyPolicy(spec RolloutSpec, now time.Time) error {
 		r.startsAt = stamp(*spec.StartsAt)
 	}
 	if spec.Window != nil {
+		if spec.Window.Daily == "" {
+			return invalid("window.daily", "is required")
+		}
 		w, err := ParseWindow(spec.Window.Daily, spec.Window.TimeZone)
 		if err != nil {
 			return err
@@ -359,11 +373,6 @@ func (r Rollout) Status() RolloutStatus { return r.status }
 
 // PausedReason is manual or auto while paused, zero otherwise.
 func (r Rollout) PausedReason() PausedReason { return r.pausedReason }
-
-// Admits reports whether this rollout offers its firmware to the device now.
-func (r Rollout) Admits(deviceID string) bool {
-	return r.status == RolloutActive && Bucket(r.id.String(), deviceID) < r.percentage
-}
 
 // SetPercentage widens or narrows the rollout. Tasks already created stay;
 // devices admitted at a lower percentage stay admitted at a higher one.

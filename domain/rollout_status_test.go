@@ -11,7 +11,13 @@ import (
 // state and asks at t1 (11:01 UTC), with or without the stage's counts.
 func TestRolloutWaitingFor(t *testing.T) {
 	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
-	plan := []domain.StageSpec{
+	plan := []domain.StageRequest{
+		{Percentage: new(1), MinFinished: new(10), SuccessPercent: new(90), Soak: time.Hour},
+		{Percentage: new(10), MinFinished: new(10), SuccessPercent: new(90)},
+		{Percentage: new(50), MinFinished: new(10), SuccessPercent: new(90)},
+	}
+	// gates is the plan as NewRollout judges it: the stages' gates.
+	gates := []domain.StageSpec{
 		{Percentage: 1, MinFinished: 10, SuccessPercent: 90, Soak: time.Hour},
 		{Percentage: 10, MinFinished: 10, SuccessPercent: 90},
 		{Percentage: 50, MinFinished: 10, SuccessPercent: 90},
@@ -83,21 +89,21 @@ func TestRolloutWaitingFor(t *testing.T) {
 			return start(t, domain.RolloutSpec{Percentage: 20, Window: &domain.WindowSpec{Daily: "12:00-13:00", TimeZone: "Europe/Berlin"}})
 		}, nil, domain.RolloutWait{Kind: domain.WaitNothing}},
 		{"gate not yet held, counted", staged, &domain.TaskStats{Succeeded: 3, Failed: 1, Pending: 4},
-			domain.RolloutWait{Kind: domain.WaitGate, Gate: plan[0], Counted: true, Finished: 4, Succeeded: 3}},
-		{"gate not yet held, not counted", staged, nil, domain.RolloutWait{Kind: domain.WaitGate, Gate: plan[0]}},
+			domain.RolloutWait{Kind: domain.WaitGate, Gate: gates[0], Counted: true, Finished: 4, Succeeded: 3}},
+		{"gate not yet held, not counted", staged, nil, domain.RolloutWait{Kind: domain.WaitGate, Gate: gates[0]}},
 		{"gate held, soaking", func(t *testing.T) domain.Rollout {
 			r := staged(t)
 			if !r.Evaluate(stats(10, 0), stats(10, 0), t0) {
 				t.Fatal("the gate was not recorded")
 			}
 			return r
-		}, nil, domain.RolloutWait{Kind: domain.WaitSoak, Gate: plan[0], Until: t0.Add(time.Hour).UTC()}},
+		}, nil, domain.RolloutWait{Kind: domain.WaitSoak, Gate: gates[0], Until: t0.Add(time.Hour).UTC()}},
 		{"soak over, next stage due", func(t *testing.T) domain.Rollout {
 			return at(staged(t), func(rec *domain.RolloutRecord) { rec.GateMetAt = t0.Add(-2 * time.Hour) })
-		}, nil, domain.RolloutWait{Kind: domain.WaitAdvance, Gate: plan[0]}},
+		}, nil, domain.RolloutWait{Kind: domain.WaitAdvance, Gate: gates[0]}},
 		{"second stage waits for its gate", func(t *testing.T) domain.Rollout {
 			return at(staged(t), func(rec *domain.RolloutRecord) { rec.Stage = 1 })
-		}, nil, domain.RolloutWait{Kind: domain.WaitGate, Stage: 1, Gate: plan[1]}},
+		}, nil, domain.RolloutWait{Kind: domain.WaitGate, Stage: 1, Gate: gates[1]}},
 		{"last stage reached", func(t *testing.T) domain.Rollout {
 			return at(staged(t), func(rec *domain.RolloutRecord) { rec.Stage = 2 })
 		}, &domain.TaskStats{}, domain.RolloutWait{Kind: domain.WaitNothing}},

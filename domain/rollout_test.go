@@ -104,6 +104,14 @@ func deviceInBucket(t *testing.T, rollout string, b int) string {
 	return ""
 }
 
+// admits asks AdmitsAt about a device with no tags or attributes,
+// reporting no version, at t1: only status and bucket can refuse it.
+func admits(t *testing.T, r domain.Rollout, deviceID string) bool {
+	t.Helper()
+	ok, _ := r.AdmitsAt(mustDevice(t, deviceID, "cam-x1", "1.0.0"), domain.DeviceFacts{}, domain.Version{}, t1)
+	return ok
+}
+
 func TestRolloutAdmits(t *testing.T) {
 	fw := mustFirmware(t, "fw-1", "cam-x1", "1.2.0", "")
 	dev := "cam-0001" // bucket 67 in rolloutA (see TestBucketKnownVectors)
@@ -128,21 +136,21 @@ func TestRolloutAdmits(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if got := r.Admits(dev); got != tt.want {
-				t.Fatalf("Admits = %v, want %v", got, tt.want)
+			if got := admits(t, r, dev); got != tt.want {
+				t.Fatalf("AdmitsAt = %v, want %v", got, tt.want)
 			}
 		})
 	}
 	// Bucket 0 and 99 extremes.
 	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Percentage: 1}, t0)
-	if !r.Admits(deviceInBucket(t, rolloutA, 0)) {
+	if !admits(t, r, deviceInBucket(t, rolloutA, 0)) {
 		t.Error("bucket 0 not admitted at 1%")
 	}
-	if r.Admits(deviceInBucket(t, rolloutA, 1)) {
+	if admits(t, r, deviceInBucket(t, rolloutA, 1)) {
 		t.Error("bucket 1 admitted at 1%")
 	}
 	r99 := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Percentage: 99}, t0)
-	if r99.Admits(deviceInBucket(t, rolloutA, 99)) {
+	if admits(t, r99, deviceInBucket(t, rolloutA, 99)) {
 		t.Error("bucket 99 admitted at 99%")
 	}
 }
@@ -283,7 +291,7 @@ func TestRolloutChangeStatus(t *testing.T) {
 			if tt.err == nil && r.Status() != before.Status && !r.UpdatedAt().Equal(t1) {
 				t.Fatalf("updatedAt not moved on change: %v", r.UpdatedAt())
 			}
-			if got := r.Admits("cam-0001") || r.Admits("speaker-42"); got && r.Status() != domain.RolloutActive {
+			if got := admits(t, r, "cam-0001") || admits(t, r, "speaker-42"); got && r.Status() != domain.RolloutActive {
 				t.Fatalf("a %s rollout admits devices", r.Status())
 			}
 		})
@@ -346,7 +354,7 @@ func TestRolloutAutoPause(t *testing.T) {
 			if r.Status() != domain.RolloutPaused || r.PausedReason() != domain.PausedAuto || !r.UpdatedAt().Equal(t1) {
 				t.Fatalf("after pause: %s/%q/%v", r.Status(), r.PausedReason(), r.UpdatedAt())
 			}
-			if r.Admits(deviceInBucket(t, rolloutA, 0)) {
+			if admits(t, r, deviceInBucket(t, rolloutA, 0)) {
 				t.Fatal("auto-paused rollout still admits devices")
 			}
 		})

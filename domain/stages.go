@@ -26,6 +26,16 @@ type StageSpec struct {
 	Soak           time.Duration
 }
 
+// StageRequest is one stage of a plan as an operator asks for it: nil
+// gate fields take the defaults (DefaultFinished, DefaultSuccess);
+// NewRollout judges it into a StageSpec (stage rule G1).
+type StageRequest struct {
+	Percentage     *int // required
+	MinFinished    *int // nil: DefaultFinished; a given 0 is refused, not read as the default
+	SuccessPercent *int // nil: DefaultSuccess
+	Soak           time.Duration
+}
+
 // StageOutcome says how a stage ended.
 type StageOutcome struct{ s string }
 
@@ -62,24 +72,31 @@ type StageEvent struct {
 	Reason     string
 }
 
-// validStages checks a plan (stage rule G1): 1–10 stages of strictly
-// increasing percentage, each gate with min_finished ≥ 1 and a success
-// percentage 0–100 (defaults 1 and 95), soak 0–30 days.
-func validStages(specs []StageSpec) ([]StageSpec, error) {
-	if len(specs) > MaxStages {
+// validStages judges a requested plan (stage rule G1): 1–10 stages, each
+// with a percentage, strictly increasing, each gate with min_finished ≥ 1
+// and a success percentage 0–100 (defaults 1 and 95), soak 0–30 days.
+func validStages(reqs []StageRequest) ([]StageSpec, error) {
+	if len(reqs) > MaxStages {
 		return nil, invalid("stages", "at most %d stages", MaxStages)
 	}
-	out := make([]StageSpec, len(specs))
-	for i, s := range specs {
+	out := make([]StageSpec, len(reqs))
+	for i, q := range reqs {
 		field := fmt.Sprintf("stages[%d]", i)
+		if q.Percentage == nil {
+			return nil, invalid(field+".percentage", "is required")
+		}
+		s := StageSpec{Percentage: *q.Percentage, MinFinished: DefaultFinished, SuccessPercent: DefaultSuccess, Soak: q.Soak}
+		if q.MinFinished != nil {
+			s.MinFinished = *q.MinFinished
+		}
+		if q.SuccessPercent != nil {
+			s.SuccessPercent = *q.SuccessPercent
+		}
 		if s.Percentage < 1 || s.Percentage > 100 {
 			return nil, invalid(field+".percentage", "must be between 1 and 100")
 		}
 		if i > 0 && s.Percentage <= out[i-1].Percentage {
 			return nil, invalid(field+".percentage", "must be greater than the previous stage's")
-		}
-		if s.MinFinished == 0 {
-			s.MinFinished = DefaultFinished
 		}
 		if s.MinFinished < 1 || s.MinFinished > maxMinFinished {
 			return nil, invalid(field+".min_finished", "must be between 1 and %d", maxMinFinished)

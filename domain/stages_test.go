@@ -15,14 +15,14 @@ func TestStageValidation(t *testing.T) {
 		field  string
 		wantPc int
 	}{
-		{"percentage from the first stage", domain.RolloutSpec{Stages: []domain.StageSpec{{Percentage: 1}, {Percentage: 10}}}, "", 1},
-		{"percentage agreeing", domain.RolloutSpec{Percentage: 5, Stages: []domain.StageSpec{{Percentage: 5}}}, "", 5},
-		{"percentage disagreeing", domain.RolloutSpec{Percentage: 7, Stages: []domain.StageSpec{{Percentage: 5}}}, "percentage", 0},
-		{"not increasing", domain.RolloutSpec{Stages: []domain.StageSpec{{Percentage: 10}, {Percentage: 10}}}, "stages[1].percentage", 0},
-		{"zero stage", domain.RolloutSpec{Stages: []domain.StageSpec{{Percentage: 0}}}, "stages[0].percentage", 0},
-		{"success over 100", domain.RolloutSpec{Stages: []domain.StageSpec{{Percentage: 1, SuccessPercent: 101}}}, "stages[0].success_percent", 0},
-		{"negative min", domain.RolloutSpec{Stages: []domain.StageSpec{{Percentage: 1, MinFinished: -1}}}, "stages[0].min_finished", 0},
-		{"soak too long", domain.RolloutSpec{Stages: []domain.StageSpec{{Percentage: 1, Soak: 31 * 24 * time.Hour}}}, "stages[0].soak_seconds", 0},
+		{"percentage from the first stage", domain.RolloutSpec{Stages: []domain.StageRequest{{Percentage: new(1)}, {Percentage: new(10)}}}, "", 1},
+		{"percentage agreeing", domain.RolloutSpec{Percentage: 5, Stages: []domain.StageRequest{{Percentage: new(5)}}}, "", 5},
+		{"percentage disagreeing", domain.RolloutSpec{Percentage: 7, Stages: []domain.StageRequest{{Percentage: new(5)}}}, "percentage", 0},
+		{"not increasing", domain.RolloutSpec{Stages: []domain.StageRequest{{Percentage: new(10)}, {Percentage: new(10)}}}, "stages[1].percentage", 0},
+		{"zero stage", domain.RolloutSpec{Stages: []domain.StageRequest{{Percentage: new(0)}}}, "stages[0].percentage", 0},
+		{"success over 100", domain.RolloutSpec{Stages: []domain.StageRequest{{Percentage: new(1), SuccessPercent: new(101)}}}, "stages[0].success_percent", 0},
+		{"negative min", domain.RolloutSpec{Stages: []domain.StageRequest{{Percentage: new(1), MinFinished: new(-1)}}}, "stages[0].min_finished", 0},
+		{"soak too long", domain.RolloutSpec{Stages: []domain.StageRequest{{Percentage: new(1), Soak: 31 * 24 * time.Hour}}}, "stages[0].soak_seconds", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,10 +49,10 @@ func stats(succeeded, failed int) domain.TaskStats {
 // rollout once, on the stage's counts.
 func TestRolloutEvaluateStages(t *testing.T) {
 	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
-	plan := []domain.StageSpec{
-		{Percentage: 1, MinFinished: 10, SuccessPercent: 90},
-		{Percentage: 10, MinFinished: 10, SuccessPercent: 90, Soak: time.Hour},
-		{Percentage: 50, MinFinished: 10, SuccessPercent: 90},
+	plan := []domain.StageRequest{
+		{Percentage: new(1), MinFinished: new(10), SuccessPercent: new(90)},
+		{Percentage: new(10), MinFinished: new(10), SuccessPercent: new(90), Soak: time.Hour},
+		{Percentage: new(50), MinFinished: new(10), SuccessPercent: new(90)},
 	}
 	tests := []struct {
 		name       string
@@ -95,9 +95,9 @@ func TestRolloutEvaluateStages(t *testing.T) {
 // evaluation stores the advance, dated when the soak ended.
 func TestRolloutSoak(t *testing.T) {
 	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
-	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Stages: []domain.StageSpec{
-		{Percentage: 10, MinFinished: 2, SuccessPercent: 50, Soak: time.Hour},
-		{Percentage: 100, MinFinished: 2, SuccessPercent: 50},
+	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Stages: []domain.StageRequest{
+		{Percentage: new(10), MinFinished: new(2), SuccessPercent: new(50), Soak: time.Hour},
+		{Percentage: new(100), MinFinished: new(2), SuccessPercent: new(50)},
 	}}, t0)
 	if !r.Evaluate(stats(2, 0), stats(2, 0), t1) || r.GateMetAt().IsZero() || r.Percentage() != 10 {
 		t.Fatalf("gate met: changed, gate %s percentage %d", r.GateMetAt(), r.Percentage())
@@ -127,7 +127,7 @@ func TestRolloutSoak(t *testing.T) {
 // Resuming an auto-paused staged rollout restarts the stage's sample.
 func TestRolloutResumeRestartsStage(t *testing.T) {
 	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
-	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Stages: []domain.StageSpec{{Percentage: 10, MinFinished: 2, SuccessPercent: 100}, {Percentage: 20}}}, t0)
+	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Stages: []domain.StageRequest{{Percentage: new(10), MinFinished: new(2), SuccessPercent: new(100)}, {Percentage: new(20)}}}, t0)
 	r.Evaluate(stats(1, 1), stats(1, 1), t1)
 	if r.Status() != domain.RolloutPaused {
 		t.Fatal("want paused")
@@ -146,7 +146,7 @@ func TestWindowAndGate(t *testing.T) {
 	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
 	created := time.Date(2025, 6, 10, 1, 0, 0, 0, time.UTC)
 	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Window: &domain.WindowSpec{Daily: "02:00-04:00"},
-		Stages: []domain.StageSpec{{Percentage: 1, MinFinished: 1, SuccessPercent: 100}, {Percentage: 100}}}, created)
+		Stages: []domain.StageRequest{{Percentage: new(1), MinFinished: new(1), SuccessPercent: new(100)}, {Percentage: new(100)}}}, created)
 	var d domain.Device
 	for i := 0; ; i++ {
 		d = mustDevice(t, "dev-"+string(rune('a'+i%26))+string(rune('a'+i/26)), "cam-x1", "1.0.0")
@@ -177,7 +177,7 @@ func TestRolloutPolicyRecordRoundTrip(t *testing.T) {
 	hour := time.Hour
 	start := t0.Add(time.Hour)
 	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Selector: domain.SelectorSpec{TagsAll: []string{"eu"}, Versions: ">=1.0.0"},
-		Stages: []domain.StageSpec{{Percentage: 5}, {Percentage: 50}}, StartsAt: &start, Window: &domain.WindowSpec{Daily: "01:00-02:00", TimeZone: "Asia/Tokyo"},
+		Stages: []domain.StageRequest{{Percentage: new(5)}, {Percentage: new(50)}}, StartsAt: &start, Window: &domain.WindowSpec{Daily: "01:00-02:00", TimeZone: "Asia/Tokyo"},
 		TaskTimeout: &hour, AllowDowngrade: true}, t0)
 	back := domain.RehydrateRollout(r.Record())
 	if !back.Record().Equal(r.Record()) {
@@ -200,7 +200,7 @@ func TestRolloutPolicyRecordRoundTrip(t *testing.T) {
 // Pause and resume cycles keep the stage history bounded.
 func TestStageHistoryIsBounded(t *testing.T) {
 	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
-	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Stages: []domain.StageSpec{{Percentage: 10}, {Percentage: 20}}}, t0)
+	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Stages: []domain.StageRequest{{Percentage: new(10)}, {Percentage: new(20)}}}, t0)
 	for i := range domain.MaxStageHistory + 20 {
 		at := t0.Add(time.Duration(i) * time.Minute)
 		if err := r.ChangeStatus(domain.RolloutPaused, fw, at); err != nil {

@@ -120,11 +120,12 @@ type DeviceView struct {
 	Attributes domain.DeviceAttributes
 }
 
-// StartRollout is an operator's request to roll a firmware out. The edge
-// parses FirmwareID from the request body (a malformed one is
-// VALIDATION_FAILED there).
+// StartRollout is an operator's request to roll a firmware out, as the
+// API's body and the console's form give it: the use case reads the
+// firmware id (empty: VALIDATION_FAILED; one that names no firmware,
+// malformed or unknown: NOT_FOUND) and the domain judges Spec.
 type StartRollout struct {
-	FirmwareID domain.UUID
+	FirmwareID string
 	Spec       domain.RolloutSpec
 }
 

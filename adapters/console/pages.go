@@ -279,18 +279,11 @@ func (c *Console) startRollout(w http.ResponseWriter, r *http.Request, s session
 	http.Redirect(w, r, Prefix+"/rollouts/"+url.PathEscape(id)+"?done=started", http.StatusSeeOther)
 }
 
+// tryStart reads the start form into the same request as the API's body
+// and hands it on: the use case reads the firmware id and the domain
+// judges the policy (NewRollout).
 func (c *Console) tryStart(r *http.Request) (string, error) {
-	raw := r.PostFormValue("firmware_id")
-	if raw == "" {
-		return "", &domain.ValidationError{Field: "firmware_id", Reason: "is required"}
-	}
-	// The form's firmware id is parsed here, once: a malformed one is a
-	// field error, as in the API's body.
-	fwID, err := domain.ParseUUID("firmware_id", raw)
-	if err != nil {
-		return "", err
-	}
-	req := ports.StartRollout{FirmwareID: fwID}
+	req := ports.StartRollout{FirmwareID: r.PostFormValue("firmware_id")}
 	if err := readPolicy(r, &req.Spec); err != nil {
 		return "", err
 	}
@@ -298,12 +291,10 @@ func (c *Console) tryStart(r *http.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	switch {
-	case pct != nil:
+	req.Spec.NoPercentage = pct == nil
+	if pct != nil {
 		req.Spec.Percentage = *pct
-	case len(req.Spec.Stages) == 0:
-		return "", &domain.ValidationError{Field: "percentage", Reason: "is required"}
-	} // a plan starts at its first stage's percentage, as in the API
+	}
 	if req.Spec.MaxAttempts, err = formInt(r, "max_attempts"); err != nil {
 		return "", err
 	}

@@ -312,30 +312,26 @@ func readPolicy(r *http.Request, spec *domain.RolloutSpec) error {
 			continue // an unused row
 		}
 		n := len(spec.Stages)
-		num := func(col int, name string, def int) (int, error) {
+		num := func(col int, name string) (*int, error) {
 			s := cell(col, row)
 			if s == "" {
-				return def, nil
+				return nil, nil
 			}
 			x, err := strconv.Atoi(s)
 			if err != nil {
-				return 0, &domain.ValidationError{Field: fmt.Sprintf("stages[%d].%s", n, name), Reason: "must be a whole number"}
+				return nil, &domain.ValidationError{Field: fmt.Sprintf("stages[%d].%s", n, name), Reason: "must be a whole number"}
 			}
-			return x, nil
+			return &x, nil
 		}
-		var st domain.StageSpec
+		var st domain.StageRequest
 		var err error
-		if st.Percentage, err = num(0, "percentage", 0); err != nil {
+		if st.Percentage, err = num(0, "percentage"); err != nil {
 			return err
 		}
-		if st.MinFinished, err = num(1, "min_finished", 0); err != nil {
+		if st.MinFinished, err = num(1, "min_finished"); err != nil {
 			return err
 		}
-		if cell(1, row) != "" && st.MinFinished == 0 {
-			// As the API: 0 is refused rather than read as the default.
-			return &domain.ValidationError{Field: fmt.Sprintf("stages[%d].min_finished", n), Reason: "must be at least 1"}
-		}
-		if st.SuccessPercent, err = num(2, "success_percent", domain.DefaultSuccess); err != nil {
+		if st.SuccessPercent, err = num(2, "success_percent"); err != nil {
 			return err
 		}
 		soak, err := formDuration(fmt.Sprintf("stages[%d].soak", n), cell(3, row))
@@ -362,10 +358,8 @@ func readPolicy(r *http.Request, spec *domain.RolloutSpec) error {
 		}
 		spec.StartsAt = &t
 	}
-	if d := v("window"); d != "" {
-		spec.Window = &domain.WindowSpec{Daily: d, TimeZone: v("time_zone")}
-	} else if v("time_zone") != "" {
-		return &domain.ValidationError{Field: "window.daily", Reason: "is required with a time zone"}
+	if d, tz := v("window"), v("time_zone"); d != "" || tz != "" {
+		spec.Window = &domain.WindowSpec{Daily: d, TimeZone: tz}
 	}
 	var err error
 	if spec.TaskTimeout, err = formDuration("task_timeout_seconds", v("task_timeout")); err != nil {

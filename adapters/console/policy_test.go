@@ -17,7 +17,7 @@ import (
 
 func (e *env) startSpec(fw domain.Firmware, spec domain.RolloutSpec) domain.Rollout {
 	e.t.Helper()
-	r, err := e.admin.StartRollout(context.Background(), ports.StartRollout{FirmwareID: fw.ID(), Spec: spec})
+	r, err := e.admin.StartRollout(context.Background(), ports.StartRollout{FirmwareID: fw.ID().String(), Spec: spec})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -51,10 +51,10 @@ func rowOf(t *testing.T, body, id string) string {
 func TestRolloutPageShowsCurrentStage(t *testing.T) {
 	e := newEnv(t)
 	fw := e.publish("cam", "2.0.0")
-	r := e.startSpec(fw, domain.RolloutSpec{Stages: []domain.StageSpec{
-		{Percentage: 50, MinFinished: 1, SuccessPercent: 50},
-		{Percentage: 80, MinFinished: 5, SuccessPercent: 90, Soak: 90 * time.Minute},
-		{Percentage: 100, MinFinished: 1, SuccessPercent: 95},
+	r := e.startSpec(fw, domain.RolloutSpec{Stages: []domain.StageRequest{
+		{Percentage: new(50), MinFinished: new(1), SuccessPercent: new(50)},
+		{Percentage: new(80), MinFinished: new(5), SuccessPercent: new(90), Soak: 90 * time.Minute},
+		{Percentage: new(100), MinFinished: new(1), SuccessPercent: new(95)},
 	}})
 	dev := ""
 	for i := 0; dev == ""; i++ {

@@ -232,7 +232,7 @@ func (f *fakeServices) RevokeFirmware(_ context.Context, id domain.UUID) (domain
 }
 
 func (f *fakeServices) StartRollout(_ context.Context, req ports.StartRollout) (domain.Rollout, error) {
-	f.record("StartRollout", req.FirmwareID.String())
+	f.record("StartRollout", req.FirmwareID)
 	f.mu.Lock()
 	f.lastStart = req
 	f.mu.Unlock()

@@ -204,7 +204,7 @@ func TestFleetResponsesOfTheRealApplicationMatchOpenAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	threshold, one := 10, 1
-	r, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID(),
+	r, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID().String(),
 		Spec: domain.RolloutSpec{Percentage: 100, FailureThresholdPercent: &threshold, MinSample: &one}})
 	if err != nil {
 		t.Fatal(err)

@@ -67,7 +67,7 @@ func newFuzzWorld(t *testing.T) *fuzzWorld {
 	}
 	start := func(fw domain.Firmware) domain.Rollout {
 		t.Helper()
-		r, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: domain.RolloutSpec{Percentage: 100}})
+		r, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}})
 		must(err)
 		return r
 	}

@@ -1,7 +1,6 @@
 package http
 
 import (
-	"fmt"
 	"net/http"
 	"unicode/utf8"
 
@@ -42,7 +41,7 @@ type startRolloutBody struct {
 	MaxAttempts             *int    `json:"max_attempts"`
 	FailureThresholdPercent *int    `json:"failure_threshold_percent"`
 	MinSample               *int    `json:"min_sample"`
-	// Hands-off rollouts (targeting_handlers.go).
+	// Issue 12 (targeting_handlers.go).
 	Selector           *selectorBody `json:"selector"`
 	Stages             []stageBody   `json:"stages"`
 	StartsAt           *string       `json:"starts_at"`
@@ -174,28 +173,16 @@ func (s *server) startRollout(c echo.Context) error {
 	if err := s.decodeBody(c, &b); err != nil {
 		return err
 	}
-	if len(b.Stages) > 0 && b.Percentage == nil {
-		p := 0 // a plan starts at its first stage's percentage
-		b.Percentage = &p
-	}
-	if err := required(has("firmware_id", b.FirmwareID), has("percentage", b.Percentage)); err != nil {
-		return err
-	}
+	// Syntax only: the use case reads the firmware id and the domain
+	// judges the policy (NewRollout), as for the console's form.
 	spec := domain.RolloutSpec{
-		Percentage: *b.Percentage, MaxAttempts: b.MaxAttempts,
+		Percentage: deref(b.Percentage), NoPercentage: b.Percentage == nil, MaxAttempts: b.MaxAttempts,
 		FailureThresholdPercent: b.FailureThresholdPercent, MinSample: b.MinSample,
 	}
 	if err := b.policySpec(&spec); err != nil {
 		return err
 	}
-	// The firmware id comes in the body: parsed here, once. A malformed
-	// one names no firmware, and docs/ERRORS.md answers an unknown firmware
-	// with NOT_FOUND, so it is that, not a validation error.
-	fwID, err := domain.ParseUUID("firmware_id", *b.FirmwareID)
-	if err != nil {
-		return fmt.Errorf("firmware %q: %w", *b.FirmwareID, domain.ErrNotFound)
-	}
-	r, err := s.admin.StartRollout(c.Request().Context(), ports.StartRollout{FirmwareID: fwID, Spec: spec})
+	r, err := s.admin.StartRollout(c.Request().Context(), ports.StartRollout{FirmwareID: deref(b.FirmwareID), Spec: spec})
 	if err != nil {
 		return err
 	}

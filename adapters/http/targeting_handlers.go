@@ -1,6 +1,7 @@
 package http
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 	"unicode/utf8"
@@ -45,14 +46,15 @@ type bulkTagsBody struct {
 }
 
 // maxSeconds bounds second counts before they become durations, so that
-// no value overflows (the domain then applies the real limits).
+// no value overflows (the domain then applies the real limits, negative
+// ones included).
 const maxSeconds = 100 * 365 * 24 * 3600
 
 func seconds(field string, p *int64) (*time.Duration, error) {
 	if p == nil {
 		return nil, nil
 	}
-	if *p < 0 || *p > maxSeconds {
+	if *p < -maxSeconds || *p > maxSeconds {
 		return nil, &domain.ValidationError{Field: field, Reason: "is out of range"}
 	}
 	d := time.Duration(*p) * time.Second
@@ -72,23 +74,13 @@ func (b startRolloutBody) policySpec(spec *domain.RolloutSpec) error {
 		spec.Selector = domain.SelectorSpec{TagsAll: b.Selector.TagsAll, TagsAny: b.Selector.TagsAny,
 			Attributes: b.Selector.Attributes, Versions: deref(b.Selector.Versions)}
 	}
-	for _, st := range b.Stages {
-		if st.Percentage == nil {
-			return &domain.ValidationError{Field: "stages", Reason: "every stage needs a percentage"}
-		}
-		soak, err := seconds("stages.soak_seconds", st.SoakSeconds)
+	for i, st := range b.Stages {
+		soak, err := seconds(fmt.Sprintf("stages[%d].soak_seconds", i), st.SoakSeconds)
 		if err != nil {
 			return err
 		}
-		s := domain.StageSpec{Percentage: *st.Percentage, MinFinished: deref(st.MinFinished), Soak: deref(soak)}
-		s.SuccessPercent = domain.DefaultSuccess
-		if st.SuccessPercent != nil {
-			s.SuccessPercent = *st.SuccessPercent
-		}
-		if st.MinFinished != nil && *st.MinFinished == 0 {
-			return &domain.ValidationError{Field: "stages.min_finished", Reason: "must be at least 1"}
-		}
-		spec.Stages = append(spec.Stages, s)
+		spec.Stages = append(spec.Stages, domain.StageRequest{Percentage: st.Percentage, MinFinished: st.MinFinished,
+			SuccessPercent: st.SuccessPercent, Soak: deref(soak)})
 	}
 	if b.StartsAt != nil {
 		t, err := time.Parse(time.RFC3339Nano, *b.StartsAt)
@@ -98,10 +90,7 @@ func (b startRolloutBody) policySpec(spec *domain.RolloutSpec) error {
 		spec.StartsAt = &t
 	}
 	if b.Window != nil {
-		if b.Window.Daily == nil {
-			return &domain.ValidationError{Field: "window.daily", Reason: "is required"}
-		}
-		spec.Window = &domain.WindowSpec{Daily: *b.Window.Daily, TimeZone: deref(b.Window.TimeZone)}
+		spec.Window = &domain.WindowSpec{Daily: deref(b.Window.Daily), TimeZone: deref(b.Window.TimeZone)}
 	}
 	timeout, err := seconds("task_timeout_seconds", b.TaskTimeoutSeconds)
 	if err != nil {

@@ -85,7 +85,7 @@ func newBenchFleet(b *testing.B, store string) *benchFleet {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
+	if _, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
 		b.Fatal(err)
 	}
 	for i := range benchFleetSize {

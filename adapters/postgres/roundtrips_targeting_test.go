@@ -31,9 +31,9 @@ func TestTargetedCheckRoundTrips(t *testing.T) {
 	fw, err := admin.PublishFirmware(ctx, domain.FirmwareSpec{Model: model, Version: "2.0.0",
 		URL: "https://fw.example/rt.bin", SizeBytes: 10, SHA256: sha(8)})
 	must(t, err)
-	_, err = admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: domain.RolloutSpec{
+	_, err = admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{
 		Selector: domain.SelectorSpec{TagsAll: []string{"eu"}, Attributes: map[string]string{"hw": "rev2"}, Versions: ">=1.0.0 <2.0.0"},
-		Stages:   []domain.StageSpec{{Percentage: 100, MinFinished: 5, SuccessPercent: 90}},
+		Stages:   []domain.StageRequest{{Percentage: new(100), MinFinished: new(5), SuccessPercent: new(90)}},
 		// A window open now (it may cross midnight).
 		Window: &domain.WindowSpec{Daily: time.Now().UTC().Add(-time.Hour).Format("15:04") + "-" + time.Now().UTC().Add(time.Hour).Format("15:04")},
 	}})

@@ -134,7 +134,7 @@ func (e *protocolEnv) release(version string, mutate ...func(*domain.FirmwareSpe
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
+	if _, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
 		e.t.Fatal(err)
 	}
 	return fw

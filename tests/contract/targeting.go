@@ -48,7 +48,7 @@ func rolloutPolicyContract(t *testing.T, s *repoSuite) {
 	timeout, starts := 2*time.Hour, s.at(100)
 	spec := domain.RolloutSpec{
 		Selector: domain.SelectorSpec{TagsAll: []string{"eu"}, TagsAny: []string{"a", "b"}, Attributes: map[string]string{"hw": "rev2"}, Versions: ">=1.0.0 <2.0.0"},
-		Stages:   []domain.StageSpec{{Percentage: 1, MinFinished: 2, SuccessPercent: 90, Soak: time.Minute}, {Percentage: 10, MinFinished: 1, SuccessPercent: 95}, {Percentage: 100}},
+		Stages:   []domain.StageRequest{{Percentage: new(1), MinFinished: new(2), SuccessPercent: new(90), Soak: time.Minute}, {Percentage: new(10), MinFinished: new(1), SuccessPercent: new(95)}, {Percentage: new(100)}},
 		StartsAt: &starts, Window: &domain.WindowSpec{Daily: "02:00-04:00", TimeZone: "Europe/Berlin"}, TaskTimeout: &timeout, AllowDowngrade: true,
 	}
 	r := s.rollout(t, fw, spec, s.at(2), true)

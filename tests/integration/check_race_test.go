@@ -68,7 +68,7 @@ func seed(t *testing.T, r replica, model string, devices int) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
+	if _, err := r.admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
 		t.Fatal(err)
 	}
 	ids := make([]string, devices)

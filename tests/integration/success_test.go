@@ -135,7 +135,7 @@ func (s *sstack) release(version string, spec domain.RolloutSpec) (domain.Firmwa
 	if spec.Percentage == 0 && len(spec.Stages) == 0 {
 		spec.Percentage = 100
 	}
-	r, err := s.admin.StartRollout(s.ctx, ports.StartRollout{FirmwareID: fw.ID(), Spec: spec})
+	r, err := s.admin.StartRollout(s.ctx, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: spec})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -407,8 +407,8 @@ func TestCheckReadBeforeSuccessIsNoRevert(t *testing.T) {
 // without waiting for any other device's event.
 func TestImplicitSuccessJudgesTheRolloutGate(t *testing.T) {
 	onEveryStore(t, func(t *testing.T, s *sstack) {
-		_, r := s.release("1.3.0", domain.RolloutSpec{Stages: []domain.StageSpec{
-			{Percentage: 50, MinFinished: 1, SuccessPercent: 100}, {Percentage: 100},
+		_, r := s.release("1.3.0", domain.RolloutSpec{Stages: []domain.StageRequest{
+			{Percentage: new(50), MinFinished: new(1), SuccessPercent: new(100)}, {Percentage: new(100)},
 		}})
 		var id domain.DeviceID
 		var task domain.UUID

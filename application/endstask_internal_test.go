@@ -1,0 +1,17 @@
+package application
+
+import "testing"
+
+// TestEndsTaskIsTheDomainsFinalStatus: the DDI and Mender event paths
+// decide "final" by TaskStatus.IsFinal, not by their own list of names.
+func TestEndsTaskIsTheDomainsFinalStatus(t *testing.T) {
+	for status, want := range map[string]bool{
+		"succeeded": true, "failed": true, "cancelled": true,
+		"pending": false, "downloading": false, "downloaded": false, "installing": false,
+		"": false, "done": false,
+	} {
+		if got := endsTask(status); got != want {
+			t.Errorf("endsTask(%q) = %v, want %v", status, got, want)
+		}
+	}
+}
