@@ -225,12 +225,7 @@ func PlanCheck(in CheckInput) CheckPlan {
 		}
 		if t.status == TaskFailed {
 			// Timed out just now: it counts as an attempt like any failure.
-			failed := make(map[string]int, len(in.Failed)+1)
-			for k, v := range in.Failed {
-				failed[k] = v
-			}
-			failed[t.firmwareID.String()]++
-			in.Failed = failed
+			in.Failed = withFailure(in.Failed, t.firmwareID)
 		}
 	}
 	switch {
@@ -238,12 +233,7 @@ func PlanCheck(in CheckInput) CheckPlan {
 		if t := in.Last.Task; t.Revert(in.Device.CurrentVersion(), in.Reported, in.Last.Firmware, in.Now) {
 			// A contradicted success is a failed attempt, like a time-out.
 			plan.Ended = &t
-			failed := make(map[string]int, len(in.Failed)+1)
-			for k, v := range in.Failed {
-				failed[k] = v
-			}
-			failed[t.firmwareID.String()]++
-			in.Failed = failed
+			in.Failed = withFailure(in.Failed, t.firmwareID)
 		}
 	case in.Last == nil && in.MayContradictSuccess():
 		plan.Recheck = true
@@ -271,6 +261,18 @@ func PlanCheck(in CheckInput) CheckPlan {
 		plan.Action, plan.Task = CheckKeep, active
 	}
 	return plan
+}
+
+// withFailure is failed (a device's failed tasks by firmware id) with one
+// more failure of fw: a task this check ends as failed counts at once. The
+// caller's map is not changed.
+func withFailure(failed map[string]int, fw UUID) map[string]int {
+	out := make(map[string]int, len(failed)+1)
+	for k, v := range failed {
+		out[k] = v
+	}
+	out[fw.String()]++
+	return out
 }
 
 // NextAttempt is the attempt number of a new task for a firmware the device
