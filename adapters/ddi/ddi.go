@@ -4,7 +4,7 @@
 // adapters/http, over the same use cases (ports.DDIService, which calls the
 // device check and events): it only translates the protocol.
 //
-// Its routes are mounted on the HTTP edge's Echo server (httpadapter.Mount),
+// Its routes are mounted on the HTTP edge's Echo server (httpedge.Mount),
 // so they share request ids, the access log, request metrics and the one
 // error mapping (adapters/http/errors.go). Every route lives under
 // /{tenant}/controller/v1/{controllerId}; the tenant is configurable

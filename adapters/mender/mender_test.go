@@ -30,7 +30,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/labstack/echo/v4"
 
-	httpadapter "github.com/ai-device/ota/adapters/http"
+	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/mender"
 	"github.com/ai-device/ota/application"
@@ -165,8 +165,8 @@ func newHarness(t *testing.T, acceptPending bool, opts ...func(*application.Mend
 		t.Fatal(err)
 	}
 	a := mender.New(svc, svc)
-	e := httpadapter.NewServer(httpadapter.Config{AdminToken: adminToken,
-		Mounts: []httpadapter.Mount{a.Mount}, AdminMounts: []httpadapter.Mount{a.MountAdmin}},
+	e := rest.NewServer(rest.Config{AdminToken: adminToken,
+		Mounts: []rest.Mount{a.Mount}, AdminMounts: []rest.Mount{a.MountAdmin}},
 		devices, admin, nil, nil, nil, nil)
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
@@ -706,7 +706,7 @@ func TestChunkedBodiesKeepTheLimit(t *testing.T) {
 // TestAdminRoutesMatchOpenAPI validates the operators' Mender routes
 // against adapters/http/openapi.yaml, which documents them.
 func TestAdminRoutesMatchOpenAPI(t *testing.T) {
-	doc, err := openapi3.NewLoader().LoadFromData(httpadapter.OpenAPISpec())
+	doc, err := openapi3.NewLoader().LoadFromData(rest.OpenAPISpec())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -831,14 +831,14 @@ func TestOperatorsSetAndRotateADeviceKey(t *testing.T) {
 // and the routes MountAdmin registers in step (the edge's own test skips
 // them).
 func TestAdminRoutesAreDocumented(t *testing.T) {
-	doc, err := openapi3.NewLoader().LoadFromData(httpadapter.OpenAPISpec())
+	doc, err := openapi3.NewLoader().LoadFromData(rest.OpenAPISpec())
 	if err != nil {
 		t.Fatal(err)
 	}
 	param := regexp.MustCompile(`:([A-Za-z0-9_]+)`)
 	served := map[string]bool{}
 	mender.New(nil, nil).MountAdmin(func(method, path string, _ echo.HandlerFunc, _ ...echo.MiddlewareFunc) {
-		served[method+" "+httpadapter.APIPrefix+"/admin"+param.ReplaceAllString(path, "{x}")] = true
+		served[method+" "+rest.APIPrefix+"/admin"+param.ReplaceAllString(path, "{x}")] = true
 	})
 	documented := map[string]bool{}
 	for path, item := range doc.Paths.Map() {

@@ -1,14 +1,12 @@
-// Package http is the service's HTTP edge (adapters/http/openapi.yaml), built on Echo v4.
+// Package rest is the service's REST API (adapters/rest/openapi.yaml), built on Echo v4.
 //
 // It turns requests into calls on the use-case ports (ports.DeviceService,
 // ports.AdminService) and their results into the JSON views of the product
-// contract. Everything HTTP-specific lives here and nowhere else: routing,
-// authentication, body decoding, the mapping of domain errors to status
-// codes, request ids, access logs and request metrics. Import it as
-// httpadapter, since its name shadows net/http:
-//
-//	import httpadapter "github.com/ai-device/ota/adapters/http"
-package http
+// contract: routing, authentication, body decoding and the JSON views. The
+// plumbing it shares with the console, DDI and Mender (request ids, access
+// log, panic recovery, the one mapping of errors to statuses) lives in
+// adapters/httpedge.
+package rest
 
 import (
 	"log/slog"

@@ -1,4 +1,4 @@
-package http
+package rest
 
 // ErrorReply is what the HTTP edge answers for an error: the status, the
 // contract's code and the caller-safe message.
