@@ -23,8 +23,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/google/uuid"
 
-	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/adapters/mender"
+	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/bootstrap"
 	"github.com/ai-device/ota/tests/testenv"
 )

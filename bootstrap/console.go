@@ -6,9 +6,9 @@ import (
 	"github.com/google/wire"
 
 	"github.com/ai-device/ota/adapters/console"
-	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/postgres"
+	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/ports"
 )

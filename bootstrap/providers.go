@@ -12,11 +12,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ai-device/ota/adapters/ddi"
-	"github.com/ai-device/ota/adapters/rest"
+	"github.com/ai-device/ota/adapters/httpedge"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/mender"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/adapters/redislock"
+	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/ports"
 )
@@ -43,7 +44,7 @@ var edgeBaseSet = wire.NewSet(
 	HTTPConfigFrom,
 	NewMetrics,
 	wire.Bind(new(ports.Metrics), new(*Metrics)),
-	wire.Bind(new(rest.RequestObserver), new(*Metrics)),
+	wire.Bind(new(httpedge.RequestObserver), new(*Metrics)),
 	MetricsHandler,
 	consoleSet,
 )

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ai-device/ota/adapters/console"
+	"github.com/ai-device/ota/adapters/httpedge"
 	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
@@ -454,7 +455,7 @@ func TestPublishFirmwareShowsErrorsBesideFields(t *testing.T) {
 		}
 	}
 	// The words are the API's: the same request there says the same.
-	api := rest.DescribeError(&domain.ValidationError{Field: "sha256", Reason: "must be 64 lowercase hex characters"})
+	api := httpedge.DescribeError(&domain.ValidationError{Field: "sha256", Reason: "must be 64 lowercase hex characters"})
 	if api.Message != "sha256: must be 64 lowercase hex characters" {
 		t.Errorf("the API says %q", api.Message)
 	}

@@ -14,8 +14,9 @@ import (
 	"time"
 
 	"github.com/ai-device/ota/adapters/ddi"
-	"github.com/ai-device/ota/adapters/rest"
+	"github.com/ai-device/ota/adapters/httpedge"
 	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/ports"
 	"github.com/ai-device/ota/tests/testenv"
@@ -57,7 +58,7 @@ func newHarnessAt(t *testing.T, clock ports.Clock) *harness {
 		t.Fatal(err)
 	}
 	a := ddi.New(ddi.Config{GatewayToken: gatewayToken, PublicURL: "http://" + l.Addr().String() + "/"}, svc)
-	e := rest.NewServer(rest.Config{AdminToken: adminToken, Mounts: []rest.Mount{a.Mount}},
+	e := rest.NewServer(rest.Config{AdminToken: adminToken, Mounts: []httpedge.Mount{a.Mount}},
 		devices, admin, nil, nil, nil, nil)
 	srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: e}}
 	srv.Start()
@@ -453,8 +454,8 @@ func TestConfigData(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d", name, r.status, r.body, tc.want)
 		}
 		if tc.want == http.StatusBadRequest {
-			var e rest.ErrorBody
-			if json.Unmarshal(r.body, &e) != nil || e.Error.Code != rest.CodeValidationFailed {
+			var e httpedge.ErrorBody
+			if json.Unmarshal(r.body, &e) != nil || e.Error.Code != httpedge.CodeValidationFailed {
 				t.Errorf("%s: error body %s", name, r.body)
 			}
 		}
@@ -522,8 +523,8 @@ func TestAuthTenantAndErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := h.do(http.MethodGet, root("dev-a")+"/deploymentBase/"+strconv.FormatInt(action, 10), tok, nil)
-	var e rest.ErrorBody
-	if r.status != http.StatusConflict || json.Unmarshal(r.body, &e) != nil || e.Error.Code != rest.CodeFirmwareNotDeliverable ||
+	var e httpedge.ErrorBody
+	if r.status != http.StatusConflict || json.Unmarshal(r.body, &e) != nil || e.Error.Code != httpedge.CodeFirmwareNotDeliverable ||
 		!strings.Contains(e.Error.Message, "sha1") {
 		t.Fatalf("firmware without sha1: %d %s", r.status, r.body)
 	}

@@ -30,9 +30,10 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/labstack/echo/v4"
 
-	"github.com/ai-device/ota/adapters/rest"
+	"github.com/ai-device/ota/adapters/httpedge"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/mender"
+	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -166,7 +167,7 @@ func newHarness(t *testing.T, acceptPending bool, opts ...func(*application.Mend
 	}
 	a := mender.New(svc, svc)
 	e := rest.NewServer(rest.Config{AdminToken: adminToken,
-		Mounts: []rest.Mount{a.Mount}, AdminMounts: []rest.Mount{a.MountAdmin}},
+		Mounts: []httpedge.Mount{a.Mount}, AdminMounts: []httpedge.Mount{a.MountAdmin}},
 		devices, admin, nil, nil, nil, nil)
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/postgres"
+	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"

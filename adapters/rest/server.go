@@ -17,6 +17,8 @@ import (
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
+
+	"github.com/ai-device/ota/adapters/httpedge"
 )
 
 // DefaultBodyLimit is the largest request body accepted (docs/ERRORS.md: 64 KiB).
@@ -61,14 +63,11 @@ type Config struct {
 	// Mounts add the routes of other device protocols (adapters/ddi), so
 	// that they share this server's request ids, access log, metrics and
 	// error mapping.
-	Mounts []Mount
+	Mounts []httpedge.Mount
 	// AdminMounts add operator routes of other adapters (adapters/mender's
 	// pending devices) under /api/v1/admin, behind the admin token.
-	AdminMounts []Mount
+	AdminMounts []httpedge.Mount
 }
-
-// Mount registers another protocol's routes through add.
-type Mount func(add func(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc))
 
 func (c Config) withDefaults() Config {
 	if c.BodyLimit <= 0 {
@@ -80,46 +79,21 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// RequestObserver receives one observation per HTTP request, for the
-// request duration histogram. route is Echo's route template (such as
-// "/api/v1/devices/:device_id/ota/check"), never the raw URL, and method
-// is one of HTTP's nine methods or OtherMethod, so that the metric's label
-// set stays bounded; requests that match no route are reported as
-// UnmatchedRoute.
-type RequestObserver interface {
-	ObserveRequest(method, route string, code int, d time.Duration)
-}
-
-// UnmatchedRoute is the route label of requests that matched no route
-// (404). A 405 (a known path, an unknown method) keeps the path's route
-// template, so the log says which resource was called the wrong way.
-const UnmatchedRoute = "unmatched"
-
-type nopObserver struct{}
-
-// ObserveRequest discards the observation.
-func (nopObserver) ObserveRequest(string, string, int, time.Duration) {}
-
 // server holds the dependencies the handlers share.
 type server struct {
 	cfg     Config
 	devices ports.DeviceService
 	admin   ports.AdminService
 	checks  []ports.HealthCheck
-	obs     RequestObserver
 	metrics http.Handler
 	logger  *slog.Logger
-	routes  map[routeKey]bool // every registered route
-	ext     extensions        // set by Options (fleet_handlers.go)
+	edge    *httpedge.Edge // registered routes, access log, error answers
+	ext     extensions     // set by Options (fleet_handlers.go)
 	// adminHash is the admin token's hash, computed once: deviceAuth
 	// compares every device request's token with it, and hashing the admin
 	// token again per request was a SHA-256 and two allocations per check.
 	adminHash domain.TokenHash
 }
-
-// routeKey names a registered route. A struct key, not "METHOD path":
-// looking a route up per request then concatenates nothing.
-type routeKey struct{ method, path string }
 
 // NewServer builds the Echo instance serving the whole HTTP surface: the
 // /api/v1 device and admin calls, /healthz, /readyz (running every check),
@@ -130,16 +104,13 @@ type routeKey struct{ method, path string }
 // answers 404) and logger may be nil (logs are discarded). Options add the
 // fleet views (WithFleet) and other adapters' pages (WithMount).
 func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService, checks []ports.HealthCheck,
-	obs RequestObserver, metricsHandler http.Handler, logger *slog.Logger, opts ...Option) *echo.Echo {
-	if obs == nil {
-		obs = nopObserver{}
-	}
+	obs httpedge.RequestObserver, metricsHandler http.Handler, logger *slog.Logger, opts ...Option) *echo.Echo {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &server{
 		cfg: cfg.withDefaults(), devices: devices, admin: admin, checks: checks,
-		obs: obs, metrics: metricsHandler, logger: logger, routes: map[routeKey]bool{},
+		metrics: metricsHandler, logger: logger, edge: httpedge.New(obs, logger),
 	}
 	if s.cfg.AdminToken != "" {
 		s.adminHash = domain.HashToken(string(s.cfg.AdminToken))
@@ -151,84 +122,54 @@ func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
-	e.HTTPErrorHandler = s.handleError
+	e.HTTPErrorHandler = s.edge.HandleError
 	// Outermost first: the request id must exist before anything can fail,
 	// the access log must see the final status, and a panic must become an
 	// error the access log and error handler can report. The answer
 	// headers are set before any handler or error can answer.
-	e.Pre(rawPathRouting)
-	e.Use(s.requestID, answerHeaders, s.accessLog, recoverPanics)
+	e.Pre(httpedge.RawPathRouting)
+	e.Use(httpedge.RequestID, httpedge.AnswerHeaders, s.edge.AccessLog, httpedge.RecoverPanics)
 
-	s.add(e, http.MethodGet, "/healthz", s.healthz)
-	s.add(e, http.MethodGet, "/readyz", s.readyz)
-	s.add(e, http.MethodGet, "/metrics", s.serveMetrics)
-	s.add(e, http.MethodGet, "/openapi.yaml", serveOpenAPI)
+	s.edge.Add(e, http.MethodGet, "/healthz", s.healthz)
+	s.edge.Add(e, http.MethodGet, "/readyz", s.readyz)
+	s.edge.Add(e, http.MethodGet, "/metrics", s.serveMetrics)
+	s.edge.Add(e, http.MethodGet, "/openapi.yaml", serveOpenAPI)
 
 	adminMW := []echo.MiddlewareFunc{s.adminAuth, knownFieldsOnly}
 	a := APIPrefix + "/admin"
-	s.add(e, http.MethodPost, a+"/devices", s.registerDevice, adminMW...)
-	s.add(e, http.MethodPost, a+"/devices/:device_id/token", s.rotateDeviceToken, adminMW...)
-	s.add(e, http.MethodGet, a+"/devices/:device_id", s.getDevice, adminMW...)
-	s.add(e, http.MethodGet, a+"/devices", s.listDevices, adminMW...)
-	s.add(e, http.MethodPut, a+"/devices/:device_id/tags", s.setDeviceTags, adminMW...)
-	s.add(e, http.MethodPost, a+"/devices/tags", s.bulkTagDevices, adminMW...)
-	s.add(e, http.MethodPost, a+"/firmwares", s.publishFirmware, adminMW...)
-	s.add(e, http.MethodGet, a+"/firmwares", s.listFirmwares, adminMW...)
-	s.add(e, http.MethodPost, a+"/firmwares/:id/revoke", s.revokeFirmware, adminMW...)
-	s.add(e, http.MethodPost, a+"/rollouts", s.startRollout, adminMW...)
-	s.add(e, http.MethodPatch, a+"/rollouts/:id", s.updateRollout, adminMW...)
-	s.add(e, http.MethodGet, a+"/rollouts/:id", s.getRollout, adminMW...)
-	s.add(e, http.MethodGet, a+"/tasks", s.listTasks, adminMW...)
-	s.add(e, http.MethodGet, a+"/tasks/:task_id/events", s.taskEvents, adminMW...)
+	s.edge.Add(e, http.MethodPost, a+"/devices", s.registerDevice, adminMW...)
+	s.edge.Add(e, http.MethodPost, a+"/devices/:device_id/token", s.rotateDeviceToken, adminMW...)
+	s.edge.Add(e, http.MethodGet, a+"/devices/:device_id", s.getDevice, adminMW...)
+	s.edge.Add(e, http.MethodGet, a+"/devices", s.listDevices, adminMW...)
+	s.edge.Add(e, http.MethodPut, a+"/devices/:device_id/tags", s.setDeviceTags, adminMW...)
+	s.edge.Add(e, http.MethodPost, a+"/devices/tags", s.bulkTagDevices, adminMW...)
+	s.edge.Add(e, http.MethodPost, a+"/firmwares", s.publishFirmware, adminMW...)
+	s.edge.Add(e, http.MethodGet, a+"/firmwares", s.listFirmwares, adminMW...)
+	s.edge.Add(e, http.MethodPost, a+"/firmwares/:id/revoke", s.revokeFirmware, adminMW...)
+	s.edge.Add(e, http.MethodPost, a+"/rollouts", s.startRollout, adminMW...)
+	s.edge.Add(e, http.MethodPatch, a+"/rollouts/:id", s.updateRollout, adminMW...)
+	s.edge.Add(e, http.MethodGet, a+"/rollouts/:id", s.getRollout, adminMW...)
+	s.edge.Add(e, http.MethodGet, a+"/tasks", s.listTasks, adminMW...)
+	s.edge.Add(e, http.MethodGet, a+"/tasks/:task_id/events", s.taskEvents, adminMW...)
 	s.addFleetRoutes(e, adminMW...)
 	s.addMounts(e)
 
 	deviceMW := []echo.MiddlewareFunc{s.deviceAuth}
 	d := APIPrefix + "/devices/:device_id/ota"
-	s.add(e, http.MethodPost, d+"/check", s.check, deviceMW...)
-	s.add(e, http.MethodGet, d+"/tasks/:task_id", s.getTask, deviceMW...)
-	s.add(e, http.MethodPost, d+"/tasks/:task_id/events", s.reportEvent, deviceMW...)
+	s.edge.Add(e, http.MethodPost, d+"/check", s.check, deviceMW...)
+	s.edge.Add(e, http.MethodGet, d+"/tasks/:task_id", s.getTask, deviceMW...)
+	s.edge.Add(e, http.MethodPost, d+"/tasks/:task_id/events", s.reportEvent, deviceMW...)
 	for _, mount := range s.cfg.AdminMounts {
 		mount(func(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
-			s.add(e, method, a+path, h, append(append([]echo.MiddlewareFunc{}, adminMW...), m...)...)
+			s.edge.Add(e, method, a+path, h, append(append([]echo.MiddlewareFunc{}, adminMW...), m...)...)
 		})
 	}
 	for _, mount := range s.cfg.Mounts {
 		mount(func(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
-			s.add(e, method, path, h, m...)
+			s.edge.Add(e, method, path, h, m...)
 		})
 	}
 	return e
-}
-
-// add registers a route and remembers it, so that the access log and the
-// metrics can tell a matched route from the router's 404/405 fallbacks.
-// Middleware is attached per route rather than per group: Echo gives a
-// group with middleware catch-all routes, which would turn unknown admin
-// paths into 401s and hide the 404/405 distinction. The route's middleware
-// wraps h once, here, first listed outermost as Echo would: Echo's own
-// e.Add(…, m...) re-applies it on every request, a closure per middleware
-// per request.
-func (s *server) add(e *echo.Echo, method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
-	for i := len(m) - 1; i >= 0; i-- {
-		h = m[i](h)
-	}
-	e.Add(method, path, h)
-	s.routes[routeKey{method, path}] = true
-}
-
-// routeLabel is the bounded route name of a request for logs and metrics.
-func (s *server) routeLabel(c echo.Context) string {
-	p := c.Path()
-	if s.routes[routeKey{c.Request().Method, p}] {
-		return p
-	}
-	// Echo's router answers 405 only on a registered path: it leaves that
-	// route's template in Path and the allowed methods in the context.
-	if _, ok := c.Get(echo.ContextKeyHeaderAllow).(string); ok && p != "" {
-		return p
-	}
-	return UnmatchedRoute
 }
 
 func (s *server) serveMetrics(c echo.Context) error {
