@@ -689,7 +689,7 @@ func TestChunkedBodiesKeepTheLimit(t *testing.T) {
 	if r := h.do(http.MethodPost, mender.AuthPath, nil, strings.Repeat(" ", 70<<10), true); r.status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("auth: %d, want 413", r.status)
 	}
-	// The admin API reads chunked bodies too (adapters/http), within its limit.
+	// The admin API reads chunked bodies too (adapters/rest), within its limit.
 	k2 := newKey(t, "ecdsa")
 	reg := `{"device_id":"dev-2","model":"cam-x1","public_key":` + jsonString(k2.pub) + `}`
 	admin := map[string]string{"Authorization": "Bearer " + adminToken}
@@ -705,7 +705,7 @@ func TestChunkedBodiesKeepTheLimit(t *testing.T) {
 }
 
 // TestAdminRoutesMatchOpenAPI validates the operators' Mender routes
-// against adapters/http/openapi.yaml, which documents them.
+// against adapters/rest/openapi.yaml, which documents them.
 func TestAdminRoutesMatchOpenAPI(t *testing.T) {
 	doc, err := openapi3.NewLoader().LoadFromData(rest.OpenAPISpec())
 	if err != nil {

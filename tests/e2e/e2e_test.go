@@ -649,7 +649,7 @@ func testRequestIDsAndErrors(t *testing.T) {
 		wantStatus(t, r, http.StatusOK)
 	}
 	if string(r.body) != string(rest.OpenAPISpec()) {
-		t.Errorf("/openapi.yaml differs from the document embedded in adapters/http")
+		t.Errorf("/openapi.yaml differs from the document embedded in adapters/rest")
 	}
 
 	model := uniq("cam")
