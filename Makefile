@@ -46,7 +46,7 @@ test: lint generate-check
 
 ## test-unit: the fast tests only (no Postgres, Redis or binary)
 test-unit:
-	$(GO) test -race -shuffle=on -count=1 ./domain/... ./application/... ./adapters/memory/... ./adapters/http/...
+	$(GO) test -race -shuffle=on -count=1 ./domain/... ./application/... ./adapters/memory/... ./adapters/rest/... ./adapters/httpedge/...
 
 ## lint: gofmt, go vet, staticcheck
 lint:

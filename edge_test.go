@@ -23,8 +23,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/google/uuid"
 
-	httpadapter "github.com/ai-device/ota/adapters/http"
 	"github.com/ai-device/ota/adapters/mender"
+	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/bootstrap"
 	"github.com/ai-device/ota/tests/testenv"
 )
@@ -288,7 +288,7 @@ func edgeState(t *testing.T, h http.Handler) string {
 // rollout then covered the whole model, ran in UTC or used the default
 // gate. Device bodies stay lenient: an agent's extra field is ignored.
 func TestOperatorBodiesRefuseUnknownFields(t *testing.T) {
-	doc, err := openapi3.NewLoader().LoadFromData(httpadapter.OpenAPISpec())
+	doc, err := openapi3.NewLoader().LoadFromData(rest.OpenAPISpec())
 	if err != nil {
 		t.Fatal(err)
 	}

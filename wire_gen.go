@@ -8,11 +8,11 @@ package main
 
 import (
 	"github.com/ai-device/ota/adapters/ddi"
-	"github.com/ai-device/ota/adapters/http"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/mender"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/adapters/redislock"
+	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/bootstrap"
 	"github.com/jmoiron/sqlx"
@@ -155,7 +155,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		return nil, nil, err
 	}
 	menderAdapter := mender.New(applicationMender, applicationMender)
-	httpConfig := bootstrap.HTTPConfigFrom(cfg, adapter, menderAdapter)
+	restConfig := bootstrap.HTTPConfigFrom(cfg, adapter, menderAdapter)
 	deviceAdmin, err := application.NewDeviceAdmin(writeBehindDevices, taskRepository, cachedFirmwares, clock)
 	if err != nil {
 		cleanup4()
@@ -234,7 +234,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		return nil, nil, err
 	}
 	v2 := bootstrap.HTTPOptions(fleet, console)
-	echo := http.NewServer(httpConfig, devices, keyedAdmin, v, metrics, handler, logger, v2...)
+	echo := rest.NewServer(restConfig, devices, keyedAdmin, v, metrics, handler, logger, v2...)
 	app := bootstrap.NewPostgresApp(cfg, echo, logger, metrics, writeBehindDevices, catalogCache, readReplica)
 	return app, func() {
 		cleanup4()
@@ -309,7 +309,7 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 		return nil, err
 	}
 	menderAdapter := mender.New(applicationMender, applicationMender)
-	httpConfig := bootstrap.HTTPConfigFrom(cfg, adapter, menderAdapter)
+	restConfig := bootstrap.HTTPConfigFrom(cfg, adapter, menderAdapter)
 	deviceAdmin, err := application.NewDeviceAdmin(devices, tasks, firmwares, clock)
 	if err != nil {
 		return nil, err
@@ -348,7 +348,7 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 		return nil, err
 	}
 	v2 := bootstrap.HTTPOptions(applicationFleet, console)
-	echo := http.NewServer(httpConfig, applicationDevices, keyedAdmin, v, metrics, handler, logger, v2...)
+	echo := rest.NewServer(restConfig, applicationDevices, keyedAdmin, v, metrics, handler, logger, v2...)
 	app := bootstrap.NewApp(cfg, echo, logger)
 	return app, nil
 }

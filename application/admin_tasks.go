@@ -12,7 +12,7 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
-// Task listing bounds, as adapters/http/openapi.yaml documents them.
+// Task listing bounds, as adapters/rest/openapi.yaml documents them.
 const (
 	defaultTaskLimit = 50
 	maxTaskLimit     = 500

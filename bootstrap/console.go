@@ -6,9 +6,9 @@ import (
 	"github.com/google/wire"
 
 	"github.com/ai-device/ota/adapters/console"
-	httpadapter "github.com/ai-device/ota/adapters/http"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/postgres"
+	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/ports"
 )
@@ -43,6 +43,6 @@ func NewConsole(cfg Config, admin ports.AdminService, fleet ports.FleetService, 
 
 // HTTPOptions adds the fleet views to the admin API and serves the console
 // at /console/ on the same server.
-func HTTPOptions(fleet ports.FleetService, con *console.Console) []httpadapter.Option {
-	return []httpadapter.Option{httpadapter.WithFleet(fleet), httpadapter.WithMount(console.Prefix, con)}
+func HTTPOptions(fleet ports.FleetService, con *console.Console) []rest.Option {
+	return []rest.Option{rest.WithFleet(fleet), rest.WithMount(console.Prefix, con)}
 }

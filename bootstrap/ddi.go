@@ -8,7 +8,7 @@ import (
 	"github.com/google/wire"
 
 	"github.com/ai-device/ota/adapters/ddi"
-	httpadapter "github.com/ai-device/ota/adapters/http"
+	"github.com/ai-device/ota/adapters/httpedge"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/application"
@@ -50,11 +50,11 @@ func DDIVersionAttributeFrom(cfg Config) application.DDIVersionAttribute {
 }
 
 // ddiMounts are the DDI routes the HTTP edge mounts.
-func ddiMounts(d *ddi.Adapter) []httpadapter.Mount {
+func ddiMounts(d *ddi.Adapter) []httpedge.Mount {
 	if d == nil {
 		return nil
 	}
-	return []httpadapter.Mount{d.Mount}
+	return []httpedge.Mount{d.Mount}
 }
 
 // loadDDIConfig reads the OTA_DDI_* variables into cfg, reporting bad

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	httpadapter "github.com/ai-device/ota/adapters/http"
+	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/bootstrap"
 )
 
@@ -190,7 +190,7 @@ func TestLogBufferRecoversFromAFailedWrite(t *testing.T) {
 func TestAccessLogThroughTheBufferLosesNoLine(t *testing.T) {
 	out := &syncBuffer{}
 	logger, closeLog := bootstrap.NewBufferedLogger(out, slog.LevelInfo)
-	srv := httpadapter.NewServer(httpadapter.Config{}, nil, nil, nil, nil, nil, logger)
+	srv := rest.NewServer(rest.Config{}, nil, nil, nil, nil, nil, logger)
 	const n = 300
 	for i := range n {
 		var req *http.Request
@@ -257,7 +257,7 @@ func BenchmarkAccessLog(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			logger, closeLog := c.logger()
 			defer closeLog()
-			srv := httpadapter.NewServer(httpadapter.Config{}, nil, nil, nil, nil, nil, logger)
+			srv := rest.NewServer(rest.Config{}, nil, nil, nil, nil, nil, logger)
 			req := httptest.NewRequest(http.MethodGet, "/healthz", nil).WithContext(context.Background())
 			w := &discardResponse{h: http.Header{}}
 			b.ReportAllocs()

@@ -8,7 +8,7 @@ import (
 	"github.com/google/wire"
 	"github.com/prometheus/client_golang/prometheus"
 
-	httpadapter "github.com/ai-device/ota/adapters/http"
+	"github.com/ai-device/ota/adapters/httpedge"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/mender"
 	"github.com/ai-device/ota/adapters/postgres"
@@ -135,19 +135,19 @@ func (o *menderQueueObserver) AuthQueueFull(deviceID domain.DeviceID, pending in
 }
 
 // menderMounts are the Mender device routes the HTTP edge mounts.
-func menderMounts(m *mender.Adapter) []httpadapter.Mount {
+func menderMounts(m *mender.Adapter) []httpedge.Mount {
 	if m == nil {
 		return nil
 	}
-	return []httpadapter.Mount{m.Mount}
+	return []httpedge.Mount{m.Mount}
 }
 
 // menderAdminMounts are the Mender operator routes (under /api/v1/admin).
-func menderAdminMounts(m *mender.Adapter) []httpadapter.Mount {
+func menderAdminMounts(m *mender.Adapter) []httpedge.Mount {
 	if m == nil {
 		return nil
 	}
-	return []httpadapter.Mount{m.MountAdmin}
+	return []httpedge.Mount{m.MountAdmin}
 }
 
 // loadMenderConfig reads the OTA_MENDER_* variables into cfg.

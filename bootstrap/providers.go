@@ -12,11 +12,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ai-device/ota/adapters/ddi"
-	httpadapter "github.com/ai-device/ota/adapters/http"
+	"github.com/ai-device/ota/adapters/httpedge"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/mender"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/adapters/redislock"
+	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/ports"
 )
@@ -37,13 +38,13 @@ var ApplicationSet = wire.NewSet(
 
 // edgeBaseSet provides the HTTP server and metrics.
 var edgeBaseSet = wire.NewSet(
-	httpadapter.ProviderSet,
+	rest.ProviderSet,
 	DDISet,
 	MenderSet,
 	HTTPConfigFrom,
 	NewMetrics,
 	wire.Bind(new(ports.Metrics), new(*Metrics)),
-	wire.Bind(new(httpadapter.RequestObserver), new(*Metrics)),
+	wire.Bind(new(httpedge.RequestObserver), new(*Metrics)),
 	MetricsHandler,
 	consoleSet,
 )
@@ -182,8 +183,8 @@ func RateLimiterFrom(cfg Config) ports.RateLimiter {
 
 // HTTPConfigFrom extracts the edge's settings; the DDI and Mender routes
 // are mounted on it.
-func HTTPConfigFrom(cfg Config, d *ddi.Adapter, m *mender.Adapter) httpadapter.Config {
-	return httpadapter.Config{AdminToken: httpadapter.AdminToken(cfg.AdminToken),
+func HTTPConfigFrom(cfg Config, d *ddi.Adapter, m *mender.Adapter) rest.Config {
+	return rest.Config{AdminToken: rest.AdminToken(cfg.AdminToken),
 		Mounts: append(ddiMounts(d), menderMounts(m)...), AdminMounts: menderAdminMounts(m)}
 }
 

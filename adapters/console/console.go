@@ -23,7 +23,7 @@ import (
 	"strings"
 	"time"
 
-	httpadapter "github.com/ai-device/ota/adapters/http"
+	"github.com/ai-device/ota/adapters/httpedge"
 	"github.com/ai-device/ota/ports"
 )
 
@@ -146,7 +146,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				panic(v)
 			}
 			c.logger.ErrorContext(r.Context(), "console page panicked", "path", r.URL.Path,
-				"request_id", httpadapter.RequestIDFrom(r.Context()), "panic", fmt.Sprint(v))
+				"request_id", httpedge.RequestIDFrom(r.Context()), "panic", fmt.Sprint(v))
 			c.fail(w, r, http.StatusInternalServerError, "Something went wrong on our side.")
 		}
 	}()
@@ -258,7 +258,7 @@ func (c *Console) execute(w http.ResponseWriter, r *http.Request, status int, pa
 	var b strings.Builder
 	if err := c.pages[page].ExecuteTemplate(&b, name, data); err != nil {
 		c.logger.ErrorContext(r.Context(), "console template failed", "page", page, "template", name,
-			"request_id", httpadapter.RequestIDFrom(r.Context()), "error", err.Error())
+			"request_id", httpedge.RequestIDFrom(r.Context()), "error", err.Error())
 		if page != "error" {
 			c.fail(w, r, http.StatusInternalServerError, "Something went wrong on our side.")
 		}
@@ -285,7 +285,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, messa
 	_, signedIn := c.sessions.read(r)
 	c.render(w, r, status, "error", page{
 		Title: http.StatusText(status), SignedIn: signedIn,
-		Data: errorData{Status: status, Message: message, RequestID: httpadapter.RequestIDFrom(r.Context())},
+		Data: errorData{Status: status, Message: message, RequestID: httpedge.RequestIDFrom(r.Context())},
 	})
 }
 
@@ -293,10 +293,10 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, messa
 // the status and words the API would use; internal causes go to the log,
 // never to the page.
 func (c *Console) failErr(w http.ResponseWriter, r *http.Request, err error) {
-	d := httpadapter.DescribeError(err)
+	d := httpedge.DescribeError(err)
 	if d.Internal {
 		c.logger.ErrorContext(r.Context(), "console request failed", "path", r.URL.Path,
-			"request_id", httpadapter.RequestIDFrom(r.Context()), "error", err.Error())
+			"request_id", httpedge.RequestIDFrom(r.Context()), "error", err.Error())
 	}
 	c.fail(w, r, d.Status, sentence(d.Message))
 }

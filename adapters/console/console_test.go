@@ -16,7 +16,8 @@ import (
 	"time"
 
 	"github.com/ai-device/ota/adapters/console"
-	httpadapter "github.com/ai-device/ota/adapters/http"
+	"github.com/ai-device/ota/adapters/httpedge"
+	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -66,8 +67,8 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := httpadapter.NewServer(httpadapter.Config{AdminToken: adminToken}, devices, admin, nil, nil, nil, nil,
-		httpadapter.WithFleet(fleet), httpadapter.WithMount(console.Prefix, con))
+	e := rest.NewServer(rest.Config{AdminToken: adminToken}, devices, admin, nil, nil, nil, nil,
+		rest.WithFleet(fleet), rest.WithMount(console.Prefix, con))
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 	return &env{t: t, clock: clk, srv: srv, console: con, admin: admin, devices: devices, client: newClient(t)}
@@ -454,7 +455,7 @@ func TestPublishFirmwareShowsErrorsBesideFields(t *testing.T) {
 		}
 	}
 	// The words are the API's: the same request there says the same.
-	api := httpadapter.DescribeError(&domain.ValidationError{Field: "sha256", Reason: "must be 64 lowercase hex characters"})
+	api := httpedge.DescribeError(&domain.ValidationError{Field: "sha256", Reason: "must be 64 lowercase hex characters"})
 	if api.Message != "sha256: must be 64 lowercase hex characters" {
 		t.Errorf("the API says %q", api.Message)
 	}

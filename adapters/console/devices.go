@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	httpadapter "github.com/ai-device/ota/adapters/http"
+	"github.com/ai-device/ota/adapters/httpedge"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -105,7 +105,7 @@ func (c *Console) deviceList(r *http.Request) (deviceListData, int, string, erro
 	if err != nil {
 		var ve *domain.ValidationError
 		if errors.As(err, &ve) {
-			desc := httpadapter.DescribeError(err)
+			desc := httpedge.DescribeError(err)
 			return d, desc.Status, sentence(desc.Message), nil
 		}
 		return d, 0, "", err

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	httpadapter "github.com/ai-device/ota/adapters/http"
+	"github.com/ai-device/ota/adapters/httpedge"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -74,7 +74,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	token := r.PostFormValue("token")
 	if c.cfg.AdminToken == "" || !domain.SecretEqual(token, c.cfg.AdminToken) {
-		c.logger.WarnContext(r.Context(), "console sign-in refused", "request_id", httpadapter.RequestIDFrom(r.Context()))
+		c.logger.WarnContext(r.Context(), "console sign-in refused", "request_id", httpedge.RequestIDFrom(r.Context()))
 		c.showSignIn(w, r, http.StatusUnauthorized, next, "That is not the admin token.")
 		return
 	}
@@ -241,10 +241,10 @@ func formInt(r *http.Request, name string) (*int, error) {
 // fieldError places an error beside its field when it names one (with the
 // API's message), or above the form otherwise; internal errors are logged.
 func (c *Console) fieldError(r *http.Request, err error, errs map[string]string, fields ...string) (status int, general string) {
-	d := httpadapter.DescribeError(err)
+	d := httpedge.DescribeError(err)
 	if d.Internal {
 		c.logger.ErrorContext(r.Context(), "console form failed", "path", r.URL.Path,
-			"request_id", httpadapter.RequestIDFrom(r.Context()), "error", err.Error())
+			"request_id", httpedge.RequestIDFrom(r.Context()), "error", err.Error())
 	}
 	var ve *domain.ValidationError
 	field := ""
@@ -496,10 +496,10 @@ func (c *Console) changeRollout(w http.ResponseWriter, r *http.Request, s sessio
 			c.failErr(w, r, err)
 			return
 		}
-		d := httpadapter.DescribeError(err)
+		d := httpedge.DescribeError(err)
 		if d.Internal {
 			c.logger.ErrorContext(r.Context(), "console rollout change failed", "request_id",
-				httpadapter.RequestIDFrom(r.Context()), "error", err.Error())
+				httpedge.RequestIDFrom(r.Context()), "error", err.Error())
 		}
 		p := c.base(s, "Rollout", "rollouts")
 		c.showRollout(w, r, p, d.Status, sentence(d.Message))
@@ -669,7 +669,7 @@ func (c *Console) devicePage(w http.ResponseWriter, r *http.Request, s session) 
 				c.failErr(w, r, err)
 				return
 			}
-			status, d.Error = http.StatusBadRequest, sentence(httpadapter.DescribeError(err).Message)
+			status, d.Error = http.StatusBadRequest, sentence(httpedge.DescribeError(err).Message)
 		default:
 			page, err := c.admin.ListTasks(r.Context(), ports.TaskQuery{DeviceID: d.Query, Limit: deviceHistoryLimit})
 			if err != nil {

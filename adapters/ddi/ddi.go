@@ -1,12 +1,12 @@
 // Package ddi speaks Eclipse hawkBit's Direct Device Integration (DDI) API,
 // so that devices running SWUpdate's suricatta or rauc-hawkbit-updater can
 // use this service unchanged. It is a second driving adapter beside
-// adapters/http, over the same use cases (ports.DDIService, which calls the
+// adapters/rest, over the same use cases (ports.DDIService, which calls the
 // device check and events): it only translates the protocol.
 //
-// Its routes are mounted on the HTTP edge's Echo server (httpadapter.Mount),
+// Its routes are mounted on the HTTP edge's Echo server (httpedge.Mount),
 // so they share request ids, the access log, request metrics and the one
-// error mapping (adapters/http/errors.go). Every route lives under
+// error mapping (adapters/httpedge/errors.go). Every route lives under
 // /{tenant}/controller/v1/{controllerId}; the tenant is configurable
 // (OTA_DDI_TENANT) and any other is 404. The controller id is the device id.
 package ddi

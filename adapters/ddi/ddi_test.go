@@ -14,8 +14,9 @@ import (
 	"time"
 
 	"github.com/ai-device/ota/adapters/ddi"
-	httpadapter "github.com/ai-device/ota/adapters/http"
+	"github.com/ai-device/ota/adapters/httpedge"
 	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/ports"
 	"github.com/ai-device/ota/tests/testenv"
@@ -57,7 +58,7 @@ func newHarnessAt(t *testing.T, clock ports.Clock) *harness {
 		t.Fatal(err)
 	}
 	a := ddi.New(ddi.Config{GatewayToken: gatewayToken, PublicURL: "http://" + l.Addr().String() + "/"}, svc)
-	e := httpadapter.NewServer(httpadapter.Config{AdminToken: adminToken, Mounts: []httpadapter.Mount{a.Mount}},
+	e := rest.NewServer(rest.Config{AdminToken: adminToken, Mounts: []httpedge.Mount{a.Mount}},
 		devices, admin, nil, nil, nil, nil)
 	srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: e}}
 	srv.Start()
@@ -453,8 +454,8 @@ func TestConfigData(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d", name, r.status, r.body, tc.want)
 		}
 		if tc.want == http.StatusBadRequest {
-			var e httpadapter.ErrorBody
-			if json.Unmarshal(r.body, &e) != nil || e.Error.Code != httpadapter.CodeValidationFailed {
+			var e httpedge.ErrorBody
+			if json.Unmarshal(r.body, &e) != nil || e.Error.Code != httpedge.CodeValidationFailed {
 				t.Errorf("%s: error body %s", name, r.body)
 			}
 		}
@@ -512,18 +513,18 @@ func TestAuthTenantAndErrors(t *testing.T) {
 	if link, ok := h.poll("dev-a", tok)["deploymentBase"]; ok {
 		t.Fatalf("firmware without sha1 offered over DDI: %s", link)
 	}
-	rest := h.do(http.MethodPost, "/api/v1/devices/dev-a/ota/check", "Bearer "+strings.TrimPrefix(tok, "TargetToken "),
+	viaREST := h.do(http.MethodPost, "/api/v1/devices/dev-a/ota/check", "Bearer "+strings.TrimPrefix(tok, "TargetToken "),
 		map[string]any{"model": model, "current_version": "1.0.0"})
-	if rest.status != http.StatusOK {
-		t.Fatalf("REST check: %d %s", rest.status, rest.body)
+	if viaREST.status != http.StatusOK {
+		t.Fatalf("REST check: %d %s", viaREST.status, viaREST.body)
 	}
 	action, err := h.tasks("dev-a")[0]["action_id"].(json.Number).Int64()
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := h.do(http.MethodGet, root("dev-a")+"/deploymentBase/"+strconv.FormatInt(action, 10), tok, nil)
-	var e httpadapter.ErrorBody
-	if r.status != http.StatusConflict || json.Unmarshal(r.body, &e) != nil || e.Error.Code != httpadapter.CodeFirmwareNotDeliverable ||
+	var e httpedge.ErrorBody
+	if r.status != http.StatusConflict || json.Unmarshal(r.body, &e) != nil || e.Error.Code != httpedge.CodeFirmwareNotDeliverable ||
 		!strings.Contains(e.Error.Message, "sha1") {
 		t.Fatalf("firmware without sha1: %d %s", r.status, r.body)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	httpadapter "github.com/ai-device/ota/adapters/http"
+	"github.com/ai-device/ota/adapters/httpedge"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -294,7 +294,7 @@ func (a *Adapter) accept(c echo.Context) error {
 		if err := decodeBytes(body, &b, `{"model"?, "replace_key"?}`); err != nil {
 			return err
 		}
-		if err := httpadapter.KnownFieldsOnly(body, &b); err != nil {
+		if err := httpedge.KnownFieldsOnly(body, &b); err != nil {
 			return err // an operator's body, refused whole for a typo
 		}
 	}
@@ -369,7 +369,7 @@ func (a *Adapter) setKey(c echo.Context) error {
 	if err := decodeBytes(body, &b, `{"public_key"}`); err != nil {
 		return err
 	}
-	if err := httpadapter.KnownFieldsOnly(body, &b); err != nil {
+	if err := httpedge.KnownFieldsOnly(body, &b); err != nil {
 		return err // an operator's body, refused whole for a typo
 	}
 	if b.PublicKey == nil {

@@ -1,12 +1,12 @@
 // Package mender speaks Mender's device API (authentication, inventory,
 // deployments), so that devices running mender-client use this service
-// unchanged. It is a driving adapter beside adapters/http and adapters/ddi,
+// unchanged. It is a driving adapter beside adapters/rest and adapters/ddi,
 // over the same use cases (ports.MenderService, which calls the device
 // check and events): it only translates the protocol.
 //
 // Its routes are mounted on the HTTP edge's Echo server, so they share
 // request ids, the access log, request metrics and the one error mapping
-// (adapters/http/errors.go). The device routes live under /api/devices;
+// (adapters/httpedge/errors.go). The device routes live under /api/devices;
 // the operators' routes (pending devices, task logs) under /api/v1/admin,
 // behind the admin token.
 //

@@ -30,9 +30,10 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/labstack/echo/v4"
 
-	httpadapter "github.com/ai-device/ota/adapters/http"
+	"github.com/ai-device/ota/adapters/httpedge"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/mender"
+	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -165,8 +166,8 @@ func newHarness(t *testing.T, acceptPending bool, opts ...func(*application.Mend
 		t.Fatal(err)
 	}
 	a := mender.New(svc, svc)
-	e := httpadapter.NewServer(httpadapter.Config{AdminToken: adminToken,
-		Mounts: []httpadapter.Mount{a.Mount}, AdminMounts: []httpadapter.Mount{a.MountAdmin}},
+	e := rest.NewServer(rest.Config{AdminToken: adminToken,
+		Mounts: []httpedge.Mount{a.Mount}, AdminMounts: []httpedge.Mount{a.MountAdmin}},
 		devices, admin, nil, nil, nil, nil)
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
@@ -688,7 +689,7 @@ func TestChunkedBodiesKeepTheLimit(t *testing.T) {
 	if r := h.do(http.MethodPost, mender.AuthPath, nil, strings.Repeat(" ", 70<<10), true); r.status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("auth: %d, want 413", r.status)
 	}
-	// The admin API reads chunked bodies too (adapters/http), within its limit.
+	// The admin API reads chunked bodies too (adapters/rest), within its limit.
 	k2 := newKey(t, "ecdsa")
 	reg := `{"device_id":"dev-2","model":"cam-x1","public_key":` + jsonString(k2.pub) + `}`
 	admin := map[string]string{"Authorization": "Bearer " + adminToken}
@@ -704,9 +705,9 @@ func TestChunkedBodiesKeepTheLimit(t *testing.T) {
 }
 
 // TestAdminRoutesMatchOpenAPI validates the operators' Mender routes
-// against adapters/http/openapi.yaml, which documents them.
+// against adapters/rest/openapi.yaml, which documents them.
 func TestAdminRoutesMatchOpenAPI(t *testing.T) {
-	doc, err := openapi3.NewLoader().LoadFromData(httpadapter.OpenAPISpec())
+	doc, err := openapi3.NewLoader().LoadFromData(rest.OpenAPISpec())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -831,14 +832,14 @@ func TestOperatorsSetAndRotateADeviceKey(t *testing.T) {
 // and the routes MountAdmin registers in step (the edge's own test skips
 // them).
 func TestAdminRoutesAreDocumented(t *testing.T) {
-	doc, err := openapi3.NewLoader().LoadFromData(httpadapter.OpenAPISpec())
+	doc, err := openapi3.NewLoader().LoadFromData(rest.OpenAPISpec())
 	if err != nil {
 		t.Fatal(err)
 	}
 	param := regexp.MustCompile(`:([A-Za-z0-9_]+)`)
 	served := map[string]bool{}
 	mender.New(nil, nil).MountAdmin(func(method, path string, _ echo.HandlerFunc, _ ...echo.MiddlewareFunc) {
-		served[method+" "+httpadapter.APIPrefix+"/admin"+param.ReplaceAllString(path, "{x}")] = true
+		served[method+" "+rest.APIPrefix+"/admin"+param.ReplaceAllString(path, "{x}")] = true
 	})
 	documented := map[string]bool{}
 	for path, item := range doc.Paths.Map() {

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	httpadapter "github.com/ai-device/ota/adapters/http"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/postgres"
+	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -78,7 +78,7 @@ func newBenchFleet(b *testing.B, store string) *benchFleet {
 		b.Fatal(err)
 	}
 	f := &benchFleet{devices: devices, reuseM: "bench-reuse", noUpM: "bench-idle"}
-	f.handler = httpadapter.NewServer(httpadapter.Config{AdminToken: "bench-admin-token-0123456789"}, devices, admin, nil, nil, nil,
+	f.handler = rest.NewServer(rest.Config{AdminToken: "bench-admin-token-0123456789"}, devices, admin, nil, nil, nil,
 		slog.New(slog.DiscardHandler))
 	fw, err := admin.PublishFirmware(ctx, domain.FirmwareSpec{Model: f.reuseM, Version: "2.0.0",
 		URL: "https://fw.example/bench.bin", SizeBytes: 10, SHA256: sha(9)})

@@ -28,16 +28,10 @@ var allowedInternal = []struct {
 	{".", []string{"domain", "ports", "application", "adapters", "bootstrap", "migrations"}},
 }
 
-// mountedOnEdge reports whether pkg is a driving adapter served through the
-// HTTP edge's Echo server (the console and the device-protocol adapters).
-func mountedOnEdge(pkg string) bool {
-	for _, a := range []string{"adapters/console", "adapters/ddi", "adapters/mender"} {
-		if within(pkg, a) {
-			return true
-		}
-	}
-	return false
-}
+// sharedEdge is the one package every HTTP adapter may import: the plumbing
+// they share (request ids, access log, the one error mapping). It is not
+// an adapter of its own, and imports no adapter.
+const sharedEdge = "adapters/httpedge"
 
 func within(pkg, folder string) bool {
 	return folder == "." && pkg == "." || pkg == folder || strings.HasPrefix(pkg, folder+"/")
@@ -77,13 +71,12 @@ func violations(pkg string, imports []string) []string {
 				ok = true
 			}
 		}
-		// An adapter may use its own subpackages, never another adapter —
-		// except that the driving adapters mounted on the HTTP edge share
-		// its request ids and its one error mapping (adapters/http).
+		// An adapter may use its own subpackages and the shared HTTP
+		// plumbing, never another adapter.
 		if within(pkg, "adapters") {
 			parts := strings.SplitN(pkg, "/", 3)
 			if within(rel, "adapters") {
-				ok = within(rel, strings.Join(parts[:2], "/")) || mountedOnEdge(pkg) && within(rel, "adapters/http")
+				ok = within(rel, strings.Join(parts[:2], "/")) || within(rel, sharedEdge)
 			}
 		}
 		if !ok {
@@ -104,11 +97,19 @@ func TestViolationsCatches(t *testing.T) {
 		{"domain", []string{"github.com/lib/pq"}, true},
 		{"ports", []string{module + "/application"}, true},
 		{"application", []string{module + "/adapters/postgres"}, true},
-		{"adapters/http", []string{module + "/application"}, true},
-		{"adapters/http", []string{module + "/adapters/postgres"}, true},
+		{"adapters/rest", []string{module + "/application"}, true},
+		{"adapters/rest", []string{module + "/adapters/postgres"}, true},
+		{"adapters/rest", []string{module + "/adapters/httpedge"}, false},
 		{"adapters/console/views", []string{module + "/adapters/console"}, false},
-		{"adapters/console", []string{module + "/adapters/http"}, false},
-		{"adapters/postgres", []string{module + "/adapters/http"}, true},
+		{"adapters/console", []string{module + "/adapters/httpedge"}, false},
+		{"adapters/ddi", []string{module + "/adapters/httpedge"}, false},
+		{"adapters/mender", []string{module + "/adapters/httpedge"}, false},
+		{"adapters/console", []string{module + "/adapters/rest"}, true},
+		{"adapters/ddi", []string{module + "/adapters/rest"}, true},
+		{"adapters/mender", []string{module + "/adapters/rest"}, true},
+		{"adapters/httpedge", []string{module + "/adapters/rest"}, true},
+		{"adapters/httpedge", []string{module + "/application"}, true},
+		{"adapters/postgres", []string{module + "/adapters/rest"}, true},
 		{"adapters/console", []string{module + "/adapters/postgres"}, true},
 		{"adapters/postgres", []string{module + "/domain", module + "/ports", "github.com/lib/pq"}, false},
 		{"bootstrap", []string{module + "/tests/testenv"}, true},

@@ -2,7 +2,7 @@ package contract
 
 import "github.com/ai-device/ota/domain"
 
-// asUUID types an id as an edge does (adapters/http pathUUID): parsed
+// asUUID types an id as an edge does (adapters/rest pathUUID): parsed
 // once; an id that is not a UUID becomes the zero UUID, which the stores
 // answer with domain.ErrNotFound. The suites pass ids they got back from
 // the stores, and deliberately bad ones, through it.

@@ -273,7 +273,7 @@ func wantError(t testing.TB, r *response, status int, code string) {
 	}
 }
 
-// ---- the views of adapters/http/openapi.yaml the tests look into ----
+// ---- the views of adapters/rest/openapi.yaml the tests look into ----
 
 type firmwareJSON struct {
 	ID      string `json:"id"`

@@ -16,7 +16,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	httpadapter "github.com/ai-device/ota/adapters/http"
+	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/tests/testenv"
 )
 
@@ -648,8 +648,8 @@ func testRequestIDsAndErrors(t *testing.T) {
 		r = c.do(t, call{method: http.MethodGet, path: path})
 		wantStatus(t, r, http.StatusOK)
 	}
-	if string(r.body) != string(httpadapter.OpenAPISpec()) {
-		t.Errorf("/openapi.yaml differs from the document embedded in adapters/http")
+	if string(r.body) != string(rest.OpenAPISpec()) {
+		t.Errorf("/openapi.yaml differs from the document embedded in adapters/rest")
 	}
 
 	model := uniq("cam")

@@ -17,7 +17,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
-	httpadapter "github.com/ai-device/ota/adapters/http"
+	"github.com/ai-device/ota/adapters/rest"
 )
 
 // expectedCoverage lists, per scenario, responses (operationId and status)
@@ -150,7 +150,7 @@ func loadOpenAPI(t *testing.T) (*openapi3.T, routers.Router) {
 	t.Helper()
 	// Task ids are UUIDs; kin-openapi checks the format only when told how.
 	openapi3.DefineStringFormatValidator("uuid", openapi3.NewRegexpFormatValidator(openapi3.FormatOfStringForUUIDOfRFC9562))
-	doc, err := openapi3.NewLoader().LoadFromData(httpadapter.OpenAPISpec())
+	doc, err := openapi3.NewLoader().LoadFromData(rest.OpenAPISpec())
 	if err != nil {
 		t.Fatalf("loading openapi.yaml: %v", err)
 	}

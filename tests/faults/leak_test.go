@@ -11,10 +11,10 @@ import (
 
 	"go.uber.org/goleak"
 
-	httpadapter "github.com/ai-device/ota/adapters/http"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/adapters/redislock"
+	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/bootstrap"
 	"github.com/ai-device/ota/ports"
@@ -89,7 +89,7 @@ func TestNoGoroutineLeakInProcess(t *testing.T) {
 			Locker: locker, Clock: memory.NewClock(), IDs: memory.NewUUIDs(), Metrics: metrics, Limiter: ports.Unlimited{},
 		}
 		devices, admin := testenv.UseCases(t, deps, time.Hour)
-		edge := httpadapter.NewServer(httpadapter.Config{AdminToken: httpadapter.AdminToken(w.admin)}, devices, admin,
+		edge := rest.NewServer(rest.Config{AdminToken: rest.AdminToken(w.admin)}, devices, admin,
 			[]ports.HealthCheck{postgres.NewHealthCheck(pool)}, metrics, metrics.Handler(), logger)
 		srv := httptest.NewServer(edge)
 		defer srv.Close()

@@ -14,9 +14,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 
-	httpadapter "github.com/ai-device/ota/adapters/http"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/postgres"
+	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/bootstrap"
 	"github.com/ai-device/ota/ports"
@@ -47,7 +47,7 @@ func newStack(t *testing.T) *stack {
 		Metrics: metrics, Limiter: ports.Unlimited{},
 	}
 	devices, admin := testenv.UseCases(t, deps, time.Hour)
-	e := httpadapter.NewServer(httpadapter.Config{AdminToken: adminToken}, devices, admin,
+	e := rest.NewServer(rest.Config{AdminToken: adminToken}, devices, admin,
 		[]ports.HealthCheck{postgres.NewHealthCheck(db)}, metrics, metrics.Handler(), slog.New(slog.DiscardHandler))
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)

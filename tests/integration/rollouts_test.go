@@ -19,9 +19,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 
-	httpadapter "github.com/ai-device/ota/adapters/http"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/postgres"
+	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -89,7 +89,7 @@ func newCluster(t *testing.T, n int, start time.Time) *cluster {
 			Attributes: postgres.NewAttributeRepository(db), Directory: postgres.NewDeviceDirectory(db),
 		}
 		devices, admin := testenv.UseCases(t, deps, time.Hour)
-		e := httpadapter.NewServer(httpadapter.Config{AdminToken: adminToken}, devices, admin, nil, nil, nil, slog.New(slog.DiscardHandler))
+		e := rest.NewServer(rest.Config{AdminToken: adminToken}, devices, admin, nil, nil, nil, slog.New(slog.DiscardHandler))
 		srv := httptest.NewServer(e)
 		t.Cleanup(srv.Close)
 		c.urls = append(c.urls, srv.URL)

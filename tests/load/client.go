@@ -141,7 +141,7 @@ func (c *client) do(ctx context.Context, kind call, base, method, path, token st
 	return a, nil
 }
 
-// ---- wire shapes (adapters/http/openapi.yaml) ----
+// ---- wire shapes (adapters/rest/openapi.yaml) ----
 
 type firmwareRef struct {
 	ID      string `json:"id"`

@@ -55,7 +55,7 @@ func TestDockerignore(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	root, _ := filepath.Abs(filepath.Join("..", ".."))
-	need := []string{"go.mod", "go.sum", "main.go", "wire_gen.go", "migrations/00001_init.sql", "adapters/http/openapi.yaml"}
+	need := []string{"go.mod", "go.sum", "main.go", "wire_gen.go", "migrations/00001_init.sql", "adapters/rest/openapi.yaml"}
 	for dir := range strings.Lines(string(out)) {
 		rel, err := filepath.Rel(root, strings.TrimSpace(dir))
 		if err != nil || rel == "." {
@@ -82,7 +82,7 @@ func TestIgnored(t *testing.T) {
 	pats := []string{".git", "/otad", "**/testdata", "*.test", "docs"}
 	for path, want := range map[string]bool{
 		".git/HEAD": true, "otad": true, "domain/testdata/x": true, "a.test": true, "docs/x.md": true,
-		"domain/x.go": false, "adapters/http/openapi.yaml": false, "otadx": false,
+		"domain/x.go": false, "adapters/rest/openapi.yaml": false, "otadx": false,
 	} {
 		if ignored(pats, path) != want {
 			t.Errorf("ignored(%q) = %v", path, !want)

@@ -1,4 +1,4 @@
-package http
+package httpedge
 
 import (
 	"errors"
@@ -63,8 +63,27 @@ type apiError struct {
 // Error is the message shown to the caller.
 func (e *apiError) Error() string { return e.message }
 
-func malformed(msg string) error {
+// NewError is an error raised by an edge itself, with its final status,
+// code and caller-safe message.
+func NewError(status int, code, message string) error {
+	return &apiError{status: status, code: code, message: message}
+}
+
+// Malformed is 400 MALFORMED_JSON with a caller-safe message.
+func Malformed(msg string) error {
 	return &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON, message: msg}
+}
+
+// TooLarge is 413 PAYLOAD_TOO_LARGE, for a body over the limit.
+func TooLarge() error {
+	r := tooLarge()
+	return &apiError{status: r.status, code: r.code, message: r.message}
+}
+
+// UnsupportedMedia is 415 UNSUPPORTED_MEDIA_TYPE, for a body that is not JSON.
+func UnsupportedMedia() error {
+	r := unsupportedMedia()
+	return &apiError{status: r.status, code: r.code, message: r.message}
 }
 
 // retryAfterError may be implemented by ErrServiceBusy / ErrRateLimited
@@ -197,33 +216,33 @@ func retryAfterSeconds(d time.Duration) string {
 	return strconv.FormatInt(s, 10)
 }
 
-// handleError is Echo's HTTPErrorHandler: the one place where errors become
-// HTTP answers. Internal errors are logged with the request id, and the
-// caller gets only a generic message and that id to quote.
 // StatusClientClosedRequest is what a request whose caller hung up before
 // the answer is recorded as (nginx's convention); no client ever reads it.
 const StatusClientClosedRequest = 499
 
-func (s *server) handleError(err error, c echo.Context) {
+// HandleError is Echo's HTTPErrorHandler: the one place where errors become
+// HTTP answers. Internal errors are logged with the request id, and the
+// caller gets only a generic message and that id to quote.
+func (e *Edge) HandleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
 	r := classify(err)
-	id := requestIDOf(c)
+	id := RequestIDOf(c)
 	if r.internal && c.Request().Context().Err() != nil {
 		// The caller hung up and its cancellation surfaced as an error
 		// (context canceled, or Postgres cancelling the statement). Nothing
 		// failed on our side: record it as nginx's 499, not as a 500.
 		c.Set(ctxErrorCode, "CLIENT_CLOSED_REQUEST")
-		s.logger.InfoContext(c.Request().Context(), "client closed request",
-			"request_id", id, "method", c.Request().Method, "route", s.routeLabel(c))
+		e.logger.InfoContext(c.Request().Context(), "client closed request",
+			"request_id", id, "method", c.Request().Method, "route", e.RouteLabel(c))
 		_ = c.NoContent(StatusClientClosedRequest)
 		return
 	}
 	c.Set(ctxErrorCode, r.code)
 	if r.internal {
-		s.logger.ErrorContext(c.Request().Context(), "internal error",
-			"request_id", id, "method", c.Request().Method, "route", s.routeLabel(c), "error", err.Error())
+		e.logger.ErrorContext(c.Request().Context(), "internal error",
+			"request_id", id, "method", c.Request().Method, "route", e.RouteLabel(c), "error", err.Error())
 	}
 	h := c.Response().Header()
 	if r.retryAfter > 0 {
@@ -234,7 +253,7 @@ func (s *server) handleError(err error, c echo.Context) {
 	}
 	body := ErrorBody{Error: ErrorDetail{Code: r.code, Message: r.message, RequestID: id}}
 	if werr := c.JSON(r.status, body); werr != nil {
-		s.logger.WarnContext(c.Request().Context(), "writing error response failed",
+		e.logger.WarnContext(c.Request().Context(), "writing error response failed",
 			"request_id", id, "error", werr.Error())
 	}
 }

@@ -1,4 +1,4 @@
-package http
+package rest
 
 import (
 	"time"
@@ -7,7 +7,7 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
-// The JSON views of adapters/http/openapi.yaml. They are declared field by field, in the
+// The JSON views of adapters/rest/openapi.yaml. They are declared field by field, in the
 // contract's order, rather than derived from domain types: the wire format
 // is an API that must not move when the domain does. Optional strings that
 // are empty render as null; times are RFC 3339 in UTC.

@@ -1,4 +1,4 @@
-package http
+package rest
 
 import (
 	"bytes"
@@ -6,10 +6,11 @@ import (
 	"errors"
 	"io"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/ai-device/ota/domain"
+
+	"github.com/ai-device/ota/adapters/httpedge"
 )
 
 // decodeWithDecoder is decodeJSON's mapping done with a json.Decoder only,
@@ -22,10 +23,10 @@ func decodeWithDecoder(body []byte, dst any) error {
 		if errors.As(err, &te) && te.Field != "" {
 			return &domain.ValidationError{Field: te.Field, Reason: "must be " + jsonKind(te)}
 		}
-		return malformed("request body is not valid JSON")
+		return httpedge.Malformed("request body is not valid JSON")
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return malformed("request body must hold a single JSON object")
+		return httpedge.Malformed("request body must hold a single JSON object")
 	}
 	return nil
 }
@@ -65,54 +66,6 @@ func TestDecodeJSONAgreesWithTheDecoder(t *testing.T) {
 		}
 		if wantErr == nil && !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: decoded %+v, the Decoder's %+v", b, got, want)
-		}
-	}
-}
-
-// KnownFieldsOnly names an unknown field by its path, at any depth, and
-// takes names exactly as written; known fields of every shape pass.
-func TestKnownFieldsOnlyNamesTheUnknownField(t *testing.T) {
-	type inner struct {
-		A *int `json:"a"`
-	}
-	type Embedded struct {
-		E *int `json:"e"`
-	}
-	type body struct {
-		Embedded
-		X     *int             `json:"x"`
-		In    *inner           `json:"in"`
-		List  []inner          `json:"list"`
-		ByKey map[string]inner `json:"by_key"`
-		Plain map[string]string
-		Skip  *int `json:"-"`
-	}
-	long := strings.Repeat("é", 100)
-	for in, want := range map[string]string{
-		`{}`: "",
-		`{"x":1,"e":2,"in":{"a":1},"list":[{"a":1}],"by_key":{"k":{"a":1}},"Plain":{"any":"v"}}`: "",
-		`{"y":1}`:                     "y",
-		`{"X":1}`:                     "X",
-		`{"Skip":1}`:                  "Skip",
-		`{"-":1}`:                     "-",
-		`{"in":{"a":1,"b":2}}`:        "in.b",
-		`{"list":[{"a":1},{"c":2}]}`:  "list.c",
-		`{"by_key":{"k":{"d":1}}}`:    "by_key.k.d",
-		`{"x":1,"in":{"b":1},"z":1}`:  "z",
-		`{"` + long + `":1}`:          strings.Repeat("é", maxFieldNameShown) + "…",
-		`{"in":"not an object"}`:      "",
-		`{"list":{"not":"an array"}}`: "",
-	} {
-		err := KnownFieldsOnly([]byte(in), &body{})
-		if want == "" {
-			if err != nil {
-				t.Errorf("%s: %v, want nil", in, err)
-			}
-			continue
-		}
-		var ve *domain.ValidationError
-		if !errors.As(err, &ve) || ve.Field != want {
-			t.Errorf("%.60s: %v, want a validation error naming %q", in, err, want)
 		}
 	}
 }

@@ -1,22 +1,21 @@
-package http
+package rest
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
-	"maps"
 	"mime"
 	"net/http"
 	"reflect"
-	"slices"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/ai-device/ota/domain"
+
+	"github.com/ai-device/ota/adapters/httpedge"
 )
 
 // readBody reads the request body within the size limit and checks its
@@ -26,7 +25,7 @@ func (s *server) readBody(c echo.Context) ([]byte, error) {
 	req := c.Request()
 	limit := s.cfg.BodyLimit
 	if req.ContentLength > limit {
-		return nil, &apiError{status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge, message: "request body is too large"}
+		return nil, httpedge.TooLarge()
 	}
 	if req.Body == nil || req.Body == http.NoBody {
 		return nil, nil
@@ -36,14 +35,13 @@ func (s *server) readBody(c echo.Context) ([]byte, error) {
 		return nil, unreadable(err)
 	}
 	if int64(len(body)) > limit {
-		return nil, &apiError{status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge, message: "request body is too large"}
+		return nil, httpedge.TooLarge()
 	}
 	if len(body) == 0 {
 		return nil, nil
 	}
 	if !isJSON(req.Header.Get(echo.HeaderContentType)) {
-		r := unsupportedMedia()
-		return nil, &apiError{status: r.status, code: r.code, message: r.message}
+		return nil, httpedge.UnsupportedMedia()
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, nil
@@ -62,7 +60,7 @@ func unreadable(err error) error {
 	if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		return mbe
 	}
-	return malformed("request body could not be read")
+	return httpedge.Malformed("request body could not be read")
 }
 
 // isJSON accepts application/json, with no charset or a UTF-8 one: JSON
@@ -110,7 +108,7 @@ func (s *server) decodeBody(c echo.Context, dst any) error {
 		return err
 	}
 	if body == nil {
-		return malformed("request body is required")
+		return httpedge.Malformed("request body is required")
 	}
 	return decodeJSON(body, dst, strictBody(c))
 }
@@ -136,13 +134,13 @@ func (s *server) acceptEmptyBody(c echo.Context) error {
 //     MALFORMED_JSON;
 //   - a field of the wrong JSON type is VALIDATION_FAILED naming the field;
 //   - with strict, a field dst does not have, at any depth, is
-//     VALIDATION_FAILED naming it (KnownFieldsOnly); without, unknown
+//     VALIDATION_FAILED naming it (httpedge.KnownFieldsOnly); without, unknown
 //     fields are ignored, so older servers accept newer devices.
 func decodeJSON(body []byte, dst any, strict bool) error {
 	if err := decodeJSONValue(body, dst); err != nil || !strict {
 		return err
 	}
-	return KnownFieldsOnly(body, dst)
+	return httpedge.KnownFieldsOnly(body, dst)
 }
 
 func decodeJSONValue(body []byte, dst any) error {
@@ -151,9 +149,9 @@ func decodeJSONValue(body []byte, dst any) error {
 	}
 	if trimmed := bytes.TrimLeft(body, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
 		if json.Valid(body) {
-			return malformed("request body must be a JSON object")
+			return httpedge.Malformed("request body must be a JSON object")
 		}
-		return malformed("request body is not valid JSON")
+		return httpedge.Malformed("request body is not valid JSON")
 	}
 	// The body is already in memory: json.Unmarshal decodes it in place,
 	// with no Decoder, reader or copy of the body (4 allocations per
@@ -167,7 +165,7 @@ func decodeJSONValue(body []byte, dst any) error {
 			return &domain.ValidationError{Field: te.Field, Reason: "must be " + jsonKind(te)}
 		}
 		if err != nil {
-			return malformed("request body is not valid JSON")
+			return httpedge.Malformed("request body is not valid JSON")
 		}
 		return nil
 	}
@@ -177,134 +175,12 @@ func decodeJSONValue(body []byte, dst any) error {
 		if errors.As(err, &te) && te.Field != "" {
 			return &domain.ValidationError{Field: te.Field, Reason: "must be " + jsonKind(te)}
 		}
-		return malformed("request body is not valid JSON")
+		return httpedge.Malformed("request body is not valid JSON")
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return malformed("request body must hold a single JSON object")
+		return httpedge.Malformed("request body must hold a single JSON object")
 	}
 	return nil
-}
-
-// maxFieldNameShown bounds an unknown field's name in an error message.
-const maxFieldNameShown = 64
-
-// KnownFieldsOnly refuses a field of the JSON object body that dst (a
-// pointer to the struct body decodes into) does not have, in nested objects
-// and in objects inside arrays too, with VALIDATION_FAILED naming it by its
-// path ("selector.tag_all", "stages.min_finish"). Names match exactly, as
-// documented: encoding/json would also take "Percentage" for "percentage".
-// It judges names only: a body that is not an object, or a value of another
-// type, is left to the decoder. Every operator body goes through it (the
-// edge's routes, and other adapters' operator routes, which call it).
-func KnownFieldsOnly(body []byte, dst any) error {
-	if f := unknownField(body, reflect.TypeOf(dst), ""); f != "" {
-		return &domain.ValidationError{Field: f, Reason: "is not a field of this request (see /openapi.yaml)"}
-	}
-	return nil
-}
-
-// unknownField returns the path of the first unknown field of raw for type
-// t ("" when none): the object's own names first, in sorted order, then
-// inside its fields.
-func unknownField(raw []byte, t reflect.Type, prefix string) string {
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == nil {
-		return ""
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(raw, &obj) != nil {
-			return ""
-		}
-		fields := jsonFields(t)
-		keys := slices.Sorted(maps.Keys(obj))
-		for _, k := range keys {
-			if _, ok := fields[k]; !ok {
-				return prefix + shortName(k)
-			}
-		}
-		for _, k := range keys {
-			if f := unknownField(obj[k], fields[k], prefix+k+"."); f != "" {
-				return f
-			}
-		}
-	case reflect.Slice, reflect.Array:
-		var items []json.RawMessage
-		if json.Unmarshal(raw, &items) != nil {
-			return ""
-		}
-		for _, it := range items {
-			if f := unknownField(it, t.Elem(), prefix); f != "" {
-				return f
-			}
-		}
-	case reflect.Map:
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(raw, &obj) != nil {
-			return ""
-		}
-		for _, k := range slices.Sorted(maps.Keys(obj)) {
-			if f := unknownField(obj[k], t.Elem(), prefix+k+"."); f != "" {
-				return f
-			}
-		}
-	}
-	return ""
-}
-
-// shortName bounds a caller's field name for the error message.
-func shortName(k string) string {
-	if utf8.RuneCountInString(k) <= maxFieldNameShown {
-		return k
-	}
-	return string([]rune(k)[:maxFieldNameShown]) + "…"
-}
-
-var jsonFieldCache sync.Map // reflect.Type → map[string]reflect.Type
-
-// jsonFields maps the JSON names of a struct's fields to their types, as
-// encoding/json names them (the tag's name, else the Go name; "-" is
-// none; an embedded struct's fields are the outer struct's).
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	if f, ok := jsonFieldCache.Load(t); ok {
-		return f.(map[string]reflect.Type)
-	}
-	fields := map[string]reflect.Type{}
-	for i := range t.NumField() {
-		sf := t.Field(i)
-		tag := sf.Tag.Get("json")
-		if tag == "-" {
-			continue
-		}
-		name, _, _ := strings.Cut(tag, ",")
-		ft := sf.Type
-		if sf.Anonymous && name == "" {
-			et := ft
-			if et.Kind() == reflect.Pointer {
-				et = et.Elem()
-			}
-			if et.Kind() == reflect.Struct {
-				for k, v := range jsonFields(et) {
-					if _, shadowed := fields[k]; !shadowed {
-						fields[k] = v
-					}
-				}
-				continue
-			}
-		}
-		if !sf.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = sf.Name
-		}
-		fields[name] = ft
-	}
-	jsonFieldCache.Store(t, fields)
-	return fields
 }
 
 // jsonKind names the JSON type a Go field expects, in the caller's terms.

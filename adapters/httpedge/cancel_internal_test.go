@@ -1,4 +1,4 @@
-package http
+package httpedge
 
 import (
 	"context"
@@ -16,14 +16,14 @@ import (
 // answered or counted as 500 INTERNAL.
 func TestClientHangUpIsNotAnInternalError(t *testing.T) {
 	var logs strings.Builder
-	s := &server{logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	s := New(nil, slog.New(slog.NewTextHandler(&logs, nil)))
 	e := echo.New()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	req := httptest.NewRequest(http.MethodPost, "/x", nil).WithContext(ctx)
 	rec := httptest.NewRecorder()
 	c := e.NewContext(req, rec)
-	s.handleError(errors.New("pq: canceling statement due to user request"), c)
+	s.HandleError(errors.New("pq: canceling statement due to user request"), c)
 	if rec.Code != StatusClientClosedRequest {
 		t.Fatalf("status %d, want 499", rec.Code)
 	}
@@ -32,7 +32,7 @@ func TestClientHangUpIsNotAnInternalError(t *testing.T) {
 	}
 	// The same error with the caller still there is a real 500.
 	rec = httptest.NewRecorder()
-	s.handleError(errors.New("boom"), e.NewContext(httptest.NewRequest(http.MethodPost, "/x", nil), rec))
+	s.HandleError(errors.New("boom"), e.NewContext(httptest.NewRequest(http.MethodPost, "/x", nil), rec))
 	if rec.Code != http.StatusInternalServerError {
 		t.Fatalf("status %d, want 500", rec.Code)
 	}

@@ -1,4 +1,4 @@
-package http
+package rest
 
 import (
 	"net/http"
@@ -47,9 +47,9 @@ func (s *server) addFleetRoutes(e *echo.Echo, adminMW ...echo.MiddlewareFunc) {
 		return
 	}
 	a := APIPrefix + "/admin"
-	s.add(e, http.MethodGet, a+"/rollouts", s.listRollouts, adminMW...)
-	s.add(e, http.MethodGet, a+"/rollouts/:id/failures", s.rolloutFailures, adminMW...)
-	s.add(e, http.MethodGet, a+"/fleet", s.fleetOverview, adminMW...)
+	s.edge.Add(e, http.MethodGet, a+"/rollouts", s.listRollouts, adminMW...)
+	s.edge.Add(e, http.MethodGet, a+"/rollouts/:id/failures", s.rolloutFailures, adminMW...)
+	s.edge.Add(e, http.MethodGet, a+"/fleet", s.fleetOverview, adminMW...)
 }
 
 // mountMethods are the methods a mounted handler receives; it answers
@@ -63,8 +63,8 @@ func (s *server) addMounts(e *echo.Echo) {
 	for _, m := range s.ext.mounts {
 		h := echo.WrapHandler(m.h)
 		for _, method := range mountMethods {
-			s.add(e, method, m.prefix, h)
-			s.add(e, method, m.prefix+"/*", h)
+			s.edge.Add(e, method, m.prefix, h)
+			s.edge.Add(e, method, m.prefix+"/*", h)
 		}
 	}
 }

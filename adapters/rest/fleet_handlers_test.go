@@ -1,4 +1,4 @@
-package http
+package rest
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 	"github.com/ai-device/ota/tests/testenv"
+
+	"github.com/ai-device/ota/adapters/httpedge"
 )
 
 // The fleet routes join apiRoutes, so the route, OpenAPI and auth tests
@@ -146,7 +148,7 @@ func TestMountAnswersItself(t *testing.T) {
 		if rec.Code != http.StatusTeapot || rec.Body.String() != "<p>"+c.method+" "+c.path+"</p>" {
 			t.Errorf("%s %s: %d %q", c.method, c.path, rec.Code, rec.Body)
 		}
-		if rec.Header().Get(HeaderRequestID) == "" {
+		if rec.Header().Get(httpedge.HeaderRequestID) == "" {
 			t.Errorf("%s %s: no request id", c.method, c.path)
 		}
 		if got := obs.last().route; !strings.HasPrefix(got, "/console") {
@@ -173,12 +175,12 @@ func TestDescribeErrorMatchesTheAPI(t *testing.T) {
 		messageHas   string
 		wantInternal bool
 	}{
-		{&domain.ValidationError{Field: "sha256", Reason: "must be 64 lowercase hex characters"}, 400, CodeValidationFailed, "sha256: must be 64", false},
-		{domain.ErrFirmwareExists, 409, CodeFirmwareExists, "already published", false},
-		{domain.ErrNotFound, 404, CodeNotFound, "not found", false},
-		{context.DeadlineExceeded, 500, CodeInternal, "internal error", true},
+		{&domain.ValidationError{Field: "sha256", Reason: "must be 64 lowercase hex characters"}, 400, httpedge.CodeValidationFailed, "sha256: must be 64", false},
+		{domain.ErrFirmwareExists, 409, httpedge.CodeFirmwareExists, "already published", false},
+		{domain.ErrNotFound, 404, httpedge.CodeNotFound, "not found", false},
+		{context.DeadlineExceeded, 500, httpedge.CodeInternal, "internal error", true},
 	} {
-		got := DescribeError(c.err)
+		got := httpedge.DescribeError(c.err)
 		if got.Status != c.status || got.Code != c.code || !strings.Contains(got.Message, c.messageHas) || got.Internal != c.wantInternal {
 			t.Errorf("%v: %+v", c.err, got)
 		}

@@ -1,4 +1,4 @@
-package http
+package rest
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/ai-device/ota/tests/testenv"
+
+	"github.com/ai-device/ota/adapters/httpedge"
 )
 
 // TestUnreadableBodyIsTheCallersFault sends request bodies that cannot be
@@ -48,19 +50,19 @@ func TestUnreadableBodyIsTheCallersFault(t *testing.T) {
 					"Host: ota.test\r\n" +
 					"Authorization: Bearer " + rt.token + "\r\n" +
 					"Content-Type: application/json\r\n" +
-					HeaderRequestID + ": " + id + "\r\n" +
+					httpedge.HeaderRequestID + ": " + id + "\r\n" +
 					b.framing + "\r\n" +
 					"Connection: close\r\n\r\n" + b.body
 				status, detail := rawRequest(t, srv.Listener.Addr().String(), raw, b.halfClose)
-				if status != http.StatusBadRequest || detail.Code != CodeMalformedJSON {
-					t.Fatalf("answer = %d %+v, want 400 %s", status, detail, CodeMalformedJSON)
+				if status != http.StatusBadRequest || detail.Code != httpedge.CodeMalformedJSON {
+					t.Fatalf("answer = %d %+v, want 400 %s", status, detail, httpedge.CodeMalformedJSON)
 				}
 				if detail.Message != "request body could not be read" || detail.RequestID != id {
 					t.Errorf("detail = %+v", detail)
 				}
 				line := logLine(t, h.logs.String(), id)
-				if line["level"] != "INFO" || line["status"] != float64(400) || line["error_code"] != CodeMalformedJSON {
-					t.Errorf("access log = %v, want an INFO line with 400 %s", line, CodeMalformedJSON)
+				if line["level"] != "INFO" || line["status"] != float64(400) || line["error_code"] != httpedge.CodeMalformedJSON {
+					t.Errorf("access log = %v, want an INFO line with 400 %s", line, httpedge.CodeMalformedJSON)
 				}
 				if strings.Contains(h.logs.String(), `"msg":"internal error"`) {
 					t.Errorf("an unreadable body was logged as an internal error:\n%s", h.logs)
@@ -74,10 +76,10 @@ func TestUnreadableBodyIsTheCallersFault(t *testing.T) {
 }
 
 // rawRequest sends raw to addr and decodes the answer's error body.
-func rawRequest(t *testing.T, addr, raw string, halfClose bool) (int, ErrorDetail) {
+func rawRequest(t *testing.T, addr, raw string, halfClose bool) (int, httpedge.ErrorDetail) {
 	t.Helper()
 	status, body := testenv.RawExchange(t, addr, raw, halfClose)
-	var eb ErrorBody
+	var eb httpedge.ErrorBody
 	if err := json.Unmarshal(body, &eb); err != nil {
 		t.Fatalf("decoding the error body of a %d: %v\n%s", status, err, body)
 	}

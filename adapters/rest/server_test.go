@@ -1,4 +1,4 @@
-package http
+package rest
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
+
+	"github.com/ai-device/ota/adapters/httpedge"
 )
 
 const firmwareBody = `{"model":"cam-x1","version":"1.4.0","url":"https://cdn.example.com/fw.bin",` +
@@ -67,7 +69,7 @@ func TestEveryRouteSucceedsWithItsToken(t *testing.T) {
 			if rec.Code != rc.status {
 				t.Fatalf("status = %d, want %d: %s", rec.Code, rc.status, rec.Body)
 			}
-			if rec.Header().Get(HeaderRequestID) == "" {
+			if rec.Header().Get(httpedge.HeaderRequestID) == "" {
 				t.Error("no X-Request-ID")
 			}
 		})
@@ -104,19 +106,19 @@ func TestAuthMatrix(t *testing.T) {
 	h := newHarness(t)
 	for _, rc := range apiRoutes {
 		cases := []authCase{
-			{"no token", "", same, 401, CodeUnauthorized},
-			{"basic scheme", "Basic YWRtaW46c2VjcmV0", same, 401, CodeUnauthorized},
-			{"bearer without token", "Bearer", same, 401, CodeUnauthorized},
-			{"bearer with empty token", "Bearer ", same, 401, CodeUnauthorized},
-			{"two words", "Bearer " + rc.token() + " extra", same, 401, CodeUnauthorized},
-			{"double space", "Bearer  " + rc.token(), same, 401, CodeUnauthorized},
-			{"wrong token", "Bearer not-a-real-token", same, 401, CodeUnauthorized},
-			{"token without scheme", rc.token(), same, 401, CodeUnauthorized},
+			{"no token", "", same, 401, httpedge.CodeUnauthorized},
+			{"basic scheme", "Basic YWRtaW46c2VjcmV0", same, 401, httpedge.CodeUnauthorized},
+			{"bearer without token", "Bearer", same, 401, httpedge.CodeUnauthorized},
+			{"bearer with empty token", "Bearer ", same, 401, httpedge.CodeUnauthorized},
+			{"two words", "Bearer " + rc.token() + " extra", same, 401, httpedge.CodeUnauthorized},
+			{"double space", "Bearer  " + rc.token(), same, 401, httpedge.CodeUnauthorized},
+			{"wrong token", "Bearer not-a-real-token", same, 401, httpedge.CodeUnauthorized},
+			{"token without scheme", rc.token(), same, 401, httpedge.CodeUnauthorized},
 		}
 		if rc.admin {
 			cases = append(cases,
-				authCase{"device token on admin route", "Bearer " + tokenDev1, same, 401, CodeUnauthorized},
-				authCase{"admin token prefix", "Bearer " + testAdminToken[:len(testAdminToken)-1], same, 401, CodeUnauthorized},
+				authCase{"device token on admin route", "Bearer " + tokenDev1, same, 401, httpedge.CodeUnauthorized},
+				authCase{"admin token prefix", "Bearer " + testAdminToken[:len(testAdminToken)-1], same, 401, httpedge.CodeUnauthorized},
 				authCase{"lowercase scheme accepted", "bearer " + testAdminToken, same, rc.status, ""},
 			)
 		} else {
@@ -124,10 +126,10 @@ func TestAuthMatrix(t *testing.T) {
 				return func(p string) string { return strings.Replace(p, "/devices/dev-1/", "/devices/"+id+"/", 1) }
 			}
 			cases = append(cases,
-				authCase{"admin token on device route", "Bearer " + testAdminToken, same, 401, CodeUnauthorized},
-				authCase{"another device's token", "Bearer " + tokenDev2, same, 403, CodeForbidden},
-				authCase{"own token on another device's path", "Bearer " + tokenDev1, other(dev2), 403, CodeForbidden},
-				authCase{"own token on a device that does not exist", "Bearer " + tokenDev1, other("ghost"), 403, CodeForbidden},
+				authCase{"admin token on device route", "Bearer " + testAdminToken, same, 401, httpedge.CodeUnauthorized},
+				authCase{"another device's token", "Bearer " + tokenDev2, same, 403, httpedge.CodeForbidden},
+				authCase{"own token on another device's path", "Bearer " + tokenDev1, other(dev2), 403, httpedge.CodeForbidden},
+				authCase{"own token on a device that does not exist", "Bearer " + tokenDev1, other("ghost"), 403, httpedge.CodeForbidden},
 			)
 		}
 		for _, ac := range cases {
@@ -161,7 +163,7 @@ func TestEmptyAdminTokenAdmitsNobody(t *testing.T) {
 	// An empty bearer is what an empty admin token would match.
 	for _, auth := range []string{"Bearer ", "Bearer x"} {
 		rec := h.do(t, req{method: http.MethodGet, path: "/api/v1/admin/tasks", header: map[string]string{"Authorization": auth}})
-		wantError(t, rec, 401, CodeUnauthorized)
+		wantError(t, rec, 401, httpedge.CodeUnauthorized)
 	}
 }
 
@@ -172,10 +174,10 @@ func TestDeviceAuthErrorsFromService(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"unauthorized", domain.ErrUnauthorized, 401, CodeUnauthorized},
-		{"not found means unknown token", fmt.Errorf("lookup: %w", domain.ErrNotFound), 401, CodeUnauthorized},
-		{"busy", &ports.BusyError{Reason: ports.LockUnavailable}, 503, CodeServiceBusy},
-		{"internal", errors.New("db down at postgres://u:p@10.1.2.3"), 500, CodeInternal},
+		{"unauthorized", domain.ErrUnauthorized, 401, httpedge.CodeUnauthorized},
+		{"not found means unknown token", fmt.Errorf("lookup: %w", domain.ErrNotFound), 401, httpedge.CodeUnauthorized},
+		{"busy", &ports.BusyError{Reason: ports.LockUnavailable}, 503, httpedge.CodeServiceBusy},
+		{"internal", errors.New("db down at postgres://u:p@10.1.2.3"), 500, httpedge.CodeInternal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
@@ -206,28 +208,28 @@ func TestErrorMapping(t *testing.T) {
 		message    string // exact message when set
 		retryAfter string
 	}{
-		{"not found", wrap(domain.ErrNotFound), 404, CodeNotFound, "", ""},
+		{"not found", wrap(domain.ErrNotFound), 404, httpedge.CodeNotFound, "", ""},
 		{"validation error", wrap(&domain.ValidationError{Field: "current_version", Reason: "must be a semantic version such as 1.2.3"}),
-			400, CodeValidationFailed, "current_version: must be a semantic version such as 1.2.3", ""},
-		{"bare validation sentinel", wrap(domain.ErrValidation), 400, CodeValidationFailed, "", ""},
-		{"unauthorized", wrap(domain.ErrUnauthorized), 401, CodeUnauthorized, "", ""},
-		{"forbidden", wrap(domain.ErrForbidden), 403, CodeForbidden, "", ""},
-		{"device exists", wrap(domain.ErrDeviceExists), 409, CodeDeviceExists, "", ""},
-		{"firmware exists", wrap(domain.ErrFirmwareExists), 409, CodeFirmwareExists, "", ""},
-		{"firmware revoked", wrap(domain.ErrFirmwareRevoked), 409, CodeFirmwareRevoked, "", ""},
-		{"model mismatch", wrap(domain.ErrModelMismatch), 409, CodeModelMismatch, "", ""},
-		{"invalid transition", wrap(domain.ErrInvalidTransition), 409, CodeInvalidTransition, "", ""},
+			400, httpedge.CodeValidationFailed, "current_version: must be a semantic version such as 1.2.3", ""},
+		{"bare validation sentinel", wrap(domain.ErrValidation), 400, httpedge.CodeValidationFailed, "", ""},
+		{"unauthorized", wrap(domain.ErrUnauthorized), 401, httpedge.CodeUnauthorized, "", ""},
+		{"forbidden", wrap(domain.ErrForbidden), 403, httpedge.CodeForbidden, "", ""},
+		{"device exists", wrap(domain.ErrDeviceExists), 409, httpedge.CodeDeviceExists, "", ""},
+		{"firmware exists", wrap(domain.ErrFirmwareExists), 409, httpedge.CodeFirmwareExists, "", ""},
+		{"firmware revoked", wrap(domain.ErrFirmwareRevoked), 409, httpedge.CodeFirmwareRevoked, "", ""},
+		{"model mismatch", wrap(domain.ErrModelMismatch), 409, httpedge.CodeModelMismatch, "", ""},
+		{"invalid transition", wrap(domain.ErrInvalidTransition), 409, httpedge.CodeInvalidTransition, "", ""},
 		{"transition error", wrap(&domain.TransitionError{Kind: domain.ErrInvalidTransition, Detail: "cannot go back from installing to downloading"}),
-			409, CodeInvalidTransition, "cannot go back from installing to downloading", ""},
+			409, httpedge.CodeInvalidTransition, "cannot go back from installing to downloading", ""},
 		{"task finished", wrap(&domain.TransitionError{Kind: domain.ErrTaskFinished, Detail: "task already succeeded"}),
-			409, CodeTaskFinished, "task already succeeded", ""},
-		{"bare task finished", wrap(domain.ErrTaskFinished), 409, CodeTaskFinished, "", ""},
-		{"idempotency conflict", wrap(domain.ErrIdempotencyConflict), 409, CodeIdempotencyConflict, "", ""},
-		{"service busy", wrap(domain.ErrServiceBusy), 503, CodeServiceBusy, "", "1"},
-		{"lock timeout", &ports.BusyError{Reason: ports.LockTimeout, Err: context.DeadlineExceeded}, 503, CodeServiceBusy, "", "1"},
-		{"busy with a hint", wrap(customRetry{2500 * time.Millisecond}), 503, CodeServiceBusy, "", "3"},
-		{"rate limited", wrap(domain.ErrRateLimited), 429, CodeRateLimited, "", "1"},
-		{"internal", errors.New(`pq: relation "tasks" does not exist`), 500, CodeInternal, "internal error", ""},
+			409, httpedge.CodeTaskFinished, "task already succeeded", ""},
+		{"bare task finished", wrap(domain.ErrTaskFinished), 409, httpedge.CodeTaskFinished, "", ""},
+		{"idempotency conflict", wrap(domain.ErrIdempotencyConflict), 409, httpedge.CodeIdempotencyConflict, "", ""},
+		{"service busy", wrap(domain.ErrServiceBusy), 503, httpedge.CodeServiceBusy, "", "1"},
+		{"lock timeout", &ports.BusyError{Reason: ports.LockTimeout, Err: context.DeadlineExceeded}, 503, httpedge.CodeServiceBusy, "", "1"},
+		{"busy with a hint", wrap(customRetry{2500 * time.Millisecond}), 503, httpedge.CodeServiceBusy, "", "3"},
+		{"rate limited", wrap(domain.ErrRateLimited), 429, httpedge.CodeRateLimited, "", "1"},
+		{"internal", errors.New(`pq: relation "tasks" does not exist`), 500, httpedge.CodeInternal, "internal error", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
@@ -256,8 +258,8 @@ func TestInternalErrorIsLoggedWithRequestID(t *testing.T) {
 		return ports.CheckResult{}, errors.New("pq: connection reset")
 	}
 	rec := h.do(t, req{method: http.MethodPost, path: "/api/v1/devices/dev-1/ota/check", token: tokenDev1,
-		body: `{"model":"cam-x1","current_version":"1.2.0"}`, header: map[string]string{HeaderRequestID: "trace-500"}})
-	d := wantError(t, rec, 500, CodeInternal)
+		body: `{"model":"cam-x1","current_version":"1.2.0"}`, header: map[string]string{httpedge.HeaderRequestID: "trace-500"}})
+	d := wantError(t, rec, 500, httpedge.CodeInternal)
 	if d.Message != "internal error" || d.RequestID != "trace-500" {
 		t.Errorf("detail = %+v", d)
 	}
@@ -273,7 +275,7 @@ func TestPanicBecomesInternal(t *testing.T) {
 	h.fake.checkFn = func(ports.CheckRequest) (ports.CheckResult, error) { panic("boom: secret detail") }
 	rec := h.do(t, req{method: http.MethodPost, path: "/api/v1/devices/dev-1/ota/check", token: tokenDev1,
 		body: `{"model":"cam-x1","current_version":"1.2.0"}`})
-	d := wantError(t, rec, 500, CodeInternal)
+	d := wantError(t, rec, 500, httpedge.CodeInternal)
 	if strings.Contains(d.Message, "boom") {
 		t.Errorf("panic value leaked: %q", d.Message)
 	}
@@ -294,8 +296,8 @@ func TestRequestID(t *testing.T) {
 	} {
 		for _, path := range []string{"/healthz", "/api/v1/nope", "/api/v1/admin/tasks"} {
 			t.Run(tc.name+path, func(t *testing.T) {
-				rec := h.do(t, req{method: http.MethodGet, path: path, header: map[string]string{HeaderRequestID: tc.sent}})
-				got := rec.Header().Get(HeaderRequestID)
+				rec := h.do(t, req{method: http.MethodGet, path: path, header: map[string]string{httpedge.HeaderRequestID: tc.sent}})
+				got := rec.Header().Get(httpedge.HeaderRequestID)
 				if tc.keep {
 					if got != tc.sent {
 						t.Errorf("X-Request-ID = %q, want %q", got, tc.sent)
@@ -309,8 +311,8 @@ func TestRequestID(t *testing.T) {
 		}
 	}
 	t.Run("generated when absent, unique", func(t *testing.T) {
-		a := h.do(t, req{method: http.MethodGet, path: "/healthz"}).Header().Get(HeaderRequestID)
-		b := h.do(t, req{method: http.MethodGet, path: "/healthz"}).Header().Get(HeaderRequestID)
+		a := h.do(t, req{method: http.MethodGet, path: "/healthz"}).Header().Get(httpedge.HeaderRequestID)
+		b := h.do(t, req{method: http.MethodGet, path: "/healthz"}).Header().Get(httpedge.HeaderRequestID)
 		if _, err := uuid.Parse(a); err != nil || a == b {
 			t.Errorf("ids %q, %q", a, b)
 		}
@@ -325,14 +327,14 @@ func TestUnknownRouteAndWrongMethod(t *testing.T) {
 		code         string
 		route        string // the label in the access log and the metrics
 	}{
-		{http.MethodGet, "/api/v1/nope", 404, CodeNotFound, UnmatchedRoute},
-		{http.MethodGet, "/", 404, CodeNotFound, UnmatchedRoute},
-		{http.MethodGet, "/api/v1/admin/unknown", 404, CodeNotFound, UnmatchedRoute},
-		{http.MethodGet, "/api/v1/devices/dev-1/ota/nothing", 404, CodeNotFound, UnmatchedRoute},
-		{http.MethodDelete, "/api/v1/admin/firmwares", 405, CodeMethodNotAllowed, "/api/v1/admin/firmwares"},
-		{http.MethodPut, "/api/v1/admin/rollouts/" + rolloutID, 405, CodeMethodNotAllowed, "/api/v1/admin/rollouts/:id"},
-		{http.MethodGet, "/api/v1/devices/dev-1/ota/check", 405, CodeMethodNotAllowed, "/api/v1/devices/:device_id/ota/check"},
-		{http.MethodPost, "/healthz", 405, CodeMethodNotAllowed, "/healthz"},
+		{http.MethodGet, "/api/v1/nope", 404, httpedge.CodeNotFound, httpedge.UnmatchedRoute},
+		{http.MethodGet, "/", 404, httpedge.CodeNotFound, httpedge.UnmatchedRoute},
+		{http.MethodGet, "/api/v1/admin/unknown", 404, httpedge.CodeNotFound, httpedge.UnmatchedRoute},
+		{http.MethodGet, "/api/v1/devices/dev-1/ota/nothing", 404, httpedge.CodeNotFound, httpedge.UnmatchedRoute},
+		{http.MethodDelete, "/api/v1/admin/firmwares", 405, httpedge.CodeMethodNotAllowed, "/api/v1/admin/firmwares"},
+		{http.MethodPut, "/api/v1/admin/rollouts/" + rolloutID, 405, httpedge.CodeMethodNotAllowed, "/api/v1/admin/rollouts/:id"},
+		{http.MethodGet, "/api/v1/devices/dev-1/ota/check", 405, httpedge.CodeMethodNotAllowed, "/api/v1/devices/:device_id/ota/check"},
+		{http.MethodPost, "/healthz", 405, httpedge.CodeMethodNotAllowed, "/healthz"},
 	} {
 		t.Run(tc.method+tc.path, func(t *testing.T) {
 			rec := h.do(t, req{method: tc.method, path: tc.path})
@@ -359,7 +361,7 @@ func TestBodyLimit(t *testing.T) {
 	over := pad(65 << 10)
 	t.Run("65 KiB with Content-Length", func(t *testing.T) {
 		rec := h.do(t, req{method: http.MethodPost, path: "/api/v1/devices/dev-1/ota/check", token: tokenDev1, body: over})
-		wantError(t, rec, 413, CodePayloadTooLarge)
+		wantError(t, rec, 413, httpedge.CodePayloadTooLarge)
 	})
 	t.Run("65 KiB without Content-Length", func(t *testing.T) {
 		hr := httptest.NewRequest(http.MethodPost, "/api/v1/admin/firmwares", strings.NewReader(over))
@@ -368,11 +370,11 @@ func TestBodyLimit(t *testing.T) {
 		hr.Header.Set("Authorization", "Bearer "+testAdminToken)
 		rec := httptest.NewRecorder()
 		h.e.ServeHTTP(rec, hr)
-		wantError(t, rec, 413, CodePayloadTooLarge)
+		wantError(t, rec, 413, httpedge.CodePayloadTooLarge)
 	})
 	t.Run("65 KiB on a no-field call", func(t *testing.T) {
 		rec := h.do(t, req{method: http.MethodPost, path: "/api/v1/admin/firmwares/" + firmwareID + "/revoke", token: testAdminToken, body: over})
-		wantError(t, rec, 413, CodePayloadTooLarge)
+		wantError(t, rec, 413, httpedge.CodePayloadTooLarge)
 	})
 	t.Run("exactly 64 KiB is accepted", func(t *testing.T) {
 		rec := h.do(t, req{method: http.MethodPost, path: "/api/v1/devices/dev-1/ota/check", token: tokenDev1, body: pad(64 << 10)})
@@ -382,7 +384,7 @@ func TestBodyLimit(t *testing.T) {
 	})
 	t.Run("unauthenticated large body is 401, not read", func(t *testing.T) {
 		rec := h.do(t, req{method: http.MethodPost, path: "/api/v1/admin/firmwares", body: over})
-		wantError(t, rec, 401, CodeUnauthorized)
+		wantError(t, rec, 401, httpedge.CodeUnauthorized)
 	})
 }
 
@@ -406,7 +408,7 @@ func TestMediaType(t *testing.T) {
 		t.Run(tc.ct, func(t *testing.T) {
 			rec := h.do(t, req{method: http.MethodPost, path: "/api/v1/devices/dev-1/ota/check", token: tokenDev1, body: check, contentType: tc.ct})
 			if tc.status == 415 {
-				wantError(t, rec, 415, CodeUnsupportedMediaType)
+				wantError(t, rec, 415, httpedge.CodeUnsupportedMediaType)
 			} else if rec.Code != tc.status {
 				t.Fatalf("status = %d: %s", rec.Code, rec.Body)
 			}
@@ -423,32 +425,32 @@ func TestBodyDecoding(t *testing.T) {
 		code             string
 		inMessage        string
 	}{
-		{"syntax error", checkPath, `{"model":`, 400, CodeMalformedJSON, ""},
-		{"bare garbage", checkPath, `hello`, 400, CodeMalformedJSON, ""},
-		{"trailing data", checkPath, `{"model":"cam-x1","current_version":"1.2.0"} {}`, 400, CodeMalformedJSON, ""},
-		{"trailing garbage", checkPath, `{"model":"cam-x1","current_version":"1.2.0"}x`, 400, CodeMalformedJSON, ""},
-		{"array", checkPath, `[{"model":"cam-x1"}]`, 400, CodeMalformedJSON, "object"},
-		{"string", checkPath, `"cam-x1"`, 400, CodeMalformedJSON, "object"},
-		{"null", checkPath, `null`, 400, CodeMalformedJSON, "object"},
-		{"whitespace only", checkPath, "  \n ", 400, CodeMalformedJSON, "required"},
-		{"wrong type string field", checkPath, `{"model":5,"current_version":"1.2.0"}`, 400, CodeValidationFailed, "model"},
-		{"wrong type nested", checkPath, `{"model":{"a":1},"current_version":"1.2.0"}`, 400, CodeValidationFailed, "model"},
-		{"missing model", checkPath, `{"current_version":"1.2.0"}`, 400, CodeValidationFailed, "model"},
-		{"missing current_version", checkPath, `{"model":"cam-x1"}`, 400, CodeValidationFailed, "current_version"},
-		{"null counts as missing", checkPath, `{"model":null,"current_version":"1.2.0"}`, 400, CodeValidationFailed, "model"},
-		{"invalid UTF-8", checkPath, "{\"model\":\"cam-\xff\",\"current_version\":\"1.2.0\"}", 400, CodeValidationFailed, "UTF-8"},
-		{"percentage as string", "/api/v1/admin/rollouts", `{"firmware_id":"x","percentage":"50"}`, 400, CodeValidationFailed, "percentage"},
-		{"percentage fractional", "/api/v1/admin/rollouts", `{"firmware_id":"x","percentage":50.5}`, 400, CodeValidationFailed, "percentage"},
-		{"percentage overflow", "/api/v1/admin/rollouts", `{"firmware_id":"x","percentage":1e40}`, 400, CodeValidationFailed, "percentage"},
-		{"size_bytes as string", "/api/v1/admin/firmwares", strings.Replace(firmwareBody, `1048576`, `"1048576"`, 1), 400, CodeValidationFailed, "size_bytes"},
-		{"mandatory as string", "/api/v1/admin/firmwares", strings.Replace(firmwareBody, `}`, `,"mandatory":"yes"}`, 1), 400, CodeValidationFailed, "mandatory"},
-		{"missing sha256", "/api/v1/admin/firmwares", `{"model":"m","version":"1.0.0","url":"https://x/y","size_bytes":1}`, 400, CodeValidationFailed, "sha256"},
-		{"missing event_id", "/api/v1/devices/dev-1/ota/tasks/" + taskID + "/events", `{"status":"failed"}`, 400, CodeValidationFailed, "event_id"},
-		{"progress as bool", "/api/v1/devices/dev-1/ota/tasks/" + taskID + "/events", `{"event_id":"e","status":"downloading","progress":true}`, 400, CodeValidationFailed, "progress"},
-		{"missing device_id", "/api/v1/admin/devices", `{"model":"cam-x1"}`, 400, CodeValidationFailed, "device_id"},
-		{"empty PATCH body", "/api/v1/admin/rollouts/" + rolloutID, "", 400, CodeMalformedJSON, ""},
-		{"revoke with malformed body", "/api/v1/admin/firmwares/" + firmwareID + "/revoke", `{`, 400, CodeMalformedJSON, ""},
-		{"revoke with array body", "/api/v1/admin/firmwares/" + firmwareID + "/revoke", `[]`, 400, CodeMalformedJSON, ""},
+		{"syntax error", checkPath, `{"model":`, 400, httpedge.CodeMalformedJSON, ""},
+		{"bare garbage", checkPath, `hello`, 400, httpedge.CodeMalformedJSON, ""},
+		{"trailing data", checkPath, `{"model":"cam-x1","current_version":"1.2.0"} {}`, 400, httpedge.CodeMalformedJSON, ""},
+		{"trailing garbage", checkPath, `{"model":"cam-x1","current_version":"1.2.0"}x`, 400, httpedge.CodeMalformedJSON, ""},
+		{"array", checkPath, `[{"model":"cam-x1"}]`, 400, httpedge.CodeMalformedJSON, "object"},
+		{"string", checkPath, `"cam-x1"`, 400, httpedge.CodeMalformedJSON, "object"},
+		{"null", checkPath, `null`, 400, httpedge.CodeMalformedJSON, "object"},
+		{"whitespace only", checkPath, "  \n ", 400, httpedge.CodeMalformedJSON, "required"},
+		{"wrong type string field", checkPath, `{"model":5,"current_version":"1.2.0"}`, 400, httpedge.CodeValidationFailed, "model"},
+		{"wrong type nested", checkPath, `{"model":{"a":1},"current_version":"1.2.0"}`, 400, httpedge.CodeValidationFailed, "model"},
+		{"missing model", checkPath, `{"current_version":"1.2.0"}`, 400, httpedge.CodeValidationFailed, "model"},
+		{"missing current_version", checkPath, `{"model":"cam-x1"}`, 400, httpedge.CodeValidationFailed, "current_version"},
+		{"null counts as missing", checkPath, `{"model":null,"current_version":"1.2.0"}`, 400, httpedge.CodeValidationFailed, "model"},
+		{"invalid UTF-8", checkPath, "{\"model\":\"cam-\xff\",\"current_version\":\"1.2.0\"}", 400, httpedge.CodeValidationFailed, "UTF-8"},
+		{"percentage as string", "/api/v1/admin/rollouts", `{"firmware_id":"x","percentage":"50"}`, 400, httpedge.CodeValidationFailed, "percentage"},
+		{"percentage fractional", "/api/v1/admin/rollouts", `{"firmware_id":"x","percentage":50.5}`, 400, httpedge.CodeValidationFailed, "percentage"},
+		{"percentage overflow", "/api/v1/admin/rollouts", `{"firmware_id":"x","percentage":1e40}`, 400, httpedge.CodeValidationFailed, "percentage"},
+		{"size_bytes as string", "/api/v1/admin/firmwares", strings.Replace(firmwareBody, `1048576`, `"1048576"`, 1), 400, httpedge.CodeValidationFailed, "size_bytes"},
+		{"mandatory as string", "/api/v1/admin/firmwares", strings.Replace(firmwareBody, `}`, `,"mandatory":"yes"}`, 1), 400, httpedge.CodeValidationFailed, "mandatory"},
+		{"missing sha256", "/api/v1/admin/firmwares", `{"model":"m","version":"1.0.0","url":"https://x/y","size_bytes":1}`, 400, httpedge.CodeValidationFailed, "sha256"},
+		{"missing event_id", "/api/v1/devices/dev-1/ota/tasks/" + taskID + "/events", `{"status":"failed"}`, 400, httpedge.CodeValidationFailed, "event_id"},
+		{"progress as bool", "/api/v1/devices/dev-1/ota/tasks/" + taskID + "/events", `{"event_id":"e","status":"downloading","progress":true}`, 400, httpedge.CodeValidationFailed, "progress"},
+		{"missing device_id", "/api/v1/admin/devices", `{"model":"cam-x1"}`, 400, httpedge.CodeValidationFailed, "device_id"},
+		{"empty PATCH body", "/api/v1/admin/rollouts/" + rolloutID, "", 400, httpedge.CodeMalformedJSON, ""},
+		{"revoke with malformed body", "/api/v1/admin/firmwares/" + firmwareID + "/revoke", `{`, 400, httpedge.CodeMalformedJSON, ""},
+		{"revoke with array body", "/api/v1/admin/firmwares/" + firmwareID + "/revoke", `[]`, 400, httpedge.CodeMalformedJSON, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			method := http.MethodPost
@@ -489,13 +491,13 @@ func TestEmptyBodyAcceptedWhereNoFields(t *testing.T) {
 		}
 		t.Run(path+" with a field", func(t *testing.T) {
 			rec := h.do(t, req{method: http.MethodPost, path: path, token: testAdminToken, body: `{"ignored":true}`})
-			if d := wantError(t, rec, 400, CodeValidationFailed); !strings.HasPrefix(d.Message, "ignored:") {
+			if d := wantError(t, rec, 400, httpedge.CodeValidationFailed); !strings.HasPrefix(d.Message, "ignored:") {
 				t.Errorf("message %q does not name the field", d.Message)
 			}
 		})
 		t.Run(path+" text/plain body", func(t *testing.T) {
 			rec := h.do(t, req{method: http.MethodPost, path: path, token: testAdminToken, body: "hi", contentType: "text/plain"})
-			wantError(t, rec, 415, CodeUnsupportedMediaType)
+			wantError(t, rec, 415, httpedge.CodeUnsupportedMediaType)
 		})
 	}
 }
@@ -617,7 +619,7 @@ func TestBodyValuesPassedThrough(t *testing.T) {
 	})
 	t.Run("query with invalid UTF-8", func(t *testing.T) {
 		rec := h.do(t, req{method: http.MethodGet, path: "/api/v1/admin/tasks?device_id=%ff", token: testAdminToken})
-		wantError(t, rec, 400, CodeValidationFailed)
+		wantError(t, rec, 400, httpedge.CodeValidationFailed)
 	})
 	t.Run("escaped path parameters are decoded", func(t *testing.T) {
 		// %37 is "7" and %44 is "D": the task id is decoded once, then
@@ -651,7 +653,7 @@ func TestMalformedIDsStopAtTheEdge(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			h := newHarness(t)
 			rec := h.do(t, req{method: p.method, path: p.path, token: p.token, body: p.body})
-			wantError(t, rec, 404, CodeNotFound)
+			wantError(t, rec, 404, httpedge.CodeNotFound)
 			for _, c := range h.fake.called() {
 				if c != "AuthenticateDevice" {
 					t.Errorf("the service was asked %s", c)
@@ -743,14 +745,14 @@ func TestHealthAndReadiness(t *testing.T) {
 		e := NewServer(Config{AdminToken: testAdminToken}, &fakeServices{}, &fakeServices{}, nil, nil, nil, nil)
 		rec := httptest.NewRecorder()
 		e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-		wantError(t, rec, 404, CodeNotFound)
+		wantError(t, rec, 404, httpedge.CodeNotFound)
 	})
 }
 
 func TestAccessLogAndMetrics(t *testing.T) {
 	h := newHarness(t)
 	rec := h.do(t, req{method: http.MethodPost, path: "/api/v1/devices/dev-1/ota/tasks/" + taskID + "/events", token: tokenDev1,
-		body: `{"event_id":"e1","status":"downloading"}`, header: map[string]string{HeaderRequestID: "log-test-1"}})
+		body: `{"event_id":"e1","status":"downloading"}`, header: map[string]string{httpedge.HeaderRequestID: "log-test-1"}})
 	if rec.Code != 200 {
 		t.Fatal(rec.Code)
 	}

@@ -1,4 +1,4 @@
-package http
+package rest
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/ai-device/ota/adapters/httpedge"
 )
 
 // healthView is the body of /healthz and /readyz.
@@ -42,7 +44,7 @@ func (s *server) readyz(c echo.Context) error {
 			}
 			results[i] = failureReason(cctx, err)
 			s.logger.WarnContext(ctx, "readiness check failed",
-				"request_id", requestIDOf(c), "check", hc.Name(), "error", err.Error())
+				"request_id", httpedge.RequestIDOf(c), "check", hc.Name(), "error", err.Error())
 		})
 	}
 	wg.Wait()

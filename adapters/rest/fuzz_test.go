@@ -1,4 +1,4 @@
-package http
+package rest
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 	"github.com/ai-device/ota/tests/testenv"
+
+	"github.com/ai-device/ota/adapters/httpedge"
 )
 
 // Native fuzz targets for the HTTP edge. Every input goes through the real
@@ -182,7 +184,7 @@ func (w *fuzzWorld) serve(r fuzzRequest) *httptest.ResponseRecorder {
 		req.Header.Set(echo.HeaderAuthorization, "Bearer "+r.token)
 	}
 	if r.requestID != "" {
-		req.Header.Set(HeaderRequestID, r.requestID)
+		req.Header.Set(httpedge.HeaderRequestID, r.requestID)
 	}
 	rec := httptest.NewRecorder()
 	w.e.ServeHTTP(rec, req)
@@ -191,11 +193,11 @@ func (w *fuzzWorld) serve(r fuzzRequest) *httptest.ResponseRecorder {
 
 // productStatus is docs/ERRORS.md's table: each code and its status.
 var productStatus = map[string]int{
-	CodeMalformedJSON: 400, CodeValidationFailed: 400, CodeUnauthorized: 401, CodeForbidden: 403,
-	CodeNotFound: 404, CodeMethodNotAllowed: 405, CodeDeviceExists: 409, CodeFirmwareExists: 409,
-	CodeFirmwareRevoked: 409, CodeModelMismatch: 409, CodeInvalidTransition: 409, CodeTaskFinished: 409,
-	CodeIdempotencyConflict: 409, CodePayloadTooLarge: 413, CodeUnsupportedMediaType: 415,
-	CodeRateLimited: 429, CodeServiceBusy: 503, CodeInternal: 500,
+	httpedge.CodeMalformedJSON: 400, httpedge.CodeValidationFailed: 400, httpedge.CodeUnauthorized: 401, httpedge.CodeForbidden: 403,
+	httpedge.CodeNotFound: 404, httpedge.CodeMethodNotAllowed: 405, httpedge.CodeDeviceExists: 409, httpedge.CodeFirmwareExists: 409,
+	httpedge.CodeFirmwareRevoked: 409, httpedge.CodeModelMismatch: 409, httpedge.CodeInvalidTransition: 409, httpedge.CodeTaskFinished: 409,
+	httpedge.CodeIdempotencyConflict: 409, httpedge.CodePayloadTooLarge: 413, httpedge.CodeUnsupportedMediaType: 415,
+	httpedge.CodeRateLimited: 429, httpedge.CodeServiceBusy: 503, httpedge.CodeInternal: 500,
 }
 
 // endpointContract lists the success status and the error codes an
@@ -207,7 +209,7 @@ type endpointContract struct {
 }
 
 // bodyCodes are the errors of any call that reads a JSON body.
-var bodyCodes = []string{CodeMalformedJSON, CodeValidationFailed, CodePayloadTooLarge, CodeUnsupportedMediaType}
+var bodyCodes = []string{httpedge.CodeMalformedJSON, httpedge.CodeValidationFailed, httpedge.CodePayloadTooLarge, httpedge.CodeUnsupportedMediaType}
 
 func contract(name string, success int, codes ...string) endpointContract {
 	return endpointContract{name: name, success: success, codes: append(append([]string{}, bodyCodes...), codes...)}
@@ -215,24 +217,24 @@ func contract(name string, success int, codes ...string) endpointContract {
 
 var (
 	// Device calls: any path id, so any route outcome; a rate limit is documented for both.
-	checkContract = contract("check", 200, CodeUnauthorized, CodeForbidden, CodeNotFound, CodeMethodNotAllowed,
-		CodeModelMismatch, CodeRateLimited)
-	eventContract = contract("event", 200, CodeUnauthorized, CodeForbidden, CodeNotFound, CodeMethodNotAllowed,
-		CodeInvalidTransition, CodeTaskFinished, CodeIdempotencyConflict, CodeRateLimited)
+	checkContract = contract("check", 200, httpedge.CodeUnauthorized, httpedge.CodeForbidden, httpedge.CodeNotFound, httpedge.CodeMethodNotAllowed,
+		httpedge.CodeModelMismatch, httpedge.CodeRateLimited)
+	eventContract = contract("event", 200, httpedge.CodeUnauthorized, httpedge.CodeForbidden, httpedge.CodeNotFound, httpedge.CodeMethodNotAllowed,
+		httpedge.CodeInvalidTransition, httpedge.CodeTaskFinished, httpedge.CodeIdempotencyConflict, httpedge.CodeRateLimited)
 	// Admin calls, always with the admin token.
-	registerContract = contract("register device", 201, CodeDeviceExists)
-	publishContract  = contract("publish firmware", 201, CodeFirmwareExists)
-	startContract    = contract("start rollout", 201, CodeNotFound, CodeFirmwareRevoked)
-	patchContract    = contract("update rollout", 200, CodeNotFound, CodeMethodNotAllowed,
-		CodeInvalidTransition, CodeFirmwareRevoked)
+	registerContract = contract("register device", 201, httpedge.CodeDeviceExists)
+	publishContract  = contract("publish firmware", 201, httpedge.CodeFirmwareExists)
+	startContract    = contract("start rollout", 201, httpedge.CodeNotFound, httpedge.CodeFirmwareRevoked)
+	patchContract    = contract("update rollout", 200, httpedge.CodeNotFound, httpedge.CodeMethodNotAllowed,
+		httpedge.CodeInvalidTransition, httpedge.CodeFirmwareRevoked)
 )
 
 // checkResponse asserts the contract every answer keeps and returns the
 // decoded JSON object of a success (nil for an error).
 func checkResponse(t *testing.T, ec endpointContract, rec *httptest.ResponseRecorder) map[string]any {
 	t.Helper()
-	id := rec.Header().Get(HeaderRequestID)
-	if id == "" || !saneRequestID(id) {
+	id := rec.Header().Get(httpedge.HeaderRequestID)
+	if id == "" || !httpedge.SaneRequestID(id) {
 		t.Fatalf("%s: X-Request-ID = %q, want a sane id on every response", ec.name, id)
 	}
 	if rec.Code >= 500 {
@@ -255,7 +257,7 @@ func checkResponse(t *testing.T, ec endpointContract, rec *httptest.ResponseReco
 	if err := json.Unmarshal(rec.Body.Bytes(), &raw); err != nil || len(raw) != 1 || len(raw["error"]) != 3 {
 		t.Fatalf("%s: status %d with body %s, want {\"error\":{code,message,request_id}} (%v)", ec.name, rec.Code, rec.Body, err)
 	}
-	var eb ErrorBody
+	var eb httpedge.ErrorBody
 	if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil {
 		t.Fatalf("%s: error body fields are not strings: %v: %s", ec.name, err, rec.Body)
 	}
@@ -361,8 +363,8 @@ func FuzzCheckRequest(f *testing.F) {
 			contentType: contentType, setContentType: true, requestID: requestID})
 		m := checkResponse(t, checkContract, rec)
 		checkNoInventedText(t, checkContract.name, body, rec)
-		if saneRequestID(requestID) && rec.Header().Get(HeaderRequestID) != requestID {
-			t.Fatalf("X-Request-ID = %q, want the caller's %q", rec.Header().Get(HeaderRequestID), requestID)
+		if httpedge.SaneRequestID(requestID) && rec.Header().Get(httpedge.HeaderRequestID) != requestID {
+			t.Fatalf("X-Request-ID = %q, want the caller's %q", rec.Header().Get(httpedge.HeaderRequestID), requestID)
 		}
 		if known && rec.Code != 404 && rec.Code != 405 {
 			// Authentication comes first: the device reaches its own path only.

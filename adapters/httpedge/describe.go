@@ -1,4 +1,4 @@
-package http
+package httpedge
 
 // ErrorReply is what the HTTP edge answers for an error: the status, the
 // contract's code and the caller-safe message.
@@ -12,7 +12,7 @@ type ErrorReply struct {
 }
 
 // DescribeError maps an error to its reply exactly as the JSON API does,
-// for other driving adapters on the same server (the operator console)
+// for driving adapters on the same server (the operator console)
 // that render errors their own way but must say the same thing, with the
 // same words, as the API. The mapping itself stays in errors.go.
 func DescribeError(err error) ErrorReply {

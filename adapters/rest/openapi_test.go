@@ -1,4 +1,4 @@
-package http
+package rest
 
 import (
 	"bytes"
@@ -18,6 +18,8 @@ import (
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
+
+	"github.com/ai-device/ota/adapters/httpedge"
 )
 
 func loadSpec(t *testing.T) *openapi3.T {
@@ -78,10 +80,10 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 	for _, v := range doc.Components.Schemas["ErrorCode"].Value.Enum {
 		inDoc = append(inDoc, v.(string))
 	}
-	inCode := []string{CodeMalformedJSON, CodeValidationFailed, CodeUnauthorized, CodeForbidden, CodeNotFound,
-		CodeMethodNotAllowed, CodeDeviceExists, CodeFirmwareExists, CodeFirmwareRevoked, CodeModelMismatch,
-		CodeInvalidTransition, CodeTaskFinished, CodeIdempotencyConflict, CodePayloadTooLarge,
-		CodeUnsupportedMediaType, CodeRateLimited, CodeServiceBusy, CodeInternal}
+	inCode := []string{httpedge.CodeMalformedJSON, httpedge.CodeValidationFailed, httpedge.CodeUnauthorized, httpedge.CodeForbidden, httpedge.CodeNotFound,
+		httpedge.CodeMethodNotAllowed, httpedge.CodeDeviceExists, httpedge.CodeFirmwareExists, httpedge.CodeFirmwareRevoked, httpedge.CodeModelMismatch,
+		httpedge.CodeInvalidTransition, httpedge.CodeTaskFinished, httpedge.CodeIdempotencyConflict, httpedge.CodePayloadTooLarge,
+		httpedge.CodeUnsupportedMediaType, httpedge.CodeRateLimited, httpedge.CodeServiceBusy, httpedge.CodeInternal}
 	sort.Strings(inDoc)
 	sort.Strings(inCode)
 	if strings.Join(inDoc, ",") != strings.Join(inCode, ",") {

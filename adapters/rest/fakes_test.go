@@ -1,4 +1,4 @@
-package http
+package rest
 
 import (
 	"bytes"
@@ -17,6 +17,8 @@ import (
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
+
+	"github.com/ai-device/ota/adapters/httpedge"
 )
 
 const (
@@ -412,7 +414,7 @@ func (h *harness) do(t *testing.T, r req) *httptest.ResponseRecorder {
 
 // wantError checks an error response: status, code, the body shape, and
 // that request_id is the X-Request-ID header.
-func wantError(t *testing.T, rec *httptest.ResponseRecorder, status int, code string) ErrorDetail {
+func wantError(t *testing.T, rec *httptest.ResponseRecorder, status int, code string) httpedge.ErrorDetail {
 	t.Helper()
 	if rec.Code != status {
 		t.Fatalf("status = %d, want %d; body %s", rec.Code, status, rec.Body)
@@ -427,7 +429,7 @@ func wantError(t *testing.T, rec *httptest.ResponseRecorder, status int, code st
 	if len(raw) != 1 || raw["error"] == nil || len(raw["error"]) != 3 {
 		t.Fatalf("error body shape = %s, want {\"error\":{code,message,request_id}}", rec.Body)
 	}
-	var eb ErrorBody
+	var eb httpedge.ErrorBody
 	if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +439,7 @@ func wantError(t *testing.T, rec *httptest.ResponseRecorder, status int, code st
 	if eb.Error.Message == "" {
 		t.Error("empty message")
 	}
-	if id := rec.Header().Get(HeaderRequestID); id == "" || eb.Error.RequestID != id {
+	if id := rec.Header().Get(httpedge.HeaderRequestID); id == "" || eb.Error.RequestID != id {
 		t.Errorf("request_id = %q, X-Request-ID = %q", eb.Error.RequestID, id)
 	}
 	return eb.Error
