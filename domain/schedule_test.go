@@ -12,6 +12,12 @@ func TestParseWindow(t *testing.T) {
 		_, err := domain.ParseWindow(bad, "")
 		wantValidation(t, err, "window.daily")
 	}
+	// Every digit and the largest hour and minute are read.
+	for _, good := range []string{"09:59-19:59", "23:59-24:00", "00:00-23:59"} {
+		if w, err := domain.ParseWindow(good, ""); err != nil || w.Daily() != good {
+			t.Errorf("%s: %q %v", good, w.Daily(), err)
+		}
+	}
 	_, err := domain.ParseWindow("02:00-04:00", "Mars/Olympus")
 	wantValidation(t, err, "window.time_zone")
 	w, err := domain.ParseWindow("22:00-24:00", "Europe/Berlin")

@@ -119,6 +119,11 @@ func TestRolloutSoak(t *testing.T) {
 	if r.Evaluate(stats(3, 0), stats(1, 0), t1.Add(4*time.Hour)) {
 		t.Fatal("last stage: nothing to advance to")
 	}
+	// Its gate may hold and its soak pass: there is still no next stage.
+	r.Evaluate(stats(5, 0), stats(3, 0), t1.Add(4*time.Hour))
+	if p := r.PercentageAt(t1.Add(100 * time.Hour)); p != 100 || r.Stage() != 1 {
+		t.Fatalf("last stage long after its gate: stage %d, percentage %d", r.Stage(), p)
+	}
 	if !r.Evaluate(stats(3, 2), stats(0, 2), t1.Add(4*time.Hour)) || r.Status() != domain.RolloutPaused {
 		t.Fatal("last stage gate missed: want auto pause")
 	}
