@@ -171,9 +171,12 @@ func (a Artifact) Meta() ArtifactMeta { return a.meta }
 // CreatedAt is when the artifact was stored.
 func (a Artifact) CreatedAt() time.Time { return a.createdAt }
 
-// StorageKey is where the artifact's bytes live in the blob store: by
-// content, so one upload of the same bytes is one object whatever its name.
-func (a Artifact) StorageKey() string { return ArtifactStorageKey(a.digest.SHA256) }
+// StorageKey is where the artifact's bytes live in the blob store. It is
+// the artifact's id, not its checksum: an upload is written before its
+// checksum is known, and the same bytes uploaded twice are one artifact
+// because the store keeps one row per sha256 (the later upload's object is
+// deleted), not because two uploads share a key.
+func (a Artifact) StorageKey() string { return ArtifactStorageKey(a.id) }
 
-// ArtifactStorageKey is the blob key of content with this sha256.
-func ArtifactStorageKey(sha256 string) string { return "artifacts/sha256/" + sha256 }
+// ArtifactStorageKey is the blob key of the artifact with this id.
+func ArtifactStorageKey(id UUID) string { return "artifacts/" + id.String() }
