@@ -28,7 +28,9 @@ type patternReader struct {
 	block  []byte
 }
 
-func newPatternReader(n int64, block []byte) *patternReader { return &patternReader{n: n, block: block} }
+func newPatternReader(n int64, block []byte) *patternReader {
+	return &patternReader{n: n, block: block}
+}
 
 func (p *patternReader) Read(b []byte) (int, error) {
 	if p.off >= p.n {
