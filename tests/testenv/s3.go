@@ -56,11 +56,24 @@ var (
 	s3Shared S3Server
 	s3Skip   string
 	s3Err    error
+	s3Dir    string // the shared weed's directory, removed with it
 )
 
+// stopSharedWeed stops the weed S3 started for this test binary, and
+// removes its data: Main and RunWithOtad call it once the tests are done,
+// so no server outlives its test binary.
+func stopSharedWeed() {
+	if s3Shared.weed != nil {
+		s3Shared.weed.Stop()
+	}
+	if s3Dir != "" {
+		_ = os.RemoveAll(s3Dir)
+	}
+}
+
 // S3 returns the S3 server of this test binary: S3URLEnv's, else one weed
-// started for the binary (stopped when it exits only by the process' end:
-// tests share it and keep apart by bucket), else the test is skipped (fails
+// started for the binary (tests share it and keep apart by bucket; Main
+// and RunWithOtad stop it when the tests are done), else the test is skipped (fails
 // under OTA_TEST_REQUIRE_SERVICES=1). It sets AWS_ACCESS_KEY_ID and
 // AWS_SECRET_ACCESS_KEY for the process when it starts weed, so that
 // blobstore.Open's s3:// buckets find them as otad would.
@@ -92,6 +105,7 @@ func s3Setup() {
 		s3Err = err
 		return
 	}
+	s3Dir = dir
 	w, err := startWeed(bin, dir)
 	if err != nil {
 		s3Err = err
