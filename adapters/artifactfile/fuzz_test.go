@@ -61,7 +61,10 @@ func FuzzInspectMender(f *testing.F) {
 	seeds(f, ".mender")
 	// A small valid artifact, built in Go so the seed does not depend on
 	// mender-artifact being installed.
-	f.Add(tinyMender(f))
+	f.Add(tinyMender(f, "header.tar"))
+	f.Add(tinyMender(f, "header.tar.gz"))
+	f.Add(tinyMender(f, "header.tar.xz"))
+	f.Add(tinyMender(f, "header.tar.zst"))
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzInspect(t, "x.mender", data) })
 }
 
@@ -74,13 +77,13 @@ func FuzzInspectSWU(f *testing.F) {
 
 // tinyMender is a minimal format-3 artifact: what mender-artifact writes,
 // without its checksums and payload content.
-func tinyMender(tb testing.TB) []byte {
+func tinyMender(tb testing.TB, headerName string) []byte {
 	p := &menderParts{
 		outerBefore: []tarFile{
 			{"version", []byte(`{"format":"mender","version":3}`)},
 			{"manifest", []byte("0000000000000000000000000000000000000000000000000000000000000000  data/0000/img\n")},
 		},
-		headerName: "header.tar",
+		headerName: headerName,
 		header: []tarFile{
 			{"header-info", []byte(`{"payloads":[{"type":"rootfs-image"}],"artifact_provides":{"artifact_name":"n"},"artifact_depends":{"device_type":["d"]}}`)},
 			{"headers/0000/type-info", []byte(`{"type":"rootfs-image","artifact_provides":{"rootfs-image.version":"1"}}`)},

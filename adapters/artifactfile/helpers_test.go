@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/ulikunitz/xz"
 
 	"github.com/ai-device/ota/adapters/artifactfile"
 	"github.com/ai-device/ota/domain"
@@ -137,6 +138,7 @@ type menderParts struct {
 	headerName  string
 	header      []tarFile // the decompressed header's files
 	outerAfter  []tarFile // the payloads
+	rawHeader   []byte    // when set, the compressed header as it is
 }
 
 func splitMender(t *testing.T, data []byte) *menderParts {
@@ -159,8 +161,13 @@ func splitMender(t *testing.T, data []byte) *menderParts {
 		case strings.HasPrefix(h.Name, "header.tar"):
 			p.headerName = h.Name
 			var r io.Reader = bytes.NewReader(body)
-			if strings.HasSuffix(h.Name, ".gz") {
+			switch {
+			case strings.HasSuffix(h.Name, ".gz"):
 				if r, err = gzip.NewReader(r); err != nil {
+					t.Fatal(err)
+				}
+			case strings.HasSuffix(h.Name, ".xz"):
+				if r, err = xz.NewReader(r); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -239,6 +246,15 @@ func compress(t testing.TB, name string, plain []byte) []byte {
 		if err := zw.Close(); err != nil {
 			t.Fatal(err)
 		}
+	case strings.HasSuffix(name, ".xz"):
+		zw, err := xz.NewWriter(&buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = zw.Write(plain)
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
 	case strings.HasSuffix(name, ".zst"):
 		zw, err := zstd.NewWriter(&buf)
 		if err != nil {
@@ -258,7 +274,10 @@ func compress(t testing.TB, name string, plain []byte) []byte {
 // the header recomputed (and renamed) so only the intended change differs.
 func (p *menderParts) build(t testing.TB) []byte {
 	t.Helper()
-	header := compress(t, p.headerName, tarOf(t, p.header))
+	header := p.rawHeader
+	if header == nil {
+		header = compress(t, p.headerName, tarOf(t, p.header))
+	}
 	sum := sha256.Sum256(header)
 	var outer []tarFile
 	for _, f := range p.outerBefore {

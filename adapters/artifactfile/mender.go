@@ -25,7 +25,7 @@ import (
 // a fixed order: "version" (JSON {"format":"mender","version":N}),
 // "manifest" (a sha256sum listing), optionally "manifest.sig" and
 // "manifest-augment", then "header.tar" compressed as its suffix says
-// (.gz, .zst, or none), then the payloads ("data/0000.tar.gz", …), which
+// (.gz, .xz, .zst, or none), then the payloads ("data/0000.tar.gz", …), which
 // are never read here. Inside the header, "header-info" names the artifact,
 // its payloads and compatible device types, and "headers/NNNN/type-info"
 // each payload's type and provides.
@@ -190,9 +190,9 @@ func checkPayloads(tr *tar.Reader, payloads int) error {
 	return nil
 }
 
-// decompressor opens the header entry by its suffix. xz (mender-artifact's
-// "lzma") is refused: the only Go decoder available allocates whatever
-// dictionary a stream declares, up to 1.5 GiB, before reading a byte.
+// decompressor opens the header entry by its suffix: uncompressed, gzip,
+// zstd or xz (mender-artifact's "lzma"), each bounded in what it may
+// allocate.
 func decompressor(name string, r io.Reader) (io.Reader, func(), error) {
 	switch ext := strings.TrimPrefix(name, "header.tar"); ext {
 	case "":
@@ -214,9 +214,13 @@ func decompressor(name string, r io.Reader) (io.Reader, func(), error) {
 		}
 		return zr, zr.Close, nil
 	case ".xz":
-		return nil, nil, formatErrorf("%s: xz (lzma) compression is not supported; write the artifact with --compression gzip or none", name)
+		zr, err := openXZ(r, name)
+		if err != nil {
+			return nil, nil, err
+		}
+		return zr, func() {}, nil
 	default:
-		return nil, nil, formatErrorf("%s: unknown compression %q (gzip, zstd and none are read)", name, ext)
+		return nil, nil, formatErrorf("%s: unknown compression %q (gzip, xz, zstd and none are read)", name, ext)
 	}
 }
 

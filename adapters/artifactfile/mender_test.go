@@ -3,11 +3,14 @@ package artifactfile_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -109,10 +112,65 @@ func TestMenderZstdHeader(t *testing.T) {
 	}
 }
 
-func TestMenderXZIsRefusedWithTheReason(t *testing.T) {
+func TestMenderXZHeader(t *testing.T) {
 	t.Parallel()
 	data := writeMender(t, "rootfs-image", "--compression", "lzma", "-t", "d", "-n", "xz-1", "-f", "PAYLOAD", "--no-progress")
-	wantReason(t, "x.mender", data, "header.tar.xz: xz (lzma) compression is not supported")
+	if !bytes.Contains(data, []byte("header.tar.xz\x00")) {
+		t.Fatal("mender-artifact did not write an xz header")
+	}
+	meta := mustInspect(t, "x.mender", data)
+	if meta.ArtifactName != "xz-1" || meta.PayloadType != "rootfs-image" {
+		t.Errorf("meta %+v", meta)
+	}
+}
+
+// TestMenderXZHostileHeaders: the xz container is read by hand so that a
+// declared dictionary is never allocated as declared.
+func TestMenderXZHostileHeaders(t *testing.T) {
+	t.Parallel()
+	real := writeMender(t, "rootfs-image", "--compression", "lzma", "-t", "d", "-n", "xz-2", "-f", "PAYLOAD", "--no-progress")
+	p := splitMender(t, real)
+	header := compress(t, "header.tar.xz", tarOf(t, p.header))
+	// patch changes the first block header (its size byte at 12, the CRC
+	// recomputed) and rebuilds the artifact around it.
+	patch := func(change func(bh []byte)) []byte {
+		h := append([]byte{}, header...)
+		n := (int(h[12]) + 1) * 4
+		bh := h[12 : 12+n]
+		change(bh)
+		binary.LittleEndian.PutUint32(bh[n-4:], crc32.ChecksumIEEE(bh[:n-4]))
+		q := *p
+		q.rawHeader = h
+		return q.build(t)
+	}
+	// The filter's property byte is the last before the padding: flags,
+	// then filter id 0x21, size 1, props (ulikunitz's writer adds no
+	// sizes).
+	props := func(bh []byte) int { return bytes.Index(bh, []byte{0x21, 0x01}) + 2 }
+
+	// A 4 GiB dictionary declared: read with one no larger than the header.
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	meta := mustInspect(t, "x.mender", patch(func(bh []byte) { bh[props(bh)] = 40 }))
+	runtime.ReadMemStats(&after)
+	if meta.ArtifactName != "xz-2" {
+		t.Errorf("meta %+v", meta)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+		t.Errorf("a 4 GiB dictionary declared: %d bytes allocated", grew)
+	}
+	wantReason(t, "x.mender", patch(func(bh []byte) { bh[props(bh)] = 41 }), "header.tar.xz: a corrupt xz block header")
+	wantReason(t, "x.mender", patch(func(bh []byte) { bh[1] |= 0x01 }), "header.tar.xz: xz filters other than LZMA2 alone are not supported")
+	wantReason(t, "x.mender", patch(func(bh []byte) { bh[props(bh)-2] = 0x04 }), "header.tar.xz: xz filters other than LZMA2 alone are not supported")
+	// A corrupt checksum: patch, then spoil the CRC.
+	spoiled := append([]byte{}, header...)
+	spoiled[12+(int(spoiled[12])+1)*4-1] ^= 0xFF
+	q := *p
+	q.rawHeader = spoiled
+	wantReason(t, "x.mender", q.build(t), "header.tar.xz: corrupt (the xz block header's checksum does not match)")
+	notXZ := *p
+	notXZ.rawHeader = []byte("definitely not xz data")
+	wantReason(t, "x.mender", notXZ.build(t), "header.tar.xz: not xz data")
 }
 
 // TestMenderRefusals changes one thing in a real artifact and expects the
