@@ -7,6 +7,7 @@
 package main
 
 import (
+	"github.com/ai-device/ota/adapters/blobstore"
 	"github.com/ai-device/ota/adapters/ddi"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/mender"
@@ -164,7 +165,9 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	firmwareAdmin, err := application.NewFirmwareAdmin(cachedFirmwares, clock, uuiDs)
+	artifactRepository := postgres.NewArtifactRepository(db)
+	artifactReader := bootstrap.ArtifactReaderFrom(artifactRepository)
+	firmwareAdmin, err := application.NewFirmwareAdmin(cachedFirmwares, artifactReader, clock, uuiDs)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -225,6 +228,25 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
+	storeURL := bootstrap.ArtifactStoreURLFrom(cfg)
+	store, err := blobstore.Provide(storeURL)
+	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	artifactInspector := bootstrap.NewArtifactInspector()
+	artifactMaxBytes := bootstrap.ArtifactMaxBytesFrom(cfg)
+	artifacts, err := application.NewArtifacts(store, artifactRepository, artifactInspector, clock, uuiDs, artifactMaxBytes)
+	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	console, err := bootstrap.NewConsole(cfg, keyedAdmin, fleet, clock, logger)
 	if err != nil {
 		cleanup4()
@@ -233,7 +255,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	v2 := bootstrap.HTTPOptions(fleet, console)
+	v2 := bootstrap.HTTPOptions(fleet, artifacts, console)
 	echo := rest.NewServer(restConfig, devices, keyedAdmin, v, metrics, handler, logger, v2...)
 	app := bootstrap.NewPostgresApp(cfg, echo, logger, metrics, writeBehindDevices, catalogCache, readReplica)
 	return app, func() {
@@ -314,7 +336,9 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
-	firmwareAdmin, err := application.NewFirmwareAdmin(firmwares, clock, uuiDs)
+	artifacts := memory.NewArtifacts(store)
+	artifactReader := bootstrap.ArtifactReaderFrom(artifacts)
+	firmwareAdmin, err := application.NewFirmwareAdmin(firmwares, artifactReader, clock, uuiDs)
 	if err != nil {
 		return nil, err
 	}
@@ -343,11 +367,22 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
+	storeURL := bootstrap.ArtifactStoreURLFrom(cfg)
+	blobstoreStore, err := blobstore.Provide(storeURL)
+	if err != nil {
+		return nil, err
+	}
+	artifactInspector := bootstrap.NewArtifactInspector()
+	artifactMaxBytes := bootstrap.ArtifactMaxBytesFrom(cfg)
+	applicationArtifacts, err := application.NewArtifacts(blobstoreStore, artifacts, artifactInspector, clock, uuiDs, artifactMaxBytes)
+	if err != nil {
+		return nil, err
+	}
 	console, err := bootstrap.NewConsole(cfg, keyedAdmin, applicationFleet, clock, logger)
 	if err != nil {
 		return nil, err
 	}
-	v2 := bootstrap.HTTPOptions(applicationFleet, console)
+	v2 := bootstrap.HTTPOptions(applicationFleet, applicationArtifacts, console)
 	echo := rest.NewServer(restConfig, applicationDevices, keyedAdmin, v, metrics, handler, logger, v2...)
 	app := bootstrap.NewApp(cfg, echo, logger)
 	return app, nil

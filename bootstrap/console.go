@@ -41,8 +41,8 @@ func NewConsole(cfg Config, admin ports.AdminService, fleet ports.FleetService, 
 	return console.New(console.Config{AdminToken: cfg.AdminToken}, admin, fleet, clock, logger)
 }
 
-// HTTPOptions adds the fleet views to the admin API and serves the console
-// at /console/ on the same server.
-func HTTPOptions(fleet ports.FleetService, con *console.Console) []rest.Option {
-	return []rest.Option{rest.WithFleet(fleet), rest.WithMount(console.Prefix, con)}
+// HTTPOptions adds the fleet views and the artifact routes to the admin
+// API and serves the console at /console/ on the same server.
+func HTTPOptions(fleet ports.FleetService, artifacts ports.ArtifactService, con *console.Console) []rest.Option {
+	return []rest.Option{rest.WithFleet(fleet), rest.WithArtifacts(artifacts), rest.WithMount(console.Prefix, con)}
 }

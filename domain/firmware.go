@@ -44,6 +44,11 @@ type FirmwareSpec struct {
 	// ArtifactName is the name Mender devices know this image by (their
 	// artifact_name); optional, unique per model. See ValidateArtifactName.
 	ArtifactName string
+	// ArtifactID names the uploaded artifact devices download this image
+	// from (the service hosts it), instead of URL: a firmware has exactly
+	// one of the two. Its size, checksums and artifact name come from the
+	// artifact (FirmwareSpec.WithArtifact).
+	ArtifactID UUID
 }
 
 // Firmware is one published image of one model at one version.
@@ -61,6 +66,7 @@ type Firmware struct {
 	mandatory        bool
 	minSourceVersion Version
 	artifactName     string
+	artifactID       UUID
 	status           FirmwareStatus
 	createdAt        time.Time
 	updatedAt        time.Time
@@ -83,8 +89,12 @@ func NewFirmware(id UUID, spec FirmwareSpec, now time.Time) (Firmware, error) {
 	if err != nil {
 		return Firmware{}, err
 	}
-	if err := validateURL(spec.URL); err != nil {
-		return Firmware{}, err
+	if spec.ArtifactID.IsZero() {
+		if err := validateURL(spec.URL); err != nil {
+			return Firmware{}, err
+		}
+	} else if spec.URL != "" {
+		return Firmware{}, invalid("url", "must be empty when artifact_id names the image: give one of url or artifact_id")
 	}
 	if spec.SizeBytes <= 0 {
 		return Firmware{}, invalid("size_bytes", "must be greater than 0")
@@ -121,7 +131,7 @@ func NewFirmware(id UUID, spec FirmwareSpec, now time.Time) (Firmware, error) {
 		id: id, model: spec.Model, version: v, url: spec.URL, sizeBytes: spec.SizeBytes,
 		sha256: spec.SHA256, sha1: spec.SHA1, md5: spec.MD5, signature: spec.Signature,
 		releaseNotes: spec.ReleaseNotes, mandatory: spec.Mandatory, minSourceVersion: minSrc,
-		artifactName: spec.ArtifactName, status: FirmwareReleased, createdAt: now, updatedAt: now,
+		artifactName: spec.ArtifactName, artifactID: spec.ArtifactID, status: FirmwareReleased, createdAt: now, updatedAt: now,
 	}, nil
 }
 
@@ -143,7 +153,7 @@ func RehydrateFirmware(id string, spec FirmwareSpec, status FirmwareStatus, crea
 		id: UUID{s: id}, model: spec.Model, version: v, url: spec.URL, sizeBytes: spec.SizeBytes,
 		sha256: spec.SHA256, sha1: spec.SHA1, md5: spec.MD5, signature: spec.Signature,
 		releaseNotes: spec.ReleaseNotes, mandatory: spec.Mandatory, minSourceVersion: minSrc,
-		artifactName: spec.ArtifactName, status: status, createdAt: createdAt, updatedAt: updatedAt,
+		artifactName: spec.ArtifactName, artifactID: spec.ArtifactID, status: status, createdAt: createdAt, updatedAt: updatedAt,
 	}, nil
 }
 
@@ -189,9 +199,13 @@ func (f Firmware) Spec() FirmwareSpec {
 		Model: f.model, Version: f.version.String(), URL: f.url, SizeBytes: f.sizeBytes,
 		SHA256: f.sha256, SHA1: f.sha1, MD5: f.md5, Signature: f.signature,
 		ReleaseNotes: f.releaseNotes, Mandatory: f.mandatory, MinSourceVersion: f.minSourceVersion.String(),
-		ArtifactName: f.artifactName,
+		ArtifactName: f.artifactName, ArtifactID: f.artifactID,
 	}
 }
+
+// ArtifactID is the hosted artifact devices download the image from, or
+// the zero UUID for an image at its URL.
+func (f Firmware) ArtifactID() UUID { return f.artifactID }
 
 // Status is released or revoked.
 func (f Firmware) Status() FirmwareStatus { return f.status }
