@@ -164,16 +164,18 @@ func readMenderHeader(tr io.Reader, name string, version int, manifest map[strin
 // the cost of a few reads. An optional header-augment may come first;
 // then one data/NNNN.tar* per payload, in order.
 func checkPayloads(tr *tar.Reader, payloads int) error {
-	n, last := 0, "header.tar"
+	n, where := 0, "the entry after the header"
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return tarError(err, "the entry after "+last)
+			// Next fails skipping the last entry's bytes (a payload is
+			// large: most cuts fall there) or reading the next header.
+			return tarError(err, where)
 		}
-		last = hdr.Name
+		where = hdr.Name
 		if n == 0 && strings.HasPrefix(hdr.Name, "header-augment.tar") {
 			continue
 		}
