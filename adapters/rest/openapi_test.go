@@ -83,7 +83,9 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 	inCode := []string{httpedge.CodeMalformedJSON, httpedge.CodeValidationFailed, httpedge.CodeUnauthorized, httpedge.CodeForbidden, httpedge.CodeNotFound,
 		httpedge.CodeMethodNotAllowed, httpedge.CodeDeviceExists, httpedge.CodeFirmwareExists, httpedge.CodeFirmwareRevoked, httpedge.CodeModelMismatch,
 		httpedge.CodeInvalidTransition, httpedge.CodeTaskFinished, httpedge.CodeIdempotencyConflict, httpedge.CodePayloadTooLarge,
-		httpedge.CodeUnsupportedMediaType, httpedge.CodeRateLimited, httpedge.CodeServiceBusy, httpedge.CodeInternal}
+		httpedge.CodeUnsupportedMediaType, httpedge.CodeRateLimited, httpedge.CodeServiceBusy, httpedge.CodeInternal,
+		httpedge.CodeArtifactTooLarge, httpedge.CodeChecksumMismatch, httpedge.CodeArtifactUnreadable, httpedge.CodeArtifactInUse,
+		httpedge.CodeUploadIncomplete}
 	sort.Strings(inDoc)
 	sort.Strings(inCode)
 	if strings.Join(inDoc, ",") != strings.Join(inCode, ",") {
