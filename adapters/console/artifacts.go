@@ -2,6 +2,7 @@ package console
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -36,7 +37,8 @@ type uploadAnswer struct {
 // body, the file name in ?filename=, the session's CSRF token in the
 // X-CSRF-Token header. The body is handed to the upload use case as it
 // arrives, unbounded here: the use case applies OTA_ARTIFACT_MAX_BYTES,
-// hashes, inspects and stores, exactly as for the API.
+// hashes, inspects and stores, exactly as for the API, and the upload
+// lasts as long as bytes keep arriving (httpedge.Upload, as the API's).
 func (c *Console) uploadArtifact(w http.ResponseWriter, r *http.Request) {
 	s, ok := c.sessions.read(r)
 	if !ok {
@@ -47,10 +49,15 @@ func (c *Console) uploadArtifact(w http.ResponseWriter, r *http.Request) {
 		writeUploadAnswer(w, http.StatusForbidden, uploadAnswer{Error: "This form is out of date or did not come from this console. Reload the page and try again."})
 		return
 	}
+	upload := httpedge.NewUpload(w, r)
+	body := upload.Track(upload.Body())
 	a, _, err := c.artifacts.Upload(r.Context(), ports.ArtifactUpload{
-		FileName: r.URL.Query().Get("filename"), Body: r.Body, SHA256: r.Header.Get("X-Checksum-Sha256"),
+		FileName: r.URL.Query().Get("filename"), Body: body, SHA256: r.Header.Get("X-Checksum-Sha256"),
 	})
-	if err != nil {
+	if err = upload.Done(err, body); err != nil {
+		if r.Context().Err() != nil && errors.Is(err, r.Context().Err()) {
+			return // the operator closed the page: nobody reads an answer
+		}
 		d := httpedge.DescribeError(err)
 		if d.Internal {
 			c.logger.ErrorContext(r.Context(), "console upload failed", "request_id", httpedge.RequestIDFrom(r.Context()),

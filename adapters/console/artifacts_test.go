@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -239,5 +241,91 @@ func TestConsoleWithoutArtifactsHasNoUpload(t *testing.T) {
 	}
 	if r := e.post("/console/artifacts", url.Values{"csrf": {e.csrf("/console/firmwares")}}); r.code != http.StatusNotFound {
 		t.Errorf("upload endpoint: %d", r.code)
+	}
+}
+
+// slowReader sends n bytes in chunks, pausing between them.
+type slowReader struct {
+	left  int
+	pause time.Duration
+}
+
+func (s *slowReader) Read(p []byte) (int, error) {
+	if s.left == 0 {
+		return 0, io.EOF
+	}
+	time.Sleep(s.pause)
+	n := min(len(p), s.left, 1000)
+	for i := range p[:n] {
+		p[i] = 'x'
+	}
+	s.left -= n
+	return n, nil
+}
+
+// TestUploadOutlastsTheServersReadTimeout: an upload that takes longer
+// than the server's read timeout, bytes arriving all along, is stored;
+// the timeout bounds a pause, not the upload.
+func TestUploadOutlastsTheServersReadTimeout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	srv := httptest.NewUnstartedServer(e.srv.Config.Handler)
+	srv.Config.ReadTimeout, srv.Config.WriteTimeout = 500*time.Millisecond, 500*time.Millisecond
+	srv.Start()
+	t.Cleanup(srv.Close)
+	e.srv = srv
+	e.mustSignIn()
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/console/artifacts?filename=slow.bin", &slowReader{left: 12000, pause: 150 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-CSRF-Token", e.uploadCSRF())
+	res, err := e.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("a 1.8 s upload behind a 0.5 s read timeout: %d %s", res.StatusCode, raw)
+	}
+	if list, _ := e.artifacts.ListArtifacts(context.Background()); len(list) != 1 || list[0].Digest().Size != 12000 {
+		t.Errorf("stored: %v", list)
+	}
+}
+
+// TestUploadWithABrokenBodyIsTheCallersFault: a body that breaks off
+// (here a chunked body with a corrupt chunk header) is 400 with the API's
+// words, not a 500 blaming the service, and nothing is kept.
+func TestUploadWithABrokenBodyIsTheCallersFault(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.mustSignIn()
+	csrf := e.uploadCSRF()
+	target, _ := url.Parse(e.srv.URL + "/console/artifacts")
+	var cookies []string
+	for _, c := range e.client.Jar.Cookies(target) {
+		cookies = append(cookies, c.Name+"="+c.Value)
+	}
+	conn, err := net.Dial("tcp", target.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /console/artifacts?filename=broken.bin HTTP/1.1\r\nHost: %s\r\nCookie: %s\r\nX-CSRF-Token: %s\r\n"+
+		"Content-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n1388\r\n%s\r\nZZ\r\n",
+		target.Host, strings.Join(cookies, "; "), csrf, strings.Repeat("y", 5000))
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(raw), "ended before its end") {
+		t.Errorf("a broken body: %d %s", res.StatusCode, raw)
+	}
+	if list, _ := e.artifacts.ListArtifacts(context.Background()); len(list) != 0 {
+		t.Errorf("stored: %v", list)
 	}
 }
