@@ -80,7 +80,9 @@ func (s *Artifacts) Upload(ctx context.Context, up ports.ArtifactUpload) (domain
 		return domain.Artifact{}, false, fmt.Errorf("storing the upload: %w", err) // Put left nothing
 	}
 	d := body.digest()
-	fail := func(err error) (domain.Artifact, bool, error) { return domain.Artifact{}, false, s.discard(ctx, key, err) }
+	fail := func(err error) (domain.Artifact, bool, error) {
+		return domain.Artifact{}, false, s.discard(ctx, key, err)
+	}
 	if declared != "" && declared != d.SHA256 {
 		return fail(fmt.Errorf("the upload's sha256 is %s, not the declared %s: %w", d.SHA256, declared, domain.ErrChecksumMismatch))
 	}
