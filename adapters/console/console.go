@@ -1,8 +1,9 @@
 // Package console is the operators' web console, served by otad at
 // /console/: a driving adapter beside the JSON API that renders
 // server-side HTML pages (html/template, embedded with the stylesheet and
-// a tiny refresh script) and calls the same use cases (ports.AdminService,
-// ports.FleetService). It holds no rules of its own: what the API would
+// a small script: the live refresh and the upload's progress) and calls
+// the same use cases (ports.AdminService, ports.FleetService, and
+// ports.ArtifactService for uploads). It holds no rules of its own: what the API would
 // refuse, the console shows refused, with the API's words.
 //
 // Operators sign in with the admin token; the session is a signed cookie
