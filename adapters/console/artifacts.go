@@ -53,6 +53,7 @@ func (c *Console) uploadArtifact(w http.ResponseWriter, r *http.Request) {
 	body := upload.Track(upload.Body())
 	a, _, err := c.artifacts.Upload(r.Context(), ports.ArtifactUpload{
 		FileName: r.URL.Query().Get("filename"), Body: body, SHA256: r.Header.Get("X-Checksum-Sha256"),
+		Announced: max(r.ContentLength, 0),
 	})
 	if err = upload.Done(err, body); err != nil {
 		if r.Context().Err() != nil && errors.Is(err, r.Context().Err()) {

@@ -294,13 +294,11 @@ func TestUploadOutlastsTheServersReadTimeout(t *testing.T) {
 	}
 }
 
-// TestUploadWithABrokenBodyIsTheCallersFault: a body that breaks off
-// (here a chunked body with a corrupt chunk header) is 400 with the API's
-// words, not a 500 blaming the service, and nothing is kept.
-func TestUploadWithABrokenBodyIsTheCallersFault(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	e.mustSignIn()
+// rawUpload sends the upload's request line and headers as they are,
+// then body, on its own connection, and reads the answer: a test can
+// announce what it does not send.
+func (e *env) rawUpload(headers, body string) (int, string) {
+	e.t.Helper()
 	csrf := e.uploadCSRF()
 	target, _ := url.Parse(e.srv.URL + "/console/artifacts")
 	var cookies []string
@@ -309,23 +307,45 @@ func TestUploadWithABrokenBodyIsTheCallersFault(t *testing.T) {
 	}
 	conn, err := net.Dial("tcp", target.Host)
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprintf(conn, "POST /console/artifacts?filename=broken.bin HTTP/1.1\r\nHost: %s\r\nCookie: %s\r\nX-CSRF-Token: %s\r\n"+
-		"Content-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n1388\r\n%s\r\nZZ\r\n",
-		target.Host, strings.Join(cookies, "; "), csrf, strings.Repeat("y", 5000))
+	fmt.Fprintf(conn, "POST /console/artifacts?filename=x.bin HTTP/1.1\r\nHost: %s\r\nCookie: %s\r\nX-CSRF-Token: %s\r\n"+
+		"Content-Type: application/octet-stream\r\n%s\r\n%s", target.Host, strings.Join(cookies, "; "), csrf, headers, body)
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(raw), "ended before its end") {
-		t.Errorf("a broken body: %d %s", res.StatusCode, raw)
+	return res.StatusCode, string(raw)
+}
+
+// TestUploadWithABrokenBodyIsTheCallersFault: a body that breaks off
+// (here a chunked body with a corrupt chunk header) is 400 with the API's
+// words, not a 500 blaming the service, and nothing is kept.
+func TestUploadWithABrokenBodyIsTheCallersFault(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.mustSignIn()
+	code, raw := e.rawUpload("Transfer-Encoding: chunked\r\n", "1388\r\n"+strings.Repeat("y", 5000)+"\r\nZZ\r\n")
+	if code != http.StatusBadRequest || !strings.Contains(raw, "ended before its end") {
+		t.Errorf("a broken body: %d %s", code, raw)
 	}
 	if list, _ := e.artifacts.ListArtifacts(context.Background()); len(list) != 0 {
 		t.Errorf("stored: %v", list)
+	}
+}
+
+// TestUploadAnnouncedOverTheLimitIsRefusedAtOnce: a Content-Length over
+// the limit (1 GiB in the test service) is 413 before the body is sent.
+func TestUploadAnnouncedOverTheLimitIsRefusedAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.mustSignIn()
+	code, raw := e.rawUpload("Content-Length: 2147483648\r\n", "only a few bytes")
+	if code != http.StatusRequestEntityTooLarge {
+		t.Errorf("2 GiB announced: %d %s", code, raw)
 	}
 }
