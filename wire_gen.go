@@ -7,6 +7,7 @@
 package main
 
 import (
+	"github.com/ai-device/ota/adapters/artifactfile"
 	"github.com/ai-device/ota/adapters/blobstore"
 	"github.com/ai-device/ota/adapters/ddi"
 	"github.com/ai-device/ota/adapters/memory"
@@ -237,9 +238,9 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	artifactInspector := bootstrap.NewArtifactInspector()
+	inspector := _wireInspectorValue
 	artifactMaxBytes := bootstrap.ArtifactMaxBytesFrom(cfg)
-	artifacts, err := application.NewArtifacts(store, artifactRepository, artifactInspector, clock, uuiDs, artifactMaxBytes)
+	artifacts, err := application.NewArtifacts(store, artifactRepository, inspector, clock, uuiDs, artifactMaxBytes)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -247,7 +248,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	console, err := bootstrap.NewConsole(cfg, keyedAdmin, fleet, clock, logger)
+	console, err := bootstrap.NewConsole(cfg, keyedAdmin, fleet, artifacts, clock, logger)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -265,6 +266,10 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 	}, nil
 }
+
+var (
+	_wireInspectorValue = artifactfile.Inspector{}
+)
 
 // initMemoryApp assembles the single-process service with in-memory
 // adapters, for trying the service out.
@@ -372,13 +377,13 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
-	artifactInspector := bootstrap.NewArtifactInspector()
+	inspector := _wireInspectorValue
 	artifactMaxBytes := bootstrap.ArtifactMaxBytesFrom(cfg)
-	applicationArtifacts, err := application.NewArtifacts(blobstoreStore, artifacts, artifactInspector, clock, uuiDs, artifactMaxBytes)
+	applicationArtifacts, err := application.NewArtifacts(blobstoreStore, artifacts, inspector, clock, uuiDs, artifactMaxBytes)
 	if err != nil {
 		return nil, err
 	}
-	console, err := bootstrap.NewConsole(cfg, keyedAdmin, applicationFleet, clock, logger)
+	console, err := bootstrap.NewConsole(cfg, keyedAdmin, applicationFleet, applicationArtifacts, clock, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -1,15 +1,14 @@
 package bootstrap
 
 import (
-	"context"
 	"net/url"
 	"strconv"
 
 	"github.com/google/wire"
 
+	"github.com/ai-device/ota/adapters/artifactfile"
 	"github.com/ai-device/ota/adapters/blobstore"
 	"github.com/ai-device/ota/application"
-	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
 
@@ -46,13 +45,14 @@ func loadArtifactConfig(cfg *Config, get func(name, def string) string, bad func
 
 // ArtifactSet provides hosted artifacts: the blob store named by
 // OTA_ARTIFACT_STORE, the upload, listing and deletion use cases, and the
-// artifact reader firmware publication uses. The store sets provide the
+// artifact reader firmware publication uses; uploads are read for their
+// own metadata by adapters/artifactfile. The store sets provide the
 // ports.ArtifactRepository.
 var ArtifactSet = wire.NewSet(
 	blobstore.ProviderSet,
 	ArtifactStoreURLFrom,
 	ArtifactMaxBytesFrom,
-	NewArtifactInspector,
+	artifactfile.ProviderSet, wire.Bind(new(application.ArtifactInspector), new(artifactfile.Inspector)),
 	application.NewArtifacts, wire.Bind(new(ports.ArtifactService), new(*application.Artifacts)),
 	ArtifactReaderFrom,
 )
@@ -65,15 +65,3 @@ func ArtifactMaxBytesFrom(cfg Config) application.ArtifactMaxBytes {
 // ArtifactReaderFrom is the artifact repository as firmware publication
 // reads it.
 func ArtifactReaderFrom(r ports.ArtifactRepository) application.ArtifactReader { return r }
-
-// rawInspector reads every upload as an opaque image. It stands in until
-// the .mender / .swu reader (adapters/artifactfile) is wired here in its
-// place.
-type rawInspector struct{}
-
-func (rawInspector) Inspect(context.Context, string, ports.BlobObject) (domain.ArtifactMeta, error) {
-	return domain.ArtifactMeta{Format: domain.ArtifactRaw}, nil
-}
-
-// NewArtifactInspector is what reads an upload's own metadata.
-func NewArtifactInspector() application.ArtifactInspector { return rawInspector{} }

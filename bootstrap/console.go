@@ -36,9 +36,10 @@ var memoryFleetSet = wire.NewSet(
 var consoleSet = wire.NewSet(NewConsole, HTTPOptions)
 
 // NewConsole builds the operator console; it signs operators in with the
-// admin token.
-func NewConsole(cfg Config, admin ports.AdminService, fleet ports.FleetService, clock ports.Clock, logger *slog.Logger) (*console.Console, error) {
-	return console.New(console.Config{AdminToken: cfg.AdminToken}, admin, fleet, clock, logger)
+// admin token, and uploads images through the same use case as the API.
+func NewConsole(cfg Config, admin ports.AdminService, fleet ports.FleetService, artifacts ports.ArtifactService,
+	clock ports.Clock, logger *slog.Logger) (*console.Console, error) {
+	return console.New(console.Config{AdminToken: cfg.AdminToken}, admin, fleet, clock, logger, console.WithArtifacts(artifacts))
 }
 
 // HTTPOptions adds the fleet views and the artifact routes to the admin

@@ -80,7 +80,9 @@ type ArtifactMeta struct {
 	// Provides are a .mender file's provides (rootfs-image.version, …).
 	Provides map[string]string
 	// Version is a .swu file's sw-description version, or a .mender file's
-	// rootfs-image.version when it provides one.
+	// software version: its rootfs-image.version, else its one
+	// rootfs-image.<name>.version (--software-name, a module image's
+	// --software-version), when it provides one.
 	Version string
 	// Description is a .swu file's sw-description description.
 	Description string

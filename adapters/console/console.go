@@ -1,8 +1,9 @@
 // Package console is the operators' web console, served by otad at
 // /console/: a driving adapter beside the JSON API that renders
 // server-side HTML pages (html/template, embedded with the stylesheet and
-// a tiny refresh script) and calls the same use cases (ports.AdminService,
-// ports.FleetService). It holds no rules of its own: what the API would
+// a small script: the live refresh and the upload's progress) and calls
+// the same use cases (ports.AdminService, ports.FleetService, and
+// ports.ArtifactService for uploads). It holds no rules of its own: what the API would
 // refuse, the console shows refused, with the API's words.
 //
 // Operators sign in with the admin token; the session is a signed cookie
@@ -63,6 +64,8 @@ type Console struct {
 	mux      *http.ServeMux
 	static   http.Handler
 	rows     rowsCache // the live refresh's rollout listing
+	// artifacts uploads images (WithArtifacts); nil: publish by URL only.
+	artifacts ports.ArtifactService
 }
 
 //go:embed templates/*.html
@@ -72,7 +75,7 @@ var templateFS embed.FS
 var staticFS embed.FS
 
 // New builds the console on the operators' use cases. logger may be nil.
-func New(cfg Config, admin ports.AdminService, fleet ports.FleetService, clock ports.Clock, logger *slog.Logger) (*Console, error) {
+func New(cfg Config, admin ports.AdminService, fleet ports.FleetService, clock ports.Clock, logger *slog.Logger, opts ...Option) (*Console, error) {
 	if admin == nil || fleet == nil || clock == nil {
 		return nil, errors.New("console: the admin and fleet services and a clock are required")
 	}
@@ -90,7 +93,10 @@ func New(cfg Config, admin ports.AdminService, fleet ports.FleetService, clock p
 		sessions: newSessions(cfg.AdminToken, cfg.SessionTTL, clock),
 		pages:    map[string]*template.Template{},
 	}
-	for _, name := range []string{"signin", "fleet", "rollouts", "rollout", "confirm", "firmwares", "device", "error"} {
+	for _, o := range opts {
+		o(c)
+	}
+	for _, name := range []string{"signin", "fleet", "rollouts", "rollout", "confirm", "firmwares", "artifact", "device", "error"} {
 		t, err := template.New(name).Funcs(c.funcs()).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: parsing %s: %w", name, err)
@@ -123,6 +129,12 @@ func (c *Console) routes() {
 	m.Handle(p+"/rollouts/{id}/confirm", methods(c, c.authed(c.confirmRollout), nil))
 	m.Handle(p+"/firmwares", methods(c, c.authed(c.firmwaresPage), c.authed(c.publishFirmware)))
 	m.Handle(p+"/firmwares/{id}/revoke", methods(c, c.authed(c.confirmRevoke), c.authed(c.revokeFirmware)))
+	if c.artifacts != nil {
+		// The upload checks the session and CSRF token itself: authed
+		// would read the body as a form, bounded to 64 KiB.
+		m.Handle(p+"/artifacts", methods(c, nil, c.uploadArtifact))
+		m.Handle(p+"/artifacts/{id}", methods(c, c.authed(c.artifactPage), c.authed(c.publishArtifact)))
+	}
 	m.Handle(p+"/devices", methods(c, c.authed(c.devicePage), nil))
 	m.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusNotFound, "There is no such page in the console.")

@@ -55,15 +55,18 @@ type env struct {
 	console *console.Console
 	admin   *application.Admin
 	devices *application.Devices
-	client  *http.Client
+	// artifacts is the upload use case the console is given.
+	artifacts *application.Artifacts
+	client    *http.Client
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	clk := &clock{}
-	svc := testenv.NewMemoryService(t, testenv.MemoryOptions{Clock: clk, Targeting: true})
+	svc := testenv.NewMemoryService(t, testenv.MemoryOptions{Clock: clk, Targeting: true, Artifacts: true})
 	devices, admin, fleet := svc.Devices, svc.Admin, svc.Fleet
-	con, err := console.New(console.Config{AdminToken: adminToken, RefreshEvery: time.Second}, admin, fleet, clk, nil)
+	con, err := console.New(console.Config{AdminToken: adminToken, RefreshEvery: time.Second}, admin, fleet, clk, nil,
+		console.WithArtifacts(svc.Artifacts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +74,7 @@ func newEnv(t *testing.T) *env {
 		rest.WithFleet(fleet), rest.WithMount(console.Prefix, con))
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
-	return &env{t: t, clock: clk, srv: srv, console: con, admin: admin, devices: devices, client: newClient(t)}
+	return &env{t: t, clock: clk, srv: srv, console: con, admin: admin, devices: devices, artifacts: svc.Artifacts, client: newClient(t)}
 }
 
 func newClient(t *testing.T) *http.Client {

@@ -520,6 +520,8 @@ type firmwaresData struct {
 	Models []string
 	Groups []firmwareGroup
 	Form   startForm
+	// Uploads says the upload form is shown (the console has artifacts).
+	Uploads bool
 }
 
 var publishFields = []string{"model", "version", "url", "size_bytes", "sha256", "sha1", "md5", "signature",
@@ -537,7 +539,7 @@ func (c *Console) showFirmwares(w http.ResponseWriter, r *http.Request, s sessio
 		c.failErr(w, r, err)
 		return
 	}
-	d := firmwaresData{Model: model, Form: form}
+	d := firmwaresData{Model: model, Form: form, Uploads: c.artifacts != nil}
 	byModel := map[string]int{}
 	for _, f := range all {
 		if _, ok := byModel[f.Model()]; !ok {

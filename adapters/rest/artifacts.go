@@ -7,7 +7,6 @@ import (
 	"mime/multipart"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -15,12 +14,6 @@ import (
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
-
-// uploadIdleTimeout is how long an upload may go without a byte arriving.
-// An upload's body is not bounded by the server's 30 s read timeout — a
-// 2 GiB image takes longer — only by this, so a stalled client is still
-// cut off.
-const uploadIdleTimeout = 30 * time.Second
 
 // WithArtifacts serves hosted artifacts under /api/v1/admin/artifacts:
 // upload (raw or multipart, streamed), list, get, delete.
@@ -50,10 +43,8 @@ func (s *server) addArtifactRoutes(e *echo.Echo, adminMW ...echo.MiddlewareFunc)
 // temporary files as ParseMultipartForm would.
 func (s *server) uploadArtifact(c echo.Context) error {
 	req := c.Request()
-	rc := http.NewResponseController(c.Response())
-	// The answer comes after the whole body, however long that takes.
-	_ = rc.SetWriteDeadline(time.Time{})
-	raw := &idleBody{r: req.Body, rc: rc}
+	upload := httpedge.NewUpload(c.Response(), req)
+	raw := upload.Body()
 	var (
 		up  ports.ArtifactUpload
 		err error
@@ -67,18 +58,10 @@ func (s *server) uploadArtifact(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body := &trackedBody{r: up.Body}
+	body := upload.Track(up.Body)
 	up.Body = body
 	a, created, err := s.ext.artifacts.Upload(req.Context(), up)
-	_ = rc.SetWriteDeadline(time.Now().Add(uploadIdleTimeout))
-	if err != nil {
-		if body.err != nil {
-			if cerr := req.Context().Err(); cerr != nil {
-				return cerr // the caller hung up: 499 in the log
-			}
-			return httpedge.NewError(http.StatusBadRequest, httpedge.CodeUploadIncomplete,
-				"the upload ended before its end (a broken connection, or a body shorter than announced); nothing was kept")
-		}
+	if err := upload.Done(err, body); err != nil {
 		return err
 	}
 	status := http.StatusCreated
@@ -148,33 +131,6 @@ func dispositionFileName(h string) string {
 		return ""
 	}
 	return params["filename"]
-}
-
-// idleBody is the request body with the read deadline pushed back before
-// every read: the upload lasts as long as bytes keep arriving.
-type idleBody struct {
-	r  io.Reader
-	rc *http.ResponseController
-}
-
-func (b *idleBody) Read(p []byte) (int, error) {
-	_ = b.rc.SetReadDeadline(time.Now().Add(uploadIdleTimeout))
-	return b.r.Read(p)
-}
-
-// trackedBody remembers a failure of the upload's body (not its end): the
-// answer is then the client's fault, not the store's.
-type trackedBody struct {
-	r   io.Reader
-	err error
-}
-
-func (b *trackedBody) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
-	if err != nil && err != io.EOF {
-		b.err = err
-	}
-	return n, err
 }
 
 func (s *server) listArtifacts(c echo.Context) error {

@@ -1,9 +1,12 @@
 package testenv
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/ai-device/ota/adapters/artifactfile"
+	"github.com/ai-device/ota/adapters/blobstore"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/ports"
@@ -19,6 +22,8 @@ type MemoryService struct {
 	Devices *application.Devices
 	Admin   *application.Admin
 	Fleet   *application.Fleet
+	// Artifacts uploads images (MemoryOptions.Artifacts).
+	Artifacts *application.Artifacts
 }
 
 // MemoryOptions are what the tests vary; zero values take the defaults.
@@ -30,6 +35,11 @@ type MemoryOptions struct {
 	// Targeting adds the attribute and tag stores (Deps.Attributes,
 	// Deps.Directory), which the check and the targeting use cases need.
 	Targeting bool
+	// Artifacts adds hosted artifacts: the upload use case over a
+	// directory blob store in the test's temporary directory, reading
+	// uploads with adapters/artifactfile, and Deps.Artifacts so firmware
+	// is published from them.
+	Artifacts bool
 }
 
 // NewMemoryService wires a MemoryService on a fresh store.
@@ -56,6 +66,18 @@ func NewMemoryService(t testing.TB, o MemoryOptions) *MemoryService {
 	}}
 	if o.Targeting {
 		s.Deps.Attributes, s.Deps.Directory = memory.NewAttributes(store), memory.NewDirectory(store)
+	}
+	if o.Artifacts {
+		repo := memory.NewArtifacts(store)
+		s.Deps.Artifacts = repo
+		blobs, err := blobstore.Open(context.Background(), "file://"+t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = blobs.Close() })
+		if s.Artifacts, err = application.NewArtifacts(blobs, repo, artifactfile.Inspector{}, o.Clock, s.Deps.IDs, 1<<30); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s.Devices, s.Admin = UseCases(t, s.Deps, o.PollInterval)
 	var err error
