@@ -117,7 +117,8 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	adapter := ddi.New(config, applicationDDI)
+	downloadService := bootstrap.NoDownloads()
+	adapter := ddi.New(config, applicationDDI, downloadService)
 	admissionRepository := postgres.NewAdmissionRepository(db)
 	authRequestRepository := postgres.NewAuthRequestRepository(db)
 	artifactCatalogRepository := postgres.NewArtifactCatalogRepository(db)
@@ -154,7 +155,8 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	menderAdapter := mender.New(applicationMender, applicationMender)
+	links := bootstrap.MenderLinksFrom(cfg, downloadService)
+	menderAdapter := mender.New(applicationMender, applicationMender, links)
 	restConfig := bootstrap.HTTPConfigFrom(cfg, adapter, menderAdapter)
 	deviceAdmin, err := application.NewDeviceAdmin(writeBehindDevices, taskRepository, cachedFirmwares, clock)
 	if err != nil {
@@ -233,7 +235,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	v2 := bootstrap.HTTPOptions(fleet, console)
+	v2 := bootstrap.HTTPOptions(cfg, fleet, console, downloadService)
 	echo := rest.NewServer(restConfig, devices, keyedAdmin, v, metrics, handler, logger, v2...)
 	app := bootstrap.NewPostgresApp(cfg, echo, logger, metrics, writeBehindDevices, catalogCache, readReplica)
 	return app, func() {
@@ -279,7 +281,8 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
-	adapter := ddi.New(config, applicationDDI)
+	downloadService := bootstrap.NoDownloads()
+	adapter := ddi.New(config, applicationDDI, downloadService)
 	admissions := memory.NewAdmissions(store)
 	authRequests := memory.NewAuthRequests(store)
 	artifactCatalog := memory.NewArtifactCatalog(store)
@@ -308,7 +311,8 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
-	menderAdapter := mender.New(applicationMender, applicationMender)
+	links := bootstrap.MenderLinksFrom(cfg, downloadService)
+	menderAdapter := mender.New(applicationMender, applicationMender, links)
 	restConfig := bootstrap.HTTPConfigFrom(cfg, adapter, menderAdapter)
 	deviceAdmin, err := application.NewDeviceAdmin(devices, tasks, firmwares, clock)
 	if err != nil {
@@ -347,7 +351,7 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
-	v2 := bootstrap.HTTPOptions(applicationFleet, console)
+	v2 := bootstrap.HTTPOptions(cfg, applicationFleet, console, downloadService)
 	echo := rest.NewServer(restConfig, applicationDevices, keyedAdmin, v, metrics, handler, logger, v2...)
 	app := bootstrap.NewApp(cfg, echo, logger)
 	return app, nil

@@ -41,8 +41,9 @@ func NewConsole(cfg Config, admin ports.AdminService, fleet ports.FleetService, 
 	return console.New(console.Config{AdminToken: cfg.AdminToken}, admin, fleet, clock, logger)
 }
 
-// HTTPOptions adds the fleet views to the admin API and serves the console
-// at /console/ on the same server.
-func HTTPOptions(fleet ports.FleetService, con *console.Console) []rest.Option {
-	return []rest.Option{rest.WithFleet(fleet), rest.WithMount(console.Prefix, con)}
+// HTTPOptions adds the fleet views to the admin API, serves the console
+// at /console/ on the same server, and the devices' downloads of hosted
+// artifacts.
+func HTTPOptions(cfg Config, fleet ports.FleetService, con *console.Console, dl ports.DownloadService) []rest.Option {
+	return []rest.Option{rest.WithFleet(fleet), rest.WithMount(console.Prefix, con), rest.WithDownloads(dl, cfg.PublicURL)}
 }

@@ -44,6 +44,9 @@ type FirmwareSpec struct {
 	// ArtifactName is the name Mender devices know this image by (their
 	// artifact_name); optional, unique per model. See ValidateArtifactName.
 	ArtifactName string
+	// ArtifactID names the hosted artifact devices download from the
+	// service instead of URL (zero: the image is hosted elsewhere).
+	ArtifactID UUID
 }
 
 // Firmware is one published image of one model at one version.
@@ -61,6 +64,7 @@ type Firmware struct {
 	mandatory        bool
 	minSourceVersion Version
 	artifactName     string
+	artifactID       UUID
 	status           FirmwareStatus
 	createdAt        time.Time
 	updatedAt        time.Time
@@ -121,7 +125,7 @@ func NewFirmware(id UUID, spec FirmwareSpec, now time.Time) (Firmware, error) {
 		id: id, model: spec.Model, version: v, url: spec.URL, sizeBytes: spec.SizeBytes,
 		sha256: spec.SHA256, sha1: spec.SHA1, md5: spec.MD5, signature: spec.Signature,
 		releaseNotes: spec.ReleaseNotes, mandatory: spec.Mandatory, minSourceVersion: minSrc,
-		artifactName: spec.ArtifactName, status: FirmwareReleased, createdAt: now, updatedAt: now,
+		artifactName: spec.ArtifactName, artifactID: spec.ArtifactID, status: FirmwareReleased, createdAt: now, updatedAt: now,
 	}, nil
 }
 
@@ -143,7 +147,7 @@ func RehydrateFirmware(id string, spec FirmwareSpec, status FirmwareStatus, crea
 		id: UUID{s: id}, model: spec.Model, version: v, url: spec.URL, sizeBytes: spec.SizeBytes,
 		sha256: spec.SHA256, sha1: spec.SHA1, md5: spec.MD5, signature: spec.Signature,
 		releaseNotes: spec.ReleaseNotes, mandatory: spec.Mandatory, minSourceVersion: minSrc,
-		artifactName: spec.ArtifactName, status: status, createdAt: createdAt, updatedAt: updatedAt,
+		artifactName: spec.ArtifactName, artifactID: spec.ArtifactID, status: status, createdAt: createdAt, updatedAt: updatedAt,
 	}, nil
 }
 
@@ -189,7 +193,7 @@ func (f Firmware) Spec() FirmwareSpec {
 		Model: f.model, Version: f.version.String(), URL: f.url, SizeBytes: f.sizeBytes,
 		SHA256: f.sha256, SHA1: f.sha1, MD5: f.md5, Signature: f.signature,
 		ReleaseNotes: f.releaseNotes, Mandatory: f.mandatory, MinSourceVersion: f.minSourceVersion.String(),
-		ArtifactName: f.artifactName,
+		ArtifactName: f.artifactName, ArtifactID: f.artifactID,
 	}
 }
 

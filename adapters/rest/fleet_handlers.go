@@ -16,6 +16,9 @@ type Option func(*extensions)
 type extensions struct {
 	fleet  ports.FleetService
 	mounts []mount
+	// downloads and publicURL serve hosted artifacts (downloads.go).
+	downloads ports.DownloadService
+	publicURL string
 }
 
 // mount is another adapter's http.Handler served under a path prefix.
