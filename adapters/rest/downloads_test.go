@@ -310,3 +310,35 @@ func TestCheckAnswersTheDeviceRoute(t *testing.T) {
 		t.Errorf("url = %q, want %q", v.Task.Firmware.URL, want)
 	}
 }
+
+// TestOpenAPIDocumentsDownloads: the operations documented as served by
+// WithDownloads are exactly the routes it adds.
+func TestOpenAPIDocumentsDownloads(t *testing.T) {
+	doc := loadSpec(t)
+	documented := map[string]bool{}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.Extensions["x-served-by"] == "rest.WithDownloads" {
+				documented[method+" "+path] = true
+			}
+		}
+	}
+	without := map[string]bool{}
+	for _, rt := range newHarness(t).e.Routes() {
+		without[rt.Method+" "+rt.Path] = true
+	}
+	served := map[string]bool{}
+	for _, rt := range newDownloadRig(t).e.Routes() {
+		if !without[rt.Method+" "+rt.Path] {
+			served[rt.Method+" "+echoParam.ReplaceAllString(rt.Path, "{$1}")] = true
+		}
+	}
+	if len(served) != 4 || len(documented) != len(served) {
+		t.Errorf("served %v, documented %v", served, documented)
+	}
+	for k := range served {
+		if !documented[k] {
+			t.Errorf("%s is not documented", k)
+		}
+	}
+}
