@@ -11,8 +11,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,6 +64,40 @@ type hosted struct {
 	deps application.Deps
 	arts artifacts
 	objs blobs
+	cut  *cutListener
+}
+
+// cutListener drops the next connection after it has written budget bytes
+// (0: never), as a network that fails mid-download does.
+type cutListener struct {
+	net.Listener
+	budget atomic.Int64
+}
+
+func (l *cutListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if n := l.budget.Swap(0); n > 0 {
+		return &cutConn{Conn: c, left: n}, nil
+	}
+	return c, nil
+}
+
+type cutConn struct {
+	net.Conn
+	left int64
+}
+
+func (c *cutConn) Write(p []byte) (int, error) {
+	if int64(len(p)) >= c.left {
+		n, _ := c.Conn.Write(p[:c.left])
+		c.Conn.Close()
+		return n, net.ErrClosed
+	}
+	c.left -= int64(len(p))
+	return c.Conn.Write(p)
 }
 
 func newHostedHarness(t *testing.T) *hosted {
@@ -83,9 +121,10 @@ func newHostedHarness(t *testing.T) *hosted {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.cut = &cutListener{Listener: l}
 	a := ddi.New(ddi.Config{GatewayToken: gatewayToken, PublicURL: "http://" + l.Addr().String() + "/"}, svc, dl)
 	e := rest.NewServer(rest.Config{AdminToken: adminToken, Mounts: []httpedge.Mount{a.Mount}}, devices, admin, nil, nil, nil, nil)
-	srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: e}}
+	srv := &httptest.Server{Listener: h.cut, Config: &http.Server{Handler: e}}
 	srv.Start()
 	t.Cleanup(srv.Close)
 	h.harness = &harness{t: t, srv: srv}
@@ -201,4 +240,45 @@ func TestHostedArtifactRefusals(t *testing.T) {
 	h.admin(http.MethodPost, "/firmwares/"+fwID+"/revoke", nil, http.StatusOK)
 	code(base+fwID+"/artifacts/cam-1.1.0.swu", tok, http.StatusGone, httpedge.CodeFirmwareGone)
 	code(base+fwID+"/artifacts/cam-1.1.0.swu.MD5SUM", tok, http.StatusGone, httpedge.CodeFirmwareGone)
+}
+
+// TestCurlResumesAnInterruptedDownload: curl, cut off mid-download, resumes
+// with Range (curl -C -) and the file it ends with has the image's sha256.
+func TestCurlResumesAnInterruptedDownload(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		testenv.Skip(t, "curl", "curl is not installed")
+	}
+	h := newHostedHarness(t)
+	tok := h.register("dev-1", "1.0.0")
+	body := make([]byte, 4<<20)
+	for i := range body {
+		body[i] = byte(i*31 + i>>9)
+	}
+	fwID := h.publishHosted(model, "1.1.0", "big.swu", body)
+	href := h.srv.URL + root("dev-1") + "/softwaremodules/" + fwID + "/artifacts/big.swu"
+	out := filepath.Join(t.TempDir(), "big.swu")
+
+	// The network fails after 1 MiB: curl exits with a partial file.
+	h.cut.budget.Store(1 << 20)
+	cut := exec.Command(curl, "-sS", "-f", "-H", "Authorization: "+tok, "-o", out, href)
+	if msg, err := cut.CombinedOutput(); err == nil {
+		t.Fatalf("the first curl was not cut off: %s", msg)
+	}
+	part, err := os.Stat(out)
+	if err != nil || part.Size() == 0 || part.Size() >= int64(len(body)) {
+		t.Fatalf("after the cut: %v, %v", part, err)
+	}
+	resume := exec.Command(curl, "-sS", "-f", "-C", "-", "-w", "%{http_code}", "-H", "Authorization: "+tok, "-o", out, href)
+	code, err := resume.Output()
+	if err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	if string(code) != "206" {
+		t.Errorf("resumed with %s, want 206 (a Range request)", code)
+	}
+	got, _ := os.ReadFile(out)
+	if sha256.Sum256(got) != sha256.Sum256(body) {
+		t.Fatalf("resumed file: %d bytes, sha256 differs from the image's", len(got))
+	}
 }
