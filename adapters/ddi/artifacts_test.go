@@ -49,9 +49,11 @@ type object struct{ *bytes.Reader }
 func (object) Close() error       { return nil }
 func (object) ModTime() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
 
-func (blobs) Put(context.Context, string, io.Reader) (int64, error)         { panic("not used") }
-func (blobs) Delete(context.Context, string) error                          { panic("not used") }
-func (blobs) Presign(context.Context, string, time.Duration) (string, error) { return "", ports.ErrPresignUnsupported }
+func (blobs) Put(context.Context, string, io.Reader) (int64, error) { panic("not used") }
+func (blobs) Delete(context.Context, string) error                  { panic("not used") }
+func (blobs) Presign(context.Context, string, time.Duration) (string, error) {
+	return "", ports.ErrPresignUnsupported
+}
 func (b blobs) Open(_ context.Context, key string) (ports.BlobObject, error) {
 	if data, ok := b[key]; ok {
 		return object{bytes.NewReader(data)}, nil
