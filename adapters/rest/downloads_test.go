@@ -32,12 +32,14 @@ const (
 	otherModelFwID  = "1d0f3b55-6c2f-4e9b-8a7f-7b3a4c5d6e7f"
 	externalFwID    = "2e1a4c66-7d3a-4fac-9b8a-8c4b5d6e7f80"
 	hostedArtID     = "3f2b5d77-8e4b-4abd-8c9b-9d5c6e7f8091"
+	otherArtID      = "4a3c6e88-9f5c-4bce-9dac-ae6d7f8091a2"
 	hostedFileName  = `cam x1 "beta".swu`
 	dispositionWant = `attachment; filename="cam x1 \"beta\".swu"`
 )
 
 type dlRig struct {
 	e       *echo.Echo
+	arts    dlArtifacts
 	dl      *application.Downloads
 	body    []byte
 	sha     string
@@ -116,20 +118,28 @@ func firmwareOf(t *testing.T, id, model string, status domain.FirmwareStatus, ar
 
 func newDownloadRig(t *testing.T) *dlRig {
 	t.Helper()
+	return newDownloadRigOf(t, 100_000)
+}
+
+// newDownloadRigOf is newDownloadRig with an image of size bytes.
+func newDownloadRigOf(t *testing.T, size int) *dlRig {
+	t.Helper()
 	r := &dlRig{now: time.Now()}
-	r.body = make([]byte, 100_000)
+	r.body = make([]byte, size)
 	for i := range r.body {
 		r.body[i] = byte(i * 7)
 	}
 	sum := sha256.Sum256(r.body)
 	r.sha = hex.EncodeToString(sum[:])
 	artID, _ := domain.ParseUUID("id", hostedArtID)
+	otherArt, _ := domain.ParseUUID("id", otherArtID)
 	art, err := domain.NewArtifact(artID, hostedFileName, domain.ArtifactDigest{
 		Size: int64(len(r.body)), SHA256: r.sha, SHA1: strings.Repeat("1", 40), MD5: strings.Repeat("5", 32),
 	}, domain.ArtifactMeta{}, testTime)
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.arts = dlArtifacts{hostedArtID: art}
 	r.fws = map[string]domain.Firmware{
 		hostedFwID:     firmwareOf(t, hostedFwID, "cam-x1", domain.FirmwareReleased, hostedArtID, sum, len(r.body)),
 		otherModelFwID: firmwareOf(t, otherModelFwID, "cam-x2", domain.FirmwareReleased, hostedArtID, sum, len(r.body)),
@@ -137,8 +147,8 @@ func newDownloadRig(t *testing.T) *dlRig {
 	}
 	key, _ := domain.NewLinkKey([]byte(strings.Repeat("s", 32)))
 	r.dl, err = application.NewDownloads(application.DownloadPorts{
-		Firmwares: r, Artifacts: dlArtifacts{hostedArtID: art}, Clock: fixedClock{r},
-		Blobs:   dlBlobs{art.StorageKey(): r.body},
+		Firmwares: r, Artifacts: r.arts, Clock: fixedClock{r},
+		Blobs:   dlBlobs{art.StorageKey(): r.body, domain.ArtifactStorageKey(otherArt): r.body},
 		Devices: dlDevices{dev1: fakeDevice(dev1).Device, "cam-x2-dev": domain.RehydrateDevice("cam-x2-dev", "cam-x2", domain.Version{}, domain.HashToken("y"), time.Time{}, time.Time{})},
 	}, application.DownloadConfig{LinkKey: key, LinkTTL: time.Hour})
 	if err != nil {
@@ -340,5 +350,50 @@ func TestOpenAPIDocumentsDownloads(t *testing.T) {
 		if !documented[k] {
 			t.Errorf("%s is not documented", k)
 		}
+	}
+}
+
+// TestLinkToAnotherArtifactIsRefused: a link names the artifact it was
+// signed for; a firmware that names another one now does not serve it.
+func TestLinkToAnotherArtifactIsRefused(t *testing.T) {
+	r := newDownloadRig(t)
+	link := r.link(t, hostedFwID, dev1)
+	sum := sha256.Sum256(r.body)
+	other := r.arts[hostedArtID]
+	r.arts[otherArtID] = domain.RehydrateArtifact(otherArtID, "other.bin", other.Digest(), other.Meta(), testTime)
+	r.fws[hostedFwID] = firmwareOf(t, hostedFwID, "cam-x1", domain.FirmwareReleased, otherArtID, sum, len(r.body))
+	wantCode(t, r.do(t, http.MethodGet, link, "", nil), http.StatusNotFound, httpedge.CodeNotFound)
+}
+
+// TestSlowDownloadOutlivesTheWriteTimeout: the server's write timeout
+// bounds an answer's whole write; a download's deadline moves with its
+// progress instead, so a slow but steady client gets the whole image.
+func TestSlowDownloadOutlivesTheWriteTimeout(t *testing.T) {
+	// Larger than the sockets' buffers, so the server's writes wait for
+	// the client.
+	r := newDownloadRigOf(t, 32<<20)
+	srv := httptest.NewUnstartedServer(r.e)
+	srv.Config.WriteTimeout = 300 * time.Millisecond
+	srv.Start()
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+devicePath(hostedFwID), nil)
+	req.Header.Set("Authorization", "Bearer "+tokenDev1)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var got []byte
+	buf := make([]byte, 512<<10)
+	for {
+		time.Sleep(25 * time.Millisecond) // ~20 MB/s: 1.6 s for the image
+		n, err := res.Body.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			break
+		}
+	}
+	if !bytes.Equal(got, r.body) {
+		t.Fatalf("got %d of %d bytes", len(got), len(r.body))
 	}
 }
