@@ -180,3 +180,35 @@ func (a Artifact) StorageKey() string { return ArtifactStorageKey(a.id) }
 
 // ArtifactStorageKey is the blob key of the artifact with this id.
 func ArtifactStorageKey(id UUID) string { return "artifacts/" + id.String() }
+
+// WithArtifact is the spec of a firmware published from an uploaded
+// artifact: its size and checksums, and a .mender file's artifact name, are
+// the artifact's, and devices download it from the service. A value the
+// operator declared anyway must agree: a disagreeing one is a mistake to
+// show them (the wrong file, or the wrong form), not one to overwrite. A URL
+// as well is refused: a firmware has one source.
+func (s FirmwareSpec) WithArtifact(a Artifact) (FirmwareSpec, error) {
+	if s.URL != "" {
+		return FirmwareSpec{}, invalid("url", "must be empty when artifact_id names the image: give one of url or artifact_id")
+	}
+	d := a.Digest()
+	if s.SizeBytes != 0 && s.SizeBytes != d.Size {
+		return FirmwareSpec{}, invalid("size_bytes", "is %d but the artifact has %d bytes", s.SizeBytes, d.Size)
+	}
+	for _, c := range []struct{ field, declared, actual string }{
+		{"sha256", s.SHA256, d.SHA256}, {"sha1", s.SHA1, d.SHA1}, {"md5", s.MD5, d.MD5},
+	} {
+		if c.declared != "" && c.declared != c.actual {
+			return FirmwareSpec{}, invalid(c.field, "does not match the artifact's (%s)", c.actual)
+		}
+	}
+	if name := a.Meta().ArtifactName; name != "" {
+		if s.ArtifactName != "" && s.ArtifactName != name {
+			return FirmwareSpec{}, invalid("artifact_name", "is %q but the artifact names itself %q", s.ArtifactName, name)
+		}
+		s.ArtifactName = name
+	}
+	s.ArtifactID = a.ID()
+	s.SizeBytes, s.SHA256, s.SHA1, s.MD5 = d.Size, d.SHA256, d.SHA1, d.MD5
+	return s, nil
+}

@@ -44,8 +44,10 @@ type FirmwareSpec struct {
 	// ArtifactName is the name Mender devices know this image by (their
 	// artifact_name); optional, unique per model. See ValidateArtifactName.
 	ArtifactName string
-	// ArtifactID names the hosted artifact devices download from the
-	// service instead of URL (zero: the image is hosted elsewhere).
+	// ArtifactID names the uploaded artifact devices download this image
+	// from (the service hosts it), instead of URL: a firmware has exactly
+	// one of the two. Its size, checksums and artifact name come from the
+	// artifact (FirmwareSpec.WithArtifact).
 	ArtifactID UUID
 }
 
@@ -87,8 +89,12 @@ func NewFirmware(id UUID, spec FirmwareSpec, now time.Time) (Firmware, error) {
 	if err != nil {
 		return Firmware{}, err
 	}
-	if err := validateURL(spec.URL); err != nil {
-		return Firmware{}, err
+	if spec.ArtifactID.IsZero() {
+		if err := validateURL(spec.URL); err != nil {
+			return Firmware{}, err
+		}
+	} else if spec.URL != "" {
+		return Firmware{}, invalid("url", "must be empty when artifact_id names the image: give one of url or artifact_id")
 	}
 	if spec.SizeBytes <= 0 {
 		return Firmware{}, invalid("size_bytes", "must be greater than 0")
@@ -196,6 +202,10 @@ func (f Firmware) Spec() FirmwareSpec {
 		ArtifactName: f.artifactName, ArtifactID: f.artifactID,
 	}
 }
+
+// ArtifactID is the hosted artifact devices download the image from, or
+// the zero UUID for an image at its URL.
+func (f Firmware) ArtifactID() UUID { return f.artifactID }
 
 // Status is released or revoked.
 func (f Firmware) Status() FirmwareStatus { return f.status }

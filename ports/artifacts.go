@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"time"
+
+	"github.com/ai-device/ota/domain"
 )
 
 // ErrPresignUnsupported is what ArtifactBlobs.Presign answers for a store
@@ -36,4 +38,42 @@ type ArtifactBlobs interface {
 	// Presign returns a URL that lets anyone GET key until ttl passes, or
 	// ErrPresignUnsupported.
 	Presign(ctx context.Context, key string, ttl time.Duration) (string, error)
+}
+
+// ArtifactRepository stores artifacts' rows: what each stored object is.
+// Not-found is domain.ErrNotFound (the zero id included).
+type ArtifactRepository interface {
+	// Create stores a. When an artifact with a's sha256 is stored already,
+	// it stores nothing and returns that one with created false: the same
+	// bytes are one artifact, whoever uploads them, however concurrently.
+	Create(ctx context.Context, a domain.Artifact) (stored domain.Artifact, created bool, err error)
+	// Get loads an artifact by id.
+	Get(ctx context.Context, id domain.UUID) (domain.Artifact, error)
+	// List returns every artifact, newest first.
+	List(ctx context.Context) ([]domain.Artifact, error)
+	// Delete removes the artifact's row: domain.ErrArtifactInUse while a
+	// firmware refers to it, decided by the store at the delete itself (a
+	// firmware published concurrently either lands first and blocks the
+	// delete, or finds the artifact gone).
+	Delete(ctx context.Context, id domain.UUID) error
+}
+
+// ArtifactUpload is one uploaded file as it arrives: its name, its bytes
+// (read once, streamed) and the sha256 its sender declared, if any.
+type ArtifactUpload struct {
+	FileName string
+	Body     io.Reader
+	SHA256   string
+}
+
+// ArtifactService is what the operators' edge calls for hosted artifacts.
+type ArtifactService interface {
+	// Upload stores a file and answers its artifact; created is false when
+	// the same content was stored before (that artifact is answered).
+	Upload(ctx context.Context, up ArtifactUpload) (a domain.Artifact, created bool, err error)
+	GetArtifact(ctx context.Context, id domain.UUID) (domain.Artifact, error)
+	ListArtifacts(ctx context.Context) ([]domain.Artifact, error)
+	// DeleteArtifact deletes an artifact no firmware refers to
+	// (domain.ErrArtifactInUse otherwise).
+	DeleteArtifact(ctx context.Context, id domain.UUID) error
 }

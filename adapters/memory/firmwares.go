@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"sort"
 
 	"github.com/ai-device/ota/domain"
@@ -40,6 +41,9 @@ func (r *Firmwares) Create(ctx context.Context, f domain.Firmware) error {
 	}
 	if _, taken := s.firmwares[id]; taken {
 		return errDuplicateID("firmware", id)
+	}
+	if a := f.ArtifactID(); !a.IsZero() && !s.hasArtifactLocked(a) {
+		return fmt.Errorf("the artifact does not exist: %w", domain.ErrNotFound) // the foreign key
 	}
 	s.firmwares[id] = stored
 	s.firmwareKeys[key] = id

@@ -45,6 +45,9 @@ type Store struct {
 	// eventLog is each task's stored events (by task id), in the order
 	// they were stored: the task's history.
 	eventLog map[string][]loggedEvent
+
+	// artifacts are the uploaded artifacts by id (artifacts.go).
+	artifacts map[string]domain.Artifact
 }
 
 // firmwareKey is the identity of a firmware publication: build metadata is
@@ -76,6 +79,7 @@ func NewStore() *Store {
 		active:       map[string]string{},
 		events:       map[eventKey]string{},
 		eventLog:     map[string][]loggedEvent{},
+		artifacts:    map[string]domain.Artifact{},
 	}
 }
 

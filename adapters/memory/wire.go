@@ -15,6 +15,7 @@ var ProviderSet = wire.NewSet(
 	NewFirmwares, wire.Bind(new(ports.FirmwareRepository), new(*Firmwares)),
 	NewRollouts, wire.Bind(new(ports.RolloutRepository), new(*Rollouts)),
 	NewTasks, wire.Bind(new(ports.TaskRepository), new(*Tasks)),
+	NewArtifacts, wire.Bind(new(ports.ArtifactRepository), new(*Artifacts)),
 )
 
 // SystemSet provides the system clock and the UUID generator as

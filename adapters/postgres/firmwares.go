@@ -49,6 +49,7 @@ type firmwareRow struct {
 	Mandatory        bool           `db:"mandatory"`
 	MinSourceVersion sql.NullString `db:"min_source_version"`
 	ArtifactName     sql.NullString `db:"artifact_name"`
+	ArtifactID       sql.NullString `db:"artifact_id"`
 	Status           string         `db:"status"`
 	CreatedAt        time.Time      `db:"created_at"`
 	UpdatedAt        time.Time      `db:"updated_at"`
@@ -57,7 +58,7 @@ type firmwareRow struct {
 // firmwareFields lists the firmwares columns in firmwareRow's order.
 var firmwareFields = []string{
 	"id", "model", "version", "version_key", "url", "size_bytes", "sha256", "sha1", "md5",
-	"signature", "release_notes", "mandatory", "min_source_version", "artifact_name", "status", "created_at", "updated_at",
+	"signature", "release_notes", "mandatory", "min_source_version", "artifact_name", "status", "created_at", "updated_at", "artifact_id",
 }
 
 var firmwareColumns = columns("", firmwareFields)
@@ -79,6 +80,7 @@ func newFirmwareRow(f domain.Firmware) firmwareRow {
 		Mandatory:        spec.Mandatory,
 		MinSourceVersion: nullString(spec.MinSourceVersion),
 		ArtifactName:     nullString(spec.ArtifactName),
+		ArtifactID:       nullString(spec.ArtifactID.String()),
 		Status:           f.Status().String(),
 		CreatedAt:        dbTime(f.CreatedAt()),
 		UpdatedAt:        dbTime(f.UpdatedAt()),
@@ -88,7 +90,7 @@ func newFirmwareRow(f domain.Firmware) firmwareRow {
 // args are the row's values in firmwareFields order.
 func (r firmwareRow) args() []any {
 	return []any{r.ID, r.Model, r.Version, r.VersionKey, r.URL, r.SizeBytes, r.SHA256, r.SHA1, r.MD5,
-		r.Signature, r.ReleaseNotes, r.Mandatory, r.MinSourceVersion, r.ArtifactName, r.Status, r.CreatedAt, r.UpdatedAt}
+		r.Signature, r.ReleaseNotes, r.Mandatory, r.MinSourceVersion, r.ArtifactName, r.Status, r.CreatedAt, r.UpdatedAt, r.ArtifactID}
 }
 
 func (r firmwareRow) toDomain() (domain.Firmware, error) {
@@ -100,7 +102,7 @@ func (r firmwareRow) toDomain() (domain.Firmware, error) {
 		Model: r.Model, Version: r.Version, URL: r.URL, SizeBytes: r.SizeBytes, SHA256: r.SHA256,
 		SHA1: r.SHA1.String, MD5: r.MD5.String, Signature: r.Signature.String,
 		ReleaseNotes: r.ReleaseNotes.String, Mandatory: r.Mandatory, MinSourceVersion: r.MinSourceVersion.String,
-		ArtifactName: r.ArtifactName.String,
+		ArtifactName: r.ArtifactName.String, ArtifactID: storedUUID(r.ArtifactID.String),
 	}, st, r.CreatedAt.UTC(), r.UpdatedAt.UTC())
 	if err != nil {
 		return domain.Firmware{}, fmt.Errorf("firmware %s is corrupt: %w", r.ID, err)
@@ -118,7 +120,7 @@ func (s *FirmwareRepository) Create(ctx context.Context, f domain.Firmware) erro
 	r := newFirmwareRow(f)
 	// One statement, so one transaction: the insert and its announcement.
 	_, err := s.db.ExecContext(ctx, `WITH ins AS (INSERT INTO firmwares (`+firmwareColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) RETURNING model)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) RETURNING model)
 		SELECT pg_notify('`+catalogChannel+`', model) FROM ins`, r.args()...)
 	if err != nil {
 		return fmt.Errorf("storing firmware %s %s: %w", f.Model(), f.Version(), mapWriteErr(err))

@@ -1,0 +1,73 @@
+package domain_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ai-device/ota/domain"
+)
+
+func testArtifact(t *testing.T, meta domain.ArtifactMeta) domain.Artifact {
+	t.Helper()
+	id, _ := domain.ParseUUID("id", "0b0e4c1e-5a5a-4c4c-9d9d-000000000001")
+	a, err := domain.NewArtifact(id, "image.mender", domain.ArtifactDigest{Size: 1234,
+		SHA256: strings.Repeat("a", 64), SHA1: strings.Repeat("b", 40), MD5: strings.Repeat("c", 32)}, meta, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// A firmware published from an artifact takes its size, checksums and
+// artifact name; a declared value that disagrees, or a URL as well, is
+// refused naming the field.
+func TestFirmwareSpecWithArtifact(t *testing.T) {
+	a := testArtifact(t, domain.ArtifactMeta{Format: domain.ArtifactMender, ArtifactName: "release-7"})
+	spec, err := domain.FirmwareSpec{Model: "cam", Version: "1.0.0", SHA1: strings.Repeat("b", 40)}.WithArtifact(a)
+	if err != nil {
+		t.Fatalf("WithArtifact: %v", err)
+	}
+	if spec.ArtifactID != a.ID() || spec.SizeBytes != 1234 || spec.SHA256 != a.Digest().SHA256 ||
+		spec.MD5 != a.Digest().MD5 || spec.ArtifactName != "release-7" || spec.URL != "" {
+		t.Errorf("spec = %+v, want the artifact's id, size, checksums and name", spec)
+	}
+	fw, err := domain.NewFirmware(a.ID(), spec, time.Now())
+	if err != nil || fw.ArtifactID() != a.ID() {
+		t.Fatalf("NewFirmware of the spec = %v (artifact %q)", err, fw.ArtifactID())
+	}
+	for _, c := range []struct {
+		field string
+		spec  domain.FirmwareSpec
+	}{
+		{"url", domain.FirmwareSpec{URL: "https://x.example/a.bin"}},
+		{"size_bytes", domain.FirmwareSpec{SizeBytes: 1}},
+		{"sha256", domain.FirmwareSpec{SHA256: strings.Repeat("0", 64)}},
+		{"sha1", domain.FirmwareSpec{SHA1: strings.Repeat("0", 40)}},
+		{"md5", domain.FirmwareSpec{MD5: strings.Repeat("0", 32)}},
+		{"artifact_name", domain.FirmwareSpec{ArtifactName: "release-8"}},
+	} {
+		c.spec.Model, c.spec.Version = "cam", "1.0.0"
+		_, err := c.spec.WithArtifact(a)
+		var ve *domain.ValidationError
+		if !errors.As(err, &ve) || ve.Field != c.field {
+			t.Errorf("declared %s that disagrees: %v, want a validation error on %s", c.field, err, c.field)
+		}
+	}
+}
+
+// A firmware has exactly one source: a URL, or an artifact.
+func TestFirmwareURLOrArtifact(t *testing.T) {
+	a := testArtifact(t, domain.ArtifactMeta{})
+	base := domain.FirmwareSpec{Model: "cam", Version: "1.0.0", SizeBytes: 1, SHA256: strings.Repeat("a", 64)}
+	both := base
+	both.URL, both.ArtifactID = "https://x.example/a.bin", a.ID()
+	var ve *domain.ValidationError
+	if _, err := domain.NewFirmware(a.ID(), both, time.Now()); !errors.As(err, &ve) || ve.Field != "url" {
+		t.Errorf("url and artifact_id: %v, want a validation error on url", err)
+	}
+	if _, err := domain.NewFirmware(a.ID(), base, time.Now()); !errors.As(err, &ve) || ve.Field != "url" {
+		t.Errorf("neither url nor artifact_id: %v, want a validation error on url", err)
+	}
+}
