@@ -7,6 +7,7 @@
 package main
 
 import (
+	"github.com/ai-device/ota/adapters/blobstore"
 	"github.com/ai-device/ota/adapters/ddi"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/mender"
@@ -117,8 +118,34 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	downloadService := bootstrap.NoDownloads()
-	adapter := ddi.New(config, applicationDDI, downloadService)
+	artifactRepository := postgres.NewArtifactRepository(db)
+	storeURL := bootstrap.ArtifactStoreURLFrom(cfg)
+	store, err := blobstore.Provide(storeURL)
+	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	downloadPorts := bootstrap.DownloadPortsFrom(cachedFirmwares, writeBehindDevices, artifactRepository, store, clock)
+	downloadConfig, err := bootstrap.DownloadConfigFrom(cfg, logger)
+	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	downloads, err := application.NewDownloads(downloadPorts, downloadConfig)
+	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	adapter := ddi.New(config, applicationDDI, downloads)
 	admissionRepository := postgres.NewAdmissionRepository(db)
 	authRequestRepository := postgres.NewAuthRequestRepository(db)
 	artifactCatalogRepository := postgres.NewArtifactCatalogRepository(db)
@@ -155,7 +182,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	links := bootstrap.MenderLinksFrom(cfg, downloadService)
+	links := bootstrap.MenderLinksFrom(cfg, downloads)
 	menderAdapter := mender.New(applicationMender, applicationMender, links)
 	restConfig := bootstrap.HTTPConfigFrom(cfg, adapter, menderAdapter)
 	deviceAdmin, err := application.NewDeviceAdmin(writeBehindDevices, taskRepository, cachedFirmwares, clock)
@@ -166,7 +193,8 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	firmwareAdmin, err := application.NewFirmwareAdmin(cachedFirmwares, clock, uuiDs)
+	artifactReader := bootstrap.ArtifactReaderFrom(artifactRepository)
+	firmwareAdmin, err := application.NewFirmwareAdmin(cachedFirmwares, artifactReader, clock, uuiDs)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -227,6 +255,16 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
+	artifactInspector := bootstrap.NewArtifactInspector()
+	artifactMaxBytes := bootstrap.ArtifactMaxBytesFrom(cfg)
+	artifacts, err := application.NewArtifacts(store, artifactRepository, artifactInspector, clock, uuiDs, artifactMaxBytes)
+	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	console, err := bootstrap.NewConsole(cfg, keyedAdmin, fleet, clock, logger)
 	if err != nil {
 		cleanup4()
@@ -235,7 +273,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	v2 := bootstrap.HTTPOptions(cfg, fleet, console, downloadService)
+	v2 := bootstrap.HTTPOptions(cfg, fleet, artifacts, console, downloads)
 	echo := rest.NewServer(restConfig, devices, keyedAdmin, v, metrics, handler, logger, v2...)
 	app := bootstrap.NewPostgresApp(cfg, echo, logger, metrics, writeBehindDevices, catalogCache, readReplica)
 	return app, func() {
@@ -281,8 +319,22 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
-	downloadService := bootstrap.NoDownloads()
-	adapter := ddi.New(config, applicationDDI, downloadService)
+	artifacts := memory.NewArtifacts(store)
+	storeURL := bootstrap.ArtifactStoreURLFrom(cfg)
+	blobstoreStore, err := blobstore.Provide(storeURL)
+	if err != nil {
+		return nil, err
+	}
+	downloadPorts := bootstrap.DownloadPortsFrom(firmwares, devices, artifacts, blobstoreStore, clock)
+	downloadConfig, err := bootstrap.DownloadConfigFrom(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	downloads, err := application.NewDownloads(downloadPorts, downloadConfig)
+	if err != nil {
+		return nil, err
+	}
+	adapter := ddi.New(config, applicationDDI, downloads)
 	admissions := memory.NewAdmissions(store)
 	authRequests := memory.NewAuthRequests(store)
 	artifactCatalog := memory.NewArtifactCatalog(store)
@@ -311,14 +363,15 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
-	links := bootstrap.MenderLinksFrom(cfg, downloadService)
+	links := bootstrap.MenderLinksFrom(cfg, downloads)
 	menderAdapter := mender.New(applicationMender, applicationMender, links)
 	restConfig := bootstrap.HTTPConfigFrom(cfg, adapter, menderAdapter)
 	deviceAdmin, err := application.NewDeviceAdmin(devices, tasks, firmwares, clock)
 	if err != nil {
 		return nil, err
 	}
-	firmwareAdmin, err := application.NewFirmwareAdmin(firmwares, clock, uuiDs)
+	artifactReader := bootstrap.ArtifactReaderFrom(artifacts)
+	firmwareAdmin, err := application.NewFirmwareAdmin(firmwares, artifactReader, clock, uuiDs)
 	if err != nil {
 		return nil, err
 	}
@@ -347,11 +400,17 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
+	artifactInspector := bootstrap.NewArtifactInspector()
+	artifactMaxBytes := bootstrap.ArtifactMaxBytesFrom(cfg)
+	applicationArtifacts, err := application.NewArtifacts(blobstoreStore, artifacts, artifactInspector, clock, uuiDs, artifactMaxBytes)
+	if err != nil {
+		return nil, err
+	}
 	console, err := bootstrap.NewConsole(cfg, keyedAdmin, applicationFleet, clock, logger)
 	if err != nil {
 		return nil, err
 	}
-	v2 := bootstrap.HTTPOptions(cfg, applicationFleet, console, downloadService)
+	v2 := bootstrap.HTTPOptions(cfg, applicationFleet, applicationArtifacts, console, downloads)
 	echo := rest.NewServer(restConfig, applicationDevices, keyedAdmin, v, metrics, handler, logger, v2...)
 	app := bootstrap.NewApp(cfg, echo, logger)
 	return app, nil

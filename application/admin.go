@@ -29,7 +29,7 @@ func NewAdmin(deps Deps) (*Admin, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := NewFirmwareAdmin(deps.Firmwares, deps.Clock, deps.IDs)
+	f, err := NewFirmwareAdmin(deps.Firmwares, deps.artifacts(), deps.Clock, deps.IDs)
 	if err != nil {
 		return nil, err
 	}

@@ -11,20 +11,41 @@ import (
 // FirmwareAdmin publishes, lists and revokes firmware.
 type FirmwareAdmin struct {
 	firmwares ports.FirmwareRepository
+	artifacts ArtifactReader
 	clock     ports.Clock
 	ids       ports.IDGenerator
 }
 
-// NewFirmwareAdmin builds the operators' firmware use cases.
-func NewFirmwareAdmin(firmwares ports.FirmwareRepository, clock ports.Clock, ids ports.IDGenerator) (*FirmwareAdmin, error) {
-	if err := required(firmwares, clock, ids); err != nil {
-		return nil, err
-	}
-	return &FirmwareAdmin{firmwares: firmwares, clock: clock, ids: ids}, nil
+// ArtifactReader loads the uploaded artifact a firmware is published from
+// (ports.ArtifactRepository is one).
+type ArtifactReader interface {
+	Get(ctx context.Context, id domain.UUID) (domain.Artifact, error)
 }
 
-// PublishFirmware validates and stores a released firmware.
+// NewFirmwareAdmin builds the operators' firmware use cases.
+func NewFirmwareAdmin(firmwares ports.FirmwareRepository, artifacts ArtifactReader, clock ports.Clock, ids ports.IDGenerator) (*FirmwareAdmin, error) {
+	if err := required(firmwares, artifacts, clock, ids); err != nil {
+		return nil, err
+	}
+	return &FirmwareAdmin{firmwares: firmwares, artifacts: artifacts, clock: clock, ids: ids}, nil
+}
+
+// PublishFirmware validates and stores a released firmware. A firmware
+// made from an uploaded artifact (spec.ArtifactID) takes its size,
+// checksums and artifact name from it (FirmwareSpec.WithArtifact); an
+// artifact_id that names no artifact is domain.ErrNotFound, as a
+// rollout's unknown firmware_id is. The store refuses the firmware should
+// the artifact be deleted meanwhile.
 func (s *FirmwareAdmin) PublishFirmware(ctx context.Context, spec domain.FirmwareSpec) (domain.Firmware, error) {
+	if !spec.ArtifactID.IsZero() {
+		a, err := s.artifacts.Get(ctx, spec.ArtifactID)
+		if err != nil {
+			return domain.Firmware{}, fmt.Errorf("loading the firmware's artifact: %w", err)
+		}
+		if spec, err = spec.WithArtifact(a); err != nil {
+			return domain.Firmware{}, err
+		}
+	}
 	fw, err := domain.NewFirmware(s.ids.NewID(), spec, s.clock.Now())
 	if err != nil {
 		return domain.Firmware{}, err

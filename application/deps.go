@@ -43,6 +43,23 @@ type Deps struct {
 	// The served wiring always provides both.
 	Attributes ports.DeviceAttributes
 	Directory  ports.DeviceDirectory
+	// Artifacts are the uploaded artifacts firmware may be published
+	// from; optional here (without it an artifact_id is not found).
+	Artifacts ports.ArtifactRepository
+}
+
+// noArtifacts stands in for a missing artifact store in Deps: it holds none.
+type noArtifacts struct{}
+
+func (noArtifacts) Get(context.Context, domain.UUID) (domain.Artifact, error) {
+	return domain.Artifact{}, domain.ErrNotFound
+}
+
+func (d Deps) artifacts() ArtifactReader {
+	if d.Artifacts == nil {
+		return noArtifacts{}
+	}
+	return d.Artifacts
 }
 
 // errNoTargetingStore is what the targeting use cases answer when built

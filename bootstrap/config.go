@@ -76,6 +76,11 @@ type Config struct {
 	// (OTA_PPROF_ADDR): off by default, never on the service's address, so
 	// profiling a replica under load is opt-in and not reachable by devices.
 	PprofAddr string
+	// ArtifactStore is where uploaded artifacts are kept
+	// (OTA_ARTIFACT_STORE); ArtifactMaxBytes bounds one upload
+	// (OTA_ARTIFACT_MAX_BYTES).
+	ArtifactStore    string
+	ArtifactMaxBytes int64
 }
 
 // LastSeenResolution is how precisely last_seen_at is kept: a check that
@@ -206,6 +211,7 @@ func LoadConfig(getenv func(string) string, requireAdminToken bool) (Config, err
 	cfg.LockMajority = int32(whole("OTA_LOCK_MAJORITY", "1", 1, 5))
 	loadMenderConfig(&cfg, get, getenv, bad, duration, number, whole)
 	loadDDIConfig(&cfg, get, getenv, bad)
+	loadArtifactConfig(&cfg, get, bad)
 	loadDownloadConfig(&cfg, get, getenv, bad, duration)
 	cfg.DBMaxConns = DBMaxConns(whole("OTA_DB_MAX_CONNS", strconv.Itoa(int(DefaultDBMaxConns)), 1, int(maxDBMaxConns)))
 	cfg.LastSeenResolution = LastSeenResolution(duration("OTA_LAST_SEEN_RESOLUTION",

@@ -78,14 +78,16 @@ func MenderLinksFrom(cfg Config, dl ports.DownloadService) mender.Links {
 }
 
 // DownloadPortsFrom gives the download use case the ports it reads.
-func DownloadPortsFrom(f ports.FirmwareRepository, d ports.DeviceRepository, a application.DownloadArtifacts,
+func DownloadPortsFrom(f ports.FirmwareRepository, d ports.DeviceRepository, a ports.ArtifactRepository,
 	b ports.ArtifactBlobs, c ports.Clock) application.DownloadPorts {
 	return application.DownloadPorts{Firmwares: f, Devices: d, Artifacts: a, Blobs: b, Clock: c}
 }
 
-// DownloadSet provides hosted downloads to the HTTP adapters.
-// TODO(artstore merge): application.NewDownloads over the artifact store.
-var DownloadSet = wire.NewSet(MenderLinksFrom, NoDownloads)
-
-// NoDownloads serves no hosted artifacts (until the artifact store is wired).
-func NoDownloads() ports.DownloadService { return nil }
+// DownloadSet provides hosted downloads to the HTTP adapters: the
+// download use case over the artifact store ArtifactSet opens.
+var DownloadSet = wire.NewSet(
+	DownloadConfigFrom,
+	DownloadPortsFrom,
+	application.NewDownloads, wire.Bind(new(ports.DownloadService), new(*application.Downloads)),
+	MenderLinksFrom,
+)

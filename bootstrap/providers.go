@@ -34,6 +34,7 @@ var ApplicationSet = wire.NewSet(
 	PollIntervalFrom,
 	RateLimiterFrom,
 	fleetSet,
+	ArtifactSet,
 )
 
 // edgeBaseSet provides the HTTP server and metrics.
@@ -75,6 +76,7 @@ var PostgresSet = wire.NewSet(
 	DDIPostgresStores,
 	MenderPostgresStores,
 	postgres.NewDeviceDirectory, wire.Bind(new(ports.DeviceDirectory), new(*postgres.DeviceDirectory)),
+	postgres.NewArtifactRepository, wire.Bind(new(ports.ArtifactRepository), new(*postgres.ArtifactRepository)),
 )
 
 // WriteBehindConfigFrom tunes the write-behind of device checks (the

@@ -147,7 +147,7 @@ func (h *hosted) publishHosted(m, version, fileName string, body []byte) string 
 	h.arts[artID.String()], h.objs[art.StorageKey()] = art, body
 	fwID := h.deps.IDs.NewID()
 	// TODO(artstore merge): publish through POST /admin/firmwares with artifact_id.
-	fw, err := domain.NewFirmware(fwID, domain.FirmwareSpec{Model: m, Version: version, URL: "http://unused.example/x",
+	fw, err := domain.NewFirmware(fwID, domain.FirmwareSpec{Model: m, Version: version, URL: "",
 		SizeBytes: d.Size, SHA256: d.SHA256, SHA1: d.SHA1, MD5: d.MD5, ArtifactID: artID}, time.Now())
 	if err != nil {
 		h.t.Fatal(err)

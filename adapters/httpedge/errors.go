@@ -34,6 +34,15 @@ const (
 	CodeInternal             = "INTERNAL"
 )
 
+// Codes of hosted artifacts (docs/ERRORS.md).
+const (
+	CodeArtifactTooLarge   = "ARTIFACT_TOO_LARGE"
+	CodeChecksumMismatch   = "CHECKSUM_MISMATCH"
+	CodeArtifactUnreadable = "ARTIFACT_UNREADABLE"
+	CodeArtifactInUse      = "ARTIFACT_IN_USE"
+	CodeUploadIncomplete   = "UPLOAD_INCOMPLETE"
+)
+
 // CodeFirmwareNotDeliverable (409) says the firmware lacks what a device
 // protocol needs to deliver it (sha1, for hawkBit's DDI agents).
 const CodeFirmwareNotDeliverable = "FIRMWARE_NOT_DELIVERABLE"
@@ -123,6 +132,9 @@ var sentinelReplies = []struct {
 	{domain.ErrTaskFinished, reply{status: http.StatusConflict, code: CodeTaskFinished, message: "the task is finished"}},
 	{domain.ErrIdempotencyConflict, reply{status: http.StatusConflict, code: CodeIdempotencyConflict, message: "event id reused with a different body"}},
 	{domain.ErrNotDeliverable, reply{status: http.StatusConflict, code: CodeFirmwareNotDeliverable, message: "the firmware cannot be delivered over this protocol"}},
+	{domain.ErrArtifactInUse, reply{status: http.StatusConflict, code: CodeArtifactInUse, message: "a firmware refers to this artifact, which is kept while any does"}},
+	{domain.ErrArtifactTooLarge, reply{status: http.StatusRequestEntityTooLarge, code: CodeArtifactTooLarge, message: "the upload is larger than the service accepts (OTA_ARTIFACT_MAX_BYTES); nothing was kept"}},
+	{domain.ErrChecksumMismatch, reply{status: http.StatusUnprocessableEntity, code: CodeChecksumMismatch, message: "the upload does not match its declared sha256; nothing was kept"}},
 }
 
 // classify maps any error a handler or middleware returns to its reply.
@@ -133,6 +145,7 @@ func classify(err error) reply {
 		mbe *http.MaxBytesError
 		he  *echo.HTTPError
 		ve  *domain.ValidationError
+		fe  *domain.ArtifactFormatError
 	)
 	switch {
 	case errors.As(err, &ae):
@@ -151,6 +164,11 @@ func classify(err error) reply {
 		return reply{status: http.StatusBadRequest, code: CodeValidationFailed, message: "the request is invalid"}
 	case errors.As(err, &he):
 		return fromEcho(he)
+	case errors.As(err, &fe):
+		// The reason names what is wrong in the file, for its owner to fix.
+		return reply{status: http.StatusUnprocessableEntity, code: CodeArtifactUnreadable, message: fe.Error()}
+	case errors.Is(err, domain.ErrArtifactUnreadable):
+		return reply{status: http.StatusUnprocessableEntity, code: CodeArtifactUnreadable, message: "the file cannot be read as the format it claims"}
 	}
 	for _, s := range sentinelReplies {
 		if errors.Is(err, s.err) {

@@ -14,8 +14,9 @@ type Option func(*extensions)
 
 // extensions are the optional parts of the server.
 type extensions struct {
-	fleet  ports.FleetService
-	mounts []mount
+	fleet     ports.FleetService
+	artifacts ports.ArtifactService // artifacts.go
+	mounts    []mount
 	// downloads and publicURL serve hosted artifacts (downloads.go).
 	downloads ports.DownloadService
 	publicURL string

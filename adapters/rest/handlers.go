@@ -33,6 +33,9 @@ type publishFirmwareBody struct {
 	Mandatory        *bool   `json:"mandatory"`
 	MinSourceVersion *string `json:"min_source_version"`
 	ArtifactName     *string `json:"artifact_name"`
+	// ArtifactID publishes an uploaded artifact instead of a URL: size and
+	// checksums then come from it and may be left out.
+	ArtifactID *string `json:"artifact_id"`
 }
 
 type startRolloutBody struct {
@@ -124,13 +127,24 @@ func (s *server) publishFirmware(c echo.Context) error {
 	if err := s.decodeBody(c, &b); err != nil {
 		return err
 	}
-	if err := required(has("model", b.Model), has("version", b.Version), has("url", b.URL),
+	var artifactID domain.UUID
+	if b.ArtifactID != nil {
+		id, err := domain.ParseUUID("artifact_id", *b.ArtifactID)
+		if err != nil {
+			return err
+		}
+		artifactID = id
+		if err := required(has("model", b.Model), has("version", b.Version)); err != nil {
+			return err
+		}
+	} else if err := required(has("model", b.Model), has("version", b.Version), has("url", b.URL),
 		has("size_bytes", b.SizeBytes), has("sha256", b.SHA256)); err != nil {
 		return err
 	}
 	fw, err := s.admin.PublishFirmware(c.Request().Context(), domain.FirmwareSpec{
-		Model: *b.Model, Version: *b.Version, URL: *b.URL, SizeBytes: *b.SizeBytes, SHA256: *b.SHA256,
-		SHA1: deref(b.SHA1), MD5: deref(b.MD5), Signature: deref(b.Signature),
+		Model: *b.Model, Version: *b.Version, URL: deref(b.URL), SizeBytes: deref(b.SizeBytes), SHA256: deref(b.SHA256),
+		ArtifactID: artifactID,
+		SHA1:       deref(b.SHA1), MD5: deref(b.MD5), Signature: deref(b.Signature),
 		ReleaseNotes: deref(b.ReleaseNotes), Mandatory: deref(b.Mandatory),
 		MinSourceVersion: deref(b.MinSourceVersion),
 		ArtifactName:     deref(b.ArtifactName),

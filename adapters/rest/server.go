@@ -152,6 +152,7 @@ func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService
 	s.edge.Add(e, http.MethodGet, a+"/tasks", s.listTasks, adminMW...)
 	s.edge.Add(e, http.MethodGet, a+"/tasks/:task_id/events", s.taskEvents, adminMW...)
 	s.addFleetRoutes(e, adminMW...)
+	s.addArtifactRoutes(e, adminMW...)
 	s.addMounts(e)
 
 	deviceMW := []echo.MiddlewareFunc{s.deviceAuth}

@@ -114,6 +114,7 @@ type firmwareView struct {
 	Mandatory        bool    `json:"mandatory"`
 	MinSourceVersion *string `json:"min_source_version"`
 	ArtifactName     *string `json:"artifact_name,omitempty"`
+	ArtifactID       *string `json:"artifact_id,omitempty"`
 	Status           string  `json:"status"`
 	CreatedAt        string  `json:"created_at"`
 	UpdatedAt        string  `json:"updated_at"`
@@ -126,8 +127,8 @@ func newFirmwareView(f domain.Firmware) firmwareView {
 		SHA256: spec.SHA256, SHA1: optString(spec.SHA1), MD5: optString(spec.MD5),
 		Signature: optString(spec.Signature), ReleaseNotes: optString(spec.ReleaseNotes),
 		Mandatory: spec.Mandatory, MinSourceVersion: optString(spec.MinSourceVersion),
-		ArtifactName: optString(spec.ArtifactName),
-		Status:       f.Status().String(), CreatedAt: timestamp(f.CreatedAt()), UpdatedAt: timestamp(f.UpdatedAt()),
+		ArtifactName: optString(spec.ArtifactName), ArtifactID: optString(spec.ArtifactID.String()),
+		Status: f.Status().String(), CreatedAt: timestamp(f.CreatedAt()), UpdatedAt: timestamp(f.UpdatedAt()),
 	}
 }
 

@@ -150,6 +150,10 @@ type Otad struct {
 
 	stopOnce sync.Once
 	stopErr  error
+
+	// artifactDir is the artifact store made for this instance (removed
+	// when it stops), or "" when the test named one.
+	artifactDir string
 }
 
 // StartOtad starts one instance and returns it once /readyz answers 200.
@@ -240,6 +244,16 @@ func launchOnce(bin string, cfg OtadConfig) (*Otad, error) {
 		"OTA_REDIS_URL="+cfg.RedisURL,
 		"OTA_ADMIN_TOKEN="+cfg.AdminToken,
 	)
+	if _, set := cfg.Env["OTA_ARTIFACT_STORE"]; !set {
+		// Uploads go to a directory of this instance's own, not to the
+		// default ./var/artifacts under the test's package.
+		dir, err := os.MkdirTemp("", "otad-artifacts-")
+		if err != nil {
+			return nil, err
+		}
+		o.artifactDir = dir
+		o.cmd.Env = append(o.cmd.Env, "OTA_ARTIFACT_STORE=file://"+dir)
+	}
 	for k, v := range cfg.Env {
 		o.cmd.Env = append(o.cmd.Env, k+"="+v)
 	}
@@ -374,6 +388,9 @@ func (o *Otad) ExitErr() error {
 // is gone. It is idempotent.
 func (o *Otad) Stop() error {
 	o.stopOnce.Do(func() {
+		if o.artifactDir != "" {
+			defer os.RemoveAll(o.artifactDir)
+		}
 		if o.killed.Load() {
 			o.stopErr = o.Kill()
 			return

@@ -1,0 +1,242 @@
+package rest
+
+import (
+	"errors"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ai-device/ota/adapters/httpedge"
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// uploadIdleTimeout is how long an upload may go without a byte arriving.
+// An upload's body is not bounded by the server's 30 s read timeout — a
+// 2 GiB image takes longer — only by this, so a stalled client is still
+// cut off.
+const uploadIdleTimeout = 30 * time.Second
+
+// WithArtifacts serves hosted artifacts under /api/v1/admin/artifacts:
+// upload (raw or multipart, streamed), list, get, delete.
+func WithArtifacts(a ports.ArtifactService) Option {
+	return func(x *extensions) { x.artifacts = a }
+}
+
+func (s *server) addArtifactRoutes(e *echo.Echo, adminMW ...echo.MiddlewareFunc) {
+	if s.ext.artifacts == nil {
+		return
+	}
+	a := APIPrefix + "/admin/artifacts"
+	s.edge.Add(e, http.MethodPost, a, s.uploadArtifact, adminMW...)
+	s.edge.Add(e, http.MethodGet, a, s.listArtifacts, adminMW...)
+	s.edge.Add(e, http.MethodGet, a+"/:id", s.getArtifact, adminMW...)
+	s.edge.Add(e, http.MethodDelete, a+"/:id", s.deleteArtifact, adminMW...)
+}
+
+// uploadArtifact streams the body to the artifact service. It does not go
+// through readBody's 64 KiB limit: OTA_ARTIFACT_MAX_BYTES bounds it, in
+// the use case, while the bytes stream. A raw body is named by
+// ?filename= or Content-Disposition and may declare its sha256 in
+// X-Checksum-Sha256 or ?sha256=; a multipart/form-data body carries a
+// "file" part (named by its filename) and optionally a "sha256" field
+// before it. The multipart body is read part by part as it arrives
+// (mime/multipart over the request body), never parsed into memory or
+// temporary files as ParseMultipartForm would.
+func (s *server) uploadArtifact(c echo.Context) error {
+	req := c.Request()
+	rc := http.NewResponseController(c.Response())
+	// The answer comes after the whole body, however long that takes.
+	_ = rc.SetWriteDeadline(time.Time{})
+	raw := &idleBody{r: req.Body, rc: rc}
+	var (
+		up  ports.ArtifactUpload
+		err error
+	)
+	ct, params, _ := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType))
+	if ct == "multipart/form-data" {
+		up, err = multipartUpload(multipart.NewReader(raw, params["boundary"]))
+	} else {
+		up, err = rawUpload(c, raw)
+	}
+	if err != nil {
+		return err
+	}
+	body := &trackedBody{r: up.Body}
+	up.Body = body
+	a, created, err := s.ext.artifacts.Upload(req.Context(), up)
+	_ = rc.SetWriteDeadline(time.Now().Add(uploadIdleTimeout))
+	if err != nil {
+		if body.err != nil {
+			if cerr := req.Context().Err(); cerr != nil {
+				return cerr // the caller hung up: 499 in the log
+			}
+			return httpedge.NewError(http.StatusBadRequest, httpedge.CodeUploadIncomplete,
+				"the upload ended before its end (a broken connection, or a body shorter than announced); nothing was kept")
+		}
+		return err
+	}
+	status := http.StatusCreated
+	if !created {
+		status = http.StatusOK // the same content was uploaded before
+	}
+	return c.JSON(status, newArtifactView(a))
+}
+
+func rawUpload(c echo.Context, body io.Reader) (ports.ArtifactUpload, error) {
+	name, err := queryParam(c, "filename")
+	if err != nil {
+		return ports.ArtifactUpload{}, err
+	}
+	if name == "" {
+		name = dispositionFileName(c.Request().Header.Get("Content-Disposition"))
+	}
+	sum := c.Request().Header.Get("X-Checksum-Sha256")
+	if sum == "" {
+		if sum, err = queryParam(c, "sha256"); err != nil {
+			return ports.ArtifactUpload{}, err
+		}
+	}
+	return ports.ArtifactUpload{FileName: name, Body: body, SHA256: sum}, nil
+}
+
+// multipartUpload reads the fields before the "file" part and returns the
+// upload reading that part. Any other field is refused, as on every admin
+// route: a misspelt "sha256" silently dropped would skip the check.
+func multipartUpload(mr *multipart.Reader) (ports.ArtifactUpload, error) {
+	var up ports.ArtifactUpload
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			return up, &domain.ValidationError{Field: "file", Reason: "is required (a multipart part named file)"}
+		}
+		if err != nil {
+			return up, httpedge.NewError(http.StatusBadRequest, httpedge.CodeValidationFailed, "the multipart body cannot be read")
+		}
+		switch part.FormName() {
+		case "sha256":
+			b, err := io.ReadAll(io.LimitReader(part, 129))
+			if err != nil || len(b) > 128 {
+				return up, &domain.ValidationError{Field: "sha256", Reason: "must be 64 hex characters"}
+			}
+			up.SHA256 = strings.TrimSpace(string(b))
+		case "file":
+			// The name as sent: Part.FileName would cut a path down to
+			// its last element, turning "../x" into "x" unseen.
+			up.FileName = dispositionFileName(part.Header.Get("Content-Disposition"))
+			up.Body = part
+			return up, nil
+		default:
+			return up, &domain.ValidationError{Field: part.FormName(), Reason: "is not a field of an upload (file, sha256)"}
+		}
+	}
+}
+
+// dispositionFileName is the filename parameter of a Content-Disposition
+// header, as sent (RFC 2231 encoding decoded), or "".
+func dispositionFileName(h string) string {
+	if h == "" {
+		return ""
+	}
+	_, params, err := mime.ParseMediaType(h)
+	if err != nil {
+		return ""
+	}
+	return params["filename"]
+}
+
+// idleBody is the request body with the read deadline pushed back before
+// every read: the upload lasts as long as bytes keep arriving.
+type idleBody struct {
+	r  io.Reader
+	rc *http.ResponseController
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	_ = b.rc.SetReadDeadline(time.Now().Add(uploadIdleTimeout))
+	return b.r.Read(p)
+}
+
+// trackedBody remembers a failure of the upload's body (not its end): the
+// answer is then the client's fault, not the store's.
+type trackedBody struct {
+	r   io.Reader
+	err error
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return n, err
+}
+
+func (s *server) listArtifacts(c echo.Context) error {
+	list, err := s.ext.artifacts.ListArtifacts(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	out := artifactListView{Items: make([]artifactView, 0, len(list))}
+	for _, a := range list {
+		out.Items = append(out.Items, newArtifactView(a))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *server) getArtifact(c echo.Context) error {
+	a, err := s.ext.artifacts.GetArtifact(c.Request().Context(), pathUUID(c, "id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newArtifactView(a))
+}
+
+func (s *server) deleteArtifact(c echo.Context) error {
+	if err := s.ext.artifacts.DeleteArtifact(c.Request().Context(), pathUUID(c, "id")); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// artifactView is an artifact: what the service computed of its bytes,
+// and what the file says about itself (meta), to pre-fill a firmware.
+type artifactView struct {
+	ID        string           `json:"id"`
+	FileName  string           `json:"file_name"`
+	SizeBytes int64            `json:"size_bytes"`
+	SHA256    string           `json:"sha256"`
+	SHA1      string           `json:"sha1"`
+	MD5       string           `json:"md5"`
+	Format    string           `json:"format"`
+	Meta      artifactMetaView `json:"meta"`
+	CreatedAt string           `json:"created_at"`
+}
+
+type artifactMetaView struct {
+	ArtifactName string            `json:"artifact_name,omitempty"`
+	DeviceTypes  []string          `json:"device_types,omitempty"`
+	PayloadType  string            `json:"payload_type,omitempty"`
+	Provides     map[string]string `json:"provides,omitempty"`
+	Version      string            `json:"version,omitempty"`
+	Description  string            `json:"description,omitempty"`
+}
+
+type artifactListView struct {
+	Items []artifactView `json:"items"`
+}
+
+func newArtifactView(a domain.Artifact) artifactView {
+	d, m := a.Digest(), a.Meta()
+	return artifactView{
+		ID: a.ID().String(), FileName: a.FileName(), SizeBytes: d.Size, SHA256: d.SHA256, SHA1: d.SHA1, MD5: d.MD5,
+		Format: m.Format.String(), CreatedAt: timestamp(a.CreatedAt()),
+		Meta: artifactMetaView{ArtifactName: m.ArtifactName, DeviceTypes: m.DeviceTypes, PayloadType: m.PayloadType,
+			Provides: m.Provides, Version: m.Version, Description: m.Description},
+	}
+}
