@@ -142,6 +142,7 @@ run() { # name url [header]
   local name=$1 u=$2; shift 2
   note "wrk -t$THREADS -c$CONNS -d${DURATION}s: $name"
   wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --timeout 600s "$@" "$u" >"$WORK/wrk-$name.txt" 2>&1 || die "wrk failed: $(cat "$WORK/wrk-$name.txt")"
+  ! grep -q 'Non-2xx' "$WORK/wrk-$name.txt" || die "$name answered errors: $(cat "$WORK/wrk-$name.txt")"
 }
 
 rss_before=$(rss)
