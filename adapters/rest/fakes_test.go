@@ -348,6 +348,8 @@ type harness struct {
 	obs    *fakeObserver
 	logs   *syncBuffer
 	checks []ports.HealthCheck
+	// artifacts answers the artifact routes (artifacts_test.go).
+	artifacts *fakeArtifacts
 }
 
 type harnessOption func(*Config, *harness)
@@ -372,7 +374,8 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		_, _ = io.WriteString(w, "# HELP up test\nup 1\n")
 	})
-	h.e = NewServer(cfg, h.fake, h.fake, h.checks, h.obs, metrics, logger, WithFleet(h.fake))
+	h.artifacts = &fakeArtifacts{}
+	h.e = NewServer(cfg, h.fake, h.fake, h.checks, h.obs, metrics, logger, WithFleet(h.fake), WithArtifacts(h.artifacts))
 	return h
 }
 

@@ -84,7 +84,9 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 		httpedge.CodeMethodNotAllowed, httpedge.CodeDeviceExists, httpedge.CodeFirmwareExists, httpedge.CodeFirmwareRevoked, httpedge.CodeModelMismatch,
 		httpedge.CodeFirmwareGone, httpedge.CodeLinkInvalid, httpedge.CodeLinkExpired,
 		httpedge.CodeInvalidTransition, httpedge.CodeTaskFinished, httpedge.CodeIdempotencyConflict, httpedge.CodePayloadTooLarge,
-		httpedge.CodeUnsupportedMediaType, httpedge.CodeRateLimited, httpedge.CodeServiceBusy, httpedge.CodeInternal}
+		httpedge.CodeUnsupportedMediaType, httpedge.CodeRateLimited, httpedge.CodeServiceBusy, httpedge.CodeInternal,
+		httpedge.CodeArtifactTooLarge, httpedge.CodeChecksumMismatch, httpedge.CodeArtifactUnreadable, httpedge.CodeArtifactInUse,
+		httpedge.CodeUploadIncomplete}
 	sort.Strings(inDoc)
 	sort.Strings(inCode)
 	if strings.Join(inDoc, ",") != strings.Join(inCode, ",") {
