@@ -38,14 +38,13 @@ const (
 )
 
 type dlRig struct {
-	e       *echo.Echo
-	arts    dlArtifacts
-	dl      *application.Downloads
-	body    []byte
-	sha     string
-	fws     map[string]domain.Firmware
-	now     time.Time
-	devices map[string]domain.Device
+	e    *echo.Echo
+	arts dlArtifacts
+	dl   *application.Downloads
+	body []byte
+	sha  string
+	fws  map[string]domain.Firmware
+	now  time.Time
 }
 
 func (r *dlRig) Get(_ context.Context, id domain.UUID) (domain.Firmware, error) {
