@@ -27,6 +27,7 @@ func hostedFirmware(t *testing.T, model string, artifact string) domain.Firmware
 	t.Helper()
 	spec := validSpec()
 	spec.Model = model
+	spec.URL = ""
 	spec.ArtifactID = mustUUID(t, artifact)
 	fw, err := domain.NewFirmware(mustUUID(t, rolloutA), spec, t0)
 	if err != nil {

@@ -33,15 +33,6 @@ import (
 // Hosted artifacts over DDI: the whole service on memory adapters, the
 // download use case over in-test artifact rows and blobs.
 
-type artifacts map[string]domain.Artifact
-
-func (a artifacts) Get(_ context.Context, id domain.UUID) (domain.Artifact, error) {
-	if art, ok := a[id.String()]; ok {
-		return art, nil
-	}
-	return domain.Artifact{}, domain.ErrNotFound
-}
-
 type blobs map[string][]byte
 
 type object struct{ *bytes.Reader }
@@ -64,7 +55,7 @@ func (b blobs) Open(_ context.Context, key string) (ports.BlobObject, error) {
 type hosted struct {
 	*harness
 	deps application.Deps
-	arts artifacts
+	arts *memory.Artifacts
 	objs blobs
 	cut  *cutListener
 }
@@ -112,7 +103,7 @@ func newHostedHarness(t *testing.T) *hosted {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &hosted{deps: deps, arts: artifacts{}, objs: blobs{}}
+	h := &hosted{deps: deps, arts: memory.NewArtifacts(store), objs: blobs{}}
 	key, _ := domain.NewLinkKey([]byte(strings.Repeat("d", 32)))
 	dl, err := application.NewDownloads(application.DownloadPorts{Firmwares: deps.Firmwares, Devices: deps.Devices,
 		Artifacts: h.arts, Blobs: h.objs, Clock: deps.Clock}, application.DownloadConfig{LinkKey: key})
@@ -144,7 +135,10 @@ func (h *hosted) publishHosted(m, version, fileName string, body []byte) string 
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.arts[artID.String()], h.objs[art.StorageKey()] = art, body
+	if _, _, err := h.arts.Create(context.Background(), art); err != nil {
+		h.t.Fatal(err)
+	}
+	h.objs[art.StorageKey()] = body
 	fwID := h.deps.IDs.NewID()
 	// TODO(artstore merge): publish through POST /admin/firmwares with artifact_id.
 	fw, err := domain.NewFirmware(fwID, domain.FirmwareSpec{Model: m, Version: version, URL: "",
