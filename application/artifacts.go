@@ -73,6 +73,9 @@ func (s *Artifacts) Upload(ctx context.Context, up ports.ArtifactUpload) (domain
 	if declared != "" && !isHex(declared, sha256.Size*2) {
 		return domain.Artifact{}, false, &domain.ValidationError{Field: "sha256", Reason: "must be 64 hex characters"}
 	}
+	if up.Announced > s.maxBytes {
+		return domain.Artifact{}, false, fmt.Errorf("the upload announces %d bytes, over %d: %w", up.Announced, s.maxBytes, domain.ErrArtifactTooLarge)
+	}
 	id := s.ids.NewID()
 	key := domain.ArtifactStorageKey(id)
 	body := newDigestReader(up.Body, s.maxBytes)
@@ -80,7 +83,9 @@ func (s *Artifacts) Upload(ctx context.Context, up ports.ArtifactUpload) (domain
 		return domain.Artifact{}, false, fmt.Errorf("storing the upload: %w", err) // Put left nothing
 	}
 	d := body.digest()
-	fail := func(err error) (domain.Artifact, bool, error) { return domain.Artifact{}, false, s.discard(ctx, key, err) }
+	fail := func(err error) (domain.Artifact, bool, error) {
+		return domain.Artifact{}, false, s.discard(ctx, key, err)
+	}
 	if declared != "" && declared != d.SHA256 {
 		return fail(fmt.Errorf("the upload's sha256 is %s, not the declared %s: %w", d.SHA256, declared, domain.ErrChecksumMismatch))
 	}

@@ -178,6 +178,7 @@ func TestUploadRefusalsLeaveNothing(t *testing.T) {
 		{name: "bad declared sha256", up: ports.ArtifactUpload{FileName: "a.bin", Body: bytes.NewReader(body), SHA256: "xyz"}, want: domain.ErrValidation},
 		{name: "wrong checksum", up: ports.ArtifactUpload{FileName: "a.bin", Body: bytes.NewReader(body), SHA256: sum256([]byte("other"))}, want: domain.ErrChecksumMismatch},
 		{name: "too large", up: ports.ArtifactUpload{FileName: "a.bin", Body: bytes.NewReader(make([]byte, 1001))}, want: domain.ErrArtifactTooLarge},
+		{name: "announced too large", up: ports.ArtifactUpload{FileName: "a.bin", Body: bytes.NewReader(body), Announced: 1001}, want: domain.ErrArtifactTooLarge},
 		{name: "empty", up: ports.ArtifactUpload{FileName: "a.bin", Body: bytes.NewReader(nil)}, want: domain.ErrValidation},
 		{name: "unreadable", up: ports.ArtifactUpload{FileName: "a.mender", Body: bytes.NewReader(body)},
 			inspect: inspectorFunc(func(string, ports.BlobObject) (domain.ArtifactMeta, error) {

@@ -24,7 +24,9 @@ const (
 )
 
 // ArtifactStoreURLFrom names the artifact store.
-func ArtifactStoreURLFrom(cfg Config) blobstore.StoreURL { return blobstore.StoreURL(cfg.ArtifactStore) }
+func ArtifactStoreURLFrom(cfg Config) blobstore.StoreURL {
+	return blobstore.StoreURL(cfg.ArtifactStore)
+}
 
 // loadArtifactConfig reads OTA_ARTIFACT_STORE and OTA_ARTIFACT_MAX_BYTES
 // into cfg, reporting bad values through bad.

@@ -64,6 +64,10 @@ type ArtifactUpload struct {
 	FileName string
 	Body     io.Reader
 	SHA256   string
+	// Announced is the length the sender announced (Content-Length), or
+	// 0 when it announced none: an upload announced over the limit is
+	// refused before a byte is stored.
+	Announced int64
 }
 
 // ArtifactService is what the operators' edge calls for hosted artifacts.

@@ -102,7 +102,7 @@ func rawUpload(c echo.Context, body io.Reader) (ports.ArtifactUpload, error) {
 			return ports.ArtifactUpload{}, err
 		}
 	}
-	return ports.ArtifactUpload{FileName: name, Body: body, SHA256: sum}, nil
+	return ports.ArtifactUpload{FileName: name, Body: body, SHA256: sum, Announced: max(c.Request().ContentLength, 0)}, nil
 }
 
 // multipartUpload reads the fields before the "file" part and returns the

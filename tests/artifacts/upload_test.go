@@ -241,6 +241,12 @@ func TestUploadRefusals(t *testing.T) {
 		}, 422, "CHECKSUM_MISMATCH"},
 		{"malformed checksum", func() answer { return r.uploadRaw(t, "?filename=a.bin&sha256=xyz", body, nil) }, 400, "VALIDATION_FAILED"},
 		{"over the limit", func() answer { return r.uploadRaw(t, "?filename=big.bin", make([]byte, 3_000_000), nil) }, 413, "ARTIFACT_TOO_LARGE"},
+		{"over the limit, chunked", func() answer {
+			// No Content-Length: the limit is found while the body streams.
+			req, _ := http.NewRequest(http.MethodPost, r.otad.URL+"/api/v1/admin/artifacts?filename=big.bin",
+				io.MultiReader(bytes.NewReader(make([]byte, 3_000_000))))
+			return do(t, req)
+		}, 413, "ARTIFACT_TOO_LARGE"},
 		{"empty", func() answer { return r.uploadRaw(t, "?filename=a.bin", nil, nil) }, 400, "VALIDATION_FAILED"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

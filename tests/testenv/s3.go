@@ -65,7 +65,7 @@ func S3(t testing.TB) S3Server {
 	t.Helper()
 	s3Once.Do(s3Setup)
 	if s3Skip != "" {
-		Skip(t, S3URLEnv, s3Skip)
+		Skip(t, "weed", s3Skip)
 	}
 	if s3Err != nil {
 		t.Fatalf("testenv: %v", s3Err)
