@@ -26,7 +26,8 @@ ARG COMMIT=unknown
 RUN CGO_ENABLED=0 go build -trimpath \
       -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" \
       -o /out/otad . \
- && /out/otad version
+ && /out/otad version \
+ && mkdir -p /out/artifacts
 
 FROM gcr.io/distroless/static-debian12:nonroot@sha256:afa5c872c891853ca7fcf1f12c3edb23f7eeef36189728842dd51042ff57f7ab
 COPY --from=build /out/otad /usr/local/bin/otad
@@ -34,6 +35,12 @@ COPY --from=build /out/otad /usr/local/bin/otad
 # runAsNonRoot can verify it without reading /etc/passwd.
 USER 65532:65532
 ENV OTA_HTTP_ADDR=:8080
+# Uploaded artifacts live in a directory the nonroot user owns (the default
+# ./var/artifacts would be under the read-only /): mount a volume there, or
+# point OTA_ARTIFACT_STORE at an S3 bucket for several replicas.
+COPY --from=build --chown=65532:65532 /out/artifacts /var/lib/ota/artifacts
+ENV OTA_ARTIFACT_STORE=file:///var/lib/ota/artifacts
+VOLUME ["/var/lib/ota/artifacts"]
 EXPOSE 8080
 # The image has no curl or wget: the binary probes its own /healthz.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \

@@ -67,6 +67,7 @@ func vmHWM(t *testing.T, pid int) int64 {
 // A 2 GiB upload streams: otad's peak resident memory stays under
 // 100 MiB, and the artifact's size and sha256 are the body's.
 func TestBigUploadMemory(t *testing.T) {
+	t.Parallel()
 	if os.Getenv(bigUploadEnv) == "0" {
 		t.Skipf("%s=0", bigUploadEnv)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/ai-device/ota/adapters/blobstore"
 	"github.com/ai-device/ota/domain"
@@ -17,6 +18,7 @@ import (
 // to it is the stored artifact), and its bytes are in the bucket for any
 // replica to read.
 func TestReplicasShareOneBucket(t *testing.T) {
+	t.Parallel()
 	srv := testenv.S3(t)
 	bucket := srv.NewBucket(t)
 	_, dbURL := testenv.PostgresDB(t)
@@ -55,13 +57,22 @@ func TestReplicasShareOneBucket(t *testing.T) {
 // Retry-After), not a 500, and leaves no row; once it is back, uploads
 // succeed again.
 func TestStorageOutage(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now()
 	w := testenv.StartWeed(t)
 	srv := w.Server()
-	r := startMemory(t, map[string]string{"OTA_ARTIFACT_STORE": srv.NewBucket(t)})
+	t.Logf("weed started in %v", time.Since(t0).Round(time.Millisecond))
+	env := w.Credentials()
+	env["OTA_ARTIFACT_STORE"] = srv.NewBucket(t)
+	t.Logf("bucket made at %v", time.Since(t0).Round(time.Millisecond))
+	r := startMemory(t, env)
 	if a := r.uploadRaw(t, "?filename=before.bin", []byte("before the outage"), nil); a.status != http.StatusCreated {
 		t.Fatalf("upload with the store up = %d %s", a.status, a.raw)
 	}
+	t0 = time.Now()
 	w.Stop()
+	t.Logf("weed stopped in %v", time.Since(t0).Round(time.Millisecond))
+	t0 = time.Now()
 	req, _ := http.NewRequest(http.MethodPost, r.otad.URL+"/api/v1/admin/artifacts?filename=during.bin", bytes.NewReader([]byte("during the outage")))
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	res, err := http.DefaultClient.Do(req)
@@ -70,16 +81,21 @@ func TestStorageOutage(t *testing.T) {
 	}
 	b, _ := io.ReadAll(res.Body)
 	_ = res.Body.Close()
+	t.Logf("the upload with the store down was answered in %v", time.Since(t0).Round(time.Millisecond))
 	if res.StatusCode != http.StatusServiceUnavailable || !bytes.Contains(b, []byte(`"SERVICE_BUSY"`)) || res.Header.Get("Retry-After") == "" {
 		t.Errorf("upload with the store down = %d %s (Retry-After %q), want 503 SERVICE_BUSY", res.StatusCode, b, res.Header.Get("Retry-After"))
 	}
 	if l := r.get(t, "/api/v1/admin/artifacts"); len(l.body["items"].([]any)) != 1 {
 		t.Errorf("a row was written during the outage: %s", l.raw)
 	}
+	t0 = time.Now()
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("weed restarted in %v", time.Since(t0).Round(time.Millisecond))
+	t0 = time.Now()
 	if a := r.uploadRaw(t, "?filename=after.bin", []byte("after the outage"), nil); a.status != http.StatusCreated {
 		t.Errorf("upload once the store is back = %d %s", a.status, a.raw)
 	}
+	t.Logf("the upload once the store was back took %v", time.Since(t0).Round(time.Millisecond))
 }

@@ -13,6 +13,7 @@ import (
 	"net/textproto"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -116,13 +117,17 @@ func (r rig) stored(t *testing.T) []string {
 	return out
 }
 
-// tempFiles lists os.TempDir's files that look like an upload's temporary
-// file (fileblob names them after the key, the artifact id, plus .tmp).
+// uploadTemp is the name fileblob gives an upload's temporary file: the
+// key's last element (the artifact id), a hex stamp, .tmp.
+var uploadTemp = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.[0-9a-f]+\.tmp$`)
+
+// tempFiles lists os.TempDir's files named like an upload's temporary
+// file (the store keeps them next to their object; none may appear here).
 func tempFiles() map[string]bool {
 	out := map[string]bool{}
 	entries, _ := os.ReadDir(os.TempDir())
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".tmp") {
+		if uploadTemp.MatchString(e.Name()) {
 			out[e.Name()] = true
 		}
 	}
@@ -148,6 +153,7 @@ func (r rig) assertEmpty(t *testing.T, tmpBefore map[string]bool) {
 func sum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 
 func TestUploadPublishDelete(t *testing.T) {
+	t.Parallel()
 	r := startMemory(t, nil)
 	body := bytes.Repeat([]byte("image-"), 50_000)
 	a := r.uploadRaw(t, "?filename=fw-1.0.0.bin", body, http.Header{"X-Checksum-Sha256": {strings.ToUpper(sum(body))}})
@@ -214,6 +220,7 @@ func TestUploadPublishDelete(t *testing.T) {
 // Every hostile or wrong upload is a 4xx with its code, and leaves no
 // object, no temporary file and no row.
 func TestUploadRefusals(t *testing.T) {
+	t.Parallel()
 	r := startMemory(t, map[string]string{"OTA_ARTIFACT_MAX_BYTES": "1000000"})
 	body := []byte("some image bytes")
 	for _, c := range []struct {
@@ -263,6 +270,7 @@ func TestUploadRefusals(t *testing.T) {
 // A client that goes away mid-body leaves nothing: the upload's object
 // is never committed and its temporary file is removed.
 func TestAbortedUploadLeavesNothing(t *testing.T) {
+	t.Parallel()
 	r := startMemory(t, nil)
 	before := tempFiles()
 	conn, err := net.Dial("tcp", r.otad.Addr)

@@ -87,6 +87,7 @@ func buildOtad() {
 // OtadBinary built (if any).
 func RunWithOtad(m *testing.M) int {
 	code := m.Run()
+	stopSharedWeed()
 	reportSkips()
 	otadMu.Lock()
 	dir := otadDir

@@ -13,13 +13,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 )
 
 // S3URLEnv names the variable holding the endpoint of an S3-compatible
@@ -53,11 +56,24 @@ var (
 	s3Shared S3Server
 	s3Skip   string
 	s3Err    error
+	s3Dir    string // the shared weed's directory, removed with it
 )
 
+// stopSharedWeed stops the weed S3 started for this test binary, and
+// removes its data: Main and RunWithOtad call it once the tests are done,
+// so no server outlives its test binary.
+func stopSharedWeed() {
+	if s3Shared.weed != nil {
+		s3Shared.weed.Stop()
+	}
+	if s3Dir != "" {
+		_ = os.RemoveAll(s3Dir)
+	}
+}
+
 // S3 returns the S3 server of this test binary: S3URLEnv's, else one weed
-// started for the binary (stopped when it exits only by the process' end:
-// tests share it and keep apart by bucket), else the test is skipped (fails
+// started for the binary (tests share it and keep apart by bucket; Main
+// and RunWithOtad stop it when the tests are done), else the test is skipped (fails
 // under OTA_TEST_REQUIRE_SERVICES=1). It sets AWS_ACCESS_KEY_ID and
 // AWS_SECRET_ACCESS_KEY for the process when it starts weed, so that
 // blobstore.Open's s3:// buckets find them as otad would.
@@ -89,6 +105,7 @@ func s3Setup() {
 		s3Err = err
 		return
 	}
+	s3Dir = dir
 	w, err := startWeed(bin, dir)
 	if err != nil {
 		s3Err = err
@@ -101,14 +118,14 @@ func s3Setup() {
 
 // StartWeed starts a weed of the test's own (a fault test stops and
 // restarts it), stopped when the test ends. It skips like S3 when weed is
-// not installed.
+// not installed. Its credentials are Server's, which an otad using it must
+// be given (WeedCredentials).
 func StartWeed(t testing.TB) *Weed {
 	t.Helper()
 	bin, err := exec.LookPath("weed")
 	if err != nil {
 		Skip(t, "weed", "testenv: SeaweedFS's weed is not installed (see .ci/run)")
 	}
-	S3(t) // sets the AWS_* variables for the process, once
 	w, err := startWeed(bin, t.TempDir())
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
@@ -126,6 +143,11 @@ type Weed struct {
 	log      *LogBuffer
 	cmd      *exec.Cmd
 	done     chan struct{}
+}
+
+// Credentials are the AWS_* variables that let an otad use this weed.
+func (w *Weed) Credentials() map[string]string {
+	return map[string]string{"AWS_ACCESS_KEY_ID": weedAccessKey, "AWS_SECRET_ACCESS_KEY": weedSecretKey}
 }
 
 // Server is the weed's endpoint and credentials.
@@ -176,7 +198,7 @@ func (w *Weed) Start() error {
 	w.done = make(chan struct{})
 	cmd, done := w.cmd, w.done
 	go func() { _ = cmd.Wait(); close(done) }()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(90 * time.Second)
 	srv := w.Server()
 	for time.Now().Before(deadline) {
 		select {
@@ -190,32 +212,44 @@ func (w *Weed) Start() error {
 		time.Sleep(200 * time.Millisecond)
 	}
 	w.Stop()
-	return fmt.Errorf("weed's S3 gateway did not answer within 60s:\n%s", w.log.Tail(40))
+	return fmt.Errorf("weed's S3 gateway did not take a write within 90s:\n%s", w.log.Tail(40))
 }
 
-// Stop ends the process (SIGTERM, then SIGKILL after 5 s); its data stays
-// for Start.
+// Stop ends the process (SIGTERM, then SIGKILL after 2 s: an outage need
+// not be graceful); its data stays for Start.
 func (w *Weed) Stop() {
 	if w.cmd == nil || w.cmd.Process == nil {
 		return
 	}
-	_ = w.cmd.Process.Signal(os.Interrupt)
+	_ = w.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-w.done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(2 * time.Second):
 		_ = w.cmd.Process.Kill()
 		<-w.done
 	}
 	w.cmd = nil
 }
 
-// probe lists buckets: the gateway is up and takes the credentials.
+// probe writes an object: the gateway is up, takes the credentials, and
+// has a volume to write to (after a restart, listing works well before
+// writing does).
 func (s S3Server) probe() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := s.client().ListBuckets(ctx, &s3.ListBucketsInput{})
+	c := s.client()
+	_, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(probeBucket)})
+	var owned *types.BucketAlreadyOwnedByYou
+	var exists *types.BucketAlreadyExists
+	if err != nil && !errors.As(err, &owned) && !errors.As(err, &exists) {
+		return err
+	}
+	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(probeBucket), Key: aws.String("probe"), Body: strings.NewReader("ok")})
 	return err
 }
+
+// probeBucket is where the readiness probe writes.
+const probeBucket = "ota-testenv-probe"
 
 func (s S3Server) client() *s3.Client {
 	return s3.New(s3.Options{

@@ -55,6 +55,7 @@ func Skip(t testing.TB, need, reason string) {
 //	func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 func Main(m *testing.M) int {
 	code := m.Run()
+	stopSharedWeed()
 	reportSkips()
 	return code
 }
