@@ -140,9 +140,13 @@ func (h *hosted) publishHosted(m, version, fileName string, body []byte) string 
 	}
 	h.objs[art.StorageKey()] = body
 	fwID := h.deps.IDs.NewID()
-	// TODO(artstore merge): publish through POST /admin/firmwares with artifact_id.
-	fw, err := domain.NewFirmware(fwID, domain.FirmwareSpec{Model: m, Version: version, URL: "",
-		SizeBytes: d.Size, SHA256: d.SHA256, SHA1: d.SHA1, MD5: d.MD5, ArtifactID: artID}, time.Now())
+	// Stored directly: this rig mounts no upload route (tests/ddi and
+	// tests/mender upload through otad's).
+	spec, err := domain.FirmwareSpec{Model: m, Version: version}.WithArtifact(art)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	fw, err := domain.NewFirmware(fwID, spec, time.Now())
 	if err != nil {
 		h.t.Fatal(err)
 	}
