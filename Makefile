@@ -143,3 +143,12 @@ clean-test-dbs:
 ## bench: wrk + pgbench -S on 1M seeded devices, then an open loop; summary in /tmp/ota-bench/results.md
 bench:
 	tests/bench/bench.sh
+
+# ---- make bench-downloads: 50 concurrent downloads of a 1 GiB hosted
+# artifact from otad, then from nginx serving the same file (DL_* variables
+# tune it, see tests/bench/downloads.sh); a few minutes, not part of `make test`.
+.PHONY: bench-downloads
+
+## bench-downloads: otad's download throughput vs nginx on one 1 GiB artifact, RSS sampled; table in /tmp/ota-bench-downloads/results.md
+bench-downloads:
+	tests/bench/downloads.sh

@@ -119,7 +119,34 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	adapter := ddi.New(config, applicationDDI)
+	artifactRepository := postgres.NewArtifactRepository(db)
+	storeURL := bootstrap.ArtifactStoreURLFrom(cfg)
+	store, err := blobstore.Provide(storeURL)
+	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	downloadPorts := bootstrap.DownloadPortsFrom(cachedFirmwares, writeBehindDevices, artifactRepository, store, clock)
+	downloadConfig, err := bootstrap.DownloadConfigFrom(cfg, logger)
+	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	downloads, err := application.NewDownloads(downloadPorts, downloadConfig)
+	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	adapter := ddi.New(config, applicationDDI, downloads)
 	admissionRepository := postgres.NewAdmissionRepository(db)
 	authRequestRepository := postgres.NewAuthRequestRepository(db)
 	artifactCatalogRepository := postgres.NewArtifactCatalogRepository(db)
@@ -156,7 +183,8 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	menderAdapter := mender.New(applicationMender, applicationMender)
+	links := bootstrap.MenderLinksFrom(cfg, downloads)
+	menderAdapter := mender.New(applicationMender, applicationMender, links)
 	restConfig := bootstrap.HTTPConfigFrom(cfg, adapter, menderAdapter)
 	deviceAdmin, err := application.NewDeviceAdmin(writeBehindDevices, taskRepository, cachedFirmwares, clock)
 	if err != nil {
@@ -166,7 +194,6 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	artifactRepository := postgres.NewArtifactRepository(db)
 	artifactReader := bootstrap.ArtifactReaderFrom(artifactRepository)
 	firmwareAdmin, err := application.NewFirmwareAdmin(cachedFirmwares, artifactReader, clock, uuiDs)
 	if err != nil {
@@ -229,15 +256,6 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	storeURL := bootstrap.ArtifactStoreURLFrom(cfg)
-	store, err := blobstore.Provide(storeURL)
-	if err != nil {
-		cleanup4()
-		cleanup3()
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
 	inspector := _wireInspectorValue
 	artifactMaxBytes := bootstrap.ArtifactMaxBytesFrom(cfg)
 	artifacts, err := application.NewArtifacts(store, artifactRepository, inspector, clock, uuiDs, artifactMaxBytes)
@@ -256,7 +274,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	v2 := bootstrap.HTTPOptions(fleet, artifacts, console)
+	v2 := bootstrap.HTTPOptions(cfg, fleet, artifacts, console, downloads)
 	echo := rest.NewServer(restConfig, devices, keyedAdmin, v, metrics, handler, logger, v2...)
 	app := bootstrap.NewPostgresApp(cfg, echo, logger, metrics, writeBehindDevices, catalogCache, readReplica)
 	return app, func() {
@@ -306,7 +324,22 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
-	adapter := ddi.New(config, applicationDDI)
+	artifacts := memory.NewArtifacts(store)
+	storeURL := bootstrap.ArtifactStoreURLFrom(cfg)
+	blobstoreStore, err := blobstore.Provide(storeURL)
+	if err != nil {
+		return nil, err
+	}
+	downloadPorts := bootstrap.DownloadPortsFrom(firmwares, devices, artifacts, blobstoreStore, clock)
+	downloadConfig, err := bootstrap.DownloadConfigFrom(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	downloads, err := application.NewDownloads(downloadPorts, downloadConfig)
+	if err != nil {
+		return nil, err
+	}
+	adapter := ddi.New(config, applicationDDI, downloads)
 	admissions := memory.NewAdmissions(store)
 	authRequests := memory.NewAuthRequests(store)
 	artifactCatalog := memory.NewArtifactCatalog(store)
@@ -335,13 +368,13 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
-	menderAdapter := mender.New(applicationMender, applicationMender)
+	links := bootstrap.MenderLinksFrom(cfg, downloads)
+	menderAdapter := mender.New(applicationMender, applicationMender, links)
 	restConfig := bootstrap.HTTPConfigFrom(cfg, adapter, menderAdapter)
 	deviceAdmin, err := application.NewDeviceAdmin(devices, tasks, firmwares, clock)
 	if err != nil {
 		return nil, err
 	}
-	artifacts := memory.NewArtifacts(store)
 	artifactReader := bootstrap.ArtifactReaderFrom(artifacts)
 	firmwareAdmin, err := application.NewFirmwareAdmin(firmwares, artifactReader, clock, uuiDs)
 	if err != nil {
@@ -372,11 +405,6 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
-	storeURL := bootstrap.ArtifactStoreURLFrom(cfg)
-	blobstoreStore, err := blobstore.Provide(storeURL)
-	if err != nil {
-		return nil, err
-	}
 	inspector := _wireInspectorValue
 	artifactMaxBytes := bootstrap.ArtifactMaxBytesFrom(cfg)
 	applicationArtifacts, err := application.NewArtifacts(blobstoreStore, artifacts, inspector, clock, uuiDs, artifactMaxBytes)
@@ -387,7 +415,7 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
-	v2 := bootstrap.HTTPOptions(applicationFleet, applicationArtifacts, console)
+	v2 := bootstrap.HTTPOptions(cfg, applicationFleet, applicationArtifacts, console, downloads)
 	echo := rest.NewServer(restConfig, applicationDevices, keyedAdmin, v, metrics, handler, logger, v2...)
 	app := bootstrap.NewApp(cfg, echo, logger)
 	return app, nil

@@ -47,6 +47,8 @@ type Config struct {
 	Migrate bool
 	// Mender holds the OTA_MENDER_* settings of Mender's device API.
 	Mender MenderSettings
+	// Downloads holds the settings of hosted downloads (bootstrap/downloads.go).
+	Downloads DownloadSettings
 	// DDITenant is the hawkBit tenant the DDI routes answer to
 	// (OTA_DDI_TENANT); DDIGatewayToken, when set, is a gateway token valid
 	// for every device (OTA_DDI_GATEWAY_TOKEN); DDIVersionAttribute names
@@ -210,6 +212,7 @@ func LoadConfig(getenv func(string) string, requireAdminToken bool) (Config, err
 	loadMenderConfig(&cfg, get, getenv, bad, duration, number, whole)
 	loadDDIConfig(&cfg, get, getenv, bad)
 	loadArtifactConfig(&cfg, get, bad)
+	loadDownloadConfig(&cfg, get, getenv, bad, duration)
 	cfg.DBMaxConns = DBMaxConns(whole("OTA_DB_MAX_CONNS", strconv.Itoa(int(DefaultDBMaxConns)), 1, int(maxDBMaxConns)))
 	cfg.LastSeenResolution = LastSeenResolution(duration("OTA_LAST_SEEN_RESOLUTION",
 		time.Duration(DefaultLastSeenResolution).String(), 0, time.Duration(maxLastSeenResolution)))

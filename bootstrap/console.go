@@ -43,7 +43,9 @@ func NewConsole(cfg Config, admin ports.AdminService, fleet ports.FleetService, 
 }
 
 // HTTPOptions adds the fleet views and the artifact routes to the admin
-// API and serves the console at /console/ on the same server.
-func HTTPOptions(fleet ports.FleetService, artifacts ports.ArtifactService, con *console.Console) []rest.Option {
-	return []rest.Option{rest.WithFleet(fleet), rest.WithArtifacts(artifacts), rest.WithMount(console.Prefix, con)}
+// API, serves the console at /console/ on the same server, and the
+// devices' downloads of hosted artifacts.
+func HTTPOptions(cfg Config, fleet ports.FleetService, artifacts ports.ArtifactService, con *console.Console, dl ports.DownloadService) []rest.Option {
+	return []rest.Option{rest.WithFleet(fleet), rest.WithArtifacts(artifacts), rest.WithMount(console.Prefix, con),
+		rest.WithDownloads(dl, cfg.PublicURL)}
 }

@@ -42,6 +42,7 @@ var edgeBaseSet = wire.NewSet(
 	rest.ProviderSet,
 	DDISet,
 	MenderSet,
+	DownloadSet,
 	HTTPConfigFrom,
 	NewMetrics,
 	wire.Bind(new(ports.Metrics), new(*Metrics)),

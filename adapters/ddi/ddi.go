@@ -64,15 +64,17 @@ type Config struct {
 type Adapter struct {
 	cfg Config
 	svc ports.DDIService
+	dl  ports.DownloadService // nil: no hosted artifacts
 }
 
-// New builds the DDI adapter over the DDI use cases.
-func New(cfg Config, svc ports.DDIService) *Adapter {
+// New builds the DDI adapter over the DDI use cases, and the download use
+// case for hosted artifacts (nil: none are served).
+func New(cfg Config, svc ports.DDIService, dl ports.DownloadService) *Adapter {
 	if cfg.Tenant == "" {
 		cfg.Tenant = DefaultTenant
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
-	return &Adapter{cfg: cfg, svc: svc}
+	return &Adapter{cfg: cfg, svc: svc, dl: dl}
 }
 
 // Prefix is the route template every DDI route starts with.
@@ -89,6 +91,7 @@ func (a *Adapter) Mount(add func(method, path string, h echo.HandlerFunc, m ...e
 	add(http.MethodGet, Prefix+"/cancelAction/:action_id", a.cancelAction, mw...)
 	add(http.MethodPost, Prefix+"/cancelAction/:action_id/feedback", a.cancelFeedback, mw...)
 	add(http.MethodPut, Prefix+"/configData", a.configData, mw...)
+	a.mountArtifacts(add, mw...)
 }
 
 // param returns a path parameter percent-decoded once (the edge routes on

@@ -57,7 +57,7 @@ func newHarnessAt(t *testing.T, clock ports.Clock) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := ddi.New(ddi.Config{GatewayToken: gatewayToken, PublicURL: "http://" + l.Addr().String() + "/"}, svc)
+	a := ddi.New(ddi.Config{GatewayToken: gatewayToken, PublicURL: "http://" + l.Addr().String() + "/"}, svc, nil)
 	e := rest.NewServer(rest.Config{AdminToken: adminToken, Mounts: []httpedge.Mount{a.Mount}},
 		devices, admin, nil, nil, nil, nil)
 	srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: e}}

@@ -199,7 +199,11 @@ func (a *Adapter) deploymentBase(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, newDeploymentView(d.TaskView, d.Window))
+	v := newDeploymentView(d.TaskView, d.Window)
+	if err := a.withHosted(c, &v, d.TaskView); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, v)
 }
 
 func (a *Adapter) installedBase(c echo.Context) error {
@@ -211,7 +215,11 @@ func (a *Adapter) installedBase(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, newDeploymentView(v, ports.DDINoWindow))
+	d := newDeploymentView(v, ports.DDINoWindow)
+	if err := a.withHosted(c, &d, v); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, d)
 }
 
 // feedback reads a feedback body; status.execution is required.

@@ -142,7 +142,7 @@ func (a *Adapter) next(c echo.Context, p ports.MenderProvides) error {
 		ID: v.Task.ID().String(),
 		Artifact: artifactView{
 			ID: v.Firmware.ID().String(), ArtifactName: spec.ArtifactName,
-			Source:                source{URI: spec.URL, Expire: a.now().Add(sourceTTL).UTC().Format(time.RFC3339)},
+			Source:                a.source(v.Firmware, deviceOf(c)),
 			DeviceTypesCompatible: []string{spec.Model},
 		},
 	})

@@ -35,12 +35,14 @@ import (
 type Adapter struct {
 	svc   ports.MenderService
 	admin ports.AdmissionService
+	links Links
 	now   func() time.Time
 }
 
-// New builds the Mender adapter over the Mender use cases.
-func New(svc ports.MenderService, admin ports.AdmissionService) *Adapter {
-	return &Adapter{svc: svc, admin: admin, now: time.Now}
+// New builds the Mender adapter over the Mender use cases; links signs
+// the download links of hosted firmware.
+func New(svc ports.MenderService, admin ports.AdmissionService, links Links) *Adapter {
+	return &Adapter{svc: svc, admin: admin, links: links, now: time.Now}
 }
 
 // Route prefixes of Mender's device API.

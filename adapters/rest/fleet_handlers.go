@@ -17,6 +17,9 @@ type extensions struct {
 	fleet     ports.FleetService
 	artifacts ports.ArtifactService // artifacts.go
 	mounts    []mount
+	// downloads and publicURL serve hosted artifacts (downloads.go).
+	downloads ports.DownloadService
+	publicURL string
 }
 
 // mount is another adapter's http.Handler served under a path prefix.

@@ -290,7 +290,11 @@ func (s *server) check(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, newCheckView(res))
+	view := newCheckView(res)
+	if view.Task != nil {
+		s.hostedURL(&view.Task.Firmware, *res.Task)
+	}
+	return c.JSON(http.StatusOK, view)
 }
 
 func (s *server) getTask(c echo.Context) error {
@@ -302,7 +306,9 @@ func (s *server) getTask(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, newDeviceTaskView(v))
+	view := newDeviceTaskView(v)
+	s.hostedURL(&view.Firmware, v)
+	return c.JSON(http.StatusOK, view)
 }
 
 func (s *server) reportEvent(c echo.Context) error {
@@ -320,5 +326,7 @@ func (s *server) reportEvent(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, newDeviceTaskView(v))
+	view := newDeviceTaskView(v)
+	s.hostedURL(&view.Firmware, v)
+	return c.JSON(http.StatusOK, view)
 }

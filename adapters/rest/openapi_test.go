@@ -82,6 +82,7 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 	}
 	inCode := []string{httpedge.CodeMalformedJSON, httpedge.CodeValidationFailed, httpedge.CodeUnauthorized, httpedge.CodeForbidden, httpedge.CodeNotFound,
 		httpedge.CodeMethodNotAllowed, httpedge.CodeDeviceExists, httpedge.CodeFirmwareExists, httpedge.CodeFirmwareRevoked, httpedge.CodeModelMismatch,
+		httpedge.CodeFirmwareGone, httpedge.CodeLinkInvalid, httpedge.CodeLinkExpired,
 		httpedge.CodeInvalidTransition, httpedge.CodeTaskFinished, httpedge.CodeIdempotencyConflict, httpedge.CodePayloadTooLarge,
 		httpedge.CodeUnsupportedMediaType, httpedge.CodeRateLimited, httpedge.CodeServiceBusy, httpedge.CodeInternal,
 		httpedge.CodeArtifactTooLarge, httpedge.CodeChecksumMismatch, httpedge.CodeArtifactUnreadable, httpedge.CodeArtifactInUse,

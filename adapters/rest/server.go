@@ -160,6 +160,7 @@ func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService
 	s.edge.Add(e, http.MethodPost, d+"/check", s.check, deviceMW...)
 	s.edge.Add(e, http.MethodGet, d+"/tasks/:task_id", s.getTask, deviceMW...)
 	s.edge.Add(e, http.MethodPost, d+"/tasks/:task_id/events", s.reportEvent, deviceMW...)
+	s.addDownloadRoutes(e, d, deviceMW...)
 	for _, mount := range s.cfg.AdminMounts {
 		mount(func(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
 			s.edge.Add(e, method, a+path, h, append(append([]echo.MiddlewareFunc{}, adminMW...), m...)...)

@@ -1,0 +1,68 @@
+package rest
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ai-device/ota/ports"
+
+	"github.com/ai-device/ota/adapters/httpedge"
+)
+
+// WithDownloads serves hosted artifacts to devices: a firmware's image to
+// its device with the device's token, and signed links (for agents that
+// send no credentials) to anyone holding one. publicURL (OTA_PUBLIC_URL)
+// starts the url a check answers for a hosted firmware.
+func WithDownloads(dl ports.DownloadService, publicURL string) Option {
+	return func(x *extensions) {
+		x.downloads = dl
+		x.publicURL = strings.TrimRight(publicURL, "/")
+	}
+}
+
+// artifactPath is the device route of a firmware's hosted image, below
+// the device routes (so deviceAuth admits only the device in the path).
+const artifactPath = "/firmwares/:firmware_id/artifact"
+
+func (s *server) addDownloadRoutes(e *echo.Echo, devicePrefix string, deviceMW ...echo.MiddlewareFunc) {
+	if s.ext.downloads == nil {
+		return
+	}
+	for _, m := range []string{http.MethodGet, http.MethodHead} {
+		s.edge.Add(e, m, devicePrefix+artifactPath, s.downloadArtifact, deviceMW...)
+		s.edge.Add(e, m, httpedge.SignedLinkPath, s.downloadByLink)
+	}
+}
+
+func (s *server) downloadArtifact(c echo.Context) error {
+	dl, err := s.ext.downloads.Open(c.Request().Context(), authDevice(c).Device, pathUUID(c, "firmware_id"))
+	if err != nil {
+		return err
+	}
+	return httpedge.ServeDownload(c, dl)
+}
+
+func (s *server) downloadByLink(c echo.Context) error {
+	l, err := httpedge.ParseSignedLink(c)
+	if err != nil {
+		return err
+	}
+	dl, err := s.ext.downloads.OpenLink(c.Request().Context(), l)
+	if err != nil {
+		return err
+	}
+	return httpedge.ServeDownload(c, dl)
+}
+
+// hostedURL points a task's firmware view at the device route of its
+// hosted image, when the firmware is hosted here (its row has no url).
+func (s *server) hostedURL(v *taskFirmwareView, t ports.TaskView) {
+	if t.Firmware.Spec().ArtifactID.IsZero() || s.ext.downloads == nil {
+		return
+	}
+	v.URL = s.ext.publicURL + APIPrefix + "/devices/" + url.PathEscape(t.Task.DeviceID().String()) +
+		"/ota/firmwares/" + url.PathEscape(t.Firmware.ID().String()) + "/artifact"
+}
