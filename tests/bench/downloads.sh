@@ -91,7 +91,7 @@ api() { # method path [curl args…]: the JSON answer, failing on an error statu
 
 note "uploading a $SIZE_MB MiB artifact"
 head -c $((SIZE_MB * 1048576)) /dev/urandom >"$WORK/image.bin"
-art=$(api POST "/artifacts?filename=image.bin" -H 'Content-Type: application/octet-stream' --data-binary @"$WORK/image.bin")
+art=$(api POST "/artifacts?filename=image.bin" -H 'Content-Type: application/octet-stream' -T "$WORK/image.bin")
 art_id=$(jq -r .id <<<"$art")
 sha=$(jq -r .sha256 <<<"$art")
 [[ -n $art_id && $art_id != null ]] || die "upload answered $art"
