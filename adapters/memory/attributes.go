@@ -14,7 +14,7 @@ import (
 // confirmations), kept beside a Store rather than in it so that every
 // repository built over one Store shares them, like tables of one database.
 type ddiTables struct {
-	rows      rowLocks
+	writes    chan struct{} // held by each read-modify-write (lockCtx)
 	mu        sync.Mutex
 	attrs     map[string]domain.DeviceAttributes
 	confirmed map[string]time.Time // task id → when its cancel was confirmed
@@ -24,7 +24,7 @@ var ddiByStore sync.Map // *Store → *ddiTables
 
 func ddiOf(s *Store) *ddiTables {
 	t, _ := ddiByStore.LoadOrStore(s, &ddiTables{
-		rows:      rowLocks{held: map[string]*rowLock{}},
+		writes:    make(chan struct{}, 1),
 		attrs:     map[string]domain.DeviceAttributes{},
 		confirmed: map[string]time.Time{},
 	})
@@ -58,7 +58,7 @@ func (r *Attributes) Update(ctx context.Context, deviceID domain.DeviceID, fn fu
 	if _, err := r.devices.Get(ctx, deviceID); err != nil {
 		return domain.DeviceAttributes{}, fmt.Errorf("loading device: %w", err)
 	}
-	unlock, err := r.t.rows.lock(ctx, "attributes\x00"+deviceID.String())
+	unlock, err := lockCtx(ctx, r.t.writes)
 	if err != nil {
 		return domain.DeviceAttributes{}, err
 	}
@@ -169,7 +169,7 @@ func (r *TaskActions) UpdateCancel(ctx context.Context, deviceID domain.DeviceID
 	if err != nil {
 		return domain.CancelNotice{}, err
 	}
-	unlock, err := r.t.rows.lock(ctx, "cancel\x00"+t.ID().String())
+	unlock, err := lockCtx(ctx, r.t.writes)
 	if err != nil {
 		return domain.CancelNotice{}, err
 	}

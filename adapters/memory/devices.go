@@ -77,7 +77,7 @@ func (r *Devices) GetByTokenHash(ctx context.Context, h domain.TokenHash) (domai
 func (r *Devices) Update(ctx context.Context, devID domain.DeviceID, fn func(*domain.Device) error) (domain.Device, error) {
 	id := devID.String()
 	s := r.s
-	unlock, err := s.rows.lock(ctx, deviceRow(id))
+	unlock, err := s.lockWrites(ctx)
 	if err != nil {
 		return domain.Device{}, err
 	}
@@ -115,7 +115,7 @@ func (r *Devices) Update(ctx context.Context, devID domain.DeviceID, fn func(*do
 // (domain.Device.SeenChangesVersion).
 func (r *Devices) RecordSeen(ctx context.Context, stored domain.Device, v domain.Version, at time.Time) error {
 	s, id := r.s, stored.ID().String()
-	unlock, err := s.rows.lock(ctx, deviceRow(id))
+	unlock, err := s.lockWrites(ctx)
 	if err != nil {
 		return err
 	}

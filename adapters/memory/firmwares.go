@@ -103,7 +103,7 @@ func (r *Firmwares) Update(ctx context.Context, id domain.UUID, fn func(*domain.
 		return domain.Firmware{}, domain.ErrNotFound
 	}
 	s := r.s
-	unlock, err := s.rows.lock(ctx, firmwareRow(key))
+	unlock, err := s.lockWrites(ctx)
 	if err != nil {
 		return domain.Firmware{}, err
 	}

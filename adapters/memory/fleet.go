@@ -44,7 +44,7 @@ func (r *Fleet) ListRollouts(ctx context.Context, f ports.RolloutFilter) ([]port
 		}
 		out = append(out, ports.RolloutSummary{
 			Rollout: cloneRollout(ro), Model: fw.Model(), Version: fw.Version().String(),
-			Stats: s.rolloutStatsLocked(id, time.Time{}, nil),
+			Stats: s.rolloutStatsLocked(id, time.Time{}),
 		})
 	}
 	s.mu.Unlock()

@@ -14,7 +14,7 @@ import (
 // menderTables are the tables Mender's device API adds (device keys,
 // pending auth requests, task logs), kept beside a Store like ddiTables.
 type menderTables struct {
-	rows rowLocks
+	writes chan struct{} // held by each read-modify-write (lockCtx)
 	// ask serialises AuthRequests.Ask, so that counting the pending
 	// requests and storing a new one are one step.
 	ask        sync.Mutex
@@ -28,7 +28,7 @@ var menderByStore sync.Map // *Store → *menderTables
 
 func menderOf(s *Store) *menderTables {
 	t, _ := menderByStore.LoadOrStore(s, &menderTables{
-		rows:       rowLocks{held: map[string]*rowLock{}},
+		writes:     make(chan struct{}, 1),
 		admissions: map[string]domain.DeviceAdmission{},
 		requests:   map[string]domain.AuthRequest{},
 		logs:       map[string]domain.TaskLog{},
@@ -110,7 +110,7 @@ func (r *Admissions) Admit(ctx context.Context, device domain.DeviceID, fn func(
 	if _, err := NewDevices(r.s).Get(ctx, device); err != nil {
 		return domain.DeviceAdmission{}, fmt.Errorf("loading device: %w", err)
 	}
-	unlock, err := r.t.rows.lock(ctx, "admission\x00"+deviceID)
+	unlock, err := lockCtx(ctx, r.t.writes)
 	if err != nil {
 		return domain.DeviceAdmission{}, err
 	}
@@ -219,15 +219,9 @@ func (r *AuthRequests) Ask(ctx context.Context, device domain.DeviceID, key doma
 
 // Delete deletes a request.
 func (r *AuthRequests) Delete(ctx context.Context, id domain.UUID) error {
-	q, err := r.Get(ctx, id)
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return err
 	}
-	unlock, err := r.t.rows.lock(ctx, "request\x00"+q.DeviceID().String())
-	if err != nil {
-		return err
-	}
-	defer unlock()
 	r.t.mu.Lock()
 	defer r.t.mu.Unlock()
 	if _, ok := r.t.requests[id.String()]; !ok {
@@ -299,7 +293,7 @@ func (r *AuthRequests) Update(ctx context.Context, id domain.UUID, fn func(*doma
 	if err != nil {
 		return domain.AuthRequest{}, err
 	}
-	unlock, err := r.t.rows.lock(ctx, "request\x00"+q.DeviceID().String())
+	unlock, err := lockCtx(ctx, r.t.writes)
 	if err != nil {
 		return domain.AuthRequest{}, err
 	}
@@ -327,7 +321,7 @@ func (r *AuthRequests) Accept(ctx context.Context, id domain.UUID, dev *domain.D
 	if err != nil {
 		return err
 	}
-	unlock, err := r.t.rows.lock(ctx, "request\x00"+q.DeviceID().String())
+	unlock, err := lockCtx(ctx, r.t.writes)
 	if err != nil {
 		return err
 	}

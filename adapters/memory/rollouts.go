@@ -72,13 +72,11 @@ func (r *Rollouts) Get(ctx context.Context, id domain.UUID) (domain.Rollout, err
 	return cloneRollout(ro), nil
 }
 
-// Update loads the rollout locked, with its firmware locked too (as the
-// Postgres adapter reads it FOR SHARE: a revoke waits, and the rule fn
-// judges on the firmware holds when the change is stored), lets fn change a
-// copy, and stores it only if fn returns nil. As in the Postgres adapter,
-// everything but the id, the firmware (tasks reference the pair) and the
-// start time is written. Locks are taken rollout first, then firmware, in
-// every path of this package.
+// Update loads the rollout and its firmware under the store's writer lock
+// (a revoke waits, and the rule fn judges on the firmware holds when the
+// change is stored), lets fn change a copy, and stores it only if fn
+// returns nil. As in the Postgres adapter, everything but the id, the
+// firmware (tasks reference the pair) and the start time is written.
 func (r *Rollouts) Update(ctx context.Context, id domain.UUID, fn func(*domain.Rollout, domain.Firmware) error) (domain.Rollout, error) {
 	key, ok := id.String(), !id.IsZero()
 	if !ok {
@@ -88,7 +86,7 @@ func (r *Rollouts) Update(ctx context.Context, id domain.UUID, fn func(*domain.R
 		return domain.Rollout{}, domain.ErrNotFound
 	}
 	s := r.s
-	unlock, err := s.rows.lock(ctx, rolloutRow(key))
+	unlock, err := s.lockWrites(ctx)
 	if err != nil {
 		return domain.Rollout{}, err
 	}
@@ -99,11 +97,6 @@ func (r *Rollouts) Update(ctx context.Context, id domain.UUID, fn func(*domain.R
 	if !ok {
 		return domain.Rollout{}, domain.ErrNotFound
 	}
-	unlockFW, err := s.rows.lock(ctx, firmwareRow(ro.FirmwareID().String()))
-	if err != nil {
-		return domain.Rollout{}, err
-	}
-	defer unlockFW()
 	s.mu.Lock()
 	fw := s.firmwares[ro.FirmwareID().String()]
 	s.mu.Unlock()
