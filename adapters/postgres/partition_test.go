@@ -9,8 +9,8 @@ import (
 
 	"github.com/lib/pq"
 
-	"github.com/ai-device/ota/bootstrap"
 	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/bootstrap"
 	"github.com/ai-device/ota/domain"
 )
 

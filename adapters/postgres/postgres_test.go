@@ -16,8 +16,8 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/ai-device/ota/adapters/postgres"
-	"github.com/ai-device/ota/bootstrap"
 	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/bootstrap"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 	"github.com/ai-device/ota/tests/testenv"
