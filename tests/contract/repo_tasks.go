@@ -419,6 +419,33 @@ func (s *repoSuite) tasks(t *testing.T) {
 	t.Run("ReplaceActiveEvaluatesRollout", func(t *testing.T) { s.replaceActiveRollout(t) })
 	t.Run("ReplaceActiveRolloutSwapRace", func(t *testing.T) { s.replaceActiveRolloutSwap(t) })
 	t.Run("ReplaceActiveJudgesTheLockedRollout", func(t *testing.T) { s.replaceActiveJudgesLocked(t) })
+	t.Run("ApplyEventUnchangedReturnsTheStoredTask", func(t *testing.T) { s.applyEventUnchanged(t) })
+}
+
+// applyEventUnchanged: when fn reports no change, whatever it did to its
+// copy is dropped, and every store returns the task as stored (the memory
+// store once returned fn's copy, Postgres the stored row).
+func (s *repoSuite) applyEventUnchanged(t *testing.T) {
+	ctx := t.Context()
+	model := repoName("model")
+	o := s.offer(t, model, "2.0.0")
+	d := s.device(t, model, "1.0.0")
+	tk := s.insert(t, s.newTask(t, d.ID(), o, 1, s.at(10)))
+	ev := repoEvent(t, "evt-unchanged", "downloading", repoInt(40))
+	got, err := application.ApplyEvent(ctx, s.Tasks, tk.ID(), ev, func(x *domain.Task, prior *domain.Event) (bool, error) {
+		if _, err := x.ApplyEvent(ev, prior, s.at(11)); err != nil {
+			return false, err
+		}
+		return false, nil // changed its copy, but says it did not
+	}, nil)
+	repoNoErr(t, "apply unchanged", err)
+	repoSameTask(t, got, tk.Record())
+	stored, err := s.Tasks.Get(ctx, tk.ID())
+	repoNoErr(t, "get", err)
+	repoSameTask(t, stored, tk.Record())
+	if evs, err := s.Tasks.Events(ctx, tk.ID(), 10); err != nil || len(evs) != 0 {
+		t.Errorf("events after an unchanged apply: %v, %v; want none", evs, err)
+	}
 }
 
 func (s *repoSuite) replaceActiveRace(t *testing.T, alwaysInsert bool) {
