@@ -124,9 +124,9 @@ func (s *Events) recordLateInstall(ctx context.Context, t domain.Task) error {
 	return nil
 }
 
-// judgeRollout is the evaluation ReplaceActive and ApplyEvent run in the transaction that
-// ends one of a rollout's tasks, whether a device's final event or a check
-// ended it (event rule 5, stage rules G2–G3, stuck-task rule K1).
+// judgeRollout is the evaluation ReplaceActive and ApplyEvent run in the
+// transaction that ends one of a rollout's tasks, whether a device's final
+// event or a check ended it (event rule 5, stage rules G2–G3, stuck-task rule K1).
 func judgeRollout(clock ports.Clock) RolloutEvaluation {
 	return func(r *domain.Rollout, stats func(since time.Time) (domain.TaskStats, error)) (bool, error) {
 		return evaluateRollout(r, stats, clock.Now())

@@ -13,7 +13,8 @@ import (
 // TaskTransactor runs a function in one transaction over tasks: the
 // stores give primitives (ports.TaskTx), and the orchestration of a check's
 // and an event's write — what to lock, in which order, what to re-check
-// at commit — is written once, here, for every store.
+// at commit — is written once, here, for every store. fn reaches the store
+// only through tx: a store may hold its whole lock while fn runs (memory).
 type TaskTransactor interface {
 	InTaskTx(ctx context.Context, fn func(tx ports.TaskTx) error) error
 }

@@ -53,7 +53,7 @@ func (r *Attributes) Get(ctx context.Context, deviceID domain.DeviceID) (domain.
 	return domain.RehydrateDeviceAttributes(a.Values(), a.UpdatedAt()), nil
 }
 
-// Update changes the device's attributes under its row lock.
+// Update changes the device's attributes under the tables' writer lock.
 func (r *Attributes) Update(ctx context.Context, deviceID domain.DeviceID, fn func(*domain.DeviceAttributes) error) (domain.DeviceAttributes, error) {
 	if _, err := r.devices.Get(ctx, deviceID); err != nil {
 		return domain.DeviceAttributes{}, fmt.Errorf("loading device: %w", err)
@@ -163,7 +163,7 @@ func (r *TaskActions) PendingCancel(ctx context.Context, deviceID domain.DeviceI
 	return best, nil
 }
 
-// UpdateCancel changes the notice under the task's row lock.
+// UpdateCancel changes the notice under the tables' writer lock.
 func (r *TaskActions) UpdateCancel(ctx context.Context, deviceID domain.DeviceID, actionID int64, fn func(*domain.CancelNotice) error) (domain.CancelNotice, error) {
 	t, err := r.ByAction(ctx, deviceID, actionID)
 	if err != nil {

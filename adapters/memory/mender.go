@@ -104,7 +104,7 @@ func (r *Admissions) CreateDevice(ctx context.Context, d domain.Device, a domain
 	return r.createDeviceLocked(d, a)
 }
 
-// Admit replaces a registered device's admission under its row lock.
+// Admit replaces a registered device's admission under the tables' writer lock.
 func (r *Admissions) Admit(ctx context.Context, device domain.DeviceID, fn func(*domain.DeviceAdmission) (domain.DeviceAdmission, error)) (domain.DeviceAdmission, error) {
 	deviceID := device.String()
 	if _, err := NewDevices(r.s).Get(ctx, device); err != nil {
@@ -287,7 +287,7 @@ func (r *AuthRequests) List(ctx context.Context, status domain.AuthRequestStatus
 	return out, nil
 }
 
-// Update changes a request under its row lock.
+// Update changes a request under the tables' writer lock.
 func (r *AuthRequests) Update(ctx context.Context, id domain.UUID, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error) {
 	q, err := r.Get(ctx, id)
 	if err != nil {
