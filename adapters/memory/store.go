@@ -118,6 +118,53 @@ func lockCtx(ctx context.Context, sem chan struct{}) (func(), error) {
 	}
 }
 
+// read runs f under mu unless ctx has ended: every read of the store.
+func read[T any](ctx context.Context, mu *sync.Mutex, f func() (T, error)) (T, error) {
+	if err := ctx.Err(); err != nil {
+		var zero T
+		return zero, err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return f()
+}
+
+// found is m[k], or domain.ErrNotFound.
+func found[K comparable, V any](m map[K]V, k K) (V, error) {
+	v, ok := m[k]
+	if !ok {
+		return v, domain.ErrNotFound
+	}
+	return v, nil
+}
+
+// update is every Update's read-modify-write, under the store's writer
+// lock: load the row, let fn change a copy without s.mu (fn may read other
+// repositories, as inside a Postgres transaction), and, unless fn fails or
+// ctx ends, store what put makes of the change, under s.mu.
+func update[V any](ctx context.Context, s *Store, load func() (V, error), fn func(*V) error, put func(old, changed V) (V, error)) (V, error) {
+	var zero V
+	unlock, err := s.lockWrites(ctx)
+	if err != nil {
+		return zero, err
+	}
+	defer unlock()
+	old, err := read(ctx, &s.mu, load)
+	if err != nil {
+		return zero, err
+	}
+	changed := old
+	if err := fn(&changed); err != nil {
+		return zero, err
+	}
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return put(old, changed)
+}
+
 // errDuplicateID mirrors a primary-key violation. Ids are fresh UUIDs, so
 // it signals a caller bug rather than a condition with a domain error.
 func errDuplicateID(what, id string) error {

@@ -37,69 +37,26 @@ func mergeTask(stored, changed domain.Task) domain.Task {
 
 // Get loads a task by id; the zero id is domain.ErrNotFound.
 func (r *Tasks) Get(ctx context.Context, id domain.UUID) (domain.Task, error) {
-	if err := ctx.Err(); err != nil {
-		return domain.Task{}, err
-	}
-	s := r.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.tasks[id.String()]
-	if !ok {
-		return domain.Task{}, domain.ErrNotFound
-	}
-	return t, nil
+	return read(ctx, &r.s.mu, func() (domain.Task, error) { return found(r.s.tasks, id.String()) })
 }
 
 // Active returns the device's active task, or domain.ErrNotFound.
 func (r *Tasks) Active(ctx context.Context, deviceID domain.DeviceID) (domain.Task, error) {
-	if err := ctx.Err(); err != nil {
-		return domain.Task{}, err
-	}
-	s := r.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	id, ok := s.active[deviceID.String()]
-	if !ok {
-		return domain.Task{}, domain.ErrNotFound
-	}
-	return s.tasks[id], nil
+	return read(ctx, &r.s.mu, func() (domain.Task, error) {
+		id, err := found(r.s.active, deviceID.String())
+		return r.s.tasks[id], err
+	})
 }
 
-// CheckView reads the device whose token has hash h with its active task
-// and failed counts, as one consistent snapshot.
+// CheckView reads the device whose token has hash h with its active task,
+// failed counts and facts, as one consistent snapshot.
 func (r *Tasks) CheckView(ctx context.Context, h domain.TokenHash) (ports.CheckView, error) {
-	if err := ctx.Err(); err != nil {
-		return ports.CheckView{}, err
-	}
-	s := r.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	id, ok := s.byToken[h]
-	if !ok {
-		return ports.CheckView{}, domain.ErrNotFound
-	}
-	v, err := s.checkViewLocked(id)
-	if err != nil {
-		return v, err
-	}
-	v.Tasks.Facts = s.factsLocked(id)
-	return v, nil
+	return read(ctx, &r.s.mu, func() (ports.CheckView, error) { return r.s.checkViewLocked(r.s.byToken[h]) })
 }
 
 // CheckViewOf is CheckView for a device known by id.
 func (r *Tasks) CheckViewOf(ctx context.Context, deviceID domain.DeviceID) (ports.CheckView, error) {
-	if err := ctx.Err(); err != nil {
-		return ports.CheckView{}, err
-	}
-	s := r.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, err := s.checkViewLocked(deviceID.String())
-	if err != nil {
-		return v, err
-	}
-	v.Tasks.Facts = s.factsLocked(deviceID.String())
-	return v, nil
+	return read(ctx, &r.s.mu, func() (ports.CheckView, error) { return r.s.checkViewLocked(deviceID.String()) })
 }
 
 func (s *Store) checkViewLocked(deviceID string) (ports.CheckView, error) {
@@ -107,7 +64,7 @@ func (s *Store) checkViewLocked(deviceID string) (ports.CheckView, error) {
 	if !ok {
 		return ports.CheckView{}, domain.ErrNotFound
 	}
-	v := ports.CheckView{Device: d, Tasks: ports.DeviceTasks{Failed: s.failedLocked(deviceID)}}
+	v := ports.CheckView{Device: d, Tasks: ports.DeviceTasks{Failed: s.failedLocked(deviceID), Facts: s.factsLocked(deviceID)}}
 	if id, ok := s.active[deviceID]; ok {
 		t := s.tasks[id]
 		v.Tasks.Active = &t
@@ -177,29 +134,10 @@ func (s *Store) putTaskLocked(t domain.Task) error {
 // copy, and stores it only if fn returns nil. Only status, progress, error
 // and their time are written.
 func (r *Tasks) Update(ctx context.Context, id domain.UUID, fn func(*domain.Task) error) (domain.Task, error) {
-	s := r.s
-	unlock, err := s.lockWrites(ctx)
-	if err != nil {
-		return domain.Task{}, err
-	}
-	defer unlock()
-	s.mu.Lock()
-	t, ok := s.tasks[id.String()]
-	s.mu.Unlock()
-	if !ok {
-		return domain.Task{}, domain.ErrNotFound
-	}
-	changed := t
-	if err := fn(&changed); err != nil {
-		return domain.Task{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return domain.Task{}, err
-	}
-	merged := mergeTask(t, changed)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return merged, s.putTaskLocked(merged)
+	return update(ctx, r.s, func() (domain.Task, error) { return found(r.s.tasks, id.String()) }, fn, func(old, changed domain.Task) (domain.Task, error) {
+		merged := mergeTask(old, changed)
+		return merged, r.s.putTaskLocked(merged)
+	})
 }
 
 // InTaskTx runs fn holding the store's writer lock and its mutex for the
@@ -391,39 +329,21 @@ func (tx *taskTx) RolloutStats(rolloutID domain.UUID, since time.Time) (domain.T
 }
 
 // FailedCounts counts the device's failed tasks by firmware id, across
-// rollouts. Cancelled tasks are not failures. The map is empty, not nil,
-// when there are none.
+// rollouts. Cancelled tasks are not failures. Never nil.
 func (r *Tasks) FailedCounts(ctx context.Context, deviceID domain.DeviceID) (map[string]int, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s := r.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.failedLocked(deviceID.String()), nil
+	return read(ctx, &r.s.mu, func() (map[string]int, error) { return r.s.failedLocked(deviceID.String()), nil })
 }
 
-// RolloutStats counts a rollout's devices, each once, by the status of
-// the task domain.CountsOver picks for it. A rollout without tasks,
-// that does not exist, or whose id is not a UUID has all counts zero: it is
-// a count, not a lookup.
+// RolloutStats counts a rollout's devices, each once, by the status of the
+// task domain.CountsOver picks for it; an unknown rollout has all counts
+// zero: it is a count, not a lookup.
 func (r *Tasks) RolloutStats(ctx context.Context, rolloutID domain.UUID) (domain.TaskStats, error) {
 	return r.RolloutStatsSince(ctx, rolloutID, time.Time{})
 }
 
 // RolloutStatsSince is RolloutStats for the tasks created at or after since.
 func (r *Tasks) RolloutStatsSince(ctx context.Context, rolloutID domain.UUID, since time.Time) (domain.TaskStats, error) {
-	if err := ctx.Err(); err != nil {
-		return domain.TaskStats{}, err
-	}
-	key, ok := rolloutID.String(), !rolloutID.IsZero()
-	if !ok {
-		return domain.TaskStats{}, nil
-	}
-	s := r.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.rolloutStatsLocked(key, since), nil
+	return read(ctx, &r.s.mu, func() (domain.TaskStats, error) { return r.s.rolloutStatsLocked(rolloutID.String(), since), nil })
 }
 
 // rolloutStatsLocked counts a rollout's devices, each once, by the status
