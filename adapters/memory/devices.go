@@ -54,7 +54,7 @@ func (r *Devices) GetByTokenHash(ctx context.Context, h domain.TokenHash) (domai
 // everything but the id and the registration time is written; a token
 // hash another device has is refused and nothing is stored.
 func (r *Devices) Update(ctx context.Context, id domain.DeviceID, fn func(*domain.Device) error) (domain.Device, error) {
-	return update(ctx, r.s, func() (domain.Device, error) { return found(r.s.devices, id.String()) }, fn, func(d, changed domain.Device) (domain.Device, error) {
+	return update(ctx, r.s.writes, &r.s.mu, func() (domain.Device, error) { return found(r.s.devices, id.String()) }, fn, func(d, changed domain.Device) (domain.Device, error) {
 		merged := domain.RehydrateDevice(d.ID().String(), changed.Model(), changed.CurrentVersion(), changed.TokenHash(), stamp(changed.LastSeenAt()), d.CreatedAt())
 		return merged, r.s.putDeviceLocked(merged)
 	})

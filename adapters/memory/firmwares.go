@@ -82,7 +82,7 @@ func (r *Firmwares) List(ctx context.Context, model string) ([]domain.Firmware, 
 // a (model, version) another firmware has is domain.ErrFirmwareExists.
 func (r *Firmwares) Update(ctx context.Context, id domain.UUID, fn func(*domain.Firmware) error) (domain.Firmware, error) {
 	s := r.s
-	return update(ctx, s, func() (domain.Firmware, error) { return found(s.firmwares, id.String()) }, fn, func(f, changed domain.Firmware) (domain.Firmware, error) {
+	return update(ctx, s.writes, &s.mu, func() (domain.Firmware, error) { return found(s.firmwares, id.String()) }, fn, func(f, changed domain.Firmware) (domain.Firmware, error) {
 		merged, err := domain.RehydrateFirmware(id.String(), changed.Spec(), changed.Status(), f.CreatedAt(), stamp(changed.UpdatedAt()))
 		if err != nil {
 			return domain.Firmware{}, err

@@ -53,17 +53,7 @@ func storedAdmission(a domain.DeviceAdmission) (domain.DeviceAdmission, error) {
 
 // Get returns the device's admission.
 func (r *Admissions) Get(ctx context.Context, device domain.DeviceID) (domain.DeviceAdmission, error) {
-	deviceID := device.String()
-	if err := ctx.Err(); err != nil {
-		return domain.DeviceAdmission{}, err
-	}
-	r.t.mu.Lock()
-	defer r.t.mu.Unlock()
-	a, ok := r.t.admissions[deviceID]
-	if !ok {
-		return domain.DeviceAdmission{}, fmt.Errorf("admission of %q: %w", deviceID, domain.ErrNotFound)
-	}
-	return a, nil
+	return read(ctx, &r.t.mu, func() (domain.DeviceAdmission, error) { return found(r.t.admissions, device.String()) })
 }
 
 // Generation returns the device's current session token generation.
@@ -250,16 +240,7 @@ func (r *AuthRequests) DeleteExpired(ctx context.Context, cutoff time.Time) (int
 
 // Get returns a request by id.
 func (r *AuthRequests) Get(ctx context.Context, id domain.UUID) (domain.AuthRequest, error) {
-	if err := ctx.Err(); err != nil {
-		return domain.AuthRequest{}, err
-	}
-	r.t.mu.Lock()
-	defer r.t.mu.Unlock()
-	q, found := r.t.requests[id.String()]
-	if !found {
-		return domain.AuthRequest{}, fmt.Errorf("auth request %q: %w", id, domain.ErrNotFound)
-	}
-	return q, nil
+	return read(ctx, &r.t.mu, func() (domain.AuthRequest, error) { return found(r.t.requests, id.String()) })
 }
 
 // List returns the requests with the status, oldest first.
@@ -289,44 +270,27 @@ func (r *AuthRequests) List(ctx context.Context, status domain.AuthRequestStatus
 
 // Update changes a request under the tables' writer lock.
 func (r *AuthRequests) Update(ctx context.Context, id domain.UUID, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error) {
-	q, err := r.Get(ctx, id)
-	if err != nil {
-		return domain.AuthRequest{}, err
-	}
-	unlock, err := lockCtx(ctx, r.t.writes)
-	if err != nil {
-		return domain.AuthRequest{}, err
-	}
-	defer unlock()
-	if q, err = r.Get(ctx, id); err != nil {
-		return domain.AuthRequest{}, err
-	}
-	if err := fn(&q); err != nil {
-		return domain.AuthRequest{}, err
-	}
-	if q, err = storedRequest(q); err != nil {
-		return domain.AuthRequest{}, err
-	}
-	r.t.mu.Lock()
-	r.t.requests[q.ID().String()] = q
-	r.t.mu.Unlock()
-	return q, nil
+	load := func() (domain.AuthRequest, error) { return found(r.t.requests, id.String()) }
+	return update(ctx, r.t.writes, &r.t.mu, load, fn, func(_, q domain.AuthRequest) (domain.AuthRequest, error) {
+		q, err := storedRequest(q)
+		if err == nil {
+			r.t.requests[q.ID().String()] = q
+		}
+		return q, err
+	})
 }
 
 // Accept registers the device if dev is set, stores its admission (a
 // replaced key moves the generation on) and deletes the request, as one
 // step.
 func (r *AuthRequests) Accept(ctx context.Context, id domain.UUID, dev *domain.Device, a domain.DeviceAdmission) error {
-	q, err := r.Get(ctx, id)
-	if err != nil {
-		return err
-	}
 	unlock, err := lockCtx(ctx, r.t.writes)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if q, err = r.Get(ctx, id); err != nil {
+	q, err := r.Get(ctx, id)
+	if err != nil {
 		return err
 	}
 	if q.Status() != domain.AuthRequestPending {
@@ -421,15 +385,5 @@ func (r *TaskLogs) Put(ctx context.Context, l domain.TaskLog) error {
 
 // Get returns a task's log.
 func (r *TaskLogs) Get(ctx context.Context, taskID domain.UUID) (domain.TaskLog, error) {
-	if err := ctx.Err(); err != nil {
-		return domain.TaskLog{}, err
-	}
-	key := taskID.String()
-	r.t.mu.Lock()
-	defer r.t.mu.Unlock()
-	l, ok := r.t.logs[key]
-	if !ok {
-		return domain.TaskLog{}, fmt.Errorf("log of task %q: %w", taskID, domain.ErrNotFound)
-	}
-	return l, nil
+	return read(ctx, &r.t.mu, func() (domain.TaskLog, error) { return found(r.t.logs, taskID.String()) })
 }

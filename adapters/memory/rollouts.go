@@ -72,7 +72,7 @@ func (r *Rollouts) Update(ctx context.Context, id domain.UUID, fn func(*domain.R
 		fw = s.firmwares[ro.FirmwareID().String()]
 		return cloneRollout(ro), err
 	}
-	return update(ctx, s, load, func(ro *domain.Rollout) error { return fn(ro, fw) }, func(old, changed domain.Rollout) (domain.Rollout, error) {
+	return update(ctx, s.writes, &s.mu, load, func(ro *domain.Rollout) error { return fn(ro, fw) }, func(old, changed domain.Rollout) (domain.Rollout, error) {
 		merged := mergeRollout(s.rollouts[id.String()], changed)
 		s.rollouts[id.String()] = merged
 		return cloneRollout(merged), nil

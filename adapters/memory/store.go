@@ -138,18 +138,18 @@ func found[K comparable, V any](m map[K]V, k K) (V, error) {
 	return v, nil
 }
 
-// update is every Update's read-modify-write, under the store's writer
-// lock: load the row, let fn change a copy without s.mu (fn may read other
-// repositories, as inside a Postgres transaction), and, unless fn fails or
-// ctx ends, store what put makes of the change, under s.mu.
-func update[V any](ctx context.Context, s *Store, load func() (V, error), fn func(*V) error, put func(old, changed V) (V, error)) (V, error) {
+// update is every Update's read-modify-write, under the tables' writer
+// lock: load the row under mu, let fn change a copy without mu (fn may
+// read other repositories, as inside a Postgres transaction), and, unless
+// fn fails or ctx ends, store what put makes of the change, under mu.
+func update[V any](ctx context.Context, writes chan struct{}, mu *sync.Mutex, load func() (V, error), fn func(*V) error, put func(old, changed V) (V, error)) (V, error) {
 	var zero V
-	unlock, err := s.lockWrites(ctx)
+	unlock, err := lockCtx(ctx, writes)
 	if err != nil {
 		return zero, err
 	}
 	defer unlock()
-	old, err := read(ctx, &s.mu, load)
+	old, err := read(ctx, mu, load)
 	if err != nil {
 		return zero, err
 	}
@@ -160,8 +160,8 @@ func update[V any](ctx context.Context, s *Store, load func() (V, error), fn fun
 	if err := ctx.Err(); err != nil {
 		return zero, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
 	return put(old, changed)
 }
 

@@ -134,7 +134,7 @@ func (s *Store) putTaskLocked(t domain.Task) error {
 // copy, and stores it only if fn returns nil. Only status, progress, error
 // and their time are written.
 func (r *Tasks) Update(ctx context.Context, id domain.UUID, fn func(*domain.Task) error) (domain.Task, error) {
-	return update(ctx, r.s, func() (domain.Task, error) { return found(r.s.tasks, id.String()) }, fn, func(old, changed domain.Task) (domain.Task, error) {
+	return update(ctx, r.s.writes, &r.s.mu, func() (domain.Task, error) { return found(r.s.tasks, id.String()) }, fn, func(old, changed domain.Task) (domain.Task, error) {
 		merged := mergeTask(old, changed)
 		return merged, r.s.putTaskLocked(merged)
 	})
