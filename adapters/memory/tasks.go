@@ -83,36 +83,6 @@ func (s *Store) failedLocked(deviceID string) map[string]int {
 	return out
 }
 
-// referencesLocked plays the task table's keys: the device and firmware
-// must be stored, the rollout must be a stored rollout of that firmware
-// (domain.ErrNotFound otherwise), and the id must be new. s.mu is held.
-func (s *Store) referencesLocked(rec domain.TaskRecord) error {
-	_, okD := s.devices[rec.DeviceID]
-	_, okF := s.firmwares[rec.FirmwareID]
-	ro, okR := s.rollouts[rec.RolloutID]
-	if !okD || !okF || !okR || ro.FirmwareID().String() != rec.FirmwareID {
-		return domain.ErrNotFound
-	}
-	if _, taken := s.tasks[rec.ID]; taken {
-		return errDuplicateID("task", rec.ID)
-	}
-	return nil
-}
-
-// insertTaskLocked adds a checked task and its index entries. s.mu is held.
-func (s *Store) insertTaskLocked(t domain.Task) error {
-	if t.Status().IsActive() {
-		if _, taken := s.active[t.DeviceID().String()]; taken {
-			return errActiveTaskTaken
-		}
-		s.active[t.DeviceID().String()] = t.ID().String()
-	}
-	s.tasks[t.ID().String()] = t
-	s.byDevice[t.DeviceID().String()] = append(s.byDevice[t.DeviceID().String()], t.ID().String())
-	s.byRollout[t.RolloutID().String()] = append(s.byRollout[t.RolloutID().String()], t.ID().String())
-	return nil
-}
-
 // putTaskLocked overwrites a stored task with t (already merged) and keeps
 // the active index in step, refusing a second active task. s.mu is held.
 func (s *Store) putTaskLocked(t domain.Task) error {
@@ -280,24 +250,36 @@ func (tx *taskTx) StoreEvent(t domain.Task, ev domain.Event) error {
 }
 
 // InsertUnlessActive plays the Postgres insert: the one-active-task index
-// first (the active task wins), then the keys.
+// first (the active task wins), then the keys — the device and firmware
+// stored, the rollout a stored one of that firmware (domain.ErrNotFound
+// otherwise), the id new.
 func (tx *taskTx) InsertUnlessActive(t domain.Task) (domain.Task, bool, error) {
 	s, rec := tx.s, t.Record()
 	if holder, taken := s.active[rec.DeviceID]; taken && rec.Status.IsActive() {
 		return s.tasks[holder], false, nil
 	}
-	if err := s.referencesLocked(rec); err != nil {
-		return domain.Task{}, false, err
+	_, okD := s.devices[rec.DeviceID]
+	_, okF := s.firmwares[rec.FirmwareID]
+	if ro, okR := s.rollouts[rec.RolloutID]; !okD || !okF || !okR || ro.FirmwareID().String() != rec.FirmwareID {
+		return domain.Task{}, false, domain.ErrNotFound
+	}
+	if _, taken := s.tasks[rec.ID]; taken {
+		return domain.Task{}, false, errDuplicateID("task", rec.ID)
 	}
 	s.lastActionID++
 	rec.ActionID = s.lastActionID
 	rec.CreatedAt, rec.UpdatedAt = stamp(rec.CreatedAt), stamp(rec.UpdatedAt)
-	created := domain.RehydrateTask(rec)
 	keep(tx, s.tasks, rec.ID)
 	keep(tx, s.active, rec.DeviceID)
 	keep(tx, s.byDevice, rec.DeviceID)
 	keep(tx, s.byRollout, rec.RolloutID)
-	return created, true, s.insertTaskLocked(created)
+	if rec.Status.IsActive() {
+		s.active[rec.DeviceID] = rec.ID
+	}
+	s.tasks[rec.ID] = domain.RehydrateTask(rec)
+	s.byDevice[rec.DeviceID] = append(s.byDevice[rec.DeviceID], rec.ID)
+	s.byRollout[rec.RolloutID] = append(s.byRollout[rec.RolloutID], rec.ID)
+	return s.tasks[rec.ID], true, nil
 }
 
 func (tx *taskTx) SetDeviceVersion(deviceID domain.DeviceID, v domain.Version, at time.Time) error {
