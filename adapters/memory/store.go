@@ -39,7 +39,6 @@ type Store struct {
 	byDevice     map[string][]string // task ids of a device, in insertion order
 	byRollout    map[string][]string // task ids of a rollout, in insertion order
 	active       map[string]string   // device id → id of its one active task
-	events       map[eventKey]string // (task, event id) → the event's fingerprint
 	lastActionID int64
 
 	// eventLog is each task's stored events (by task id), in the order
@@ -50,9 +49,6 @@ type Store struct {
 // firmwareKey is the identity of a firmware publication: build metadata is
 // not part of it, so 1.2.0+a and 1.2.0+b collide.
 type firmwareKey struct{ model, version string }
-
-// eventKey scopes a device-made event id to one task, as the contract does.
-type eventKey struct{ taskID, eventID string }
 
 // loggedEvent is a stored event as a task's history reads it.
 type loggedEvent struct {
@@ -74,7 +70,6 @@ func NewStore() *Store {
 		byDevice:     map[string][]string{},
 		byRollout:    map[string][]string{},
 		active:       map[string]string{},
-		events:       map[eventKey]string{},
 		eventLog:     map[string][]loggedEvent{},
 	}
 }

@@ -194,14 +194,15 @@ func (tx *taskTx) LockTask(id domain.UUID) (domain.Task, error) {
 }
 
 // Event returns the recorded event, which keeps only its id and
-// fingerprint, as the Postgres table does.
+// fingerprint, as the Postgres table does. Event ids are scoped to a task.
 func (tx *taskTx) Event(t domain.Task, eventID string) (*domain.Event, error) {
-	fp, ok := tx.s.events[eventKey{taskID: t.ID().String(), eventID: eventID}]
-	if !ok {
-		return nil, nil
+	for _, l := range tx.s.eventLog[t.ID().String()] {
+		if l.id == eventID {
+			ev := domain.RehydrateEvent(eventID, l.fingerprint)
+			return &ev, nil
+		}
 	}
-	ev := domain.RehydrateEvent(eventID, fp)
-	return &ev, nil
+	return nil, nil
 }
 
 func (tx *taskTx) LockRollout(id domain.UUID) (domain.Rollout, error) {
@@ -238,14 +239,12 @@ func (tx *taskTx) UpdateTask(t domain.Task) (domain.Task, error) {
 }
 
 func (tx *taskTx) StoreEvent(t domain.Task, ev domain.Event) error {
-	key := eventKey{taskID: t.ID().String(), eventID: ev.ID()}
-	if _, seen := tx.s.events[key]; seen {
+	if prior, _ := tx.Event(t, ev.ID()); prior != nil {
 		return errEventRecorded
 	}
-	keep(tx, tx.s.events, key)
-	keep(tx, tx.s.eventLog, key.taskID)
-	tx.s.events[key] = ev.Fingerprint()
-	tx.s.eventLog[key.taskID] = append(tx.s.eventLog[key.taskID], loggedEvent{id: ev.ID(), fingerprint: ev.Fingerprint(), at: stamp(t.UpdatedAt())})
+	id := t.ID().String()
+	keep(tx, tx.s.eventLog, id)
+	tx.s.eventLog[id] = append(tx.s.eventLog[id], loggedEvent{id: ev.ID(), fingerprint: ev.Fingerprint(), at: stamp(t.UpdatedAt())})
 	return nil
 }
 
