@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"sort"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -67,13 +66,9 @@ func (r *Firmwares) List(ctx context.Context, model string) ([]domain.Firmware, 
 		}
 	}
 	s.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		if c := out[i].CreatedAt().Compare(out[j].CreatedAt()); c != 0 {
-			return c > 0
-		}
-		return out[i].ID().String() > out[j].ID().String()
-	})
-	return out, nil
+	return page(out, len(out), 0, func(a, b domain.Firmware) bool {
+		return newer(a.CreatedAt(), b.CreatedAt(), a.ID().String(), b.ID().String())
+	}), nil
 }
 
 // Update loads the firmware locked, lets fn change a copy, and stores it

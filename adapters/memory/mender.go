@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -256,16 +255,9 @@ func (r *AuthRequests) List(ctx context.Context, status domain.AuthRequestStatus
 		}
 	}
 	r.t.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt().Equal(out[j].CreatedAt()) {
-			return out[i].CreatedAt().Before(out[j].CreatedAt())
-		}
-		return out[i].ID().String() < out[j].ID().String()
-	})
-	if len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
+	return page(out, max(limit, 0), 0, func(a, b domain.AuthRequest) bool { // oldest first
+		return newer(b.CreatedAt(), a.CreatedAt(), b.ID().String(), a.ID().String())
+	}), nil
 }
 
 // Update changes a request under the tables' writer lock.

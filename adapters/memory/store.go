@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -158,6 +159,24 @@ func update[V any](ctx context.Context, writes chan struct{}, mu *sync.Mutex, lo
 	mu.Lock()
 	defer mu.Unlock()
 	return put(old, changed)
+}
+
+// page sorts out by less and keeps its first limit (def when limit <= 0).
+func page[T any](out []T, limit, def int, less func(a, b T) bool) []T {
+	sort.Slice(out, func(i, j int) bool { return less(out[i], out[j]) })
+	if limit <= 0 {
+		limit = def
+	}
+	return out[:min(len(out), limit)]
+}
+
+// newer orders newest first: by time, then by id, both descending
+// (canonical UUID strings sort as Postgres sorts uuid values).
+func newer(a, b time.Time, aID, bID string) bool {
+	if c := a.Compare(b); c != 0 {
+		return c > 0
+	}
+	return aID > bID
 }
 
 // errDuplicateID mirrors a primary-key violation. Ids are fresh UUIDs, so

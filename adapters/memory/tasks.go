@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -394,17 +393,9 @@ func (r *Tasks) List(ctx context.Context, f ports.TaskFilter) ([]domain.Task, er
 		out = append(out, t)
 	}
 	s.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		return taskAfter(out[j], ports.TaskCursor{CreatedAt: out[i].CreatedAt(), ID: out[i].ID()})
-	})
-	limit := f.Limit
-	if limit <= 0 {
-		limit = DefaultListLimit
-	}
-	if len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
+	return page(out, f.Limit, DefaultListLimit, func(a, b domain.Task) bool {
+		return newer(b.CreatedAt(), a.CreatedAt(), b.ID().String(), a.ID().String()) // oldest first
+	}), nil
 }
 
 // taskAfter reports whether t comes after c in (created_at, id) order.
