@@ -1299,7 +1299,9 @@ func (s *repoSuite) replaceActiveRollout(t *testing.T) {
 // rollout as locked, not as read with the task. A rollout resumed between
 // the read and the lock is judged (as it now is: active); one paused in
 // between is handed over as it now is (paused), for the evaluation to
-// leave alone.
+// leave alone. A store whose transaction excludes every other write (the
+// memory one) lets no change in between: the change waits for the commit,
+// and the rollout is judged as read.
 func (s *repoSuite) replaceActiveJudgesLocked(t *testing.T) {
 	ctx := t.Context()
 	model := repoName("model")
