@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
@@ -95,7 +96,7 @@ func watchedUseCases(t *testing.T) (*application.Devices, *application.Admin, *s
 	deps := application.Deps{
 		Devices: watchedDevices{memory.NewDevices(store), calls}, Firmwares: memory.NewFirmwares(store),
 		Rollouts: memory.NewRollouts(store), Tasks: watchedTasks{memory.NewTasks(store), calls},
-		Locker: memory.NewLocker(time.Second, ports.NopLockMetrics{}), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
+		Locker: local.NewLocker(time.Second, ports.NopLockMetrics{}), Clock: local.NewClock(), IDs: local.NewUUIDs(),
 		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
 		Attributes: memory.NewAttributes(store), Directory: watchedDirectory{memory.NewDirectory(store), calls},
 	}
