@@ -1,10 +1,8 @@
 // Package memory implements the OTA service's storage ports in process
-// memory. It backs fast unit tests and the OTA_STORE=memory dev mode, so it
-// mirrors what the Postgres adapter lets a caller observe: the same sentinel
-// errors, the same uniqueness and reference checks, timestamps at microsecond
-// precision, canonical lowercase UUIDs, one active task per device whatever
-// the caller's locks do, and writes that never interleave. The
-// tests in tests/contract run against both adapters to keep them alike.
+// memory, for fast tests and the OTA_STORE=memory dev mode: a map per table
+// behind one lock. It keeps what the contract suites in tests/contract pin
+// for every store (the sentinel errors, uniqueness and reference checks,
+// timestamps at microsecond precision), not how Postgres gets there.
 package memory
 
 import (
@@ -12,44 +10,33 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/ai-device/ota/domain"
 )
 
-// Store holds every table of the in-process database behind one mutex. The
-// repositories (Devices, Firmwares, Rollouts, Tasks) are thin views over one
-// Store, so a task can check the device, firmware and rollout it references
-// as Postgres foreign keys would.
-//
-// Every read-modify-write holds the writer lock (lockWrites) for its whole
-// function. A task transaction (Tasks.InTaskTx) holds the mutex too; an
-// Update does not while the caller's fn runs, so that fn may read other
-// repositories, as it may inside a Postgres transaction.
+// Store is every table of the in-process database. Its one lock is held by
+// each read and each write, a transaction's or an Update's fn included, so
+// no change is ever seen half done and none needs row locks. The functions
+// the application passes reach the store only through what they are
+// given. The repositories are views over one Store, sharing its data like
+// tables of one database.
 type Store struct {
-	writes chan struct{}
+	lock chan struct{} // a one-slot semaphore rather than a mutex: waiting respects ctx
 
-	mu           sync.Mutex
-	devices      map[string]domain.Device
-	byToken      map[domain.TokenHash]string // token hash → device id
-	firmwares    map[string]domain.Firmware
-	firmwareKeys map[firmwareKey]string
-	rollouts     map[string]domain.Rollout
-	tasks        map[string]domain.Task
-	byDevice     map[string][]string // task ids of a device, in insertion order
-	byRollout    map[string][]string // task ids of a rollout, in insertion order
-	active       map[string]string   // device id → id of its one active task
-	lastActionID int64
-
-	// eventLog is each task's stored events (by task id), in the order
-	// they were stored: the task's history.
-	eventLog map[string][]loggedEvent
+	devices    map[string]domain.Device
+	firmwares  map[string]domain.Firmware
+	rollouts   map[string]domain.Rollout
+	tasks      map[string]domain.Task
+	events     map[string][]loggedEvent // task id → its events, as stored
+	lastAction int64                    // the last action id given to a task
+	attrs      map[string]domain.DeviceAttributes
+	confirmed  map[string]time.Time // task id → when its cancel was confirmed
+	tags       map[string][]string
+	admissions map[string]domain.DeviceAdmission
+	requests   map[string]domain.AuthRequest
+	logs       map[string]domain.TaskLog
 }
-
-// firmwareKey is the identity of a firmware publication: build metadata is
-// not part of it, so 1.2.0+a and 1.2.0+b collide.
-type firmwareKey struct{ model, version string }
 
 // loggedEvent is a stored event as a task's history reads it.
 type loggedEvent struct {
@@ -57,35 +44,35 @@ type loggedEvent struct {
 	at              time.Time
 }
 
-// NewStore returns an empty store. Every repository built over it sees the
-// same data, like repositories sharing one database.
+// NewStore returns an empty store.
 func NewStore() *Store {
 	return &Store{
-		writes:       make(chan struct{}, 1),
-		devices:      map[string]domain.Device{},
-		byToken:      map[domain.TokenHash]string{},
-		firmwares:    map[string]domain.Firmware{},
-		firmwareKeys: map[firmwareKey]string{},
-		rollouts:     map[string]domain.Rollout{},
-		tasks:        map[string]domain.Task{},
-		byDevice:     map[string][]string{},
-		byRollout:    map[string][]string{},
-		active:       map[string]string{},
-		eventLog:     map[string][]loggedEvent{},
+		lock:    make(chan struct{}, 1),
+		devices: map[string]domain.Device{}, firmwares: map[string]domain.Firmware{},
+		rollouts: map[string]domain.Rollout{}, tasks: map[string]domain.Task{},
+		events: map[string][]loggedEvent{}, attrs: map[string]domain.DeviceAttributes{},
+		confirmed: map[string]time.Time{}, tags: map[string][]string{},
+		admissions: map[string]domain.DeviceAdmission{}, requests: map[string]domain.AuthRequest{},
+		logs: map[string]domain.TaskLog{},
 	}
 }
 
-// errActiveTaskTaken mirrors the partial unique index on active tasks
-// refusing an update that would give a device a second active task. The
-// domain's transitions never do that, so it signals a programming error.
+// errActiveTaskTaken refuses an update that would give a device a second
+// active task. The domain's transitions never do that: a programming error.
 var errActiveTaskTaken = errors.New("memory: the device already has another active task")
 
-// errTokenTaken mirrors the unique key on token hashes. Tokens are 256
+// errTokenTaken refuses a token hash another device has. Tokens are 256
 // random bits, so a collision means a caller reused a hash.
 var errTokenTaken = errors.New("memory: another device has this token hash")
 
-// stamp stores a time at Postgres precision (microseconds, truncated), in
-// UTC. The zero time stays zero: it stands for NULL.
+// errDuplicateID refuses a second row with an id. Ids are fresh UUIDs, so
+// it signals a caller bug rather than a condition with a domain error.
+func errDuplicateID(what, id string) error {
+	return fmt.Errorf("memory: a %s with id %s is already stored", what, id)
+}
+
+// stamp keeps a time at the precision the contract pins (microseconds,
+// truncated), in UTC. The zero time stays zero: it stands for "never".
 func stamp(t time.Time) time.Time {
 	if t.IsZero() {
 		return time.Time{}
@@ -93,36 +80,45 @@ func stamp(t time.Time) time.Time {
 	return t.UTC().Truncate(time.Microsecond)
 }
 
-// lockWrites takes the store's writer lock, and returns its release: every
-// read-modify-write of the store (a task transaction, an Update) holds it
-// for its whole function, so none interleaves with another. Waiting
-// respects ctx, as a Postgres statement blocked on a lock does.
-func (s *Store) lockWrites(ctx context.Context) (func(), error) {
-	return lockCtx(ctx, s.writes)
-}
-
-// lockCtx takes a one-slot semaphore unless ctx ends first.
-func lockCtx(ctx context.Context, sem chan struct{}) (func(), error) {
+// locked runs f holding the store's lock, unless ctx ends first.
+func locked[T any](ctx context.Context, s *Store, f func() (T, error)) (T, error) {
+	var zero T
 	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	select {
-	case sem <- struct{}{}:
-		return func() { <-sem }, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// read runs f under mu unless ctx has ended: every read of the store.
-func read[T any](ctx context.Context, mu *sync.Mutex, f func() (T, error)) (T, error) {
-	if err := ctx.Err(); err != nil {
-		var zero T
 		return zero, err
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	select {
+	case s.lock <- struct{}{}:
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+	defer func() { <-s.lock }()
 	return f()
+}
+
+// do is locked for a function with no result.
+func do(ctx context.Context, s *Store, f func() error) error {
+	_, err := locked(ctx, s, func() (struct{}, error) { return struct{}{}, f() })
+	return err
+}
+
+// update is every Update: fn changes a copy of the stored row m[id], and
+// what put makes of the change is stored, unless fn fails or ctx ends.
+func update[V any](ctx context.Context, s *Store, m map[string]V, id string, fn func(*V) error, put func(old, changed V) (V, error)) (V, error) {
+	return locked(ctx, s, func() (V, error) {
+		old, err := found(m, id)
+		changed := old
+		if err == nil {
+			err = fn(&changed)
+		}
+		if err == nil {
+			err = ctx.Err()
+		}
+		if err != nil {
+			var zero V
+			return zero, err
+		}
+		return put(old, changed)
+	})
 }
 
 // found is m[k], or domain.ErrNotFound.
@@ -134,31 +130,20 @@ func found[K comparable, V any](m map[K]V, k K) (V, error) {
 	return v, nil
 }
 
-// update is every Update's read-modify-write, under the tables' writer
-// lock: load the row under mu, let fn change a copy without mu (fn may
-// read other repositories, as inside a Postgres transaction), and, unless
-// fn fails or ctx ends, store what put makes of the change, under mu.
-func update[V any](ctx context.Context, writes chan struct{}, mu *sync.Mutex, load func() (V, error), fn func(*V) error, put func(old, changed V) (V, error)) (V, error) {
-	var zero V
-	unlock, err := lockCtx(ctx, writes)
-	if err != nil {
-		return zero, err
+func has[K comparable, V any](m map[K]V, k K) bool {
+	_, ok := m[k]
+	return ok
+}
+
+// where lists the values of m that keep accepts, in no order.
+func where[K comparable, V any](m map[K]V, keep func(V) bool) []V {
+	out := []V{}
+	for _, v := range m {
+		if keep(v) {
+			out = append(out, v)
+		}
 	}
-	defer unlock()
-	old, err := read(ctx, mu, load)
-	if err != nil {
-		return zero, err
-	}
-	changed := old
-	if err := fn(&changed); err != nil {
-		return zero, err
-	}
-	if err := ctx.Err(); err != nil {
-		return zero, err
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	return put(old, changed)
+	return out
 }
 
 // page sorts out by less and keeps its first limit (def when limit <= 0).
@@ -177,10 +162,4 @@ func newer(a, b time.Time, aID, bID string) bool {
 		return c > 0
 	}
 	return aID > bID
-}
-
-// errDuplicateID mirrors a primary-key violation. Ids are fresh UUIDs, so
-// it signals a caller bug rather than a condition with a domain error.
-func errDuplicateID(what, id string) error {
-	return fmt.Errorf("memory: a %s with id %s is already stored", what, id)
 }
