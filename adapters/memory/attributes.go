@@ -13,7 +13,6 @@ type Attributes struct{ s *Store }
 
 var _ ports.DeviceAttributes = (*Attributes)(nil)
 
-// NewAttributes returns the attribute repository of s.
 func NewAttributes(s *Store) *Attributes { return &Attributes{s: s} }
 
 func (r *Attributes) Get(ctx context.Context, deviceID domain.DeviceID) (domain.DeviceAttributes, error) {
@@ -46,7 +45,6 @@ type TaskActions struct{ s *Store }
 
 var _ ports.TaskActions = (*TaskActions)(nil)
 
-// NewTaskActions returns the action repository of s.
 func NewTaskActions(s *Store) *TaskActions { return &TaskActions{s: s} }
 
 func (s *Store) notice(t domain.Task) domain.CancelNotice {

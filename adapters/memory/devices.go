@@ -13,7 +13,6 @@ type Devices struct{ s *Store }
 
 var _ ports.DeviceRepository = (*Devices)(nil)
 
-// NewDevices returns the device repository of s.
 func NewDevices(s *Store) *Devices { return &Devices{s: s} }
 
 // storedDevice is d with its times as the store keeps them.

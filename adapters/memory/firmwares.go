@@ -12,7 +12,6 @@ type Firmwares struct{ s *Store }
 
 var _ ports.FirmwareRepository = (*Firmwares)(nil)
 
-// NewFirmwares returns the firmware repository of s.
 func NewFirmwares(s *Store) *Firmwares { return &Firmwares{s: s} }
 
 // sameRelease reports whether a and b are one publication: the same model

@@ -2,6 +2,8 @@ package memory
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/ai-device/ota/domain"
@@ -14,7 +16,6 @@ type Fleet struct{ s *Store }
 
 var _ ports.FleetReader = (*Fleet)(nil)
 
-// NewFleet returns the fleet reader of s.
 func NewFleet(s *Store) *Fleet { return &Fleet{s: s} }
 
 // DefaultRolloutLimit is how many rollouts ListRollouts returns when the
@@ -41,31 +42,22 @@ func (r *Fleet) ListRollouts(ctx context.Context, f ports.RolloutFilter) ([]port
 // VersionCounts counts devices by (model, current version as stored).
 func (r *Fleet) VersionCounts(ctx context.Context, q ports.VersionCountQuery) ([]ports.VersionCount, error) {
 	hourAgo, dayAgo := stamp(q.HourAgo), stamp(q.DayAgo)
+	since := func(seen, t time.Time) int {
+		if seen.IsZero() || seen.Before(t) {
+			return 0
+		}
+		return 1
+	}
 	return locked(ctx, r.s, func() ([]ports.VersionCount, error) {
-		type key struct{ model, version string }
-		counts := map[key]*ports.VersionCount{}
+		counts := map[[2]string]ports.VersionCount{}
 		for _, d := range r.s.devices {
-			if q.Model != "" && d.Model() != q.Model {
-				continue
-			}
-			k := key{d.Model(), d.CurrentVersion().String()}
-			if counts[k] == nil {
-				counts[k] = &ports.VersionCount{Model: k.model, Version: k.version}
-			}
-			c, seen := counts[k], d.LastSeenAt()
-			c.Devices++
-			if !seen.IsZero() && !seen.Before(hourAgo) {
-				c.SeenSinceHour++
-			}
-			if !seen.IsZero() && !seen.Before(dayAgo) {
-				c.SeenSinceDay++
+			if k := [2]string{d.Model(), d.CurrentVersion().String()}; q.Model == "" || d.Model() == q.Model {
+				c := counts[k]
+				counts[k] = ports.VersionCount{Model: k[0], Version: k[1], Devices: c.Devices + 1,
+					SeenSinceHour: c.SeenSinceHour + since(d.LastSeenAt(), hourAgo), SeenSinceDay: c.SeenSinceDay + since(d.LastSeenAt(), dayAgo)}
 			}
 		}
-		out := make([]ports.VersionCount, 0, len(counts))
-		for _, c := range counts {
-			out = append(out, *c)
-		}
-		return out, nil
+		return slices.AppendSeq([]ports.VersionCount{}, maps.Values(counts)), nil
 	})
 }
 

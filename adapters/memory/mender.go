@@ -14,7 +14,6 @@ type Admissions struct{ s *Store }
 
 var _ ports.DeviceAdmissions = (*Admissions)(nil)
 
-// NewAdmissions returns the device key repository of s.
 func NewAdmissions(s *Store) *Admissions { return &Admissions{s: s} }
 
 func storedAdmission(a domain.DeviceAdmission) (domain.DeviceAdmission, error) {
@@ -60,11 +59,10 @@ func (r *Admissions) Admit(ctx context.Context, device domain.DeviceID, fn func(
 		if err == nil {
 			next, err = storedAdmission(next)
 		}
-		if err != nil {
-			return domain.DeviceAdmission{}, err
+		if err == nil {
+			r.s.admissions[device.String()] = next
 		}
-		r.s.admissions[device.String()] = next
-		return next, nil
+		return next, err
 	})
 }
 
@@ -91,7 +89,6 @@ type AuthRequests struct{ s *Store }
 
 var _ ports.AuthRequests = (*AuthRequests)(nil)
 
-// NewAuthRequests returns the pending auth request repository of s.
 func NewAuthRequests(s *Store) *AuthRequests { return &AuthRequests{s: s} }
 
 func storedRequest(q domain.AuthRequest) (domain.AuthRequest, error) {
@@ -212,7 +209,6 @@ type ArtifactCatalog struct{ s *Store }
 
 var _ ports.ArtifactCatalog = (*ArtifactCatalog)(nil)
 
-// NewArtifactCatalog returns the artifact-name lookup of s.
 func NewArtifactCatalog(s *Store) *ArtifactCatalog { return &ArtifactCatalog{s: s} }
 
 // ByArtifactName returns the model's firmware published under name.
@@ -232,7 +228,6 @@ type TaskLogs struct{ s *Store }
 
 var _ ports.TaskLogs = (*TaskLogs)(nil)
 
-// NewTaskLogs returns the task log repository of s.
 func NewTaskLogs(s *Store) *TaskLogs { return &TaskLogs{s: s} }
 
 // Put stores a task's log; domain.ErrNotFound if the task does not exist.

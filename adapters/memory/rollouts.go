@@ -12,7 +12,6 @@ type Rollouts struct{ s *Store }
 
 var _ ports.RolloutRepository = (*Rollouts)(nil)
 
-// NewRollouts returns the rollout repository of s.
 func NewRollouts(s *Store) *Rollouts { return &Rollouts{s: s} }
 
 // cloneRollout copies r so that no caller shares the stored threshold

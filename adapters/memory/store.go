@@ -6,6 +6,7 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,12 +16,11 @@ import (
 	"github.com/ai-device/ota/domain"
 )
 
-// Store is every table of the in-process database. Its one lock is held by
-// each read and each write, a transaction's or an Update's fn included, so
-// no change is ever seen half done and none needs row locks. The functions
-// the application passes reach the store only through what they are
-// given. The repositories are views over one Store, sharing its data like
-// tables of one database.
+// Store is every table of the in-process database, shared by the
+// repositories built over it. Its one lock is held by each read and write
+// for its whole function, a transaction's or an Update's fn included (fn
+// reaches the store only through what it is given), so no change is ever
+// seen half done and none needs row locks.
 type Store struct {
 	lock chan struct{} // a one-slot semaphore rather than a mutex: waiting respects ctx
 
@@ -46,15 +46,10 @@ type loggedEvent struct {
 
 // NewStore returns an empty store.
 func NewStore() *Store {
-	return &Store{
-		lock:    make(chan struct{}, 1),
-		devices: map[string]domain.Device{}, firmwares: map[string]domain.Firmware{},
-		rollouts: map[string]domain.Rollout{}, tasks: map[string]domain.Task{},
-		events: map[string][]loggedEvent{}, attrs: map[string]domain.DeviceAttributes{},
-		confirmed: map[string]time.Time{}, tags: map[string][]string{},
-		admissions: map[string]domain.DeviceAdmission{}, requests: map[string]domain.AuthRequest{},
-		logs: map[string]domain.TaskLog{},
-	}
+	return &Store{lock: make(chan struct{}, 1), devices: map[string]domain.Device{}, firmwares: map[string]domain.Firmware{},
+		rollouts: map[string]domain.Rollout{}, tasks: map[string]domain.Task{}, events: map[string][]loggedEvent{},
+		attrs: map[string]domain.DeviceAttributes{}, confirmed: map[string]time.Time{}, tags: map[string][]string{},
+		admissions: map[string]domain.DeviceAdmission{}, requests: map[string]domain.AuthRequest{}, logs: map[string]domain.TaskLog{}}
 }
 
 // errActiveTaskTaken refuses an update that would give a device a second
@@ -106,16 +101,12 @@ func do(ctx context.Context, s *Store, f func() error) error {
 func update[V any](ctx context.Context, s *Store, m map[string]V, id string, fn func(*V) error, put func(old, changed V) (V, error)) (V, error) {
 	return locked(ctx, s, func() (V, error) {
 		old, err := found(m, id)
-		changed := old
-		if err == nil {
-			err = fn(&changed)
-		}
-		if err == nil {
-			err = ctx.Err()
-		}
 		if err != nil {
-			var zero V
-			return zero, err
+			return old, err
+		}
+		changed := old
+		if err := cmp.Or(fn(&changed), ctx.Err()); err != nil { // fn first, then whether ctx ended meanwhile
+			return *new(V), err
 		}
 		return put(old, changed)
 	})

@@ -24,7 +24,6 @@ type Directory struct{ s *Store }
 
 var _ ports.DeviceDirectory = (*Directory)(nil)
 
-// NewDirectory returns the device directory of s.
 func NewDirectory(s *Store) *Directory { return &Directory{s: s} }
 
 // UpdateTags changes the tags of every listed device, all or nothing.

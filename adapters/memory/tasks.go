@@ -17,7 +17,6 @@ type Tasks struct{ s *Store }
 
 var _ ports.TaskRepository = (*Tasks)(nil)
 
-// NewTasks returns the task repository of s.
 func NewTasks(s *Store) *Tasks { return &Tasks{s: s} }
 
 // errEventRecorded refuses to store an event the task has already: it
@@ -33,13 +32,6 @@ func mergeTask(stored, changed domain.Task) domain.Task {
 	return domain.RehydrateTask(rec)
 }
 
-// deviceTasks lists the device's tasks in the order they were created.
-func (s *Store) deviceTasks(deviceID string) []domain.Task {
-	out := where(s.tasks, func(t domain.Task) bool { return t.DeviceID().String() == deviceID })
-	slices.SortFunc(out, func(a, b domain.Task) int { return cmp.Compare(a.ActionID(), b.ActionID()) })
-	return out
-}
-
 // active is the device's one active task.
 func (s *Store) active(deviceID string) (domain.Task, error) {
 	for _, t := range s.tasks {
@@ -50,13 +42,11 @@ func (s *Store) active(deviceID string) (domain.Task, error) {
 	return domain.Task{}, domain.ErrNotFound
 }
 
-// putTask overwrites a stored task, refusing a second active one.
-func (s *Store) putTask(t domain.Task) error {
-	if a, err := s.active(t.DeviceID().String()); err == nil && t.Status().IsActive() && a.ID() != t.ID() {
-		return errActiveTaskTaken
-	}
-	s.tasks[t.ID().String()] = t
-	return nil
+// secondActive reports whether storing t would give its device a second
+// active task.
+func (s *Store) secondActive(t domain.Task) bool {
+	a, err := s.active(t.DeviceID().String())
+	return err == nil && t.Status().IsActive() && a.ID() != t.ID()
 }
 
 func (r *Tasks) Get(ctx context.Context, id domain.UUID) (domain.Task, error) {
@@ -104,11 +94,13 @@ func (s *Store) failed(deviceID string) map[string]int {
 	return out
 }
 
-// Update writes status, progress, attempt, error and their time only.
 func (r *Tasks) Update(ctx context.Context, id domain.UUID, fn func(*domain.Task) error) (domain.Task, error) {
 	return update(ctx, r.s, r.s.tasks, id.String(), fn, func(old, c domain.Task) (domain.Task, error) {
-		merged := mergeTask(old, c)
-		return merged, r.s.putTask(merged)
+		if merged := mergeTask(old, c); !r.s.secondActive(merged) {
+			r.s.tasks[id.String()] = merged
+			return merged, nil
+		}
+		return domain.Task{}, errActiveTaskTaken
 	})
 }
 
@@ -165,11 +157,16 @@ func (tx *taskTx) ActiveTask(deviceID domain.DeviceID) (*domain.ActiveTask, erro
 }
 
 func (tx *taskTx) LatestFinal(deviceID domain.DeviceID) (*domain.ActiveTask, error) {
-	ts := tx.s.deviceTasks(deviceID.String())
-	if len(ts) == 0 || ts[len(ts)-1].Status().IsActive() {
+	var last *domain.Task // the device's task created last: action ids count up
+	for _, t := range tx.s.tasks {
+		if t.DeviceID().String() == deviceID.String() && (last == nil || t.ActionID() > last.ActionID()) {
+			last = &t
+		}
+	}
+	if last == nil || last.Status().IsActive() {
 		return nil, nil
 	}
-	return tx.withOffer(ts[len(ts)-1]), nil
+	return tx.withOffer(*last), nil
 }
 
 func (tx *taskTx) FailedCounts(deviceID domain.DeviceID) (map[string]int, error) {
@@ -212,12 +209,12 @@ func (tx *taskTx) OfferForShare(firmwareID, rolloutID domain.UUID) (domain.Offer
 
 func (tx *taskTx) UpdateTask(t domain.Task) (domain.Task, error) {
 	stored, err := found(tx.s.tasks, t.ID().String())
+	merged := mergeTask(stored, t)
+	if err == nil && tx.s.secondActive(merged) {
+		err = errActiveTaskTaken
+	}
 	if err != nil {
 		return domain.Task{}, err
-	}
-	merged := mergeTask(stored, t)
-	if a, err := tx.s.active(t.DeviceID().String()); err == nil && merged.Status().IsActive() && a.ID() != t.ID() {
-		return domain.Task{}, errActiveTaskTaken
 	}
 	put(tx, tx.s.tasks, t.ID().String(), merged)
 	return merged, nil
@@ -338,12 +335,7 @@ func (r *Tasks) Events(ctx context.Context, taskID domain.UUID, limit int) ([]po
 	if err != nil {
 		return nil, err
 	}
-	slices.SortStableFunc(logged, func(a, b loggedEvent) int {
-		if c := a.at.Compare(b.at); c != 0 {
-			return c
-		}
-		return strings.Compare(a.id, b.id)
-	})
+	slices.SortStableFunc(logged, func(a, b loggedEvent) int { return cmp.Or(a.at.Compare(b.at), strings.Compare(a.id, b.id)) })
 	out := []ports.TaskEvent{}
 	for _, l := range logged[:min(len(logged), max(limit, 0))] {
 		ev, err := domain.RehydrateStoredEvent(l.id, l.fingerprint)
