@@ -209,12 +209,12 @@ func (tx *taskTx) OfferForShare(firmwareID, rolloutID domain.UUID) (domain.Offer
 
 func (tx *taskTx) UpdateTask(t domain.Task) (domain.Task, error) {
 	stored, err := found(tx.s.tasks, t.ID().String())
-	merged := mergeTask(stored, t)
-	if err == nil && tx.s.secondActive(merged) {
-		err = errActiveTaskTaken
-	}
 	if err != nil {
 		return domain.Task{}, err
+	}
+	merged := mergeTask(stored, t)
+	if tx.s.secondActive(merged) {
+		return domain.Task{}, errActiveTaskTaken
 	}
 	put(tx, tx.s.tasks, t.ID().String(), merged)
 	return merged, nil
