@@ -570,6 +570,11 @@ func (s *repoSuite) applyEvent(t *testing.T) {
 	stored, err = s.Tasks.Get(ctx, tk.ID())
 	repoNoErr(t, "get", err)
 	repoSameTask(t, stored, want)
+	// The store itself refuses an event id already recorded for the task
+	// (ports.TaskTx.StoreEvent), should a caller skip the lookup.
+	if err := s.Tasks.InTaskTx(ctx, func(tx ports.TaskTx) error { return tx.StoreEvent(stored, ev1) }); err == nil {
+		t.Error("storing a recorded event id again: no error")
+	}
 
 	// fn reporting no change stores neither the task nor the event.
 	ev2 := repoEvent(t, "evt-2", "downloaded", nil)
