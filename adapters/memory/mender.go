@@ -172,8 +172,9 @@ func (r *AuthRequests) Update(ctx context.Context, id domain.UUID, fn func(*doma
 }
 
 // Accept registers the device if dev is set, stores its admission (a
-// replaced key moves the generation on) and deletes the request, as one
-// step; a request no longer pending is domain.ErrNotFound.
+// replaced key moves the generation on, the same key keeps it) and deletes
+// the request, as one step; a request no longer pending is
+// domain.ErrNotFound.
 func (r *AuthRequests) Accept(ctx context.Context, id domain.UUID, dev *domain.Device, a domain.DeviceAdmission) error {
 	return do(ctx, r.s, func() error {
 		s := r.s
@@ -189,8 +190,12 @@ func (r *AuthRequests) Accept(ctx context.Context, id domain.UUID, dev *domain.D
 			return fmt.Errorf("device %q: %w", a.DeviceID().String(), domain.ErrNotFound)
 		default:
 			gen := a.Generation()
-			if cur, ok := s.admissions[a.DeviceID().String()]; ok && cur.Generation() >= gen {
-				gen = cur.Generation() + 1
+			if cur, ok := s.admissions[a.DeviceID().String()]; ok {
+				kept := cur.Generation()
+				if !cur.Key().Equal(a.Key()) {
+					kept++ // a replaced key ends the old key's sessions
+				}
+				gen = max(gen, kept)
 			}
 			var stored domain.DeviceAdmission
 			if stored, err = domain.RehydrateDeviceAdmission(a.DeviceID().String(), a.Key().PEM(), gen, stamp(a.UpdatedAt())); err == nil {
