@@ -10,6 +10,7 @@ import (
 	"github.com/ai-device/ota/adapters/artifactfile"
 	"github.com/ai-device/ota/adapters/blobstore"
 	"github.com/ai-device/ota/adapters/ddi"
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/mender"
 	"github.com/ai-device/ota/adapters/postgres"
@@ -87,8 +88,8 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	clock := memory.NewClock()
-	uuiDs := memory.NewUUIDs()
+	clock := local.NewClock()
+	uuiDs := local.NewUUIDs()
 	rateLimiter := bootstrap.RateLimiterFrom(cfg)
 	attributeRepository := postgres.NewAttributeRepository(db)
 	pollInterval := bootstrap.PollIntervalFrom(cfg)
@@ -304,8 +305,8 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	rollouts := memory.NewRollouts(store)
 	metrics := bootstrap.NewMetrics()
 	locker := bootstrap.MemoryLocker(cfg, metrics)
-	clock := memory.NewClock()
-	uuiDs := memory.NewUUIDs()
+	clock := local.NewClock()
+	uuiDs := local.NewUUIDs()
 	rateLimiter := bootstrap.RateLimiterFrom(cfg)
 	attributes := memory.NewAttributes(store)
 	pollInterval := bootstrap.PollIntervalFrom(cfg)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
@@ -114,7 +115,7 @@ func newArtifactEnv(t *testing.T, inspect application.ArtifactInspector, repo fu
 		r = repo(r)
 	}
 	blobs := &mapBlobs{objects: map[string][]byte{}}
-	svc, err := application.NewArtifacts(blobs, r, inspect, memory.NewClock(), memory.NewUUIDs(), 1000)
+	svc, err := application.NewArtifacts(blobs, r, inspect, local.NewClock(), local.NewUUIDs(), 1000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -320,7 +320,7 @@ func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Ve
 		plan domain.CheckPlan
 		seen *domain.ActiveTask
 	)
-	result, created, err := s.tasks.ReplaceActive(ctx, dev.ID(), func(st ports.TaskState) (*domain.Task, error) {
+	result, created, err := ReplaceActive(ctx, s.tasks, dev.ID(), func(st TaskState) (*domain.Task, error) {
 		now := s.clock.Now()
 		seen = st.Active
 		in := domain.CheckInput{

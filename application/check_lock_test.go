@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
@@ -57,7 +57,7 @@ func TestCheckWhosePlanMovedCreatesUnderTheNewFirmwaresLock(t *testing.T) {
 				t.Fatal(err)
 			}
 			return application.Deps{Devices: repos.Devices, Firmwares: repos.Firmwares, Rollouts: repos.Rollouts, Tasks: repos.Tasks,
-				Clock: memory.NewClock(), IDs: memory.NewUUIDs(), Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{}}
+				Clock: local.NewClock(), IDs: local.NewUUIDs(), Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{}}
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -65,7 +65,7 @@ func TestCheckWhosePlanMovedCreatesUnderTheNewFirmwaresLock(t *testing.T) {
 			ctx := context.Background()
 			deps := newDeps(t)
 			dev := asDeviceID("dev-moved")
-			locker := &recordingLocker{inner: memory.NewLocker(defaultWait, ports.NopLockMetrics{}), under: map[domain.UUID]string{},
+			locker := &recordingLocker{inner: local.NewLocker(defaultWait, ports.NopLockMetrics{}), under: map[domain.UUID]string{},
 				tasks: func() map[domain.UUID]bool {
 					ts, err := deps.Tasks.List(ctx, ports.TaskFilter{DeviceID: dev, Limit: 1000})
 					if err != nil {

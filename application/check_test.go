@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -316,8 +316,8 @@ func TestConcurrentChecksShareOneTask(t *testing.T) {
 	t.Parallel()
 	for name, locker := range map[string]ports.Locker{
 		"memory lock":            nil,
-		"lock made useless":      memory.AlwaysGrantLocker{},
-		"memory lock short wait": memory.NewLocker(defaultWait, ports.NopLockMetrics{}),
+		"lock made useless":      local.AlwaysGrantLocker{},
+		"memory lock short wait": local.NewLocker(defaultWait, ports.NopLockMetrics{}),
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -20,11 +20,10 @@ type hangUpAfterEvent struct {
 	cancel context.CancelFunc
 }
 
-func (h hangUpAfterEvent) ApplyEvent(ctx context.Context, taskID domain.UUID, ev domain.Event,
-	fn func(*domain.Task, *domain.Event) (bool, error), onRollout ports.RolloutEvaluation) (domain.Task, error) {
-	t, err := h.TaskRepository.ApplyEvent(ctx, taskID, ev, fn, onRollout)
+func (h hangUpAfterEvent) InTaskTx(ctx context.Context, fn func(ports.TaskTx) error) error {
+	err := h.TaskRepository.InTaskTx(ctx, fn)
 	h.cancel()
-	return t, err
+	return err
 }
 
 // The final event that reaches the failure threshold is
@@ -309,9 +308,9 @@ func (c countingTasks) FailedCounts(ctx context.Context, id domain.DeviceID) (ma
 	return c.TaskRepository.FailedCounts(ctx, id)
 }
 
-func (c countingTasks) ReplaceActive(ctx context.Context, id domain.DeviceID, fn func(ports.TaskState) (*domain.Task, error), onRollout ports.RolloutEvaluation) (domain.Task, bool, error) {
+func (c countingTasks) InTaskTx(ctx context.Context, fn func(ports.TaskTx) error) error {
 	*c.calls++
-	return c.TaskRepository.ReplaceActive(ctx, id, fn, onRollout)
+	return c.TaskRepository.InTaskTx(ctx, fn)
 }
 
 // A check that changes nothing decides on the task state that came with the

@@ -72,11 +72,11 @@ func (s *Events) ReportEvent(ctx context.Context, deviceID domain.DeviceID, task
 	}
 	var changed bool
 	var late *domain.Task // a success after the task timed out (Task.InstalledLate)
-	var onRollout ports.RolloutEvaluation
+	var onRollout RolloutEvaluation
 	if ev.IsFinal() {
 		onRollout = judgeRollout(s.clock)
 	}
-	t, err := s.tasks.ApplyEvent(ctx, taskID, ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
+	t, err := ApplyEvent(ctx, s.tasks, taskID, ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
 		if t.DeviceID() != deviceID {
 			return false, fmt.Errorf("task %s: %w", taskID, domain.ErrNotFound)
 		}
@@ -124,10 +124,10 @@ func (s *Events) recordLateInstall(ctx context.Context, t domain.Task) error {
 	return nil
 }
 
-// judgeRollout is the evaluation the stores run in the transaction that
-// ends one of a rollout's tasks, whether a device's final event or a check
-// ended it (event rule 5, stage rules G2–G3, stuck-task rule K1).
-func judgeRollout(clock ports.Clock) ports.RolloutEvaluation {
+// judgeRollout is the evaluation ReplaceActive and ApplyEvent run in the
+// transaction that ends one of a rollout's tasks, whether a device's final
+// event or a check ended it (event rule 5, stage rules G2–G3, stuck-task rule K1).
+func judgeRollout(clock ports.Clock) RolloutEvaluation {
 	return func(r *domain.Rollout, stats func(since time.Time) (domain.TaskStats, error)) (bool, error) {
 		return evaluateRollout(r, stats, clock.Now())
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
@@ -30,7 +31,7 @@ type env struct {
 func newEnv(t *testing.T, locker ports.Locker) *env {
 	t.Helper()
 	if locker == nil {
-		locker = memory.NewLocker(defaultWait, ports.NopLockMetrics{})
+		locker = local.NewLocker(defaultWait, ports.NopLockMetrics{})
 	}
 	svc := testenv.NewMemoryService(t, testenv.MemoryOptions{Locker: locker})
 	return &env{t: t, ctx: context.Background(), store: svc.Store, deps: svc.Deps, devices: svc.Devices, admin: svc.Admin}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
@@ -32,7 +32,7 @@ func onEachStore(t *testing.T, start time.Time, test func(t *testing.T, e *env, 
 		clock := &manualClock{now: start}
 		deps := application.Deps{
 			Devices: repos.Devices, Firmwares: repos.Firmwares, Rollouts: repos.Rollouts, Tasks: repos.Tasks,
-			Locker: memory.NewLocker(defaultWait, ports.NopLockMetrics{}), Clock: clock, IDs: memory.NewUUIDs(),
+			Locker: local.NewLocker(defaultWait, ports.NopLockMetrics{}), Clock: clock, IDs: local.NewUUIDs(),
 			Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
 			Attributes: postgres.NewAttributeRepository(db), Directory: postgres.NewDeviceDirectory(db),
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
@@ -50,10 +51,9 @@ func (w watchedTasks) Update(ctx context.Context, id domain.UUID, fn func(*domai
 	return w.TaskRepository.Update(ctx, id, fn)
 }
 
-func (w watchedTasks) ApplyEvent(ctx context.Context, id domain.UUID, ev domain.Event,
-	fn func(*domain.Task, *domain.Event) (bool, error), onRollout ports.RolloutEvaluation) (domain.Task, error) {
+func (w watchedTasks) InTaskTx(ctx context.Context, fn func(ports.TaskTx) error) error {
 	w.c.hit()
-	return w.TaskRepository.ApplyEvent(ctx, id, ev, fn, onRollout)
+	return w.TaskRepository.InTaskTx(ctx, fn)
 }
 
 func (w watchedTasks) Active(ctx context.Context, id domain.DeviceID) (domain.Task, error) {
@@ -96,7 +96,7 @@ func watchedUseCases(t *testing.T) (*application.Devices, *application.Admin, *s
 	deps := application.Deps{
 		Devices: watchedDevices{memory.NewDevices(store), calls}, Firmwares: memory.NewFirmwares(store),
 		Rollouts: memory.NewRollouts(store), Tasks: watchedTasks{memory.NewTasks(store), calls},
-		Locker: memory.NewLocker(time.Second, ports.NopLockMetrics{}), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
+		Locker: local.NewLocker(time.Second, ports.NopLockMetrics{}), Clock: local.NewClock(), IDs: local.NewUUIDs(),
 		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
 		Attributes: memory.NewAttributes(store), Directory: watchedDirectory{memory.NewDirectory(store), calls},
 	}

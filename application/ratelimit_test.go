@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -15,7 +15,7 @@ func TestRateLimitRefusesChecksAndProgressButNeverAFinalStatus(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	deps := e.deps
-	deps.Limiter = memory.NewRateLimiter(0.0001, 3) // three requests, then nothing for hours
+	deps.Limiter = local.NewRateLimiter(0.0001, 3) // three requests, then nothing for hours
 	limited, err := application.NewDevices(deps, application.PollInterval(time.Hour))
 	if err != nil {
 		t.Fatal(err)

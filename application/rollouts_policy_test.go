@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
@@ -48,7 +49,7 @@ func newPolicyEnv(t *testing.T, start time.Time) (*env, *manualClock) {
 	deps := application.Deps{
 		Devices: memory.NewDevices(store), Firmwares: memory.NewFirmwares(store),
 		Rollouts: memory.NewRollouts(store), Tasks: memory.NewTasks(store),
-		Locker: memory.NewLocker(defaultWait, ports.NopLockMetrics{}), Clock: clock, IDs: memory.NewUUIDs(),
+		Locker: local.NewLocker(defaultWait, ports.NopLockMetrics{}), Clock: clock, IDs: local.NewUUIDs(),
 		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
 		Attributes: memory.NewAttributes(store), Directory: memory.NewDirectory(store),
 	}

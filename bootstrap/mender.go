@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ai-device/ota/adapters/httpedge"
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/mender"
 	"github.com/ai-device/ota/adapters/postgres"
@@ -88,7 +89,7 @@ func MenderConfigFrom(cfg Config, logger *slog.Logger) (application.MenderConfig
 	}
 	var limiter ports.RateLimiter = ports.Unlimited{}
 	if cfg.Mender.AuthRate > 0 {
-		limiter = memory.NewRateLimiter(cfg.Mender.AuthRate, cfg.Mender.AuthBurst)
+		limiter = local.NewRateLimiter(cfg.Mender.AuthRate, cfg.Mender.AuthBurst)
 	}
 	return application.MenderConfig{IDKey: cfg.Mender.IDKey, AcceptPending: cfg.Mender.AcceptPending,
 		TokenTTL: cfg.Mender.TokenTTL, Secret: secret, RequestTTL: cfg.Mender.RequestTTL, AuthLimiter: limiter}, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ai-device/ota/adapters/ddi"
 	"github.com/ai-device/ota/adapters/httpedge"
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/mender"
 	"github.com/ai-device/ota/adapters/postgres"
@@ -71,7 +72,7 @@ var PostgresSet = wire.NewSet(
 	redislock.ProviderSet,
 	LockConfigFrom,
 	LockMetricsFrom,
-	memory.SystemSet,
+	local.SystemSet,
 	HealthChecks,
 	DDIPostgresStores,
 	MenderPostgresStores,
@@ -162,7 +163,7 @@ func registerHotPathMetrics(m *Metrics, seen *postgres.WriteBehindStats, catalog
 var MemorySet = wire.NewSet(
 	memory.ProviderSet,
 	memoryFleetSet,
-	memory.SystemSet,
+	local.SystemSet,
 	MemoryLocker,
 	NoHealthChecks,
 	DDIMemoryStores,
@@ -181,7 +182,7 @@ func RateLimiterFrom(cfg Config) ports.RateLimiter {
 	if cfg.DeviceRate <= 0 {
 		return ports.Unlimited{}
 	}
-	return memory.NewRateLimiter(cfg.DeviceRate, cfg.DeviceBurst)
+	return local.NewRateLimiter(cfg.DeviceRate, cfg.DeviceBurst)
 }
 
 // HTTPConfigFrom extracts the edge's settings; the DDI and Mender routes
@@ -204,7 +205,7 @@ func MetricsHandler(m *Metrics) http.Handler { return m.Handler() }
 
 // MemoryLocker is the in-process lock for OTA_STORE=memory.
 func MemoryLocker(cfg Config, m *Metrics) ports.Locker {
-	return memory.NewLocker(cfg.LockWait, m)
+	return local.NewLocker(cfg.LockWait, m)
 }
 
 // HealthChecks lists the dependencies /readyz probes.

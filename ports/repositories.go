@@ -106,30 +106,6 @@ type CheckView struct {
 	Tasks  DeviceTasks
 }
 
-// TaskState is what the transaction replacing a device's active task sees:
-// the active task (locked; nil if none) with its firmware and rollout, and
-// the device's failed tasks counted by firmware id (never nil).
-type TaskState struct {
-	Active *domain.ActiveTask
-	Failed map[string]int
-	// Latest reads, in the same transaction, the device's most recent
-	// task when it has no active one and that task is final (nil
-	// otherwise), locked, with its firmware and rollout: a success a check
-	// may contradict (event rule 7). It costs a statement, so it is
-	// called only when needed (domain.CheckInput.MayContradictSuccess). fn
-	// may end it as it may end the active task (set its Task): the change
-	// is stored, and judged, as that one's would be.
-	Latest func() (*domain.ActiveTask, error)
-}
-
-// RolloutEvaluation lets the transaction that stores a task's final status
-// re-evaluate the task's rollout (event rule 5, stage rules G2–G3). It
-// gets the rollout, locked, and a function counting, in that transaction
-// and as RolloutStatsSince does, the rollout's tasks created at or after
-// since (zero: all of them; called only when needed: the count is a scan
-// of the rollout's tasks), and reports whether it changed the rollout.
-type RolloutEvaluation func(r *domain.Rollout, stats func(since time.Time) (domain.TaskStats, error)) (bool, error)
-
 // TaskRepository stores tasks and the events applied to them. Ids arrive
 // typed (domain.UUID, domain.DeviceID): a zero one names no row.
 // Not-found is domain.ErrNotFound.
@@ -145,46 +121,12 @@ type TaskRepository interface {
 	// CheckViewOf is CheckView for a device known by id (an edge that
 	// authenticated the device without reading it).
 	CheckViewOf(ctx context.Context, deviceID domain.DeviceID) (CheckView, error)
-	// ReplaceActive runs fn with what one transaction sees of the device's
-	// tasks (TaskState: the active task locked against concurrent changes).
-	// fn may change the active task (end it) and returns the task to
-	// insert as the new active one, or nil. The insert happens only if,
-	// at commit, its firmware is still released and its rollout still
-	// active (both read under a lock a revoke or a rollout change waits
-	// for), else nothing is stored and the error is
-	// domain.ErrOfferWithdrawn. The store enforces one active task per
-	// device whatever the caller's locks do: when the insert loses to a
-	// concurrent one, the winner is returned with created false. Otherwise
-	// the result is the inserted task (created true) or, when fn inserts
-	// nothing, the active task as fn left it (zero Task if none).
-	//
-	// When fn ends the active task (gives it a final status: a time-out,
-	// an implicit success, a cancel), or re-marks the latest one (a
-	// reverted install), and onRollout is not nil, onRollout
-	// judges that task's rollout as ApplyEvent's does: locked, in the same
-	// transaction, counting tasks as they are with the change, before the
-	// insert; a change it reports commits with the rest, or nothing does.
-	// Only a rollout with something to judge (domain.Rollout.Judges: a
-	// threshold or stages, fixed at its start, so the read with the task
-	// may tell) is locked and judged: the lock would otherwise serialise
-	// every supersede of a plain rollout's tasks. onRollout gets the
-	// rollout as locked, and decides on it alone whether to evaluate (its
-	// status may have changed since the read).
-	ReplaceActive(ctx context.Context, deviceID domain.DeviceID, fn func(st TaskState) (*domain.Task, error), onRollout RolloutEvaluation) (result domain.Task, created bool, err error)
 	// Update loads the task locked, lets fn change it, and stores it.
 	Update(ctx context.Context, id domain.UUID, fn func(*domain.Task) error) (domain.Task, error)
-	// ApplyEvent loads the task locked, with the event already recorded
-	// under ev's id (nil if none), and calls fn. When fn reports a change,
-	// the task and the event are stored together, atomically; and when
-	// onRollout is not nil it is called, in the same transaction, with the
-	// task's rollout locked, and a change it reports is stored with them.
-	// So an evaluation of the rollout depends neither on the caller
-	// staying connected after the commit nor on a retry of the event.
-	// A change that is a success (domain.Task.Installs) sets the device's
-	// version to the task firmware's in the same transaction, as
-	// ReplaceActive does when fn's change is one (Update does not: it is
-	// no device's word).
-	ApplyEvent(ctx context.Context, taskID domain.UUID, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout RolloutEvaluation) (domain.Task, error)
+	// InTaskTx runs fn in one transaction over tasks (TaskTx): what fn
+	// writes through it commits together when fn returns nil and ctx has
+	// not ended, or not at all. The commit's error is returned.
+	InTaskTx(ctx context.Context, fn func(tx TaskTx) error) error
 	// FailedCounts counts the device's failed tasks by firmware id.
 	FailedCounts(ctx context.Context, deviceID domain.DeviceID) (map[string]int, error)
 	// RolloutStats counts a rollout's devices by status, in the store,

@@ -22,6 +22,7 @@ import (
 
 	"github.com/ai-device/ota/adapters/ddi"
 	"github.com/ai-device/ota/adapters/httpedge"
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
@@ -96,7 +97,7 @@ func (c *cutConn) Write(p []byte) (int, error) {
 func newHostedHarness(t *testing.T) *hosted {
 	t.Helper()
 	poll := application.PollInterval(90 * time.Second)
-	base := testenv.NewMemoryService(t, testenv.MemoryOptions{Clock: memory.NewClock(), LockWait: 500 * time.Millisecond, PollInterval: time.Duration(poll)})
+	base := testenv.NewMemoryService(t, testenv.MemoryOptions{Clock: local.NewClock(), LockWait: 500 * time.Millisecond, PollInterval: time.Duration(poll)})
 	store, deps, devices, admin := base.Store, base.Deps, base.Devices, base.Admin
 	svc, err := application.NewDDI(devices, deps.Devices, deps.Rollouts, memory.NewAttributes(store), memory.NewTaskActions(store), deps.Tasks, deps.Metrics,
 		deps.Clock, poll, "sw_version")

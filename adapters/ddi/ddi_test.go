@@ -15,6 +15,7 @@ import (
 
 	"github.com/ai-device/ota/adapters/ddi"
 	"github.com/ai-device/ota/adapters/httpedge"
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
@@ -37,7 +38,7 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	return newHarnessAt(t, memory.NewClock())
+	return newHarnessAt(t, local.NewClock())
 }
 
 // newHarnessAt is newHarness telling the time by clock.

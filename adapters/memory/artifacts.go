@@ -1,10 +1,7 @@
 package memory
 
 import (
-	"cmp"
 	"context"
-	"maps"
-	"slices"
 
 	"github.com/ai-device/ota/domain"
 )
@@ -16,54 +13,47 @@ type Artifacts struct{ s *Store }
 func NewArtifacts(s *Store) *Artifacts { return &Artifacts{s: s} }
 
 // Create stores a, or returns the artifact already stored with its sha256.
-func (r *Artifacts) Create(_ context.Context, a domain.Artifact) (domain.Artifact, bool, error) {
+func (r *Artifacts) Create(ctx context.Context, a domain.Artifact) (domain.Artifact, bool, error) {
 	a = domain.RehydrateArtifact(a.ID().String(), a.FileName(), a.Digest(), a.Meta(), stamp(a.CreatedAt()))
-	r.s.mu.Lock()
-	defer r.s.mu.Unlock()
-	for _, have := range r.s.artifacts {
-		if have.Digest().SHA256 == a.Digest().SHA256 {
-			return have, false, nil
-		}
+	type created struct {
+		a   domain.Artifact
+		new bool
 	}
-	r.s.artifacts[a.ID().String()] = a
-	return a, true, nil
+	c, err := locked(ctx, r.s, func() (created, error) {
+		if have := where(r.s.artifacts, func(o domain.Artifact) bool { return o.Digest().SHA256 == a.Digest().SHA256 }); len(have) > 0 {
+			return created{have[0], false}, nil
+		}
+		r.s.artifacts[a.ID().String()] = a
+		return created{a, true}, nil
+	})
+	return c.a, c.new, err
 }
 
 // Get loads an artifact by id.
-func (r *Artifacts) Get(_ context.Context, id domain.UUID) (domain.Artifact, error) {
-	r.s.mu.Lock()
-	defer r.s.mu.Unlock()
-	if !r.s.hasArtifactLocked(id) {
-		return domain.Artifact{}, domain.ErrNotFound
-	}
-	return r.s.artifacts[id.String()], nil
+func (r *Artifacts) Get(ctx context.Context, id domain.UUID) (domain.Artifact, error) {
+	return locked(ctx, r.s, func() (domain.Artifact, error) { return found(r.s.artifacts, id.String()) })
 }
 
 // List returns every artifact, newest first.
-func (r *Artifacts) List(context.Context) ([]domain.Artifact, error) {
-	r.s.mu.Lock()
-	defer r.s.mu.Unlock()
-	out := slices.Collect(maps.Values(r.s.artifacts))
-	slices.SortFunc(out, func(a, b domain.Artifact) int {
-		return cmp.Or(b.CreatedAt().Compare(a.CreatedAt()), cmp.Compare(b.ID().String(), a.ID().String()))
+func (r *Artifacts) List(ctx context.Context) ([]domain.Artifact, error) {
+	return locked(ctx, r.s, func() ([]domain.Artifact, error) {
+		out := where(r.s.artifacts, func(domain.Artifact) bool { return true })
+		return page(out, len(out), 0, func(a, b domain.Artifact) bool {
+			return newer(a.CreatedAt(), b.CreatedAt(), a.ID().String(), b.ID().String())
+		}), nil
 	})
-	return out, nil
 }
 
 // Delete removes the artifact unless a firmware refers to it.
-func (r *Artifacts) Delete(_ context.Context, id domain.UUID) error {
-	r.s.mu.Lock()
-	defer r.s.mu.Unlock()
-	if !r.s.hasArtifactLocked(id) {
-		return domain.ErrNotFound
-	}
-	for _, f := range r.s.firmwares {
-		if f.ArtifactID() == id {
+func (r *Artifacts) Delete(ctx context.Context, id domain.UUID) error {
+	return do(ctx, r.s, func() error {
+		if !has(r.s.artifacts, id.String()) {
+			return domain.ErrNotFound
+		}
+		if len(where(r.s.firmwares, func(f domain.Firmware) bool { return f.ArtifactID() == id })) > 0 {
 			return domain.ErrArtifactInUse
 		}
-	}
-	delete(r.s.artifacts, id.String())
-	return nil
+		delete(r.s.artifacts, id.String())
+		return nil
+	})
 }
-
-func (s *Store) hasArtifactLocked(id domain.UUID) bool { _, ok := s.artifacts[id.String()]; return ok }

@@ -13,140 +13,74 @@ type Devices struct{ s *Store }
 
 var _ ports.DeviceRepository = (*Devices)(nil)
 
-// NewDevices returns the device repository of s; repositories built over the
-// same Store share data like tables of one database.
 func NewDevices(s *Store) *Devices { return &Devices{s: s} }
 
-// storedDevice is d as Postgres would give it back: timestamps at
-// microsecond precision in UTC.
+// storedDevice is d with its times as the store keeps them.
 func storedDevice(d domain.Device) domain.Device {
 	return domain.RehydrateDevice(d.ID().String(), d.Model(), d.CurrentVersion(), d.TokenHash(), stamp(d.LastSeenAt()), stamp(d.CreatedAt()))
 }
 
-// Create stores a new device; domain.ErrDeviceExists if the id is taken. A
-// token hash another device has is refused (errTokenTaken), as the unique
-// key on token hashes refuses it in Postgres.
-func (r *Devices) Create(ctx context.Context, d domain.Device) error {
-	if err := ctx.Err(); err != nil {
-		return err
+// putDevice writes d unless another device has its token hash.
+func (s *Store) putDevice(d domain.Device) error {
+	if owner, err := s.byToken(d.TokenHash()); err == nil && owner.ID() != d.ID() {
+		return errTokenTaken
 	}
-	s := r.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.devices[d.ID().String()] = d
+	return nil
+}
+
+func (s *Store) byToken(h domain.TokenHash) (domain.Device, error) {
+	for _, d := range s.devices {
+		if d.TokenHash() == h {
+			return d, nil
+		}
+	}
+	return domain.Device{}, domain.ErrNotFound
+}
+
+// Create stores a new device; a token hash another device has is refused
+// (errTokenTaken).
+func (r *Devices) Create(ctx context.Context, d domain.Device) error {
+	return do(ctx, r.s, func() error { return r.s.createDevice(d) })
+}
+
+func (s *Store) createDevice(d domain.Device) error {
 	if _, ok := s.devices[d.ID().String()]; ok {
 		return domain.ErrDeviceExists
 	}
-	return s.putDeviceLocked(storedDevice(d))
+	return s.putDevice(storedDevice(d))
 }
 
-// Get loads a device by id.
-func (r *Devices) Get(ctx context.Context, devID domain.DeviceID) (domain.Device, error) {
-	id := devID.String()
-	if err := ctx.Err(); err != nil {
-		return domain.Device{}, err
-	}
-	s := r.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d, ok := s.devices[id]
-	if !ok {
-		return domain.Device{}, domain.ErrNotFound
-	}
-	return d, nil
+func (r *Devices) Get(ctx context.Context, id domain.DeviceID) (domain.Device, error) {
+	return locked(ctx, r.s, func() (domain.Device, error) { return found(r.s.devices, id.String()) })
 }
 
-// GetByTokenHash finds the device a presented token belongs to.
 func (r *Devices) GetByTokenHash(ctx context.Context, h domain.TokenHash) (domain.Device, error) {
-	if err := ctx.Err(); err != nil {
-		return domain.Device{}, err
-	}
-	s := r.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	id, ok := s.byToken[h]
-	if !ok {
-		return domain.Device{}, domain.ErrNotFound
-	}
-	return s.devices[id], nil
+	return locked(ctx, r.s, func() (domain.Device, error) { return r.s.byToken(h) })
 }
 
-// Update loads the device locked against concurrent changes, lets fn change
-// a copy, and stores it only if fn returns nil. As in the Postgres adapter,
-// everything but the id and the registration time is written; a token
-// hash another device has is refused and nothing is stored.
-func (r *Devices) Update(ctx context.Context, devID domain.DeviceID, fn func(*domain.Device) error) (domain.Device, error) {
-	id := devID.String()
-	s := r.s
-	unlock, err := s.rows.lock(ctx, deviceRow(id))
-	if err != nil {
-		return domain.Device{}, err
-	}
-	defer unlock()
-	s.mu.Lock()
-	d, ok := s.devices[id]
-	s.mu.Unlock()
-	if !ok {
-		return domain.Device{}, domain.ErrNotFound
-	}
-	changed := d
-	if err := fn(&changed); err != nil {
-		return domain.Device{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return domain.Device{}, err
-	}
-	merged := domain.RehydrateDevice(d.ID().String(), changed.Model(), changed.CurrentVersion(), changed.TokenHash(), stamp(changed.LastSeenAt()), d.CreatedAt())
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.putDeviceLocked(merged); err != nil {
-		return domain.Device{}, err
-	}
-	return merged, nil
+// Update writes everything but the id and the registration time.
+func (r *Devices) Update(ctx context.Context, id domain.DeviceID, fn func(*domain.Device) error) (domain.Device, error) {
+	return update(ctx, r.s, r.s.devices, id.String(), fn, func(d, c domain.Device) (domain.Device, error) {
+		merged := domain.RehydrateDevice(d.ID().String(), c.Model(), c.CurrentVersion(), c.TokenHash(), stamp(c.LastSeenAt()), d.CreatedAt())
+		return merged, r.s.putDevice(merged)
+	})
 }
 
-// RecordSeen stores the version a device reported and when. The memory
-// store writes it at once, well within the port's one-second bound. As in
-// the Postgres adapter, reports may arrive out of order (two replicas, a
-// late batch), so last_seen_at only moves forward and the version follows
-// the newest report. An unknown device is domain.ErrNotFound.
-// The memory store writes every check (writing costs it nothing); stored
-// serves for its id and to tell a new version from one that repeats what
-// the caller read, which moves last_seen_at only
+// RecordSeen writes every report at once (writing costs nothing here).
+// Reports may arrive out of order, so last_seen_at only moves forward; a
+// report that repeats what the caller read keeps the stored version
 // (domain.Device.SeenChangesVersion).
 func (r *Devices) RecordSeen(ctx context.Context, stored domain.Device, v domain.Version, at time.Time) error {
-	s, id := r.s, stored.ID().String()
-	unlock, err := s.rows.lock(ctx, deviceRow(id))
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d, ok := s.devices[id]
-	if !ok {
-		return domain.ErrNotFound
-	}
-	at = stamp(at)
-	if last := d.LastSeenAt(); !last.IsZero() && last.After(at) {
-		return nil // a newer report is already stored
-	}
-	if !stored.SeenChangesVersion(v) {
-		v = d.CurrentVersion() // a repeat of a possibly stale read: the stored version stands
-	}
-	d.Seen(v, at)
-	return s.putDeviceLocked(storedDevice(d))
-}
-
-// putDeviceLocked writes d and keeps the token index in step, refusing a
-// token hash that belongs to another device. s.mu is held.
-func (s *Store) putDeviceLocked(d domain.Device) error {
-	if owner, taken := s.byToken[d.TokenHash()]; taken && owner != d.ID().String() {
-		return errTokenTaken
-	}
-	if old, ok := s.devices[d.ID().String()]; ok && old.TokenHash() != d.TokenHash() {
-		delete(s.byToken, old.TokenHash())
-	}
-	s.devices[d.ID().String()] = d
-	s.byToken[d.TokenHash()] = d.ID().String()
-	return nil
+	return do(ctx, r.s, func() error {
+		d, err := found(r.s.devices, stored.ID().String())
+		if at = stamp(at); err != nil || d.LastSeenAt().After(at) {
+			return err // unknown, or a newer report is stored already
+		}
+		if !stored.SeenChangesVersion(v) {
+			v = d.CurrentVersion()
+		}
+		d.Seen(v, at)
+		return r.s.putDevice(storedDevice(d))
+	})
 }

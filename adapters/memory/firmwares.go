@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 	"fmt"
-	"sort"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -14,132 +13,66 @@ type Firmwares struct{ s *Store }
 
 var _ ports.FirmwareRepository = (*Firmwares)(nil)
 
-// NewFirmwares returns the firmware repository of s; repositories built over
-// the same Store share data like tables of one database.
 func NewFirmwares(s *Store) *Firmwares { return &Firmwares{s: s} }
 
-// Create stores a new firmware; domain.ErrFirmwareExists if its model
-// already has a firmware of the same version, build metadata ignored.
+// sameRelease reports whether a and b are one publication: the same model
+// and version, build metadata ignored (1.2.0+a and 1.2.0+b collide).
+func sameRelease(a, b domain.Firmware) bool {
+	return a.Model() == b.Model() && a.Version().Key() == b.Version().Key()
+}
+
+// Create stores a new firmware; domain.ErrFirmwareExists if its model has
+// one of the same version or artifact name already.
 func (r *Firmwares) Create(ctx context.Context, f domain.Firmware) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	id := f.ID().String()
 	stored, err := domain.RehydrateFirmware(id, f.Spec(), f.Status(), stamp(f.CreatedAt()), stamp(f.UpdatedAt()))
 	if err != nil {
 		return err
 	}
-	key := firmwareKey{model: f.Model(), version: f.Version().Key()}
-	s := r.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, taken := s.firmwareKeys[key]; taken {
-		return domain.ErrFirmwareExists
-	}
-	if _, taken := s.artifactLocked(f.Model(), f.ArtifactName()); taken {
-		return domain.ErrFirmwareExists // artifact names are unique per model
-	}
-	if _, taken := s.firmwares[id]; taken {
-		return errDuplicateID("firmware", id)
-	}
-	if a := f.ArtifactID(); !a.IsZero() && !s.hasArtifactLocked(a) {
-		return fmt.Errorf("the artifact does not exist: %w", domain.ErrNotFound) // the foreign key
-	}
-	s.firmwares[id] = stored
-	s.firmwareKeys[key] = id
-	return nil
-}
-
-// Get loads a firmware by id (parsed, canonical); the zero id is domain.ErrNotFound.
-func (r *Firmwares) Get(ctx context.Context, id domain.UUID) (domain.Firmware, error) {
-	if err := ctx.Err(); err != nil {
-		return domain.Firmware{}, err
-	}
-	key, ok := id.String(), !id.IsZero()
-	if !ok {
-		return domain.Firmware{}, domain.ErrNotFound
-	}
-	s := r.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f, ok := s.firmwares[key]
-	if !ok {
-		return domain.Firmware{}, domain.ErrNotFound
-	}
-	return f, nil
-}
-
-// List returns a model's firmware (all models when model is ""), newest
-// first: by creation time descending, then id descending so that firmware
-// published in the same microsecond still lists in a stable order.
-func (r *Firmwares) List(ctx context.Context, model string) ([]domain.Firmware, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s := r.s
-	s.mu.Lock()
-	out := make([]domain.Firmware, 0, len(s.firmwares))
-	for _, f := range s.firmwares {
-		if model == "" || f.Model() == model {
-			out = append(out, f)
+	return do(ctx, r.s, func() error {
+		for _, o := range r.s.firmwares {
+			if sameRelease(o, f) || (f.ArtifactName() != "" && o.Model() == f.Model() && o.ArtifactName() == f.ArtifactName()) {
+				return domain.ErrFirmwareExists
+			}
 		}
-	}
-	s.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		if c := out[i].CreatedAt().Compare(out[j].CreatedAt()); c != 0 {
-			return c > 0
+		if _, taken := r.s.firmwares[id]; taken {
+			return errDuplicateID("firmware", id)
 		}
-		return out[i].ID().String() > out[j].ID().String()
+		if a := f.ArtifactID(); !a.IsZero() && !has(r.s.artifacts, a.String()) {
+			return fmt.Errorf("the artifact does not exist: %w", domain.ErrNotFound) // the foreign key
+		}
+		r.s.firmwares[id] = stored
+		return nil
 	})
-	return out, nil
 }
 
-// Update loads the firmware locked, lets fn change a copy, and stores it
-// only if fn returns nil. As in the Postgres adapter, everything but the id
-// and the publication time is written (in practice only the status changes);
-// a (model, version) another firmware has is domain.ErrFirmwareExists.
+func (r *Firmwares) Get(ctx context.Context, id domain.UUID) (domain.Firmware, error) {
+	return locked(ctx, r.s, func() (domain.Firmware, error) { return found(r.s.firmwares, id.String()) })
+}
+
+// List returns a model's firmware (all when model is ""), newest first.
+func (r *Firmwares) List(ctx context.Context, model string) ([]domain.Firmware, error) {
+	return locked(ctx, r.s, func() ([]domain.Firmware, error) {
+		out := where(r.s.firmwares, func(f domain.Firmware) bool { return model == "" || f.Model() == model })
+		return page(out, len(out), 0, func(a, b domain.Firmware) bool {
+			return newer(a.CreatedAt(), b.CreatedAt(), a.ID().String(), b.ID().String())
+		}), nil
+	})
+}
+
+// Update writes everything but the id and the publication time.
 func (r *Firmwares) Update(ctx context.Context, id domain.UUID, fn func(*domain.Firmware) error) (domain.Firmware, error) {
-	key, ok := id.String(), !id.IsZero()
-	if !ok {
-		if err := ctx.Err(); err != nil {
+	return update(ctx, r.s, r.s.firmwares, id.String(), fn, func(f, c domain.Firmware) (domain.Firmware, error) {
+		merged, err := domain.RehydrateFirmware(id.String(), c.Spec(), c.Status(), f.CreatedAt(), stamp(c.UpdatedAt()))
+		if err != nil {
 			return domain.Firmware{}, err
 		}
-		return domain.Firmware{}, domain.ErrNotFound
-	}
-	s := r.s
-	unlock, err := s.rows.lock(ctx, firmwareRow(key))
-	if err != nil {
-		return domain.Firmware{}, err
-	}
-	defer unlock()
-	s.mu.Lock()
-	f, ok := s.firmwares[key]
-	s.mu.Unlock()
-	if !ok {
-		return domain.Firmware{}, domain.ErrNotFound
-	}
-	changed := f
-	if err := fn(&changed); err != nil {
-		return domain.Firmware{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return domain.Firmware{}, err
-	}
-	merged, err := domain.RehydrateFirmware(key, changed.Spec(), changed.Status(), f.CreatedAt(), stamp(changed.UpdatedAt()))
-	if err != nil {
-		return domain.Firmware{}, err
-	}
-	oldKey := firmwareKey{model: f.Model(), version: f.Version().Key()}
-	newKey := firmwareKey{model: merged.Model(), version: merged.Version().Key()}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if newKey != oldKey {
-		if _, taken := s.firmwareKeys[newKey]; taken {
-			return domain.Firmware{}, domain.ErrFirmwareExists
+		for oid, o := range r.s.firmwares {
+			if oid != id.String() && sameRelease(o, merged) {
+				return domain.Firmware{}, domain.ErrFirmwareExists
+			}
 		}
-		delete(s.firmwareKeys, oldKey)
-		s.firmwareKeys[newKey] = key
-	}
-	s.firmwares[key] = merged
-	return merged, nil
+		r.s.firmwares[id.String()] = merged
+		return merged, nil
+	})
 }

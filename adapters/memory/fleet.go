@@ -2,131 +2,74 @@ package memory
 
 import (
 	"context"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
 
-// Fleet is the in-memory ports.FleetReader over a Store: the aggregates of
-// the operator's views, computed under the store's mutex so that each
-// answer is one consistent snapshot, as one Postgres statement is.
+// Fleet is the in-memory ports.FleetReader over a Store: each answer is
+// computed under the store's lock, one consistent snapshot.
 type Fleet struct{ s *Store }
 
 var _ ports.FleetReader = (*Fleet)(nil)
 
-// NewFleet returns the fleet reader of s.
 func NewFleet(s *Store) *Fleet { return &Fleet{s: s} }
 
 // DefaultRolloutLimit is how many rollouts ListRollouts returns when the
 // filter sets no limit, the same as the Postgres adapter's.
 const DefaultRolloutLimit = 100
 
-// ListRollouts returns rollouts newest first (created_at, then id, both
-// descending), each with its firmware's model and version and its task
-// counts.
+// ListRollouts returns rollouts newest first, each with its firmware's
+// model and version and its task counts.
 func (r *Fleet) ListRollouts(ctx context.Context, f ports.RolloutFilter) ([]ports.RolloutSummary, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = DefaultRolloutLimit
-	}
-	s := r.s
-	s.mu.Lock()
-	out := []ports.RolloutSummary{}
-	for id, ro := range s.rollouts {
-		fw := s.firmwares[ro.FirmwareID().String()]
-		if f.Model != "" && fw.Model() != f.Model {
-			continue
+	return locked(ctx, r.s, func() ([]ports.RolloutSummary, error) {
+		out := []ports.RolloutSummary{}
+		for id, ro := range r.s.rollouts {
+			if fw := r.s.firmwares[ro.FirmwareID().String()]; f.Model == "" || fw.Model() == f.Model {
+				out = append(out, ports.RolloutSummary{Rollout: cloneRollout(ro), Model: fw.Model(), Version: fw.Version().String(),
+					Stats: r.s.rolloutStats(id, time.Time{})})
+			}
 		}
-		out = append(out, ports.RolloutSummary{
-			Rollout: cloneRollout(ro), Model: fw.Model(), Version: fw.Version().String(),
-			Stats: s.rolloutStatsLocked(id, time.Time{}, nil),
-		})
-	}
-	s.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].Rollout, out[j].Rollout
-		if c := a.CreatedAt().Compare(b.CreatedAt()); c != 0 {
-			return c > 0
-		}
-		return a.ID().String() > b.ID().String()
+		return page(out, f.Limit, DefaultRolloutLimit, func(a, b ports.RolloutSummary) bool {
+			return newer(a.Rollout.CreatedAt(), b.Rollout.CreatedAt(), a.Rollout.ID().String(), b.Rollout.ID().String())
+		}), nil
 	})
-	if len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
 }
 
 // VersionCounts counts devices by (model, current version as stored).
 func (r *Fleet) VersionCounts(ctx context.Context, q ports.VersionCountQuery) ([]ports.VersionCount, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	// Instants at the store's precision, as the Postgres adapter compares.
 	hourAgo, dayAgo := stamp(q.HourAgo), stamp(q.DayAgo)
-	type key struct{ model, version string }
-	counts := map[key]*ports.VersionCount{}
-	s := r.s
-	s.mu.Lock()
-	for _, d := range s.devices {
-		if q.Model != "" && d.Model() != q.Model {
-			continue
+	since := func(seen, t time.Time) int {
+		if seen.IsZero() || seen.Before(t) {
+			return 0
 		}
-		k := key{d.Model(), d.CurrentVersion().String()}
-		c := counts[k]
-		if c == nil {
-			c = &ports.VersionCount{Model: k.model, Version: k.version}
-			counts[k] = c
-		}
-		c.Devices++
-		if seen := d.LastSeenAt(); !seen.IsZero() {
-			if !seen.Before(hourAgo) {
-				c.SeenSinceHour++
-			}
-			if !seen.Before(dayAgo) {
-				c.SeenSinceDay++
+		return 1
+	}
+	return locked(ctx, r.s, func() ([]ports.VersionCount, error) {
+		counts := map[[2]string]ports.VersionCount{}
+		for _, d := range r.s.devices {
+			if k := [2]string{d.Model(), d.CurrentVersion().String()}; q.Model == "" || d.Model() == q.Model {
+				c := counts[k]
+				counts[k] = ports.VersionCount{Model: k[0], Version: k[1], Devices: c.Devices + 1,
+					SeenSinceHour: c.SeenSinceHour + since(d.LastSeenAt(), hourAgo), SeenSinceDay: c.SeenSinceDay + since(d.LastSeenAt(), dayAgo)}
 			}
 		}
-	}
-	s.mu.Unlock()
-	out := make([]ports.VersionCount, 0, len(counts))
-	for _, c := range counts {
-		out = append(out, *c)
-	}
-	return out, nil
+		return slices.AppendSeq([]ports.VersionCount{}, maps.Values(counts)), nil
+	})
 }
 
 // RecentFailures returns a rollout's failed tasks, most recently failed
-// first (updated_at, then id, descending), at most limit.
+// first, at most limit.
 func (r *Fleet) RecentFailures(ctx context.Context, rolloutID domain.UUID, limit int) ([]domain.Task, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	out := []domain.Task{}
-	key, ok := rolloutID.String(), !rolloutID.IsZero()
-	if !ok || limit <= 0 {
-		return out, nil
-	}
-	s := r.s
-	s.mu.Lock()
-	for _, id := range s.byRollout[key] {
-		if t := s.tasks[id]; t.Status() == domain.TaskFailed {
-			out = append(out, t)
-		}
-	}
-	s.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		if c := out[i].UpdatedAt().Compare(out[j].UpdatedAt()); c != 0 {
-			return c > 0
-		}
-		return out[i].ID().String() > out[j].ID().String()
+	return locked(ctx, r.s, func() ([]domain.Task, error) {
+		out := where(r.s.tasks, func(t domain.Task) bool {
+			return !rolloutID.IsZero() && t.RolloutID().String() == rolloutID.String() && t.Status() == domain.TaskFailed
+		})
+		return page(out, max(limit, 0), 0, func(a, b domain.Task) bool {
+			return newer(a.UpdatedAt(), b.UpdatedAt(), a.ID().String(), b.ID().String())
+		}), nil
 	})
-	if len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
 }

@@ -3,369 +3,210 @@ package memory
 import (
 	"context"
 	"fmt"
-	"sort"
-	"sync"
 	"time"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
 
-// menderTables are the tables Mender's device API adds (device keys,
-// pending auth requests, task logs), kept beside a Store like ddiTables.
-type menderTables struct {
-	rows rowLocks
-	// ask serialises AuthRequests.Ask, so that counting the pending
-	// requests and storing a new one are one step.
-	ask        sync.Mutex
-	mu         sync.Mutex
-	admissions map[string]domain.DeviceAdmission
-	requests   map[string]domain.AuthRequest // id → request
-	logs       map[string]domain.TaskLog
-}
-
-var menderByStore sync.Map // *Store → *menderTables
-
-func menderOf(s *Store) *menderTables {
-	t, _ := menderByStore.LoadOrStore(s, &menderTables{
-		rows:       rowLocks{held: map[string]*rowLock{}},
-		admissions: map[string]domain.DeviceAdmission{},
-		requests:   map[string]domain.AuthRequest{},
-		logs:       map[string]domain.TaskLog{},
-	})
-	return t.(*menderTables)
-}
-
 // Admissions is the in-memory ports.DeviceAdmissions over a Store.
-type Admissions struct {
-	s *Store
-	t *menderTables
-}
+type Admissions struct{ s *Store }
 
 var _ ports.DeviceAdmissions = (*Admissions)(nil)
 
-// NewAdmissions returns the device key repository of s.
-func NewAdmissions(s *Store) *Admissions { return &Admissions{s: s, t: menderOf(s)} }
+func NewAdmissions(s *Store) *Admissions { return &Admissions{s: s} }
 
 func storedAdmission(a domain.DeviceAdmission) (domain.DeviceAdmission, error) {
 	return domain.RehydrateDeviceAdmission(a.DeviceID().String(), a.Key().PEM(), a.Generation(), stamp(a.UpdatedAt()))
 }
 
-// Get returns the device's admission.
 func (r *Admissions) Get(ctx context.Context, device domain.DeviceID) (domain.DeviceAdmission, error) {
-	deviceID := device.String()
-	if err := ctx.Err(); err != nil {
-		return domain.DeviceAdmission{}, err
-	}
-	r.t.mu.Lock()
-	defer r.t.mu.Unlock()
-	a, ok := r.t.admissions[deviceID]
-	if !ok {
-		return domain.DeviceAdmission{}, fmt.Errorf("admission of %q: %w", deviceID, domain.ErrNotFound)
-	}
-	return a, nil
+	return locked(ctx, r.s, func() (domain.DeviceAdmission, error) { return found(r.s.admissions, device.String()) })
 }
 
-// Generation returns the device's current session token generation.
 func (r *Admissions) Generation(ctx context.Context, device domain.DeviceID) (int64, error) {
 	a, err := r.Get(ctx, device)
-	if err != nil {
-		return 0, err
-	}
-	return a.Generation(), nil
-}
-
-// createDeviceLocked stores a new device and its admission; the caller
-// holds the store's mutex.
-func (r *Admissions) createDeviceLocked(d domain.Device, a domain.DeviceAdmission) error {
-	if _, ok := r.s.devices[d.ID().String()]; ok {
-		return domain.ErrDeviceExists
-	}
-	stored, err := storedAdmission(a)
-	if err != nil {
-		return err
-	}
-	if err := r.s.putDeviceLocked(storedDevice(d)); err != nil {
-		return err
-	}
-	r.t.mu.Lock()
-	r.t.admissions[d.ID().String()] = stored
-	r.t.mu.Unlock()
-	return nil
+	return a.Generation(), err
 }
 
 // CreateDevice registers a device with its admission, atomically.
 func (r *Admissions) CreateDevice(ctx context.Context, d domain.Device, a domain.DeviceAdmission) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	r.s.mu.Lock()
-	defer r.s.mu.Unlock()
-	return r.createDeviceLocked(d, a)
+	return do(ctx, r.s, func() error { return r.s.createAdmitted(d, a) })
 }
 
-// Admit replaces a registered device's admission under its row lock.
+func (s *Store) createAdmitted(d domain.Device, a domain.DeviceAdmission) error {
+	stored, err := storedAdmission(a)
+	if err == nil {
+		err = s.createDevice(d)
+	}
+	if err == nil {
+		s.admissions[d.ID().String()] = stored
+	}
+	return err
+}
+
+// Admit replaces a registered device's admission with what fn makes of it.
 func (r *Admissions) Admit(ctx context.Context, device domain.DeviceID, fn func(*domain.DeviceAdmission) (domain.DeviceAdmission, error)) (domain.DeviceAdmission, error) {
-	deviceID := device.String()
-	if _, err := NewDevices(r.s).Get(ctx, device); err != nil {
-		return domain.DeviceAdmission{}, fmt.Errorf("loading device: %w", err)
-	}
-	unlock, err := r.t.rows.lock(ctx, "admission\x00"+deviceID)
-	if err != nil {
-		return domain.DeviceAdmission{}, err
-	}
-	defer unlock()
-	var cur *domain.DeviceAdmission
-	if a, err := r.Get(ctx, device); err == nil {
-		cur = &a
-	}
-	next, err := fn(cur)
-	if err != nil {
-		return domain.DeviceAdmission{}, err
-	}
-	if next, err = storedAdmission(next); err != nil {
-		return domain.DeviceAdmission{}, err
-	}
-	r.t.mu.Lock()
-	r.t.admissions[deviceID] = next
-	r.t.mu.Unlock()
-	return next, nil
+	return locked(ctx, r.s, func() (domain.DeviceAdmission, error) {
+		if !has(r.s.devices, device.String()) {
+			return domain.DeviceAdmission{}, fmt.Errorf("loading device: %w", domain.ErrNotFound)
+		}
+		var cur *domain.DeviceAdmission
+		if a, ok := r.s.admissions[device.String()]; ok {
+			cur = &a
+		}
+		next, err := fn(cur)
+		if err == nil {
+			next, err = storedAdmission(next)
+		}
+		if err == nil {
+			r.s.admissions[device.String()] = next
+		}
+		return next, err
+	})
 }
 
 // Registered returns those of the devices that are registered, with their
 // admissions.
 func (r *Admissions) Registered(ctx context.Context, deviceIDs []domain.DeviceID) (map[domain.DeviceID]ports.RegisteredDevice, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	out := map[domain.DeviceID]ports.RegisteredDevice{}
-	r.s.mu.Lock()
-	defer r.s.mu.Unlock()
-	r.t.mu.Lock()
-	defer r.t.mu.Unlock()
-	for _, id := range deviceIDs {
-		d, ok := r.s.devices[id.String()]
-		if !ok {
-			continue
+	return locked(ctx, r.s, func() (map[domain.DeviceID]ports.RegisteredDevice, error) {
+		out := map[domain.DeviceID]ports.RegisteredDevice{}
+		for _, id := range deviceIDs {
+			if d, ok := r.s.devices[id.String()]; ok {
+				rd := ports.RegisteredDevice{Model: d.Model()}
+				if a, ok := r.s.admissions[id.String()]; ok {
+					rd.Admission = &a
+				}
+				out[id] = rd
+			}
 		}
-		rd := ports.RegisteredDevice{Model: d.Model()}
-		if a, ok := r.t.admissions[id.String()]; ok {
-			rd.Admission = &a
-		}
-		out[id] = rd
-	}
-	return out, nil
+		return out, nil
+	})
 }
 
 // AuthRequests is the in-memory ports.AuthRequests over a Store.
-type AuthRequests struct {
-	adm *Admissions
-	t   *menderTables
-}
+type AuthRequests struct{ s *Store }
 
 var _ ports.AuthRequests = (*AuthRequests)(nil)
 
-// NewAuthRequests returns the pending auth request repository of s.
-func NewAuthRequests(s *Store) *AuthRequests {
-	return &AuthRequests{adm: NewAdmissions(s), t: menderOf(s)}
-}
+func NewAuthRequests(s *Store) *AuthRequests { return &AuthRequests{s: s} }
 
 func storedRequest(q domain.AuthRequest) (domain.AuthRequest, error) {
 	return domain.RehydrateAuthRequest(q.ID().String(), q.DeviceID().String(), q.Identity(), q.Key().PEM(), q.DeviceType(), q.Status(),
 		stamp(q.CreatedAt()), stamp(q.UpdatedAt()))
 }
 
-func (r *AuthRequests) byDeviceKeyLocked(deviceID string, key domain.DeviceKey) *domain.AuthRequest {
-	for _, q := range r.t.requests {
-		if q.DeviceID().String() == deviceID && q.Key().Equal(key) {
-			return &q
-		}
-	}
-	return nil
-}
-
-// Ask runs one request at a time: it loads the device's request with key
-// (or counts the pending ones) and stores what fn returns.
+// Ask hands fn the device's request with key, or else the number of
+// pending requests, and stores what fn returns, as one step.
 func (r *AuthRequests) Ask(ctx context.Context, device domain.DeviceID, key domain.DeviceKey,
 	fn func(*domain.AuthRequest, int) (*domain.AuthRequest, error)) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	r.t.ask.Lock()
-	defer r.t.ask.Unlock()
-	r.t.mu.Lock()
-	cur, pending := r.byDeviceKeyLocked(device.String(), key), 0
-	if cur == nil {
-		for _, q := range r.t.requests {
-			if q.Status() == domain.AuthRequestPending {
-				pending++
+	return do(ctx, r.s, func() error {
+		var cur *domain.AuthRequest
+		for _, q := range r.s.requests {
+			if q.DeviceID().String() == device.String() && q.Key().Equal(key) {
+				cur = &q
 			}
 		}
-	}
-	r.t.mu.Unlock()
-	next, err := fn(cur, pending)
-	if err != nil || next == nil {
-		return err
-	}
-	stored, err := storedRequest(*next)
-	if err != nil {
-		return err
-	}
-	r.t.mu.Lock()
-	defer r.t.mu.Unlock()
-	r.t.requests[stored.ID().String()] = stored
-	return nil
-}
-
-// Delete deletes a request.
-func (r *AuthRequests) Delete(ctx context.Context, id domain.UUID) error {
-	q, err := r.Get(ctx, id)
-	if err != nil {
-		return err
-	}
-	unlock, err := r.t.rows.lock(ctx, "request\x00"+q.DeviceID().String())
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	r.t.mu.Lock()
-	defer r.t.mu.Unlock()
-	if _, ok := r.t.requests[id.String()]; !ok {
-		return fmt.Errorf("auth request %q: %w", id, domain.ErrNotFound)
-	}
-	delete(r.t.requests, id.String())
-	return nil
-}
-
-// DeleteExpired deletes the requests last changed before cutoff.
-func (r *AuthRequests) DeleteExpired(ctx context.Context, cutoff time.Time) (int, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	r.t.mu.Lock()
-	defer r.t.mu.Unlock()
-	n := 0
-	for id, q := range r.t.requests {
-		if q.ExpiredBy(cutoff) {
-			delete(r.t.requests, id)
-			n++
+		pending := 0
+		if cur == nil {
+			pending = len(where(r.s.requests, func(q domain.AuthRequest) bool { return q.Status() == domain.AuthRequestPending }))
 		}
-	}
-	return n, nil
+		next, err := fn(cur, pending)
+		if err != nil || next == nil {
+			return err
+		}
+		stored, err := storedRequest(*next)
+		if err == nil {
+			r.s.requests[stored.ID().String()] = stored
+		}
+		return err
+	})
 }
 
-// Get returns a request by id.
+func (r *AuthRequests) Delete(ctx context.Context, id domain.UUID) error {
+	return do(ctx, r.s, func() error {
+		if !has(r.s.requests, id.String()) {
+			return fmt.Errorf("auth request %q: %w", id, domain.ErrNotFound)
+		}
+		delete(r.s.requests, id.String())
+		return nil
+	})
+}
+
+// DeleteExpired deletes the requests expired by cutoff
+// (domain.AuthRequest.ExpiredBy).
+func (r *AuthRequests) DeleteExpired(ctx context.Context, cutoff time.Time) (int, error) {
+	return locked(ctx, r.s, func() (int, error) {
+		n := len(r.s.requests)
+		for id, q := range r.s.requests {
+			if q.ExpiredBy(cutoff) {
+				delete(r.s.requests, id)
+			}
+		}
+		return n - len(r.s.requests), nil
+	})
+}
+
 func (r *AuthRequests) Get(ctx context.Context, id domain.UUID) (domain.AuthRequest, error) {
-	if err := ctx.Err(); err != nil {
-		return domain.AuthRequest{}, err
-	}
-	r.t.mu.Lock()
-	defer r.t.mu.Unlock()
-	q, found := r.t.requests[id.String()]
-	if !found {
-		return domain.AuthRequest{}, fmt.Errorf("auth request %q: %w", id, domain.ErrNotFound)
-	}
-	return q, nil
+	return locked(ctx, r.s, func() (domain.AuthRequest, error) { return found(r.s.requests, id.String()) })
 }
 
 // List returns the requests with the status, oldest first.
 func (r *AuthRequests) List(ctx context.Context, status domain.AuthRequestStatus, limit int) ([]domain.AuthRequest, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	r.t.mu.Lock()
-	out := []domain.AuthRequest{}
-	for _, q := range r.t.requests {
-		if q.Status() == status {
-			out = append(out, q)
-		}
-	}
-	r.t.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt().Equal(out[j].CreatedAt()) {
-			return out[i].CreatedAt().Before(out[j].CreatedAt())
-		}
-		return out[i].ID().String() < out[j].ID().String()
+	return locked(ctx, r.s, func() ([]domain.AuthRequest, error) {
+		out := where(r.s.requests, func(q domain.AuthRequest) bool { return q.Status() == status })
+		return page(out, max(limit, 0), 0, func(a, b domain.AuthRequest) bool {
+			return newer(b.CreatedAt(), a.CreatedAt(), b.ID().String(), a.ID().String())
+		}), nil
 	})
-	if len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
 }
 
-// Update changes a request under its row lock.
 func (r *AuthRequests) Update(ctx context.Context, id domain.UUID, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error) {
-	q, err := r.Get(ctx, id)
-	if err != nil {
-		return domain.AuthRequest{}, err
-	}
-	unlock, err := r.t.rows.lock(ctx, "request\x00"+q.DeviceID().String())
-	if err != nil {
-		return domain.AuthRequest{}, err
-	}
-	defer unlock()
-	if q, err = r.Get(ctx, id); err != nil {
-		return domain.AuthRequest{}, err
-	}
-	if err := fn(&q); err != nil {
-		return domain.AuthRequest{}, err
-	}
-	if q, err = storedRequest(q); err != nil {
-		return domain.AuthRequest{}, err
-	}
-	r.t.mu.Lock()
-	r.t.requests[q.ID().String()] = q
-	r.t.mu.Unlock()
-	return q, nil
+	return update(ctx, r.s, r.s.requests, id.String(), fn, func(_, q domain.AuthRequest) (domain.AuthRequest, error) {
+		q, err := storedRequest(q)
+		if err == nil {
+			r.s.requests[q.ID().String()] = q
+		}
+		return q, err
+	})
 }
 
 // Accept registers the device if dev is set, stores its admission (a
-// replaced key moves the generation on) and deletes the request, as one
-// step.
+// replaced key moves the generation on, the same key keeps it) and deletes
+// the request, as one step; a request no longer pending is
+// domain.ErrNotFound.
 func (r *AuthRequests) Accept(ctx context.Context, id domain.UUID, dev *domain.Device, a domain.DeviceAdmission) error {
-	q, err := r.Get(ctx, id)
-	if err != nil {
-		return err
-	}
-	unlock, err := r.t.rows.lock(ctx, "request\x00"+q.DeviceID().String())
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	if q, err = r.Get(ctx, id); err != nil {
-		return err
-	}
-	if q.Status() != domain.AuthRequestPending {
-		return fmt.Errorf("auth request %s is no longer pending: %w", id, domain.ErrNotFound)
-	}
-	s := r.adm.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if dev != nil {
-		if err := r.adm.createDeviceLocked(*dev, a); err != nil {
+	return do(ctx, r.s, func() error {
+		s := r.s
+		q, err := found(s.requests, id.String())
+		switch {
+		case err != nil:
 			return err
-		}
-	} else {
-		if _, ok := s.devices[a.DeviceID().String()]; !ok {
+		case q.Status() != domain.AuthRequestPending:
+			return fmt.Errorf("auth request %s is no longer pending: %w", id, domain.ErrNotFound)
+		case dev != nil:
+			err = s.createAdmitted(*dev, a)
+		case !has(s.devices, a.DeviceID().String()):
 			return fmt.Errorf("device %q: %w", a.DeviceID().String(), domain.ErrNotFound)
+		default:
+			gen := a.Generation()
+			if cur, ok := s.admissions[a.DeviceID().String()]; ok {
+				kept := cur.Generation()
+				if !cur.Key().Equal(a.Key()) {
+					kept++ // a replaced key ends the old key's sessions
+				}
+				gen = max(gen, kept)
+			}
+			var stored domain.DeviceAdmission
+			if stored, err = domain.RehydrateDeviceAdmission(a.DeviceID().String(), a.Key().PEM(), gen, stamp(a.UpdatedAt())); err == nil {
+				s.admissions[a.DeviceID().String()] = stored
+			}
 		}
-		r.t.mu.Lock()
-		gen := a.Generation()
-		if cur, ok := r.t.admissions[a.DeviceID().String()]; ok && cur.Generation() >= gen {
-			gen = cur.Generation() + 1
+		if err == nil {
+			delete(s.requests, id.String())
 		}
-		stored, err := domain.RehydrateDeviceAdmission(a.DeviceID().String(), a.Key().PEM(), gen, stamp(a.UpdatedAt()))
-		if err != nil {
-			r.t.mu.Unlock()
-			return err
-		}
-		r.t.admissions[a.DeviceID().String()] = stored
-		r.t.mu.Unlock()
-	}
-	r.t.mu.Lock()
-	delete(r.t.requests, id.String())
-	r.t.mu.Unlock()
-	return nil
+		return err
+	})
 }
 
 // ArtifactCatalog is the in-memory ports.ArtifactCatalog over a Store.
@@ -373,69 +214,38 @@ type ArtifactCatalog struct{ s *Store }
 
 var _ ports.ArtifactCatalog = (*ArtifactCatalog)(nil)
 
-// NewArtifactCatalog returns the artifact-name lookup of s.
 func NewArtifactCatalog(s *Store) *ArtifactCatalog { return &ArtifactCatalog{s: s} }
 
 // ByArtifactName returns the model's firmware published under name.
 func (r *ArtifactCatalog) ByArtifactName(ctx context.Context, model, name string) (domain.Firmware, error) {
-	if err := ctx.Err(); err != nil {
-		return domain.Firmware{}, err
-	}
-	r.s.mu.Lock()
-	defer r.s.mu.Unlock()
-	if f, ok := r.s.artifactLocked(model, name); ok {
-		return f, nil
-	}
-	return domain.Firmware{}, fmt.Errorf("artifact %q of %q: %w", name, model, domain.ErrNotFound)
-}
-
-// artifactLocked finds the model's firmware named name; the caller holds
-// the store's mutex.
-func (s *Store) artifactLocked(model, name string) (domain.Firmware, bool) {
-	if name == "" {
-		return domain.Firmware{}, false
-	}
-	for _, f := range s.firmwares {
-		if f.Model() == model && f.ArtifactName() == name {
-			return f, true
+	return locked(ctx, r.s, func() (domain.Firmware, error) {
+		for _, f := range r.s.firmwares {
+			if name != "" && f.Model() == model && f.ArtifactName() == name {
+				return f, nil
+			}
 		}
-	}
-	return domain.Firmware{}, false
+		return domain.Firmware{}, fmt.Errorf("artifact %q of %q: %w", name, model, domain.ErrNotFound)
+	})
 }
 
 // TaskLogs is the in-memory ports.TaskLogs over a Store.
-type TaskLogs struct {
-	tasks *Tasks
-	t     *menderTables
-}
+type TaskLogs struct{ s *Store }
 
 var _ ports.TaskLogs = (*TaskLogs)(nil)
 
-// NewTaskLogs returns the task log repository of s.
-func NewTaskLogs(s *Store) *TaskLogs { return &TaskLogs{tasks: NewTasks(s), t: menderOf(s)} }
+func NewTaskLogs(s *Store) *TaskLogs { return &TaskLogs{s: s} }
 
 // Put stores a task's log; domain.ErrNotFound if the task does not exist.
 func (r *TaskLogs) Put(ctx context.Context, l domain.TaskLog) error {
-	if _, err := r.tasks.Get(ctx, l.TaskID()); err != nil {
-		return err
-	}
-	r.t.mu.Lock()
-	defer r.t.mu.Unlock()
-	r.t.logs[l.TaskID().String()] = domain.RehydrateTaskLog(l.TaskID().String(), l.Lines(), stamp(l.UpdatedAt()))
-	return nil
+	return do(ctx, r.s, func() error {
+		if !has(r.s.tasks, l.TaskID().String()) {
+			return domain.ErrNotFound
+		}
+		r.s.logs[l.TaskID().String()] = domain.RehydrateTaskLog(l.TaskID().String(), l.Lines(), stamp(l.UpdatedAt()))
+		return nil
+	})
 }
 
-// Get returns a task's log.
 func (r *TaskLogs) Get(ctx context.Context, taskID domain.UUID) (domain.TaskLog, error) {
-	if err := ctx.Err(); err != nil {
-		return domain.TaskLog{}, err
-	}
-	key := taskID.String()
-	r.t.mu.Lock()
-	defer r.t.mu.Unlock()
-	l, ok := r.t.logs[key]
-	if !ok {
-		return domain.TaskLog{}, fmt.Errorf("log of task %q: %w", taskID, domain.ErrNotFound)
-	}
-	return l, nil
+	return locked(ctx, r.s, func() (domain.TaskLog, error) { return found(r.s.logs, taskID.String()) })
 }

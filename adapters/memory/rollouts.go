@@ -12,8 +12,6 @@ type Rollouts struct{ s *Store }
 
 var _ ports.RolloutRepository = (*Rollouts)(nil)
 
-// NewRollouts returns the rollout repository of s; repositories built over
-// the same Store share data like tables of one database.
 func NewRollouts(s *Store) *Rollouts { return &Rollouts{s: s} }
 
 // cloneRollout copies r so that no caller shares the stored threshold
@@ -27,102 +25,47 @@ func cloneRollout(r domain.Rollout) domain.Rollout {
 	return domain.RehydrateRollout(rec)
 }
 
-// Create stores a new rollout; domain.ErrNotFound if its firmware is not
-// stored, as the foreign key would say.
+// Create stores a new rollout of a stored firmware (domain.ErrNotFound
+// otherwise); a revoke stored since the caller looked wins.
 func (r *Rollouts) Create(ctx context.Context, ro domain.Rollout) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	rec := cloneRollout(ro).Record()
-	id, fwID := rec.ID, rec.FirmwareID
 	rec.CreatedAt, rec.UpdatedAt = stamp(rec.CreatedAt), stamp(rec.UpdatedAt)
-	s := r.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fw, ok := s.firmwares[fwID]
-	if !ok {
-		return domain.ErrNotFound
-	}
-	if fw.Revoked() { // as the Postgres adapter: a revoke committed since the caller looked wins
-		return domain.ErrFirmwareRevoked
-	}
-	if _, taken := s.rollouts[id]; taken {
-		return errDuplicateID("rollout", id)
-	}
-	s.rollouts[id] = domain.RehydrateRollout(rec)
-	return nil
-}
-
-// Get loads a rollout by id (parsed, canonical); the zero id is domain.ErrNotFound.
-func (r *Rollouts) Get(ctx context.Context, id domain.UUID) (domain.Rollout, error) {
-	if err := ctx.Err(); err != nil {
-		return domain.Rollout{}, err
-	}
-	key, ok := id.String(), !id.IsZero()
-	if !ok {
-		return domain.Rollout{}, domain.ErrNotFound
-	}
-	s := r.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ro, ok := s.rollouts[key]
-	if !ok {
-		return domain.Rollout{}, domain.ErrNotFound
-	}
-	return cloneRollout(ro), nil
-}
-
-// Update loads the rollout locked, with its firmware locked too (as the
-// Postgres adapter reads it FOR SHARE: a revoke waits, and the rule fn
-// judges on the firmware holds when the change is stored), lets fn change a
-// copy, and stores it only if fn returns nil. As in the Postgres adapter,
-// everything but the id, the firmware (tasks reference the pair) and the
-// start time is written. Locks are taken rollout first, then firmware, in
-// every path of this package.
-func (r *Rollouts) Update(ctx context.Context, id domain.UUID, fn func(*domain.Rollout, domain.Firmware) error) (domain.Rollout, error) {
-	key, ok := id.String(), !id.IsZero()
-	if !ok {
-		if err := ctx.Err(); err != nil {
-			return domain.Rollout{}, err
+	return do(ctx, r.s, func() error {
+		fw, err := found(r.s.firmwares, rec.FirmwareID)
+		switch {
+		case err != nil:
+			return err
+		case fw.Revoked():
+			return domain.ErrFirmwareRevoked
+		case has(r.s.rollouts, rec.ID):
+			return errDuplicateID("rollout", rec.ID)
 		}
-		return domain.Rollout{}, domain.ErrNotFound
-	}
-	s := r.s
-	unlock, err := s.rows.lock(ctx, rolloutRow(key))
-	if err != nil {
-		return domain.Rollout{}, err
-	}
-	defer unlock()
-	s.mu.Lock()
-	ro, ok := s.rollouts[key]
-	s.mu.Unlock()
-	if !ok {
-		return domain.Rollout{}, domain.ErrNotFound
-	}
-	unlockFW, err := s.rows.lock(ctx, firmwareRow(ro.FirmwareID().String()))
-	if err != nil {
-		return domain.Rollout{}, err
-	}
-	defer unlockFW()
-	s.mu.Lock()
-	fw := s.firmwares[ro.FirmwareID().String()]
-	s.mu.Unlock()
-	changed := cloneRollout(ro)
-	if err := fn(&changed, fw); err != nil {
-		return domain.Rollout{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return domain.Rollout{}, err
-	}
-	merged := mergeRollout(ro, changed)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.rollouts[key] = merged
-	return cloneRollout(merged), nil
+		r.s.rollouts[rec.ID] = domain.RehydrateRollout(rec)
+		return nil
+	})
 }
 
-// mergeRollout writes onto the stored rollout what the Postgres UPDATE
-// writes: everything but the id, the firmware and the start time.
+func (r *Rollouts) Get(ctx context.Context, id domain.UUID) (domain.Rollout, error) {
+	return locked(ctx, r.s, func() (domain.Rollout, error) {
+		ro, err := found(r.s.rollouts, id.String())
+		return cloneRollout(ro), err
+	})
+}
+
+// Update hands fn the rollout's firmware as stored now, and writes
+// everything but the id, the firmware and the start time.
+func (r *Rollouts) Update(ctx context.Context, id domain.UUID, fn func(*domain.Rollout, domain.Firmware) error) (domain.Rollout, error) {
+	withFirmware := func(ro *domain.Rollout) error {
+		*ro = cloneRollout(*ro)
+		return fn(ro, r.s.firmwares[ro.FirmwareID().String()])
+	}
+	return update(ctx, r.s, r.s.rollouts, id.String(), withFirmware, func(old, c domain.Rollout) (domain.Rollout, error) {
+		r.s.rollouts[id.String()] = mergeRollout(old, c)
+		return cloneRollout(r.s.rollouts[id.String()]), nil
+	})
+}
+
+// mergeRollout writes onto the stored rollout all a change may change.
 func mergeRollout(stored, changed domain.Rollout) domain.Rollout {
 	rec, c := stored.Record(), changed.Record()
 	rec.Percentage, rec.MaxAttempts, rec.FailureThresholdPercent, rec.MinSample = c.Percentage, c.MaxAttempts, c.FailureThresholdPercent, c.MinSample
@@ -131,27 +74,18 @@ func mergeRollout(stored, changed domain.Rollout) domain.Rollout {
 	return cloneRollout(domain.RehydrateRollout(rec))
 }
 
-// Offers returns every active rollout of released firmware of model, with
-// its firmware, highest version first (domain.SortOffers) so that callers
-// and tests see a stable order.
+// Offers returns every active rollout of released firmware of model, in
+// domain.SortOffers order.
 func (r *Rollouts) Offers(ctx context.Context, model string) ([]domain.Offer, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s := r.s
-	s.mu.Lock()
-	out := []domain.Offer{}
-	for _, ro := range s.rollouts {
-		if ro.Status() != domain.RolloutActive {
-			continue
+	return locked(ctx, r.s, func() ([]domain.Offer, error) {
+		out := []domain.Offer{}
+		for _, ro := range r.s.rollouts {
+			fw, ok := r.s.firmwares[ro.FirmwareID().String()]
+			if ok && ro.Status() == domain.RolloutActive && fw.Model() == model && fw.Status() == domain.FirmwareReleased {
+				out = append(out, domain.Offer{Firmware: fw, Rollout: cloneRollout(ro)})
+			}
 		}
-		fw, ok := s.firmwares[ro.FirmwareID().String()]
-		if !ok || fw.Model() != model || fw.Status() != domain.FirmwareReleased {
-			continue
-		}
-		out = append(out, domain.Offer{Firmware: fw, Rollout: cloneRollout(ro)})
-	}
-	s.mu.Unlock()
-	domain.SortOffers(out)
-	return out, nil
+		domain.SortOffers(out)
+		return out, nil
+	})
 }

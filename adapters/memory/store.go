@@ -1,61 +1,43 @@
 // Package memory implements the OTA service's storage ports in process
-// memory. It backs fast unit tests and the OTA_STORE=memory dev mode, so it
-// mirrors what the Postgres adapter lets a caller observe: the same sentinel
-// errors, the same uniqueness and reference checks, timestamps at microsecond
-// precision, canonical lowercase UUIDs, one active task per device whatever
-// the caller's locks do, and row locks held while a caller's fn runs. The
-// tests in tests/contract run against both adapters to keep them alike.
+// memory, for fast tests and the OTA_STORE=memory dev mode: a map per table
+// behind one lock. It keeps what the contract suites in tests/contract pin
+// for every store (the sentinel errors, uniqueness and reference checks,
+// timestamps at microsecond precision), not how Postgres gets there.
 package memory
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"sort"
 	"time"
 
 	"github.com/ai-device/ota/domain"
 )
 
-// Store holds every table of the in-process database behind one mutex. The
-// repositories (Devices, Firmwares, Rollouts, Tasks) are thin views over one
-// Store, so a task can check the device, firmware and rollout it references
-// as Postgres foreign keys would.
-//
-// The mutex is never held while a caller's fn runs: fn may read other
-// repositories, as it may inside a Postgres transaction. Read-modify-write
-// cycles are instead serialised per row by a separate set of row locks,
-// which play the part of SELECT … FOR UPDATE.
+// Store is every table of the in-process database, shared by the
+// repositories built over it. Its one lock is held by each read and write
+// for its whole function, a transaction's or an Update's fn included (fn
+// reaches the store only through what it is given), so no change is ever
+// seen half done and none needs row locks.
 type Store struct {
-	rows rowLocks
+	lock chan struct{} // a one-slot semaphore rather than a mutex: waiting respects ctx
 
-	mu           sync.Mutex
-	devices      map[string]domain.Device
-	byToken      map[domain.TokenHash]string // token hash → device id
-	firmwares    map[string]domain.Firmware
-	firmwareKeys map[firmwareKey]string
-	rollouts     map[string]domain.Rollout
-	tasks        map[string]domain.Task
-	byDevice     map[string][]string // task ids of a device, in insertion order
-	byRollout    map[string][]string // task ids of a rollout, in insertion order
-	active       map[string]string   // device id → id of its one active task
-	events       map[eventKey]string // (task, event id) → the event's fingerprint
-	lastActionID int64
-
-	// eventLog is each task's stored events (by task id), in the order
-	// they were stored: the task's history.
-	eventLog map[string][]loggedEvent
-
-	// artifacts are the uploaded artifacts by id (artifacts.go).
-	artifacts map[string]domain.Artifact
+	devices    map[string]domain.Device
+	firmwares  map[string]domain.Firmware
+	rollouts   map[string]domain.Rollout
+	tasks      map[string]domain.Task
+	events     map[string][]loggedEvent // task id → its events, as stored
+	lastAction int64                    // the last action id given to a task
+	attrs      map[string]domain.DeviceAttributes
+	confirmed  map[string]time.Time // task id → when its cancel was confirmed
+	tags       map[string][]string
+	admissions map[string]domain.DeviceAdmission
+	requests   map[string]domain.AuthRequest
+	logs       map[string]domain.TaskLog
+	artifacts  map[string]domain.Artifact
 }
-
-// firmwareKey is the identity of a firmware publication: build metadata is
-// not part of it, so 1.2.0+a and 1.2.0+b collide.
-type firmwareKey struct{ model, version string }
-
-// eventKey scopes a device-made event id to one task, as the contract does.
-type eventKey struct{ taskID, eventID string }
 
 // loggedEvent is a stored event as a task's history reads it.
 type loggedEvent struct {
@@ -63,37 +45,31 @@ type loggedEvent struct {
 	at              time.Time
 }
 
-// NewStore returns an empty store. Every repository built over it sees the
-// same data, like repositories sharing one database.
+// NewStore returns an empty store.
 func NewStore() *Store {
-	return &Store{
-		rows:         rowLocks{held: map[string]*rowLock{}},
-		devices:      map[string]domain.Device{},
-		byToken:      map[domain.TokenHash]string{},
-		firmwares:    map[string]domain.Firmware{},
-		firmwareKeys: map[firmwareKey]string{},
-		rollouts:     map[string]domain.Rollout{},
-		tasks:        map[string]domain.Task{},
-		byDevice:     map[string][]string{},
-		byRollout:    map[string][]string{},
-		active:       map[string]string{},
-		events:       map[eventKey]string{},
-		eventLog:     map[string][]loggedEvent{},
-		artifacts:    map[string]domain.Artifact{},
-	}
+	return &Store{lock: make(chan struct{}, 1), devices: map[string]domain.Device{}, firmwares: map[string]domain.Firmware{},
+		rollouts: map[string]domain.Rollout{}, tasks: map[string]domain.Task{}, events: map[string][]loggedEvent{},
+		attrs: map[string]domain.DeviceAttributes{}, confirmed: map[string]time.Time{}, tags: map[string][]string{},
+		admissions: map[string]domain.DeviceAdmission{}, requests: map[string]domain.AuthRequest{}, logs: map[string]domain.TaskLog{},
+		artifacts: map[string]domain.Artifact{}}
 }
 
-// errActiveTaskTaken mirrors the partial unique index on active tasks
-// refusing an update that would give a device a second active task. The
-// domain's transitions never do that, so it signals a programming error.
+// errActiveTaskTaken refuses an update that would give a device a second
+// active task. The domain's transitions never do that: a programming error.
 var errActiveTaskTaken = errors.New("memory: the device already has another active task")
 
-// errTokenTaken mirrors the unique key on token hashes. Tokens are 256
+// errTokenTaken refuses a token hash another device has. Tokens are 256
 // random bits, so a collision means a caller reused a hash.
 var errTokenTaken = errors.New("memory: another device has this token hash")
 
-// stamp stores a time at Postgres precision (microseconds, truncated), in
-// UTC. The zero time stays zero: it stands for NULL.
+// errDuplicateID refuses a second row with an id. Ids are fresh UUIDs, so
+// it signals a caller bug rather than a condition with a domain error.
+func errDuplicateID(what, id string) error {
+	return fmt.Errorf("memory: a %s with id %s is already stored", what, id)
+}
+
+// stamp keeps a time at the precision the contract pins (microseconds,
+// truncated), in UTC. The zero time stays zero: it stands for "never".
 func stamp(t time.Time) time.Time {
 	if t.IsZero() {
 		return time.Time{}
@@ -101,72 +77,82 @@ func stamp(t time.Time) time.Time {
 	return t.UTC().Truncate(time.Microsecond)
 }
 
-// rowLocks serialises read-modify-write cycles on one row the way SELECT …
-// FOR UPDATE does. Waiting respects the caller's context, as a Postgres
-// query blocked on a row lock does.
-type rowLocks struct {
-	mu   sync.Mutex
-	held map[string]*rowLock
-}
-
-// rowLock is one row's lock: a one-slot semaphore, and how many callers hold
-// or wait for it so that idle entries can be dropped.
-type rowLock struct {
-	sem  chan struct{}
-	refs int
-}
-
-// lock waits for the row named key and returns its release function.
-func (l *rowLocks) lock(ctx context.Context, key string) (func(), error) {
+// locked runs f holding the store's lock, unless ctx ends first.
+func locked[T any](ctx context.Context, s *Store, f func() (T, error)) (T, error) {
+	var zero T
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return zero, err
 	}
-	l.mu.Lock()
-	e := l.held[key]
-	if e == nil {
-		e = &rowLock{sem: make(chan struct{}, 1)}
-		l.held[key] = e
-	}
-	e.refs++
-	l.mu.Unlock()
 	select {
-	case e.sem <- struct{}{}:
-		return func() {
-			<-e.sem
-			l.drop(key, e)
-		}, nil
+	case s.lock <- struct{}{}:
 	case <-ctx.Done():
-		l.drop(key, e)
-		return nil, ctx.Err()
+		return zero, ctx.Err()
 	}
+	defer func() { <-s.lock }()
+	return f()
 }
 
-func (l *rowLocks) drop(key string, e *rowLock) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e.refs--
-	if e.refs == 0 {
-		delete(l.held, key)
+// do is locked for a function with no result.
+func do(ctx context.Context, s *Store, f func() error) error {
+	_, err := locked(ctx, s, func() (struct{}, error) { return struct{}{}, f() })
+	return err
+}
+
+// update is every Update: fn changes a copy of the stored row m[id], and
+// what put makes of the change is stored, unless fn fails or ctx ends.
+func update[V any](ctx context.Context, s *Store, m map[string]V, id string, fn func(*V) error, put func(old, changed V) (V, error)) (V, error) {
+	return locked(ctx, s, func() (V, error) {
+		old, err := found(m, id)
+		if err != nil {
+			return old, err
+		}
+		changed := old
+		if err := cmp.Or(fn(&changed), ctx.Err()); err != nil { // fn first, then whether ctx ended meanwhile
+			return *new(V), err
+		}
+		return put(old, changed)
+	})
+}
+
+// found is m[k], or domain.ErrNotFound.
+func found[K comparable, V any](m map[K]V, k K) (V, error) {
+	v, ok := m[k]
+	if !ok {
+		return v, domain.ErrNotFound
 	}
+	return v, nil
 }
 
-// Row-lock names. Tasks are locked per device: every task write of a device
-// serialises on it, which covers both the one-active-task rule and
-// concurrent events on one task. Where one path takes several, it takes
-// them in this order — a device's tasks, then rollouts (two in id order),
-// then a firmware — so no two paths can wait for each other
-// (ReplaceActive: tasks, the ended task's rollout and the new task's, its
-// firmware; ApplyEvent: tasks, the task's rollout; Rollouts.Update: the
-// rollout, its firmware).
-func deviceRow(id string) string   { return "device\x00" + id }
-func firmwareRow(id string) string { return "firmware\x00" + id }
-func rolloutRow(id string) string  { return "rollout\x00" + id }
-func taskRows(deviceID string) string {
-	return "tasks\x00" + deviceID
+func has[K comparable, V any](m map[K]V, k K) bool {
+	_, ok := m[k]
+	return ok
 }
 
-// errDuplicateID mirrors a primary-key violation. Ids are fresh UUIDs, so
-// it signals a caller bug rather than a condition with a domain error.
-func errDuplicateID(what, id string) error {
-	return fmt.Errorf("memory: a %s with id %s is already stored", what, id)
+// where lists the values of m that keep accepts, in no order.
+func where[K comparable, V any](m map[K]V, keep func(V) bool) []V {
+	out := []V{}
+	for _, v := range m {
+		if keep(v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// page sorts out by less and keeps its first limit (def when limit <= 0).
+func page[T any](out []T, limit, def int, less func(a, b T) bool) []T {
+	sort.Slice(out, func(i, j int) bool { return less(out[i], out[j]) })
+	if limit <= 0 {
+		limit = def
+	}
+	return out[:min(len(out), limit)]
+}
+
+// newer orders newest first: by time, then by id, both descending
+// (canonical UUID strings sort as Postgres sorts uuid values).
+func newer(a, b time.Time, aID, bID string) bool {
+	if c := a.Compare(b); c != 0 {
+		return c > 0
+	}
+	return aID > bID
 }

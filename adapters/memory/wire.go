@@ -6,9 +6,7 @@ import (
 )
 
 // ProviderSet provides one Store and binds its repositories to the storage
-// ports, for the OTA_STORE=memory wiring. It leaves out the clock and id
-// generator (SystemSet), which the Postgres wiring needs as well, so that a
-// graph can take both sets only where it wants them.
+// ports, for the OTA_STORE=memory wiring.
 var ProviderSet = wire.NewSet(
 	NewStore,
 	NewDevices, wire.Bind(new(ports.DeviceRepository), new(*Devices)),
@@ -16,12 +14,4 @@ var ProviderSet = wire.NewSet(
 	NewRollouts, wire.Bind(new(ports.RolloutRepository), new(*Rollouts)),
 	NewTasks, wire.Bind(new(ports.TaskRepository), new(*Tasks)),
 	NewArtifacts, wire.Bind(new(ports.ArtifactRepository), new(*Artifacts)),
-)
-
-// SystemSet provides the system clock and the UUID generator as
-// ports.Clock and ports.IDGenerator. They belong to no store, so every
-// wiring (memory or Postgres) can use them.
-var SystemSet = wire.NewSet(
-	NewClock, wire.Bind(new(ports.Clock), new(Clock)),
-	NewUUIDs, wire.Bind(new(ports.IDGenerator), new(UUIDs)),
 )

@@ -31,6 +31,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ai-device/ota/adapters/httpedge"
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/mender"
 	"github.com/ai-device/ota/adapters/rest"
@@ -1124,7 +1125,7 @@ func TestPendingQueueCountsPendingOnlyAndExpires(t *testing.T) {
 // budget of authentication requests; over it, 429 RATE_LIMITED with
 // Retry-After, before any signature is checked.
 func TestAuthRequestsAreLimitedPerSourceAddress(t *testing.T) {
-	h := newHarness(t, true, func(c *application.MenderConfig) { c.AuthLimiter = memory.NewRateLimiter(0.001, 3) })
+	h := newHarness(t, true, func(c *application.MenderConfig) { c.AuthLimiter = local.NewRateLimiter(0.001, 3) })
 	k := newKey(t, "ed25519")
 	h.register("dev-1", k)
 	for i := 0; i < 3; i++ {

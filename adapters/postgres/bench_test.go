@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/adapters/rest"
@@ -37,7 +38,7 @@ func newBenchFleet(b *testing.B, store string) *benchFleet {
 	b.Helper()
 	ctx := context.Background()
 	deps := application.Deps{
-		Locker: memory.NewLocker(time.Second, ports.NopLockMetrics{}), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
+		Locker: local.NewLocker(time.Second, ports.NopLockMetrics{}), Clock: local.NewClock(), IDs: local.NewUUIDs(),
 		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
 	}
 	switch store {

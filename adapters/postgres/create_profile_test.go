@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/adapters/redislock"
 	"github.com/ai-device/ota/application"
@@ -57,7 +57,7 @@ func TestProfileCreation(t *testing.T) {
 	t.Cleanup(closeLock)
 	deps := application.Deps{
 		Devices: seen, Firmwares: cache.Firmwares(), Rollouts: cache.Rollouts(), Tasks: repos.Tasks,
-		Locker: lock, Clock: memory.NewClock(), IDs: memory.NewUUIDs(), Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
+		Locker: lock, Clock: local.NewClock(), IDs: local.NewUUIDs(), Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
 	}
 	devices, admin := testenv.UseCases(t, deps, time.Hour)
 	const n = 3000

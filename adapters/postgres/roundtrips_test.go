@@ -11,7 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
@@ -87,7 +87,7 @@ func servingDeps(t *testing.T, url string, db *sqlx.DB) application.Deps {
 	t.Cleanup(stopCache)
 	return application.Deps{
 		Devices: seen, Firmwares: cache.Firmwares(), Rollouts: cache.Rollouts(), Tasks: repos.Tasks,
-		Locker: memory.NewLocker(time.Second, ports.NopLockMetrics{}), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
+		Locker: local.NewLocker(time.Second, ports.NopLockMetrics{}), Clock: local.NewClock(), IDs: local.NewUUIDs(),
 		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
 		Attributes: postgres.NewAttributeRepository(db), Directory: postgres.NewDeviceDirectory(db),
 	}
@@ -114,7 +114,7 @@ func TestCheckRoundTrips(t *testing.T) {
 			must(t, err)
 			deps := application.Deps{
 				Devices: repos.Devices, Firmwares: repos.Firmwares, Rollouts: repos.Rollouts, Tasks: repos.Tasks,
-				Locker: memory.NewLocker(time.Second, ports.NopLockMetrics{}), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
+				Locker: local.NewLocker(time.Second, ports.NopLockMetrics{}), Clock: local.NewClock(), IDs: local.NewUUIDs(),
 				Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
 			}
 			var seen *postgres.WriteBehindDevices

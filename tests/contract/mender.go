@@ -283,6 +283,33 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	if _, err := r.Requests.Get(ctx, second.ID()); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("accepted request still stored: %v", err)
 	}
+	// Accepting a registered device again moves its tokens' generation on
+	// when the key is replaced, and leaves it when the key is the same.
+	acceptAgain := func(k domain.DeviceKey, at time.Time) int64 {
+		t.Helper()
+		ask(t, r, deviceID, k, at, 100)
+		var id domain.UUID
+		for _, q := range pendingOf(t, r) {
+			if q.DeviceID() == deviceID && q.Key().Equal(k) {
+				id = q.ID()
+			}
+		}
+		again, _ := domain.NewDeviceAdmission(deviceID, k, at)
+		if err := r.Requests.Accept(ctx, id, nil, again); err != nil {
+			t.Fatal(err)
+		}
+		gen, err := r.Admissions.Generation(ctx, deviceID)
+		repoNoErr(t, "generation", err)
+		return gen
+	}
+	gen0, err := r.Admissions.Generation(ctx, deviceID)
+	repoNoErr(t, "generation", err)
+	if gen := acceptAgain(k2, s.at(6)); gen != gen0 {
+		t.Errorf("the same key accepted again: generation %d, want %d kept", gen, gen0)
+	}
+	if gen := acceptAgain(newDeviceKey(t), s.at(7)); gen <= gen0 {
+		t.Errorf("a replaced key: generation %d, want past %d", gen, gen0)
+	}
 	// Delete removes a request, pending or rejected, once.
 	if err := r.Requests.Delete(ctx, made.ID()); err != nil {
 		t.Fatalf("delete a rejected request: %v", err)

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/ports"
 	"github.com/ai-device/ota/tests/contract"
@@ -22,7 +23,7 @@ func TestMemoryProtocols(t *testing.T) {
 			Attributes: memory.NewAttributes(store), Actions: memory.NewTaskActions(store),
 			Admissions: memory.NewAdmissions(store), Requests: memory.NewAuthRequests(store),
 			Catalog: memory.NewArtifactCatalog(store), Logs: memory.NewTaskLogs(store),
-			Locker: memory.NewLocker(2*time.Second, ports.NopLockMetrics{}), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
+			Locker: local.NewLocker(2*time.Second, ports.NopLockMetrics{}), Clock: local.NewClock(), IDs: local.NewUUIDs(),
 		}
 	})
 }

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/ports"
 	"github.com/ai-device/ota/tests/contract"
@@ -27,7 +27,7 @@ func TestPostgresProtocols(t *testing.T) {
 			Attributes: postgres.NewAttributeRepository(db), Actions: postgres.NewTaskActionRepository(db),
 			Admissions: postgres.NewAdmissionRepository(db), Requests: postgres.NewAuthRequestRepository(db),
 			Catalog: postgres.NewArtifactCatalogRepository(db), Logs: postgres.NewTaskLogRepository(db),
-			Locker: memory.NewLocker(2*time.Second, ports.NopLockMetrics{}), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
+			Locker: local.NewLocker(2*time.Second, ports.NopLockMetrics{}), Clock: local.NewClock(), IDs: local.NewUUIDs(),
 		}
 	})
 }

@@ -50,6 +50,22 @@ func (s *repoSuite) firmwares(t *testing.T) {
 		repoSameFirmware(t, got, f)
 	})
 
+	t.Run("UpdateToATakenVersion", func(t *testing.T) {
+		// Only a status changes in practice, but an Update is written whole:
+		// it may not make a second publication of a (model, version).
+		model := repoName("model")
+		s.firmware(t, repoSpec(model, "1.0.0"), s.at(0), true)
+		f := s.firmware(t, repoSpec(model, "2.0.0"), s.at(1), true)
+		clash, err := domain.NewFirmware(f.ID(), repoSpec(model, "1.0.0+b"), s.at(2))
+		repoNoErr(t, "new firmware", err)
+		if _, err := s.Firmwares.Update(ctx, f.ID(), func(x *domain.Firmware) error { *x = clash; return nil }); !errors.Is(err, domain.ErrFirmwareExists) {
+			t.Errorf("update to a taken version: err = %v, want domain.ErrFirmwareExists", err)
+		}
+		got, err := s.Firmwares.Get(ctx, f.ID())
+		repoNoErr(t, "get", err)
+		repoSameFirmware(t, got, f)
+	})
+
 	t.Run("DuplicateID", func(t *testing.T) {
 		model := repoName("model")
 		f := s.firmware(t, repoSpec(model, "1.0.0"), s.at(0), true)

@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/adapters/redislock"
 	"github.com/ai-device/ota/adapters/rest"
@@ -86,7 +86,7 @@ func TestNoGoroutineLeakInProcess(t *testing.T) {
 		defer closeLocker()
 		deps := application.Deps{
 			Devices: seen, Firmwares: catalog.Firmwares(), Rollouts: catalog.Rollouts(), Tasks: repos.Tasks,
-			Locker: locker, Clock: memory.NewClock(), IDs: memory.NewUUIDs(), Metrics: metrics, Limiter: ports.Unlimited{},
+			Locker: locker, Clock: local.NewClock(), IDs: local.NewUUIDs(), Metrics: metrics, Limiter: ports.Unlimited{},
 		}
 		devices, admin := testenv.UseCases(t, deps, time.Hour)
 		edge := rest.NewServer(rest.Config{AdminToken: rest.AdminToken(w.admin)}, devices, admin,

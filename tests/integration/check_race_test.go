@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 
-	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/adapters/redislock"
 	"github.com/ai-device/ota/application"
@@ -39,7 +39,7 @@ func newReplica(t *testing.T, db *sqlx.DB, locker ports.Locker) replica {
 	deps := application.Deps{
 		Devices: repos.Devices, Firmwares: repos.Firmwares,
 		Rollouts: repos.Rollouts, Tasks: repos.Tasks,
-		Locker: locker, Clock: memory.NewClock(), IDs: memory.NewUUIDs(), Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
+		Locker: locker, Clock: local.NewClock(), IDs: local.NewUUIDs(), Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
 	}
 	devices, admin := testenv.UseCases(t, deps, time.Hour)
 	return replica{devices: devices, admin: admin}
@@ -165,7 +165,7 @@ func TestDatabaseConstraintAloneCreatesOneTask(t *testing.T) {
 	// One replica per caller, so no in-process coalescing hides a race.
 	replicas := make([]replica, 200)
 	for i := range replicas {
-		replicas[i] = newReplica(t, db, memory.AlwaysGrantLocker{})
+		replicas[i] = newReplica(t, db, local.AlwaysGrantLocker{})
 	}
 	// The gate and its watcher have their own connections: the callers
 	// may take every connection of db's pool.

@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 
-	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
@@ -43,7 +43,7 @@ func newStack(t *testing.T) *stack {
 	deps := application.Deps{
 		Devices: repos.Devices, Firmwares: repos.Firmwares,
 		Rollouts: repos.Rollouts, Tasks: repos.Tasks,
-		Locker: redisLocker(t, "ota:test:"+uuid.NewString(), metrics), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
+		Locker: redisLocker(t, "ota:test:"+uuid.NewString(), metrics), Clock: local.NewClock(), IDs: local.NewUUIDs(),
 		Metrics: metrics, Limiter: ports.Unlimited{},
 	}
 	devices, admin := testenv.UseCases(t, deps, time.Hour)

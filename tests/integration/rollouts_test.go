@@ -19,7 +19,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 
-	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
@@ -85,7 +85,7 @@ func newCluster(t *testing.T, n int, start time.Time) *cluster {
 		t.Cleanup(stopCache)
 		deps := application.Deps{
 			Devices: seen, Firmwares: cache.Firmwares(), Rollouts: cache.Rollouts(), Tasks: repos.Tasks,
-			Locker: redisLocker(t, prefix), Clock: c.clock, IDs: memory.NewUUIDs(), Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
+			Locker: redisLocker(t, prefix), Clock: c.clock, IDs: local.NewUUIDs(), Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
 			Attributes: postgres.NewAttributeRepository(db), Directory: postgres.NewDeviceDirectory(db),
 		}
 		devices, admin := testenv.UseCases(t, deps, time.Hour)

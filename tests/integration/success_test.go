@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/application"
@@ -110,9 +111,9 @@ func onEveryStore(t *testing.T, test func(t *testing.T, s *sstack)) {
 func newSStack(t *testing.T, deps application.Deps, actions ports.TaskActions) *sstack {
 	t.Helper()
 	clock := &successClock{at: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	lock := &busyLocker{Locker: memory.NewLocker(2*time.Second, ports.NopLockMetrics{})}
+	lock := &busyLocker{Locker: local.NewLocker(2*time.Second, ports.NopLockMetrics{})}
 	deps.Locker = lock
-	deps.Clock, deps.IDs, deps.Metrics, deps.Limiter = clock, memory.NewUUIDs(), ports.NopMetrics{}, ports.Unlimited{}
+	deps.Clock, deps.IDs, deps.Metrics, deps.Limiter = clock, local.NewUUIDs(), ports.NopMetrics{}, ports.Unlimited{}
 	devices, admin := testenv.UseCases(t, deps, time.Hour)
 	ddi, err := application.NewDDI(devices, deps.Devices, deps.Rollouts, deps.Attributes, actions, deps.Tasks, deps.Metrics, clock,
 		application.PollInterval(time.Hour), "sw_version")
@@ -120,7 +121,7 @@ func newSStack(t *testing.T, deps application.Deps, actions ports.TaskActions) *
 		t.Fatal(err)
 	}
 	return &sstack{t: t, ctx: context.Background(), clock: clock, deps: deps, devices: devices, admin: admin, ddi: ddi, lock: lock,
-		model: "succ-" + strings.ReplaceAll(memory.NewUUIDs().NewID().String()[:8], "-", ""), flush: func() {}}
+		model: "succ-" + strings.ReplaceAll(local.NewUUIDs().NewID().String()[:8], "-", ""), flush: func() {}}
 }
 
 // release publishes firmware version of the stack's model (with the sha1

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ai-device/ota/adapters/artifactfile"
 	"github.com/ai-device/ota/adapters/blobstore"
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/ports"
@@ -28,8 +29,8 @@ type MemoryService struct {
 
 // MemoryOptions are what the tests vary; zero values take the defaults.
 type MemoryOptions struct {
-	Clock        ports.Clock   // default memory.NewClock()
-	Locker       ports.Locker  // default a memory.Locker waiting LockWait
+	Clock        ports.Clock   // default local.NewClock()
+	Locker       ports.Locker  // default a local.Locker waiting LockWait
 	LockWait     time.Duration // default 2s: generous on a shared machine
 	PollInterval time.Duration // default 1h
 	// Targeting adds the attribute and tag stores (Deps.Attributes,
@@ -46,7 +47,7 @@ type MemoryOptions struct {
 func NewMemoryService(t testing.TB, o MemoryOptions) *MemoryService {
 	t.Helper()
 	if o.Clock == nil {
-		o.Clock = memory.NewClock()
+		o.Clock = local.NewClock()
 	}
 	if o.LockWait == 0 {
 		o.LockWait = 2 * time.Second
@@ -55,13 +56,13 @@ func NewMemoryService(t testing.TB, o MemoryOptions) *MemoryService {
 		o.PollInterval = time.Hour
 	}
 	if o.Locker == nil {
-		o.Locker = memory.NewLocker(o.LockWait, ports.NopLockMetrics{})
+		o.Locker = local.NewLocker(o.LockWait, ports.NopLockMetrics{})
 	}
 	store := memory.NewStore()
 	s := &MemoryService{Store: store, Deps: application.Deps{
 		Devices: memory.NewDevices(store), Firmwares: memory.NewFirmwares(store),
 		Rollouts: memory.NewRollouts(store), Tasks: memory.NewTasks(store),
-		Locker: o.Locker, Clock: o.Clock, IDs: memory.NewUUIDs(),
+		Locker: o.Locker, Clock: o.Clock, IDs: local.NewUUIDs(),
 		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
 	}}
 	if o.Targeting {

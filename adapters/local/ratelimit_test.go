@@ -1,13 +1,13 @@
-package memory_test
+package local_test
 
 import (
 	"testing"
 
-	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/local"
 )
 
 func TestRateLimiterSpendsPerKeyBudgets(t *testing.T) {
-	l := memory.NewRateLimiter(0.001, 3) // refills far slower than the test runs
+	l := local.NewRateLimiter(0.001, 3) // refills far slower than the test runs
 	for i := 0; i < 3; i++ {
 		if ok, _ := l.Allow("a"); !ok {
 			t.Fatalf("request %d within the burst refused", i)

@@ -1,4 +1,7 @@
-package memory
+// Package local holds the in-process services that are not stores: the
+// system clock and id generator, the named-mutex Locker and the per-key
+// RateLimiter. Every wiring may use them, the Postgres one included.
+package local
 
 import (
 	"time"
@@ -8,9 +11,9 @@ import (
 	"github.com/google/uuid"
 )
 
-// Clock is the system clock. It lives here because the memory adapter is
-// the one every wiring (tests, dev mode, production) can share; tests that
-// need a fixed time substitute their own ports.Clock.
+// Clock is the system clock, for every wiring (tests, dev mode,
+// production); tests that need a fixed time substitute their own
+// ports.Clock.
 type Clock struct{}
 
 var _ ports.Clock = Clock{}
