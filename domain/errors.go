@@ -38,6 +38,14 @@ var (
 	// ErrServiceBusy means a dependency (the lock, Redis, Postgres) could not
 	// serve the request in time; the caller should retry later.
 	ErrServiceBusy = errors.New("service busy")
+	// ErrArtifactStoreFull means the artifact store had no room left for an
+	// upload (ENOSPC): nothing was kept. It is an ErrServiceBusy — the
+	// operator's remedy, freeing space, is an outage's, and a retry then
+	// succeeds — with its own words, so the uploader knows why.
+	ErrArtifactStoreFull = fmt.Errorf("artifact store full: %w", ErrServiceBusy)
+	// ErrArtifactStoreUnavailable means the artifact store failed
+	// (unreachable, refusing): nothing was kept; an ErrServiceBusy.
+	ErrArtifactStoreUnavailable = fmt.Errorf("artifact store unavailable: %w", ErrServiceBusy)
 	// ErrRateLimited means the caller exceeded its request budget.
 	ErrRateLimited = errors.New("rate limited")
 	// ErrOfferWithdrawn means a task was not created because, by the time

@@ -128,9 +128,10 @@ func (s *Store) Presign(ctx context.Context, key string, ttl time.Duration) (str
 }
 
 // wrap gives a driver's error the domain's meaning: a missing key is
-// domain.ErrNotFound; the caller's own cancellation stays itself; a failure
-// of the store (unreachable, refusing, out of space) is
-// domain.ErrServiceBusy — nothing was kept and a retry may succeed once the
+// domain.ErrNotFound; the caller's own cancellation stays itself; a store
+// out of space is domain.ErrArtifactStoreFull and any other failure of it
+// (unreachable, refusing) domain.ErrArtifactStoreUnavailable — both
+// domain.ErrServiceBusy: nothing was kept and a retry may succeed once the
 // store is back or has room.
 func (s *Store) wrap(op, key string, err error) error {
 	switch {
@@ -139,13 +140,13 @@ func (s *Store) wrap(op, key string, err error) error {
 	case gcerrors.Code(err) == gcerrors.NotFound:
 		return fmt.Errorf("artifact store: %s %s: %w", op, key, domain.ErrNotFound)
 	case errors.Is(err, syscall.ENOSPC):
-		return fmt.Errorf("artifact store: %s %s: no space left: %w", op, key, domain.ErrServiceBusy)
+		return fmt.Errorf("artifact store: %s %s: %v: %w", op, key, err, domain.ErrArtifactStoreFull)
 	case isReaderError(err):
 		// The body the caller streams failed (a client that hung up):
 		// not the store's fault, and not a retryable outage of it.
 		return fmt.Errorf("artifact store: %s %s: %w", op, key, err)
 	}
-	return fmt.Errorf("artifact store: %s %s: %v: %w", op, key, err, domain.ErrServiceBusy)
+	return fmt.Errorf("artifact store: %s %s: %v: %w", op, key, err, domain.ErrArtifactStoreUnavailable)
 }
 
 // readerError marks a failure of the io.Reader handed to Put, which

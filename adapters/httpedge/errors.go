@@ -152,6 +152,12 @@ func classify(err error) reply {
 		return reply{status: ae.status, code: ae.code, message: ae.message}
 	case errors.As(err, &mbe):
 		return tooLarge()
+	case errors.Is(err, domain.ErrArtifactStoreFull):
+		return reply{status: http.StatusServiceUnavailable, code: CodeServiceBusy,
+			message: "the artifact store is full; nothing was kept: retry once space is freed", retryAfter: retryAfter(err)}
+	case errors.Is(err, domain.ErrArtifactStoreUnavailable):
+		return reply{status: http.StatusServiceUnavailable, code: CodeServiceBusy,
+			message: "the artifact store is unavailable; nothing was kept: retry later", retryAfter: retryAfter(err)}
 	case errors.Is(err, domain.ErrServiceBusy):
 		return reply{status: http.StatusServiceUnavailable, code: CodeServiceBusy,
 			message: "the service is busy, retry later", retryAfter: retryAfter(err)}

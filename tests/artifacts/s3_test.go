@@ -54,8 +54,8 @@ func TestReplicasShareOneBucket(t *testing.T) {
 }
 
 // With the S3 server down an upload is 503 SERVICE_BUSY (with
-// Retry-After), not a 500, and leaves no row; once it is back, uploads
-// succeed again.
+// Retry-After) saying the store is unavailable, not a 500, and leaves no
+// row; once it is back, uploads succeed again.
 func TestStorageOutage(t *testing.T) {
 	t.Parallel()
 	t0 := time.Now()
@@ -84,6 +84,9 @@ func TestStorageOutage(t *testing.T) {
 	t.Logf("the upload with the store down was answered in %v", time.Since(t0).Round(time.Millisecond))
 	if res.StatusCode != http.StatusServiceUnavailable || !bytes.Contains(b, []byte(`"SERVICE_BUSY"`)) || res.Header.Get("Retry-After") == "" {
 		t.Errorf("upload with the store down = %d %s (Retry-After %q), want 503 SERVICE_BUSY", res.StatusCode, b, res.Header.Get("Retry-After"))
+	}
+	if !bytes.Contains(b, []byte("artifact store is unavailable")) {
+		t.Errorf("upload with the store down = %s, want a message saying the artifact store is unavailable", b)
 	}
 	if l := r.get(t, "/api/v1/admin/artifacts"); len(l.body["items"].([]any)) != 1 {
 		t.Errorf("a row was written during the outage: %s", l.raw)

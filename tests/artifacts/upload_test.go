@@ -43,6 +43,7 @@ func startMemory(t *testing.T, env map[string]string) rig {
 
 type answer struct {
 	status int
+	header http.Header
 	body   map[string]any
 	raw    string
 }
@@ -64,7 +65,7 @@ func do(t *testing.T, req *http.Request) answer {
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
-	a := answer{status: res.StatusCode, raw: string(b)}
+	a := answer{status: res.StatusCode, header: res.Header, raw: string(b)}
 	_ = json.Unmarshal(b, &a.body)
 	return a
 }
