@@ -31,7 +31,6 @@ func (r *Admissions) Generation(ctx context.Context, device domain.DeviceID) (in
 	return a.Generation(), err
 }
 
-// CreateDevice registers a device with its admission, atomically.
 func (r *Admissions) CreateDevice(ctx context.Context, d domain.Device, a domain.DeviceAdmission) error {
 	return do(ctx, r.s, func() error { return r.s.createAdmitted(d, a) })
 }
@@ -47,7 +46,6 @@ func (s *Store) createAdmitted(d domain.Device, a domain.DeviceAdmission) error 
 	return err
 }
 
-// Admit replaces a registered device's admission with what fn makes of it.
 func (r *Admissions) Admit(ctx context.Context, device domain.DeviceID, fn func(*domain.DeviceAdmission) (domain.DeviceAdmission, error)) (domain.DeviceAdmission, error) {
 	return locked(ctx, r.s, func() (domain.DeviceAdmission, error) {
 		if !has(r.s.devices, device.String()) {
@@ -68,8 +66,6 @@ func (r *Admissions) Admit(ctx context.Context, device domain.DeviceID, fn func(
 	})
 }
 
-// Registered returns those of the devices that are registered, with their
-// admissions.
 func (r *Admissions) Registered(ctx context.Context, deviceIDs []domain.DeviceID) (map[domain.DeviceID]ports.RegisteredDevice, error) {
 	return locked(ctx, r.s, func() (map[domain.DeviceID]ports.RegisteredDevice, error) {
 		out := map[domain.DeviceID]ports.RegisteredDevice{}
@@ -98,8 +94,6 @@ func storedRequest(q domain.AuthRequest) (domain.AuthRequest, error) {
 		stamp(q.CreatedAt()), stamp(q.UpdatedAt()))
 }
 
-// Ask hands fn the device's request with key, or else the number of
-// pending requests, and stores what fn returns, as one step.
 func (r *AuthRequests) Ask(ctx context.Context, device domain.DeviceID, key domain.DeviceKey,
 	fn func(*domain.AuthRequest, int) (*domain.AuthRequest, error)) error {
 	return do(ctx, r.s, func() error {
@@ -135,8 +129,6 @@ func (r *AuthRequests) Delete(ctx context.Context, id domain.UUID) error {
 	})
 }
 
-// DeleteExpired deletes the requests expired by cutoff
-// (domain.AuthRequest.ExpiredBy).
 func (r *AuthRequests) DeleteExpired(ctx context.Context, cutoff time.Time) (int, error) {
 	return locked(ctx, r.s, func() (int, error) {
 		n := len(r.s.requests)
@@ -153,7 +145,6 @@ func (r *AuthRequests) Get(ctx context.Context, id domain.UUID) (domain.AuthRequ
 	return locked(ctx, r.s, func() (domain.AuthRequest, error) { return found(r.s.requests, id.String()) })
 }
 
-// List returns the requests with the status, oldest first.
 func (r *AuthRequests) List(ctx context.Context, status domain.AuthRequestStatus, limit int) ([]domain.AuthRequest, error) {
 	return locked(ctx, r.s, func() ([]domain.AuthRequest, error) {
 		out := where(r.s.requests, func(q domain.AuthRequest) bool { return q.Status() == status })
@@ -218,7 +209,6 @@ var _ ports.ArtifactCatalog = (*ArtifactCatalog)(nil)
 
 func NewArtifactCatalog(s *Store) *ArtifactCatalog { return &ArtifactCatalog{s: s} }
 
-// ByArtifactName returns the model's firmware published under name.
 func (r *ArtifactCatalog) ByArtifactName(ctx context.Context, model, name string) (domain.Firmware, error) {
 	return locked(ctx, r.s, func() (domain.Firmware, error) {
 		for _, f := range r.s.firmwares {
@@ -237,7 +227,6 @@ var _ ports.TaskLogs = (*TaskLogs)(nil)
 
 func NewTaskLogs(s *Store) *TaskLogs { return &TaskLogs{s: s} }
 
-// Put stores a task's log; domain.ErrNotFound if the task does not exist.
 func (r *TaskLogs) Put(ctx context.Context, l domain.TaskLog) error {
 	return do(ctx, r.s, func() error {
 		if !has(r.s.tasks, l.TaskID().String()) {
@@ -315,7 +304,6 @@ func (r *TaskActions) Cancel(ctx context.Context, deviceID domain.DeviceID, acti
 	})
 }
 
-// PendingCancel returns the device's newest unconfirmed cancel, or nil.
 func (r *TaskActions) PendingCancel(ctx context.Context, deviceID domain.DeviceID) (*domain.CancelNotice, error) {
 	return locked(ctx, r.s, func() (*domain.CancelNotice, error) {
 		var best *domain.CancelNotice
@@ -368,7 +356,6 @@ var _ ports.DeviceDirectory = (*Directory)(nil)
 
 func NewDirectory(s *Store) *Directory { return &Directory{s: s} }
 
-// UpdateTags changes the tags of every listed device, all or nothing.
 func (r *Directory) UpdateTags(ctx context.Context, ids []domain.DeviceID, fn func(domain.DeviceID, []string) ([]string, error)) (map[domain.DeviceID][]string, error) {
 	return locked(ctx, r.s, func() (map[domain.DeviceID][]string, error) {
 		for _, id := range ids {
@@ -395,12 +382,10 @@ func (r *Directory) UpdateTags(ctx context.Context, ids []domain.DeviceID, fn fu
 	})
 }
 
-// Tags returns a device's tags (empty, never nil).
 func (r *Directory) Tags(ctx context.Context, device domain.DeviceID) ([]string, error) {
 	return locked(ctx, r.s, func() ([]string, error) { return append([]string{}, r.s.tags[device.String()]...), nil })
 }
 
-// List returns the devices matching f in device_id order.
 func (r *Directory) List(ctx context.Context, f ports.DeviceFilter) ([]ports.DeviceListing, error) {
 	return locked(ctx, r.s, func() ([]ports.DeviceListing, error) {
 		out := []ports.DeviceListing{}
@@ -436,8 +421,6 @@ func NewFleet(s *Store) *Fleet { return &Fleet{s: s} }
 // filter sets no limit, the same as the Postgres adapter's.
 const DefaultRolloutLimit = 100
 
-// ListRollouts returns rollouts newest first, each with its firmware's
-// model and version and its task counts.
 func (r *Fleet) ListRollouts(ctx context.Context, f ports.RolloutFilter) ([]ports.RolloutSummary, error) {
 	return locked(ctx, r.s, func() ([]ports.RolloutSummary, error) {
 		out := []ports.RolloutSummary{}
@@ -453,7 +436,6 @@ func (r *Fleet) ListRollouts(ctx context.Context, f ports.RolloutFilter) ([]port
 	})
 }
 
-// VersionCounts counts devices by (model, current version as stored).
 func (r *Fleet) VersionCounts(ctx context.Context, q ports.VersionCountQuery) ([]ports.VersionCount, error) {
 	hourAgo, dayAgo := stamp(q.HourAgo), stamp(q.DayAgo)
 	since := func(seen, t time.Time) int {
@@ -475,8 +457,6 @@ func (r *Fleet) VersionCounts(ctx context.Context, q ports.VersionCountQuery) ([
 	})
 }
 
-// RecentFailures returns a rollout's failed tasks, most recently failed
-// first, at most limit.
 func (r *Fleet) RecentFailures(ctx context.Context, rolloutID domain.UUID, limit int) ([]domain.Task, error) {
 	return locked(ctx, r.s, func() ([]domain.Task, error) {
 		out := where(r.s.tasks, func(t domain.Task) bool {

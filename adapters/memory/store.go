@@ -188,8 +188,6 @@ func (s *Store) byToken(h domain.TokenHash) (domain.Device, error) {
 	return domain.Device{}, domain.ErrNotFound
 }
 
-// Create stores a new device; a token hash another device has is refused
-// (errTokenTaken).
 func (r *Devices) Create(ctx context.Context, d domain.Device) error {
 	return do(ctx, r.s, func() error { return r.s.createDevice(d) })
 }
@@ -209,7 +207,6 @@ func (r *Devices) GetByTokenHash(ctx context.Context, h domain.TokenHash) (domai
 	return locked(ctx, r.s, func() (domain.Device, error) { return r.s.byToken(h) })
 }
 
-// Update writes everything but the id and the registration time.
 func (r *Devices) Update(ctx context.Context, id domain.DeviceID, fn func(*domain.Device) error) (domain.Device, error) {
 	return update(ctx, r.s, r.s.devices, id.String(), fn, func(d, c domain.Device) (domain.Device, error) {
 		merged := domain.RehydrateDevice(d.ID().String(), c.Model(), c.CurrentVersion(), c.TokenHash(), stamp(c.LastSeenAt()), d.CreatedAt())
@@ -217,10 +214,7 @@ func (r *Devices) Update(ctx context.Context, id domain.DeviceID, fn func(*domai
 	})
 }
 
-// RecordSeen writes every report at once (writing costs nothing here).
-// Reports may arrive out of order, so last_seen_at only moves forward; a
-// report that repeats what the caller read keeps the stored version
-// (domain.Device.SeenChangesVersion).
+// RecordSeen writes every report at once: writing costs nothing here.
 func (r *Devices) RecordSeen(ctx context.Context, stored domain.Device, v domain.Version, at time.Time) error {
 	return do(ctx, r.s, func() error {
 		d, err := found(r.s.devices, stored.ID().String())
@@ -248,8 +242,6 @@ func sameRelease(a, b domain.Firmware) bool {
 	return a.Model() == b.Model() && a.Version().Key() == b.Version().Key()
 }
 
-// Create stores a new firmware; domain.ErrFirmwareExists if its model has
-// one of the same version or artifact name already.
 func (r *Firmwares) Create(ctx context.Context, f domain.Firmware) error {
 	id := f.ID().String()
 	stored, err := domain.RehydrateFirmware(id, f.Spec(), f.Status(), stamp(f.CreatedAt()), stamp(f.UpdatedAt()))
@@ -277,7 +269,6 @@ func (r *Firmwares) Get(ctx context.Context, id domain.UUID) (domain.Firmware, e
 	return locked(ctx, r.s, func() (domain.Firmware, error) { return found(r.s.firmwares, id.String()) })
 }
 
-// List returns a model's firmware (all when model is ""), newest first.
 func (r *Firmwares) List(ctx context.Context, model string) ([]domain.Firmware, error) {
 	return locked(ctx, r.s, func() ([]domain.Firmware, error) {
 		out := where(r.s.firmwares, func(f domain.Firmware) bool { return model == "" || f.Model() == model })
@@ -287,7 +278,6 @@ func (r *Firmwares) List(ctx context.Context, model string) ([]domain.Firmware, 
 	})
 }
 
-// Update writes everything but the id and the publication time.
 func (r *Firmwares) Update(ctx context.Context, id domain.UUID, fn func(*domain.Firmware) error) (domain.Firmware, error) {
 	return update(ctx, r.s, r.s.firmwares, id.String(), fn, func(f, c domain.Firmware) (domain.Firmware, error) {
 		merged, err := domain.RehydrateFirmware(id.String(), c.Spec(), c.Status(), f.CreatedAt(), stamp(c.UpdatedAt()))
@@ -322,8 +312,6 @@ func cloneRollout(r domain.Rollout) domain.Rollout {
 	return domain.RehydrateRollout(rec)
 }
 
-// Create stores a new rollout of a stored firmware (domain.ErrNotFound
-// otherwise); a revoke stored since the caller looked wins.
 func (r *Rollouts) Create(ctx context.Context, ro domain.Rollout) error {
 	rec := cloneRollout(ro).Record()
 	rec.CreatedAt, rec.UpdatedAt = stamp(rec.CreatedAt), stamp(rec.UpdatedAt)
@@ -349,8 +337,6 @@ func (r *Rollouts) Get(ctx context.Context, id domain.UUID) (domain.Rollout, err
 	})
 }
 
-// Update hands fn the rollout's firmware as stored now, and writes
-// everything but the id, the firmware and the start time.
 func (r *Rollouts) Update(ctx context.Context, id domain.UUID, fn func(*domain.Rollout, domain.Firmware) error) (domain.Rollout, error) {
 	withFirmware := func(ro *domain.Rollout) error {
 		*ro = cloneRollout(*ro)
@@ -371,8 +357,6 @@ func mergeRollout(stored, changed domain.Rollout) domain.Rollout {
 	return cloneRollout(domain.RehydrateRollout(rec))
 }
 
-// Offers returns every active rollout of released firmware of model, in
-// domain.SortOffers order.
 func (r *Rollouts) Offers(ctx context.Context, model string) ([]domain.Offer, error) {
 	return locked(ctx, r.s, func() ([]domain.Offer, error) {
 		out := []domain.Offer{}
@@ -390,10 +374,8 @@ func (r *Rollouts) Offers(ctx context.Context, model string) ([]domain.Offer, er
 // Artifacts is ports.ArtifactRepository over a Store (with the firmwares).
 type Artifacts struct{ s *Store }
 
-// NewArtifacts returns the artifact repository of s.
 func NewArtifacts(s *Store) *Artifacts { return &Artifacts{s: s} }
 
-// Create stores a, or returns the artifact already stored with its sha256.
 func (r *Artifacts) Create(ctx context.Context, a domain.Artifact) (domain.Artifact, bool, error) {
 	a = domain.RehydrateArtifact(a.ID().String(), a.FileName(), a.Digest(), a.Meta(), stamp(a.CreatedAt()))
 	type created struct {
@@ -410,12 +392,10 @@ func (r *Artifacts) Create(ctx context.Context, a domain.Artifact) (domain.Artif
 	return c.a, c.new, err
 }
 
-// Get loads an artifact by id.
 func (r *Artifacts) Get(ctx context.Context, id domain.UUID) (domain.Artifact, error) {
 	return locked(ctx, r.s, func() (domain.Artifact, error) { return found(r.s.artifacts, id.String()) })
 }
 
-// List returns every artifact, newest first.
 func (r *Artifacts) List(ctx context.Context) ([]domain.Artifact, error) {
 	return locked(ctx, r.s, func() ([]domain.Artifact, error) {
 		out := where(r.s.artifacts, func(domain.Artifact) bool { return true })
@@ -425,7 +405,6 @@ func (r *Artifacts) List(ctx context.Context) ([]domain.Artifact, error) {
 	})
 }
 
-// Delete removes the artifact unless a firmware refers to it.
 func (r *Artifacts) Delete(ctx context.Context, id domain.UUID) error {
 	return do(ctx, r.s, func() error {
 		if !has(r.s.artifacts, id.String()) {
