@@ -51,19 +51,26 @@ func (r *Admissions) Admit(ctx context.Context, device domain.DeviceID, fn func(
 		if !has(r.s.devices, device.String()) {
 			return domain.DeviceAdmission{}, fmt.Errorf("loading device: %w", domain.ErrNotFound)
 		}
-		var cur *domain.DeviceAdmission
-		if a, ok := r.s.admissions[device.String()]; ok {
-			cur = &a
-		}
-		next, err := fn(cur)
-		if err == nil {
-			next, err = storedAdmission(next)
-		}
+		next, err := r.s.admission(device.String(), fn)
 		if err == nil {
 			r.s.admissions[device.String()] = next
 		}
 		return next, err
 	})
+}
+
+// admission is what fn makes of the device's admission, as it would be
+// stored; nothing is written yet.
+func (s *Store) admission(deviceID string, fn func(*domain.DeviceAdmission) (domain.DeviceAdmission, error)) (domain.DeviceAdmission, error) {
+	var cur *domain.DeviceAdmission
+	if a, ok := s.admissions[deviceID]; ok {
+		cur = &a
+	}
+	next, err := fn(cur)
+	if err != nil {
+		return domain.DeviceAdmission{}, err
+	}
+	return storedAdmission(next)
 }
 
 func (r *Admissions) Registered(ctx context.Context, deviceIDs []domain.DeviceID) (map[domain.DeviceID]ports.RegisteredDevice, error) {
@@ -164,38 +171,27 @@ func (r *AuthRequests) Update(ctx context.Context, id domain.UUID, fn func(*doma
 	})
 }
 
-// Accept registers the device if dev is set, stores its admission (a
-// replaced key moves the generation on, the same key keeps it) and deletes
-// the request, as one step; a request no longer pending is
-// domain.ErrNotFound.
-func (r *AuthRequests) Accept(ctx context.Context, id domain.UUID, dev *domain.Device, a domain.DeviceAdmission) error {
+func (r *AuthRequests) Accept(ctx context.Context, id domain.UUID, dev *domain.Device, admit func(*domain.DeviceAdmission) (domain.DeviceAdmission, error)) error {
 	return do(ctx, r.s, func() error {
 		s := r.s
 		q, err := found(s.requests, id.String())
+		if err != nil {
+			return err
+		}
+		if q.Status() != domain.AuthRequestPending {
+			return fmt.Errorf("auth request %s is no longer pending: %w", id, domain.ErrNotFound)
+		}
+		a, err := s.admission(q.DeviceID().String(), admit) // before any write: a failure leaves nothing half done
 		switch {
 		case err != nil:
 			return err
-		case q.Status() != domain.AuthRequestPending:
-			return fmt.Errorf("auth request %s is no longer pending: %w", id, domain.ErrNotFound)
 		case dev != nil:
-			err = s.createAdmitted(*dev, a)
+			err = s.createDevice(*dev)
 		case !has(s.devices, a.DeviceID().String()):
-			return fmt.Errorf("device %q: %w", a.DeviceID().String(), domain.ErrNotFound)
-		default:
-			gen := a.Generation()
-			if cur, ok := s.admissions[a.DeviceID().String()]; ok {
-				kept := cur.Generation()
-				if !cur.Key().Equal(a.Key()) {
-					kept++ // a replaced key ends the old key's sessions
-				}
-				gen = max(gen, kept)
-			}
-			var stored domain.DeviceAdmission
-			if stored, err = domain.RehydrateDeviceAdmission(a.DeviceID().String(), a.Key().PEM(), gen, stamp(a.UpdatedAt())); err == nil {
-				s.admissions[a.DeviceID().String()] = stored
-			}
+			err = fmt.Errorf("device %q: %w", a.DeviceID().String(), domain.ErrNotFound)
 		}
 		if err == nil {
+			s.admissions[a.DeviceID().String()] = a
 			delete(s.requests, id.String())
 		}
 		return err
