@@ -505,10 +505,6 @@ func (s *Mender) Accept(ctx context.Context, requestID domain.UUID, req ports.Ac
 	if r.Status() != domain.AuthRequestPending {
 		return domain.Device{}, &domain.TransitionError{Kind: domain.ErrInvalidTransition, Detail: "the request was rejected; the device must ask again with a new key"}
 	}
-	adm, err := domain.NewDeviceAdmission(r.DeviceID(), r.Key(), now)
-	if err != nil {
-		return domain.Device{}, err
-	}
 	dev, err := s.p.Repo.Get(ctx, r.DeviceID())
 	var newDev *domain.Device
 	switch {
@@ -541,7 +537,10 @@ func (s *Mender) Accept(ctx context.Context, requestID domain.UUID, req ports.Ac
 			return domain.Device{}, domain.ErrModelMismatch
 		}
 	}
-	if err := s.p.Requests.Accept(ctx, requestID, newDev, adm); err != nil {
+	admit := func(cur *domain.DeviceAdmission) (domain.DeviceAdmission, error) {
+		return domain.AdmitKey(cur, r.DeviceID(), r.Key(), now)
+	}
+	if err := s.p.Requests.Accept(ctx, requestID, newDev, admit); err != nil {
 		return domain.Device{}, fmt.Errorf("accepting device: %w", err)
 	}
 	return dev, nil
@@ -594,12 +593,7 @@ func (s *Mender) SetKey(ctx context.Context, deviceID domain.DeviceID, publicKey
 	}
 	now := s.p.Clock.Now()
 	a, err := s.p.Admissions.Admit(ctx, deviceID, func(cur *domain.DeviceAdmission) (domain.DeviceAdmission, error) {
-		if cur == nil {
-			return domain.NewDeviceAdmission(deviceID, key, now)
-		}
-		next := *cur
-		next.RotateKey(key, now)
-		return next, nil
+		return domain.AdmitKey(cur, deviceID, key, now)
 	})
 	if err != nil {
 		return domain.DeviceAdmission{}, fmt.Errorf("setting device key: %w", err)

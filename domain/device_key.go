@@ -190,6 +190,20 @@ func (a *DeviceAdmission) RevokeSessions(now time.Time) {
 	a.updatedAt = stamp(now)
 }
 
+// AdmitKey is the admission a device has once key is admitted for it: a
+// device with none is admitted afresh, one with another key has it
+// replaced (RotateKey ends its sessions), and the same key again keeps the
+// admission and its sessions. Setting a key and accepting a request both
+// decide it here, so every store only stores the result.
+func AdmitKey(cur *DeviceAdmission, deviceID DeviceID, key DeviceKey, now time.Time) (DeviceAdmission, error) {
+	if cur == nil {
+		return NewDeviceAdmission(deviceID, key, now)
+	}
+	next := *cur
+	next.RotateKey(key, now)
+	return next, nil
+}
+
 // RotateKey replaces the key; tokens of the old generation are no longer
 // issued or honoured (SessionClaims.Current).
 func (a *DeviceAdmission) RotateKey(key DeviceKey, now time.Time) {

@@ -146,6 +146,34 @@ func TestDeviceAdmission(t *testing.T) {
 	}
 }
 
+// AdmitKey is what setting a key and accepting a request store: a first
+// admission, the same one for the same key, a new generation for another.
+func TestAdmitKey(t *testing.T) {
+	keys := keysOfEachType(t)
+	k1, _ := domain.ParseDeviceKey("public_key", keys["ed25519"].pem)
+	k2, _ := domain.ParseDeviceKey("public_key", keys["ecdsa"].pem)
+	dev := asDeviceID("dev-1")
+	first, err := domain.AdmitKey(nil, dev, k1, t0)
+	if err != nil || first.Generation() != 1 || !first.Key().Equal(k1) || first.DeviceID() != dev {
+		t.Fatalf("first admission: %v %+v", err, first)
+	}
+	first.RevokeSessions(t0) // generation 2: AdmitKey must build on what is stored
+	same, err := domain.AdmitKey(&first, dev, k1, t1)
+	if err != nil || same.Generation() != 2 || !same.UpdatedAt().Equal(first.UpdatedAt()) {
+		t.Fatalf("the same key again: %v gen=%d, want the admission kept", err, same.Generation())
+	}
+	other, err := domain.AdmitKey(&first, dev, k2, t1)
+	if err != nil || other.Generation() != 3 || !other.Key().Equal(k2) {
+		t.Fatalf("another key: %v gen=%d, want 3 with the new key", err, other.Generation())
+	}
+	if first.Generation() != 2 || !first.Key().Equal(k1) {
+		t.Fatal("AdmitKey changed the admission it was handed")
+	}
+	if _, err := domain.AdmitKey(nil, dev, domain.DeviceKey{}, t0); err == nil {
+		t.Fatal("a first admission without a key")
+	}
+}
+
 func TestSessionTokens(t *testing.T) {
 	secret := domain.SessionSecret(strings.Repeat("x", 32))
 	claims := domain.SessionClaims{DeviceID: asDeviceID("dev-1"), Generation: 3, Expires: t0.Add(time.Hour)}

@@ -49,9 +49,11 @@ type AuthRequests interface {
 	// Update loads a request locked, lets fn change it, and stores it.
 	Update(ctx context.Context, id domain.UUID, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error)
 	// Accept registers the request's device when it is not registered
-	// (dev), stores its admission and deletes the request, atomically;
-	// domain.ErrNotFound if the request is gone or no longer pending.
-	Accept(ctx context.Context, id domain.UUID, dev *domain.Device, a domain.DeviceAdmission) error
+	// (dev), stores the admission admit makes of the device's current one
+	// (nil if none) and deletes the request, atomically; domain.ErrNotFound
+	// if the request is gone or no longer pending.
+	Accept(ctx context.Context, id domain.UUID, dev *domain.Device,
+		admit func(current *domain.DeviceAdmission) (domain.DeviceAdmission, error)) error
 	// Delete deletes a request, pending or rejected.
 	Delete(ctx context.Context, id domain.UUID) error
 	// DeleteExpired deletes every request last changed before cutoff

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
 )
 
 // Store is every table of the in-process database, shared by the
@@ -155,4 +156,264 @@ func newer(a, b time.Time, aID, bID string) bool {
 		return c > 0
 	}
 	return aID > bID
+}
+
+// Devices is the in-memory ports.DeviceRepository over a Store.
+type Devices struct{ s *Store }
+
+var _ ports.DeviceRepository = (*Devices)(nil)
+
+func NewDevices(s *Store) *Devices { return &Devices{s: s} }
+
+// storedDevice is d with its times as the store keeps them.
+func storedDevice(d domain.Device) domain.Device {
+	return domain.RehydrateDevice(d.ID().String(), d.Model(), d.CurrentVersion(), d.TokenHash(), stamp(d.LastSeenAt()), stamp(d.CreatedAt()))
+}
+
+// putDevice writes d unless another device has its token hash.
+func (s *Store) putDevice(d domain.Device) error {
+	if owner, err := s.byToken(d.TokenHash()); err == nil && owner.ID() != d.ID() {
+		return errTokenTaken
+	}
+	s.devices[d.ID().String()] = d
+	return nil
+}
+
+func (s *Store) byToken(h domain.TokenHash) (domain.Device, error) {
+	for _, d := range s.devices {
+		if d.TokenHash() == h {
+			return d, nil
+		}
+	}
+	return domain.Device{}, domain.ErrNotFound
+}
+
+func (r *Devices) Create(ctx context.Context, d domain.Device) error {
+	return do(ctx, r.s, func() error { return r.s.createDevice(d) })
+}
+
+func (s *Store) createDevice(d domain.Device) error {
+	if _, ok := s.devices[d.ID().String()]; ok {
+		return domain.ErrDeviceExists
+	}
+	return s.putDevice(storedDevice(d))
+}
+
+func (r *Devices) Get(ctx context.Context, id domain.DeviceID) (domain.Device, error) {
+	return locked(ctx, r.s, func() (domain.Device, error) { return found(r.s.devices, id.String()) })
+}
+
+func (r *Devices) GetByTokenHash(ctx context.Context, h domain.TokenHash) (domain.Device, error) {
+	return locked(ctx, r.s, func() (domain.Device, error) { return r.s.byToken(h) })
+}
+
+func (r *Devices) Update(ctx context.Context, id domain.DeviceID, fn func(*domain.Device) error) (domain.Device, error) {
+	return update(ctx, r.s, r.s.devices, id.String(), fn, func(d, c domain.Device) (domain.Device, error) {
+		merged := domain.RehydrateDevice(d.ID().String(), c.Model(), c.CurrentVersion(), c.TokenHash(), stamp(c.LastSeenAt()), d.CreatedAt())
+		return merged, r.s.putDevice(merged)
+	})
+}
+
+// RecordSeen writes every report at once: writing costs nothing here.
+func (r *Devices) RecordSeen(ctx context.Context, stored domain.Device, v domain.Version, at time.Time) error {
+	return do(ctx, r.s, func() error {
+		d, err := found(r.s.devices, stored.ID().String())
+		if at = stamp(at); err != nil || d.LastSeenAt().After(at) {
+			return err // unknown, or a newer report is stored already
+		}
+		if !stored.SeenChangesVersion(v) {
+			v = d.CurrentVersion()
+		}
+		d.Seen(v, at)
+		return r.s.putDevice(storedDevice(d))
+	})
+}
+
+// Firmwares is the in-memory ports.FirmwareRepository over a Store.
+type Firmwares struct{ s *Store }
+
+var _ ports.FirmwareRepository = (*Firmwares)(nil)
+
+func NewFirmwares(s *Store) *Firmwares { return &Firmwares{s: s} }
+
+// sameRelease reports whether a and b are one publication: the same model
+// and version, build metadata ignored (1.2.0+a and 1.2.0+b collide).
+func sameRelease(a, b domain.Firmware) bool {
+	return a.Model() == b.Model() && a.Version().Key() == b.Version().Key()
+}
+
+func (r *Firmwares) Create(ctx context.Context, f domain.Firmware) error {
+	id := f.ID().String()
+	stored, err := domain.RehydrateFirmware(id, f.Spec(), f.Status(), stamp(f.CreatedAt()), stamp(f.UpdatedAt()))
+	if err != nil {
+		return err
+	}
+	return do(ctx, r.s, func() error {
+		for _, o := range r.s.firmwares {
+			if sameRelease(o, f) || (f.ArtifactName() != "" && o.Model() == f.Model() && o.ArtifactName() == f.ArtifactName()) {
+				return domain.ErrFirmwareExists
+			}
+		}
+		if _, taken := r.s.firmwares[id]; taken {
+			return errDuplicateID("firmware", id)
+		}
+		if a := f.ArtifactID(); !a.IsZero() && !has(r.s.artifacts, a.String()) {
+			return fmt.Errorf("the artifact does not exist: %w", domain.ErrNotFound) // the foreign key
+		}
+		r.s.firmwares[id] = stored
+		return nil
+	})
+}
+
+func (r *Firmwares) Get(ctx context.Context, id domain.UUID) (domain.Firmware, error) {
+	return locked(ctx, r.s, func() (domain.Firmware, error) { return found(r.s.firmwares, id.String()) })
+}
+
+func (r *Firmwares) List(ctx context.Context, model string) ([]domain.Firmware, error) {
+	return locked(ctx, r.s, func() ([]domain.Firmware, error) {
+		out := where(r.s.firmwares, func(f domain.Firmware) bool { return model == "" || f.Model() == model })
+		return page(out, len(out), 0, func(a, b domain.Firmware) bool {
+			return newer(a.CreatedAt(), b.CreatedAt(), a.ID().String(), b.ID().String())
+		}), nil
+	})
+}
+
+func (r *Firmwares) Update(ctx context.Context, id domain.UUID, fn func(*domain.Firmware) error) (domain.Firmware, error) {
+	return update(ctx, r.s, r.s.firmwares, id.String(), fn, func(f, c domain.Firmware) (domain.Firmware, error) {
+		merged, err := domain.RehydrateFirmware(id.String(), c.Spec(), c.Status(), f.CreatedAt(), stamp(c.UpdatedAt()))
+		if err != nil {
+			return domain.Firmware{}, err
+		}
+		for oid, o := range r.s.firmwares {
+			if oid != id.String() && sameRelease(o, merged) {
+				return domain.Firmware{}, domain.ErrFirmwareExists
+			}
+		}
+		r.s.firmwares[id.String()] = merged
+		return merged, nil
+	})
+}
+
+// Rollouts is the in-memory ports.RolloutRepository over a Store.
+type Rollouts struct{ s *Store }
+
+var _ ports.RolloutRepository = (*Rollouts)(nil)
+
+func NewRollouts(s *Store) *Rollouts { return &Rollouts{s: s} }
+
+// cloneRollout copies r so that no caller shares the stored threshold
+// pointer: changing a returned rollout's record must not change the store.
+func cloneRollout(r domain.Rollout) domain.Rollout {
+	rec := r.Record()
+	if p := rec.FailureThresholdPercent; p != nil {
+		v := *p
+		rec.FailureThresholdPercent = &v
+	}
+	return domain.RehydrateRollout(rec)
+}
+
+func (r *Rollouts) Create(ctx context.Context, ro domain.Rollout) error {
+	rec := cloneRollout(ro).Record()
+	rec.CreatedAt, rec.UpdatedAt = stamp(rec.CreatedAt), stamp(rec.UpdatedAt)
+	return do(ctx, r.s, func() error {
+		fw, err := found(r.s.firmwares, rec.FirmwareID)
+		switch {
+		case err != nil:
+			return err
+		case fw.Revoked():
+			return domain.ErrFirmwareRevoked
+		case has(r.s.rollouts, rec.ID):
+			return errDuplicateID("rollout", rec.ID)
+		}
+		r.s.rollouts[rec.ID] = domain.RehydrateRollout(rec)
+		return nil
+	})
+}
+
+func (r *Rollouts) Get(ctx context.Context, id domain.UUID) (domain.Rollout, error) {
+	return locked(ctx, r.s, func() (domain.Rollout, error) {
+		ro, err := found(r.s.rollouts, id.String())
+		return cloneRollout(ro), err
+	})
+}
+
+func (r *Rollouts) Update(ctx context.Context, id domain.UUID, fn func(*domain.Rollout, domain.Firmware) error) (domain.Rollout, error) {
+	withFirmware := func(ro *domain.Rollout) error {
+		*ro = cloneRollout(*ro)
+		return fn(ro, r.s.firmwares[ro.FirmwareID().String()])
+	}
+	return update(ctx, r.s, r.s.rollouts, id.String(), withFirmware, func(old, c domain.Rollout) (domain.Rollout, error) {
+		r.s.rollouts[id.String()] = mergeRollout(old, c)
+		return cloneRollout(r.s.rollouts[id.String()]), nil
+	})
+}
+
+// mergeRollout writes onto the stored rollout all a change may change.
+func mergeRollout(stored, changed domain.Rollout) domain.Rollout {
+	rec, c := stored.Record(), changed.Record()
+	rec.Percentage, rec.MaxAttempts, rec.FailureThresholdPercent, rec.MinSample = c.Percentage, c.MaxAttempts, c.FailureThresholdPercent, c.MinSample
+	rec.Status, rec.PausedReason, rec.UpdatedAt = c.Status, c.PausedReason, stamp(c.UpdatedAt)
+	rec.Stage, rec.GateMetAt, rec.History = c.Stage, stamp(c.GateMetAt), c.History
+	return cloneRollout(domain.RehydrateRollout(rec))
+}
+
+func (r *Rollouts) Offers(ctx context.Context, model string) ([]domain.Offer, error) {
+	return locked(ctx, r.s, func() ([]domain.Offer, error) {
+		out := []domain.Offer{}
+		for _, ro := range r.s.rollouts {
+			fw, ok := r.s.firmwares[ro.FirmwareID().String()]
+			if ok && ro.Status() == domain.RolloutActive && fw.Model() == model && fw.Status() == domain.FirmwareReleased {
+				out = append(out, domain.Offer{Firmware: fw, Rollout: cloneRollout(ro)})
+			}
+		}
+		domain.SortOffers(out)
+		return out, nil
+	})
+}
+
+// Artifacts is ports.ArtifactRepository over a Store (with the firmwares).
+type Artifacts struct{ s *Store }
+
+func NewArtifacts(s *Store) *Artifacts { return &Artifacts{s: s} }
+
+func (r *Artifacts) Create(ctx context.Context, a domain.Artifact) (domain.Artifact, bool, error) {
+	a = domain.RehydrateArtifact(a.ID().String(), a.FileName(), a.Digest(), a.Meta(), stamp(a.CreatedAt()))
+	type created struct {
+		a   domain.Artifact
+		new bool
+	}
+	c, err := locked(ctx, r.s, func() (created, error) {
+		if have := where(r.s.artifacts, func(o domain.Artifact) bool { return o.Digest().SHA256 == a.Digest().SHA256 }); len(have) > 0 {
+			return created{have[0], false}, nil
+		}
+		r.s.artifacts[a.ID().String()] = a
+		return created{a, true}, nil
+	})
+	return c.a, c.new, err
+}
+
+func (r *Artifacts) Get(ctx context.Context, id domain.UUID) (domain.Artifact, error) {
+	return locked(ctx, r.s, func() (domain.Artifact, error) { return found(r.s.artifacts, id.String()) })
+}
+
+func (r *Artifacts) List(ctx context.Context) ([]domain.Artifact, error) {
+	return locked(ctx, r.s, func() ([]domain.Artifact, error) {
+		out := where(r.s.artifacts, func(domain.Artifact) bool { return true })
+		return page(out, len(out), 0, func(a, b domain.Artifact) bool {
+			return newer(a.CreatedAt(), b.CreatedAt(), a.ID().String(), b.ID().String())
+		}), nil
+	})
+}
+
+func (r *Artifacts) Delete(ctx context.Context, id domain.UUID) error {
+	return do(ctx, r.s, func() error {
+		if !has(r.s.artifacts, id.String()) {
+			return domain.ErrNotFound
+		}
+		if len(where(r.s.firmwares, func(f domain.Firmware) bool { return f.ArtifactID() == id })) > 0 {
+			return domain.ErrArtifactInUse
+		}
+		delete(r.s.artifacts, id.String())
+		return nil
+	})
 }

@@ -313,7 +313,6 @@ func (s *Store) rolloutStats(rolloutID string, since time.Time) domain.TaskStats
 // the same as the Postgres adapter's.
 const DefaultListLimit = 50
 
-// List returns the tasks matching f in (created_at, id) order.
 func (r *Tasks) List(ctx context.Context, f ports.TaskFilter) ([]domain.Task, error) {
 	return locked(ctx, r.s, func() ([]domain.Task, error) {
 		out := where(r.s.tasks, func(t domain.Task) bool {
@@ -328,8 +327,6 @@ func (r *Tasks) List(ctx context.Context, f ports.TaskFilter) ([]domain.Task, er
 	})
 }
 
-// Events returns the task's stored events in (time, event id) order, at
-// most limit.
 func (r *Tasks) Events(ctx context.Context, taskID domain.UUID, limit int) ([]ports.TaskEvent, error) {
 	logged, err := locked(ctx, r.s, func() ([]loggedEvent, error) { return slices.Clone(r.s.events[taskID.String()]), nil })
 	if err != nil {

@@ -101,15 +101,13 @@ func (s *AdmissionRepository) generationStmt(ctx context.Context) (*sql.Stmt, er
 	return s.generation, nil
 }
 
-// putAdmission stores a, replacing any key the device had; a replaced key
-// moves the generation past the stored one.
+// putAdmission stores a as it is, replacing the device's admission if it
+// has one (domain.AdmitKey decides what a new key does to the generation).
 func putAdmission(ctx context.Context, q menderExecer, a domain.DeviceAdmission) error {
 	_, err := q.ExecContext(ctx, `INSERT INTO device_admissions (device_id, public_key, token_generation, updated_at)
 		VALUES ($1, $2, $3, $4)
 		ON CONFLICT (device_id) DO UPDATE SET public_key = EXCLUDED.public_key, updated_at = EXCLUDED.updated_at,
-			token_generation = CASE WHEN device_admissions.public_key = EXCLUDED.public_key
-				THEN GREATEST(device_admissions.token_generation, EXCLUDED.token_generation)
-				ELSE GREATEST(device_admissions.token_generation + 1, EXCLUDED.token_generation) END`,
+			token_generation = EXCLUDED.token_generation`,
 		a.DeviceID().String(), a.Key().PEM(), a.Generation(), dbTime(a.UpdatedAt()))
 	if err != nil {
 		return fmt.Errorf("storing admission of %q: %w", a.DeviceID(), mapWriteErr(err))
@@ -145,39 +143,47 @@ func (s *AdmissionRepository) Admit(ctx context.Context, device domain.DeviceID,
 	}
 	var out domain.DeviceAdmission
 	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
-		var one int
-		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM devices WHERE device_id = $1 FOR NO KEY UPDATE`, deviceID).Scan(&one); err != nil {
-			return fmt.Errorf("loading device %q: %w", deviceID, notFound(err))
-		}
-		var (
-			cur *domain.DeviceAdmission
-			r   admissionRow
-		)
-		err := tx.GetContext(ctx, &r, `SELECT device_id, public_key, token_generation, updated_at FROM device_admissions WHERE device_id = $1`, deviceID)
-		switch {
-		case err == nil:
-			a, err := r.toDomain()
-			if err != nil {
-				return err
-			}
-			cur = &a
-		case !errors.Is(err, sql.ErrNoRows):
-			return fmt.Errorf("loading admission of %q: %w", deviceID, err)
-		}
-		next, err := fn(cur)
-		if err != nil {
-			return err
-		}
-		if err := putAdmission(ctx, tx, next); err != nil {
-			return err
-		}
-		if err := tx.GetContext(ctx, &r, `SELECT device_id, public_key, token_generation, updated_at FROM device_admissions WHERE device_id = $1`, deviceID); err != nil {
-			return err
-		}
-		out, err = r.toDomain()
+		var err error
+		out, err = admitTx(ctx, tx, deviceID, fn)
 		return err
 	})
 	return out, err
+}
+
+// admitTx stores what fn makes of the device's admission (nil if none)
+// and returns it as stored. The device row, locked first, serialises every
+// change of its admission, so fn decides from what is stored now.
+func admitTx(ctx context.Context, tx *sqlx.Tx, deviceID string, fn func(*domain.DeviceAdmission) (domain.DeviceAdmission, error)) (domain.DeviceAdmission, error) {
+	var one int
+	if err := tx.QueryRowContext(ctx, `SELECT 1 FROM devices WHERE device_id = $1 FOR NO KEY UPDATE`, deviceID).Scan(&one); err != nil {
+		return domain.DeviceAdmission{}, fmt.Errorf("loading device %q: %w", deviceID, notFound(err))
+	}
+	var (
+		cur *domain.DeviceAdmission
+		r   admissionRow
+	)
+	err := tx.GetContext(ctx, &r, `SELECT device_id, public_key, token_generation, updated_at FROM device_admissions WHERE device_id = $1`, deviceID)
+	switch {
+	case err == nil:
+		a, err := r.toDomain()
+		if err != nil {
+			return domain.DeviceAdmission{}, err
+		}
+		cur = &a
+	case !errors.Is(err, sql.ErrNoRows):
+		return domain.DeviceAdmission{}, fmt.Errorf("loading admission of %q: %w", deviceID, err)
+	}
+	next, err := fn(cur)
+	if err != nil {
+		return domain.DeviceAdmission{}, err
+	}
+	if err := putAdmission(ctx, tx, next); err != nil {
+		return domain.DeviceAdmission{}, err
+	}
+	if err := tx.GetContext(ctx, &r, `SELECT device_id, public_key, token_generation, updated_at FROM device_admissions WHERE device_id = $1`, deviceID); err != nil {
+		return domain.DeviceAdmission{}, err
+	}
+	return r.toDomain()
 }
 
 // Registered returns those of the devices that are registered, with their
@@ -389,27 +395,29 @@ func (s *AuthRequestRepository) Update(ctx context.Context, id domain.UUID, fn f
 	return out, err
 }
 
-// Accept registers the device if dev is set, stores its admission and
-// deletes the request, in one transaction.
-func (s *AuthRequestRepository) Accept(ctx context.Context, id domain.UUID, dev *domain.Device, a domain.DeviceAdmission) error {
+// Accept registers the device if dev is set, stores what admit makes of
+// its admission and deletes the request, in one transaction.
+func (s *AuthRequestRepository) Accept(ctx context.Context, id domain.UUID, dev *domain.Device, admit func(*domain.DeviceAdmission) (domain.DeviceAdmission, error)) error {
 	if id.IsZero() {
 		return fmt.Errorf("loading auth request: %w", domain.ErrNotFound)
 	}
 	uid := id.String()
 	return inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM device_auth_requests WHERE id = $1 AND status = 'pending'`, uid)
+		var deviceID string
+		err := tx.QueryRowContext(ctx, `DELETE FROM device_auth_requests WHERE id = $1 AND status = 'pending' RETURNING device_id`, uid).Scan(&deviceID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("auth request %s is no longer pending: %w", uid, domain.ErrNotFound)
+		}
 		if err != nil {
 			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return fmt.Errorf("auth request %s is no longer pending: %w", uid, domain.ErrNotFound)
 		}
 		if dev != nil {
 			if err := insertDevice(ctx, tx, *dev); err != nil {
 				return err
 			}
 		}
-		return putAdmission(ctx, tx, a)
+		_, err = admitTx(ctx, tx, deviceID, admit)
+		return err
 	})
 }
 

@@ -252,7 +252,7 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	// A rejected request is not accepted.
 	d, _ := domain.NewDevice(deviceID, repoName("m"), "", s.hash(t), s.at(3))
 	a, _ := domain.NewDeviceAdmission(deviceID, k, s.at(3))
-	if err := r.Requests.Accept(ctx, made.ID(), &d, a); err == nil {
+	if err := r.Requests.Accept(ctx, made.ID(), &d, admitAs(a)); err == nil {
 		t.Fatal("accepted a rejected request")
 	}
 	if _, err := s.Devices.Get(ctx, deviceID); !errors.Is(err, domain.ErrNotFound) {
@@ -274,7 +274,7 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	// Accepting registers the device, stores exactly the request's key and
 	// deletes the request.
 	a2, _ := domain.NewDeviceAdmission(deviceID, k2, s.at(5))
-	if err := r.Requests.Accept(ctx, second.ID(), &d, a2); err != nil {
+	if err := r.Requests.Accept(ctx, second.ID(), &d, admitAs(a2)); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := r.Admissions.Get(ctx, deviceID); err != nil || !got.Key().Equal(k2) {
@@ -283,8 +283,9 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	if _, err := r.Requests.Get(ctx, second.ID()); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("accepted request still stored: %v", err)
 	}
-	// Accepting a registered device again moves its tokens' generation on
-	// when the key is replaced, and leaves it when the key is the same.
+	// Accepting a registered device again hands admit its admission as
+	// stored: domain.AdmitKey then moves its tokens' generation on when the
+	// key is replaced, and leaves it when the key is the same.
 	acceptAgain := func(k domain.DeviceKey, at time.Time) int64 {
 		t.Helper()
 		ask(t, r, deviceID, k, at, 100)
@@ -294,9 +295,16 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 				id = q.ID()
 			}
 		}
-		again, _ := domain.NewDeviceAdmission(deviceID, k, at)
-		if err := r.Requests.Accept(ctx, id, nil, again); err != nil {
+		var handed *domain.DeviceAdmission
+		admit := func(cur *domain.DeviceAdmission) (domain.DeviceAdmission, error) {
+			handed = cur
+			return domain.AdmitKey(cur, deviceID, k, at)
+		}
+		if err := r.Requests.Accept(ctx, id, nil, admit); err != nil {
 			t.Fatal(err)
+		}
+		if handed == nil || handed.DeviceID() != deviceID {
+			t.Fatalf("accepting a registered device handed admit %v, want its admission", handed)
 		}
 		gen, err := r.Admissions.Generation(ctx, deviceID)
 		repoNoErr(t, "generation", err)
@@ -528,4 +536,9 @@ func taskLogsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	if err := r.Logs.Put(ctx, domain.NewTaskLog(asUUID(uuid.NewString()), lines, s.at(4))); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("log of an unknown task: %v", err)
 	}
+}
+
+// admitAs is an Accept admit function that stores a whatever is stored.
+func admitAs(a domain.DeviceAdmission) func(*domain.DeviceAdmission) (domain.DeviceAdmission, error) {
+	return func(*domain.DeviceAdmission) (domain.DeviceAdmission, error) { return a, nil }
 }
