@@ -7,13 +7,15 @@
 package main
 
 import (
-	"github.com/ai-device/ota/adapters/ddi"
+	ddi2 "github.com/ai-device/ota/adapters/ddi"
 	"github.com/ai-device/ota/adapters/memory"
-	"github.com/ai-device/ota/adapters/mender"
+	mender2 "github.com/ai-device/ota/adapters/mender"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/adapters/redislock"
 	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/application/ddi"
+	"github.com/ai-device/ota/application/mender"
 	"github.com/ai-device/ota/bootstrap"
 	"github.com/jmoiron/sqlx"
 	"log/slog"
@@ -108,8 +110,8 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	devices := application.ComposeDevices(auth, checks, events)
 	taskActionRepository := postgres.NewTaskActionRepository(db)
-	ddiVersionAttribute := bootstrap.DDIVersionAttributeFrom(cfg)
-	applicationDDI, err := application.NewDDI(devices, writeBehindDevices, cachedRollouts, attributeRepository, taskActionRepository, taskRepository, metrics, clock, pollInterval, ddiVersionAttribute)
+	versionAttribute := bootstrap.DDIVersionAttributeFrom(cfg)
+	useCases, err := ddi.New(devices, writeBehindDevices, cachedRollouts, attributeRepository, taskActionRepository, taskRepository, metrics, clock, pollInterval, versionAttribute)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -117,13 +119,13 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	adapter := ddi.New(config, applicationDDI)
+	adapter := ddi2.New(config, useCases)
 	admissionRepository := postgres.NewAdmissionRepository(db)
 	authRequestRepository := postgres.NewAuthRequestRepository(db)
 	artifactCatalogRepository := postgres.NewArtifactCatalogRepository(db)
 	taskLogRepository := postgres.NewTaskLogRepository(db)
 	authQueueObserver := bootstrap.MenderQueueObserverFrom(metrics, logger)
-	menderPorts := application.MenderPorts{
+	ports := mender.Ports{
 		Devices:       devices,
 		Repo:          writeBehindDevices,
 		Rollouts:      cachedRollouts,
@@ -146,7 +148,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	applicationMender, err := application.NewMender(menderPorts, menderConfig)
+	menderUseCases, err := mender.New(ports, menderConfig)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -154,7 +156,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	menderAdapter := mender.New(applicationMender, applicationMender)
+	menderAdapter := mender2.New(menderUseCases, menderUseCases)
 	restConfig := bootstrap.HTTPConfigFrom(cfg, adapter, menderAdapter)
 	deviceAdmin, err := application.NewDeviceAdmin(writeBehindDevices, taskRepository, cachedFirmwares, clock)
 	if err != nil {
@@ -274,18 +276,18 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	}
 	applicationDevices := application.ComposeDevices(auth, checks, events)
 	taskActions := memory.NewTaskActions(store)
-	ddiVersionAttribute := bootstrap.DDIVersionAttributeFrom(cfg)
-	applicationDDI, err := application.NewDDI(applicationDevices, devices, rollouts, attributes, taskActions, tasks, metrics, clock, pollInterval, ddiVersionAttribute)
+	versionAttribute := bootstrap.DDIVersionAttributeFrom(cfg)
+	useCases, err := ddi.New(applicationDevices, devices, rollouts, attributes, taskActions, tasks, metrics, clock, pollInterval, versionAttribute)
 	if err != nil {
 		return nil, err
 	}
-	adapter := ddi.New(config, applicationDDI)
+	adapter := ddi2.New(config, useCases)
 	admissions := memory.NewAdmissions(store)
 	authRequests := memory.NewAuthRequests(store)
 	artifactCatalog := memory.NewArtifactCatalog(store)
 	taskLogs := memory.NewTaskLogs(store)
 	authQueueObserver := bootstrap.MenderQueueObserverFrom(metrics, logger)
-	menderPorts := application.MenderPorts{
+	ports := mender.Ports{
 		Devices:       applicationDevices,
 		Repo:          devices,
 		Rollouts:      rollouts,
@@ -304,11 +306,11 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
-	applicationMender, err := application.NewMender(menderPorts, menderConfig)
+	menderUseCases, err := mender.New(ports, menderConfig)
 	if err != nil {
 		return nil, err
 	}
-	menderAdapter := mender.New(applicationMender, applicationMender)
+	menderAdapter := mender2.New(menderUseCases, menderUseCases)
 	restConfig := bootstrap.HTTPConfigFrom(cfg, adapter, menderAdapter)
 	deviceAdmin, err := application.NewDeviceAdmin(devices, tasks, firmwares, clock)
 	if err != nil {

@@ -43,21 +43,22 @@ func (s *DeviceAdmin) RegisterDevice(ctx context.Context, req ports.RegisterDevi
 
 // registration reads an operator's registration request: the id by the
 // device id rule (a bad one is VALIDATION_FAILED, with the other fields),
-// then newDevice. The admin API, the console and Mender's preauthorize all
-// register through it.
+// then NewDeviceCredentials. The admin API, the console and Mender's
+// preauthorize all register through it.
 func registration(req ports.RegisterDevice, now time.Time) (ports.DeviceCredentials, error) {
 	id, err := domain.ParseDeviceID(req.DeviceID)
 	if err != nil {
 		return ports.DeviceCredentials{}, err
 	}
-	return newDevice(id, req.Model, req.CurrentVersion, now)
+	return NewDeviceCredentials(id, req.Model, req.CurrentVersion, now)
 }
 
-// newDevice is the one way a device comes to be: domain.NewDevice judges
-// it, with a fresh token whose hash alone is kept (the token is shown
-// once, to whoever registered it). Every registration — an operator's, or
-// an accepted Mender request's — makes its device here.
-func newDevice(id domain.DeviceID, model, version string, now time.Time) (ports.DeviceCredentials, error) {
+// NewDeviceCredentials is the one way a device comes to be:
+// domain.NewDevice judges it, with a fresh token whose hash alone is kept
+// (the token is shown once, to whoever registered it). Every registration
+// — an operator's, or an accepted Mender request's (application/mender) —
+// makes its device here.
+func NewDeviceCredentials(id domain.DeviceID, model, version string, now time.Time) (ports.DeviceCredentials, error) {
 	token, hash, err := domain.NewDeviceToken()
 	if err != nil {
 		return ports.DeviceCredentials{}, fmt.Errorf("making device token: %w", err)

@@ -169,11 +169,3 @@ func rolloutCounts(r domain.Rollout, stats func(since time.Time) (domain.TaskSta
 	}
 	return total, stage, err
 }
-
-// endsTask reports whether an event request's status ends its task
-// (TaskStatus.IsFinal), as the protocols must know before the event is
-// judged: a status that does not parse ends nothing.
-func endsTask(status string) bool {
-	st, err := domain.ParseTaskStatus(status)
-	return err == nil && st.IsFinal()
-}

@@ -12,7 +12,7 @@ import (
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/mender"
 	"github.com/ai-device/ota/adapters/postgres"
-	"github.com/ai-device/ota/application"
+	menderapp "github.com/ai-device/ota/application/mender"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -48,11 +48,11 @@ type MenderSettings struct {
 var MenderSet = wire.NewSet(
 	mender.ProviderSet,
 	MenderConfigFrom,
-	wire.Struct(new(application.MenderPorts), "*"),
-	application.NewMender,
+	wire.Struct(new(menderapp.Ports), "*"),
+	menderapp.New,
 	MenderQueueObserverFrom,
-	wire.Bind(new(ports.MenderService), new(*application.Mender)),
-	wire.Bind(new(ports.AdmissionService), new(*application.Mender)),
+	wire.Bind(new(menderapp.Service), new(*menderapp.UseCases)),
+	wire.Bind(new(menderapp.AdmissionService), new(*menderapp.UseCases)),
 )
 
 // MenderMemoryStores are the in-process Mender repositories.
@@ -75,12 +75,12 @@ var MenderPostgresStores = wire.NewSet(
 // OTA_MENDER_TOKEN_SECRET a random secret is made, and the warning says
 // what that costs: tokens do not survive a restart and are not valid on
 // other replicas (devices then authenticate again, once per replica hop).
-func MenderConfigFrom(cfg Config, logger *slog.Logger) (application.MenderConfig, error) {
+func MenderConfigFrom(cfg Config, logger *slog.Logger) (menderapp.Config, error) {
 	secret := domain.SessionSecret(cfg.Mender.TokenSecret)
 	if len(secret) == 0 {
 		var err error
 		if secret, err = domain.NewSessionSecret(); err != nil {
-			return application.MenderConfig{}, err
+			return menderapp.Config{}, err
 		}
 		logger.Warn("OTA_MENDER_TOKEN_SECRET is not set: Mender session tokens are signed with a random per-process secret; " +
 			"they do not survive a restart and are not accepted by other replicas (devices authenticate again). " +
@@ -90,7 +90,7 @@ func MenderConfigFrom(cfg Config, logger *slog.Logger) (application.MenderConfig
 	if cfg.Mender.AuthRate > 0 {
 		limiter = memory.NewRateLimiter(cfg.Mender.AuthRate, cfg.Mender.AuthBurst)
 	}
-	return application.MenderConfig{IDKey: cfg.Mender.IDKey, AcceptPending: cfg.Mender.AcceptPending,
+	return menderapp.Config{IDKey: cfg.Mender.IDKey, AcceptPending: cfg.Mender.AcceptPending,
 		TokenTTL: cfg.Mender.TokenTTL, Secret: secret, RequestTTL: cfg.Mender.RequestTTL, AuthLimiter: limiter}, nil
 }
 
@@ -107,7 +107,7 @@ type menderQueueObserver struct {
 }
 
 // MenderQueueObserverFrom registers the dropped-requests counter with m.
-func MenderQueueObserverFrom(m *Metrics, logger *slog.Logger) ports.AuthQueueObserver {
+func MenderQueueObserverFrom(m *Metrics, logger *slog.Logger) menderapp.AuthQueueObserver {
 	o := &menderQueueObserver{logger: logger, dropped: prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ota_mender_auth_requests_dropped_total",
 		Help: "Mender auth requests not recorded because the pending queue was full.",

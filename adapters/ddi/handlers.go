@@ -13,6 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	ddiapp "github.com/ai-device/ota/application/ddi"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -146,7 +147,7 @@ func (a *Adapter) poll(c echo.Context) error {
 // maintenance window, deployment.maintenanceWindow says whether it is open
 // ("available") or not ("unavailable", and then "update": "skip": the
 // agent may download but must not install), as hawkBit answers.
-func newDeploymentView(v ports.TaskView, window ports.DDIWindow) deploymentView {
+func newDeploymentView(v ports.TaskView, window ddiapp.Window) deploymentView {
 	spec := v.Firmware.Spec()
 	var d deploymentView
 	d.ID = strconv.FormatInt(v.Task.ActionID(), 10)
@@ -155,9 +156,9 @@ func newDeploymentView(v ports.TaskView, window ports.DDIWindow) deploymentView 
 		d.Deployment.Download, d.Deployment.Update = "forced", "forced"
 	}
 	switch window {
-	case ports.DDIWindowAvailable:
+	case ddiapp.WindowAvailable:
 		d.Deployment.MaintenanceWindow = "available"
-	case ports.DDIWindowUnavailable:
+	case ddiapp.WindowUnavailable:
 		d.Deployment.MaintenanceWindow, d.Deployment.Update = "unavailable", "skip"
 	}
 	links := map[string]link{"download-http": {spec.URL}}
@@ -211,25 +212,25 @@ func (a *Adapter) installedBase(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, newDeploymentView(v, ports.DDINoWindow))
+	return c.JSON(http.StatusOK, newDeploymentView(v, ddiapp.NoWindow))
 }
 
 // feedback reads a feedback body; status.execution is required.
-func feedback(c echo.Context) (ports.DDIFeedback, error) {
+func feedback(c echo.Context) (ddiapp.Feedback, error) {
 	var b feedbackBody
 	if err := decode(c, &b); err != nil {
-		return ports.DDIFeedback{}, err
+		return ddiapp.Feedback{}, err
 	}
 	if b.Status == nil || b.Status.Execution == nil {
-		return ports.DDIFeedback{}, &domain.ValidationError{Field: "status.execution", Reason: "is required"}
+		return ddiapp.Feedback{}, &domain.ValidationError{Field: "status.execution", Reason: "is required"}
 	}
-	fb := ports.DDIFeedback{Execution: *b.Status.Execution, Finished: "none", Details: b.Status.Details}
+	fb := ddiapp.Feedback{Execution: *b.Status.Execution, Finished: "none", Details: b.Status.Details}
 	if r := b.Status.Result; r != nil {
 		if r.Finished != nil {
 			fb.Finished = *r.Finished
 		}
 		if p := r.Progress; p != nil && p.Cnt != nil && p.Of != nil {
-			fb.Progress = &ports.DDIProgress{Cnt: *p.Cnt, Of: *p.Of}
+			fb.Progress = &ddiapp.Progress{Cnt: *p.Cnt, Of: *p.Of}
 		}
 	}
 	return fb, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/application/ddi"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 	"github.com/ai-device/ota/tests/testenv"
@@ -45,7 +46,7 @@ type sstack struct {
 	deps    application.Deps
 	devices *application.Devices
 	admin   *application.Admin
-	ddi     *application.DDI
+	ddi     *ddi.UseCases
 	model   string
 	// flush stores the checks a write-behind holds (a no-op in memory).
 	flush func()
@@ -114,12 +115,12 @@ func newSStack(t *testing.T, deps application.Deps, actions ports.TaskActions) *
 	deps.Locker = lock
 	deps.Clock, deps.IDs, deps.Metrics, deps.Limiter = clock, memory.NewUUIDs(), ports.NopMetrics{}, ports.Unlimited{}
 	devices, admin := testenv.UseCases(t, deps, time.Hour)
-	ddi, err := application.NewDDI(devices, deps.Devices, deps.Rollouts, deps.Attributes, actions, deps.Tasks, deps.Metrics, clock,
+	dd, err := ddi.New(devices, deps.Devices, deps.Rollouts, deps.Attributes, actions, deps.Tasks, deps.Metrics, clock,
 		application.PollInterval(time.Hour), "sw_version")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &sstack{t: t, ctx: context.Background(), clock: clock, deps: deps, devices: devices, admin: admin, ddi: ddi, lock: lock,
+	return &sstack{t: t, ctx: context.Background(), clock: clock, deps: deps, devices: devices, admin: admin, ddi: dd, lock: lock,
 		model: "succ-" + strings.ReplaceAll(memory.NewUUIDs().NewID().String()[:8], "-", ""), flush: func() {}}
 }
 
@@ -220,7 +221,7 @@ func TestDDIPollReadBeforeSuccessNeverWritesTheOldVersionBack(t *testing.T) {
 
 		s.clock.Add(time.Minute)
 		stale := s.read(id) // a poll's authentication, before the feedback
-		if _, err := s.ddi.DeploymentFeedback(s.ctx, id, action, ports.DDIFeedback{Execution: "closed", Finished: "success"}); err != nil {
+		if _, err := s.ddi.DeploymentFeedback(s.ctx, id, action, ddi.Feedback{Execution: "closed", Finished: "success"}); err != nil {
 			t.Fatal(err)
 		}
 		s.clock.Add(time.Second)
@@ -463,7 +464,7 @@ func TestLateSuccessAfterTimedOutRecordsTheVersion(t *testing.T) {
 			t.Fatalf("the stuck task: %s %q (%v), want failed %s", got.Status(), got.ErrorCode(), err, domain.CodeTimedOut)
 		}
 		s.clock.Add(time.Second)
-		_, err = s.ddi.DeploymentFeedback(s.ctx, id, task.ActionID(), ports.DDIFeedback{Execution: "closed", Finished: "success"})
+		_, err = s.ddi.DeploymentFeedback(s.ctx, id, task.ActionID(), ddi.Feedback{Execution: "closed", Finished: "success"})
 		if !errors.Is(err, domain.ErrTaskFinished) {
 			t.Errorf("a late success: %v, want TASK_FINISHED", err)
 		}
@@ -496,7 +497,7 @@ func TestDDIConfigDataBelowASuccessIsARevertedInstall(t *testing.T) {
 		}
 		first := p.Deployment.Task
 		s.clock.Add(time.Minute)
-		if _, err := s.ddi.DeploymentFeedback(s.ctx, id, first.ActionID(), ports.DDIFeedback{Execution: "closed", Finished: "success"}); err != nil {
+		if _, err := s.ddi.DeploymentFeedback(s.ctx, id, first.ActionID(), ddi.Feedback{Execution: "closed", Finished: "success"}); err != nil {
 			t.Fatal(err)
 		}
 		s.clock.Add(time.Minute)
