@@ -56,7 +56,9 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	auth, err := application.NewAuth(taskRepository)
+	taskPorts := bootstrap.PostgresTaskPorts(taskRepository)
+	authStore := taskPorts.Auth
+	auth, err := application.NewAuth(authStore)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -77,6 +79,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	cachedFirmwares := postgres.CachedFirmwaresOf(catalogCache)
 	cachedRollouts := postgres.CachedRolloutsOf(catalogCache)
+	checkStore := taskPorts.Checks
 	redislockConfig := bootstrap.LockConfigFrom(cfg)
 	metrics := bootstrap.NewMetrics()
 	lockMetrics := bootstrap.LockMetricsFrom(metrics)
@@ -92,7 +95,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	rateLimiter := bootstrap.RateLimiterFrom(cfg)
 	attributeRepository := postgres.NewAttributeRepository(db)
 	pollInterval := bootstrap.PollIntervalFrom(cfg)
-	checks, err := application.NewChecks(writeBehindDevices, cachedFirmwares, cachedRollouts, taskRepository, locker, clock, uuiDs, metrics, rateLimiter, attributeRepository, pollInterval)
+	checks, err := application.NewChecks(writeBehindDevices, cachedFirmwares, cachedRollouts, checkStore, locker, clock, uuiDs, metrics, rateLimiter, attributeRepository, pollInterval)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -100,7 +103,8 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	events, err := application.NewEvents(taskRepository, cachedFirmwares, writeBehindDevices, clock, metrics, rateLimiter)
+	eventStore := taskPorts.Events
+	events, err := application.NewEvents(eventStore, cachedFirmwares, writeBehindDevices, clock, metrics, rateLimiter)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -110,8 +114,9 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	devices := application.ComposeDevices(auth, checks, events)
 	taskActionRepository := postgres.NewTaskActionRepository(db)
+	taskUpdater := taskPorts.Updater
 	versionAttribute := bootstrap.DDIVersionAttributeFrom(cfg)
-	useCases, err := ddi.New(devices, writeBehindDevices, cachedRollouts, attributeRepository, taskActionRepository, taskRepository, metrics, clock, pollInterval, versionAttribute)
+	useCases, err := ddi.New(devices, writeBehindDevices, cachedRollouts, attributeRepository, taskActionRepository, taskUpdater, metrics, clock, pollInterval, versionAttribute)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -129,7 +134,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		Devices:       devices,
 		Repo:          writeBehindDevices,
 		Rollouts:      cachedRollouts,
-		Tasks:         taskRepository,
+		Tasks:         taskUpdater,
 		Attributes:    attributeRepository,
 		Admissions:    admissionRepository,
 		Requests:      authRequestRepository,
@@ -158,7 +163,8 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	menderAdapter := mender2.New(menderUseCases, menderUseCases)
 	restConfig := bootstrap.HTTPConfigFrom(cfg, adapter, menderAdapter)
-	deviceAdmin, err := application.NewDeviceAdmin(writeBehindDevices, taskRepository, cachedFirmwares, clock)
+	activeTasks := taskPorts.Active
+	deviceAdmin, err := application.NewDeviceAdmin(writeBehindDevices, activeTasks, cachedFirmwares, clock)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -174,7 +180,8 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	rolloutAdmin, err := application.NewRolloutAdmin(cachedFirmwares, cachedRollouts, taskRepository, clock, uuiDs)
+	rolloutCounts := taskPorts.Counts
+	rolloutAdmin, err := application.NewRolloutAdmin(cachedFirmwares, cachedRollouts, rolloutCounts, clock, uuiDs)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -182,7 +189,8 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	taskAdmin, err := application.NewTaskAdmin(taskRepository, cachedFirmwares)
+	taskHistory := taskPorts.History
+	taskAdmin, err := application.NewTaskAdmin(taskHistory, cachedFirmwares)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -252,13 +260,16 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	config := bootstrap.DDIConfigFrom(cfg)
 	store := memory.NewStore()
 	tasks := memory.NewTasks(store)
-	auth, err := application.NewAuth(tasks)
+	taskPorts := bootstrap.MemoryTaskPorts(tasks)
+	authStore := taskPorts.Auth
+	auth, err := application.NewAuth(authStore)
 	if err != nil {
 		return nil, err
 	}
 	devices := memory.NewDevices(store)
 	firmwares := memory.NewFirmwares(store)
 	rollouts := memory.NewRollouts(store)
+	checkStore := taskPorts.Checks
 	metrics := bootstrap.NewMetrics()
 	locker := bootstrap.MemoryLocker(cfg, metrics)
 	clock := memory.NewClock()
@@ -266,18 +277,20 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	rateLimiter := bootstrap.RateLimiterFrom(cfg)
 	attributes := memory.NewAttributes(store)
 	pollInterval := bootstrap.PollIntervalFrom(cfg)
-	checks, err := application.NewChecks(devices, firmwares, rollouts, tasks, locker, clock, uuiDs, metrics, rateLimiter, attributes, pollInterval)
+	checks, err := application.NewChecks(devices, firmwares, rollouts, checkStore, locker, clock, uuiDs, metrics, rateLimiter, attributes, pollInterval)
 	if err != nil {
 		return nil, err
 	}
-	events, err := application.NewEvents(tasks, firmwares, devices, clock, metrics, rateLimiter)
+	eventStore := taskPorts.Events
+	events, err := application.NewEvents(eventStore, firmwares, devices, clock, metrics, rateLimiter)
 	if err != nil {
 		return nil, err
 	}
 	applicationDevices := application.ComposeDevices(auth, checks, events)
 	taskActions := memory.NewTaskActions(store)
+	taskUpdater := taskPorts.Updater
 	versionAttribute := bootstrap.DDIVersionAttributeFrom(cfg)
-	useCases, err := ddi.New(applicationDevices, devices, rollouts, attributes, taskActions, tasks, metrics, clock, pollInterval, versionAttribute)
+	useCases, err := ddi.New(applicationDevices, devices, rollouts, attributes, taskActions, taskUpdater, metrics, clock, pollInterval, versionAttribute)
 	if err != nil {
 		return nil, err
 	}
@@ -291,7 +304,7 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 		Devices:       applicationDevices,
 		Repo:          devices,
 		Rollouts:      rollouts,
-		Tasks:         tasks,
+		Tasks:         taskUpdater,
 		Attributes:    attributes,
 		Admissions:    admissions,
 		Requests:      authRequests,
@@ -312,7 +325,8 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	}
 	menderAdapter := mender2.New(menderUseCases, menderUseCases)
 	restConfig := bootstrap.HTTPConfigFrom(cfg, adapter, menderAdapter)
-	deviceAdmin, err := application.NewDeviceAdmin(devices, tasks, firmwares, clock)
+	activeTasks := taskPorts.Active
+	deviceAdmin, err := application.NewDeviceAdmin(devices, activeTasks, firmwares, clock)
 	if err != nil {
 		return nil, err
 	}
@@ -320,11 +334,13 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
-	rolloutAdmin, err := application.NewRolloutAdmin(firmwares, rollouts, tasks, clock, uuiDs)
+	rolloutCounts := taskPorts.Counts
+	rolloutAdmin, err := application.NewRolloutAdmin(firmwares, rollouts, rolloutCounts, clock, uuiDs)
 	if err != nil {
 		return nil, err
 	}
-	taskAdmin, err := application.NewTaskAdmin(tasks, firmwares)
+	taskHistory := taskPorts.History
+	taskAdmin, err := application.NewTaskAdmin(taskHistory, firmwares)
 	if err != nil {
 		return nil, err
 	}

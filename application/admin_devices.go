@@ -10,17 +10,23 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
+// ActiveTasks finds a device's active task, to show it with the device.
+type ActiveTasks interface {
+	// Active returns the device's active task, or domain.ErrNotFound.
+	Active(ctx context.Context, deviceID domain.DeviceID) (domain.Task, error)
+}
+
 // DeviceAdmin registers devices, rotates their tokens and shows them.
 type DeviceAdmin struct {
 	devices   ports.DeviceRepository
-	tasks     ports.TaskRepository
+	tasks     ActiveTasks
 	firmwares ports.FirmwareRepository
 	clock     ports.Clock
 }
 
 // NewDeviceAdmin builds the operators' device use cases (tasks and
 // firmwares show a device's active task).
-func NewDeviceAdmin(devices ports.DeviceRepository, tasks ports.TaskRepository, firmwares ports.FirmwareRepository, clock ports.Clock) (*DeviceAdmin, error) {
+func NewDeviceAdmin(devices ports.DeviceRepository, tasks ActiveTasks, firmwares ports.FirmwareRepository, clock ports.Clock) (*DeviceAdmin, error) {
 	if err := required(devices, tasks, firmwares, clock); err != nil {
 		return nil, err
 	}

@@ -215,7 +215,7 @@ func (s *TargetingAdmin) describe(ctx context.Context, v ports.DeviceView) (port
 		return v, fmt.Errorf("loading device attributes: %w", err)
 	}
 	v.Attributes = attrs
-	if v.Tags, err = s.directory.Tags(ctx, v.Device.ID()); err != nil && !errors.Is(err, errNoTargetingStore) {
+	if v.Tags, err = s.directory.Tags(ctx, v.Device.ID()); err != nil {
 		return v, fmt.Errorf("loading device tags: %w", err)
 	}
 	if v.Tags == nil {

@@ -14,12 +14,46 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
+// CheckStore is what the check reads and writes of a device's tasks.
+type CheckStore interface {
+	// CheckViewOf reads the device with its task state in one round trip
+	// (AuthStore.CheckViewOf): the re-read after a lock the check could
+	// not have.
+	CheckViewOf(ctx context.Context, deviceID domain.DeviceID) (ports.CheckView, error)
+	// ReplaceActive runs fn with what one transaction sees of the device's
+	// tasks (TaskState: the active task locked against concurrent changes).
+	// fn may change the active task (end it) and returns the task to
+	// insert as the new active one, or nil. The insert happens only if,
+	// at commit, its firmware is still released and its rollout still
+	// active (both read under a lock a revoke or a rollout change waits
+	// for), else nothing is stored and the error is
+	// domain.ErrOfferWithdrawn. The store enforces one active task per
+	// device whatever the caller's locks do: when the insert loses to a
+	// concurrent one, the winner is returned with created false. Otherwise
+	// the result is the inserted task (created true) or, when fn inserts
+	// nothing, the active task as fn left it (zero Task if none).
+	//
+	// When fn ends the active task (gives it a final status: a time-out,
+	// an implicit success, a cancel), or re-marks the latest one (a
+	// reverted install), and onRollout is not nil, onRollout
+	// judges that task's rollout as ApplyEvent's does: locked, in the same
+	// transaction, counting tasks as they are with the change, before the
+	// insert; a change it reports commits with the rest, or nothing does.
+	// Only a rollout with something to judge (domain.Rollout.Judges: a
+	// threshold or stages, fixed at its start, so the read with the task
+	// may tell) is locked and judged: the lock would otherwise serialise
+	// every supersede of a plain rollout's tasks. onRollout gets the
+	// rollout as locked, and decides on it alone whether to evaluate (its
+	// status may have changed since the read).
+	ReplaceActive(ctx context.Context, deviceID domain.DeviceID, fn func(st ports.TaskState) (*domain.Task, error), onRollout ports.RolloutEvaluation) (result domain.Task, created bool, err error)
+}
+
 // Checks answers devices' polls.
 type Checks struct {
 	devices   ports.DeviceRepository
 	firmwares ports.FirmwareRepository
 	rollouts  ports.RolloutRepository
-	tasks     ports.TaskRepository
+	tasks     CheckStore
 	locker    ports.Locker
 	clock     ports.Clock
 	ids       ports.IDGenerator
@@ -40,7 +74,7 @@ type Checks struct {
 // firmwares describes tasks whose firmware is not on offer any more, attrs
 // stores the attributes devices report with their polls.
 func NewChecks(devices ports.DeviceRepository, firmwares ports.FirmwareRepository, rollouts ports.RolloutRepository,
-	tasks ports.TaskRepository, locker ports.Locker, clock ports.Clock, ids ports.IDGenerator, metrics ports.Metrics,
+	tasks CheckStore, locker ports.Locker, clock ports.Clock, ids ports.IDGenerator, metrics ports.Metrics,
 	limiter ports.RateLimiter, attrs ports.DeviceAttributes, poll PollInterval) (*Checks, error) {
 	if err := required(devices, firmwares, rollouts, tasks, locker, clock, ids, metrics, limiter, attrs); err != nil {
 		return nil, err

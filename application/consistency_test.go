@@ -16,13 +16,13 @@ import (
 // hangUpAfterEvent is a task store whose caller hangs up the moment an
 // event is stored: the request's context is cancelled after the commit.
 type hangUpAfterEvent struct {
-	ports.TaskRepository
+	application.TaskStore
 	cancel context.CancelFunc
 }
 
 func (h hangUpAfterEvent) ApplyEvent(ctx context.Context, taskID domain.UUID, ev domain.Event,
 	fn func(*domain.Task, *domain.Event) (bool, error), onRollout ports.RolloutEvaluation) (domain.Task, error) {
-	t, err := h.TaskRepository.ApplyEvent(ctx, taskID, ev, fn, onRollout)
+	t, err := h.TaskStore.ApplyEvent(ctx, taskID, ev, fn, onRollout)
 	h.cancel()
 	return t, err
 }
@@ -46,7 +46,7 @@ func TestAutoPauseSurvivesHangUpAfterTheFinalEvent(t *testing.T) {
 	task := e.check(d, "1.0.0").Task.Task
 	ctx, cancel := context.WithCancel(e.ctx)
 	deps := e.deps
-	deps.Tasks = hangUpAfterEvent{TaskRepository: e.deps.Tasks, cancel: cancel}
+	deps.Tasks = hangUpAfterEvent{TaskStore: e.deps.Tasks, cancel: cancel}
 	hungUp, err := application.NewDevices(deps, application.PollInterval(time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -290,28 +290,23 @@ func TestStaleCatalogNeverSupersedesWithALowerVersion(t *testing.T) {
 
 // countingTasks counts the calls a check makes on the task store.
 type countingTasks struct {
-	ports.TaskRepository
+	application.TaskStore
 	calls *int
 }
 
 func (c countingTasks) CheckViewOf(ctx context.Context, id domain.DeviceID) (ports.CheckView, error) {
 	*c.calls++
-	return c.TaskRepository.CheckViewOf(ctx, id)
+	return c.TaskStore.CheckViewOf(ctx, id)
 }
 
 func (c countingTasks) Active(ctx context.Context, id domain.DeviceID) (domain.Task, error) {
 	*c.calls++
-	return c.TaskRepository.Active(ctx, id)
-}
-
-func (c countingTasks) FailedCounts(ctx context.Context, id domain.DeviceID) (map[string]int, error) {
-	*c.calls++
-	return c.TaskRepository.FailedCounts(ctx, id)
+	return c.TaskStore.Active(ctx, id)
 }
 
 func (c countingTasks) ReplaceActive(ctx context.Context, id domain.DeviceID, fn func(ports.TaskState) (*domain.Task, error), onRollout ports.RolloutEvaluation) (domain.Task, bool, error) {
 	*c.calls++
-	return c.TaskRepository.ReplaceActive(ctx, id, fn, onRollout)
+	return c.TaskStore.ReplaceActive(ctx, id, fn, onRollout)
 }
 
 // A check that changes nothing decides on the task state that came with the
@@ -325,7 +320,7 @@ func TestCheckReadsTheTaskStateOnlyWhenNotGiven(t *testing.T) {
 	created := e.check(d, "1.0.0").Task.Task
 	calls := 0
 	deps := e.deps
-	deps.Tasks = countingTasks{TaskRepository: e.deps.Tasks, calls: &calls}
+	deps.Tasks = countingTasks{TaskStore: e.deps.Tasks, calls: &calls}
 	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
 	if err != nil {
 		t.Fatal(err)

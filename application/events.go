@@ -9,9 +9,27 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
+// EventStore is what the task and event use cases read and write.
+type EventStore interface {
+	// Get loads a task by id (domain.ErrNotFound).
+	Get(ctx context.Context, id domain.UUID) (domain.Task, error)
+	// ApplyEvent loads the task locked, with the event already recorded
+	// under ev's id (nil if none), and calls fn. When fn reports a change,
+	// the task and the event are stored together, atomically; and when
+	// onRollout is not nil it is called, in the same transaction, with the
+	// task's rollout locked, and a change it reports is stored with them.
+	// So an evaluation of the rollout depends neither on the caller
+	// staying connected after the commit nor on a retry of the event.
+	// A change that is a success (domain.Task.Installs) sets the device's
+	// version to the task firmware's in the same transaction, as
+	// CheckStore.ReplaceActive does when fn's change is one
+	// (TaskUpdater.Update does not: it is no device's word).
+	ApplyEvent(ctx context.Context, taskID domain.UUID, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout ports.RolloutEvaluation) (domain.Task, error)
+}
+
 // Events shows devices their tasks and applies their progress events.
 type Events struct {
-	tasks     ports.TaskRepository
+	tasks     EventStore
 	firmwares ports.FirmwareRepository
 	devices   ports.DeviceRepository
 	clock     ports.Clock
@@ -21,7 +39,7 @@ type Events struct {
 
 // NewEvents builds the task and event use cases; devices records the
 // version of a device whose success came after its task timed out.
-func NewEvents(tasks ports.TaskRepository, firmwares ports.FirmwareRepository, devices ports.DeviceRepository, clock ports.Clock,
+func NewEvents(tasks EventStore, firmwares ports.FirmwareRepository, devices ports.DeviceRepository, clock ports.Clock,
 	metrics ports.Metrics, limiter ports.RateLimiter) (*Events, error) {
 	if err := required(tasks, firmwares, devices, clock, metrics, limiter); err != nil {
 		return nil, err

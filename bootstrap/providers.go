@@ -34,6 +34,7 @@ var ApplicationSet = wire.NewSet(
 	PollIntervalFrom,
 	RateLimiterFrom,
 	fleetSet,
+	taskPortSet,
 )
 
 // edgeBaseSet provides the HTTP server and metrics.
@@ -62,6 +63,7 @@ var PostgresEdgeSet = wire.NewSet(edgeBaseSet, NewPostgresApp)
 // and invalidated by LISTEN/NOTIFY), and the Redis lock.
 var PostgresSet = wire.NewSet(
 	postgres.ServingSet,
+	PostgresTaskPorts,
 	postgresFleetSet,
 	WriteBehindConfigFrom,
 	CatalogCacheConfigFrom,
@@ -158,6 +160,7 @@ func registerHotPathMetrics(m *Metrics, seen *postgres.WriteBehindStats, catalog
 // MemorySet runs the whole service in one process with no Postgres or Redis.
 var MemorySet = wire.NewSet(
 	memory.ProviderSet,
+	MemoryTaskPorts,
 	memoryFleetSet,
 	memory.SystemSet,
 	MemoryLocker,

@@ -12,10 +12,9 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
-// Tasks is the in-memory ports.TaskRepository over a Store.
+// Tasks is the in-memory task store over a Store: every task port the use
+// cases declare (application.TaskStore).
 type Tasks struct{ s *Store }
-
-var _ ports.TaskRepository = (*Tasks)(nil)
 
 // NewTasks returns the task repository of s; repositories built over the
 // same Store share data like tables of one database.
@@ -545,19 +544,6 @@ func (s *Store) installedLocked(t domain.Task, fw domain.Firmware) {
 	}
 	d.Seen(fw.Version(), at)
 	s.devices[d.ID().String()] = storedDevice(d)
-}
-
-// FailedCounts counts the device's failed tasks by firmware id, across
-// rollouts. Cancelled tasks are not failures. The map is empty, not nil,
-// when there are none.
-func (r *Tasks) FailedCounts(ctx context.Context, deviceID domain.DeviceID) (map[string]int, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s := r.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.failedLocked(deviceID.String()), nil
 }
 
 // RolloutStats counts a rollout's devices, each once, by the status of

@@ -6,7 +6,9 @@ import (
 )
 
 // ProviderSet provides one Store and binds its repositories to the storage
-// ports, for the OTA_STORE=memory wiring. It leaves out the clock and id
+// ports, for the OTA_STORE=memory wiring; the task store (*Tasks) is
+// provided as it is, for the injector to hand each use case the methods
+// it declares. It leaves out the clock and id
 // generator (SystemSet), which the Postgres wiring needs as well, so that a
 // graph can take both sets only where it wants them.
 var ProviderSet = wire.NewSet(
@@ -14,7 +16,7 @@ var ProviderSet = wire.NewSet(
 	NewDevices, wire.Bind(new(ports.DeviceRepository), new(*Devices)),
 	NewFirmwares, wire.Bind(new(ports.FirmwareRepository), new(*Firmwares)),
 	NewRollouts, wire.Bind(new(ports.RolloutRepository), new(*Rollouts)),
-	NewTasks, wire.Bind(new(ports.TaskRepository), new(*Tasks)),
+	NewTasks,
 )
 
 // SystemSet provides the system clock and the UUID generator as

@@ -115,7 +115,7 @@ func TestCheckRoundTrips(t *testing.T) {
 			deps := application.Deps{
 				Devices: repos.Devices, Firmwares: repos.Firmwares, Rollouts: repos.Rollouts, Tasks: repos.Tasks,
 				Locker: memory.NewLocker(time.Second, ports.NopLockMetrics{}), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),
-				Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
+				Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{}, Attributes: repos.Attributes, Directory: repos.Directory,
 			}
 			var seen *postgres.WriteBehindDevices
 			if tc.serving {

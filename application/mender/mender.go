@@ -63,7 +63,7 @@ type Ports struct {
 	Devices    ports.DeviceService
 	Repo       ports.DeviceRepository
 	Rollouts   ports.RolloutRepository
-	Tasks      ports.TaskRepository
+	Tasks      application.TaskUpdater
 	Attributes ports.DeviceAttributes
 	Admissions ports.DeviceAdmissions
 	Requests   ports.AuthRequests

@@ -19,6 +19,7 @@ import (
 type ProtocolRepos struct {
 	Repos
 	Attributes ports.DeviceAttributes
+	Directory  ports.DeviceDirectory
 	Actions    ports.TaskActions
 	Admissions ports.DeviceAdmissions
 	Requests   ports.AuthRequests
@@ -75,7 +76,7 @@ type protocolEnv struct {
 	admin   *application.Admin
 	ddi     *ddi.UseCases
 	mender  *mender.UseCases
-	tasks   ports.TaskRepository
+	tasks   application.TaskStore
 }
 
 func newProtocolEnv(t *testing.T, r ProtocolRepos) *protocolEnv {
@@ -83,7 +84,7 @@ func newProtocolEnv(t *testing.T, r ProtocolRepos) *protocolEnv {
 	deps := application.Deps{
 		Devices: r.Devices, Firmwares: r.Firmwares, Rollouts: r.Rollouts, Tasks: r.Tasks,
 		Locker: r.Locker, Clock: r.Clock, IDs: r.IDs,
-		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{}, Attributes: r.Attributes,
+		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{}, Attributes: r.Attributes, Directory: r.Directory,
 	}
 	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
 	if err != nil {

@@ -19,7 +19,7 @@ func TestMemoryProtocols(t *testing.T) {
 				Devices: memory.NewDevices(store), Firmwares: memory.NewFirmwares(store),
 				Rollouts: memory.NewRollouts(store), Tasks: memory.NewTasks(store),
 			},
-			Attributes: memory.NewAttributes(store), Actions: memory.NewTaskActions(store),
+			Attributes: memory.NewAttributes(store), Directory: memory.NewDirectory(store), Actions: memory.NewTaskActions(store),
 			Admissions: memory.NewAdmissions(store), Requests: memory.NewAuthRequests(store),
 			Catalog: memory.NewArtifactCatalog(store), Logs: memory.NewTaskLogs(store),
 			Locker: memory.NewLocker(2*time.Second, ports.NopLockMetrics{}), Clock: memory.NewClock(), IDs: memory.NewUUIDs(),

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 	"github.com/google/uuid"
@@ -19,7 +20,7 @@ type Repos struct {
 	Devices   ports.DeviceRepository
 	Firmwares ports.FirmwareRepository
 	Rollouts  ports.RolloutRepository
-	Tasks     ports.TaskRepository
+	Tasks     application.TaskStore
 }
 
 // RunRepositories runs the repository contract against the Repos that

@@ -27,9 +27,6 @@ type MemoryOptions struct {
 	Locker       ports.Locker  // default a memory.Locker waiting LockWait
 	LockWait     time.Duration // default 2s: generous on a shared machine
 	PollInterval time.Duration // default 1h
-	// Targeting adds the attribute and tag stores (Deps.Attributes,
-	// Deps.Directory), which the check and the targeting use cases need.
-	Targeting bool
 }
 
 // NewMemoryService wires a MemoryService on a fresh store.
@@ -53,10 +50,8 @@ func NewMemoryService(t testing.TB, o MemoryOptions) *MemoryService {
 		Rollouts: memory.NewRollouts(store), Tasks: memory.NewTasks(store),
 		Locker: o.Locker, Clock: o.Clock, IDs: memory.NewUUIDs(),
 		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
+		Attributes: memory.NewAttributes(store), Directory: memory.NewDirectory(store),
 	}}
-	if o.Targeting {
-		s.Deps.Attributes, s.Deps.Directory = memory.NewAttributes(store), memory.NewDirectory(store)
-	}
 	s.Devices, s.Admin = UseCases(t, s.Deps, o.PollInterval)
 	var err error
 	if s.Fleet, err = application.NewFleet(memory.NewFleet(store), s.Deps.Firmwares, s.Deps.Rollouts, s.Deps.Clock); err != nil {
