@@ -1,6 +1,7 @@
 package ddi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -236,9 +237,18 @@ func feedback(c echo.Context) (ddiapp.Feedback, error) {
 	return fb, nil
 }
 
-// deploymentFeedback answers exactly 200 with no body on success: SWUpdate
-// treats any other 2xx as a failure and resends forever.
+// deploymentFeedback applies a device's feedback on an action.
 func (a *Adapter) deploymentFeedback(c echo.Context) error {
+	return answerFeedback(c, func(ctx context.Context, deviceID domain.DeviceID, actionID int64, fb ddiapp.Feedback) error {
+		_, err := a.svc.DeploymentFeedback(ctx, deviceID, actionID, fb)
+		return err
+	})
+}
+
+// answerFeedback reads an action's id and feedback, hands them to apply,
+// and answers exactly 200 with no body on success: SWUpdate treats any
+// other 2xx as a failure and resends forever.
+func answerFeedback(c echo.Context, apply func(ctx context.Context, deviceID domain.DeviceID, actionID int64, fb ddiapp.Feedback) error) error {
 	id, err := actionID(c)
 	if err != nil {
 		return err
@@ -247,7 +257,7 @@ func (a *Adapter) deploymentFeedback(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := a.svc.DeploymentFeedback(c.Request().Context(), authenticated(c).ID(), id, fb); err != nil {
+	if err := apply(c.Request().Context(), authenticated(c).ID(), id, fb); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusOK)
@@ -268,19 +278,12 @@ func (a *Adapter) cancelAction(c echo.Context) error {
 	return c.JSON(http.StatusOK, v)
 }
 
+// cancelFeedback records the device's answer to a cancel.
 func (a *Adapter) cancelFeedback(c echo.Context) error {
-	id, err := actionID(c)
-	if err != nil {
+	return answerFeedback(c, func(ctx context.Context, deviceID domain.DeviceID, actionID int64, fb ddiapp.Feedback) error {
+		_, err := a.svc.CancelFeedback(ctx, deviceID, actionID, fb)
 		return err
-	}
-	fb, err := feedback(c)
-	if err != nil {
-		return err
-	}
-	if _, err := a.svc.CancelFeedback(c.Request().Context(), authenticated(c).ID(), id, fb); err != nil {
-		return err
-	}
-	return c.NoContent(http.StatusOK)
+	})
 }
 
 func (a *Adapter) configData(c echo.Context) error {
