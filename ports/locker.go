@@ -1,6 +1,10 @@
-// Package ports holds the narrow interfaces the application core needs from
-// the outside world, and the use-case interfaces the edges call. The core owns
-// them; adapters implement them.
+// Package ports holds only what the core owns and shares: the clock, ids,
+// the lock, metrics and rate limits; the stores several use cases and both
+// store adapters share, with the records they hand back; and the use-case
+// interfaces the edges call. A store interface only one use case calls is
+// declared next to that use case (application.CheckStore and the like),
+// and a device protocol's words live with its use cases (application/ddi,
+// application/mender). Adapters implement them structurally.
 package ports
 
 import (
