@@ -20,32 +20,9 @@ type CheckStore interface {
 	// (AuthStore.CheckViewOf): the re-read after a lock the check could
 	// not have.
 	CheckViewOf(ctx context.Context, deviceID domain.DeviceID) (ports.CheckView, error)
-	// ReplaceActive runs fn with what one transaction sees of the device's
-	// tasks (TaskState: the active task locked against concurrent changes).
-	// fn may change the active task (end it) and returns the task to
-	// insert as the new active one, or nil. The insert happens only if,
-	// at commit, its firmware is still released and its rollout still
-	// active (both read under a lock a revoke or a rollout change waits
-	// for), else nothing is stored and the error is
-	// domain.ErrOfferWithdrawn. The store enforces one active task per
-	// device whatever the caller's locks do: when the insert loses to a
-	// concurrent one, the winner is returned with created false. Otherwise
-	// the result is the inserted task (created true) or, when fn inserts
-	// nothing, the active task as fn left it (zero Task if none).
-	//
-	// When fn ends the active task (gives it a final status: a time-out,
-	// an implicit success, a cancel), or re-marks the latest one (a
-	// reverted install), and onRollout is not nil, onRollout
-	// judges that task's rollout as ApplyEvent's does: locked, in the same
-	// transaction, counting tasks as they are with the change, before the
-	// insert; a change it reports commits with the rest, or nothing does.
-	// Only a rollout with something to judge (domain.Rollout.Judges: a
-	// threshold or stages, fixed at its start, so the read with the task
-	// may tell) is locked and judged: the lock would otherwise serialise
-	// every supersede of a plain rollout's tasks. onRollout gets the
-	// rollout as locked, and decides on it alone whether to evaluate (its
-	// status may have changed since the read).
-	ReplaceActive(ctx context.Context, deviceID domain.DeviceID, fn func(st ports.TaskState) (*domain.Task, error), onRollout ports.RolloutEvaluation) (result domain.Task, created bool, err error)
+	// TaskTransactor is the transaction ReplaceActive, next to the
+	// check, replaces the device's active task in.
+	TaskTransactor
 }
 
 // Checks answers devices' polls.
@@ -354,7 +331,7 @@ func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Ve
 		plan domain.CheckPlan
 		seen *domain.ActiveTask
 	)
-	result, created, err := s.tasks.ReplaceActive(ctx, dev.ID(), func(st ports.TaskState) (*domain.Task, error) {
+	result, created, err := ReplaceActive(ctx, s.tasks, dev.ID(), func(st TaskState) (*domain.Task, error) {
 		now := s.clock.Now()
 		seen = st.Active
 		in := domain.CheckInput{

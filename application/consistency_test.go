@@ -20,11 +20,10 @@ type hangUpAfterEvent struct {
 	cancel context.CancelFunc
 }
 
-func (h hangUpAfterEvent) ApplyEvent(ctx context.Context, taskID domain.UUID, ev domain.Event,
-	fn func(*domain.Task, *domain.Event) (bool, error), onRollout ports.RolloutEvaluation) (domain.Task, error) {
-	t, err := h.TaskStore.ApplyEvent(ctx, taskID, ev, fn, onRollout)
+func (h hangUpAfterEvent) InTaskTx(ctx context.Context, fn func(ports.TaskTx) error) error {
+	err := h.TaskStore.InTaskTx(ctx, fn)
 	h.cancel()
-	return t, err
+	return err
 }
 
 // The final event that reaches the failure threshold is
@@ -304,9 +303,9 @@ func (c countingTasks) Active(ctx context.Context, id domain.DeviceID) (domain.T
 	return c.TaskStore.Active(ctx, id)
 }
 
-func (c countingTasks) ReplaceActive(ctx context.Context, id domain.DeviceID, fn func(ports.TaskState) (*domain.Task, error), onRollout ports.RolloutEvaluation) (domain.Task, bool, error) {
+func (c countingTasks) InTaskTx(ctx context.Context, fn func(ports.TaskTx) error) error {
 	*c.calls++
-	return c.TaskStore.ReplaceActive(ctx, id, fn, onRollout)
+	return c.TaskStore.InTaskTx(ctx, fn)
 }
 
 // A check that changes nothing decides on the task state that came with the

@@ -13,18 +13,8 @@ import (
 type EventStore interface {
 	// Get loads a task by id (domain.ErrNotFound).
 	Get(ctx context.Context, id domain.UUID) (domain.Task, error)
-	// ApplyEvent loads the task locked, with the event already recorded
-	// under ev's id (nil if none), and calls fn. When fn reports a change,
-	// the task and the event are stored together, atomically; and when
-	// onRollout is not nil it is called, in the same transaction, with the
-	// task's rollout locked, and a change it reports is stored with them.
-	// So an evaluation of the rollout depends neither on the caller
-	// staying connected after the commit nor on a retry of the event.
-	// A change that is a success (domain.Task.Installs) sets the device's
-	// version to the task firmware's in the same transaction, as
-	// CheckStore.ReplaceActive does when fn's change is one
-	// (TaskUpdater.Update does not: it is no device's word).
-	ApplyEvent(ctx context.Context, taskID domain.UUID, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout ports.RolloutEvaluation) (domain.Task, error)
+	// TaskTransactor is the transaction ApplyEvent stores the event in.
+	TaskTransactor
 }
 
 // Events shows devices their tasks and applies their progress events.
@@ -90,11 +80,11 @@ func (s *Events) ReportEvent(ctx context.Context, deviceID domain.DeviceID, task
 	}
 	var changed bool
 	var late *domain.Task // a success after the task timed out (Task.InstalledLate)
-	var onRollout ports.RolloutEvaluation
+	var onRollout RolloutEvaluation
 	if ev.IsFinal() {
 		onRollout = judgeRollout(s.clock)
 	}
-	t, err := s.tasks.ApplyEvent(ctx, taskID, ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
+	t, err := ApplyEvent(ctx, s.tasks, taskID, ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
 		if t.DeviceID() != deviceID {
 			return false, fmt.Errorf("task %s: %w", taskID, domain.ErrNotFound)
 		}
@@ -142,10 +132,10 @@ func (s *Events) recordLateInstall(ctx context.Context, t domain.Task) error {
 	return nil
 }
 
-// judgeRollout is the evaluation the stores run in the transaction that
-// ends one of a rollout's tasks, whether a device's final event or a check
-// ended it (event rule 5, stage rules G2–G3, stuck-task rule K1).
-func judgeRollout(clock ports.Clock) ports.RolloutEvaluation {
+// judgeRollout is the evaluation ReplaceActive and ApplyEvent run in the
+// transaction that ends one of a rollout's tasks, whether a device's final
+// event or a check ended it (event rule 5, stage rules G2–G3, stuck-task rule K1).
+func judgeRollout(clock ports.Clock) RolloutEvaluation {
 	return func(r *domain.Rollout, stats func(since time.Time) (domain.TaskStats, error)) (bool, error) {
 		return evaluateRollout(r, stats, clock.Now())
 	}

@@ -50,10 +50,9 @@ func (w watchedTasks) Update(ctx context.Context, id domain.UUID, fn func(*domai
 	return w.TaskStore.Update(ctx, id, fn)
 }
 
-func (w watchedTasks) ApplyEvent(ctx context.Context, id domain.UUID, ev domain.Event,
-	fn func(*domain.Task, *domain.Event) (bool, error), onRollout ports.RolloutEvaluation) (domain.Task, error) {
+func (w watchedTasks) InTaskTx(ctx context.Context, fn func(ports.TaskTx) error) error {
 	w.c.hit()
-	return w.TaskStore.ApplyEvent(ctx, id, ev, fn, onRollout)
+	return w.TaskStore.InTaskTx(ctx, fn)
 }
 
 func (w watchedTasks) Active(ctx context.Context, id domain.DeviceID) (domain.Task, error) {

@@ -106,30 +106,6 @@ type CheckView struct {
 	Tasks  DeviceTasks
 }
 
-// TaskState is what the transaction replacing a device's active task sees:
-// the active task (locked; nil if none) with its firmware and rollout, and
-// the device's failed tasks counted by firmware id (never nil).
-type TaskState struct {
-	Active *domain.ActiveTask
-	Failed map[string]int
-	// Latest reads, in the same transaction, the device's most recent
-	// task when it has no active one and that task is final (nil
-	// otherwise), locked, with its firmware and rollout: a success a check
-	// may contradict (event rule 7). It costs a statement, so it is
-	// called only when needed (domain.CheckInput.MayContradictSuccess). fn
-	// may end it as it may end the active task (set its Task): the change
-	// is stored, and judged, as that one's would be.
-	Latest func() (*domain.ActiveTask, error)
-}
-
-// RolloutEvaluation lets the transaction that stores a task's final status
-// re-evaluate the task's rollout (event rule 5, stage rules G2–G3). It
-// gets the rollout, locked, and a function counting, in that transaction
-// and as RolloutStatsSince does, the rollout's tasks created at or after
-// since (zero: all of them; called only when needed: the count is a scan
-// of the rollout's tasks), and reports whether it changed the rollout.
-type RolloutEvaluation func(r *domain.Rollout, stats func(since time.Time) (domain.TaskStats, error)) (bool, error)
-
 // TaskEvent is one stored event of a task, and when it was applied.
 type TaskEvent struct {
 	Event domain.Event

@@ -14,7 +14,7 @@ import (
 // confirmations), kept beside a Store rather than in it so that every
 // repository built over one Store shares them, like tables of one database.
 type ddiTables struct {
-	rows      rowLocks
+	writes    chan struct{} // held by each read-modify-write (lockCtx)
 	mu        sync.Mutex
 	attrs     map[string]domain.DeviceAttributes
 	confirmed map[string]time.Time // task id → when its cancel was confirmed
@@ -24,7 +24,7 @@ var ddiByStore sync.Map // *Store → *ddiTables
 
 func ddiOf(s *Store) *ddiTables {
 	t, _ := ddiByStore.LoadOrStore(s, &ddiTables{
-		rows:      rowLocks{held: map[string]*rowLock{}},
+		writes:    make(chan struct{}, 1),
 		attrs:     map[string]domain.DeviceAttributes{},
 		confirmed: map[string]time.Time{},
 	})
@@ -53,12 +53,12 @@ func (r *Attributes) Get(ctx context.Context, deviceID domain.DeviceID) (domain.
 	return domain.RehydrateDeviceAttributes(a.Values(), a.UpdatedAt()), nil
 }
 
-// Update changes the device's attributes under its row lock.
+// Update changes the device's attributes under the tables' writer lock.
 func (r *Attributes) Update(ctx context.Context, deviceID domain.DeviceID, fn func(*domain.DeviceAttributes) error) (domain.DeviceAttributes, error) {
 	if _, err := r.devices.Get(ctx, deviceID); err != nil {
 		return domain.DeviceAttributes{}, fmt.Errorf("loading device: %w", err)
 	}
-	unlock, err := r.t.rows.lock(ctx, "attributes\x00"+deviceID.String())
+	unlock, err := lockCtx(ctx, r.t.writes)
 	if err != nil {
 		return domain.DeviceAttributes{}, err
 	}
@@ -163,13 +163,13 @@ func (r *TaskActions) PendingCancel(ctx context.Context, deviceID domain.DeviceI
 	return best, nil
 }
 
-// UpdateCancel changes the notice under the task's row lock.
+// UpdateCancel changes the notice under the tables' writer lock.
 func (r *TaskActions) UpdateCancel(ctx context.Context, deviceID domain.DeviceID, actionID int64, fn func(*domain.CancelNotice) error) (domain.CancelNotice, error) {
 	t, err := r.ByAction(ctx, deviceID, actionID)
 	if err != nil {
 		return domain.CancelNotice{}, err
 	}
-	unlock, err := r.t.rows.lock(ctx, "cancel\x00"+t.ID().String())
+	unlock, err := lockCtx(ctx, r.t.writes)
 	if err != nil {
 		return domain.CancelNotice{}, err
 	}

@@ -40,68 +40,24 @@ func (r *Devices) Create(ctx context.Context, d domain.Device) error {
 }
 
 // Get loads a device by id.
-func (r *Devices) Get(ctx context.Context, devID domain.DeviceID) (domain.Device, error) {
-	id := devID.String()
-	if err := ctx.Err(); err != nil {
-		return domain.Device{}, err
-	}
-	s := r.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d, ok := s.devices[id]
-	if !ok {
-		return domain.Device{}, domain.ErrNotFound
-	}
-	return d, nil
+func (r *Devices) Get(ctx context.Context, id domain.DeviceID) (domain.Device, error) {
+	return read(ctx, &r.s.mu, func() (domain.Device, error) { return found(r.s.devices, id.String()) })
 }
 
 // GetByTokenHash finds the device a presented token belongs to.
 func (r *Devices) GetByTokenHash(ctx context.Context, h domain.TokenHash) (domain.Device, error) {
-	if err := ctx.Err(); err != nil {
-		return domain.Device{}, err
-	}
-	s := r.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	id, ok := s.byToken[h]
-	if !ok {
-		return domain.Device{}, domain.ErrNotFound
-	}
-	return s.devices[id], nil
+	return read(ctx, &r.s.mu, func() (domain.Device, error) { return found(r.s.devices, r.s.byToken[h]) })
 }
 
-// Update loads the device locked against concurrent changes, lets fn change
-// a copy, and stores it only if fn returns nil. As in the Postgres adapter,
+// Update loads the device under the store's writer lock, lets fn change a
+// copy, and stores it only if fn returns nil. As in the Postgres adapter,
 // everything but the id and the registration time is written; a token
 // hash another device has is refused and nothing is stored.
-func (r *Devices) Update(ctx context.Context, devID domain.DeviceID, fn func(*domain.Device) error) (domain.Device, error) {
-	id := devID.String()
-	s := r.s
-	unlock, err := s.rows.lock(ctx, deviceRow(id))
-	if err != nil {
-		return domain.Device{}, err
-	}
-	defer unlock()
-	s.mu.Lock()
-	d, ok := s.devices[id]
-	s.mu.Unlock()
-	if !ok {
-		return domain.Device{}, domain.ErrNotFound
-	}
-	changed := d
-	if err := fn(&changed); err != nil {
-		return domain.Device{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return domain.Device{}, err
-	}
-	merged := domain.RehydrateDevice(d.ID().String(), changed.Model(), changed.CurrentVersion(), changed.TokenHash(), stamp(changed.LastSeenAt()), d.CreatedAt())
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.putDeviceLocked(merged); err != nil {
-		return domain.Device{}, err
-	}
-	return merged, nil
+func (r *Devices) Update(ctx context.Context, id domain.DeviceID, fn func(*domain.Device) error) (domain.Device, error) {
+	return update(ctx, r.s.writes, &r.s.mu, func() (domain.Device, error) { return found(r.s.devices, id.String()) }, fn, func(d, changed domain.Device) (domain.Device, error) {
+		merged := domain.RehydrateDevice(d.ID().String(), changed.Model(), changed.CurrentVersion(), changed.TokenHash(), stamp(changed.LastSeenAt()), d.CreatedAt())
+		return merged, r.s.putDeviceLocked(merged)
+	})
 }
 
 // RecordSeen stores the version a device reported and when. The memory
@@ -115,7 +71,7 @@ func (r *Devices) Update(ctx context.Context, devID domain.DeviceID, fn func(*do
 // (domain.Device.SeenChangesVersion).
 func (r *Devices) RecordSeen(ctx context.Context, stored domain.Device, v domain.Version, at time.Time) error {
 	s, id := r.s, stored.ID().String()
-	unlock, err := s.rows.lock(ctx, deviceRow(id))
+	unlock, err := s.lockWrites(ctx)
 	if err != nil {
 		return err
 	}

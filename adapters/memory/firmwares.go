@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"sort"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -46,23 +45,9 @@ func (r *Firmwares) Create(ctx context.Context, f domain.Firmware) error {
 	return nil
 }
 
-// Get loads a firmware by id (parsed, canonical); the zero id is domain.ErrNotFound.
+// Get loads a firmware by id; the zero id is domain.ErrNotFound.
 func (r *Firmwares) Get(ctx context.Context, id domain.UUID) (domain.Firmware, error) {
-	if err := ctx.Err(); err != nil {
-		return domain.Firmware{}, err
-	}
-	key, ok := id.String(), !id.IsZero()
-	if !ok {
-		return domain.Firmware{}, domain.ErrNotFound
-	}
-	s := r.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f, ok := s.firmwares[key]
-	if !ok {
-		return domain.Firmware{}, domain.ErrNotFound
-	}
-	return f, nil
+	return read(ctx, &r.s.mu, func() (domain.Firmware, error) { return found(r.s.firmwares, id.String()) })
 }
 
 // List returns a model's firmware (all models when model is ""), newest
@@ -81,13 +66,9 @@ func (r *Firmwares) List(ctx context.Context, model string) ([]domain.Firmware, 
 		}
 	}
 	s.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		if c := out[i].CreatedAt().Compare(out[j].CreatedAt()); c != 0 {
-			return c > 0
-		}
-		return out[i].ID().String() > out[j].ID().String()
-	})
-	return out, nil
+	return page(out, len(out), 0, func(a, b domain.Firmware) bool {
+		return newer(a.CreatedAt(), b.CreatedAt(), a.ID().String(), b.ID().String())
+	}), nil
 }
 
 // Update loads the firmware locked, lets fn change a copy, and stores it
@@ -95,47 +76,21 @@ func (r *Firmwares) List(ctx context.Context, model string) ([]domain.Firmware, 
 // and the publication time is written (in practice only the status changes);
 // a (model, version) another firmware has is domain.ErrFirmwareExists.
 func (r *Firmwares) Update(ctx context.Context, id domain.UUID, fn func(*domain.Firmware) error) (domain.Firmware, error) {
-	key, ok := id.String(), !id.IsZero()
-	if !ok {
-		if err := ctx.Err(); err != nil {
+	s := r.s
+	return update(ctx, s.writes, &s.mu, func() (domain.Firmware, error) { return found(s.firmwares, id.String()) }, fn, func(f, changed domain.Firmware) (domain.Firmware, error) {
+		merged, err := domain.RehydrateFirmware(id.String(), changed.Spec(), changed.Status(), f.CreatedAt(), stamp(changed.UpdatedAt()))
+		if err != nil {
 			return domain.Firmware{}, err
 		}
-		return domain.Firmware{}, domain.ErrNotFound
-	}
-	s := r.s
-	unlock, err := s.rows.lock(ctx, firmwareRow(key))
-	if err != nil {
-		return domain.Firmware{}, err
-	}
-	defer unlock()
-	s.mu.Lock()
-	f, ok := s.firmwares[key]
-	s.mu.Unlock()
-	if !ok {
-		return domain.Firmware{}, domain.ErrNotFound
-	}
-	changed := f
-	if err := fn(&changed); err != nil {
-		return domain.Firmware{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return domain.Firmware{}, err
-	}
-	merged, err := domain.RehydrateFirmware(key, changed.Spec(), changed.Status(), f.CreatedAt(), stamp(changed.UpdatedAt()))
-	if err != nil {
-		return domain.Firmware{}, err
-	}
-	oldKey := firmwareKey{model: f.Model(), version: f.Version().Key()}
-	newKey := firmwareKey{model: merged.Model(), version: merged.Version().Key()}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if newKey != oldKey {
-		if _, taken := s.firmwareKeys[newKey]; taken {
-			return domain.Firmware{}, domain.ErrFirmwareExists
+		oldKey := firmwareKey{model: f.Model(), version: f.Version().Key()}
+		if newKey := (firmwareKey{model: merged.Model(), version: merged.Version().Key()}); newKey != oldKey {
+			if _, taken := s.firmwareKeys[newKey]; taken {
+				return domain.Firmware{}, domain.ErrFirmwareExists
+			}
+			delete(s.firmwareKeys, oldKey)
+			s.firmwareKeys[newKey] = id.String()
 		}
-		delete(s.firmwareKeys, oldKey)
-		s.firmwareKeys[newKey] = key
-	}
-	s.firmwares[key] = merged
-	return merged, nil
+		s.firmwares[id.String()] = merged
+		return merged, nil
+	})
 }

@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"sort"
 	"time"
 
 	"github.com/ai-device/ota/domain"
@@ -30,10 +29,6 @@ func (r *Fleet) ListRollouts(ctx context.Context, f ports.RolloutFilter) ([]port
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = DefaultRolloutLimit
-	}
 	s := r.s
 	s.mu.Lock()
 	out := []ports.RolloutSummary{}
@@ -44,21 +39,13 @@ func (r *Fleet) ListRollouts(ctx context.Context, f ports.RolloutFilter) ([]port
 		}
 		out = append(out, ports.RolloutSummary{
 			Rollout: cloneRollout(ro), Model: fw.Model(), Version: fw.Version().String(),
-			Stats: s.rolloutStatsLocked(id, time.Time{}, nil),
+			Stats: s.rolloutStatsLocked(id, time.Time{}),
 		})
 	}
 	s.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].Rollout, out[j].Rollout
-		if c := a.CreatedAt().Compare(b.CreatedAt()); c != 0 {
-			return c > 0
-		}
-		return a.ID().String() > b.ID().String()
-	})
-	if len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
+	return page(out, f.Limit, DefaultRolloutLimit, func(a, b ports.RolloutSummary) bool {
+		return newer(a.Rollout.CreatedAt(), b.Rollout.CreatedAt(), a.Rollout.ID().String(), b.Rollout.ID().String())
+	}), nil
 }
 
 // VersionCounts counts devices by (model, current version as stored).
@@ -119,14 +106,7 @@ func (r *Fleet) RecentFailures(ctx context.Context, rolloutID domain.UUID, limit
 		}
 	}
 	s.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		if c := out[i].UpdatedAt().Compare(out[j].UpdatedAt()); c != 0 {
-			return c > 0
-		}
-		return out[i].ID().String() > out[j].ID().String()
-	})
-	if len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
+	return page(out, limit, 0, func(a, b domain.Task) bool {
+		return newer(a.UpdatedAt(), b.UpdatedAt(), a.ID().String(), b.ID().String())
+	}), nil
 }

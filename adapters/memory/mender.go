@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -14,7 +13,7 @@ import (
 // menderTables are the tables Mender's device API adds (device keys,
 // pending auth requests, task logs), kept beside a Store like ddiTables.
 type menderTables struct {
-	rows rowLocks
+	writes chan struct{} // held by each read-modify-write (lockCtx)
 	// ask serialises AuthRequests.Ask, so that counting the pending
 	// requests and storing a new one are one step.
 	ask        sync.Mutex
@@ -28,7 +27,7 @@ var menderByStore sync.Map // *Store → *menderTables
 
 func menderOf(s *Store) *menderTables {
 	t, _ := menderByStore.LoadOrStore(s, &menderTables{
-		rows:       rowLocks{held: map[string]*rowLock{}},
+		writes:     make(chan struct{}, 1),
 		admissions: map[string]domain.DeviceAdmission{},
 		requests:   map[string]domain.AuthRequest{},
 		logs:       map[string]domain.TaskLog{},
@@ -53,17 +52,7 @@ func storedAdmission(a domain.DeviceAdmission) (domain.DeviceAdmission, error) {
 
 // Get returns the device's admission.
 func (r *Admissions) Get(ctx context.Context, device domain.DeviceID) (domain.DeviceAdmission, error) {
-	deviceID := device.String()
-	if err := ctx.Err(); err != nil {
-		return domain.DeviceAdmission{}, err
-	}
-	r.t.mu.Lock()
-	defer r.t.mu.Unlock()
-	a, ok := r.t.admissions[deviceID]
-	if !ok {
-		return domain.DeviceAdmission{}, fmt.Errorf("admission of %q: %w", deviceID, domain.ErrNotFound)
-	}
-	return a, nil
+	return read(ctx, &r.t.mu, func() (domain.DeviceAdmission, error) { return found(r.t.admissions, device.String()) })
 }
 
 // Generation returns the device's current session token generation.
@@ -104,13 +93,13 @@ func (r *Admissions) CreateDevice(ctx context.Context, d domain.Device, a domain
 	return r.createDeviceLocked(d, a)
 }
 
-// Admit replaces a registered device's admission under its row lock.
+// Admit replaces a registered device's admission under the tables' writer lock.
 func (r *Admissions) Admit(ctx context.Context, device domain.DeviceID, fn func(*domain.DeviceAdmission) (domain.DeviceAdmission, error)) (domain.DeviceAdmission, error) {
 	deviceID := device.String()
 	if _, err := NewDevices(r.s).Get(ctx, device); err != nil {
 		return domain.DeviceAdmission{}, fmt.Errorf("loading device: %w", err)
 	}
-	unlock, err := r.t.rows.lock(ctx, "admission\x00"+deviceID)
+	unlock, err := lockCtx(ctx, r.t.writes)
 	if err != nil {
 		return domain.DeviceAdmission{}, err
 	}
@@ -219,15 +208,9 @@ func (r *AuthRequests) Ask(ctx context.Context, device domain.DeviceID, key doma
 
 // Delete deletes a request.
 func (r *AuthRequests) Delete(ctx context.Context, id domain.UUID) error {
-	q, err := r.Get(ctx, id)
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return err
 	}
-	unlock, err := r.t.rows.lock(ctx, "request\x00"+q.DeviceID().String())
-	if err != nil {
-		return err
-	}
-	defer unlock()
 	r.t.mu.Lock()
 	defer r.t.mu.Unlock()
 	if _, ok := r.t.requests[id.String()]; !ok {
@@ -256,16 +239,7 @@ func (r *AuthRequests) DeleteExpired(ctx context.Context, cutoff time.Time) (int
 
 // Get returns a request by id.
 func (r *AuthRequests) Get(ctx context.Context, id domain.UUID) (domain.AuthRequest, error) {
-	if err := ctx.Err(); err != nil {
-		return domain.AuthRequest{}, err
-	}
-	r.t.mu.Lock()
-	defer r.t.mu.Unlock()
-	q, found := r.t.requests[id.String()]
-	if !found {
-		return domain.AuthRequest{}, fmt.Errorf("auth request %q: %w", id, domain.ErrNotFound)
-	}
-	return q, nil
+	return read(ctx, &r.t.mu, func() (domain.AuthRequest, error) { return found(r.t.requests, id.String()) })
 }
 
 // List returns the requests with the status, oldest first.
@@ -281,58 +255,34 @@ func (r *AuthRequests) List(ctx context.Context, status domain.AuthRequestStatus
 		}
 	}
 	r.t.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt().Equal(out[j].CreatedAt()) {
-			return out[i].CreatedAt().Before(out[j].CreatedAt())
-		}
-		return out[i].ID().String() < out[j].ID().String()
-	})
-	if len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
+	return page(out, max(limit, 0), 0, func(a, b domain.AuthRequest) bool { // oldest first
+		return newer(b.CreatedAt(), a.CreatedAt(), b.ID().String(), a.ID().String())
+	}), nil
 }
 
-// Update changes a request under its row lock.
+// Update changes a request under the tables' writer lock.
 func (r *AuthRequests) Update(ctx context.Context, id domain.UUID, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error) {
-	q, err := r.Get(ctx, id)
-	if err != nil {
-		return domain.AuthRequest{}, err
-	}
-	unlock, err := r.t.rows.lock(ctx, "request\x00"+q.DeviceID().String())
-	if err != nil {
-		return domain.AuthRequest{}, err
-	}
-	defer unlock()
-	if q, err = r.Get(ctx, id); err != nil {
-		return domain.AuthRequest{}, err
-	}
-	if err := fn(&q); err != nil {
-		return domain.AuthRequest{}, err
-	}
-	if q, err = storedRequest(q); err != nil {
-		return domain.AuthRequest{}, err
-	}
-	r.t.mu.Lock()
-	r.t.requests[q.ID().String()] = q
-	r.t.mu.Unlock()
-	return q, nil
+	load := func() (domain.AuthRequest, error) { return found(r.t.requests, id.String()) }
+	return update(ctx, r.t.writes, &r.t.mu, load, fn, func(_, q domain.AuthRequest) (domain.AuthRequest, error) {
+		q, err := storedRequest(q)
+		if err == nil {
+			r.t.requests[q.ID().String()] = q
+		}
+		return q, err
+	})
 }
 
 // Accept registers the device if dev is set, stores its admission (a
 // replaced key moves the generation on) and deletes the request, as one
 // step.
 func (r *AuthRequests) Accept(ctx context.Context, id domain.UUID, dev *domain.Device, a domain.DeviceAdmission) error {
-	q, err := r.Get(ctx, id)
-	if err != nil {
-		return err
-	}
-	unlock, err := r.t.rows.lock(ctx, "request\x00"+q.DeviceID().String())
+	unlock, err := lockCtx(ctx, r.t.writes)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if q, err = r.Get(ctx, id); err != nil {
+	q, err := r.Get(ctx, id)
+	if err != nil {
 		return err
 	}
 	if q.Status() != domain.AuthRequestPending {
@@ -427,15 +377,5 @@ func (r *TaskLogs) Put(ctx context.Context, l domain.TaskLog) error {
 
 // Get returns a task's log.
 func (r *TaskLogs) Get(ctx context.Context, taskID domain.UUID) (domain.TaskLog, error) {
-	if err := ctx.Err(); err != nil {
-		return domain.TaskLog{}, err
-	}
-	key := taskID.String()
-	r.t.mu.Lock()
-	defer r.t.mu.Unlock()
-	l, ok := r.t.logs[key]
-	if !ok {
-		return domain.TaskLog{}, fmt.Errorf("log of task %q: %w", taskID, domain.ErrNotFound)
-	}
-	return l, nil
+	return read(ctx, &r.t.mu, func() (domain.TaskLog, error) { return found(r.t.logs, taskID.String()) })
 }

@@ -53,72 +53,30 @@ func (r *Rollouts) Create(ctx context.Context, ro domain.Rollout) error {
 	return nil
 }
 
-// Get loads a rollout by id (parsed, canonical); the zero id is domain.ErrNotFound.
+// Get loads a rollout by id; the zero id is domain.ErrNotFound.
 func (r *Rollouts) Get(ctx context.Context, id domain.UUID) (domain.Rollout, error) {
-	if err := ctx.Err(); err != nil {
-		return domain.Rollout{}, err
-	}
-	key, ok := id.String(), !id.IsZero()
-	if !ok {
-		return domain.Rollout{}, domain.ErrNotFound
-	}
-	s := r.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ro, ok := s.rollouts[key]
-	if !ok {
-		return domain.Rollout{}, domain.ErrNotFound
-	}
-	return cloneRollout(ro), nil
+	ro, err := read(ctx, &r.s.mu, func() (domain.Rollout, error) { return found(r.s.rollouts, id.String()) })
+	return cloneRollout(ro), err
 }
 
-// Update loads the rollout locked, with its firmware locked too (as the
-// Postgres adapter reads it FOR SHARE: a revoke waits, and the rule fn
-// judges on the firmware holds when the change is stored), lets fn change a
-// copy, and stores it only if fn returns nil. As in the Postgres adapter,
-// everything but the id, the firmware (tasks reference the pair) and the
-// start time is written. Locks are taken rollout first, then firmware, in
-// every path of this package.
+// Update loads the rollout and its firmware under the store's writer lock
+// (a revoke waits, and the rule fn judges on the firmware holds when the
+// change is stored), lets fn change a copy, and stores it only if fn
+// returns nil. As in the Postgres adapter, everything but the id, the
+// firmware (tasks reference the pair) and the start time is written.
 func (r *Rollouts) Update(ctx context.Context, id domain.UUID, fn func(*domain.Rollout, domain.Firmware) error) (domain.Rollout, error) {
-	key, ok := id.String(), !id.IsZero()
-	if !ok {
-		if err := ctx.Err(); err != nil {
-			return domain.Rollout{}, err
-		}
-		return domain.Rollout{}, domain.ErrNotFound
-	}
 	s := r.s
-	unlock, err := s.rows.lock(ctx, rolloutRow(key))
-	if err != nil {
-		return domain.Rollout{}, err
+	var fw domain.Firmware
+	load := func() (domain.Rollout, error) {
+		ro, err := found(s.rollouts, id.String())
+		fw = s.firmwares[ro.FirmwareID().String()]
+		return cloneRollout(ro), err
 	}
-	defer unlock()
-	s.mu.Lock()
-	ro, ok := s.rollouts[key]
-	s.mu.Unlock()
-	if !ok {
-		return domain.Rollout{}, domain.ErrNotFound
-	}
-	unlockFW, err := s.rows.lock(ctx, firmwareRow(ro.FirmwareID().String()))
-	if err != nil {
-		return domain.Rollout{}, err
-	}
-	defer unlockFW()
-	s.mu.Lock()
-	fw := s.firmwares[ro.FirmwareID().String()]
-	s.mu.Unlock()
-	changed := cloneRollout(ro)
-	if err := fn(&changed, fw); err != nil {
-		return domain.Rollout{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return domain.Rollout{}, err
-	}
-	merged := mergeRollout(ro, changed)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.rollouts[key] = merged
-	return cloneRollout(merged), nil
+	return update(ctx, s.writes, &s.mu, load, func(ro *domain.Rollout) error { return fn(ro, fw) }, func(old, changed domain.Rollout) (domain.Rollout, error) {
+		merged := mergeRollout(s.rollouts[id.String()], changed)
+		s.rollouts[id.String()] = merged
+		return cloneRollout(merged), nil
+	})
 }
 
 // mergeRollout writes onto the stored rollout what the Postgres UPDATE

@@ -3,7 +3,7 @@
 // mirrors what the Postgres adapter lets a caller observe: the same sentinel
 // errors, the same uniqueness and reference checks, timestamps at microsecond
 // precision, canonical lowercase UUIDs, one active task per device whatever
-// the caller's locks do, and row locks held while a caller's fn runs. The
+// the caller's locks do, and writes that never interleave. The
 // tests in tests/contract run against both adapters to keep them alike.
 package memory
 
@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -22,12 +23,12 @@ import (
 // Store, so a task can check the device, firmware and rollout it references
 // as Postgres foreign keys would.
 //
-// The mutex is never held while a caller's fn runs: fn may read other
-// repositories, as it may inside a Postgres transaction. Read-modify-write
-// cycles are instead serialised per row by a separate set of row locks,
-// which play the part of SELECT … FOR UPDATE.
+// Every read-modify-write holds the writer lock (lockWrites) for its whole
+// function. A task transaction (Tasks.InTaskTx) holds the mutex too; an
+// Update does not while the caller's fn runs, so that fn may read other
+// repositories, as it may inside a Postgres transaction.
 type Store struct {
-	rows rowLocks
+	writes chan struct{}
 
 	mu           sync.Mutex
 	devices      map[string]domain.Device
@@ -39,7 +40,6 @@ type Store struct {
 	byDevice     map[string][]string // task ids of a device, in insertion order
 	byRollout    map[string][]string // task ids of a rollout, in insertion order
 	active       map[string]string   // device id → id of its one active task
-	events       map[eventKey]string // (task, event id) → the event's fingerprint
 	lastActionID int64
 
 	// eventLog is each task's stored events (by task id), in the order
@@ -51,9 +51,6 @@ type Store struct {
 // not part of it, so 1.2.0+a and 1.2.0+b collide.
 type firmwareKey struct{ model, version string }
 
-// eventKey scopes a device-made event id to one task, as the contract does.
-type eventKey struct{ taskID, eventID string }
-
 // loggedEvent is a stored event as a task's history reads it.
 type loggedEvent struct {
 	id, fingerprint string
@@ -64,7 +61,7 @@ type loggedEvent struct {
 // same data, like repositories sharing one database.
 func NewStore() *Store {
 	return &Store{
-		rows:         rowLocks{held: map[string]*rowLock{}},
+		writes:       make(chan struct{}, 1),
 		devices:      map[string]domain.Device{},
 		byToken:      map[domain.TokenHash]string{},
 		firmwares:    map[string]domain.Firmware{},
@@ -74,7 +71,6 @@ func NewStore() *Store {
 		byDevice:     map[string][]string{},
 		byRollout:    map[string][]string{},
 		active:       map[string]string{},
-		events:       map[eventKey]string{},
 		eventLog:     map[string][]loggedEvent{},
 	}
 }
@@ -97,68 +93,90 @@ func stamp(t time.Time) time.Time {
 	return t.UTC().Truncate(time.Microsecond)
 }
 
-// rowLocks serialises read-modify-write cycles on one row the way SELECT …
-// FOR UPDATE does. Waiting respects the caller's context, as a Postgres
-// query blocked on a row lock does.
-type rowLocks struct {
-	mu   sync.Mutex
-	held map[string]*rowLock
+// lockWrites takes the store's writer lock, and returns its release: every
+// read-modify-write of the store (a task transaction, an Update) holds it
+// for its whole function, so none interleaves with another. Waiting
+// respects ctx, as a Postgres statement blocked on a lock does.
+func (s *Store) lockWrites(ctx context.Context) (func(), error) {
+	return lockCtx(ctx, s.writes)
 }
 
-// rowLock is one row's lock: a one-slot semaphore, and how many callers hold
-// or wait for it so that idle entries can be dropped.
-type rowLock struct {
-	sem  chan struct{}
-	refs int
-}
-
-// lock waits for the row named key and returns its release function.
-func (l *rowLocks) lock(ctx context.Context, key string) (func(), error) {
+// lockCtx takes a one-slot semaphore unless ctx ends first.
+func lockCtx(ctx context.Context, sem chan struct{}) (func(), error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
-	e := l.held[key]
-	if e == nil {
-		e = &rowLock{sem: make(chan struct{}, 1)}
-		l.held[key] = e
-	}
-	e.refs++
-	l.mu.Unlock()
 	select {
-	case e.sem <- struct{}{}:
-		return func() {
-			<-e.sem
-			l.drop(key, e)
-		}, nil
+	case sem <- struct{}{}:
+		return func() { <-sem }, nil
 	case <-ctx.Done():
-		l.drop(key, e)
 		return nil, ctx.Err()
 	}
 }
 
-func (l *rowLocks) drop(key string, e *rowLock) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e.refs--
-	if e.refs == 0 {
-		delete(l.held, key)
+// read runs f under mu unless ctx has ended: every read of the store.
+func read[T any](ctx context.Context, mu *sync.Mutex, f func() (T, error)) (T, error) {
+	if err := ctx.Err(); err != nil {
+		var zero T
+		return zero, err
 	}
+	mu.Lock()
+	defer mu.Unlock()
+	return f()
 }
 
-// Row-lock names. Tasks are locked per device: every task write of a device
-// serialises on it, which covers both the one-active-task rule and
-// concurrent events on one task. Where one path takes several, it takes
-// them in this order — a device's tasks, then rollouts (two in id order),
-// then a firmware — so no two paths can wait for each other
-// (ReplaceActive: tasks, the ended task's rollout and the new task's, its
-// firmware; ApplyEvent: tasks, the task's rollout; Rollouts.Update: the
-// rollout, its firmware).
-func deviceRow(id string) string   { return "device\x00" + id }
-func firmwareRow(id string) string { return "firmware\x00" + id }
-func rolloutRow(id string) string  { return "rollout\x00" + id }
-func taskRows(deviceID string) string {
-	return "tasks\x00" + deviceID
+// found is m[k], or domain.ErrNotFound.
+func found[K comparable, V any](m map[K]V, k K) (V, error) {
+	v, ok := m[k]
+	if !ok {
+		return v, domain.ErrNotFound
+	}
+	return v, nil
+}
+
+// update is every Update's read-modify-write, under the tables' writer
+// lock: load the row under mu, let fn change a copy without mu (fn may
+// read other repositories, as inside a Postgres transaction), and, unless
+// fn fails or ctx ends, store what put makes of the change, under mu.
+func update[V any](ctx context.Context, writes chan struct{}, mu *sync.Mutex, load func() (V, error), fn func(*V) error, put func(old, changed V) (V, error)) (V, error) {
+	var zero V
+	unlock, err := lockCtx(ctx, writes)
+	if err != nil {
+		return zero, err
+	}
+	defer unlock()
+	old, err := read(ctx, mu, load)
+	if err != nil {
+		return zero, err
+	}
+	changed := old
+	if err := fn(&changed); err != nil {
+		return zero, err
+	}
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return put(old, changed)
+}
+
+// page sorts out by less and keeps its first limit (def when limit <= 0).
+func page[T any](out []T, limit, def int, less func(a, b T) bool) []T {
+	sort.Slice(out, func(i, j int) bool { return less(out[i], out[j]) })
+	if limit <= 0 {
+		limit = def
+	}
+	return out[:min(len(out), limit)]
+}
+
+// newer orders newest first: by time, then by id, both descending
+// (canonical UUID strings sort as Postgres sorts uuid values).
+func newer(a, b time.Time, aID, bID string) bool {
+	if c := a.Compare(b); c != 0 {
+		return c > 0
+	}
+	return aID > bID
 }
 
 // errDuplicateID mirrors a primary-key violation. Ids are fresh UUIDs, so

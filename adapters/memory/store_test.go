@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 	"github.com/google/uuid"
@@ -73,7 +74,7 @@ func (f *storeFixture) task(deviceID domain.DeviceID, o domain.Offer) domain.Tas
 
 func (f *storeFixture) insert(tk domain.Task) domain.Task {
 	f.t.Helper()
-	got, created, err := f.tk.ReplaceActive(f.t.Context(), tk.DeviceID(), onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil }), nil)
+	got, created, err := application.ReplaceActive(f.t.Context(), f.tk, tk.DeviceID(), onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil }), nil)
 	f.must(err)
 	if !created {
 		f.t.Fatal("not created")
@@ -90,20 +91,20 @@ func TestActionIDsCountFromOne(t *testing.T) {
 			t.Fatalf("action id %d, want %d", got, want)
 		}
 	}
-	// An insert that loses, or fails a key, still uses up a number, as a
-	// Postgres identity does; numbers stay unique, not gapless.
+	// An insert that loses, or fails a key, is no task: the next one
+	// still gets a number no task has.
 	d := f.device("busy")
 	f.insert(f.task(d.ID(), o))
 	loser := f.task(d.ID(), o)
-	if _, created, err := f.tk.ReplaceActive(t.Context(), d.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &loser, nil }), nil); err != nil || created {
+	if _, created, err := application.ReplaceActive(t.Context(), f.tk, d.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &loser, nil }), nil); err != nil || created {
 		t.Fatalf("losing insert: created=%v err=%v", created, err)
 	}
 	ghost := f.task(asDeviceID("ghost"), o)
-	if _, _, err := f.tk.ReplaceActive(t.Context(), asDeviceID("ghost"), onActive(func(*domain.Task) (*domain.Task, error) { return &ghost, nil }), nil); !errors.Is(err, domain.ErrNotFound) {
+	if _, _, err := application.ReplaceActive(t.Context(), f.tk, asDeviceID("ghost"), onActive(func(*domain.Task) (*domain.Task, error) { return &ghost, nil }), nil); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("insert for an unknown device: %v", err)
 	}
-	if got := f.insert(f.task(f.device("next").ID(), o)).ActionID(); got != 7 {
-		t.Errorf("action id %d after 6 attempted inserts, want 7", got)
+	if got := f.insert(f.task(f.device("next").ID(), o)).ActionID(); got != 5 {
+		t.Errorf("action id %d after 4 tasks, want 5", got)
 	}
 }
 
@@ -152,8 +153,8 @@ func TestTaskForAnotherDeviceIsRefused(t *testing.T) {
 	o := f.offer(uuid.NewString(), "2.0.0")
 	a, b := f.device("a"), f.device("b")
 	tk := f.task(b.ID(), o)
-	if _, _, err := f.tk.ReplaceActive(t.Context(), a.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil }), nil); !errors.Is(err, errForeignDevice) {
-		t.Errorf("err = %v, want errForeignDevice", err)
+	if _, _, err := application.ReplaceActive(t.Context(), f.tk, a.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil }), nil); err == nil || !strings.Contains(err.Error(), "another device") {
+		t.Errorf("err = %v, want the task for another device refused", err)
 	}
 	if _, err := f.tk.Get(t.Context(), tk.ID()); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("the refused task was stored: %v", err)
@@ -231,9 +232,10 @@ func TestContextErrorsAreTheContexts(t *testing.T) {
 	}
 }
 
-// TestRowLockWaitHonoursDeadline: a caller blocked behind another's fn gives
-// up when its context does, as a Postgres query waiting on a row lock does.
-func TestRowLockWaitHonoursDeadline(t *testing.T) {
+// TestWriteLockWaitHonoursDeadline: a caller blocked behind another's fn
+// gives up when its context does, as a Postgres query waiting on a row lock
+// does.
+func TestWriteLockWaitHonoursDeadline(t *testing.T) {
 	f := newStoreFixture(t)
 	o := f.offer(uuid.NewString(), "2.0.0")
 	d := f.device("d")
@@ -255,7 +257,7 @@ func TestRowLockWaitHonoursDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, _, err := f.tk.ReplaceActive(ctx, d.ID(), onActive(func(*domain.Task) (*domain.Task, error) {
+	_, _, err := application.ReplaceActive(ctx, f.tk, d.ID(), onActive(func(*domain.Task) (*domain.Task, error) {
 		t.Error("fn ran while another caller held the device's tasks")
 		return nil, nil
 	}), nil)
@@ -267,43 +269,6 @@ func TestRowLockWaitHonoursDeadline(t *testing.T) {
 	}
 	close(release)
 	wg.Wait()
-	if n := storeHeldRows(f.s); n != 0 {
-		t.Errorf("%d row locks still tracked after every caller left", n)
-	}
-}
-
-// TestFnMayReadOtherRepositories: fn runs without the store mutex, so it can
-// read what it needs, as it could inside a Postgres transaction.
-func TestFnMayReadOtherRepositories(t *testing.T) {
-	f := newStoreFixture(t)
-	o := f.offer(uuid.NewString(), "2.0.0")
-	d := f.device("d")
-	tk := f.task(d.ID(), o)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _, err := f.tk.ReplaceActive(t.Context(), d.ID(), onActive(func(*domain.Task) (*domain.Task, error) {
-			if _, err := f.fw.Get(t.Context(), o.Firmware.ID()); err != nil {
-				return nil, err
-			}
-			if _, err := f.tk.CheckViewOf(t.Context(), d.ID()); err != nil {
-				return nil, err
-			}
-			if _, err := f.ro.Offers(t.Context(), "cam"); err != nil {
-				return nil, err
-			}
-			_, err := f.dev.Get(t.Context(), d.ID())
-			return &tk, err
-		}), nil)
-		if err != nil {
-			t.Error(err)
-		}
-	}()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("fn reading other repositories deadlocked")
-	}
 }
 
 func TestListEdges(t *testing.T) {
@@ -326,7 +291,7 @@ func TestListEdges(t *testing.T) {
 	if st, err := f.tk.RolloutStats(t.Context(), asUUID("nope")); err != nil || st != (domain.TaskStats{}) {
 		t.Errorf("stats of a non-UUID rollout: %+v, %v; want zero counts, nil", st, err)
 	}
-	if _, _, err := f.tk.ReplaceActive(t.Context(), asDeviceID("no spaces allowed"), onActive(func(*domain.Task) (*domain.Task, error) {
+	if _, _, err := application.ReplaceActive(t.Context(), f.tk, asDeviceID("no spaces allowed"), onActive(func(*domain.Task) (*domain.Task, error) {
 		t.Error("fn ran for a device id that cannot exist")
 		return nil, nil
 	}), nil); !errors.Is(err, domain.ErrNotFound) {
@@ -387,16 +352,10 @@ func TestClockAndUUIDs(t *testing.T) {
 	}
 }
 
-func storeHeldRows(s *Store) int {
-	s.rows.mu.Lock()
-	defer s.rows.mu.Unlock()
-	return len(s.rows.held)
-}
-
 // onActive adapts a function of the active task alone (nil if none) to
 // ReplaceActive.
-func onActive(fn func(active *domain.Task) (*domain.Task, error)) func(ports.TaskState) (*domain.Task, error) {
-	return func(st ports.TaskState) (*domain.Task, error) {
+func onActive(fn func(active *domain.Task) (*domain.Task, error)) func(application.TaskState) (*domain.Task, error) {
+	return func(st application.TaskState) (*domain.Task, error) {
 		if st.Active == nil {
 			return fn(nil)
 		}

@@ -12,8 +12,8 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/ai-device/ota/adapters/postgres"
+	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
-	"github.com/ai-device/ota/ports"
 )
 
 // replica is one service instance's catalog cache: its own pool and
@@ -274,7 +274,7 @@ func TestCatalogCacheSeesItsOwnRolloutJudgementsAtOnce(t *testing.T) {
 	ctx := context.Background()
 	b := e.replica(t, postgres.CatalogCacheConfig{})
 	must(t, b.cache.Deafen())
-	pauses := func(fw domain.Firmware) ports.RolloutEvaluation {
+	pauses := func(fw domain.Firmware) application.RolloutEvaluation {
 		return func(r *domain.Rollout, _ func(time.Time) (domain.TaskStats, error)) (bool, error) {
 			return true, r.ChangeStatus(domain.RolloutPaused, fw, e.now.Add(time.Second))
 		}
@@ -329,7 +329,7 @@ func TestCatalogCacheSeesItsOwnRolloutJudgementsAtOnce(t *testing.T) {
 		cached(t, "cam-own-event", o)
 		ev, err := domain.NewEvent("end-"+tk.ID().String(), "failed", nil, "", "")
 		must(t, err)
-		_, err = b.tasks.ApplyEvent(ctx, tk.ID(), ev, func(tk *domain.Task, prior *domain.Event) (bool, error) {
+		_, err = application.ApplyEvent(ctx, b.tasks, tk.ID(), ev, func(tk *domain.Task, prior *domain.Event) (bool, error) {
 			return tk.ApplyEvent(ev, prior, e.now.Add(time.Second))
 		}, pauses(o.Firmware))
 		must(t, err)
@@ -340,7 +340,7 @@ func TestCatalogCacheSeesItsOwnRolloutJudgementsAtOnce(t *testing.T) {
 		e.device(t, "own-check-1", "cam-own-check")
 		tk := e.createTask(t, "own-check-1", o)
 		cached(t, "cam-own-check", o)
-		_, _, err := b.tasks.ReplaceActive(ctx, tk.DeviceID(), onActive(func(active *domain.Task) (*domain.Task, error) {
+		_, _, err := application.ReplaceActive(ctx, b.tasks, tk.DeviceID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 			return nil, active.Succeed(e.now.Add(time.Second))
 		}), pauses(o.Firmware))
 		must(t, err)

@@ -5,7 +5,7 @@
 //
 // The database, not the caller's locks, has the last word on the invariants
 // that matter: one active task per device (a partial unique index that
-// ReplaceActive inserts against), one firmware per (model, version), an
+// application.ReplaceActive inserts against), one firmware per (model, version), an
 // event applied at most once per task. Every read-modify-write runs in one
 // transaction bound to the caller's context, so a cancelled context (a
 // lost distributed lock) rolls back instead of committing half a change.

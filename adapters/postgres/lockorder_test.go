@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 )
 
@@ -30,13 +31,13 @@ func TestEndingATaskLocksItsRolloutBeforeChangingTheTask(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			_, err = e.tasks.ApplyEvent(context.Background(), tk.ID(), ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
+			_, err = application.ApplyEvent(context.Background(), e.tasks, tk.ID(), ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
 				return t.ApplyEvent(ev, prior, e.now.Add(time.Second))
 			}, judge)
 			return err
 		},
 		"check ending the task": func(e *env, tk domain.Task) error {
-			_, _, err := e.tasks.ReplaceActive(context.Background(), tk.DeviceID(), onActive(func(active *domain.Task) (*domain.Task, error) {
+			_, _, err := application.ReplaceActive(context.Background(), e.tasks, tk.DeviceID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 				return nil, active.Succeed(e.now.Add(time.Second))
 			}), judge)
 			return err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lib/pq"
 
+	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/bootstrap"
 	"github.com/ai-device/ota/domain"
 )
@@ -61,7 +62,7 @@ func TestTaskEventsPartitionsKeepEventsIdempotent(t *testing.T) {
 	p := 10
 	ev := try(domain.NewEvent("e1", "downloading", &p, "", "")).must(t)
 	for _, tk := range []domain.Task{cur, old} {
-		if _, err := e.tasks.ApplyEvent(ctx, tk.ID(), ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
+		if _, err := application.ApplyEvent(ctx, e.tasks, tk.ID(), ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
 			return t.ApplyEvent(ev, prior, e.now.Add(time.Hour))
 		}, nil); err != nil {
 			t.Fatal(err)

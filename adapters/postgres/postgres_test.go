@@ -16,6 +16,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/ai-device/ota/adapters/postgres"
+	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/bootstrap"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -115,7 +116,7 @@ func (e *env) newTask(t *testing.T, deviceID string, o domain.Offer) domain.Task
 func (e *env) createTask(t *testing.T, deviceID string, o domain.Offer) domain.Task {
 	t.Helper()
 	tk := e.newTask(t, deviceID, o)
-	got, created, err := e.tasks.ReplaceActive(context.Background(), asDeviceID(deviceID), onActive(func(active *domain.Task) (*domain.Task, error) {
+	got, created, err := application.ReplaceActive(context.Background(), e.tasks, asDeviceID(deviceID), onActive(func(active *domain.Task) (*domain.Task, error) {
 		if active != nil {
 			return nil, fmt.Errorf("device %s already has active task %s", deviceID, active.ID())
 		}
@@ -139,8 +140,8 @@ func (e *env) count(t *testing.T, query string, args ...any) int {
 // checkFn is what a device check does with the active task: reuse a task
 // for the target, supersede a pending task for another firmware, keep a
 // started one, create one when there is none.
-func checkFn(deviceID string, target domain.Offer, now time.Time) func(ports.TaskState) (*domain.Task, error) {
-	return func(st ports.TaskState) (*domain.Task, error) {
+func checkFn(deviceID string, target domain.Offer, now time.Time) func(application.TaskState) (*domain.Task, error) {
+	return func(st application.TaskState) (*domain.Task, error) {
 		if st.Active != nil {
 			active := &st.Active.Task
 			if active.FirmwareID() == target.Firmware.ID() || active.Status() != domain.TaskPending {
@@ -160,8 +161,8 @@ func checkFn(deviceID string, target domain.Offer, now time.Time) func(ports.Tas
 
 // onActive adapts a function of the active task alone (nil if none) to
 // ReplaceActive.
-func onActive(fn func(active *domain.Task) (*domain.Task, error)) func(ports.TaskState) (*domain.Task, error) {
-	return func(st ports.TaskState) (*domain.Task, error) {
+func onActive(fn func(active *domain.Task) (*domain.Task, error)) func(application.TaskState) (*domain.Task, error) {
+	return func(st application.TaskState) (*domain.Task, error) {
 		if st.Active == nil {
 			return fn(nil)
 		}
@@ -443,7 +444,7 @@ func TestTaskReferencesMustExist(t *testing.T) {
 
 	// Unknown device.
 	tk := e.newTask(t, "ghost", o)
-	if _, _, err := e.tasks.ReplaceActive(ctx, asDeviceID("ghost"), onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil }), nil); !errors.Is(err, domain.ErrNotFound) {
+	if _, _, err := application.ReplaceActive(ctx, e.tasks, asDeviceID("ghost"), onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil }), nil); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("unknown device: %v, want ErrNotFound", err)
 	}
 	// Unknown rollout, and a rollout of another firmware.
@@ -454,7 +455,7 @@ func TestTaskReferencesMustExist(t *testing.T) {
 		"unknown firmware": {Firmware: try(domain.NewFirmware(domain.UUIDOf(uuid.New()), o.Firmware.Spec(), e.now)).must(t), Rollout: o.Rollout},
 	} {
 		tk := e.newTask(t, "d1", off)
-		if _, _, err := e.tasks.ReplaceActive(ctx, asDeviceID("d1"), onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil }), nil); !errors.Is(err, domain.ErrNotFound) {
+		if _, _, err := application.ReplaceActive(ctx, e.tasks, asDeviceID("d1"), onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil }), nil); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("%s: %v, want ErrNotFound", name, err)
 		}
 	}
@@ -469,7 +470,7 @@ func TestTaskReferencesMustExist(t *testing.T) {
 			t.Errorf("Update(%q): %v", id, err)
 		}
 		ev := try(domain.NewEvent("e1", "downloading", nil, "", "")).must(t)
-		if _, err := e.tasks.ApplyEvent(ctx, asUUID(id), ev, func(*domain.Task, *domain.Event) (bool, error) { return true, nil }, nil); !errors.Is(err, domain.ErrNotFound) {
+		if _, err := application.ApplyEvent(ctx, e.tasks, asUUID(id), ev, func(*domain.Task, *domain.Event) (bool, error) { return true, nil }, nil); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("ApplyEvent(%q): %v", id, err)
 		}
 	}
@@ -486,7 +487,7 @@ func TestReplaceActiveLifecycle(t *testing.T) {
 	o2 := e.offer(t, "m", "3.0.0")
 
 	// No active task, nothing to insert: zero task.
-	res, created, err := e.tasks.ReplaceActive(ctx, asDeviceID("d1"), onActive(func(a *domain.Task) (*domain.Task, error) {
+	res, created, err := application.ReplaceActive(ctx, e.tasks, asDeviceID("d1"), onActive(func(a *domain.Task) (*domain.Task, error) {
 		if a != nil {
 			t.Errorf("active %v", a.ID())
 		}
@@ -496,7 +497,7 @@ func TestReplaceActiveLifecycle(t *testing.T) {
 		t.Fatalf("empty: %v %v %v", res.ID(), created, err)
 	}
 
-	first, created, err := e.tasks.ReplaceActive(ctx, asDeviceID("d1"), checkFn("d1", o1, e.now), nil)
+	first, created, err := application.ReplaceActive(ctx, e.tasks, asDeviceID("d1"), checkFn("d1", o1, e.now), nil)
 	if err != nil || !created || first.ActionID() <= 0 || first.Status() != domain.TaskPending {
 		t.Fatalf("create: %+v %v %v", first.Record(), created, err)
 	}
@@ -504,12 +505,12 @@ func TestReplaceActiveLifecycle(t *testing.T) {
 		t.Fatalf("stored %+v, returned %+v", got.Record(), first.Record())
 	}
 	// Reuse.
-	again, created, err := e.tasks.ReplaceActive(ctx, asDeviceID("d1"), checkFn("d1", o1, e.now), nil)
+	again, created, err := application.ReplaceActive(ctx, e.tasks, asDeviceID("d1"), checkFn("d1", o1, e.now), nil)
 	if err != nil || created || again.ID() != first.ID() {
 		t.Fatalf("reuse: %v %v %v", again.ID(), created, err)
 	}
 	// Supersede the pending task.
-	second, created, err := e.tasks.ReplaceActive(ctx, asDeviceID("d1"), checkFn("d1", o2, e.now.Add(time.Second)), nil)
+	second, created, err := application.ReplaceActive(ctx, e.tasks, asDeviceID("d1"), checkFn("d1", o2, e.now.Add(time.Second)), nil)
 	if err != nil || !created || second.ID() == first.ID() || second.ActionID() <= first.ActionID() {
 		t.Fatalf("supersede: %v %v %v", second.ID(), created, err)
 	}
@@ -522,14 +523,14 @@ func TestReplaceActiveLifecycle(t *testing.T) {
 	}
 	// fn's error: nothing written.
 	boom := errors.New("boom")
-	if _, _, err := e.tasks.ReplaceActive(ctx, asDeviceID("d1"), onActive(func(a *domain.Task) (*domain.Task, error) {
+	if _, _, err := application.ReplaceActive(ctx, e.tasks, asDeviceID("d1"), onActive(func(a *domain.Task) (*domain.Task, error) {
 		_ = a.Cancel(domain.CodeSuperseded, "x", e.now)
 		return nil, boom
 	}), nil); err != boom {
 		t.Fatalf("fn's error: %v", err)
 	}
 	// A cancel with nothing inserted returns the task as fn left it.
-	res, created, err = e.tasks.ReplaceActive(ctx, asDeviceID("d1"), onActive(func(a *domain.Task) (*domain.Task, error) {
+	res, created, err = application.ReplaceActive(ctx, e.tasks, asDeviceID("d1"), onActive(func(a *domain.Task) (*domain.Task, error) {
 		return nil, a.Cancel(domain.CodeFirmwareRevoked, "revoked", e.now.Add(2*time.Second))
 	}), nil)
 	if err != nil || created || res.ID() != second.ID() || res.Status() != domain.TaskCancelled {
@@ -560,7 +561,7 @@ func TestReplaceActiveRace(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			tk, c, err := e.tasks.ReplaceActive(context.Background(), asDeviceID("racer"), onActive(func(active *domain.Task) (*domain.Task, error) {
+			tk, c, err := application.ReplaceActive(context.Background(), e.tasks, asDeviceID("racer"), onActive(func(active *domain.Task) (*domain.Task, error) {
 				// Each caller wants its own new task, whatever it sees:
 				// only the index can stop it.
 				nt, err := domain.NewTask(asUUID(uuid.NewString()), asDeviceID("racer"), o, 1, e.now)
@@ -620,7 +621,7 @@ func TestReplaceActiveSupersedeRace(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			tk, c, err := e.tasks.ReplaceActive(context.Background(), asDeviceID("sup"), checkFn("sup", o2, e.now.Add(time.Second)), nil)
+			tk, c, err := application.ReplaceActive(context.Background(), e.tasks, asDeviceID("sup"), checkFn("sup", o2, e.now.Add(time.Second)), nil)
 			if err != nil {
 				t.Errorf("ReplaceActive: %v", err)
 				return
@@ -665,7 +666,7 @@ func TestApplyEvent(t *testing.T) {
 	}
 	p := 40
 	ev1 := try(domain.NewEvent("e1", "downloading", &p, "", "")).must(t)
-	got := try(e.tasks.ApplyEvent(ctx, tk.ID(), ev1, apply(ev1, e.now.Add(time.Second)), nil)).must(t)
+	got := try(application.ApplyEvent(ctx, e.tasks, tk.ID(), ev1, apply(ev1, e.now.Add(time.Second)), nil)).must(t)
 	if got.Status() != domain.TaskDownloading || got.Progress() != 40 || !got.UpdatedAt().Equal(e.now.Add(time.Second)) {
 		t.Fatalf("after e1: %+v", got.Record())
 	}
@@ -673,19 +674,19 @@ func TestApplyEvent(t *testing.T) {
 		t.Fatalf("stored %+v, returned %+v", stored.Record(), got.Record())
 	}
 	// A replay: nothing changes, the task comes back as it is.
-	again := try(e.tasks.ApplyEvent(ctx, tk.ID(), ev1, apply(ev1, e.now.Add(time.Hour)), nil)).must(t)
+	again := try(application.ApplyEvent(ctx, e.tasks, tk.ID(), ev1, apply(ev1, e.now.Add(time.Hour)), nil)).must(t)
 	if again.Record() != got.Record() {
 		t.Fatalf("replay changed the task: %+v", again.Record())
 	}
 	// The same id, another body.
 	q := 50
 	ev1b := try(domain.NewEvent("e1", "downloading", &q, "", "")).must(t)
-	if _, err := e.tasks.ApplyEvent(ctx, tk.ID(), ev1b, apply(ev1b, e.now), nil); !errors.Is(err, domain.ErrIdempotencyConflict) {
+	if _, err := application.ApplyEvent(ctx, e.tasks, tk.ID(), ev1b, apply(ev1b, e.now), nil); !errors.Is(err, domain.ErrIdempotencyConflict) {
 		t.Fatalf("conflicting reuse: %v", err)
 	}
 	// Going back is refused and nothing is recorded.
 	ev2 := try(domain.NewEvent("e2", "downloading", new(int), "", "")).must(t)
-	if _, err := e.tasks.ApplyEvent(ctx, tk.ID(), ev2, apply(ev2, e.now), nil); !errors.Is(err, domain.ErrInvalidTransition) {
+	if _, err := application.ApplyEvent(ctx, e.tasks, tk.ID(), ev2, apply(ev2, e.now), nil); !errors.Is(err, domain.ErrInvalidTransition) {
 		t.Fatalf("progress down: %v", err)
 	}
 	if n := e.count(t, `SELECT count(*) FROM task_events WHERE task_id = $1`, tk.ID().String()); n != 1 {
@@ -713,7 +714,7 @@ func TestApplyEventConcurrentSameID(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			got, err := e.tasks.ApplyEvent(context.Background(), tk.ID(), ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
+			got, err := application.ApplyEvent(context.Background(), e.tasks, tk.ID(), ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
 				c, err := t.ApplyEvent(ev, prior, e.now.Add(time.Second))
 				if c {
 					changed.Add(1)
@@ -750,7 +751,7 @@ func TestCancelledContextRollsBack(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	supersede := checkFn("cx", o2, e.now)
-	_, _, err := e.tasks.ReplaceActive(ctx, asDeviceID("cx"), func(st ports.TaskState) (*domain.Task, error) {
+	_, _, err := application.ReplaceActive(ctx, e.tasks, asDeviceID("cx"), func(st application.TaskState) (*domain.Task, error) {
 		ins, err := supersede(st) // cancels the old task, returns a new one
 		cancel()                  // the lock is lost before the writes
 		return ins, err
@@ -796,7 +797,7 @@ func TestStatsAndFailedCounts(t *testing.T) {
 	finish := func(deviceID string, o domain.Offer, status string) domain.Task {
 		tk := e.createTask(t, deviceID, o)
 		ev := try(domain.NewEvent("fin-"+tk.ID().String(), status, nil, "E", "m")).must(t)
-		return try(e.tasks.ApplyEvent(ctx, tk.ID(), ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
+		return try(application.ApplyEvent(ctx, e.tasks, tk.ID(), ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
 			return t.ApplyEvent(ev, prior, e.now)
 		}, nil)).must(t)
 	}
@@ -810,7 +811,7 @@ func TestStatsAndFailedCounts(t *testing.T) {
 	finish("d1", o1, "failed")
 	e.createTask(t, "d1", o1)
 	e.createTask(t, "d2", o1)
-	if _, _, err := e.tasks.ReplaceActive(ctx, asDeviceID("d2"), checkFn("d2", o2, e.now), nil); err != nil { // cancels d2's o1 task
+	if _, _, err := application.ReplaceActive(ctx, e.tasks, asDeviceID("d2"), checkFn("d2", o2, e.now), nil); err != nil { // cancels d2's o1 task
 		t.Fatal(err)
 	}
 

@@ -330,22 +330,6 @@ func offerIn(ctx context.Context, tx *sqlx.Tx, stmt *sqlx.Stmt, firmwareID, roll
 // than it, flushed late, does not undo it.
 const installedSQL = `UPDATE devices SET current_version = $2, last_seen_at = GREATEST(last_seen_at, $3) WHERE device_id = $1`
 
-// recordInstall stores in tx the device's version after t, of firmware
-// fw, succeeded (domain.Task.Installs); fw is read in tx when nil.
-func (s *TaskRepository) recordInstall(ctx context.Context, tx *sqlx.Tx, t domain.Task, fw *domain.Firmware) error {
-	if fw == nil {
-		o, err := offerIn(ctx, tx, s.offerOf, t.FirmwareID(), t.RolloutID())
-		if err != nil {
-			return err
-		}
-		fw = &o.Firmware
-	}
-	if _, err := tx.StmtxContext(ctx, s.installed).ExecContext(ctx, t.DeviceID().String(), fw.Version().String(), dbTime(t.UpdatedAt())); err != nil {
-		return fmt.Errorf("recording the version device %q installed: %w", t.DeviceID(), mapWriteErr(err))
-	}
-	return nil
-}
-
 // insertTaskSQL inserts a task unless the device already has an active
 // one: the partial unique index is the arbiter, so a conflicting insert
 // waits for the transaction that made the other active task, and does
@@ -356,174 +340,15 @@ const insertTaskSQL = `INSERT INTO tasks (id, device_id, firmware_id, rollout_id
 	ON CONFLICT (device_id) WHERE ` + activeStatusSQL + ` DO NOTHING
 	RETURNING action_id`
 
-// maxInsertRounds bounds ReplaceActive's insert-or-read-the-winner loop. A
+// maxInsertRounds bounds insertOrWinner's insert-or-read-the-winner loop. A
 // second round happens only when the winner finished between the two
 // statements; more than a few means the device's task is churning.
 const maxInsertRounds = 5
 
-// ReplaceActive runs fn with what one READ COMMITTED transaction sees of
-// the device's tasks — its active task locked (SELECT … FOR UPDATE), with
-// that task's firmware and rollout, and its failed counts — stores any
-// change fn made to the active task, and inserts the task fn returns as
-// the new active one, all in that transaction.
-//
-// Before the insert the new task's firmware and rollout are read FOR
-// SHARE: a revoke or rollout change in progress is waited for, and the
-// next one waits for this commit. Unless the firmware is still released
-// and the rollout still active, nothing is stored and the error is
-// domain.ErrOfferWithdrawn.
-//
-// When fn ended the active task and onRollout is given, the task's rollout
-// is judged as ApplyEvent judges it (evaluateRollout: locked, its tasks
-// counted in this transaction, which sees the ended task), before the
-// insert. A pause it stores makes an insert into the same rollout
-// withdrawn, and so rolls back with it: the caller plans again.
-//
-// The partial unique index, not the caller's lock, guarantees one active
-// task per device: the insert is INSERT … ON CONFLICT DO NOTHING against
-// it. When it inserts nothing, a concurrent transaction won; its committed
-// task is read back (a new statement under READ COMMITTED sees it) and
-// returned with created false. A transaction that waited on the row lock of
-// a pending task that the winner then cancelled (a supersede) re-checks the
-// row after the wait, no longer sees it active, and so calls fn with nil,
-// then loses the insert to the winner in the same way.
-func (s *TaskRepository) ReplaceActive(ctx context.Context, device domain.DeviceID, fn func(st ports.TaskState) (*domain.Task, error), onRollout ports.RolloutEvaluation) (domain.Task, bool, error) {
-	if device.IsZero() {
-		return domain.Task{}, false, fmt.Errorf("replacing the active task: the device does not exist: %w", domain.ErrNotFound)
-	}
-	deviceID := device.String()
-	var (
-		result        domain.Task
-		created       bool
-		rolloutStored bool // an evaluation stored a rollout change (in some attempt)
-	)
-	defer func() { s.rolloutJudged(rolloutStored) }()
-	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
-		result, created = domain.Task{}, false
-		var st ports.TaskState
-		cur, err := activeTask(ctx, tx.StmtxContext(ctx, s.activeForUpdate), deviceID)
-		switch {
-		case err == nil:
-			o, err := offerIn(ctx, tx, s.offerOf, cur.FirmwareID(), cur.RolloutID())
-			if err != nil {
-				return err
-			}
-			st.Active = &domain.ActiveTask{Task: cur, Firmware: o.Firmware, Rollout: o.Rollout}
-		case !errors.Is(err, domain.ErrNotFound):
-			return err
-		}
-		if st.Failed, err = s.failedIn(ctx, tx.StmtxContext(ctx, s.failed), deviceID); err != nil {
-			return err
-		}
-		// The task fn may end: the active one, or, when there is none, the
-		// latest if fn reads it (a success it finds reverted).
-		subject, before := st.Active, cur
-		if st.Active == nil {
-			st.Latest = func() (*domain.ActiveTask, error) {
-				if subject != nil {
-					return subject, nil
-				}
-				last, err := latestTask(ctx, tx.StmtxContext(ctx, s.latestForUpdate), deviceID)
-				if errors.Is(err, domain.ErrNotFound) || err == nil && last.Status().IsActive() {
-					return nil, nil // none, or one inserted since: not a finished task
-				}
-				if err != nil {
-					return nil, err
-				}
-				o, err := offerIn(ctx, tx, s.offerOf, last.FirmwareID(), last.RolloutID())
-				if err != nil {
-					return nil, err
-				}
-				subject, before = &domain.ActiveTask{Task: last, Firmware: o.Firmware, Rollout: o.Rollout}, last
-				return subject, nil
-			}
-		}
-		ins, err := fn(st)
-		if err != nil {
-			return err
-		}
-		changed := subject != nil && subject.Task.Record() != before.Record()
-		// The rollout of the task fn ended, to lock and judge when it has
-		// a threshold or stages (fixed, so the unlocked read may say); its
-		// status is judged on the locked row (the port says why).
-		var judge string
-		if changed && onRollout != nil && !subject.Task.Status().IsActive() && subject.Rollout.Judges() {
-			judge = before.RolloutID().String()
-		}
-		// Every rollout lock before the task changes (lockRolloutToJudge
-		// says why); two rollouts in id order (the judged one FOR NO KEY
-		// UPDATE, the new task's FOR SHARE), so two devices swapping
-		// between the same two rollouts cannot wait for each other.
-		var (
-			o      domain.Offer
-			judged rolloutRow
-		)
-		shareFirst := ins != nil && judge != "" && ins.RolloutID().String() < judge
-		if shareFirst {
-			if o, err = offerIn(ctx, tx, s.offerForShare, ins.FirmwareID(), ins.RolloutID()); err != nil {
-				return fmt.Errorf("inserting task %s: %w", ins.ID(), err)
-			}
-		}
-		if judge != "" {
-			if judged, err = s.lockRolloutToJudge(ctx, tx, judge); err != nil {
-				return err
-			}
-		}
-		if ins != nil && !shareFirst {
-			if o, err = offerIn(ctx, tx, s.offerForShare, ins.FirmwareID(), ins.RolloutID()); err != nil {
-				return fmt.Errorf("inserting task %s: %w", ins.ID(), err)
-			}
-		}
-		if changed {
-			stored, err := s.updateTask(ctx, tx, before.ID().String(), subject.Task)
-			if err != nil {
-				return err
-			}
-			if stored.Installs(before) {
-				if err := s.recordInstall(ctx, tx, stored, &subject.Firmware); err != nil {
-					return err
-				}
-			}
-			subject.Task = stored
-		}
-		if st.Active != nil {
-			result = st.Active.Task
-		}
-		if judge != "" {
-			r, stored, err := s.judgeRollout(ctx, tx, judged, onRollout)
-			rolloutStored = rolloutStored || stored
-			if err != nil {
-				return err
-			}
-			if ins != nil && ins.RolloutID().String() == judge {
-				o.Rollout = r // read before the judgement: a pause withdraws the insert
-			}
-		}
-		if ins == nil {
-			return nil
-		}
-		if o.Rollout.FirmwareID() != o.Firmware.ID() {
-			return fmt.Errorf("inserting task %s: rollout %s is not of firmware %s: %w", ins.ID(), o.Rollout.ID(), o.Firmware.ID(), domain.ErrNotFound)
-		}
-		if !o.Open() {
-			return fmt.Errorf("inserting task %s: %w", ins.ID(), domain.ErrOfferWithdrawn)
-		}
-		result, created, err = s.insertOrWinner(ctx, tx, deviceID, *ins)
-		return err
-	})
-	if err != nil {
-		return domain.Task{}, false, err
-	}
-	return result, created, nil
-}
-
 // insertOrWinner inserts t unless the device has an active task, in which
 // case that task (the winner of a race) is returned with created false.
-func (s *TaskRepository) insertOrWinner(ctx context.Context, tx *sqlx.Tx, deviceID string, t domain.Task) (domain.Task, bool, error) {
+func (s *TaskRepository) insertOrWinner(ctx context.Context, tx *sqlx.Tx, t domain.Task) (domain.Task, bool, error) {
 	r := newTaskRow(t)
-	if r.DeviceID != deviceID {
-		return domain.Task{}, false, fmt.Errorf("inserting task %s: it is for device %q, not %q", r.ID, r.DeviceID, deviceID)
-	}
 	// Its ids are typed (domain.UUID, canonical), so they are written as
 	// they are; only a zero reference (no firmware or rollout) is answered
 	// here, as not found, rather than by a cast error.
@@ -542,7 +367,7 @@ func (s *TaskRepository) insertOrWinner(ctx context.Context, tx *sqlx.Tx, device
 		if !errors.Is(err, sql.ErrNoRows) {
 			return domain.Task{}, false, fmt.Errorf("inserting task %s: %w", r.ID, mapWriteErr(err))
 		}
-		winner, err := activeTask(ctx, tx.StmtxContext(ctx, s.active), deviceID)
+		winner, err := activeTask(ctx, tx.StmtxContext(ctx, s.active), r.DeviceID)
 		if err == nil {
 			return winner, false, nil
 		}
@@ -600,129 +425,6 @@ func (s *TaskRepository) lockTask(ctx context.Context, tx *sqlx.Tx, id string) (
 		return domain.Task{}, fmt.Errorf("loading task %s: %w", id, notFound(err))
 	}
 	return r.toDomain()
-}
-
-// ApplyEvent loads the task with a row lock and the event already recorded
-// under ev's id, calls fn, and when fn reports a change stores the task and
-// records the event in the same transaction. The row lock serialises every
-// event of a task, so the same event id sent many times at once is applied
-// once: the later transactions find it recorded after their wait. It
-// returns the task as it now is (changed or not).
-//
-// When onRollout is given and fn changed the task, the task's rollout is
-// locked (FOR NO KEY UPDATE) and onRollout judges it, counting its tasks in
-// this transaction (which sees this change); a change it reports is stored
-// in the same transaction. The evaluation commits with the event, or
-// neither does. A success (domain.Task.Installs) stores the device's new
-// version in the same transaction.
-func (s *TaskRepository) ApplyEvent(ctx context.Context, taskID domain.UUID, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout ports.RolloutEvaluation) (domain.Task, error) {
-	if taskID.IsZero() {
-		return domain.Task{}, fmt.Errorf("loading task: %w", domain.ErrNotFound)
-	}
-	uid := taskID.String()
-	var (
-		out           domain.Task
-		rolloutStored bool // an evaluation stored a rollout change (in some attempt)
-	)
-	defer func() { s.rolloutJudged(rolloutStored) }()
-	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
-		t, err := s.lockTask(ctx, tx, uid)
-		if err != nil {
-			return err
-		}
-		var judged rolloutRow
-		if onRollout != nil {
-			// Before the task changes (lockRolloutToJudge says why).
-			if judged, err = s.lockRolloutToJudge(ctx, tx, t.RolloutID().String()); err != nil {
-				return err
-			}
-		}
-		var prior *domain.Event
-		var fingerprint string
-		err = tx.StmtxContext(ctx, s.event).QueryRowContext(ctx, uid, ev.ID(), dbTime(t.CreatedAt())).Scan(&fingerprint)
-		switch {
-		case err == nil:
-			p := domain.RehydrateEvent(ev.ID(), fingerprint)
-			prior = &p
-		case !errors.Is(err, sql.ErrNoRows):
-			return fmt.Errorf("loading event %q of task %s: %w", ev.ID(), uid, unavailable(err))
-		}
-		loaded := t
-		changed, err := fn(&t, prior)
-		if err != nil {
-			return err
-		}
-		if !changed {
-			out = loaded // as stored: whatever fn did to its copy is dropped
-			return nil
-		}
-		if out, err = s.updateTask(ctx, tx, uid, t); err != nil {
-			return err
-		}
-		if _, err := tx.StmtxContext(ctx, s.insertEvent).ExecContext(ctx, uid, ev.ID(), ev.Fingerprint(), dbTime(out.UpdatedAt())); err != nil {
-			return fmt.Errorf("recording event %q of task %s: %w", ev.ID(), uid, mapWriteErr(err))
-		}
-		if out.Installs(loaded) {
-			if err := s.recordInstall(ctx, tx, out, nil); err != nil {
-				return err
-			}
-		}
-		if onRollout == nil {
-			return nil
-		}
-		_, stored, err := s.judgeRollout(ctx, tx, judged, onRollout)
-		rolloutStored = rolloutStored || stored
-		return err
-	})
-	if err != nil {
-		return domain.Task{}, err
-	}
-	return out, nil
-}
-
-// lockRolloutToJudge locks a rollout (FOR NO KEY UPDATE) that tx is going
-// to judge, and reads it.
-//
-// It must be called before tx changes the task whose end is judged. A
-// creation for the same device holds the rollout FOR SHARE from before its
-// INSERT … ON CONFLICT, and that insert waits for any uncommitted change of
-// the device's active task: were the task changed first, each would wait
-// for the other, and Postgres would end one as a deadlock. A task that is
-// only locked does not hold the insert up (it finds the task and does
-// nothing), so locking the rollout first lets the creation finish.
-func (s *TaskRepository) lockRolloutToJudge(ctx context.Context, tx *sqlx.Tx, rolloutID string) (rolloutRow, error) {
-	var r rolloutRow
-	if err := tx.StmtxContext(ctx, s.lockRollout).GetContext(ctx, &r, rolloutID); err != nil {
-		return rolloutRow{}, fmt.Errorf("loading rollout %s: %w", rolloutID, notFound(err))
-	}
-	return r, nil
-}
-
-// judgeRollout lets eval judge the rollout r, locked by lockRolloutToJudge
-// in tx (counting its tasks in tx only if eval asks), stores what eval
-// changed, and returns the rollout as it now is, and whether it wrote it
-// (then the caller tells the catalog cache once the transaction ends:
-// rolloutJudged).
-func (s *TaskRepository) judgeRollout(ctx context.Context, tx *sqlx.Tx, r rolloutRow, eval ports.RolloutEvaluation) (domain.Rollout, bool, error) {
-	ro, err := r.toDomain()
-	if err != nil {
-		return domain.Rollout{}, false, err
-	}
-	before := ro
-	changed, err := eval(&ro, func(since time.Time) (domain.TaskStats, error) {
-		if since.IsZero() {
-			return statsIn(ctx, tx.StmtxContext(ctx, s.stats), r.ID)
-		}
-		return statsIn(ctx, tx.StmtxContext(ctx, s.statsSince), r.ID, dbTime(since))
-	})
-	if err != nil {
-		return domain.Rollout{}, false, err
-	}
-	if !changed {
-		return before, false, nil
-	}
-	out, err := storeRollout(ctx, tx, r, ro)
-	return out, true, err
 }
 
 // rolloutJudged tells this process's catalog cache, once the transaction
@@ -899,4 +601,158 @@ func (s *TaskRepository) Events(ctx context.Context, taskID domain.UUID, limit i
 		out = append(out, ports.TaskEvent{Event: ev, At: r.At})
 	}
 	return out, nil
+}
+
+// InTaskTx runs fn in one READ COMMITTED transaction over tasks and
+// commits what it wrote when fn returns nil. The primitives (taskTx) are
+// the statements the check and event paths always sent, one round trip
+// each; the lock order is the caller's (application.ReplaceActive). A
+// rollout a judgement stored is told to the catalog cache once the
+// transaction has ended (rolloutJudged).
+func (s *TaskRepository) InTaskTx(ctx context.Context, fn func(tx ports.TaskTx) error) error {
+	var rolloutStored bool
+	defer func() { s.rolloutJudged(rolloutStored) }()
+	return inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
+		return fn(&taskTx{s: s, ctx: ctx, tx: tx, locked: map[string]rolloutRow{}, rolloutStored: &rolloutStored})
+	})
+}
+
+// taskTx is ports.TaskTx over one Postgres transaction.
+type taskTx struct {
+	s      *TaskRepository
+	ctx    context.Context
+	tx     *sqlx.Tx
+	locked map[string]rolloutRow // rollouts read FOR NO KEY UPDATE, as read: what StoreRollout writes over
+	// rolloutStored says a rollout was stored (in some attempt).
+	rolloutStored *bool
+}
+
+var _ ports.TaskTx = (*taskTx)(nil)
+
+func (t *taskTx) stmt(s *sqlx.Stmt) *sqlx.Stmt { return t.tx.StmtxContext(t.ctx, s) }
+
+// withOffer pairs a task with its firmware and rollout, read in the transaction.
+func (t *taskTx) withOffer(task domain.Task) (*domain.ActiveTask, error) {
+	o, err := offerIn(t.ctx, t.tx, t.s.offerOf, task.FirmwareID(), task.RolloutID())
+	if err != nil {
+		return nil, err
+	}
+	return &domain.ActiveTask{Task: task, Firmware: o.Firmware, Rollout: o.Rollout}, nil
+}
+
+// ActiveTask reads the device's active task FOR UPDATE, then its offer.
+func (t *taskTx) ActiveTask(deviceID domain.DeviceID) (*domain.ActiveTask, error) {
+	cur, err := activeTask(t.ctx, t.stmt(t.s.activeForUpdate), deviceID.String())
+	if errors.Is(err, domain.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return t.withOffer(cur)
+}
+
+// LatestFinal reads the device's most recent task FOR UPDATE, then its offer.
+func (t *taskTx) LatestFinal(deviceID domain.DeviceID) (*domain.ActiveTask, error) {
+	last, err := latestTask(t.ctx, t.stmt(t.s.latestForUpdate), deviceID.String())
+	if errors.Is(err, domain.ErrNotFound) || err == nil && last.Status().IsActive() {
+		return nil, nil // none, or one inserted since: not a finished task
+	}
+	if err != nil {
+		return nil, err
+	}
+	return t.withOffer(last)
+}
+
+// FailedCounts counts the device's failed tasks in the transaction.
+func (t *taskTx) FailedCounts(deviceID domain.DeviceID) (map[string]int, error) {
+	return t.s.failedIn(t.ctx, t.stmt(t.s.failed), deviceID.String())
+}
+
+// LockTask reads a task FOR UPDATE.
+func (t *taskTx) LockTask(id domain.UUID) (domain.Task, error) {
+	return t.s.lockTask(t.ctx, t.tx, id.String())
+}
+
+// Event reads the event recorded for task under eventID, in the task's
+// month's partition.
+func (t *taskTx) Event(task domain.Task, eventID string) (*domain.Event, error) {
+	var fingerprint string
+	err := t.stmt(t.s.event).QueryRowContext(t.ctx, task.ID().String(), eventID, dbTime(task.CreatedAt())).Scan(&fingerprint)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("loading event %q of task %s: %w", eventID, task.ID(), unavailable(err))
+	}
+	p := domain.RehydrateEvent(eventID, fingerprint)
+	return &p, nil
+}
+
+// LockRollout reads a rollout FOR NO KEY UPDATE: a concurrent creation's
+// FOR SHARE of it waits, and so does this for one in progress.
+func (t *taskTx) LockRollout(id domain.UUID) (domain.Rollout, error) {
+	var r rolloutRow
+	if err := t.stmt(t.s.lockRollout).GetContext(t.ctx, &r, id.String()); err != nil {
+		return domain.Rollout{}, fmt.Errorf("loading rollout %s: %w", id, notFound(err))
+	}
+	t.locked[r.ID] = r
+	return r.toDomain()
+}
+
+// Offer reads a firmware and a rollout together, unlocked.
+func (t *taskTx) Offer(firmwareID, rolloutID domain.UUID) (domain.Offer, error) {
+	return offerIn(t.ctx, t.tx, t.s.offerOf, firmwareID, rolloutID)
+}
+
+// OfferForShare reads a firmware and a rollout FOR SHARE.
+func (t *taskTx) OfferForShare(firmwareID, rolloutID domain.UUID) (domain.Offer, error) {
+	return offerIn(t.ctx, t.tx, t.s.offerForShare, firmwareID, rolloutID)
+}
+
+// UpdateTask stores task's mutable fields.
+func (t *taskTx) UpdateTask(task domain.Task) (domain.Task, error) {
+	return t.s.updateTask(t.ctx, t.tx, task.ID().String(), task)
+}
+
+// StoreEvent records ev for task; the unique key refuses an event id
+// already recorded.
+func (t *taskTx) StoreEvent(task domain.Task, ev domain.Event) error {
+	if _, err := t.stmt(t.s.insertEvent).ExecContext(t.ctx, task.ID().String(), ev.ID(), ev.Fingerprint(), dbTime(task.UpdatedAt())); err != nil {
+		return fmt.Errorf("recording event %q of task %s: %w", ev.ID(), task.ID(), mapWriteErr(err))
+	}
+	return nil
+}
+
+// InsertUnlessActive is INSERT … ON CONFLICT DO NOTHING on the partial
+// unique index of active tasks, reading the winner back (insertOrWinner).
+func (t *taskTx) InsertUnlessActive(task domain.Task) (domain.Task, bool, error) {
+	return t.s.insertOrWinner(t.ctx, t.tx, task)
+}
+
+// SetDeviceVersion stores the version the device runs (installedSQL).
+func (t *taskTx) SetDeviceVersion(deviceID domain.DeviceID, v domain.Version, at time.Time) error {
+	if _, err := t.stmt(t.s.installed).ExecContext(t.ctx, deviceID.String(), v.String(), dbTime(at)); err != nil {
+		return fmt.Errorf("recording the version device %q installed: %w", deviceID, mapWriteErr(err))
+	}
+	return nil
+}
+
+// StoreRollout writes r over the row LockRollout read.
+func (t *taskTx) StoreRollout(r domain.Rollout) (domain.Rollout, error) {
+	before, ok := t.locked[r.ID().String()]
+	if !ok {
+		return domain.Rollout{}, fmt.Errorf("storing rollout %s: it was not locked in this transaction", r.ID())
+	}
+	out, err := storeRollout(t.ctx, t.tx, before, r)
+	*t.rolloutStored = true
+	return out, err
+}
+
+// RolloutStats counts the rollout's devices in the transaction.
+func (t *taskTx) RolloutStats(rolloutID domain.UUID, since time.Time) (domain.TaskStats, error) {
+	if since.IsZero() {
+		return statsIn(t.ctx, t.stmt(t.s.stats), rolloutID.String())
+	}
+	return statsIn(t.ctx, t.stmt(t.s.statsSince), rolloutID.String(), dbTime(since))
 }

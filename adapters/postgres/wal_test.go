@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/ai-device/ota/adapters/postgres"
+	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/tests/testenv"
 )
@@ -127,7 +128,7 @@ func TestWALPerThousandPolls(t *testing.T) {
 	ev := try(domain.NewEvent("progress-10", "downloading", &p, "", "")).must(t)
 	event := walBytes(t, db, false, func() {
 		for _, tk := range created {
-			if _, err := repos.Tasks.ApplyEvent(ctx, tk.ID(), ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
+			if _, err := application.ApplyEvent(ctx, repos.Tasks, tk.ID(), ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
 				return t.ApplyEvent(ev, prior, e.now.Add(time.Second))
 			}, nil); err != nil {
 				t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -105,7 +106,7 @@ func (s *fleetSuite) taskOf(t *testing.T, d domain.Device, o domain.Offer, statu
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, created, err := s.Tasks.ReplaceActive(t.Context(), d.ID(), func(ports.TaskState) (*domain.Task, error) { return &tk, nil }, nil)
+	got, created, err := application.ReplaceActive(t.Context(), s.Tasks, d.ID(), func(application.TaskState) (*domain.Task, error) { return &tk, nil }, nil)
 	if err != nil || !created {
 		t.Fatalf("insert task: created=%v err=%v", created, err)
 	}

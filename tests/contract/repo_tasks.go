@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 	"github.com/google/uuid"
@@ -36,7 +37,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 		o1, o2 := s.offer(t, model, "2.0.0"), s.offer(t, model, "3.0.0")
 
 		t1 := s.newTask(t, d.ID(), o1, 1, s.at(10))
-		first, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
+		first, created, err := application.ReplaceActive(ctx, s.Tasks, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 			if active != nil {
 				t.Errorf("a device without tasks has active task %s", active.ID())
 			}
@@ -62,7 +63,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 		}
 
 		// Reuse: fn sees the active task and inserts nothing.
-		reused, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
+		reused, created, err := application.ReplaceActive(ctx, s.Tasks, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 			if active == nil {
 				t.Fatal("fn did not get the active task")
 			}
@@ -77,7 +78,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 
 		// Supersede: fn cancels the pending task and inserts the new one.
 		t2 := s.newTask(t, d.ID(), o2, 1, s.at(11))
-		second, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
+		second, created, err := application.ReplaceActive(ctx, s.Tasks, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 			if err := active.Cancel(domain.CodeSuperseded, "a newer firmware is rolled out", s.at(11)); err != nil {
 				return nil, err
 			}
@@ -113,7 +114,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 
 		// fn does not (cannot) cancel the started task but still asks for an insert.
 		t3 := s.newTask(t, d.ID(), o2, 1, s.at(13))
-		got, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &t3, nil }), nil)
+		got, created, err := application.ReplaceActive(ctx, s.Tasks, d.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &t3, nil }), nil)
 		repoNoErr(t, "replace", err)
 		if created {
 			t.Error("created = true although the device still has an active task")
@@ -130,7 +131,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 		model := repoName("model")
 		d := s.device(t, model, "1.0.0")
 		pending := s.insert(t, s.newTask(t, d.ID(), s.offer(t, model, "2.0.0"), 1, s.at(10)))
-		got, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
+		got, created, err := application.ReplaceActive(ctx, s.Tasks, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 			return nil, active.Cancel(domain.CodeFirmwareRevoked, "the firmware was revoked", s.at(14))
 		}), nil)
 		repoNoErr(t, "cancel", err)
@@ -149,7 +150,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 
 	t.Run("ReplaceActiveNothingAtAll", func(t *testing.T) {
 		d := s.device(t, repoName("model"), "1.0.0")
-		got, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
+		got, created, err := application.ReplaceActive(ctx, s.Tasks, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 			if active != nil {
 				t.Errorf("unexpected active task %s", active.ID())
 			}
@@ -167,7 +168,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 		o := s.offer(t, model, "2.0.0")
 		pending := s.insert(t, s.newTask(t, d.ID(), o, 1, s.at(10)))
 		t2 := s.newTask(t, d.ID(), s.offer(t, model, "3.0.0"), 1, s.at(11))
-		_, _, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
+		_, _, err := application.ReplaceActive(ctx, s.Tasks, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 			if err := active.Cancel(domain.CodeSuperseded, "superseded", s.at(11)); err != nil {
 				return nil, err
 			}
@@ -208,7 +209,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 					pending = s.insert(t, s.newTask(t, asDeviceID(deviceID), o, 1, s.at(5)))
 				}
 				tk := s.newTask(t, asDeviceID(deviceID), c.offer, 1, s.at(6))
-				_, _, err := s.Tasks.ReplaceActive(ctx, asDeviceID(deviceID), onActive(func(active *domain.Task) (*domain.Task, error) {
+				_, _, err := application.ReplaceActive(ctx, s.Tasks, asDeviceID(deviceID), onActive(func(active *domain.Task) (*domain.Task, error) {
 					if active != nil {
 						if err := active.Cancel(domain.CodeSuperseded, "superseded", s.at(6)); err != nil {
 							return nil, err
@@ -239,7 +240,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 		rec := s.newTask(t, d.ID(), o, 1, us).Record()
 		rec.CreatedAt, rec.UpdatedAt = us.Add(999), us.Add(998) // as a rehydrated task could be
 		tk := domain.RehydrateTask(rec)
-		got, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil }), nil)
+		got, created, err := application.ReplaceActive(ctx, s.Tasks, d.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &tk, nil }), nil)
 		repoNoErr(t, "insert", err)
 		if !created || !got.CreatedAt().Equal(us) || !got.UpdatedAt().Equal(us) {
 			t.Errorf("created=%v, times %v, %v; want %v", created, got.CreatedAt(), got.UpdatedAt(), us)
@@ -259,7 +260,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 		first = s.drive(t, first.ID(), domain.TaskFailed, s.at(11))
 		same, err := domain.NewTask(first.ID(), d.ID(), o, 2, s.at(12))
 		repoNoErr(t, "new task", err)
-		if _, _, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &same, nil }), nil); err == nil {
+		if _, _, err := application.ReplaceActive(ctx, s.Tasks, d.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return &same, nil }), nil); err == nil {
 			t.Error("a second task with a taken id was stored")
 		}
 		got, err := s.Tasks.Get(ctx, first.ID())
@@ -276,7 +277,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 		o2 := s.offer(t, model, "3.0.0")
 
 		tk := s.newTask(t, d.ID(), o2, 1, s.at(11))
-		_, _, err := s.Tasks.ReplaceActive(repoCancelled(t), d.ID(), onActive(func(*domain.Task) (*domain.Task, error) {
+		_, _, err := application.ReplaceActive(repoCancelled(t), s.Tasks, d.ID(), onActive(func(*domain.Task) (*domain.Task, error) {
 			t.Error("fn called under a cancelled context")
 			return &tk, nil
 		}), nil)
@@ -286,7 +287,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 
 		// The lock is lost while fn runs: the transaction must roll back.
 		lost, cancel := context.WithCancel(ctx)
-		_, _, err = s.Tasks.ReplaceActive(lost, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
+		_, _, err = application.ReplaceActive(lost, s.Tasks, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 			if err := active.Cancel(domain.CodeSuperseded, "superseded", s.at(11)); err != nil {
 				return nil, err
 			}
@@ -387,7 +388,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 		for i := range n {
 			wg.Go(func() {
 				ev := repoEvent(t, uuid.NewString(), "downloading", nil)
-				_, err := s.Tasks.ApplyEvent(ctx, tk.ID(), ev, func(x *domain.Task, prior *domain.Event) (bool, error) {
+				_, err := application.ApplyEvent(ctx, s.Tasks, tk.ID(), ev, func(x *domain.Task, prior *domain.Event) (bool, error) {
 					step := repoEvent(t, ev.ID(), "downloading", repoInt(x.Progress()+1))
 					time.Sleep(time.Millisecond) // widen the window for a lost update
 					return x.ApplyEvent(step, prior, s.at(11+i))
@@ -418,6 +419,33 @@ func (s *repoSuite) tasks(t *testing.T) {
 	t.Run("ReplaceActiveEvaluatesRollout", func(t *testing.T) { s.replaceActiveRollout(t) })
 	t.Run("ReplaceActiveRolloutSwapRace", func(t *testing.T) { s.replaceActiveRolloutSwap(t) })
 	t.Run("ReplaceActiveJudgesTheLockedRollout", func(t *testing.T) { s.replaceActiveJudgesLocked(t) })
+	t.Run("ApplyEventUnchangedReturnsTheStoredTask", func(t *testing.T) { s.applyEventUnchanged(t) })
+}
+
+// applyEventUnchanged: when fn reports no change, whatever it did to its
+// copy is dropped, and every store returns the task as stored (the memory
+// store once returned fn's copy, Postgres the stored row).
+func (s *repoSuite) applyEventUnchanged(t *testing.T) {
+	ctx := t.Context()
+	model := repoName("model")
+	o := s.offer(t, model, "2.0.0")
+	d := s.device(t, model, "1.0.0")
+	tk := s.insert(t, s.newTask(t, d.ID(), o, 1, s.at(10)))
+	ev := repoEvent(t, "evt-unchanged", "downloading", repoInt(40))
+	got, err := application.ApplyEvent(ctx, s.Tasks, tk.ID(), ev, func(x *domain.Task, prior *domain.Event) (bool, error) {
+		if _, err := x.ApplyEvent(ev, prior, s.at(11)); err != nil {
+			return false, err
+		}
+		return false, nil // changed its copy, but says it did not
+	}, nil)
+	repoNoErr(t, "apply unchanged", err)
+	repoSameTask(t, got, tk.Record())
+	stored, err := s.Tasks.Get(ctx, tk.ID())
+	repoNoErr(t, "get", err)
+	repoSameTask(t, stored, tk.Record())
+	if evs, err := s.Tasks.Events(ctx, tk.ID(), 10); err != nil || len(evs) != 0 {
+		t.Errorf("events after an unchanged apply: %v, %v; want none", evs, err)
+	}
 }
 
 func (s *repoSuite) replaceActiveRace(t *testing.T, alwaysInsert bool) {
@@ -441,7 +469,7 @@ func (s *repoSuite) replaceActiveRace(t *testing.T, alwaysInsert bool) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			got, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
+			got, created, err := application.ReplaceActive(ctx, s.Tasks, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 				if active != nil && !alwaysInsert {
 					return nil, nil
 				}
@@ -498,7 +526,7 @@ func (s *repoSuite) applyEvent(t *testing.T) {
 	apply := func(id string, ev domain.Event, at time.Time) (domain.Task, *domain.Event, error) {
 		var seen *domain.Event
 		calls := 0
-		got, err := s.Tasks.ApplyEvent(ctx, asUUID(id), ev, func(x *domain.Task, prior *domain.Event) (bool, error) {
+		got, err := application.ApplyEvent(ctx, s.Tasks, asUUID(id), ev, func(x *domain.Task, prior *domain.Event) (bool, error) {
 			calls++
 			seen = prior
 			return x.ApplyEvent(ev, prior, at)
@@ -545,7 +573,7 @@ func (s *repoSuite) applyEvent(t *testing.T) {
 
 	// fn reporting no change stores neither the task nor the event.
 	ev2 := repoEvent(t, "evt-2", "downloaded", nil)
-	_, err = s.Tasks.ApplyEvent(ctx, tk.ID(), ev2, func(x *domain.Task, _ *domain.Event) (bool, error) {
+	_, err = application.ApplyEvent(ctx, s.Tasks, tk.ID(), ev2, func(x *domain.Task, _ *domain.Event) (bool, error) {
 		_, err := x.ApplyEvent(ev2, nil, s.at(14))
 		return false, err
 	}, nil)
@@ -555,7 +583,7 @@ func (s *repoSuite) applyEvent(t *testing.T) {
 	repoSameTask(t, stored, want)
 	// fn failing stores nothing either.
 	ev3 := repoEvent(t, "evt-3", "installing", nil)
-	_, err = s.Tasks.ApplyEvent(ctx, tk.ID(), ev3, func(x *domain.Task, _ *domain.Event) (bool, error) {
+	_, err = application.ApplyEvent(ctx, s.Tasks, tk.ID(), ev3, func(x *domain.Task, _ *domain.Event) (bool, error) {
 		_, _ = x.ApplyEvent(ev3, nil, s.at(15))
 		return true, errRepoBoom
 	}, nil)
@@ -593,7 +621,7 @@ func (s *repoSuite) applyEvent(t *testing.T) {
 	// A context that ends inside fn (a lost lock) stores nothing.
 	ev4 := repoEvent(t, "evt-4", "succeeded", nil)
 	lost, cancel := context.WithCancel(ctx)
-	_, err = s.Tasks.ApplyEvent(lost, tk.ID(), ev4, func(x *domain.Task, prior *domain.Event) (bool, error) {
+	_, err = application.ApplyEvent(lost, s.Tasks, tk.ID(), ev4, func(x *domain.Task, prior *domain.Event) (bool, error) {
 		cancel()
 		return x.ApplyEvent(ev4, prior, s.at(19))
 	}, nil)
@@ -616,7 +644,7 @@ func (s *repoSuite) applyEvent(t *testing.T) {
 	repoIsNotFound(t, "active after success", err)
 
 	for _, id := range []string{uuid.NewString(), "not-a-uuid"} {
-		_, err = s.Tasks.ApplyEvent(ctx, asUUID(id), ev1, func(*domain.Task, *domain.Event) (bool, error) {
+		_, err = application.ApplyEvent(ctx, s.Tasks, asUUID(id), ev1, func(*domain.Task, *domain.Event) (bool, error) {
 			t.Error("fn called for an unknown task")
 			return true, nil
 		}, nil)
@@ -850,7 +878,7 @@ func (s *repoSuite) rolloutStatsEachDeviceOnce(t *testing.T) {
 	retry := s.insert(t, s.newTask(t, d.ID(), o, 2, s.at(19)))
 	ev := repoEvent(t, "done", "succeeded", nil)
 	calls := 0
-	_, err = s.Tasks.ApplyEvent(ctx, retry.ID(), ev, func(tk *domain.Task, prior *domain.Event) (bool, error) {
+	_, err = application.ApplyEvent(ctx, s.Tasks, retry.ID(), ev, func(tk *domain.Task, prior *domain.Event) (bool, error) {
 		return tk.ApplyEvent(ev, prior, s.at(20))
 	}, func(_ *domain.Rollout, stats func(time.Time) (domain.TaskStats, error)) (bool, error) {
 		calls++
@@ -985,7 +1013,7 @@ func (s *repoSuite) replaceActiveState(t *testing.T) {
 	})
 	repoNoErr(t, "pause", err)
 	calls := 0
-	_, _, err = s.Tasks.ReplaceActive(ctx, d.ID(), func(st ports.TaskState) (*domain.Task, error) {
+	_, _, err = application.ReplaceActive(ctx, s.Tasks, d.ID(), func(st application.TaskState) (*domain.Task, error) {
 		calls++
 		if st.Active == nil {
 			t.Fatal("no active task in the state")
@@ -1003,7 +1031,7 @@ func (s *repoSuite) replaceActiveState(t *testing.T) {
 		t.Errorf("fn called %d times", calls)
 	}
 	fresh := s.device(t, model, "1.0.0")
-	_, _, err = s.Tasks.ReplaceActive(ctx, fresh.ID(), func(st ports.TaskState) (*domain.Task, error) {
+	_, _, err = application.ReplaceActive(ctx, s.Tasks, fresh.ID(), func(st application.TaskState) (*domain.Task, error) {
 		if st.Active != nil || st.Failed == nil || len(st.Failed) != 0 {
 			t.Errorf("state of a device without tasks: %+v", st)
 		}
@@ -1045,7 +1073,7 @@ func (s *repoSuite) offerWithdrawn(t *testing.T) {
 			old := s.insert(t, s.newTask(t, d.ID(), o1, 1, s.at(10)))
 			tc.withdraw(t, o2) // after the caller chose o2 (its copy is stale)
 			next := s.newTask(t, d.ID(), o2, 1, s.at(21))
-			_, created, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
+			_, created, err := application.ReplaceActive(ctx, s.Tasks, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 				if err := active.Cancel(domain.CodeSuperseded, "superseded", s.at(21)); err != nil {
 					return nil, err
 				}
@@ -1081,7 +1109,7 @@ func (s *repoSuite) offerWithdrawn(t *testing.T) {
 		inserted := make(chan error, 1)
 		tk := s.newTask(t, d.ID(), o, 1, s.at(21))
 		go func() {
-			_, _, err := s.Tasks.ReplaceActive(ctx, d.ID(), func(ports.TaskState) (*domain.Task, error) { return &tk, nil }, nil)
+			_, _, err := application.ReplaceActive(ctx, s.Tasks, d.ID(), func(application.TaskState) (*domain.Task, error) { return &tk, nil }, nil)
 			inserted <- err
 		}()
 		select {
@@ -1117,7 +1145,7 @@ func (s *repoSuite) applyEventRollout(t *testing.T) {
 	repoNoErr(t, "event", err)
 
 	// A failing evaluation stores nothing: not the event, not the task.
-	_, err = s.Tasks.ApplyEvent(ctx, tk.ID(), ev, fail, func(*domain.Rollout, func(time.Time) (domain.TaskStats, error)) (bool, error) {
+	_, err = application.ApplyEvent(ctx, s.Tasks, tk.ID(), ev, fail, func(*domain.Rollout, func(time.Time) (domain.TaskStats, error)) (bool, error) {
 		return false, errRepoBoom
 	})
 	if !errors.Is(err, errRepoBoom) {
@@ -1128,7 +1156,7 @@ func (s *repoSuite) applyEventRollout(t *testing.T) {
 	}
 
 	calls := 0
-	got, err := s.Tasks.ApplyEvent(ctx, tk.ID(), ev, fail, func(r *domain.Rollout, stats func(time.Time) (domain.TaskStats, error)) (bool, error) {
+	got, err := application.ApplyEvent(ctx, s.Tasks, tk.ID(), ev, fail, func(r *domain.Rollout, stats func(time.Time) (domain.TaskStats, error)) (bool, error) {
 		calls++
 		if r.ID() != o.Rollout.ID() || r.Status() != domain.RolloutActive {
 			t.Errorf("rollout %s (%s), want %s active", r.ID(), r.Status(), o.Rollout.ID())
@@ -1156,7 +1184,7 @@ func (s *repoSuite) applyEventRollout(t *testing.T) {
 	}
 
 	// A replay changes nothing, so the evaluation is not run again.
-	_, err = s.Tasks.ApplyEvent(ctx, tk.ID(), ev, fail, func(*domain.Rollout, func(time.Time) (domain.TaskStats, error)) (bool, error) {
+	_, err = application.ApplyEvent(ctx, s.Tasks, tk.ID(), ev, fail, func(*domain.Rollout, func(time.Time) (domain.TaskStats, error)) (bool, error) {
 		t.Error("evaluation run for a replay")
 		return false, nil
 	})
@@ -1186,7 +1214,7 @@ func (s *repoSuite) replaceActiveRollout(t *testing.T) {
 	plain := s.offer(t, model, "1.5.0")
 	d0 := s.device(t, model, "1.0.0")
 	s.insert(t, s.newTask(t, d0.ID(), plain, 1, s.at(12)))
-	if _, _, err := s.Tasks.ReplaceActive(ctx, d0.ID(), succeed, func(*domain.Rollout, func(time.Time) (domain.TaskStats, error)) (bool, error) {
+	if _, _, err := application.ReplaceActive(ctx, s.Tasks, d0.ID(), succeed, func(*domain.Rollout, func(time.Time) (domain.TaskStats, error)) (bool, error) {
 		t.Error("a plain rollout was judged")
 		return false, nil
 	}); err != nil {
@@ -1194,7 +1222,7 @@ func (s *repoSuite) replaceActiveRollout(t *testing.T) {
 	}
 
 	// fn leaves the active task active: nothing to judge.
-	_, _, err := s.Tasks.ReplaceActive(ctx, d2.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return nil, nil }),
+	_, _, err := application.ReplaceActive(ctx, s.Tasks, d2.ID(), onActive(func(*domain.Task) (*domain.Task, error) { return nil, nil }),
 		func(*domain.Rollout, func(time.Time) (domain.TaskStats, error)) (bool, error) {
 			t.Error("rollout judged though no task ended")
 			return false, nil
@@ -1202,7 +1230,7 @@ func (s *repoSuite) replaceActiveRollout(t *testing.T) {
 	repoNoErr(t, "no change", err)
 
 	// A failing judgement stores nothing.
-	_, _, err = s.Tasks.ReplaceActive(ctx, d2.ID(), succeed, func(*domain.Rollout, func(time.Time) (domain.TaskStats, error)) (bool, error) {
+	_, _, err = application.ReplaceActive(ctx, s.Tasks, d2.ID(), succeed, func(*domain.Rollout, func(time.Time) (domain.TaskStats, error)) (bool, error) {
 		return false, errRepoBoom
 	})
 	if !errors.Is(err, errRepoBoom) {
@@ -1213,7 +1241,7 @@ func (s *repoSuite) replaceActiveRollout(t *testing.T) {
 	}
 
 	calls := 0
-	got, created, err := s.Tasks.ReplaceActive(ctx, d2.ID(), succeed, func(r *domain.Rollout, stats func(time.Time) (domain.TaskStats, error)) (bool, error) {
+	got, created, err := application.ReplaceActive(ctx, s.Tasks, d2.ID(), succeed, func(r *domain.Rollout, stats func(time.Time) (domain.TaskStats, error)) (bool, error) {
 		calls++
 		if r.ID() != o.Rollout.ID() || r.Status() != domain.RolloutActive {
 			t.Errorf("rollout %s (%s), want %s active", r.ID(), r.Status(), o.Rollout.ID())
@@ -1249,7 +1277,7 @@ func (s *repoSuite) replaceActiveRollout(t *testing.T) {
 		}
 		return &retry, nil
 	})
-	_, _, err = s.Tasks.ReplaceActive(ctx, d3.ID(), endAndRetry, func(r *domain.Rollout, _ func(time.Time) (domain.TaskStats, error)) (bool, error) {
+	_, _, err = application.ReplaceActive(ctx, s.Tasks, d3.ID(), endAndRetry, func(r *domain.Rollout, _ func(time.Time) (domain.TaskStats, error)) (bool, error) {
 		return true, r.ChangeStatus(domain.RolloutPaused, o2.Firmware, s.at(21))
 	})
 	if !errors.Is(err, domain.ErrOfferWithdrawn) {
@@ -1262,7 +1290,7 @@ func (s *repoSuite) replaceActiveRollout(t *testing.T) {
 		t.Fatalf("rollout %s after a rolled-back judgement, want active", r.Status())
 	}
 	// A judgement that leaves it active lets the retry in.
-	got, created, err = s.Tasks.ReplaceActive(ctx, d3.ID(), endAndRetry, func(*domain.Rollout, func(time.Time) (domain.TaskStats, error)) (bool, error) {
+	got, created, err = application.ReplaceActive(ctx, s.Tasks, d3.ID(), endAndRetry, func(*domain.Rollout, func(time.Time) (domain.TaskStats, error)) (bool, error) {
 		return false, nil
 	})
 	repoNoErr(t, "retry", err)
@@ -1275,7 +1303,9 @@ func (s *repoSuite) replaceActiveRollout(t *testing.T) {
 // rollout as locked, not as read with the task. A rollout resumed between
 // the read and the lock is judged (as it now is: active); one paused in
 // between is handed over as it now is (paused), for the evaluation to
-// leave alone.
+// leave alone. A store whose transaction excludes every other write (the
+// memory one) lets no change in between: the change waits for the commit,
+// and the rollout is judged as read.
 func (s *repoSuite) replaceActiveJudgesLocked(t *testing.T) {
 	ctx := t.Context()
 	model := repoName("model")
@@ -1300,16 +1330,32 @@ func (s *repoSuite) replaceActiveJudgesLocked(t *testing.T) {
 			setStatus(o, c.read, s.at(11))
 		}
 		var judged []domain.RolloutStatus
-		_, _, err := s.Tasks.ReplaceActive(ctx, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
-			setStatus(o, c.lock, s.at(12)) // between this transaction's read and its lock
+		changed := make(chan error, 1)
+		want := c.read // a store whose transaction excludes every write makes the change wait for it
+		_, _, err := application.ReplaceActive(ctx, s.Tasks, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
+			go func() { // between this transaction's read and its lock, if the store lets it in
+				_, err := s.Rollouts.Update(ctx, o.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
+					return r.ChangeStatus(c.lock, fw, s.at(12))
+				})
+				changed <- err
+			}()
+			select {
+			case err := <-changed:
+				repoNoErr(t, "change rollout status", err)
+				want = c.lock
+			case <-time.After(500 * time.Millisecond):
+			}
 			return nil, active.Succeed(s.at(13))
 		}), func(r *domain.Rollout, _ func(time.Time) (domain.TaskStats, error)) (bool, error) {
 			judged = append(judged, r.Status())
 			return false, nil
 		})
 		repoNoErr(t, c.name, err)
-		if len(judged) != 1 || judged[0] != c.lock {
-			t.Errorf("%s: judged as %v, want once, as locked (%s)", c.name, judged, c.lock)
+		if want == c.read {
+			repoNoErr(t, "change rollout status after the transaction", <-changed)
+		}
+		if len(judged) != 1 || judged[0] != want {
+			t.Errorf("%s: judged as %v, want once, as locked (%s)", c.name, judged, want)
 		}
 	}
 }
@@ -1346,7 +1392,7 @@ func (s *repoSuite) replaceActiveRolloutSwap(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			next := s.newTask(t, m.dev.ID(), m.to, 1, s.at(11))
-			_, created, err := s.Tasks.ReplaceActive(ctx, m.dev.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
+			_, created, err := application.ReplaceActive(ctx, s.Tasks, m.dev.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 				if active == nil || active.RolloutID() != m.from.Rollout.ID() {
 					return nil, errors.New("the device's active task is not the one it had")
 				}
@@ -1390,7 +1436,7 @@ func (s *repoSuite) successRecordsVersion(t *testing.T) {
 	step := func(id, status string, at time.Time) {
 		t.Helper()
 		ev := repoEvent(t, id, status, nil)
-		_, err := s.Tasks.ApplyEvent(ctx, tk.ID(), ev, func(x *domain.Task, prior *domain.Event) (bool, error) {
+		_, err := application.ApplyEvent(ctx, s.Tasks, tk.ID(), ev, func(x *domain.Task, prior *domain.Event) (bool, error) {
 			return x.ApplyEvent(ev, prior, at)
 		}, nil)
 		repoNoErr(t, status, err)
@@ -1406,7 +1452,7 @@ func (s *repoSuite) successRecordsVersion(t *testing.T) {
 
 	byCheck := s.device(t, model, "1.0.0")
 	s.insert(t, s.newTask(t, byCheck.ID(), o, 1, s.at(20)))
-	_, _, err := s.Tasks.ReplaceActive(ctx, byCheck.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
+	_, _, err := application.ReplaceActive(ctx, s.Tasks, byCheck.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 		return nil, active.Succeed(s.at(21))
 	}), nil)
 	repoNoErr(t, "implicit success", err)

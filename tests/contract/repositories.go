@@ -169,7 +169,7 @@ func (s *repoSuite) newTask(t *testing.T, deviceID domain.DeviceID, o domain.Off
 // checks that it was created as given.
 func (s *repoSuite) insert(t *testing.T, tk domain.Task) domain.Task {
 	t.Helper()
-	got, created, err := s.Tasks.ReplaceActive(t.Context(), tk.DeviceID(), onActive(func(active *domain.Task) (*domain.Task, error) {
+	got, created, err := application.ReplaceActive(t.Context(), s.Tasks, tk.DeviceID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 		if active != nil {
 			if err := active.Cancel(domain.CodeSuperseded, "superseded", tk.CreatedAt()); err != nil {
 				return nil, err
@@ -232,8 +232,8 @@ func repoInt(v int) *int { return &v }
 
 // onActive adapts a function of the active task alone (nil if none) to
 // ReplaceActive.
-func onActive(fn func(active *domain.Task) (*domain.Task, error)) func(ports.TaskState) (*domain.Task, error) {
-	return func(st ports.TaskState) (*domain.Task, error) {
+func onActive(fn func(active *domain.Task) (*domain.Task, error)) func(application.TaskState) (*domain.Task, error) {
+	return func(st application.TaskState) (*domain.Task, error) {
 		if st.Active == nil {
 			return fn(nil)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -245,7 +246,7 @@ func stageStatsContract(t *testing.T, s *repoSuite) {
 		t.Fatal(err)
 	}
 	var inTx domain.TaskStats
-	if _, err := s.Tasks.ApplyEvent(ctx, tk.ID(), ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
+	if _, err := application.ApplyEvent(ctx, s.Tasks, tk.ID(), ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
 		return t.ApplyEvent(ev, prior, s.at(31))
 	}, func(_ *domain.Rollout, stats func(time.Time) (domain.TaskStats, error)) (bool, error) {
 		var err error

@@ -1,0 +1,270 @@
+package application
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// TaskTransactor runs a function in one transaction over tasks: the
+// stores give primitives (ports.TaskTx), and the orchestration of a check's
+// and an event's write — what to lock, in which order, what to re-check
+// at commit — is written once, here, for every store. fn reaches the store
+// only through tx: a store may hold its whole lock while fn runs (memory).
+type TaskTransactor interface {
+	InTaskTx(ctx context.Context, fn func(tx ports.TaskTx) error) error
+}
+
+// TaskState is what the transaction replacing a device's active task sees:
+// the active task (locked; nil if none) with its firmware and rollout, and
+// the device's failed tasks counted by firmware id (never nil).
+type TaskState struct {
+	Active *domain.ActiveTask
+	Failed map[string]int
+	// Latest reads, in the same transaction, the device's most recent
+	// task when it has no active one and that task is final (nil
+	// otherwise), locked, with its firmware and rollout: a success a check
+	// may contradict (event rule 7). It costs a statement, so it is
+	// called only when needed (domain.CheckInput.MayContradictSuccess). fn
+	// may end it as it may end the active task (set its Task): the change
+	// is stored, and judged, as that one's would be.
+	Latest func() (*domain.ActiveTask, error)
+}
+
+// RolloutEvaluation judges a rollout, locked, in the transaction that
+// stores one of its tasks' final status (event rule 5, stage rules G2–G3),
+// counting its tasks created at or after since (zero: all of them) as that
+// transaction sees them; it reports whether it changed the rollout.
+type RolloutEvaluation func(r *domain.Rollout, stats func(since time.Time) (domain.TaskStats, error)) (bool, error)
+
+// errForeignDevice refuses a task inserted through another device's
+// ReplaceActive: it would dodge that device's one-active-task check.
+var errForeignDevice = errors.New("the new task belongs to another device")
+
+// ReplaceActive runs fn with what one transaction sees of the device's
+// tasks (TaskState: the active task locked against concurrent changes).
+// fn may change the active task (end it), or the latest one it read, and
+// returns the task to insert as the new active one, or nil.
+//
+// The lock order, the one every task transaction follows so that no two
+// wait for each other: the device's task (ActiveTask, LatestFinal,
+// LockTask), then rollouts — the one judged FOR UPDATE and the new
+// task's offer FOR SHARE, two in id order — and only then any write
+// (UpdateTask, then the device's row by SetDeviceVersion, the judged
+// rollout, the insert). Every rollout lock comes before the task changes:
+// a creation for the same device holds its rollout FOR SHARE from before
+// its insert, and that insert waits for any uncommitted change of the
+// device's active task, so a task changed first would wait for the
+// creation while the creation waits for it.
+//
+// When fn ends a task (a final status: a time-out, an implicit success, a
+// cancel, a reverted install) and onRollout is not nil, that task's
+// rollout is judged by onRollout, locked, counting the tasks as they are
+// with the change, before the insert. Only a rollout with something to
+// judge (domain.Rollout.Judges: fixed at its start, so the read with the
+// task may tell) is locked: the lock would otherwise serialise every
+// supersede of a plain rollout's tasks. A success stores the device's
+// version with it (event rule 6).
+//
+// The insert happens only if its firmware is still released and its
+// rollout still active as read FOR SHARE — after the judgement, which may
+// have paused it — else nothing is stored and the error is
+// domain.ErrOfferWithdrawn. When the insert loses to a concurrent one,
+// the winner is returned with created false. Otherwise the result is the
+// inserted task (created true) or, when fn inserts nothing, the active
+// task as fn left it (zero Task if none).
+func ReplaceActive(ctx context.Context, tasks TaskTransactor, device domain.DeviceID, fn func(st TaskState) (*domain.Task, error), onRollout RolloutEvaluation) (result domain.Task, created bool, err error) {
+	if device.IsZero() {
+		return domain.Task{}, false, fmt.Errorf("replacing the active task: the device does not exist: %w", domain.ErrNotFound)
+	}
+	err = tasks.InTaskTx(ctx, func(tx ports.TaskTx) error {
+		result, created = domain.Task{}, false
+		active, err := tx.ActiveTask(device)
+		if err != nil {
+			return err
+		}
+		st := TaskState{Active: active}
+		if st.Failed, err = tx.FailedCounts(device); err != nil {
+			return err
+		}
+		// The task fn may end (subject, as read: before): the active one,
+		// or, when there is none, the latest if fn reads it.
+		subject, before := active, domain.Task{}
+		if active != nil {
+			before = active.Task
+		} else {
+			st.Latest = func() (*domain.ActiveTask, error) {
+				if subject != nil {
+					return subject, nil
+				}
+				last, err := tx.LatestFinal(device)
+				if err != nil || last == nil {
+					return nil, err
+				}
+				subject, before = last, last.Task
+				return subject, nil
+			}
+		}
+		ins, err := fn(st)
+		if err != nil {
+			return err
+		}
+		if ins != nil && ins.DeviceID() != device {
+			return fmt.Errorf("inserting task %s for device %s: %w", ins.ID(), device, errForeignDevice)
+		}
+		changed := subject != nil && subject.Task.Record() != before.Record()
+		var judge domain.UUID // the ended task's rollout, when it is judged
+		if changed && onRollout != nil && !subject.Task.Status().IsActive() && subject.Rollout.Judges() {
+			judge = before.RolloutID()
+		}
+		var (
+			o      domain.Offer
+			judged domain.Rollout
+		)
+		share := func() error {
+			if o, err = tx.OfferForShare(ins.FirmwareID(), ins.RolloutID()); err != nil {
+				return fmt.Errorf("inserting task %s: %w", ins.ID(), err)
+			}
+			return nil
+		}
+		shareFirst := ins != nil && !judge.IsZero() && ins.RolloutID().String() < judge.String()
+		if shareFirst {
+			if err := share(); err != nil {
+				return err
+			}
+		}
+		if !judge.IsZero() {
+			if judged, err = tx.LockRollout(judge); err != nil {
+				return err
+			}
+		}
+		if ins != nil && !shareFirst {
+			if err := share(); err != nil {
+				return err
+			}
+		}
+		if changed {
+			stored, err := tx.UpdateTask(subject.Task)
+			if err != nil {
+				return err
+			}
+			if stored.Installs(before) {
+				if err := tx.SetDeviceVersion(device, subject.Firmware.Version(), stored.UpdatedAt()); err != nil {
+					return err
+				}
+			}
+			subject.Task = stored
+		}
+		if active != nil {
+			result = active.Task
+		}
+		if !judge.IsZero() {
+			r, err := judgeLocked(tx, judged, onRollout)
+			if err != nil {
+				return err
+			}
+			if ins != nil && ins.RolloutID() == judge {
+				o.Rollout = r // read before the judgement: a pause withdraws the insert
+			}
+		}
+		if ins == nil {
+			return nil
+		}
+		if o.Rollout.FirmwareID() != o.Firmware.ID() {
+			return fmt.Errorf("inserting task %s: rollout %s is not of firmware %s: %w", ins.ID(), o.Rollout.ID(), o.Firmware.ID(), domain.ErrNotFound)
+		}
+		if !o.Open() {
+			return fmt.Errorf("inserting task %s: %w", ins.ID(), domain.ErrOfferWithdrawn)
+		}
+		result, created, err = tx.InsertUnlessActive(*ins)
+		return err
+	})
+	if err != nil {
+		return domain.Task{}, false, err
+	}
+	return result, created, nil
+}
+
+// ApplyEvent loads the task locked, with the event already recorded under
+// ev's id (nil if none), and calls fn. When fn reports a change, the task
+// and the event are stored together; a success (domain.Task.Installs)
+// stores the device's version with them (event rule 6); and when onRollout
+// is not nil it judges the task's rollout, locked before the task changes
+// (ReplaceActive gives the lock order), counting its tasks with the change.
+// So the evaluation depends neither on the caller staying connected after
+// the commit nor on a retry of the event. When fn reports no change
+// nothing is stored and the task is returned as stored, whatever fn did to
+// its copy.
+func ApplyEvent(ctx context.Context, tasks TaskTransactor, taskID domain.UUID, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout RolloutEvaluation) (domain.Task, error) {
+	if taskID.IsZero() {
+		return domain.Task{}, fmt.Errorf("loading task: %w", domain.ErrNotFound)
+	}
+	var out domain.Task
+	err := tasks.InTaskTx(ctx, func(tx ports.TaskTx) error {
+		t, err := tx.LockTask(taskID)
+		if err != nil {
+			return err
+		}
+		var judged domain.Rollout
+		if onRollout != nil {
+			if judged, err = tx.LockRollout(t.RolloutID()); err != nil {
+				return err
+			}
+		}
+		prior, err := tx.Event(t, ev.ID())
+		if err != nil {
+			return err
+		}
+		loaded := t
+		changed, err := fn(&t, prior)
+		if err != nil {
+			return err
+		}
+		if !changed {
+			out = loaded
+			return nil
+		}
+		if out, err = tx.UpdateTask(t); err != nil {
+			return err
+		}
+		if err := tx.StoreEvent(out, ev); err != nil {
+			return err
+		}
+		if out.Installs(loaded) {
+			o, err := tx.Offer(out.FirmwareID(), out.RolloutID())
+			if err != nil {
+				return err
+			}
+			if err := tx.SetDeviceVersion(out.DeviceID(), o.Firmware.Version(), out.UpdatedAt()); err != nil {
+				return err
+			}
+		}
+		if onRollout == nil {
+			return nil
+		}
+		_, err = judgeLocked(tx, judged, onRollout)
+		return err
+	})
+	if err != nil {
+		return domain.Task{}, err
+	}
+	return out, nil
+}
+
+// judgeLocked lets eval judge r, locked by tx.LockRollout, counting its
+// tasks in tx only if eval asks, and stores what eval changed; it returns
+// the rollout as it now is.
+func judgeLocked(tx ports.TaskTx, r domain.Rollout, eval RolloutEvaluation) (domain.Rollout, error) {
+	ro := r
+	changed, err := eval(&ro, func(since time.Time) (domain.TaskStats, error) {
+		return tx.RolloutStats(r.ID(), since)
+	})
+	if err != nil || !changed {
+		return r, err
+	}
+	return tx.StoreRollout(ro)
+}
