@@ -54,7 +54,7 @@ type Deps struct {
 	// operators' tags (docs/DOMAIN.md, rule T2): the check stores reported
 	// attributes, and the admin's device view shows both.
 	Attributes ports.DeviceAttributes
-	Directory  ports.DeviceDirectory
+	Directory  DeviceDirectory
 }
 
 func (d Deps) validate() error {

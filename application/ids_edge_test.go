@@ -71,7 +71,7 @@ func (w watchedTasks) List(ctx context.Context, f ports.TaskFilter) ([]domain.Ta
 }
 
 type watchedDirectory struct {
-	ports.DeviceDirectory
+	application.DeviceDirectory
 	c *storeCalls
 }
 

@@ -29,13 +29,13 @@ var DDISet = wire.NewSet(
 // DDIMemoryStores are the in-process attribute and task-action repositories.
 var DDIMemoryStores = wire.NewSet(
 	memory.NewAttributes, wire.Bind(new(ports.DeviceAttributes), new(*memory.Attributes)),
-	memory.NewTaskActions, wire.Bind(new(ports.TaskActions), new(*memory.TaskActions)),
+	memory.NewTaskActions, wire.Bind(new(ddiapp.TaskActions), new(*memory.TaskActions)),
 )
 
 // DDIPostgresStores are the Postgres attribute and task-action repositories.
 var DDIPostgresStores = wire.NewSet(
 	postgres.NewAttributeRepository, wire.Bind(new(ports.DeviceAttributes), new(*postgres.AttributeRepository)),
-	postgres.NewTaskActionRepository, wire.Bind(new(ports.TaskActions), new(*postgres.TaskActionRepository)),
+	postgres.NewTaskActionRepository, wire.Bind(new(ddiapp.TaskActions), new(*postgres.TaskActionRepository)),
 )
 
 // DDIConfigFrom extracts the DDI adapter's settings.

@@ -12,6 +12,7 @@ import (
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/mender"
 	"github.com/ai-device/ota/adapters/postgres"
+	"github.com/ai-device/ota/application"
 	menderapp "github.com/ai-device/ota/application/mender"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -57,18 +58,20 @@ var MenderSet = wire.NewSet(
 
 // MenderMemoryStores are the in-process Mender repositories.
 var MenderMemoryStores = wire.NewSet(
-	memory.NewAdmissions, wire.Bind(new(ports.DeviceAdmissions), new(*memory.Admissions)),
-	memory.NewAuthRequests, wire.Bind(new(ports.AuthRequests), new(*memory.AuthRequests)),
-	memory.NewArtifactCatalog, wire.Bind(new(ports.ArtifactCatalog), new(*memory.ArtifactCatalog)),
-	memory.NewTaskLogs, wire.Bind(new(ports.TaskLogs), new(*memory.TaskLogs)),
+	memory.NewAdmissions, wire.Bind(new(menderapp.DeviceAdmissions), new(*memory.Admissions)),
+	wire.Bind(new(application.KeyedAdmissions), new(*memory.Admissions)),
+	memory.NewAuthRequests, wire.Bind(new(menderapp.AuthRequests), new(*memory.AuthRequests)),
+	memory.NewArtifactCatalog, wire.Bind(new(menderapp.ArtifactCatalog), new(*memory.ArtifactCatalog)),
+	memory.NewTaskLogs, wire.Bind(new(menderapp.TaskLogs), new(*memory.TaskLogs)),
 )
 
 // MenderPostgresStores are the Postgres Mender repositories.
 var MenderPostgresStores = wire.NewSet(
-	postgres.NewAdmissionRepository, wire.Bind(new(ports.DeviceAdmissions), new(*postgres.AdmissionRepository)),
-	postgres.NewAuthRequestRepository, wire.Bind(new(ports.AuthRequests), new(*postgres.AuthRequestRepository)),
-	postgres.NewArtifactCatalogRepository, wire.Bind(new(ports.ArtifactCatalog), new(*postgres.ArtifactCatalogRepository)),
-	postgres.NewTaskLogRepository, wire.Bind(new(ports.TaskLogs), new(*postgres.TaskLogRepository)),
+	postgres.NewAdmissionRepository, wire.Bind(new(menderapp.DeviceAdmissions), new(*postgres.AdmissionRepository)),
+	wire.Bind(new(application.KeyedAdmissions), new(*postgres.AdmissionRepository)),
+	postgres.NewAuthRequestRepository, wire.Bind(new(menderapp.AuthRequests), new(*postgres.AuthRequestRepository)),
+	postgres.NewArtifactCatalogRepository, wire.Bind(new(menderapp.ArtifactCatalog), new(*postgres.ArtifactCatalogRepository)),
+	postgres.NewTaskLogRepository, wire.Bind(new(menderapp.TaskLogs), new(*postgres.TaskLogRepository)),
 )
 
 // MenderConfigFrom extracts the Mender use cases' settings. Without

@@ -75,7 +75,7 @@ var PostgresSet = wire.NewSet(
 	HealthChecks,
 	DDIPostgresStores,
 	MenderPostgresStores,
-	postgres.NewDeviceDirectory, wire.Bind(new(ports.DeviceDirectory), new(*postgres.DeviceDirectory)),
+	postgres.NewDeviceDirectory, wire.Bind(new(application.DeviceDirectory), new(*postgres.DeviceDirectory)),
 )
 
 // WriteBehindConfigFrom tunes the write-behind of device checks (the
@@ -167,7 +167,7 @@ var MemorySet = wire.NewSet(
 	NoHealthChecks,
 	DDIMemoryStores,
 	MenderMemoryStores,
-	memory.NewDirectory, wire.Bind(new(ports.DeviceDirectory), new(*memory.Directory)),
+	memory.NewDirectory, wire.Bind(new(application.DeviceDirectory), new(*memory.Directory)),
 )
 
 // PollIntervalFrom extracts the devices' poll hint.

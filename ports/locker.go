@@ -1,10 +1,14 @@
 // Package ports holds only what the core owns and shares: the clock, ids,
-// the lock, metrics and rate limits; the stores several use cases and both
-// store adapters share, with the records they hand back; and the use-case
-// interfaces the edges call. A store interface only one use case calls is
-// declared next to that use case (application.CheckStore and the like),
-// and a device protocol's words live with its use cases (application/ddi,
-// application/mender). Adapters implement them structurally.
+// the lock, metrics and rate limits; the stores several use cases share
+// (devices, firmware, rollouts, device attributes) and the task
+// transaction's primitives (TaskTx); the records the store adapters hand
+// back, which they must name and so cannot take from package application;
+// and the use-case interfaces the edges call. A store interface only one
+// use case calls is declared next to that use case
+// (application.CheckStore, application.FleetReader, ddi.TaskActions,
+// mender.AuthRequests and the like), and a device protocol's words live
+// with its use cases (application/ddi, application/mender). Adapters
+// implement them structurally.
 package ports
 
 import (

@@ -77,14 +77,12 @@ func (r *Attributes) Update(ctx context.Context, deviceID domain.DeviceID, fn fu
 	return a, nil
 }
 
-// TaskActions is the in-memory ports.TaskActions over a Store. It reads
+// TaskActions is the in-memory ddi.TaskActions over a Store. It reads
 // tasks through the task repository and keeps cancel confirmations beside.
 type TaskActions struct {
 	tasks *Tasks
 	t     *ddiTables
 }
-
-var _ ports.TaskActions = (*TaskActions)(nil)
 
 // NewTaskActions returns the action repository of s.
 func NewTaskActions(s *Store) *TaskActions { return &TaskActions{tasks: NewTasks(s), t: ddiOf(s)} }

@@ -8,12 +8,10 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
-// Fleet is the in-memory ports.FleetReader over a Store: the aggregates of
+// Fleet is the in-memory application.FleetReader over a Store: the aggregates of
 // the operator's views, computed under the store's mutex so that each
 // answer is one consistent snapshot, as one Postgres statement is.
 type Fleet struct{ s *Store }
-
-var _ ports.FleetReader = (*Fleet)(nil)
 
 // NewFleet returns the fleet reader of s.
 func NewFleet(s *Store) *Fleet { return &Fleet{s: s} }

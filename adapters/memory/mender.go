@@ -35,13 +35,11 @@ func menderOf(s *Store) *menderTables {
 	return t.(*menderTables)
 }
 
-// Admissions is the in-memory ports.DeviceAdmissions over a Store.
+// Admissions is the in-memory mender.DeviceAdmissions over a Store.
 type Admissions struct {
 	s *Store
 	t *menderTables
 }
-
-var _ ports.DeviceAdmissions = (*Admissions)(nil)
 
 // NewAdmissions returns the device key repository of s.
 func NewAdmissions(s *Store) *Admissions { return &Admissions{s: s, t: menderOf(s)} }
@@ -146,13 +144,11 @@ func (r *Admissions) Registered(ctx context.Context, deviceIDs []domain.DeviceID
 	return out, nil
 }
 
-// AuthRequests is the in-memory ports.AuthRequests over a Store.
+// AuthRequests is the in-memory mender.AuthRequests over a Store.
 type AuthRequests struct {
 	adm *Admissions
 	t   *menderTables
 }
-
-var _ ports.AuthRequests = (*AuthRequests)(nil)
 
 // NewAuthRequests returns the pending auth request repository of s.
 func NewAuthRequests(s *Store) *AuthRequests {
@@ -318,10 +314,8 @@ func (r *AuthRequests) Accept(ctx context.Context, id domain.UUID, dev *domain.D
 	return nil
 }
 
-// ArtifactCatalog is the in-memory ports.ArtifactCatalog over a Store.
+// ArtifactCatalog is the in-memory mender.ArtifactCatalog over a Store.
 type ArtifactCatalog struct{ s *Store }
-
-var _ ports.ArtifactCatalog = (*ArtifactCatalog)(nil)
 
 // NewArtifactCatalog returns the artifact-name lookup of s.
 func NewArtifactCatalog(s *Store) *ArtifactCatalog { return &ArtifactCatalog{s: s} }
@@ -353,13 +347,11 @@ func (s *Store) artifactLocked(model, name string) (domain.Firmware, bool) {
 	return domain.Firmware{}, false
 }
 
-// TaskLogs is the in-memory ports.TaskLogs over a Store.
+// TaskLogs is the in-memory mender.TaskLogs over a Store.
 type TaskLogs struct {
 	tasks *Tasks
 	t     *menderTables
 }
-
-var _ ports.TaskLogs = (*TaskLogs)(nil)
 
 // NewTaskLogs returns the task log repository of s.
 func NewTaskLogs(s *Store) *TaskLogs { return &TaskLogs{tasks: NewTasks(s), t: menderOf(s)} }

@@ -45,10 +45,8 @@ func (s *Store) factsLocked(deviceID string) domain.DeviceFacts {
 	return f
 }
 
-// Directory is the in-memory ports.DeviceDirectory over a Store.
+// Directory is the in-memory application.DeviceDirectory over a Store.
 type Directory struct{ s *Store }
-
-var _ ports.DeviceDirectory = (*Directory)(nil)
 
 // NewDirectory returns the device directory of s.
 func NewDirectory(s *Store) *Directory { return &Directory{s: s} }

@@ -109,8 +109,6 @@ type TaskActionRepository struct {
 	pending *lazyStmt
 }
 
-var _ ports.TaskActions = (*TaskActionRepository)(nil)
-
 // NewTaskActionRepository reads and writes through the given pool.
 func NewTaskActionRepository(db *sqlx.DB) *TaskActionRepository {
 	return &TaskActionRepository{db: db, pending: &lazyStmt{query: noticeSelect + pendingCancelWhere}}

@@ -22,8 +22,6 @@ type AdmissionRepository struct {
 	generation *lazyStmt
 }
 
-var _ ports.DeviceAdmissions = (*AdmissionRepository)(nil)
-
 // NewAdmissionRepository stores admissions through the given pool.
 func NewAdmissionRepository(db *sqlx.DB) *AdmissionRepository {
 	return &AdmissionRepository{db: db, generation: &lazyStmt{query: generationSQL}}
@@ -200,8 +198,6 @@ func (s *AdmissionRepository) Registered(ctx context.Context, deviceIDs []domain
 // AuthRequestRepository stores the requests of devices waiting to be
 // admitted in device_auth_requests.
 type AuthRequestRepository struct{ db *sqlx.DB }
-
-var _ ports.AuthRequests = (*AuthRequestRepository)(nil)
 
 // NewAuthRequestRepository stores auth requests through the given pool.
 func NewAuthRequestRepository(db *sqlx.DB) *AuthRequestRepository {
@@ -394,8 +390,6 @@ func (s *AuthRequestRepository) Accept(ctx context.Context, id domain.UUID, dev 
 // index on (model, artifact_name) answers it).
 type ArtifactCatalogRepository struct{ db *sqlx.DB }
 
-var _ ports.ArtifactCatalog = (*ArtifactCatalogRepository)(nil)
-
 // NewArtifactCatalogRepository reads firmware through the given pool.
 func NewArtifactCatalogRepository(db *sqlx.DB) *ArtifactCatalogRepository {
 	return &ArtifactCatalogRepository{db: db}
@@ -412,8 +406,6 @@ func (s *ArtifactCatalogRepository) ByArtifactName(ctx context.Context, model, n
 
 // TaskLogRepository keeps device logs in task_logs.
 type TaskLogRepository struct{ db *sqlx.DB }
-
-var _ ports.TaskLogs = (*TaskLogRepository)(nil)
 
 // NewTaskLogRepository stores task logs through the given pool.
 func NewTaskLogRepository(db *sqlx.DB) *TaskLogRepository { return &TaskLogRepository{db: db} }

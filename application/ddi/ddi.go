@@ -25,6 +25,22 @@ import (
 // device's running version (OTA_DDI_VERSION_ATTRIBUTE, default sw_version).
 type VersionAttribute string
 
+// TaskActions finds tasks by the numeric action id device protocols use,
+// and keeps the cancel notices of cancelled tasks (domain.CancelNotice).
+// Not-found — including another device's task — is domain.ErrNotFound.
+type TaskActions interface {
+	// ByAction returns the device's task numbered actionID.
+	ByAction(ctx context.Context, deviceID domain.DeviceID, actionID int64) (domain.Task, error)
+	// Cancel returns the notice of the device's task numbered actionID.
+	Cancel(ctx context.Context, deviceID domain.DeviceID, actionID int64) (domain.CancelNotice, error)
+	// PendingCancel returns the device's most recently cancelled task whose
+	// cancel the device has not confirmed, or nil.
+	PendingCancel(ctx context.Context, deviceID domain.DeviceID) (*domain.CancelNotice, error)
+	// UpdateCancel loads the notice of the device's task numbered actionID
+	// locked, lets fn change it, and stores it if fn returns nil.
+	UpdateCancel(ctx context.Context, deviceID domain.DeviceID, actionID int64, fn func(*domain.CancelNotice) error) (domain.CancelNotice, error)
+}
+
 // UseCases implements Service: hawkBit's Direct Device Integration
 // actions translated onto the device use cases. It adds no rule: the poll
 // is the check, feedback is a task event, and what DDI needs beyond them
@@ -34,7 +50,7 @@ type UseCases struct {
 	repo        ports.DeviceRepository
 	rollouts    ports.RolloutRepository
 	attrs       ports.DeviceAttributes
-	actions     ports.TaskActions
+	actions     TaskActions
 	tasks       application.TaskUpdater
 	metrics     ports.Metrics
 	clock       ports.Clock
@@ -49,7 +65,7 @@ var _ Service = (*UseCases)(nil)
 // to stop a task whose firmware was revoked or rollout cancelled before
 // its device began installing).
 func New(devices ports.DeviceService, repo ports.DeviceRepository, rollouts ports.RolloutRepository, attrs ports.DeviceAttributes,
-	actions ports.TaskActions, tasks application.TaskUpdater, metrics ports.Metrics, clock ports.Clock, poll application.PollInterval, versionAttr VersionAttribute) (*UseCases, error) {
+	actions TaskActions, tasks application.TaskUpdater, metrics ports.Metrics, clock ports.Clock, poll application.PollInterval, versionAttr VersionAttribute) (*UseCases, error) {
 	if devices == nil || repo == nil || rollouts == nil || attrs == nil || actions == nil || tasks == nil || metrics == nil || clock == nil {
 		return nil, errors.New("ddi: every dependency is required")
 	}

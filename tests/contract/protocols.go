@@ -19,12 +19,12 @@ import (
 type ProtocolRepos struct {
 	Repos
 	Attributes ports.DeviceAttributes
-	Directory  ports.DeviceDirectory
-	Actions    ports.TaskActions
-	Admissions ports.DeviceAdmissions
-	Requests   ports.AuthRequests
-	Catalog    ports.ArtifactCatalog
-	Logs       ports.TaskLogs
+	Directory  application.DeviceDirectory
+	Actions    ddi.TaskActions
+	Admissions AdmissionStore
+	Requests   mender.AuthRequests
+	Catalog    mender.ArtifactCatalog
+	Logs       mender.TaskLogs
 	// Locker, Clock and IDs complete the use cases' ports (in-process
 	// ones will do: the stores are what is under test).
 	Locker ports.Locker

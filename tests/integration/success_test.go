@@ -108,7 +108,7 @@ func onEveryStore(t *testing.T, test func(t *testing.T, s *sstack)) {
 	})
 }
 
-func newSStack(t *testing.T, deps application.Deps, actions ports.TaskActions) *sstack {
+func newSStack(t *testing.T, deps application.Deps, actions ddi.TaskActions) *sstack {
 	t.Helper()
 	clock := &successClock{at: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	lock := &busyLocker{Locker: memory.NewLocker(2*time.Second, ports.NopLockMetrics{})}
