@@ -28,6 +28,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/bootstrap"
 )
@@ -302,16 +304,26 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 		fmt.Fprintf(stderr, "usage: %s\n", migrateSynopsis)
 		return errUsage
 	}
-	cfg, err := bootstrap.LoadConfig(getenv, false)
+	db, closeDB, err := openMaintenanceDB(getenv)
 	if err != nil {
 		return err
 	}
-	db, closeDB, err := postgres.Open(postgres.Config{URL: postgres.DatabaseURL(cfg.DatabaseURL)})
-	if err != nil {
-		return fmt.Errorf("%w (OTA_DATABASE_URL)", err)
-	}
 	defer closeDB()
 	return bootstrap.Migrate(ctx, db.DB, fs.Arg(0), stdout)
+}
+
+// openMaintenanceDB opens OTA_DATABASE_URL for the maintenance commands
+// (migrate, partitions): a plain pool, none of the serving settings.
+func openMaintenanceDB(getenv func(string) string) (*sqlx.DB, func(), error) {
+	cfg, err := bootstrap.LoadConfig(getenv, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, closeDB, err := postgres.Open(postgres.Config{URL: postgres.DatabaseURL(cfg.DatabaseURL)})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w (OTA_DATABASE_URL)", err)
+	}
+	return db, closeDB, nil
 }
 
 // healthcheckTimeout bounds one probe: a container runtime runs the probe

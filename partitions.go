@@ -7,7 +7,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/bootstrap"
 )
 
@@ -31,13 +30,9 @@ func partitions(ctx context.Context, args []string, getenv func(string) string, 
 			return errUsage
 		}
 	}
-	cfg, err := bootstrap.LoadConfig(getenv, false)
+	db, closeDB, err := openMaintenanceDB(getenv)
 	if err != nil {
 		return err
-	}
-	db, closeDB, err := postgres.Open(postgres.Config{URL: postgres.DatabaseURL(cfg.DatabaseURL)})
-	if err != nil {
-		return fmt.Errorf("%w (OTA_DATABASE_URL)", err)
 	}
 	defer closeDB()
 	if err := bootstrap.EnsurePartitions(ctx, db.DB, *ahead, stdout); err != nil {

@@ -9,14 +9,16 @@ package main
 import (
 	"github.com/ai-device/ota/adapters/artifactfile"
 	"github.com/ai-device/ota/adapters/blobstore"
-	"github.com/ai-device/ota/adapters/ddi"
+	ddi2 "github.com/ai-device/ota/adapters/ddi"
 	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/memory"
-	"github.com/ai-device/ota/adapters/mender"
+	mender2 "github.com/ai-device/ota/adapters/mender"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/adapters/redislock"
 	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/application/ddi"
+	"github.com/ai-device/ota/application/mender"
 	"github.com/ai-device/ota/bootstrap"
 	"github.com/jmoiron/sqlx"
 	"log/slog"
@@ -57,7 +59,9 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	auth, err := application.NewAuth(taskRepository)
+	taskPorts := bootstrap.PostgresTaskPorts(taskRepository)
+	authStore := taskPorts.Auth
+	auth, err := application.NewAuth(authStore)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -78,6 +82,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	cachedFirmwares := postgres.CachedFirmwaresOf(catalogCache)
 	cachedRollouts := postgres.CachedRolloutsOf(catalogCache)
+	checkStore := taskPorts.Checks
 	redislockConfig := bootstrap.LockConfigFrom(cfg)
 	metrics := bootstrap.NewMetrics()
 	lockMetrics := bootstrap.LockMetricsFrom(metrics)
@@ -93,7 +98,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	rateLimiter := bootstrap.RateLimiterFrom(cfg)
 	attributeRepository := postgres.NewAttributeRepository(db)
 	pollInterval := bootstrap.PollIntervalFrom(cfg)
-	checks, err := application.NewChecks(writeBehindDevices, cachedFirmwares, cachedRollouts, taskRepository, locker, clock, uuiDs, metrics, rateLimiter, attributeRepository, pollInterval)
+	checks, err := application.NewChecks(writeBehindDevices, cachedFirmwares, cachedRollouts, checkStore, locker, clock, uuiDs, metrics, rateLimiter, attributeRepository, pollInterval)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -101,7 +106,8 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	events, err := application.NewEvents(taskRepository, cachedFirmwares, writeBehindDevices, clock, metrics, rateLimiter)
+	eventStore := taskPorts.Events
+	events, err := application.NewEvents(eventStore, cachedFirmwares, writeBehindDevices, clock, metrics, rateLimiter)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -111,8 +117,9 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	devices := application.ComposeDevices(auth, checks, events)
 	taskActionRepository := postgres.NewTaskActionRepository(db)
-	ddiVersionAttribute := bootstrap.DDIVersionAttributeFrom(cfg)
-	applicationDDI, err := application.NewDDI(devices, writeBehindDevices, cachedRollouts, attributeRepository, taskActionRepository, taskRepository, metrics, clock, pollInterval, ddiVersionAttribute)
+	taskUpdater := taskPorts.Updater
+	versionAttribute := bootstrap.DDIVersionAttributeFrom(cfg)
+	useCases, err := ddi.New(devices, writeBehindDevices, cachedRollouts, attributeRepository, taskActionRepository, taskUpdater, metrics, clock, pollInterval, versionAttribute)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -147,17 +154,17 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	adapter := ddi.New(config, applicationDDI, downloads)
+	adapter := ddi2.New(config, useCases, downloads)
 	admissionRepository := postgres.NewAdmissionRepository(db)
 	authRequestRepository := postgres.NewAuthRequestRepository(db)
 	artifactCatalogRepository := postgres.NewArtifactCatalogRepository(db)
 	taskLogRepository := postgres.NewTaskLogRepository(db)
 	authQueueObserver := bootstrap.MenderQueueObserverFrom(metrics, logger)
-	menderPorts := application.MenderPorts{
+	ports := mender.Ports{
 		Devices:       devices,
 		Repo:          writeBehindDevices,
 		Rollouts:      cachedRollouts,
-		Tasks:         taskRepository,
+		Tasks:         taskUpdater,
 		Attributes:    attributeRepository,
 		Admissions:    admissionRepository,
 		Requests:      authRequestRepository,
@@ -176,7 +183,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	applicationMender, err := application.NewMender(menderPorts, menderConfig)
+	menderUseCases, err := mender.New(ports, menderConfig)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -185,9 +192,10 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		return nil, nil, err
 	}
 	links := bootstrap.MenderLinksFrom(cfg, downloads)
-	menderAdapter := mender.New(applicationMender, applicationMender, links)
+	menderAdapter := mender2.New(menderUseCases, menderUseCases, links)
 	restConfig := bootstrap.HTTPConfigFrom(cfg, adapter, menderAdapter)
-	deviceAdmin, err := application.NewDeviceAdmin(writeBehindDevices, taskRepository, cachedFirmwares, clock)
+	activeTasks := taskPorts.Active
+	deviceAdmin, err := application.NewDeviceAdmin(writeBehindDevices, activeTasks, cachedFirmwares, clock)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -204,7 +212,8 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	rolloutAdmin, err := application.NewRolloutAdmin(cachedFirmwares, cachedRollouts, taskRepository, clock, uuiDs)
+	rolloutCounts := taskPorts.Counts
+	rolloutAdmin, err := application.NewRolloutAdmin(cachedFirmwares, cachedRollouts, rolloutCounts, clock, uuiDs)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -212,7 +221,8 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	taskAdmin, err := application.NewTaskAdmin(taskRepository, cachedFirmwares)
+	taskHistory := taskPorts.History
+	taskAdmin, err := application.NewTaskAdmin(taskHistory, cachedFirmwares)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -296,13 +306,16 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	config := bootstrap.DDIConfigFrom(cfg)
 	store := memory.NewStore()
 	tasks := memory.NewTasks(store)
-	auth, err := application.NewAuth(tasks)
+	taskPorts := bootstrap.MemoryTaskPorts(tasks)
+	authStore := taskPorts.Auth
+	auth, err := application.NewAuth(authStore)
 	if err != nil {
 		return nil, err
 	}
 	devices := memory.NewDevices(store)
 	firmwares := memory.NewFirmwares(store)
 	rollouts := memory.NewRollouts(store)
+	checkStore := taskPorts.Checks
 	metrics := bootstrap.NewMetrics()
 	locker := bootstrap.MemoryLocker(cfg, metrics)
 	clock := local.NewClock()
@@ -310,18 +323,20 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	rateLimiter := bootstrap.RateLimiterFrom(cfg)
 	attributes := memory.NewAttributes(store)
 	pollInterval := bootstrap.PollIntervalFrom(cfg)
-	checks, err := application.NewChecks(devices, firmwares, rollouts, tasks, locker, clock, uuiDs, metrics, rateLimiter, attributes, pollInterval)
+	checks, err := application.NewChecks(devices, firmwares, rollouts, checkStore, locker, clock, uuiDs, metrics, rateLimiter, attributes, pollInterval)
 	if err != nil {
 		return nil, err
 	}
-	events, err := application.NewEvents(tasks, firmwares, devices, clock, metrics, rateLimiter)
+	eventStore := taskPorts.Events
+	events, err := application.NewEvents(eventStore, firmwares, devices, clock, metrics, rateLimiter)
 	if err != nil {
 		return nil, err
 	}
 	applicationDevices := application.ComposeDevices(auth, checks, events)
 	taskActions := memory.NewTaskActions(store)
-	ddiVersionAttribute := bootstrap.DDIVersionAttributeFrom(cfg)
-	applicationDDI, err := application.NewDDI(applicationDevices, devices, rollouts, attributes, taskActions, tasks, metrics, clock, pollInterval, ddiVersionAttribute)
+	taskUpdater := taskPorts.Updater
+	versionAttribute := bootstrap.DDIVersionAttributeFrom(cfg)
+	useCases, err := ddi.New(applicationDevices, devices, rollouts, attributes, taskActions, taskUpdater, metrics, clock, pollInterval, versionAttribute)
 	if err != nil {
 		return nil, err
 	}
@@ -340,17 +355,17 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
-	adapter := ddi.New(config, applicationDDI, downloads)
+	adapter := ddi2.New(config, useCases, downloads)
 	admissions := memory.NewAdmissions(store)
 	authRequests := memory.NewAuthRequests(store)
 	artifactCatalog := memory.NewArtifactCatalog(store)
 	taskLogs := memory.NewTaskLogs(store)
 	authQueueObserver := bootstrap.MenderQueueObserverFrom(metrics, logger)
-	menderPorts := application.MenderPorts{
+	ports := mender.Ports{
 		Devices:       applicationDevices,
 		Repo:          devices,
 		Rollouts:      rollouts,
-		Tasks:         tasks,
+		Tasks:         taskUpdater,
 		Attributes:    attributes,
 		Admissions:    admissions,
 		Requests:      authRequests,
@@ -365,14 +380,15 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
-	applicationMender, err := application.NewMender(menderPorts, menderConfig)
+	menderUseCases, err := mender.New(ports, menderConfig)
 	if err != nil {
 		return nil, err
 	}
 	links := bootstrap.MenderLinksFrom(cfg, downloads)
-	menderAdapter := mender.New(applicationMender, applicationMender, links)
+	menderAdapter := mender2.New(menderUseCases, menderUseCases, links)
 	restConfig := bootstrap.HTTPConfigFrom(cfg, adapter, menderAdapter)
-	deviceAdmin, err := application.NewDeviceAdmin(devices, tasks, firmwares, clock)
+	activeTasks := taskPorts.Active
+	deviceAdmin, err := application.NewDeviceAdmin(devices, activeTasks, firmwares, clock)
 	if err != nil {
 		return nil, err
 	}
@@ -381,11 +397,13 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
-	rolloutAdmin, err := application.NewRolloutAdmin(firmwares, rollouts, tasks, clock, uuiDs)
+	rolloutCounts := taskPorts.Counts
+	rolloutAdmin, err := application.NewRolloutAdmin(firmwares, rollouts, rolloutCounts, clock, uuiDs)
 	if err != nil {
 		return nil, err
 	}
-	taskAdmin, err := application.NewTaskAdmin(tasks, firmwares)
+	taskHistory := taskPorts.History
+	taskAdmin, err := application.NewTaskAdmin(taskHistory, firmwares)
 	if err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ func NewAdmin(deps Deps) (*Admin, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := NewTargetingAdmin(deps.directory(), deps.attributes())
+	g, err := NewTargetingAdmin(deps.Directory, deps.Attributes)
 	if err != nil {
 		return nil, err
 	}

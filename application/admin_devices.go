@@ -10,17 +10,23 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
+// ActiveTasks finds a device's active task, to show it with the device.
+type ActiveTasks interface {
+	// Active returns the device's active task, or domain.ErrNotFound.
+	Active(ctx context.Context, deviceID domain.DeviceID) (domain.Task, error)
+}
+
 // DeviceAdmin registers devices, rotates their tokens and shows them.
 type DeviceAdmin struct {
 	devices   ports.DeviceRepository
-	tasks     ports.TaskRepository
+	tasks     ActiveTasks
 	firmwares ports.FirmwareRepository
 	clock     ports.Clock
 }
 
 // NewDeviceAdmin builds the operators' device use cases (tasks and
 // firmwares show a device's active task).
-func NewDeviceAdmin(devices ports.DeviceRepository, tasks ports.TaskRepository, firmwares ports.FirmwareRepository, clock ports.Clock) (*DeviceAdmin, error) {
+func NewDeviceAdmin(devices ports.DeviceRepository, tasks ActiveTasks, firmwares ports.FirmwareRepository, clock ports.Clock) (*DeviceAdmin, error) {
 	if err := required(devices, tasks, firmwares, clock); err != nil {
 		return nil, err
 	}
@@ -43,21 +49,22 @@ func (s *DeviceAdmin) RegisterDevice(ctx context.Context, req ports.RegisterDevi
 
 // registration reads an operator's registration request: the id by the
 // device id rule (a bad one is VALIDATION_FAILED, with the other fields),
-// then newDevice. The admin API, the console and Mender's preauthorize all
-// register through it.
+// then NewDeviceCredentials. The admin API, the console and Mender's
+// preauthorize all register through it.
 func registration(req ports.RegisterDevice, now time.Time) (ports.DeviceCredentials, error) {
 	id, err := domain.ParseDeviceID(req.DeviceID)
 	if err != nil {
 		return ports.DeviceCredentials{}, err
 	}
-	return newDevice(id, req.Model, req.CurrentVersion, now)
+	return NewDeviceCredentials(id, req.Model, req.CurrentVersion, now)
 }
 
-// newDevice is the one way a device comes to be: domain.NewDevice judges
-// it, with a fresh token whose hash alone is kept (the token is shown
-// once, to whoever registered it). Every registration — an operator's, or
-// an accepted Mender request's — makes its device here.
-func newDevice(id domain.DeviceID, model, version string, now time.Time) (ports.DeviceCredentials, error) {
+// NewDeviceCredentials is the one way a device comes to be:
+// domain.NewDevice judges it, with a fresh token whose hash alone is kept
+// (the token is shown once, to whoever registered it). Every registration
+// — an operator's, or an accepted Mender request's (application/mender) —
+// makes its device here.
+func NewDeviceCredentials(id domain.DeviceID, model, version string, now time.Time) (ports.DeviceCredentials, error) {
 	token, hash, err := domain.NewDeviceToken()
 	if err != nil {
 		return ports.DeviceCredentials{}, fmt.Errorf("making device token: %w", err)

@@ -3,23 +3,34 @@ package application
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
 
+// RolloutCounts counts a rollout's tasks for its view.
+type RolloutCounts interface {
+	// RolloutStats counts a rollout's devices by status, in the store,
+	// each once: by the task domain.CountsOver picks among its tasks.
+	RolloutStats(ctx context.Context, rolloutID domain.UUID) (domain.TaskStats, error)
+	// RolloutStatsSince is RolloutStats among the tasks created at or
+	// after since: a staged rollout's current stage (stage rule G2).
+	RolloutStatsSince(ctx context.Context, rolloutID domain.UUID, since time.Time) (domain.TaskStats, error)
+}
+
 // RolloutAdmin starts, changes and shows rollouts.
 type RolloutAdmin struct {
 	firmwares ports.FirmwareRepository
 	rollouts  ports.RolloutRepository
-	tasks     ports.TaskRepository
+	tasks     RolloutCounts
 	clock     ports.Clock
 	ids       ports.IDGenerator
 }
 
 // NewRolloutAdmin builds the operators' rollout use cases (tasks counts a
 // rollout's tasks).
-func NewRolloutAdmin(firmwares ports.FirmwareRepository, rollouts ports.RolloutRepository, tasks ports.TaskRepository,
+func NewRolloutAdmin(firmwares ports.FirmwareRepository, rollouts ports.RolloutRepository, tasks RolloutCounts,
 	clock ports.Clock, ids ports.IDGenerator) (*RolloutAdmin, error) {
 	if err := required(firmwares, rollouts, tasks, clock, ids); err != nil {
 		return nil, err

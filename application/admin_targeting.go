@@ -19,15 +19,32 @@ const (
 	maxBulkDevices    = 1000
 )
 
+// DeviceDirectory keeps the operator's tags on devices and lists devices
+// by model, tags and attributes. Tags are read by the check with the rest
+// of the device (ports.DeviceTasks.Facts), never separately.
+type DeviceDirectory interface {
+	// UpdateTags locks every listed device, lets fn compute each one's new
+	// tags from its current ones, and stores them all in one transaction:
+	// all or nothing. An unknown id is domain.ErrNotFound and nothing is
+	// written. It returns the stored tags by device id.
+	UpdateTags(ctx context.Context, deviceIDs []domain.DeviceID, fn func(deviceID domain.DeviceID, tags []string) ([]string, error)) (map[domain.DeviceID][]string, error)
+	// Tags returns a device's tags (empty, never nil, when it has none or
+	// does not exist).
+	Tags(ctx context.Context, deviceID domain.DeviceID) ([]string, error)
+	// List returns the devices matching f in device_id order, at most
+	// f.Limit, after f.After. Never nil.
+	List(ctx context.Context, f ports.DeviceFilter) ([]ports.DeviceListing, error)
+}
+
 // TargetingAdmin tags devices and lists them by tags and attributes
 // (docs/DOMAIN.md, rules T1–T2): what rollout selectors are written against.
 type TargetingAdmin struct {
-	directory ports.DeviceDirectory
+	directory DeviceDirectory
 	attrs     ports.DeviceAttributes
 }
 
 // NewTargetingAdmin builds the operators' tag and listing use cases.
-func NewTargetingAdmin(directory ports.DeviceDirectory, attrs ports.DeviceAttributes) (*TargetingAdmin, error) {
+func NewTargetingAdmin(directory DeviceDirectory, attrs ports.DeviceAttributes) (*TargetingAdmin, error) {
 	if err := required(directory, attrs); err != nil {
 		return nil, err
 	}
@@ -215,7 +232,7 @@ func (s *TargetingAdmin) describe(ctx context.Context, v ports.DeviceView) (port
 		return v, fmt.Errorf("loading device attributes: %w", err)
 	}
 	v.Attributes = attrs
-	if v.Tags, err = s.directory.Tags(ctx, v.Device.ID()); err != nil && !errors.Is(err, errNoTargetingStore) {
+	if v.Tags, err = s.directory.Tags(ctx, v.Device.ID()); err != nil {
 		return v, fmt.Errorf("loading device tags: %w", err)
 	}
 	if v.Tags == nil {

@@ -18,14 +18,26 @@ const (
 	maxTaskLimit     = 500
 )
 
+// TaskHistory is what the operators' task listing reads.
+type TaskHistory interface {
+	// Get loads a task by id (domain.ErrNotFound).
+	Get(ctx context.Context, id domain.UUID) (domain.Task, error)
+	// List returns tasks matching f in (created_at, id) order, at most f.Limit.
+	List(ctx context.Context, f ports.TaskFilter) ([]domain.Task, error)
+	// Events returns the events stored with the task (those that changed
+	// it), oldest first — in (At, event id) order — at most limit. An
+	// unknown task has none.
+	Events(ctx context.Context, taskID domain.UUID, limit int) ([]ports.TaskEvent, error)
+}
+
 // TaskAdmin lists tasks for operators.
 type TaskAdmin struct {
-	tasks     ports.TaskRepository
+	tasks     TaskHistory
 	firmwares ports.FirmwareRepository
 }
 
 // NewTaskAdmin builds the operators' task listing.
-func NewTaskAdmin(tasks ports.TaskRepository, firmwares ports.FirmwareRepository) (*TaskAdmin, error) {
+func NewTaskAdmin(tasks TaskHistory, firmwares ports.FirmwareRepository) (*TaskAdmin, error) {
 	if err := required(tasks, firmwares); err != nil {
 		return nil, err
 	}

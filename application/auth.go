@@ -12,15 +12,27 @@ import (
 // maxTokenLen bounds a presented token; real ones are far shorter.
 const maxTokenLen = 256
 
+// AuthStore is what authentication reads: a device with its task state,
+// in one round trip.
+type AuthStore interface {
+	// CheckView reads the device whose token has hash h with its task
+	// state, in one round trip (domain.ErrNotFound: no such device). It
+	// takes no lock: a poll that changes nothing needs none.
+	CheckView(ctx context.Context, h domain.TokenHash) (ports.CheckView, error)
+	// CheckViewOf is CheckView for a device known by id (an edge that
+	// authenticated the device without reading it).
+	CheckViewOf(ctx context.Context, deviceID domain.DeviceID) (ports.CheckView, error)
+}
+
 // Auth tells which device a request comes from. It reads the device with
 // its task state (ports.CheckView), so that the check that follows in the
 // same request reads nothing more.
 type Auth struct {
-	tasks ports.TaskRepository
+	tasks AuthStore
 }
 
 // NewAuth builds the device authentication use case.
-func NewAuth(tasks ports.TaskRepository) (*Auth, error) {
+func NewAuth(tasks AuthStore) (*Auth, error) {
 	if err := required(tasks); err != nil {
 		return nil, err
 	}

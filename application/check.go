@@ -14,12 +14,23 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
+// CheckStore is what the check reads and writes of a device's tasks.
+type CheckStore interface {
+	// CheckViewOf reads the device with its task state in one round trip
+	// (AuthStore.CheckViewOf): the re-read after a lock the check could
+	// not have.
+	CheckViewOf(ctx context.Context, deviceID domain.DeviceID) (ports.CheckView, error)
+	// TaskTransactor is the transaction ReplaceActive, next to the
+	// check, replaces the device's active task in.
+	TaskTransactor
+}
+
 // Checks answers devices' polls.
 type Checks struct {
 	devices   ports.DeviceRepository
 	firmwares ports.FirmwareRepository
 	rollouts  ports.RolloutRepository
-	tasks     ports.TaskRepository
+	tasks     CheckStore
 	locker    ports.Locker
 	clock     ports.Clock
 	ids       ports.IDGenerator
@@ -40,7 +51,7 @@ type Checks struct {
 // firmwares describes tasks whose firmware is not on offer any more, attrs
 // stores the attributes devices report with their polls.
 func NewChecks(devices ports.DeviceRepository, firmwares ports.FirmwareRepository, rollouts ports.RolloutRepository,
-	tasks ports.TaskRepository, locker ports.Locker, clock ports.Clock, ids ports.IDGenerator, metrics ports.Metrics,
+	tasks CheckStore, locker ports.Locker, clock ports.Clock, ids ports.IDGenerator, metrics ports.Metrics,
 	limiter ports.RateLimiter, attrs ports.DeviceAttributes, poll PollInterval) (*Checks, error) {
 	if err := required(devices, firmwares, rollouts, tasks, locker, clock, ids, metrics, limiter, attrs); err != nil {
 		return nil, err

@@ -57,7 +57,7 @@ func TestCheckWhosePlanMovedCreatesUnderTheNewFirmwaresLock(t *testing.T) {
 				t.Fatal(err)
 			}
 			return application.Deps{Devices: repos.Devices, Firmwares: repos.Firmwares, Rollouts: repos.Rollouts, Tasks: repos.Tasks,
-				Clock: local.NewClock(), IDs: local.NewUUIDs(), Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{}}
+				Attributes: repos.Attributes, Directory: repos.Directory, Clock: local.NewClock(), IDs: local.NewUUIDs(), Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{}}
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

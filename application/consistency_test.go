@@ -16,12 +16,12 @@ import (
 // hangUpAfterEvent is a task store whose caller hangs up the moment an
 // event is stored: the request's context is cancelled after the commit.
 type hangUpAfterEvent struct {
-	ports.TaskRepository
+	application.TaskStore
 	cancel context.CancelFunc
 }
 
 func (h hangUpAfterEvent) InTaskTx(ctx context.Context, fn func(ports.TaskTx) error) error {
-	err := h.TaskRepository.InTaskTx(ctx, fn)
+	err := h.TaskStore.InTaskTx(ctx, fn)
 	h.cancel()
 	return err
 }
@@ -45,7 +45,7 @@ func TestAutoPauseSurvivesHangUpAfterTheFinalEvent(t *testing.T) {
 	task := e.check(d, "1.0.0").Task.Task
 	ctx, cancel := context.WithCancel(e.ctx)
 	deps := e.deps
-	deps.Tasks = hangUpAfterEvent{TaskRepository: e.deps.Tasks, cancel: cancel}
+	deps.Tasks = hangUpAfterEvent{TaskStore: e.deps.Tasks, cancel: cancel}
 	hungUp, err := application.NewDevices(deps, application.PollInterval(time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -289,28 +289,23 @@ func TestStaleCatalogNeverSupersedesWithALowerVersion(t *testing.T) {
 
 // countingTasks counts the calls a check makes on the task store.
 type countingTasks struct {
-	ports.TaskRepository
+	application.TaskStore
 	calls *int
 }
 
 func (c countingTasks) CheckViewOf(ctx context.Context, id domain.DeviceID) (ports.CheckView, error) {
 	*c.calls++
-	return c.TaskRepository.CheckViewOf(ctx, id)
+	return c.TaskStore.CheckViewOf(ctx, id)
 }
 
 func (c countingTasks) Active(ctx context.Context, id domain.DeviceID) (domain.Task, error) {
 	*c.calls++
-	return c.TaskRepository.Active(ctx, id)
-}
-
-func (c countingTasks) FailedCounts(ctx context.Context, id domain.DeviceID) (map[string]int, error) {
-	*c.calls++
-	return c.TaskRepository.FailedCounts(ctx, id)
+	return c.TaskStore.Active(ctx, id)
 }
 
 func (c countingTasks) InTaskTx(ctx context.Context, fn func(ports.TaskTx) error) error {
 	*c.calls++
-	return c.TaskRepository.InTaskTx(ctx, fn)
+	return c.TaskStore.InTaskTx(ctx, fn)
 }
 
 // A check that changes nothing decides on the task state that came with the
@@ -324,7 +319,7 @@ func TestCheckReadsTheTaskStateOnlyWhenNotGiven(t *testing.T) {
 	created := e.check(d, "1.0.0").Task.Task
 	calls := 0
 	deps := e.deps
-	deps.Tasks = countingTasks{TaskRepository: e.deps.Tasks, calls: &calls}
+	deps.Tasks = countingTasks{TaskStore: e.deps.Tasks, calls: &calls}
 	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,20 @@ import (
 // PollInterval is the hint sent to devices as poll_after_seconds.
 type PollInterval time.Duration
 
+// TaskStore is every task port the use cases declare (AuthStore,
+// CheckStore, EventStore, ActiveTasks, RolloutCounts, TaskHistory,
+// TaskUpdater), for callers that build them all from one store (Deps).
+// No use case takes it: each takes the few methods it calls.
+type TaskStore interface {
+	AuthStore
+	CheckStore
+	EventStore
+	ActiveTasks
+	RolloutCounts
+	TaskHistory
+	TaskUpdater
+}
+
 // Deps are every port the use cases run on, for callers that build the
 // whole application at once (tests, tools): NewDevices and NewAdmin hand
 // each use case the ports it uses. Every field is required.
@@ -28,7 +42,7 @@ type Deps struct {
 	Devices   ports.DeviceRepository
 	Firmwares ports.FirmwareRepository
 	Rollouts  ports.RolloutRepository
-	Tasks     ports.TaskRepository
+	Tasks     TaskStore
 	Locker    ports.Locker
 	Clock     ports.Clock
 	IDs       ports.IDGenerator
@@ -37,12 +51,10 @@ type Deps struct {
 	// events (ports.Unlimited turns limits off).
 	Limiter ports.RateLimiter
 	// Attributes and Directory hold what devices report and the
-	// operators' tags (docs/DOMAIN.md, rule T2). They are optional here, for callers
-	// that predate them: without them a check reporting attributes and
-	// the tag and device-listing use cases fail with errNoTargetingStore.
-	// The served wiring always provides both.
+	// operators' tags (docs/DOMAIN.md, rule T2): the check stores reported
+	// attributes, and the admin's device view shows both.
 	Attributes ports.DeviceAttributes
-	Directory  ports.DeviceDirectory
+	Directory  DeviceDirectory
 	// Artifacts are the uploaded artifacts firmware may be published
 	// from; optional here (without it an artifact_id is not found).
 	Artifacts ports.ArtifactRepository
@@ -62,49 +74,9 @@ func (d Deps) artifacts() ArtifactReader {
 	return d.Artifacts
 }
 
-// errNoTargetingStore is what the targeting use cases answer when built
-// from Deps without their stores.
-var errNoTargetingStore = errors.New("application: no attribute or tag store configured")
-
-// noTargetingStore stands in for missing targeting stores in Deps.
-type noTargetingStore struct{}
-
-func (noTargetingStore) Get(context.Context, domain.DeviceID) (domain.DeviceAttributes, error) {
-	return domain.DeviceAttributes{}, nil
-}
-
-func (noTargetingStore) Update(context.Context, domain.DeviceID, func(*domain.DeviceAttributes) error) (domain.DeviceAttributes, error) {
-	return domain.DeviceAttributes{}, errNoTargetingStore
-}
-
-func (noTargetingStore) UpdateTags(context.Context, []domain.DeviceID, func(domain.DeviceID, []string) ([]string, error)) (map[domain.DeviceID][]string, error) {
-	return nil, errNoTargetingStore
-}
-
-func (noTargetingStore) Tags(context.Context, domain.DeviceID) ([]string, error) {
-	return nil, errNoTargetingStore
-}
-
-func (noTargetingStore) List(context.Context, ports.DeviceFilter) ([]ports.DeviceListing, error) {
-	return nil, errNoTargetingStore
-}
-
-func (d Deps) attributes() ports.DeviceAttributes {
-	if d.Attributes == nil {
-		return noTargetingStore{}
-	}
-	return d.Attributes
-}
-
-func (d Deps) directory() ports.DeviceDirectory {
-	if d.Directory == nil {
-		return noTargetingStore{}
-	}
-	return d.Directory
-}
-
 func (d Deps) validate() error {
-	return required(d.Devices, d.Firmwares, d.Rollouts, d.Tasks, d.Locker, d.Clock, d.IDs, d.Metrics, d.Limiter)
+	return required(d.Devices, d.Firmwares, d.Rollouts, d.Tasks, d.Locker, d.Clock, d.IDs, d.Metrics, d.Limiter,
+		d.Attributes, d.Directory)
 }
 
 // required fails when any dependency is missing (a nil interface).

@@ -26,7 +26,7 @@ func NewDevices(deps Deps, poll PollInterval) (*Devices, error) {
 		return nil, err
 	}
 	checks, err := NewChecks(deps.Devices, deps.Firmwares, deps.Rollouts, deps.Tasks, deps.Locker,
-		deps.Clock, deps.IDs, deps.Metrics, deps.Limiter, deps.attributes(), poll)
+		deps.Clock, deps.IDs, deps.Metrics, deps.Limiter, deps.Attributes, poll)
 	if err != nil {
 		return nil, err
 	}

@@ -9,9 +9,17 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
+// EventStore is what the task and event use cases read and write.
+type EventStore interface {
+	// Get loads a task by id (domain.ErrNotFound).
+	Get(ctx context.Context, id domain.UUID) (domain.Task, error)
+	// TaskTransactor is the transaction ApplyEvent stores the event in.
+	TaskTransactor
+}
+
 // Events shows devices their tasks and applies their progress events.
 type Events struct {
-	tasks     ports.TaskRepository
+	tasks     EventStore
 	firmwares ports.FirmwareRepository
 	devices   ports.DeviceRepository
 	clock     ports.Clock
@@ -21,7 +29,7 @@ type Events struct {
 
 // NewEvents builds the task and event use cases; devices records the
 // version of a device whose success came after its task timed out.
-func NewEvents(tasks ports.TaskRepository, firmwares ports.FirmwareRepository, devices ports.DeviceRepository, clock ports.Clock,
+func NewEvents(tasks EventStore, firmwares ports.FirmwareRepository, devices ports.DeviceRepository, clock ports.Clock,
 	metrics ports.Metrics, limiter ports.RateLimiter) (*Events, error) {
 	if err := required(tasks, firmwares, devices, clock, metrics, limiter); err != nil {
 		return nil, err
@@ -168,12 +176,4 @@ func rolloutCounts(r domain.Rollout, stats func(since time.Time) (domain.TaskSta
 		stage, err = stats(since)
 	}
 	return total, stage, err
-}
-
-// endsTask reports whether an event request's status ends its task
-// (TaskStatus.IsFinal), as the protocols must know before the event is
-// judged: a status that does not parse ends nothing.
-func endsTask(status string) bool {
-	st, err := domain.ParseTaskStatus(status)
-	return err == nil && st.IsFinal()
 }

@@ -14,9 +14,9 @@ import (
 
 // Fleet implements ports.FleetService: the operators' views across many
 // resources (the rollout listing, a rollout's recent failures, who runs
-// what), read through a ports.FleetReader.
+// what), read through a FleetReader.
 type Fleet struct {
-	reader    ports.FleetReader
+	reader    FleetReader
 	firmwares ports.FirmwareRepository
 	rollouts  ports.RolloutRepository
 	clock     ports.Clock
@@ -24,9 +24,25 @@ type Fleet struct {
 
 var _ ports.FleetService = (*Fleet)(nil)
 
+// FleetReader is the read side the operator's fleet views need beyond the
+// repositories: aggregates the store computes in one query rather than
+// row by row. It is read-only, so every adapter may answer from a replica.
+type FleetReader interface {
+	// ListRollouts returns rollouts newest first (created_at, then id), each
+	// with its firmware's model and version and its task counts.
+	ListRollouts(ctx context.Context, f ports.RolloutFilter) ([]ports.RolloutSummary, error)
+	// VersionCounts counts devices by (model, current version), in no
+	// particular order.
+	VersionCounts(ctx context.Context, q ports.VersionCountQuery) ([]ports.VersionCount, error)
+	// RecentFailures returns a rollout's failed tasks, the most recently
+	// failed first (updated_at, then id, descending), at most limit. An
+	// unknown rollout has none.
+	RecentFailures(ctx context.Context, rolloutID domain.UUID, limit int) ([]domain.Task, error)
+}
+
 // NewFleet builds the fleet views on reader, with the firmware and rollouts
 // they resolve and the clock that says what "the last hour" is.
-func NewFleet(reader ports.FleetReader, firmwares ports.FirmwareRepository, rollouts ports.RolloutRepository, clock ports.Clock) (*Fleet, error) {
+func NewFleet(reader FleetReader, firmwares ports.FirmwareRepository, rollouts ports.RolloutRepository, clock ports.Clock) (*Fleet, error) {
 	if reader == nil {
 		return nil, errors.New("application: the fleet reader is required")
 	}

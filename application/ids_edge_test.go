@@ -37,42 +37,42 @@ func (w watchedDevices) Update(ctx context.Context, id domain.DeviceID, fn func(
 }
 
 type watchedTasks struct {
-	ports.TaskRepository
+	application.TaskStore
 	c *storeCalls
 }
 
 func (w watchedTasks) Get(ctx context.Context, id domain.UUID) (domain.Task, error) {
 	w.c.hit()
-	return w.TaskRepository.Get(ctx, id)
+	return w.TaskStore.Get(ctx, id)
 }
 
 func (w watchedTasks) Update(ctx context.Context, id domain.UUID, fn func(*domain.Task) error) (domain.Task, error) {
 	w.c.hit()
-	return w.TaskRepository.Update(ctx, id, fn)
+	return w.TaskStore.Update(ctx, id, fn)
 }
 
 func (w watchedTasks) InTaskTx(ctx context.Context, fn func(ports.TaskTx) error) error {
 	w.c.hit()
-	return w.TaskRepository.InTaskTx(ctx, fn)
+	return w.TaskStore.InTaskTx(ctx, fn)
 }
 
 func (w watchedTasks) Active(ctx context.Context, id domain.DeviceID) (domain.Task, error) {
 	w.c.hit()
-	return w.TaskRepository.Active(ctx, id)
+	return w.TaskStore.Active(ctx, id)
 }
 
 func (w watchedTasks) CheckViewOf(ctx context.Context, id domain.DeviceID) (ports.CheckView, error) {
 	w.c.hit()
-	return w.TaskRepository.CheckViewOf(ctx, id)
+	return w.TaskStore.CheckViewOf(ctx, id)
 }
 
 func (w watchedTasks) List(ctx context.Context, f ports.TaskFilter) ([]domain.Task, error) {
 	w.c.hit()
-	return w.TaskRepository.List(ctx, f)
+	return w.TaskStore.List(ctx, f)
 }
 
 type watchedDirectory struct {
-	ports.DeviceDirectory
+	application.DeviceDirectory
 	c *storeCalls
 }
 

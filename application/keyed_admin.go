@@ -9,18 +9,32 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
+// KeyedAdmissions is what registering a device with a public key stores:
+// its admission (domain.DeviceAdmission), with the device or for one
+// already registered. Not-found is domain.ErrNotFound.
+type KeyedAdmissions interface {
+	// CreateDevice registers a device together with its admission,
+	// atomically: domain.ErrDeviceExists if the id is taken, and nothing is
+	// stored then.
+	CreateDevice(ctx context.Context, d domain.Device, a domain.DeviceAdmission) error
+	// Admit stores a registered device's admission, replacing any key it
+	// had (create==true when it had none); domain.ErrNotFound if the
+	// device is not registered.
+	Admit(ctx context.Context, deviceID domain.DeviceID, fn func(current *domain.DeviceAdmission) (domain.DeviceAdmission, error)) (domain.DeviceAdmission, error)
+}
+
 // KeyedAdmin is the operators' use cases with a device registration that
 // may carry a public key (Mender's device API): such a device is
 // preauthorized to authenticate with its key pair. Every other call is the
 // wrapped AdminService's.
 type KeyedAdmin struct {
 	ports.AdminService
-	admissions ports.DeviceAdmissions
+	admissions KeyedAdmissions
 	clock      ports.Clock
 }
 
 // NewKeyedAdmin wraps the operators' use cases.
-func NewKeyedAdmin(inner *Admin, admissions ports.DeviceAdmissions, clock ports.Clock) (*KeyedAdmin, error) {
+func NewKeyedAdmin(inner *Admin, admissions KeyedAdmissions, clock ports.Clock) (*KeyedAdmin, error) {
 	if inner == nil || admissions == nil || clock == nil {
 		return nil, errors.New("application: KeyedAdmin needs the admin use cases, the admissions and a clock")
 	}

@@ -9,13 +9,20 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
-// stopBeforeInstall stores domain.Task.StopBeforeInstall's decision on the
+// TaskUpdater changes a task outside a device's event: the protocols'
+// stop before install.
+type TaskUpdater interface {
+	// Update loads the task locked, lets fn change it, and stores it.
+	Update(ctx context.Context, id domain.UUID, fn func(*domain.Task) error) (domain.Task, error)
+}
+
+// StopBeforeInstall stores domain.Task.StopBeforeInstall's decision on the
 // task v, of rollout r: the one place the device protocols (Mender's status
-// reports, DDI's deploymentBase and feedback) stop a task whose firmware was
-// revoked or rollout cancelled before its device began installing. It
-// returns the task as it stands: cancelled when it was stopped, else as v
-// had it.
-func stopBeforeInstall(ctx context.Context, tasks ports.TaskRepository, metrics ports.Metrics, v ports.TaskView, r domain.Rollout, now time.Time) (domain.Task, error) {
+// reports, DDI's deploymentBase and feedback; application/mender and
+// application/ddi) stop a task whose firmware was revoked or rollout
+// cancelled before its device began installing. It returns the task as it
+// stands: cancelled when it was stopped, else as v had it.
+func StopBeforeInstall(ctx context.Context, tasks TaskUpdater, metrics ports.Metrics, v ports.TaskView, r domain.Rollout, now time.Time) (domain.Task, error) {
 	if probe := v.Task; !probe.StopBeforeInstall(v.Firmware, r, now) {
 		return v.Task, nil
 	}
@@ -30,4 +37,12 @@ func stopBeforeInstall(ctx context.Context, tasks ports.TaskRepository, metrics 
 		metrics.TaskTransition(t.Status().String())
 	}
 	return t, nil
+}
+
+// EndsTask reports whether an event request's status ends its task
+// (TaskStatus.IsFinal), as the protocols must know before the event is
+// judged: a status that does not parse ends nothing.
+func EndsTask(status string) bool {
+	st, err := domain.ParseTaskStatus(status)
+	return err == nil && st.IsFinal()
 }

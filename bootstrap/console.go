@@ -14,7 +14,7 @@ import (
 )
 
 // fleetSet provides the fleet views (the admin API's listings and the
-// console's overview) on whatever ports.FleetReader the store set binds.
+// console's overview) on whatever application.FleetReader the store set binds.
 var fleetSet = wire.NewSet(
 	application.NewFleet, wire.Bind(new(ports.FleetService), new(*application.Fleet)),
 )
@@ -23,12 +23,12 @@ var fleetSet = wire.NewSet(
 // straight from the tables, not through the catalog cache: an operator
 // wants the counts as they are.
 var postgresFleetSet = wire.NewSet(
-	postgres.NewFleetReader, wire.Bind(new(ports.FleetReader), new(*postgres.FleetReader)),
+	postgres.NewFleetReader, wire.Bind(new(application.FleetReader), new(*postgres.FleetReader)),
 )
 
 // memoryFleetSet reads the fleet views from the in-process store.
 var memoryFleetSet = wire.NewSet(
-	memory.NewFleet, wire.Bind(new(ports.FleetReader), new(*memory.Fleet)),
+	memory.NewFleet, wire.Bind(new(application.FleetReader), new(*memory.Fleet)),
 )
 
 // consoleSet provides the operator console and mounts it, with the fleet

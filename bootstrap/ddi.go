@@ -11,7 +11,7 @@ import (
 	"github.com/ai-device/ota/adapters/httpedge"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/postgres"
-	"github.com/ai-device/ota/application"
+	ddiapp "github.com/ai-device/ota/application/ddi"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -23,19 +23,19 @@ var DDISet = wire.NewSet(
 	ddi.ProviderSet,
 	DDIConfigFrom,
 	DDIVersionAttributeFrom,
-	application.NewDDI, wire.Bind(new(ports.DDIService), new(*application.DDI)),
+	ddiapp.New, wire.Bind(new(ddiapp.Service), new(*ddiapp.UseCases)),
 )
 
 // DDIMemoryStores are the in-process attribute and task-action repositories.
 var DDIMemoryStores = wire.NewSet(
 	memory.NewAttributes, wire.Bind(new(ports.DeviceAttributes), new(*memory.Attributes)),
-	memory.NewTaskActions, wire.Bind(new(ports.TaskActions), new(*memory.TaskActions)),
+	memory.NewTaskActions, wire.Bind(new(ddiapp.TaskActions), new(*memory.TaskActions)),
 )
 
 // DDIPostgresStores are the Postgres attribute and task-action repositories.
 var DDIPostgresStores = wire.NewSet(
 	postgres.NewAttributeRepository, wire.Bind(new(ports.DeviceAttributes), new(*postgres.AttributeRepository)),
-	postgres.NewTaskActionRepository, wire.Bind(new(ports.TaskActions), new(*postgres.TaskActionRepository)),
+	postgres.NewTaskActionRepository, wire.Bind(new(ddiapp.TaskActions), new(*postgres.TaskActionRepository)),
 )
 
 // DDIConfigFrom extracts the DDI adapter's settings.
@@ -45,8 +45,8 @@ func DDIConfigFrom(cfg Config) ddi.Config {
 
 // DDIVersionAttributeFrom names the configData attribute carrying a
 // device's running version.
-func DDIVersionAttributeFrom(cfg Config) application.DDIVersionAttribute {
-	return application.DDIVersionAttribute(cfg.DDIVersionAttribute)
+func DDIVersionAttributeFrom(cfg Config) ddiapp.VersionAttribute {
+	return ddiapp.VersionAttribute(cfg.DDIVersionAttribute)
 }
 
 // ddiMounts are the DDI routes the HTTP edge mounts.

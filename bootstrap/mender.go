@@ -14,6 +14,7 @@ import (
 	"github.com/ai-device/ota/adapters/mender"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/application"
+	menderapp "github.com/ai-device/ota/application/mender"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -49,39 +50,41 @@ type MenderSettings struct {
 var MenderSet = wire.NewSet(
 	mender.ProviderSet,
 	MenderConfigFrom,
-	wire.Struct(new(application.MenderPorts), "*"),
-	application.NewMender,
+	wire.Struct(new(menderapp.Ports), "*"),
+	menderapp.New,
 	MenderQueueObserverFrom,
-	wire.Bind(new(ports.MenderService), new(*application.Mender)),
-	wire.Bind(new(ports.AdmissionService), new(*application.Mender)),
+	wire.Bind(new(menderapp.Service), new(*menderapp.UseCases)),
+	wire.Bind(new(menderapp.AdmissionService), new(*menderapp.UseCases)),
 )
 
 // MenderMemoryStores are the in-process Mender repositories.
 var MenderMemoryStores = wire.NewSet(
-	memory.NewAdmissions, wire.Bind(new(ports.DeviceAdmissions), new(*memory.Admissions)),
-	memory.NewAuthRequests, wire.Bind(new(ports.AuthRequests), new(*memory.AuthRequests)),
-	memory.NewArtifactCatalog, wire.Bind(new(ports.ArtifactCatalog), new(*memory.ArtifactCatalog)),
-	memory.NewTaskLogs, wire.Bind(new(ports.TaskLogs), new(*memory.TaskLogs)),
+	memory.NewAdmissions, wire.Bind(new(menderapp.DeviceAdmissions), new(*memory.Admissions)),
+	wire.Bind(new(application.KeyedAdmissions), new(*memory.Admissions)),
+	memory.NewAuthRequests, wire.Bind(new(menderapp.AuthRequests), new(*memory.AuthRequests)),
+	memory.NewArtifactCatalog, wire.Bind(new(menderapp.ArtifactCatalog), new(*memory.ArtifactCatalog)),
+	memory.NewTaskLogs, wire.Bind(new(menderapp.TaskLogs), new(*memory.TaskLogs)),
 )
 
 // MenderPostgresStores are the Postgres Mender repositories.
 var MenderPostgresStores = wire.NewSet(
-	postgres.NewAdmissionRepository, wire.Bind(new(ports.DeviceAdmissions), new(*postgres.AdmissionRepository)),
-	postgres.NewAuthRequestRepository, wire.Bind(new(ports.AuthRequests), new(*postgres.AuthRequestRepository)),
-	postgres.NewArtifactCatalogRepository, wire.Bind(new(ports.ArtifactCatalog), new(*postgres.ArtifactCatalogRepository)),
-	postgres.NewTaskLogRepository, wire.Bind(new(ports.TaskLogs), new(*postgres.TaskLogRepository)),
+	postgres.NewAdmissionRepository, wire.Bind(new(menderapp.DeviceAdmissions), new(*postgres.AdmissionRepository)),
+	wire.Bind(new(application.KeyedAdmissions), new(*postgres.AdmissionRepository)),
+	postgres.NewAuthRequestRepository, wire.Bind(new(menderapp.AuthRequests), new(*postgres.AuthRequestRepository)),
+	postgres.NewArtifactCatalogRepository, wire.Bind(new(menderapp.ArtifactCatalog), new(*postgres.ArtifactCatalogRepository)),
+	postgres.NewTaskLogRepository, wire.Bind(new(menderapp.TaskLogs), new(*postgres.TaskLogRepository)),
 )
 
 // MenderConfigFrom extracts the Mender use cases' settings. Without
 // OTA_MENDER_TOKEN_SECRET a random secret is made, and the warning says
 // what that costs: tokens do not survive a restart and are not valid on
 // other replicas (devices then authenticate again, once per replica hop).
-func MenderConfigFrom(cfg Config, logger *slog.Logger) (application.MenderConfig, error) {
+func MenderConfigFrom(cfg Config, logger *slog.Logger) (menderapp.Config, error) {
 	secret := domain.SessionSecret(cfg.Mender.TokenSecret)
 	if len(secret) == 0 {
 		var err error
 		if secret, err = domain.NewSessionSecret(); err != nil {
-			return application.MenderConfig{}, err
+			return menderapp.Config{}, err
 		}
 		logger.Warn("OTA_MENDER_TOKEN_SECRET is not set: Mender session tokens are signed with a random per-process secret; " +
 			"they do not survive a restart and are not accepted by other replicas (devices authenticate again). " +
@@ -91,7 +94,7 @@ func MenderConfigFrom(cfg Config, logger *slog.Logger) (application.MenderConfig
 	if cfg.Mender.AuthRate > 0 {
 		limiter = local.NewRateLimiter(cfg.Mender.AuthRate, cfg.Mender.AuthBurst)
 	}
-	return application.MenderConfig{IDKey: cfg.Mender.IDKey, AcceptPending: cfg.Mender.AcceptPending,
+	return menderapp.Config{IDKey: cfg.Mender.IDKey, AcceptPending: cfg.Mender.AcceptPending,
 		TokenTTL: cfg.Mender.TokenTTL, Secret: secret, RequestTTL: cfg.Mender.RequestTTL, AuthLimiter: limiter}, nil
 }
 
@@ -108,7 +111,7 @@ type menderQueueObserver struct {
 }
 
 // MenderQueueObserverFrom registers the dropped-requests counter with m.
-func MenderQueueObserverFrom(m *Metrics, logger *slog.Logger) ports.AuthQueueObserver {
+func MenderQueueObserverFrom(m *Metrics, logger *slog.Logger) menderapp.AuthQueueObserver {
 	o := &menderQueueObserver{logger: logger, dropped: prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ota_mender_auth_requests_dropped_total",
 		Help: "Mender auth requests not recorded because the pending queue was full.",

@@ -42,23 +42,16 @@ var _ ports.Metrics = (*Metrics)(nil)
 func NewMetrics() *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
-		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ota_checks_total",
-			Help: "Device checks by outcome (no_update, reused, created, superseded, busy, error).",
-		}, []string{"outcome"}),
+		checks: counterVec("ota_checks_total",
+			"Device checks by outcome (no_update, reused, created, superseded, busy, error).", "outcome"),
 		lockWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "ota_lock_wait_seconds",
 			Help:    "Time spent waiting for a device:firmware lock that was acquired.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}),
-		lockFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ota_lock_failures_total",
-			Help: "Locks not acquired or lost, by reason (timeout, unavailable, lost).",
-		}, []string{"reason"}),
-		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ota_task_transitions_total",
-			Help: "Tasks entering a status.",
-		}, []string{"status"}),
+		lockFailures: counterVec("ota_lock_failures_total",
+			"Locks not acquired or lost, by reason (timeout, unavailable, lost).", "reason"),
+		transitions: counterVec("ota_task_transitions_total", "Tasks entering a status.", "status"),
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "ota_http_request_duration_seconds",
 			Help:    "HTTP request duration by method, route template and status code.",
@@ -68,6 +61,11 @@ func NewMetrics() *Metrics {
 	m.registry.MustRegister(m.checks, m.lockWait, m.lockFailures, m.transitions, m.requests,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// counterVec is a counter by one label.
+func counterVec(name, help, label string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label})
 }
 
 // Handler serves the registry for /metrics.

@@ -36,6 +36,7 @@ var ApplicationSet = wire.NewSet(
 	RateLimiterFrom,
 	fleetSet,
 	ArtifactSet,
+	taskPortSet,
 )
 
 // edgeBaseSet provides the HTTP server and metrics.
@@ -65,6 +66,7 @@ var PostgresEdgeSet = wire.NewSet(edgeBaseSet, NewPostgresApp)
 // and invalidated by LISTEN/NOTIFY), and the Redis lock.
 var PostgresSet = wire.NewSet(
 	postgres.ServingSet,
+	PostgresTaskPorts,
 	postgresFleetSet,
 	WriteBehindConfigFrom,
 	CatalogCacheConfigFrom,
@@ -76,7 +78,7 @@ var PostgresSet = wire.NewSet(
 	HealthChecks,
 	DDIPostgresStores,
 	MenderPostgresStores,
-	postgres.NewDeviceDirectory, wire.Bind(new(ports.DeviceDirectory), new(*postgres.DeviceDirectory)),
+	postgres.NewDeviceDirectory, wire.Bind(new(application.DeviceDirectory), new(*postgres.DeviceDirectory)),
 	postgres.NewArtifactRepository, wire.Bind(new(ports.ArtifactRepository), new(*postgres.ArtifactRepository)),
 )
 
@@ -162,13 +164,14 @@ func registerHotPathMetrics(m *Metrics, seen *postgres.WriteBehindStats, catalog
 // MemorySet runs the whole service in one process with no Postgres or Redis.
 var MemorySet = wire.NewSet(
 	memory.ProviderSet,
+	MemoryTaskPorts,
 	memoryFleetSet,
 	local.SystemSet,
 	MemoryLocker,
 	NoHealthChecks,
 	DDIMemoryStores,
 	MenderMemoryStores,
-	memory.NewDirectory, wire.Bind(new(ports.DeviceDirectory), new(*memory.Directory)),
+	memory.NewDirectory, wire.Bind(new(application.DeviceDirectory), new(*memory.Directory)),
 )
 
 // PollIntervalFrom extracts the devices' poll hint.

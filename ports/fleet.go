@@ -46,22 +46,6 @@ type VersionCountQuery struct {
 	DayAgo  time.Time
 }
 
-// FleetReader is the read side the operator's fleet views need beyond the
-// repositories: aggregates the store computes in one query rather than
-// row by row. It is read-only, so every adapter may answer from a replica.
-type FleetReader interface {
-	// ListRollouts returns rollouts newest first (created_at, then id), each
-	// with its firmware's model and version and its task counts.
-	ListRollouts(ctx context.Context, f RolloutFilter) ([]RolloutSummary, error)
-	// VersionCounts counts devices by (model, current version), in no
-	// particular order.
-	VersionCounts(ctx context.Context, q VersionCountQuery) ([]VersionCount, error)
-	// RecentFailures returns a rollout's failed tasks, the most recently
-	// failed first (updated_at, then id, descending), at most limit. An
-	// unknown rollout has none.
-	RecentFailures(ctx context.Context, rolloutID domain.UUID, limit int) ([]domain.Task, error)
-}
-
 // RolloutQuery is the rollout listing's filter, as received.
 type RolloutQuery struct {
 	Model string

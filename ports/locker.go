@@ -1,6 +1,14 @@
-// Package ports holds the narrow interfaces the application core needs from
-// the outside world, and the use-case interfaces the edges call. The core owns
-// them; adapters implement them.
+// Package ports holds only what the core owns and shares: the clock, ids,
+// the lock, metrics and rate limits; the stores several use cases share
+// (devices, firmware, rollouts, device attributes) and the task
+// transaction's primitives (TaskTx); the records the store adapters hand
+// back, which they must name and so cannot take from package application;
+// and the use-case interfaces the edges call. A store interface only one
+// use case calls is declared next to that use case
+// (application.CheckStore, application.FleetReader, ddi.TaskActions,
+// mender.AuthRequests and the like), and a device protocol's words live
+// with its use cases (application/ddi, application/mender). Adapters
+// implement them structurally.
 package ports
 
 import (

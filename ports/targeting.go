@@ -34,23 +34,6 @@ type DeviceListing struct {
 	Attributes domain.DeviceAttributes
 }
 
-// DeviceDirectory keeps the operator's tags on devices and lists devices
-// by model, tags and attributes. Tags are read by the check with the rest
-// of the device (ports.DeviceTasks.Facts), never separately.
-type DeviceDirectory interface {
-	// UpdateTags locks every listed device, lets fn compute each one's new
-	// tags from its current ones, and stores them all in one transaction:
-	// all or nothing. An unknown id is domain.ErrNotFound and nothing is
-	// written. It returns the stored tags by device id.
-	UpdateTags(ctx context.Context, deviceIDs []domain.DeviceID, fn func(deviceID domain.DeviceID, tags []string) ([]string, error)) (map[domain.DeviceID][]string, error)
-	// Tags returns a device's tags (empty, never nil, when it has none or
-	// does not exist).
-	Tags(ctx context.Context, deviceID domain.DeviceID) ([]string, error)
-	// List returns the devices matching f in device_id order, at most
-	// f.Limit, after f.After. Never nil.
-	List(ctx context.Context, f DeviceFilter) ([]DeviceListing, error)
-}
-
 // DeviceQuery is the admin device listing's filter, as received: tag may
 // repeat; attribute is "key=value" and may repeat.
 type DeviceQuery struct {

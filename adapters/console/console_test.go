@@ -63,7 +63,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	clk := &clock{}
-	svc := testenv.NewMemoryService(t, testenv.MemoryOptions{Clock: clk, Targeting: true, Artifacts: true})
+	svc := testenv.NewMemoryService(t, testenv.MemoryOptions{Clock: clk, Artifacts: true})
 	devices, admin, fleet := svc.Devices, svc.Admin, svc.Fleet
 	con, err := console.New(console.Config{AdminToken: adminToken, RefreshEvery: time.Second}, admin, fleet, clk, nil,
 		console.WithArtifacts(svc.Artifacts))

@@ -26,6 +26,7 @@ import (
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
+	ddiapp "github.com/ai-device/ota/application/ddi"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 	"github.com/ai-device/ota/tests/testenv"
@@ -99,7 +100,7 @@ func newHostedHarness(t *testing.T) *hosted {
 	poll := application.PollInterval(90 * time.Second)
 	base := testenv.NewMemoryService(t, testenv.MemoryOptions{Clock: local.NewClock(), LockWait: 500 * time.Millisecond, PollInterval: time.Duration(poll)})
 	store, deps, devices, admin := base.Store, base.Deps, base.Devices, base.Admin
-	svc, err := application.NewDDI(devices, deps.Devices, deps.Rollouts, memory.NewAttributes(store), memory.NewTaskActions(store), deps.Tasks, deps.Metrics,
+	svc, err := ddiapp.New(devices, deps.Devices, deps.Rollouts, memory.NewAttributes(store), memory.NewTaskActions(store), deps.Tasks, deps.Metrics,
 		deps.Clock, poll, "sw_version")
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,7 @@
 // Package ddi speaks Eclipse hawkBit's Direct Device Integration (DDI) API,
 // so that devices running SWUpdate's suricatta or rauc-hawkbit-updater can
 // use this service unchanged. It is a second driving adapter beside
-// adapters/rest, over the same use cases (ports.DDIService, which calls the
+// adapters/rest, over the same use cases (application/ddi's Service, which calls the
 // device check and events): it only translates the protocol.
 //
 // Its routes are mounted on the HTTP edge's Echo server (httpedge.Mount),
@@ -23,6 +23,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	ddiapp "github.com/ai-device/ota/application/ddi"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -63,13 +64,13 @@ type Config struct {
 // Adapter serves the DDI routes.
 type Adapter struct {
 	cfg Config
-	svc ports.DDIService
+	svc ddiapp.Service
 	dl  ports.DownloadService // nil: no hosted artifacts
 }
 
 // New builds the DDI adapter over the DDI use cases, and the download use
 // case for hosted artifacts (nil: none are served).
-func New(cfg Config, svc ports.DDIService, dl ports.DownloadService) *Adapter {
+func New(cfg Config, svc ddiapp.Service, dl ports.DownloadService) *Adapter {
 	if cfg.Tenant == "" {
 		cfg.Tenant = DefaultTenant
 	}

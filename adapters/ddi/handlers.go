@@ -1,6 +1,7 @@
 package ddi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	ddiapp "github.com/ai-device/ota/application/ddi"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -146,7 +148,7 @@ func (a *Adapter) poll(c echo.Context) error {
 // maintenance window, deployment.maintenanceWindow says whether it is open
 // ("available") or not ("unavailable", and then "update": "skip": the
 // agent may download but must not install), as hawkBit answers.
-func newDeploymentView(v ports.TaskView, window ports.DDIWindow) deploymentView {
+func newDeploymentView(v ports.TaskView, window ddiapp.Window) deploymentView {
 	spec := v.Firmware.Spec()
 	var d deploymentView
 	d.ID = strconv.FormatInt(v.Task.ActionID(), 10)
@@ -155,9 +157,9 @@ func newDeploymentView(v ports.TaskView, window ports.DDIWindow) deploymentView 
 		d.Deployment.Download, d.Deployment.Update = "forced", "forced"
 	}
 	switch window {
-	case ports.DDIWindowAvailable:
+	case ddiapp.WindowAvailable:
 		d.Deployment.MaintenanceWindow = "available"
-	case ports.DDIWindowUnavailable:
+	case ddiapp.WindowUnavailable:
 		d.Deployment.MaintenanceWindow, d.Deployment.Update = "unavailable", "skip"
 	}
 	links := map[string]link{"download-http": {spec.URL}}
@@ -215,7 +217,7 @@ func (a *Adapter) installedBase(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d := newDeploymentView(v, ports.DDINoWindow)
+	d := newDeploymentView(v, ddiapp.NoWindow)
 	if err := a.withHosted(c, &d, v); err != nil {
 		return err
 	}
@@ -223,29 +225,38 @@ func (a *Adapter) installedBase(c echo.Context) error {
 }
 
 // feedback reads a feedback body; status.execution is required.
-func feedback(c echo.Context) (ports.DDIFeedback, error) {
+func feedback(c echo.Context) (ddiapp.Feedback, error) {
 	var b feedbackBody
 	if err := decode(c, &b); err != nil {
-		return ports.DDIFeedback{}, err
+		return ddiapp.Feedback{}, err
 	}
 	if b.Status == nil || b.Status.Execution == nil {
-		return ports.DDIFeedback{}, &domain.ValidationError{Field: "status.execution", Reason: "is required"}
+		return ddiapp.Feedback{}, &domain.ValidationError{Field: "status.execution", Reason: "is required"}
 	}
-	fb := ports.DDIFeedback{Execution: *b.Status.Execution, Finished: "none", Details: b.Status.Details}
+	fb := ddiapp.Feedback{Execution: *b.Status.Execution, Finished: "none", Details: b.Status.Details}
 	if r := b.Status.Result; r != nil {
 		if r.Finished != nil {
 			fb.Finished = *r.Finished
 		}
 		if p := r.Progress; p != nil && p.Cnt != nil && p.Of != nil {
-			fb.Progress = &ports.DDIProgress{Cnt: *p.Cnt, Of: *p.Of}
+			fb.Progress = &ddiapp.Progress{Cnt: *p.Cnt, Of: *p.Of}
 		}
 	}
 	return fb, nil
 }
 
-// deploymentFeedback answers exactly 200 with no body on success: SWUpdate
-// treats any other 2xx as a failure and resends forever.
+// deploymentFeedback applies a device's feedback on an action.
 func (a *Adapter) deploymentFeedback(c echo.Context) error {
+	return answerFeedback(c, func(ctx context.Context, deviceID domain.DeviceID, actionID int64, fb ddiapp.Feedback) error {
+		_, err := a.svc.DeploymentFeedback(ctx, deviceID, actionID, fb)
+		return err
+	})
+}
+
+// answerFeedback reads an action's id and feedback, hands them to apply,
+// and answers exactly 200 with no body on success: SWUpdate treats any
+// other 2xx as a failure and resends forever.
+func answerFeedback(c echo.Context, apply func(ctx context.Context, deviceID domain.DeviceID, actionID int64, fb ddiapp.Feedback) error) error {
 	id, err := actionID(c)
 	if err != nil {
 		return err
@@ -254,7 +265,7 @@ func (a *Adapter) deploymentFeedback(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := a.svc.DeploymentFeedback(c.Request().Context(), authenticated(c).ID(), id, fb); err != nil {
+	if err := apply(c.Request().Context(), authenticated(c).ID(), id, fb); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusOK)
@@ -275,19 +286,12 @@ func (a *Adapter) cancelAction(c echo.Context) error {
 	return c.JSON(http.StatusOK, v)
 }
 
+// cancelFeedback records the device's answer to a cancel.
 func (a *Adapter) cancelFeedback(c echo.Context) error {
-	id, err := actionID(c)
-	if err != nil {
+	return answerFeedback(c, func(ctx context.Context, deviceID domain.DeviceID, actionID int64, fb ddiapp.Feedback) error {
+		_, err := a.svc.CancelFeedback(ctx, deviceID, actionID, fb)
 		return err
-	}
-	fb, err := feedback(c)
-	if err != nil {
-		return err
-	}
-	if _, err := a.svc.CancelFeedback(c.Request().Context(), authenticated(c).ID(), id, fb); err != nil {
-		return err
-	}
-	return c.NoContent(http.StatusOK)
+	})
 }
 
 func (a *Adapter) configData(c echo.Context) error {

@@ -14,8 +14,6 @@ import (
 // Admissions is the in-memory ports.DeviceAdmissions over a Store.
 type Admissions struct{ s *Store }
 
-var _ ports.DeviceAdmissions = (*Admissions)(nil)
-
 func NewAdmissions(s *Store) *Admissions { return &Admissions{s: s} }
 
 func storedAdmission(a domain.DeviceAdmission) (domain.DeviceAdmission, error) {
@@ -91,8 +89,6 @@ func (r *Admissions) Registered(ctx context.Context, deviceIDs []domain.DeviceID
 
 // AuthRequests is the in-memory ports.AuthRequests over a Store.
 type AuthRequests struct{ s *Store }
-
-var _ ports.AuthRequests = (*AuthRequests)(nil)
 
 func NewAuthRequests(s *Store) *AuthRequests { return &AuthRequests{s: s} }
 
@@ -201,8 +197,6 @@ func (r *AuthRequests) Accept(ctx context.Context, id domain.UUID, dev *domain.D
 // ArtifactCatalog is the in-memory ports.ArtifactCatalog over a Store.
 type ArtifactCatalog struct{ s *Store }
 
-var _ ports.ArtifactCatalog = (*ArtifactCatalog)(nil)
-
 func NewArtifactCatalog(s *Store) *ArtifactCatalog { return &ArtifactCatalog{s: s} }
 
 func (r *ArtifactCatalog) ByArtifactName(ctx context.Context, model, name string) (domain.Firmware, error) {
@@ -218,8 +212,6 @@ func (r *ArtifactCatalog) ByArtifactName(ctx context.Context, model, name string
 
 // TaskLogs is the in-memory ports.TaskLogs over a Store.
 type TaskLogs struct{ s *Store }
-
-var _ ports.TaskLogs = (*TaskLogs)(nil)
 
 func NewTaskLogs(s *Store) *TaskLogs { return &TaskLogs{s: s} }
 
@@ -271,8 +263,6 @@ func (r *Attributes) Update(ctx context.Context, deviceID domain.DeviceID, fn fu
 
 // TaskActions is the in-memory ports.TaskActions over a Store.
 type TaskActions struct{ s *Store }
-
-var _ ports.TaskActions = (*TaskActions)(nil)
 
 func NewTaskActions(s *Store) *TaskActions { return &TaskActions{s: s} }
 
@@ -348,8 +338,6 @@ func (s *Store) facts(deviceID string) domain.DeviceFacts {
 // Directory is the in-memory ports.DeviceDirectory over a Store.
 type Directory struct{ s *Store }
 
-var _ ports.DeviceDirectory = (*Directory)(nil)
-
 func NewDirectory(s *Store) *Directory { return &Directory{s: s} }
 
 func (r *Directory) UpdateTags(ctx context.Context, ids []domain.DeviceID, fn func(domain.DeviceID, []string) ([]string, error)) (map[domain.DeviceID][]string, error) {
@@ -408,8 +396,6 @@ func (r *Directory) List(ctx context.Context, f ports.DeviceFilter) ([]ports.Dev
 // Fleet is the in-memory ports.FleetReader over a Store: each answer is
 // computed under the store's lock, one consistent snapshot.
 type Fleet struct{ s *Store }
-
-var _ ports.FleetReader = (*Fleet)(nil)
 
 func NewFleet(s *Store) *Fleet { return &Fleet{s: s} }
 

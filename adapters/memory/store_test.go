@@ -223,7 +223,7 @@ func TestContextErrorsAreTheContexts(t *testing.T) {
 	_, errs["tasks.active"] = f.tk.Active(ctx, d.ID())
 	_, errs["tasks.update"] = f.tk.Update(ctx, tk.ID(), func(*domain.Task) error { return nil })
 	_, errs["tasks.list"] = f.tk.List(ctx, ports.TaskFilter{})
-	_, errs["tasks.failed"] = f.tk.FailedCounts(ctx, d.ID())
+	_, errs["tasks.checkView"] = f.tk.CheckViewOf(ctx, d.ID())
 	_, errs["tasks.stats"] = f.tk.RolloutStats(ctx, o.Rollout.ID())
 	for name, err := range errs {
 		if !errors.Is(err, context.Canceled) {

@@ -12,10 +12,9 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
-// Tasks is the in-memory ports.TaskRepository over a Store.
+// Tasks is the in-memory task store over a Store: every task port the use
+// cases declare (application.TaskStore).
 type Tasks struct{ s *Store }
-
-var _ ports.TaskRepository = (*Tasks)(nil)
 
 func NewTasks(s *Store) *Tasks { return &Tasks{s: s} }
 
@@ -274,10 +273,6 @@ func (tx *taskTx) StoreRollout(r domain.Rollout) (domain.Rollout, error) {
 
 func (tx *taskTx) RolloutStats(rolloutID domain.UUID, since time.Time) (domain.TaskStats, error) {
 	return tx.s.rolloutStats(rolloutID.String(), since), nil
-}
-
-func (r *Tasks) FailedCounts(ctx context.Context, deviceID domain.DeviceID) (map[string]int, error) {
-	return locked(ctx, r.s, func() (map[string]int, error) { return r.s.failed(deviceID.String()), nil })
 }
 
 func (r *Tasks) RolloutStats(ctx context.Context, rolloutID domain.UUID) (domain.TaskStats, error) {

@@ -12,6 +12,6 @@ var ProviderSet = wire.NewSet(
 	NewDevices, wire.Bind(new(ports.DeviceRepository), new(*Devices)),
 	NewFirmwares, wire.Bind(new(ports.FirmwareRepository), new(*Firmwares)),
 	NewRollouts, wire.Bind(new(ports.RolloutRepository), new(*Rollouts)),
-	NewTasks, wire.Bind(new(ports.TaskRepository), new(*Tasks)),
+	NewTasks,
 	NewArtifacts, wire.Bind(new(ports.ArtifactRepository), new(*Artifacts)),
 )

@@ -11,8 +11,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ai-device/ota/adapters/httpedge"
+	menderapp "github.com/ai-device/ota/application/mender"
 	"github.com/ai-device/ota/domain"
-	"github.com/ai-device/ota/ports"
 )
 
 // authenticate answers a device's signed authentication request with a
@@ -23,7 +23,7 @@ func (a *Adapter) authenticate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	tok, err := a.svc.Authenticate(c.Request().Context(), ports.MenderAuth{
+	tok, err := a.svc.Authenticate(c.Request().Context(), menderapp.Auth{
 		Body: body, Signature: c.Request().Header.Get("X-MEN-Signature"), Source: sourceOf(c.Request()),
 	})
 	if err != nil {
@@ -129,7 +129,7 @@ type deploymentView struct {
 // (firmware URLs are the operator's; they do not expire here).
 const sourceTTL = 24 * time.Hour
 
-func (a *Adapter) next(c echo.Context, p ports.MenderProvides) error {
+func (a *Adapter) next(c echo.Context, p menderapp.Provides) error {
 	v, err := a.svc.Next(c.Request().Context(), deviceOf(c), p)
 	if err != nil {
 		return err
@@ -155,7 +155,7 @@ func (a *Adapter) nextV2(c echo.Context) error {
 	if err := decode(c, &b, `{"device_provides": {"artifact_name", "device_type"}}`); err != nil {
 		return err
 	}
-	return a.next(c, ports.MenderProvides{ArtifactName: b.DeviceProvides.get("artifact_name"), DeviceType: b.DeviceProvides.get("device_type")})
+	return a.next(c, menderapp.Provides{ArtifactName: b.DeviceProvides.get("artifact_name"), DeviceType: b.DeviceProvides.get("device_type")})
 }
 
 func (a *Adapter) nextV1Post(c echo.Context) error {
@@ -163,12 +163,12 @@ func (a *Adapter) nextV1Post(c echo.Context) error {
 	if err := decode(c, &b, `{"artifact_name", "device_type"}`); err != nil {
 		return err
 	}
-	return a.next(c, ports.MenderProvides{ArtifactName: b.get("artifact_name"), DeviceType: b.get("device_type")})
+	return a.next(c, menderapp.Provides{ArtifactName: b.get("artifact_name"), DeviceType: b.get("device_type")})
 }
 
 func (a *Adapter) nextV1Get(c echo.Context) error {
 	q := c.QueryParams()
-	return a.next(c, ports.MenderProvides{ArtifactName: q.Get("artifact_name"), DeviceType: q.Get("device_type")})
+	return a.next(c, menderapp.Provides{ArtifactName: q.Get("artifact_name"), DeviceType: q.Get("device_type")})
 }
 
 // status applies a deployment status: 204, or 409 when the task was
@@ -298,7 +298,7 @@ func (a *Adapter) accept(c echo.Context) error {
 			return err // an operator's body, refused whole for a typo
 		}
 	}
-	req := ports.AcceptRequest{ReplaceKey: b.ReplaceKey}
+	req := menderapp.AcceptRequest{ReplaceKey: b.ReplaceKey}
 	if b.Model != nil {
 		req.Model = *b.Model
 	}

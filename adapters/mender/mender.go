@@ -1,7 +1,7 @@
 // Package mender speaks Mender's device API (authentication, inventory,
 // deployments), so that devices running mender-client use this service
 // unchanged. It is a driving adapter beside adapters/rest and adapters/ddi,
-// over the same use cases (ports.MenderService, which calls the device
+// over the same use cases (application/mender's Service, which calls the device
 // check and events): it only translates the protocol.
 //
 // Its routes are mounted on the HTTP edge's Echo server, so they share
@@ -27,21 +27,21 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	menderapp "github.com/ai-device/ota/application/mender"
 	"github.com/ai-device/ota/domain"
-	"github.com/ai-device/ota/ports"
 )
 
 // Adapter serves Mender's device API and the admission routes.
 type Adapter struct {
-	svc   ports.MenderService
-	admin ports.AdmissionService
+	svc   menderapp.Service
+	admin menderapp.AdmissionService
 	links Links
 	now   func() time.Time
 }
 
 // New builds the Mender adapter over the Mender use cases; links signs
 // the download links of hosted firmware.
-func New(svc ports.MenderService, admin ports.AdmissionService, links Links) *Adapter {
+func New(svc menderapp.Service, admin menderapp.AdmissionService, links Links) *Adapter {
 	return &Adapter{svc: svc, admin: admin, links: links, now: time.Now}
 }
 

@@ -36,6 +36,7 @@ import (
 	"github.com/ai-device/ota/adapters/mender"
 	"github.com/ai-device/ota/adapters/rest"
 	"github.com/ai-device/ota/application"
+	menderapp "github.com/ai-device/ota/application/mender"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 	"github.com/ai-device/ota/tests/testenv"
@@ -142,11 +143,11 @@ type queueObserver struct{ dropped atomic.Int64 }
 
 func (o *queueObserver) AuthQueueFull(domain.DeviceID, int) { o.dropped.Add(1) }
 
-func newHarness(t *testing.T, acceptPending bool, opts ...func(*application.MenderConfig)) *harness {
+func newHarness(t *testing.T, acceptPending bool, opts ...func(*menderapp.Config)) *harness {
 	t.Helper()
 	clk := &clock{}
 	queue := &queueObserver{}
-	cfg := application.MenderConfig{IDKey: "device_id", AcceptPending: acceptPending, TokenTTL: 10 * time.Minute,
+	cfg := menderapp.Config{IDKey: "device_id", AcceptPending: acceptPending, TokenTTL: 10 * time.Minute,
 		Secret: []byte(strings.Repeat("s", 32))}
 	for _, o := range opts {
 		o(&cfg)
@@ -157,7 +158,7 @@ func newHarness(t *testing.T, acceptPending bool, opts ...func(*application.Mend
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := application.NewMender(application.MenderPorts{
+	svc, err := menderapp.New(menderapp.Ports{
 		Devices: devices, Repo: deps.Devices, Rollouts: deps.Rollouts, Tasks: deps.Tasks,
 		Attributes: memory.NewAttributes(store), Admissions: memory.NewAdmissions(store),
 		Requests: memory.NewAuthRequests(store), Catalog: memory.NewArtifactCatalog(store), Logs: memory.NewTaskLogs(store),
@@ -532,7 +533,7 @@ func TestFailureKeepsTheLog(t *testing.T) {
 		t.Fatalf("log: %d %s", r.status, r.body)
 	}
 	task := h.task(d.ID)
-	if task["status"] != "failed" || task["error_code"] != application.CodeMenderFailure {
+	if task["status"] != "failed" || task["error_code"] != menderapp.CodeFailure {
 		t.Fatalf("task: %v", task)
 	}
 	got := h.admin(http.MethodGet, "/tasks/"+d.ID+"/log", nil, http.StatusOK)
@@ -1086,7 +1087,7 @@ func TestRejectedRequestDoesNotReopen(t *testing.T) {
 // hold the queue full; a dropped request is counted; requests expire, and
 // operators delete them.
 func TestPendingQueueCountsPendingOnlyAndExpires(t *testing.T) {
-	h := newHarness(t, true, func(c *application.MenderConfig) { c.MaxPending = 2; c.RequestTTL = time.Hour })
+	h := newHarness(t, true, func(c *menderapp.Config) { c.MaxPending = 2; c.RequestTTL = time.Hour })
 	k := newKey(t, "ed25519")
 	h.auth("dev-1", k, k, true)
 	h.auth("dev-2", k, k, true)
@@ -1125,7 +1126,7 @@ func TestPendingQueueCountsPendingOnlyAndExpires(t *testing.T) {
 // budget of authentication requests; over it, 429 RATE_LIMITED with
 // Retry-After, before any signature is checked.
 func TestAuthRequestsAreLimitedPerSourceAddress(t *testing.T) {
-	h := newHarness(t, true, func(c *application.MenderConfig) { c.AuthLimiter = local.NewRateLimiter(0.001, 3) })
+	h := newHarness(t, true, func(c *menderapp.Config) { c.AuthLimiter = local.NewRateLimiter(0.001, 3) })
 	k := newKey(t, "ed25519")
 	h.register("dev-1", k)
 	for i := 0; i < 3; i++ {

@@ -3,5 +3,5 @@ package mender
 import "github.com/google/wire"
 
 // ProviderSet provides the Mender adapter; the injector supplies a
-// ports.MenderService and a ports.AdmissionService.
+// Service and an AdmissionService of application/mender.
 var ProviderSet = wire.NewSet(New)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/jmoiron/sqlx"
 
@@ -106,16 +105,14 @@ func (s *AttributeRepository) Update(ctx context.Context, device domain.DeviceID
 // notices in tasks.cancel_confirmed_at.
 type TaskActionRepository struct {
 	db *sqlx.DB
-	// pending is PendingCancel's statement, prepared on first use: every
-	// DDI poll runs it, and prepared it costs one round trip, not two.
-	mu      sync.Mutex
-	pending *sql.Stmt
+	// pending is PendingCancel's statement: every DDI poll runs it.
+	pending *lazyStmt
 }
 
-var _ ports.TaskActions = (*TaskActionRepository)(nil)
-
 // NewTaskActionRepository reads and writes through the given pool.
-func NewTaskActionRepository(db *sqlx.DB) *TaskActionRepository { return &TaskActionRepository{db: db} }
+func NewTaskActionRepository(db *sqlx.DB) *TaskActionRepository {
+	return &TaskActionRepository{db: db, pending: &lazyStmt{query: noticeSelect + pendingCancelWhere}}
+}
 
 // queryer is what both a pool and a transaction offer.
 type queryer interface {
@@ -177,13 +174,7 @@ func (s *TaskActionRepository) PendingCancel(ctx context.Context, device domain.
 	if device.IsZero() {
 		return nil, nil
 	}
-	var row *sql.Row
-	if st, err := s.pendingStmt(ctx); err == nil {
-		row = st.QueryRowContext(ctx, deviceID)
-	} else {
-		row = s.db.QueryRowContext(ctx, noticeSelect+pendingCancelWhere, deviceID)
-	}
-	n, err := scanNotice(row)
+	n, err := scanNotice(s.pending.queryRow(ctx, s.db, deviceID))
 	if errors.Is(err, domain.ErrNotFound) {
 		return nil, nil
 	}
@@ -196,22 +187,6 @@ func (s *TaskActionRepository) PendingCancel(ctx context.Context, device domain.
 // pendingCancelWhere selects the device's newest unconfirmed cancel.
 const pendingCancelWhere = `device_id = $1 AND status = 'cancelled' AND cancel_confirmed_at IS NULL
 	ORDER BY updated_at DESC, id DESC LIMIT 1`
-
-// pendingStmt prepares PendingCancel's statement once; a failure is not
-// kept (the caller runs the query unprepared, and the next call tries
-// again).
-func (s *TaskActionRepository) pendingStmt(ctx context.Context) (*sql.Stmt, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.pending == nil {
-		st, err := s.db.PrepareContext(ctx, noticeSelect+pendingCancelWhere)
-		if err != nil {
-			return nil, err
-		}
-		s.pending = st
-	}
-	return s.pending, nil
-}
 
 // UpdateCancel locks the task's row, lets fn change its notice, and stores
 // the confirmation. The lock is FOR NO KEY UPDATE, like every task update.

@@ -45,6 +45,7 @@ func newBenchFleet(b *testing.B, store string) *benchFleet {
 	case "memory":
 		s := memory.NewStore()
 		deps.Devices, deps.Firmwares, deps.Rollouts, deps.Tasks = memory.NewDevices(s), memory.NewFirmwares(s), memory.NewRollouts(s), memory.NewTasks(s)
+		deps.Attributes, deps.Directory = memory.NewAttributes(s), memory.NewDirectory(s)
 	default:
 		db, url := testenv.PostgresDB(b)
 		db.SetMaxOpenConns(10)
@@ -53,6 +54,7 @@ func newBenchFleet(b *testing.B, store string) *benchFleet {
 		if err != nil {
 			b.Fatal(err)
 		}
+		deps.Attributes, deps.Directory = repos.Attributes, repos.Directory
 		if store == "plain" {
 			// Prepared statements alone: no cache, checks written at once.
 			deps.Devices, deps.Firmwares, deps.Rollouts, deps.Tasks = repos.Devices, repos.Firmwares, repos.Rollouts, repos.Tasks

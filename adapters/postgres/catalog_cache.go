@@ -205,8 +205,8 @@ func NewCatalogCache(firmwares *FirmwareRepository, rollouts *RolloutRepository,
 	c.ping()
 	c.wg.Add(3)
 	go c.consume()
-	go c.pingLoop()
-	go c.refreshLoop()
+	go c.every(c.cfg.PingInterval, c.ping)
+	go c.every(c.cfg.RefreshInterval, c.refresh)
 	return c, c.Close, nil
 }
 
@@ -265,16 +265,17 @@ func (c *CatalogCache) consume() {
 	}
 }
 
-func (c *CatalogCache) pingLoop() {
+// every runs fn every interval until the cache stops.
+func (c *CatalogCache) every(interval time.Duration, fn func()) {
 	defer c.wg.Done()
-	t := time.NewTicker(c.cfg.PingInterval)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-c.stop:
 			return
 		case <-t.C:
-			c.ping()
+			fn()
 		}
 	}
 }
@@ -299,19 +300,10 @@ func (c *CatalogCache) ping() {
 	}
 }
 
-func (c *CatalogCache) refreshLoop() {
-	defer c.wg.Done()
-	t := time.NewTicker(c.cfg.RefreshInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-t.C:
-			if err := c.Refresh(context.Background()); err != nil {
-				c.logger.Warn("catalog cache: refresh failed; entries dropped", "err", err)
-			}
-		}
+// refresh is the periodic Refresh, which has no caller to report to.
+func (c *CatalogCache) refresh() {
+	if err := c.Refresh(context.Background()); err != nil {
+		c.logger.Warn("catalog cache: refresh failed; entries dropped", "err", err)
 	}
 }
 

@@ -57,7 +57,7 @@ func TestProfileCreation(t *testing.T) {
 	t.Cleanup(closeLock)
 	deps := application.Deps{
 		Devices: seen, Firmwares: cache.Firmwares(), Rollouts: cache.Rollouts(), Tasks: repos.Tasks,
-		Locker: lock, Clock: local.NewClock(), IDs: local.NewUUIDs(), Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
+		Attributes: repos.Attributes, Directory: repos.Directory, Locker: lock, Clock: local.NewClock(), IDs: local.NewUUIDs(), Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
 	}
 	devices, admin := testenv.UseCases(t, deps, time.Hour)
 	const n = 3000

@@ -1,6 +1,7 @@
 // Package postgres stores devices, firmware, rollouts and tasks in
 // PostgreSQL with sqlx and lib/pq. It implements the repository ports of
-// package ports.
+// package ports and, without naming them, the task store interfaces the
+// use cases of package application declare.
 //
 // The database, not the caller's locks, has the last word on the invariants
 // that matter: one active task per device (a partial unique index that
@@ -24,6 +25,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -419,3 +421,29 @@ const catalogChannel = "ota_catalog"
 // notifyCatalogSQL announces a change to a model's catalog; run it in the
 // transaction making the change.
 const notifyCatalogSQL = `SELECT pg_notify('` + catalogChannel + `', $1)`
+
+// lazyStmt is a hot query's statement, prepared on first use: prepared, it
+// costs one round trip, not two, and the repository's constructor needs
+// neither a context nor an error. A failed prepare is not kept: the query
+// runs unprepared, and the next call tries again.
+type lazyStmt struct {
+	query string
+	mu    sync.Mutex
+	stmt  *sql.Stmt
+}
+
+// queryRow runs the query with args, prepared when it can be.
+func (l *lazyStmt) queryRow(ctx context.Context, db *sqlx.DB, args ...any) *sql.Row {
+	l.mu.Lock()
+	if l.stmt == nil {
+		if st, err := db.PrepareContext(ctx, l.query); err == nil {
+			l.stmt = st
+		}
+	}
+	st := l.stmt
+	l.mu.Unlock()
+	if st == nil {
+		return db.QueryRowContext(ctx, l.query, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
+}

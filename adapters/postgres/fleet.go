@@ -10,7 +10,7 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
-// FleetReader answers the operator's fleet views (ports.FleetReader), each
+// FleetReader answers the operator's fleet views (application.FleetReader), each
 // with one prepared statement: the rollout listing with every rollout's task
 // counts, the devices counted by model and version, a rollout's newest
 // failures.
@@ -19,8 +19,6 @@ type FleetReader struct {
 	versions *sqlx.Stmt
 	failures *sqlx.Stmt
 }
-
-var _ ports.FleetReader = (*FleetReader)(nil)
 
 // DefaultRolloutLimit is how many rollouts ListRollouts returns when the
 // filter sets no limit.

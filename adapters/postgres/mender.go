@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -19,16 +18,14 @@ import (
 // AdmissionRepository stores device public keys in device_admissions.
 type AdmissionRepository struct {
 	db *sqlx.DB
-	// generation is Generation's statement, prepared on first use: every
-	// Mender call runs it, and prepared it costs one round trip, not two.
-	mu         sync.Mutex
-	generation *sql.Stmt
+	// generation is Generation's statement: every Mender call runs it.
+	generation *lazyStmt
 }
 
-var _ ports.DeviceAdmissions = (*AdmissionRepository)(nil)
-
 // NewAdmissionRepository stores admissions through the given pool.
-func NewAdmissionRepository(db *sqlx.DB) *AdmissionRepository { return &AdmissionRepository{db: db} }
+func NewAdmissionRepository(db *sqlx.DB) *AdmissionRepository {
+	return &AdmissionRepository{db: db, generation: &lazyStmt{query: generationSQL}}
+}
 
 type admissionRow struct {
 	DeviceID   string    `db:"device_id"`
@@ -71,35 +68,13 @@ func (s *AdmissionRepository) Generation(ctx context.Context, device domain.Devi
 		return 0, fmt.Errorf("loading token generation: %w", domain.ErrNotFound)
 	}
 	var gen int64
-	var err error
-	if st, perr := s.generationStmt(ctx); perr == nil {
-		err = st.QueryRowContext(ctx, deviceID).Scan(&gen)
-	} else {
-		err = s.db.QueryRowContext(ctx, generationSQL, deviceID).Scan(&gen)
-	}
-	if err != nil {
+	if err := s.generation.queryRow(ctx, s.db, deviceID).Scan(&gen); err != nil {
 		return 0, fmt.Errorf("loading token generation of %q: %w", deviceID, notFound(err))
 	}
 	return gen, nil
 }
 
 const generationSQL = `SELECT token_generation FROM device_admissions WHERE device_id = $1`
-
-// generationStmt prepares Generation's statement once; a failure is not
-// kept (the caller runs the query unprepared, and the next call tries
-// again).
-func (s *AdmissionRepository) generationStmt(ctx context.Context) (*sql.Stmt, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.generation == nil {
-		st, err := s.db.PrepareContext(ctx, generationSQL)
-		if err != nil {
-			return nil, err
-		}
-		s.generation = st
-	}
-	return s.generation, nil
-}
 
 // putAdmission stores a as it is, replacing the device's admission if it
 // has one (domain.AdmitKey decides what a new key does to the generation).
@@ -229,8 +204,6 @@ func (s *AdmissionRepository) Registered(ctx context.Context, deviceIDs []domain
 // AuthRequestRepository stores the requests of devices waiting to be
 // admitted in device_auth_requests.
 type AuthRequestRepository struct{ db *sqlx.DB }
-
-var _ ports.AuthRequests = (*AuthRequestRepository)(nil)
 
 // NewAuthRequestRepository stores auth requests through the given pool.
 func NewAuthRequestRepository(db *sqlx.DB) *AuthRequestRepository {
@@ -425,8 +398,6 @@ func (s *AuthRequestRepository) Accept(ctx context.Context, id domain.UUID, dev 
 // index on (model, artifact_name) answers it).
 type ArtifactCatalogRepository struct{ db *sqlx.DB }
 
-var _ ports.ArtifactCatalog = (*ArtifactCatalogRepository)(nil)
-
 // NewArtifactCatalogRepository reads firmware through the given pool.
 func NewArtifactCatalogRepository(db *sqlx.DB) *ArtifactCatalogRepository {
 	return &ArtifactCatalogRepository{db: db}
@@ -443,8 +414,6 @@ func (s *ArtifactCatalogRepository) ByArtifactName(ctx context.Context, model, n
 
 // TaskLogRepository keeps device logs in task_logs.
 type TaskLogRepository struct{ db *sqlx.DB }
-
-var _ ports.TaskLogs = (*TaskLogRepository)(nil)
 
 // NewTaskLogRepository stores task logs through the given pool.
 func NewTaskLogRepository(db *sqlx.DB) *TaskLogRepository { return &TaskLogRepository{db: db} }

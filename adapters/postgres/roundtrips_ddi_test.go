@@ -11,6 +11,7 @@ import (
 
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/application/ddi"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -30,7 +31,7 @@ func TestDDIPollRoundTrips(t *testing.T) {
 	must(t, err)
 	admin, err := application.NewAdmin(deps)
 	must(t, err)
-	ddi, err := application.NewDDI(devices, deps.Devices, deps.Rollouts, deps.Attributes, postgres.NewTaskActionRepository(db), deps.Tasks, deps.Metrics,
+	uc, err := ddi.New(devices, deps.Devices, deps.Rollouts, deps.Attributes, postgres.NewTaskActionRepository(db), deps.Tasks, deps.Metrics,
 		deps.Clock, application.PollInterval(time.Hour), "sw_version")
 	must(t, err)
 
@@ -43,16 +44,16 @@ func TestDDIPollRoundTrips(t *testing.T) {
 	register := func(id, m string) ports.DeviceCredentials {
 		c, err := admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: id, Model: m, CurrentVersion: "1.0.0"})
 		must(t, err)
-		_, err = ddi.ConfigData(ctx, asDeviceID(id), "merge", map[string]string{"sw_version": "1.0.0"})
+		_, err = uc.ConfigData(ctx, asDeviceID(id), "merge", map[string]string{"sw_version": "1.0.0"})
 		must(t, err)
 		return c
 	}
 	withTask, idle := register(model+"-1", model), register(bare+"-1", bare)
 
-	poll := func(c ports.DeviceCredentials) (ports.DDIPoll, int64) {
+	poll := func(c ports.DeviceCredentials) (ddi.Poll, int64) {
 		t.Helper()
 		before := writes.Load()
-		p, err := ddiPoll(ctx, ddi, c)
+		p, err := ddiPoll(ctx, uc, c)
 		must(t, err)
 		return p, writes.Load() - before
 	}
@@ -80,12 +81,12 @@ func TestDDIPollRoundTrips(t *testing.T) {
 
 // ddiPoll authenticates a device by its target token and polls, as the
 // DDI edge does.
-func ddiPoll(ctx context.Context, ddi *application.DDI, c ports.DeviceCredentials) (ports.DDIPoll, error) {
-	dev, err := ddi.AuthenticateTarget(ctx, c.Token, c.Device.ID())
+func ddiPoll(ctx context.Context, uc *ddi.UseCases, c ports.DeviceCredentials) (ddi.Poll, error) {
+	dev, err := uc.AuthenticateTarget(ctx, c.Token, c.Device.ID())
 	if err != nil {
-		return ports.DDIPoll{}, err
+		return ddi.Poll{}, err
 	}
-	return ddi.Poll(ctx, dev)
+	return uc.Poll(ctx, dev)
 }
 
 // TestMenderGenerationRoundTrips counts what checking a Mender session

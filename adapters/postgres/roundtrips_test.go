@@ -115,7 +115,7 @@ func TestCheckRoundTrips(t *testing.T) {
 			deps := application.Deps{
 				Devices: repos.Devices, Firmwares: repos.Firmwares, Rollouts: repos.Rollouts, Tasks: repos.Tasks,
 				Locker: local.NewLocker(time.Second, ports.NopLockMetrics{}), Clock: local.NewClock(), IDs: local.NewUUIDs(),
-				Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
+				Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{}, Attributes: repos.Attributes, Directory: repos.Directory,
 			}
 			var seen *postgres.WriteBehindDevices
 			if tc.serving {

@@ -21,8 +21,6 @@ import (
 // device_attributes.attributes) in device_id keyset order.
 type DeviceDirectory struct{ db *sqlx.DB }
 
-var _ ports.DeviceDirectory = (*DeviceDirectory)(nil)
-
 // NewDeviceDirectory reads and writes through the given pool.
 func NewDeviceDirectory(db *sqlx.DB) *DeviceDirectory { return &DeviceDirectory{db: db} }
 

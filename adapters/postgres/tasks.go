@@ -44,8 +44,6 @@ type TaskRepository struct {
 	latestForUpdate *sqlx.Stmt
 }
 
-var _ ports.TaskRepository = (*TaskRepository)(nil)
-
 // NewTaskRepository stores tasks through the given pool, preparing its hot
 // statements; it fails when they cannot be prepared (no schema).
 func NewTaskRepository(db *sqlx.DB) (*TaskRepository, error) {
@@ -441,15 +439,6 @@ func (s *TaskRepository) rolloutJudged(stored bool) {
 	if stored && s.catalog != nil {
 		s.catalog.invalidate("*")
 	}
-}
-
-// FailedCounts counts the device's failed tasks by firmware id, in one
-// grouped query (on a partial index of failed tasks). Never nil.
-func (s *TaskRepository) FailedCounts(ctx context.Context, deviceID domain.DeviceID) (map[string]int, error) {
-	if deviceID.IsZero() {
-		return map[string]int{}, nil
-	}
-	return s.failedIn(ctx, s.failed, deviceID.String())
 }
 
 // failedIn counts the device's failed tasks with stmt (s.failed, possibly

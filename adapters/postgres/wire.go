@@ -7,8 +7,9 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
-// RepositorySet provides every Postgres repository bound to its port, and
-// the readiness probe, from a *sqlx.DB the injector already has. Use it when
+// RepositorySet provides every Postgres repository bound to its port (the
+// task store as *TaskRepository, for the injector to hand each use case
+// the methods it declares), and the readiness probe, from a *sqlx.DB the injector already has. Use it when
 // the pool is opened elsewhere (for instance to migrate before serving).
 //
 // The probe is provided as *HealthCheck, not bound to ports.HealthCheck:
@@ -22,7 +23,6 @@ var RepositorySet = wire.NewSet(
 	NewRolloutRepository,
 	wire.Bind(new(ports.RolloutRepository), new(*RolloutRepository)),
 	NewTaskRepository,
-	wire.Bind(new(ports.TaskRepository), new(*TaskRepository)),
 	NewHealthCheck,
 )
 
@@ -52,7 +52,6 @@ var ServingSet = wire.NewSet(
 	wire.Bind(new(ports.RolloutRepository), new(*CachedRollouts)),
 	OpenReadReplica,
 	NewServingTaskRepository,
-	wire.Bind(new(ports.TaskRepository), new(*TaskRepository)),
 	NewHealthCheck,
 )
 
@@ -62,12 +61,14 @@ func CachedFirmwaresOf(c *CatalogCache) *CachedFirmwares { return c.Firmwares() 
 // CachedRolloutsOf is the cache's rollout repository (a wire provider).
 func CachedRolloutsOf(c *CatalogCache) *CachedRollouts { return c.Rollouts() }
 
-// Repositories are the four repositories on one pool.
+// Repositories are the repositories the core use cases need, on one pool.
 type Repositories struct {
-	Devices   *DeviceRepository
-	Firmwares *FirmwareRepository
-	Rollouts  *RolloutRepository
-	Tasks     *TaskRepository
+	Devices    *DeviceRepository
+	Firmwares  *FirmwareRepository
+	Rollouts   *RolloutRepository
+	Tasks      *TaskRepository
+	Attributes *AttributeRepository
+	Directory  *DeviceDirectory
 }
 
 // NewRepositories builds every repository on db (tests and tools; the
@@ -87,5 +88,6 @@ func NewRepositories(db *sqlx.DB) (Repositories, error) {
 	if r.Tasks, err = NewTaskRepository(db); err != nil {
 		return Repositories{}, err
 	}
+	r.Attributes, r.Directory = NewAttributeRepository(db), NewDeviceDirectory(db)
 	return r, nil
 }

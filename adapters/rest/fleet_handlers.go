@@ -105,11 +105,7 @@ func (s *server) rolloutFailures(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := adminTaskListView{Items: make([]adminTaskView, 0, len(tasks))}
-	for _, t := range tasks {
-		out.Items = append(out.Items, newAdminTaskView(t))
-	}
-	return c.JSON(http.StatusOK, out)
+	return c.JSON(http.StatusOK, adminTaskListView{Items: viewsOf(tasks, newAdminTaskView)})
 }
 
 func (s *server) fleetOverview(c echo.Context) error {

@@ -49,7 +49,7 @@ type fuzzWorld struct {
 
 func newFuzzWorld(t *testing.T) *fuzzWorld {
 	t.Helper()
-	base := testenv.NewMemoryService(t, testenv.MemoryOptions{Targeting: true})
+	base := testenv.NewMemoryService(t, testenv.MemoryOptions{})
 	devices, admin := base.Devices, base.Admin
 	ctx := context.Background()
 	must := func(err error) {

@@ -164,11 +164,7 @@ func (s *server) listFirmwares(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := firmwareListView{Items: make([]firmwareView, 0, len(list))}
-	for _, f := range list {
-		out.Items = append(out.Items, newFirmwareView(f))
-	}
-	return c.JSON(http.StatusOK, out)
+	return c.JSON(http.StatusOK, firmwareListView{Items: viewsOf(list, newFirmwareView)})
 }
 
 func (s *server) revokeFirmware(c echo.Context) error {

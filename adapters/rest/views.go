@@ -279,11 +279,7 @@ type taskPageView struct {
 }
 
 func newTaskPageView(p ports.TaskPage) taskPageView {
-	out := taskPageView{Items: make([]adminTaskView, 0, len(p.Items)), Next: optString(p.Next)}
-	for _, t := range p.Items {
-		out.Items = append(out.Items, newAdminTaskView(t))
-	}
-	return out
+	return taskPageView{Items: viewsOf(p.Items, newAdminTaskView), Next: optString(p.Next)}
 }
 
 // taskEventView is one stored event of a task's history.
@@ -310,6 +306,16 @@ func newTaskEventsView(evs []ports.TaskEvent) taskEventsView {
 			v.Progress = &p
 		}
 		out.Items = append(out.Items, v)
+	}
+	return out
+}
+
+// viewsOf renders each item with view: a listing's items, never nil (an
+// empty listing is [] in JSON, not null).
+func viewsOf[T, V any](items []T, view func(T) V) []V {
+	out := make([]V, 0, len(items))
+	for _, it := range items {
+		out = append(out, view(it))
 	}
 	return out
 }

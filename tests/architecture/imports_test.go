@@ -20,6 +20,9 @@ var allowedInternal = []struct {
 }{
 	{"domain", nil},
 	{"ports", []string{"domain"}},
+	// A device protocol's use cases (application/ddi, application/mender)
+	// call the core use cases; the core never imports them (below).
+	{"application/", []string{"domain", "ports", "application"}},
 	{"application", []string{"domain", "ports"}},
 	{"adapters", []string{"domain", "ports"}}, // plus its own subtree, below
 	{"migrations", nil},
@@ -34,6 +37,9 @@ var allowedInternal = []struct {
 const sharedEdge = "adapters/httpedge"
 
 func within(pkg, folder string) bool {
+	if sub, ok := strings.CutSuffix(folder, "/"); ok {
+		return strings.HasPrefix(pkg, sub+"/") // the subpackages only
+	}
 	return folder == "." && pkg == "." || pkg == folder || strings.HasPrefix(pkg, folder+"/")
 }
 
@@ -41,6 +47,12 @@ func within(pkg, folder string) bool {
 func thirdParty(p string) bool {
 	first, _, _ := strings.Cut(p, "/")
 	return strings.Contains(first, ".")
+}
+
+// firstTwo is a package path's first two elements ("application/ddi").
+func firstTwo(pkg string) string {
+	parts := strings.SplitN(pkg, "/", 3)
+	return strings.Join(parts[:min(2, len(parts))], "/")
 }
 
 // violations lists the imports of one package that its folder forbids.
@@ -71,12 +83,22 @@ func violations(pkg string, imports []string) []string {
 				ok = true
 			}
 		}
+		// A protocol's use cases may call the core use cases, never another
+		// protocol's.
+		if within(pkg, "application/") && within(rel, "application") {
+			ok = rel == "application" || within(rel, firstTwo(pkg))
+		}
 		// An adapter may use its own subpackages and the shared HTTP
-		// plumbing, never another adapter.
+		// plumbing, never another adapter; a protocol's adapter may use its
+		// protocol's use cases and words (adapters/ddi: application/ddi),
+		// never the core use cases.
 		if within(pkg, "adapters") {
 			parts := strings.SplitN(pkg, "/", 3)
 			if within(rel, "adapters") {
 				ok = within(rel, strings.Join(parts[:2], "/")) || within(rel, sharedEdge)
+			}
+			if within(rel, "application") {
+				ok = len(parts) > 1 && within(rel, "application/"+parts[1])
 			}
 		}
 		if !ok {
@@ -97,6 +119,15 @@ func TestViolationsCatches(t *testing.T) {
 		{"domain", []string{"github.com/lib/pq"}, true},
 		{"ports", []string{module + "/application"}, true},
 		{"application", []string{module + "/adapters/postgres"}, true},
+		{"application", []string{module + "/application/ddi"}, true},
+		{"application/ddi", []string{module + "/application", module + "/ports", module + "/domain"}, false},
+		{"application/ddi", []string{module + "/application/mender"}, true},
+		{"application/mender", []string{module + "/adapters/postgres"}, true},
+		{"adapters/ddi", []string{module + "/application/ddi"}, false},
+		{"adapters/ddi", []string{module + "/application/mender"}, true},
+		{"adapters/mender", []string{module + "/application/mender"}, false},
+		{"adapters/mender", []string{module + "/application"}, true},
+		{"adapters/postgres", []string{module + "/application/ddi"}, true},
 		{"adapters/rest", []string{module + "/application"}, true},
 		{"adapters/rest", []string{module + "/adapters/postgres"}, true},
 		{"adapters/rest", []string{module + "/adapters/httpedge"}, false},

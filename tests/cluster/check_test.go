@@ -32,7 +32,7 @@ func TestChecksOnClusterCreateOneTaskPerDevice(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		deps := application.Deps{
 			Devices: repos.Devices, Firmwares: repos.Firmwares, Rollouts: repos.Rollouts, Tasks: repos.Tasks,
-			Locker: newLocker(t, nodes, prefix, 1, 3*time.Second), Clock: local.NewClock(), IDs: local.NewUUIDs(),
+			Attributes: repos.Attributes, Directory: repos.Directory, Locker: newLocker(t, nodes, prefix, 1, 3*time.Second), Clock: local.NewClock(), IDs: local.NewUUIDs(),
 			Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
 		}
 		d, err := application.NewDevices(deps, application.PollInterval(time.Hour))

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ai-device/ota/application/ddi"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -15,11 +16,11 @@ import (
 type DDIRepos struct {
 	Repos
 	Attributes ports.DeviceAttributes
-	Actions    ports.TaskActions
+	Actions    ddi.TaskActions
 }
 
 // RunDDIStores runs the contract of ports.DeviceAttributes and
-// ports.TaskActions against the repositories newRepos returns (which may
+// ddi.TaskActions against the repositories newRepos returns (which may
 // share one store with other suites: the data is uniquely named).
 func RunDDIStores(t *testing.T, newRepos func(t *testing.T) DDIRepos) {
 	t.Run("Attributes", func(t *testing.T) {
@@ -113,7 +114,7 @@ func attributesContract(t *testing.T, s *repoSuite, attrs ports.DeviceAttributes
 	}
 }
 
-func taskActionsContract(t *testing.T, s *repoSuite, actions ports.TaskActions) {
+func taskActionsContract(t *testing.T, s *repoSuite, actions ddi.TaskActions) {
 	ctx := t.Context()
 	model := repoName("m")
 	dev := s.device(t, model, "1.0.0")

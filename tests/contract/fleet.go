@@ -17,7 +17,7 @@ import (
 // the store it reads.
 type FleetRepos struct {
 	Repos
-	Fleet ports.FleetReader
+	Fleet application.FleetReader
 }
 
 // RunFleet runs the fleet reader contract against what newRepos returns.

@@ -13,8 +13,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/application/mender"
 	"github.com/ai-device/ota/domain"
-	"github.com/ai-device/ota/ports"
 )
 
 // MenderRepos is one adapter's storage ports with what Mender's device API
@@ -22,10 +23,18 @@ import (
 // name and task logs.
 type MenderRepos struct {
 	Repos
-	Admissions ports.DeviceAdmissions
-	Requests   ports.AuthRequests
-	Catalog    ports.ArtifactCatalog
-	Logs       ports.TaskLogs
+	Admissions AdmissionStore
+	Requests   mender.AuthRequests
+	Catalog    mender.ArtifactCatalog
+	Logs       mender.TaskLogs
+}
+
+// AdmissionStore is an adapter's admission store as a whole: what the
+// Mender use cases (mender.DeviceAdmissions) and the keyed registration
+// (application.KeyedAdmissions) each take of it.
+type AdmissionStore interface {
+	mender.DeviceAdmissions
+	application.KeyedAdmissions
 }
 
 // RunMenderStores runs the contract of the Mender storage ports against the

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/application/ddi"
+	"github.com/ai-device/ota/application/mender"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -17,11 +19,12 @@ import (
 type ProtocolRepos struct {
 	Repos
 	Attributes ports.DeviceAttributes
-	Actions    ports.TaskActions
-	Admissions ports.DeviceAdmissions
-	Requests   ports.AuthRequests
-	Catalog    ports.ArtifactCatalog
-	Logs       ports.TaskLogs
+	Directory  application.DeviceDirectory
+	Actions    ddi.TaskActions
+	Admissions AdmissionStore
+	Requests   mender.AuthRequests
+	Catalog    mender.ArtifactCatalog
+	Logs       mender.TaskLogs
 	// Locker, Clock and IDs complete the use cases' ports (in-process
 	// ones will do: the stores are what is under test).
 	Locker ports.Locker
@@ -29,8 +32,8 @@ type ProtocolRepos struct {
 	IDs    ports.IDGenerator
 }
 
-// RunProtocols runs the device protocols' use cases (application.DDI and
-// application.Mender over the device and admin use cases) on the stores
+// RunProtocols runs the device protocols' use cases (ddi.UseCases and
+// mender.UseCases over the device and admin use cases) on the stores
 // newRepos returns: what a hawkBit or Mender device sees must not depend
 // on the store. Each case names its own model and devices, so newRepos may
 // share one store between them.
@@ -71,9 +74,9 @@ type protocolEnv struct {
 	model   string
 	devices *application.Devices
 	admin   *application.Admin
-	ddi     *application.DDI
-	mender  *application.Mender
-	tasks   ports.TaskRepository
+	ddi     *ddi.UseCases
+	mender  *mender.UseCases
+	tasks   application.TaskStore
 }
 
 func newProtocolEnv(t *testing.T, r ProtocolRepos) *protocolEnv {
@@ -81,7 +84,7 @@ func newProtocolEnv(t *testing.T, r ProtocolRepos) *protocolEnv {
 	deps := application.Deps{
 		Devices: r.Devices, Firmwares: r.Firmwares, Rollouts: r.Rollouts, Tasks: r.Tasks,
 		Locker: r.Locker, Clock: r.Clock, IDs: r.IDs,
-		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{}, Attributes: r.Attributes,
+		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{}, Attributes: r.Attributes, Directory: r.Directory,
 	}
 	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
 	if err != nil {
@@ -91,20 +94,20 @@ func newProtocolEnv(t *testing.T, r ProtocolRepos) *protocolEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ddi, err := application.NewDDI(devices, deps.Devices, deps.Rollouts, r.Attributes, r.Actions, deps.Tasks, deps.Metrics,
+	dd, err := ddi.New(devices, deps.Devices, deps.Rollouts, r.Attributes, r.Actions, deps.Tasks, deps.Metrics,
 		deps.Clock, application.PollInterval(time.Hour), "sw_version")
 	if err != nil {
 		t.Fatal(err)
 	}
-	mender, err := application.NewMender(application.MenderPorts{
+	md, err := mender.New(mender.Ports{
 		Devices: devices, Repo: deps.Devices, Rollouts: deps.Rollouts, Tasks: deps.Tasks, Attributes: r.Attributes,
 		Admissions: r.Admissions, Requests: r.Requests, Catalog: r.Catalog, Logs: r.Logs,
 		Clock: deps.Clock, IDs: deps.IDs, Metrics: deps.Metrics, QueueObserver: ignoredQueue{},
-	}, application.MenderConfig{IDKey: "device_id", Secret: domain.SessionSecret(strings.Repeat("s", domain.MinSessionSecretLen))})
+	}, mender.Config{IDKey: "device_id", Secret: domain.SessionSecret(strings.Repeat("s", domain.MinSessionSecretLen))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &protocolEnv{t: t, ctx: t.Context(), model: repoName("proto"), devices: devices, admin: admin, ddi: ddi, mender: mender, tasks: deps.Tasks}
+	return &protocolEnv{t: t, ctx: t.Context(), model: repoName("proto"), devices: devices, admin: admin, ddi: dd, mender: md, tasks: deps.Tasks}
 }
 
 // device registers a device of the case's model running version, which it
@@ -141,7 +144,7 @@ func (e *protocolEnv) release(version string, mutate ...func(*domain.FirmwareSpe
 }
 
 // ddiPoll polls as a hawkBit device (gateway-authenticated).
-func (e *protocolEnv) ddiPoll(id domain.DeviceID) ports.DDIPoll {
+func (e *protocolEnv) ddiPoll(id domain.DeviceID) ddi.Poll {
 	e.t.Helper()
 	dev, err := e.ddi.KnownDevice(e.ctx, id)
 	if err != nil {
@@ -164,7 +167,7 @@ func (e *protocolEnv) ddiAction(id domain.DeviceID) domain.Task {
 	return p.Deployment.Task
 }
 
-func (e *protocolEnv) deployment(id domain.DeviceID, action int64) (ports.DDIDeployment, error) {
+func (e *protocolEnv) deployment(id domain.DeviceID, action int64) (ddi.Deployment, error) {
 	e.t.Helper()
 	dev, err := e.ddi.KnownDevice(e.ctx, id)
 	if err != nil {
@@ -182,7 +185,7 @@ func (e *protocolEnv) task(id domain.UUID) domain.Task {
 	return tk
 }
 
-var proceeding = ports.DDIFeedback{Execution: "proceeding", Finished: "none", Progress: &ports.DDIProgress{Cnt: 1, Of: 4}}
+var proceeding = ddi.Feedback{Execution: "proceeding", Finished: "none", Progress: &ddi.Progress{Cnt: 1, Of: 4}}
 
 // A superseded task is cancelled: hawkBit answers its deploymentBase 404.
 func ddiDeploymentOfCancelledTaskIsNotFound(t *testing.T, e *protocolEnv) {
@@ -206,7 +209,7 @@ func ddiFeedbackOnCancelledTaskChangesNothing(t *testing.T, e *protocolEnv) {
 	old := e.ddiAction(dev)
 	e.release("3.0.0")
 	e.ddiPoll(dev)
-	for _, fb := range []ports.DDIFeedback{proceeding, {Execution: "downloaded", Finished: "none"}} {
+	for _, fb := range []ddi.Feedback{proceeding, {Execution: "downloaded", Finished: "none"}} {
 		if _, err := e.ddi.DeploymentFeedback(e.ctx, dev, old.ActionID(), fb); !errors.Is(err, domain.ErrTaskFinished) {
 			t.Fatalf("feedback %s on a cancelled action: %v, want ErrTaskFinished", fb.Execution, err)
 		}
@@ -259,7 +262,7 @@ func ddiProgressWhileInstallingKeepsInstalling(t *testing.T, e *protocolEnv) {
 	dev := e.device("1.0.0")
 	e.release("2.0.0")
 	a := e.ddiAction(dev)
-	step := func(fb ports.DDIFeedback, status domain.TaskStatus, progress int) {
+	step := func(fb ddi.Feedback, status domain.TaskStatus, progress int) {
 		t.Helper()
 		v, err := e.ddi.DeploymentFeedback(e.ctx, dev, a.ActionID(), fb)
 		if err != nil {
@@ -270,11 +273,11 @@ func ddiProgressWhileInstallingKeepsInstalling(t *testing.T, e *protocolEnv) {
 				got.Status(), got.Progress(), v.Task.Status(), status, progress)
 		}
 	}
-	progress := func(cnt int) ports.DDIFeedback {
-		return ports.DDIFeedback{Execution: "proceeding", Finished: "none", Progress: &ports.DDIProgress{Cnt: cnt, Of: 4}}
+	progress := func(cnt int) ddi.Feedback {
+		return ddi.Feedback{Execution: "proceeding", Finished: "none", Progress: &ddi.Progress{Cnt: cnt, Of: 4}}
 	}
 	step(progress(2), domain.TaskDownloading, 50)
-	step(ports.DDIFeedback{Execution: "downloaded", Finished: "none"}, domain.TaskDownloaded, 0)
+	step(ddi.Feedback{Execution: "downloaded", Finished: "none"}, domain.TaskDownloaded, 0)
 	step(progress(1), domain.TaskInstalling, 25)
 	step(progress(3), domain.TaskInstalling, 75)
 }
@@ -283,7 +286,7 @@ func ddiProgressWhileInstallingKeepsInstalling(t *testing.T, e *protocolEnv) {
 // running an image no firmware names (the factory image).
 func (e *protocolEnv) menderNext(id domain.DeviceID) *ports.TaskView {
 	e.t.Helper()
-	v, err := e.mender.Next(e.ctx, id, ports.MenderProvides{DeviceType: e.model, ArtifactName: "factory"})
+	v, err := e.mender.Next(e.ctx, id, mender.Provides{DeviceType: e.model, ArtifactName: "factory"})
 	if err != nil {
 		e.t.Fatalf("mender next: %v", err)
 	}
@@ -384,7 +387,7 @@ func adminReadsATaskStatusHistory(t *testing.T, e *protocolEnv) {
 	dev := e.device("1.0.0")
 	e.release("2.0.0")
 	a := e.ddiAction(dev)
-	for _, fb := range []ports.DDIFeedback{
+	for _, fb := range []ddi.Feedback{
 		proceeding, proceeding, // the second is a replay
 		{Execution: "downloaded", Finished: "none"},
 		{Execution: "closed", Finished: "failure", Details: []string{"flash full"}},
@@ -401,7 +404,7 @@ func adminReadsATaskStatusHistory(t *testing.T, e *protocolEnv) {
 		status, code, msg string
 		progress          int
 	}
-	want := []entry{{"downloading", "", "", 25}, {"downloaded", "", "", -1}, {"failed", application.CodeDDIFailure, "flash full", -1}}
+	want := []entry{{"downloading", "", "", 25}, {"downloaded", "", "", -1}, {"failed", ddi.CodeFailure, "flash full", -1}}
 	if len(evs) != len(want) {
 		t.Fatalf("history has %d events, want %d: %+v", len(evs), len(want), evs)
 	}

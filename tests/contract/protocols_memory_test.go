@@ -20,7 +20,7 @@ func TestMemoryProtocols(t *testing.T) {
 				Devices: memory.NewDevices(store), Firmwares: memory.NewFirmwares(store),
 				Rollouts: memory.NewRollouts(store), Tasks: memory.NewTasks(store),
 			},
-			Attributes: memory.NewAttributes(store), Actions: memory.NewTaskActions(store),
+			Attributes: memory.NewAttributes(store), Directory: memory.NewDirectory(store), Actions: memory.NewTaskActions(store),
 			Admissions: memory.NewAdmissions(store), Requests: memory.NewAuthRequests(store),
 			Catalog: memory.NewArtifactCatalog(store), Logs: memory.NewTaskLogs(store),
 			Locker: local.NewLocker(2*time.Second, ports.NopLockMetrics{}), Clock: local.NewClock(), IDs: local.NewUUIDs(),

@@ -24,7 +24,7 @@ func TestPostgresProtocols(t *testing.T) {
 			Repos: contract.Repos{
 				Devices: repos.Devices, Firmwares: repos.Firmwares, Rollouts: repos.Rollouts, Tasks: repos.Tasks,
 			},
-			Attributes: postgres.NewAttributeRepository(db), Actions: postgres.NewTaskActionRepository(db),
+			Attributes: repos.Attributes, Directory: repos.Directory, Actions: postgres.NewTaskActionRepository(db),
 			Admissions: postgres.NewAdmissionRepository(db), Requests: postgres.NewAuthRequestRepository(db),
 			Catalog: postgres.NewArtifactCatalogRepository(db), Logs: postgres.NewTaskLogRepository(db),
 			Locker: local.NewLocker(2*time.Second, ports.NopLockMetrics{}), Clock: local.NewClock(), IDs: local.NewUUIDs(),

@@ -935,21 +935,25 @@ func (s *repoSuite) failedCounts(t *testing.T) {
 	otk := s.insert(t, s.newTask(t, other.ID(), oC, 1, s.at(10)))
 	s.drive(t, otk.ID(), domain.TaskFailed, s.at(11))
 
-	got, err := s.Tasks.FailedCounts(ctx, d.ID())
-	repoNoErr(t, "failed counts", err)
+	failed := func(id domain.DeviceID) map[string]int {
+		v, err := s.Tasks.CheckViewOf(ctx, id)
+		repoNoErr(t, "check view", err)
+		return v.Tasks.Failed
+	}
 	want := map[string]int{oA.Firmware.ID().String(): 2, oB.Firmware.ID().String(): 1}
-	if !maps.Equal(got, want) {
+	if got := failed(d.ID()); !maps.Equal(got, want) {
 		t.Errorf("failed counts %v, want %v", got, want)
 	}
-	none, err := s.Tasks.FailedCounts(ctx, asDeviceID(repoName("dev")))
-	repoNoErr(t, "failed counts of an unknown device", err)
-	if len(none) != 0 {
-		t.Errorf("an unknown device has failures %v", none)
+	if got, want := failed(other.ID()), map[string]int{oC.Firmware.ID().String(): 1}; !maps.Equal(got, want) {
+		t.Errorf("the other device's failed counts %v, want %v", got, want)
+	}
+	if got := failed(s.device(t, model, "1.0.0").ID()); got == nil || len(got) != 0 {
+		t.Errorf("a device without failures has %v, want an empty map", got)
 	}
 }
 
 // checkView: the device by token hash or id with its active task and
-// failed counts, as Get, Active and FailedCounts see them.
+// failed counts, as Get and Active see them.
 func (s *repoSuite) checkView(t *testing.T) {
 	ctx := t.Context()
 	model := repoName("model")

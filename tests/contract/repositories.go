@@ -20,7 +20,7 @@ type Repos struct {
 	Devices   ports.DeviceRepository
 	Firmwares ports.FirmwareRepository
 	Rollouts  ports.RolloutRepository
-	Tasks     ports.TaskRepository
+	Tasks     application.TaskStore
 }
 
 // RunRepositories runs the repository contract against the Repos that

@@ -17,7 +17,7 @@ import (
 type TargetingRepos struct {
 	Repos
 	Attributes ports.DeviceAttributes
-	Directory  ports.DeviceDirectory
+	Directory  application.DeviceDirectory
 }
 
 // RunTargetingStores runs the contract of hands-off rollouts' storage: a rollout's

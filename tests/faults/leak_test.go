@@ -86,7 +86,7 @@ func TestNoGoroutineLeakInProcess(t *testing.T) {
 		defer closeLocker()
 		deps := application.Deps{
 			Devices: seen, Firmwares: catalog.Firmwares(), Rollouts: catalog.Rollouts(), Tasks: repos.Tasks,
-			Locker: locker, Clock: local.NewClock(), IDs: local.NewUUIDs(), Metrics: metrics, Limiter: ports.Unlimited{},
+			Attributes: repos.Attributes, Directory: repos.Directory, Locker: locker, Clock: local.NewClock(), IDs: local.NewUUIDs(), Metrics: metrics, Limiter: ports.Unlimited{},
 		}
 		devices, admin := testenv.UseCases(t, deps, time.Hour)
 		edge := rest.NewServer(rest.Config{AdminToken: rest.AdminToken(w.admin)}, devices, admin,

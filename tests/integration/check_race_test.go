@@ -38,7 +38,7 @@ func newReplica(t *testing.T, db *sqlx.DB, locker ports.Locker) replica {
 	}
 	deps := application.Deps{
 		Devices: repos.Devices, Firmwares: repos.Firmwares,
-		Rollouts: repos.Rollouts, Tasks: repos.Tasks,
+		Rollouts: repos.Rollouts, Tasks: repos.Tasks, Attributes: repos.Attributes, Directory: repos.Directory,
 		Locker: locker, Clock: local.NewClock(), IDs: local.NewUUIDs(), Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
 	}
 	devices, admin := testenv.UseCases(t, deps, time.Hour)

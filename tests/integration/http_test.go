@@ -42,7 +42,7 @@ func newStack(t *testing.T) *stack {
 	}
 	deps := application.Deps{
 		Devices: repos.Devices, Firmwares: repos.Firmwares,
-		Rollouts: repos.Rollouts, Tasks: repos.Tasks,
+		Rollouts: repos.Rollouts, Tasks: repos.Tasks, Attributes: repos.Attributes, Directory: repos.Directory,
 		Locker: redisLocker(t, "ota:test:"+uuid.NewString(), metrics), Clock: local.NewClock(), IDs: local.NewUUIDs(),
 		Metrics: metrics, Limiter: ports.Unlimited{},
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/application/ddi"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 	"github.com/ai-device/ota/tests/testenv"
@@ -46,7 +47,7 @@ type sstack struct {
 	deps    application.Deps
 	devices *application.Devices
 	admin   *application.Admin
-	ddi     *application.DDI
+	ddi     *ddi.UseCases
 	model   string
 	// flush stores the checks a write-behind holds (a no-op in memory).
 	flush func()
@@ -108,19 +109,19 @@ func onEveryStore(t *testing.T, test func(t *testing.T, s *sstack)) {
 	})
 }
 
-func newSStack(t *testing.T, deps application.Deps, actions ports.TaskActions) *sstack {
+func newSStack(t *testing.T, deps application.Deps, actions ddi.TaskActions) *sstack {
 	t.Helper()
 	clock := &successClock{at: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	lock := &busyLocker{Locker: local.NewLocker(2*time.Second, ports.NopLockMetrics{})}
 	deps.Locker = lock
 	deps.Clock, deps.IDs, deps.Metrics, deps.Limiter = clock, local.NewUUIDs(), ports.NopMetrics{}, ports.Unlimited{}
 	devices, admin := testenv.UseCases(t, deps, time.Hour)
-	ddi, err := application.NewDDI(devices, deps.Devices, deps.Rollouts, deps.Attributes, actions, deps.Tasks, deps.Metrics, clock,
+	dd, err := ddi.New(devices, deps.Devices, deps.Rollouts, deps.Attributes, actions, deps.Tasks, deps.Metrics, clock,
 		application.PollInterval(time.Hour), "sw_version")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &sstack{t: t, ctx: context.Background(), clock: clock, deps: deps, devices: devices, admin: admin, ddi: ddi, lock: lock,
+	return &sstack{t: t, ctx: context.Background(), clock: clock, deps: deps, devices: devices, admin: admin, ddi: dd, lock: lock,
 		model: "succ-" + strings.ReplaceAll(local.NewUUIDs().NewID().String()[:8], "-", ""), flush: func() {}}
 }
 
@@ -221,7 +222,7 @@ func TestDDIPollReadBeforeSuccessNeverWritesTheOldVersionBack(t *testing.T) {
 
 		s.clock.Add(time.Minute)
 		stale := s.read(id) // a poll's authentication, before the feedback
-		if _, err := s.ddi.DeploymentFeedback(s.ctx, id, action, ports.DDIFeedback{Execution: "closed", Finished: "success"}); err != nil {
+		if _, err := s.ddi.DeploymentFeedback(s.ctx, id, action, ddi.Feedback{Execution: "closed", Finished: "success"}); err != nil {
 			t.Fatal(err)
 		}
 		s.clock.Add(time.Second)
@@ -464,7 +465,7 @@ func TestLateSuccessAfterTimedOutRecordsTheVersion(t *testing.T) {
 			t.Fatalf("the stuck task: %s %q (%v), want failed %s", got.Status(), got.ErrorCode(), err, domain.CodeTimedOut)
 		}
 		s.clock.Add(time.Second)
-		_, err = s.ddi.DeploymentFeedback(s.ctx, id, task.ActionID(), ports.DDIFeedback{Execution: "closed", Finished: "success"})
+		_, err = s.ddi.DeploymentFeedback(s.ctx, id, task.ActionID(), ddi.Feedback{Execution: "closed", Finished: "success"})
 		if !errors.Is(err, domain.ErrTaskFinished) {
 			t.Errorf("a late success: %v, want TASK_FINISHED", err)
 		}
@@ -497,7 +498,7 @@ func TestDDIConfigDataBelowASuccessIsARevertedInstall(t *testing.T) {
 		}
 		first := p.Deployment.Task
 		s.clock.Add(time.Minute)
-		if _, err := s.ddi.DeploymentFeedback(s.ctx, id, first.ActionID(), ports.DDIFeedback{Execution: "closed", Finished: "success"}); err != nil {
+		if _, err := s.ddi.DeploymentFeedback(s.ctx, id, first.ActionID(), ddi.Feedback{Execution: "closed", Finished: "success"}); err != nil {
 			t.Fatal(err)
 		}
 		s.clock.Add(time.Minute)

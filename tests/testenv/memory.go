@@ -33,9 +33,6 @@ type MemoryOptions struct {
 	Locker       ports.Locker  // default a local.Locker waiting LockWait
 	LockWait     time.Duration // default 2s: generous on a shared machine
 	PollInterval time.Duration // default 1h
-	// Targeting adds the attribute and tag stores (Deps.Attributes,
-	// Deps.Directory), which the check and the targeting use cases need.
-	Targeting bool
 	// Artifacts adds hosted artifacts: the upload use case over a
 	// directory blob store in the test's temporary directory, reading
 	// uploads with adapters/artifactfile, and Deps.Artifacts so firmware
@@ -64,10 +61,8 @@ func NewMemoryService(t testing.TB, o MemoryOptions) *MemoryService {
 		Rollouts: memory.NewRollouts(store), Tasks: memory.NewTasks(store),
 		Locker: o.Locker, Clock: o.Clock, IDs: local.NewUUIDs(),
 		Metrics: ports.NopMetrics{}, Limiter: ports.Unlimited{},
+		Attributes: memory.NewAttributes(store), Directory: memory.NewDirectory(store),
 	}}
-	if o.Targeting {
-		s.Deps.Attributes, s.Deps.Directory = memory.NewAttributes(store), memory.NewDirectory(store)
-	}
 	if o.Artifacts {
 		repo := memory.NewArtifacts(store)
 		s.Deps.Artifacts = repo

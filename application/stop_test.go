@@ -1,6 +1,10 @@
-package application
+package application_test
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/ai-device/ota/application"
+)
 
 // TestEndsTaskIsTheDomainsFinalStatus: the DDI and Mender event paths
 // decide "final" by TaskStatus.IsFinal, not by their own list of names.
@@ -10,8 +14,8 @@ func TestEndsTaskIsTheDomainsFinalStatus(t *testing.T) {
 		"pending": false, "downloading": false, "downloaded": false, "installing": false,
 		"": false, "done": false,
 	} {
-		if got := endsTask(status); got != want {
-			t.Errorf("endsTask(%q) = %v, want %v", status, got, want)
+		if got := application.EndsTask(status); got != want {
+			t.Errorf("EndsTask(%q) = %v, want %v", status, got, want)
 		}
 	}
 }

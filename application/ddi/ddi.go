@@ -1,4 +1,8 @@
-package application
+// Package ddi holds the use cases of hawkBit's Direct Device Integration
+// API (adapters/ddi speaks its HTTP): each DDI action translated onto the
+// device use cases of package application, with the protocol's own words
+// (Feedback, Poll, Deployment). It adds no rule of its own.
+package ddi
 
 import (
 	"context"
@@ -12,52 +16,69 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
 
-// DDIVersionAttribute names the configData attribute that carries a
+// VersionAttribute names the configData attribute that carries a
 // device's running version (OTA_DDI_VERSION_ATTRIBUTE, default sw_version).
-type DDIVersionAttribute string
+type VersionAttribute string
 
-// DDI implements ports.DDIService: hawkBit's Direct Device Integration
+// TaskActions finds tasks by the numeric action id device protocols use,
+// and keeps the cancel notices of cancelled tasks (domain.CancelNotice).
+// Not-found — including another device's task — is domain.ErrNotFound.
+type TaskActions interface {
+	// ByAction returns the device's task numbered actionID.
+	ByAction(ctx context.Context, deviceID domain.DeviceID, actionID int64) (domain.Task, error)
+	// Cancel returns the notice of the device's task numbered actionID.
+	Cancel(ctx context.Context, deviceID domain.DeviceID, actionID int64) (domain.CancelNotice, error)
+	// PendingCancel returns the device's most recently cancelled task whose
+	// cancel the device has not confirmed, or nil.
+	PendingCancel(ctx context.Context, deviceID domain.DeviceID) (*domain.CancelNotice, error)
+	// UpdateCancel loads the notice of the device's task numbered actionID
+	// locked, lets fn change it, and stores it if fn returns nil.
+	UpdateCancel(ctx context.Context, deviceID domain.DeviceID, actionID int64, fn func(*domain.CancelNotice) error) (domain.CancelNotice, error)
+}
+
+// UseCases implements Service: hawkBit's Direct Device Integration
 // actions translated onto the device use cases. It adds no rule: the poll
 // is the check, feedback is a task event, and what DDI needs beyond them
 // (attributes, cancel notices) is kept by the domain.
-type DDI struct {
+type UseCases struct {
 	devices     ports.DeviceService
 	repo        ports.DeviceRepository
 	rollouts    ports.RolloutRepository
 	attrs       ports.DeviceAttributes
-	actions     ports.TaskActions
-	tasks       ports.TaskRepository
+	actions     TaskActions
+	tasks       application.TaskUpdater
 	metrics     ports.Metrics
 	clock       ports.Clock
-	poll        PollInterval
+	poll        application.PollInterval
 	versionAttr string
 }
 
-var _ ports.DDIService = (*DDI)(nil)
+var _ Service = (*UseCases)(nil)
 
-// NewDDI builds the DDI use cases over the device use cases and the ports
+// New builds the DDI use cases over the device use cases and the ports
 // they read (rollouts: for their maintenance windows and cancels; tasks:
 // to stop a task whose firmware was revoked or rollout cancelled before
 // its device began installing).
-func NewDDI(devices ports.DeviceService, repo ports.DeviceRepository, rollouts ports.RolloutRepository, attrs ports.DeviceAttributes,
-	actions ports.TaskActions, tasks ports.TaskRepository, metrics ports.Metrics, clock ports.Clock, poll PollInterval, versionAttr DDIVersionAttribute) (*DDI, error) {
+func New(devices ports.DeviceService, repo ports.DeviceRepository, rollouts ports.RolloutRepository, attrs ports.DeviceAttributes,
+	actions TaskActions, tasks application.TaskUpdater, metrics ports.Metrics, clock ports.Clock, poll application.PollInterval, versionAttr VersionAttribute) (*UseCases, error) {
 	if devices == nil || repo == nil || rollouts == nil || attrs == nil || actions == nil || tasks == nil || metrics == nil || clock == nil {
-		return nil, errors.New("application: every DDI dependency is required")
+		return nil, errors.New("ddi: every dependency is required")
 	}
 	if poll <= 0 || versionAttr == "" {
-		return nil, errors.New("application: DDI needs a poll interval and a version attribute")
+		return nil, errors.New("ddi: the use cases need a poll interval and a version attribute")
 	}
-	return &DDI{devices: devices, repo: repo, rollouts: rollouts, attrs: attrs, actions: actions, tasks: tasks, metrics: metrics, clock: clock, poll: poll, versionAttr: string(versionAttr)}, nil
+	return &UseCases{devices: devices, repo: repo, rollouts: rollouts, attrs: attrs, actions: actions, tasks: tasks, metrics: metrics, clock: clock, poll: poll, versionAttr: string(versionAttr)}, nil
 }
 
 // AuthenticateTarget admits the device's own token only, and returns the
 // device with its task state (one round trip): the poll that follows
 // reads nothing more.
-func (s *DDI) AuthenticateTarget(ctx context.Context, token string, deviceID domain.DeviceID) (ports.AuthenticatedDevice, error) {
+func (s *UseCases) AuthenticateTarget(ctx context.Context, token string, deviceID domain.DeviceID) (ports.AuthenticatedDevice, error) {
 	dev, err := s.devices.AuthenticateDevice(ctx, token)
 	if err != nil {
 		return ports.AuthenticatedDevice{}, err
@@ -70,13 +91,13 @@ func (s *DDI) AuthenticateTarget(ctx context.Context, token string, deviceID dom
 
 // KnownDevice loads a registered device with its task state, or is
 // domain.ErrNotFound.
-func (s *DDI) KnownDevice(ctx context.Context, deviceID domain.DeviceID) (ports.AuthenticatedDevice, error) {
+func (s *UseCases) KnownDevice(ctx context.Context, deviceID domain.DeviceID) (ports.AuthenticatedDevice, error) {
 	return s.devices.IdentifyDevice(ctx, deviceID)
 }
 
 // withTasks returns dev with its task state, reading it only when the edge
 // authenticated the device without it.
-func (s *DDI) withTasks(ctx context.Context, dev ports.AuthenticatedDevice) (ports.AuthenticatedDevice, error) {
+func (s *UseCases) withTasks(ctx context.Context, dev ports.AuthenticatedDevice) (ports.AuthenticatedDevice, error) {
 	if dev.Tasks != nil {
 		return dev, nil
 	}
@@ -91,21 +112,21 @@ func (s *DDI) withTasks(ctx context.Context, dev ports.AuthenticatedDevice) (por
 // firmware with the sha1 hawkBit agents verify (domain.DeliverWithSHA1). A cancel the device has
 // not confirmed is looked up after the check, which may itself have
 // cancelled a pending task.
-func (s *DDI) Poll(ctx context.Context, dev ports.AuthenticatedDevice) (ports.DDIPoll, error) {
+func (s *UseCases) Poll(ctx context.Context, dev ports.AuthenticatedDevice) (Poll, error) {
 	dev, err := s.withTasks(ctx, dev)
 	if err != nil {
-		return ports.DDIPoll{}, err
+		return Poll{}, err
 	}
 	version := dev.Device.CurrentVersion()
 	// The check view carries the attributes exactly when the device has
 	// reported some (DeviceAttributes.Known).
 	known := dev.Tasks.Facts.Attributes != nil
-	res := ports.DDIPoll{PollAfter: time.Duration(s.poll), WantConfigData: !known || version.IsZero()}
+	res := Poll{PollAfter: time.Duration(s.poll), WantConfigData: !known || version.IsZero()}
 	if !version.IsZero() {
 		c, err := s.devices.Check(ctx, ports.CheckRequest{Device: dev, Model: dev.Device.Model(), CurrentVersion: version.String(),
 			Delivery: domain.DeliverWithSHA1})
 		if err != nil {
-			return ports.DDIPoll{}, err
+			return Poll{}, err
 		}
 		res.Deployment = c.Task
 		if c.PollAfter > 0 && c.PollAfter < res.PollAfter {
@@ -114,7 +135,7 @@ func (s *DDI) Poll(ctx context.Context, dev ports.AuthenticatedDevice) (ports.DD
 	}
 	n, err := s.actions.PendingCancel(ctx, dev.ID())
 	if err != nil {
-		return ports.DDIPoll{}, fmt.Errorf("loading pending cancel: %w", err)
+		return Poll{}, fmt.Errorf("loading pending cancel: %w", err)
 	}
 	if n != nil {
 		t := n.Task()
@@ -124,7 +145,7 @@ func (s *DDI) Poll(ctx context.Context, dev ports.AuthenticatedDevice) (ports.DD
 }
 
 // task loads the device's task numbered actionID with its firmware.
-func (s *DDI) task(ctx context.Context, deviceID domain.DeviceID, actionID int64) (ports.TaskView, error) {
+func (s *UseCases) task(ctx context.Context, deviceID domain.DeviceID, actionID int64) (ports.TaskView, error) {
 	t, err := s.actions.ByAction(ctx, deviceID, actionID)
 	if err != nil {
 		return ports.TaskView{}, fmt.Errorf("loading action %d: %w", actionID, err)
@@ -141,48 +162,48 @@ func (s *DDI) task(ctx context.Context, deviceID domain.DeviceID, actionID int64
 // rollout cancelled before the device began installing is stopped here
 // first (domain.Task.StopBeforeInstall), as a Mender status report stops
 // it: handing it out would install what the operator withdrew.
-func (s *DDI) Deployment(ctx context.Context, dev ports.AuthenticatedDevice, actionID int64) (ports.DDIDeployment, error) {
+func (s *UseCases) Deployment(ctx context.Context, dev ports.AuthenticatedDevice, actionID int64) (Deployment, error) {
 	v, err := s.task(ctx, dev.ID(), actionID)
 	if err != nil {
-		return ports.DDIDeployment{}, err
+		return Deployment{}, err
 	}
 	r, err := s.rollouts.Get(ctx, v.Task.RolloutID())
 	if err != nil {
-		return ports.DDIDeployment{}, fmt.Errorf("loading the action's rollout: %w", err)
+		return Deployment{}, fmt.Errorf("loading the action's rollout: %w", err)
 	}
-	if v.Task, err = stopBeforeInstall(ctx, s.tasks, s.metrics, v, r, s.clock.Now()); err != nil {
-		return ports.DDIDeployment{}, err
+	if v.Task, err = application.StopBeforeInstall(ctx, s.tasks, s.metrics, v, r, s.clock.Now()); err != nil {
+		return Deployment{}, err
 	}
 	if v.Task.Status() == domain.TaskCancelled {
-		return ports.DDIDeployment{}, fmt.Errorf("action %d was cancelled (%s): %w", actionID, v.Task.ErrorCode(), domain.ErrNotFound)
+		return Deployment{}, fmt.Errorf("action %d was cancelled (%s): %w", actionID, v.Task.ErrorCode(), domain.ErrNotFound)
 	}
 	if err := v.Firmware.CheckSHA1Deliverable(); err != nil {
-		return ports.DDIDeployment{}, err
+		return Deployment{}, err
 	}
-	d := ports.DDIDeployment{TaskView: v}
+	d := Deployment{TaskView: v}
 	if w := r.Window(); w != nil {
 		if dev, err = s.withTasks(ctx, dev); err != nil {
-			return ports.DDIDeployment{}, err
+			return Deployment{}, err
 		}
-		d.Window = ddiWindow(*w, dev.Tasks.Facts, s.clock.Now())
+		d.Window = windowFor(*w, dev.Tasks.Facts, s.clock.Now())
 	}
 	return d, nil
 }
 
-// ddiWindow judges a maintenance window for a device with the function
+// windowFor judges a maintenance window for a device with the function
 // the check admits it by (schedule rule S2: domain.Window.Open, in the
 // device's timezone attribute when it names a known zone): a task created
 // inside the window is still handed out after it closes, and hawkBit's
 // agents then download it but wait to install.
-func ddiWindow(w domain.Window, f domain.DeviceFacts, now time.Time) ports.DDIWindow {
+func windowFor(w domain.Window, f domain.DeviceFacts, now time.Time) Window {
 	if open, _ := w.Open(now, f); open {
-		return ports.DDIWindowAvailable
+		return WindowAvailable
 	}
-	return ports.DDIWindowUnavailable
+	return WindowUnavailable
 }
 
 // InstalledBase returns the action's task if it succeeded.
-func (s *DDI) InstalledBase(ctx context.Context, deviceID domain.DeviceID, actionID int64) (ports.TaskView, error) {
+func (s *UseCases) InstalledBase(ctx context.Context, deviceID domain.DeviceID, actionID int64) (ports.TaskView, error) {
 	v, err := s.task(ctx, deviceID, actionID)
 	if err != nil {
 		return ports.TaskView{}, err
@@ -202,16 +223,16 @@ func (s *DDI) InstalledBase(ctx context.Context, deviceID domain.DeviceID, actio
 // in the event's own transaction, as every success does
 // (domain.Task.Installs): a DDI poll carries no version, and the next
 // check must not offer the same image again.
-func (s *DDI) DeploymentFeedback(ctx context.Context, deviceID domain.DeviceID, actionID int64, fb ports.DDIFeedback) (ports.TaskView, error) {
+func (s *UseCases) DeploymentFeedback(ctx context.Context, deviceID domain.DeviceID, actionID int64, fb Feedback) (ports.TaskView, error) {
 	before, err := s.task(ctx, deviceID, actionID)
 	if err != nil {
 		return ports.TaskView{}, err
 	}
-	ev, apply, err := DDIEvent(actionID, before.Task.Status(), fb)
+	ev, apply, err := Event(actionID, before.Task.Status(), fb)
 	if err != nil || !apply {
 		return before, err
 	}
-	final := endsTask(ev.Status)
+	final := application.EndsTask(ev.Status)
 	if !final {
 		// Progress on a task withdrawn before its device began installing
 		// stops it rather than moving it on (as deploymentBase does); the
@@ -221,7 +242,7 @@ func (s *DDI) DeploymentFeedback(ctx context.Context, deviceID domain.DeviceID, 
 		if err != nil {
 			return ports.TaskView{}, fmt.Errorf("loading the action's rollout: %w", err)
 		}
-		if before.Task, err = stopBeforeInstall(ctx, s.tasks, s.metrics, before, r, s.clock.Now()); err != nil {
+		if before.Task, err = application.StopBeforeInstall(ctx, s.tasks, s.metrics, before, r, s.clock.Now()); err != nil {
 			return ports.TaskView{}, err
 		}
 	}
@@ -236,7 +257,7 @@ func (s *DDI) DeploymentFeedback(ctx context.Context, deviceID domain.DeviceID, 
 }
 
 // CancelAction returns the notice of a cancelled task.
-func (s *DDI) CancelAction(ctx context.Context, deviceID domain.DeviceID, actionID int64) (domain.CancelNotice, error) {
+func (s *UseCases) CancelAction(ctx context.Context, deviceID domain.DeviceID, actionID int64) (domain.CancelNotice, error) {
 	n, err := s.actions.Cancel(ctx, deviceID, actionID)
 	if err != nil {
 		return domain.CancelNotice{}, fmt.Errorf("loading cancel %d: %w", actionID, err)
@@ -251,7 +272,7 @@ func (s *DDI) CancelAction(ctx context.Context, deviceID domain.DeviceID, action
 // (closed, canceled or rejected: our cancels only ever hit tasks the device
 // had not started, so there is nothing to reject); other executions are
 // acknowledged without change.
-func (s *DDI) CancelFeedback(ctx context.Context, deviceID domain.DeviceID, actionID int64, fb ports.DDIFeedback) (domain.CancelNotice, error) {
+func (s *UseCases) CancelFeedback(ctx context.Context, deviceID domain.DeviceID, actionID int64, fb Feedback) (domain.CancelNotice, error) {
 	if err := validateFeedback(fb); err != nil {
 		return domain.CancelNotice{}, err
 	}
@@ -274,7 +295,7 @@ func (s *DDI) CancelFeedback(ctx context.Context, deviceID domain.DeviceID, acti
 // ConfigData stores the device's attributes and, when they carry the
 // version attribute, the device's running version. A version that is not
 // Semantic Versioning refuses the whole report.
-func (s *DDI) ConfigData(ctx context.Context, deviceID domain.DeviceID, mode string, data map[string]string) (domain.DeviceAttributes, error) {
+func (s *UseCases) ConfigData(ctx context.Context, deviceID domain.DeviceID, mode string, data map[string]string) (domain.DeviceAttributes, error) {
 	m, err := domain.ParseAttributeMode(mode)
 	if err != nil {
 		return domain.DeviceAttributes{}, err
@@ -314,7 +335,7 @@ func (s *DDI) ConfigData(ctx context.Context, deviceID domain.DeviceID, mode str
 // poll could tell that it contradicts a success (event rule 7, a reverted
 // install), so the check that judges it runs first, on the device as
 // stored. Any other report needs no check before the next poll.
-func (s *DDI) judgeLowerVersion(ctx context.Context, deviceID domain.DeviceID, version domain.Version) error {
+func (s *UseCases) judgeLowerVersion(ctx context.Context, deviceID domain.DeviceID, version domain.Version) error {
 	dev, err := s.devices.IdentifyDevice(ctx, deviceID)
 	if err != nil {
 		return err
@@ -331,23 +352,23 @@ func (s *DDI) judgeLowerVersion(ctx context.Context, deviceID domain.DeviceID, v
 // DDI feedback vocabulary (hawkBit's DDI API, plus "download", which newer
 // hawkBit versions send when a download starts).
 var (
-	ddiExecutions = []string{"closed", "proceeding", "canceled", "scheduled", "rejected", "resumed", "downloaded", "download"}
-	ddiFinished   = []string{"success", "failure", "none"}
+	executions = []string{"closed", "proceeding", "canceled", "scheduled", "rejected", "resumed", "downloaded", "download"}
+	finishes   = []string{"success", "failure", "none"}
 )
 
 // Error codes the DDI translation writes on tasks a device ends.
 const (
-	CodeDDIFailure  = "DDI_FAILURE"
-	CodeDDICanceled = "DDI_CANCELED"
-	CodeDDIRejected = "DDI_REJECTED"
+	CodeFailure  = "DDI_FAILURE"
+	CodeCanceled = "DDI_CANCELED"
+	CodeRejected = "DDI_REJECTED"
 )
 
-func validateFeedback(fb ports.DDIFeedback) error {
-	if !oneOf(fb.Execution, ddiExecutions) {
-		return &domain.ValidationError{Field: "status.execution", Reason: "must be one of " + strings.Join(ddiExecutions, ", ")}
+func validateFeedback(fb Feedback) error {
+	if !oneOf(fb.Execution, executions) {
+		return &domain.ValidationError{Field: "status.execution", Reason: "must be one of " + strings.Join(executions, ", ")}
 	}
-	if fb.Finished != "" && !oneOf(fb.Finished, ddiFinished) {
-		return &domain.ValidationError{Field: "status.result.finished", Reason: "must be one of " + strings.Join(ddiFinished, ", ")}
+	if fb.Finished != "" && !oneOf(fb.Finished, finishes) {
+		return &domain.ValidationError{Field: "status.result.finished", Reason: "must be one of " + strings.Join(finishes, ", ")}
 	}
 	return nil
 }
@@ -361,7 +382,7 @@ func oneOf(s string, set []string) bool {
 	return false
 }
 
-// DDIEvent translates a DDI feedback on an action into a task event, or
+// Event translates a DDI feedback on an action into a task event, or
 // reports that it carries no change (apply false: "scheduled"). The
 // translation:
 //
@@ -375,7 +396,7 @@ func oneOf(s string, set []string) bool {
 //
 // The event id is a digest of the action, the feedback and the status it
 // maps to, so an identical feedback sent again is a replay.
-func DDIEvent(actionID int64, current domain.TaskStatus, fb ports.DDIFeedback) (ports.EventRequest, bool, error) {
+func Event(actionID int64, current domain.TaskStatus, fb Feedback) (ports.EventRequest, bool, error) {
 	if err := validateFeedback(fb); err != nil {
 		return ports.EventRequest{}, false, err
 	}
@@ -386,12 +407,12 @@ func DDIEvent(actionID int64, current domain.TaskStatus, fb ports.DDIFeedback) (
 	case "closed":
 		ev.Status = domain.TaskSucceeded.String()
 		if fb.Finished == "failure" {
-			ev.Status, ev.ErrorCode = domain.TaskFailed.String(), CodeDDIFailure
+			ev.Status, ev.ErrorCode = domain.TaskFailed.String(), CodeFailure
 		}
 	case "canceled":
-		ev.Status, ev.ErrorCode = domain.TaskFailed.String(), CodeDDICanceled
+		ev.Status, ev.ErrorCode = domain.TaskFailed.String(), CodeCanceled
 	case "rejected":
-		ev.Status, ev.ErrorCode = domain.TaskFailed.String(), CodeDDIRejected
+		ev.Status, ev.ErrorCode = domain.TaskFailed.String(), CodeRejected
 	case "downloaded":
 		ev.Status = domain.TaskDownloaded.String()
 	default:
@@ -400,12 +421,12 @@ func DDIEvent(actionID int64, current domain.TaskStatus, fb ports.DDIFeedback) (
 			ev.Status = domain.TaskInstalling.String()
 		}
 		if p := fb.Progress; p != nil && p.Of > 0 {
-			pct := ddiPercent(p.Cnt, p.Of)
+			pct := percent(p.Cnt, p.Of)
 			ev.Progress = &pct
 		}
 	}
 	if ev.Status == domain.TaskFailed.String() {
-		ev.ErrorMessage = ddiMessage(fb.Details)
+		ev.ErrorMessage = message(fb.Details)
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%d\x00%s\x00%s\x00%s\x00", actionID, ev.Status, fb.Execution, fb.Finished)
@@ -419,10 +440,10 @@ func DDIEvent(actionID int64, current domain.TaskStatus, fb ports.DDIFeedback) (
 	return ev, true, nil
 }
 
-// ddiPercent is cnt of of (of > 0) as a percentage, 0–100, rounded down.
+// percent is cnt of of (of > 0) as a percentage, 0–100, rounded down.
 // The agent chooses both numbers: cnt*100 is computed in 128 bits, so a
 // huge cnt cannot wrap into a wrong (or negative) percentage.
-func ddiPercent(cnt, of int) int {
+func percent(cnt, of int) int {
 	switch {
 	case cnt <= 0:
 		return 0
@@ -434,9 +455,9 @@ func ddiPercent(cnt, of int) int {
 	return int(q)
 }
 
-// ddiMessage joins a feedback's details into an error message the task can
+// message joins a feedback's details into an error message the task can
 // keep: valid UTF-8, no NUL, at most domain.MaxMessageLen bytes.
-func ddiMessage(details []string) string {
+func message(details []string) string {
 	msg := strings.Join(details, "; ")
 	msg = strings.ReplaceAll(strings.ToValidUTF8(msg, "\uFFFD"), "\x00", " ")
 	msg = strings.TrimSpace(msg)

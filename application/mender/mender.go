@@ -1,4 +1,9 @@
-package application
+// Package mender holds the use cases of Mender's device API (adapters/mender
+// speaks its HTTP): authentication by signed requests and session tokens,
+// admission of pending devices, and the deployment and status calls
+// translated onto the device use cases of package application, with the
+// protocol's own words (Auth, Provides). It adds no rule of its own.
+package mender
 
 import (
 	"context"
@@ -9,12 +14,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
 
-// MenderConfig tunes the Mender device API's use cases.
-type MenderConfig struct {
+// Config tunes the Mender device API's use cases.
+type Config struct {
 	// IDKey names the id_data key that carries the device id
 	// (OTA_MENDER_ID_KEY, default device_id).
 	IDKey string
@@ -38,65 +44,133 @@ type MenderConfig struct {
 	AuthLimiter ports.RateLimiter
 }
 
-// DefaultMenderTokenTTL bounds how long a revoked device keeps working on
+// DefaultTokenTTL bounds how long a revoked device keeps working on
 // a token it already holds; devices authenticate again on their own.
-const DefaultMenderTokenTTL = time.Hour
+const DefaultTokenTTL = time.Hour
 
 // MaxPendingAuthRequests bounds the pending requests unadmitted devices
 // can make the service store (anyone can send one; each needs a valid
 // signature by the key it presents, which proves nothing about the
-// sender). Requests expire (MenderConfig.RequestTTL), operators delete
-// them, and each source address has a budget (MenderConfig.AuthLimiter),
+// sender). Requests expire (Config.RequestTTL), operators delete
+// them, and each source address has a budget (Config.AuthLimiter),
 // so a flood cannot keep a real device off the list for good.
 const MaxPendingAuthRequests = 10000
 
-// MenderPorts are the ports the Mender use cases run on. Every field is
+// DeviceAdmissions stores the public keys devices authenticate with
+// (domain.DeviceAdmission) and admits registered devices' keys.
+// Registering a device with its key is the operators'
+// (application.KeyedAdmissions). Not-found is domain.ErrNotFound.
+type DeviceAdmissions interface {
+	// Get returns the device's admission.
+	Get(ctx context.Context, deviceID domain.DeviceID) (domain.DeviceAdmission, error)
+	// Generation returns the device's current session token generation
+	// (domain.DeviceAdmission.Generation) without its key: what every call
+	// a session token admits checks, so it must be cheap.
+	Generation(ctx context.Context, deviceID domain.DeviceID) (int64, error)
+	// Admit stores a registered device's admission, replacing any key it
+	// had (create==true when it had none); domain.ErrNotFound if the
+	// device is not registered.
+	Admit(ctx context.Context, deviceID domain.DeviceID, fn func(current *domain.DeviceAdmission) (domain.DeviceAdmission, error)) (domain.DeviceAdmission, error)
+	// Registered returns those of the devices that are registered, with
+	// their admissions, in one read (the pending list flags requests for
+	// registered devices).
+	Registered(ctx context.Context, deviceIDs []domain.DeviceID) (map[domain.DeviceID]ports.RegisteredDevice, error)
+}
+
+// AuthRequests stores the requests of devices waiting to be admitted, one
+// per device and key. Not-found is domain.ErrNotFound, also for the zero
+// request id (one the edge could not parse).
+type AuthRequests interface {
+	// Ask serialises every Ask (so that the bound on pending requests
+	// holds under concurrent requests), loads the request of the device
+	// with key (nil if none) and, when there is none, the number of
+	// pending requests (0 otherwise), and stores what fn returns; fn
+	// returning nil stores nothing.
+	Ask(ctx context.Context, deviceID domain.DeviceID, key domain.DeviceKey,
+		fn func(current *domain.AuthRequest, pending int) (*domain.AuthRequest, error)) error
+	// Get returns a request by id.
+	Get(ctx context.Context, id domain.UUID) (domain.AuthRequest, error)
+	// List returns the requests with the given status, oldest first, at
+	// most limit.
+	List(ctx context.Context, status domain.AuthRequestStatus, limit int) ([]domain.AuthRequest, error)
+	// Update loads a request locked, lets fn change it, and stores it.
+	Update(ctx context.Context, id domain.UUID, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error)
+	// Accept registers the request's device when it is not registered
+	// (dev), stores the admission admit makes of the device's current one
+	// (nil if none) and deletes the request, atomically; domain.ErrNotFound
+	// if the request is gone or no longer pending.
+	Accept(ctx context.Context, id domain.UUID, dev *domain.Device,
+		admit func(current *domain.DeviceAdmission) (domain.DeviceAdmission, error)) error
+	// Delete deletes a request, pending or rejected.
+	Delete(ctx context.Context, id domain.UUID) error
+	// DeleteExpired deletes every request last changed before cutoff
+	// (domain.AuthRequest.ExpiredBy) and returns how many.
+	DeleteExpired(ctx context.Context, cutoff time.Time) (int, error)
+}
+
+// ArtifactCatalog finds firmware by the artifact name Mender devices
+// report.
+type ArtifactCatalog interface {
+	// ByArtifactName returns the firmware of model published under name,
+	// or domain.ErrNotFound.
+	ByArtifactName(ctx context.Context, model, name string) (domain.Firmware, error)
+}
+
+// TaskLogs keeps the logs devices upload about their tasks.
+type TaskLogs interface {
+	// Put stores a task's log, replacing the previous one.
+	Put(ctx context.Context, l domain.TaskLog) error
+	// Get returns a task's log, or domain.ErrNotFound if none was uploaded.
+	Get(ctx context.Context, taskID domain.UUID) (domain.TaskLog, error)
+}
+
+// Ports are the ports the Mender use cases run on. Every field is
 // required.
-type MenderPorts struct {
+type Ports struct {
 	// Devices is the device use cases: the check and events.
 	Devices    ports.DeviceService
 	Repo       ports.DeviceRepository
 	Rollouts   ports.RolloutRepository
-	Tasks      ports.TaskRepository
+	Tasks      application.TaskUpdater
 	Attributes ports.DeviceAttributes
-	Admissions ports.DeviceAdmissions
-	Requests   ports.AuthRequests
-	Catalog    ports.ArtifactCatalog
-	Logs       ports.TaskLogs
+	Admissions DeviceAdmissions
+	Requests   AuthRequests
+	Catalog    ArtifactCatalog
+	Logs       TaskLogs
 	Clock      ports.Clock
 	IDs        ports.IDGenerator
 	Metrics    ports.Metrics
 	// QueueObserver hears of requests dropped because the pending queue
 	// is full.
-	QueueObserver ports.AuthQueueObserver
+	QueueObserver AuthQueueObserver
 }
 
-// Mender implements ports.MenderService and ports.AdmissionService:
+// UseCases implements Service and AdmissionService:
 // Mender's device API translated onto the device use cases. Admission and
 // session tokens are domain rules (domain.DeviceAdmission,
 // domain.IssueSessionToken); the deployment is the check, a status report
 // is a task event.
-type Mender struct {
-	p   MenderPorts
-	cfg MenderConfig
+type UseCases struct {
+	p   Ports
+	cfg Config
 }
 
 var (
-	_ ports.MenderService    = (*Mender)(nil)
-	_ ports.AdmissionService = (*Mender)(nil)
+	_ Service          = (*UseCases)(nil)
+	_ AdmissionService = (*UseCases)(nil)
 )
 
-// NewMender builds the Mender use cases.
-func NewMender(p MenderPorts, cfg MenderConfig) (*Mender, error) {
+// New builds the Mender use cases.
+func New(p Ports, cfg Config) (*UseCases, error) {
 	if p.Devices == nil || p.Repo == nil || p.Rollouts == nil || p.Tasks == nil || p.Attributes == nil || p.Admissions == nil ||
 		p.Requests == nil || p.Catalog == nil || p.Logs == nil || p.Clock == nil || p.IDs == nil || p.Metrics == nil || p.QueueObserver == nil {
-		return nil, errors.New("application: every Mender dependency is required")
+		return nil, errors.New("mender: every dependency is required")
 	}
 	if cfg.IDKey == "" || len(cfg.Secret) < domain.MinSessionSecretLen {
-		return nil, errors.New("application: Mender needs an id_data key and a session secret of at least 32 bytes")
+		return nil, errors.New("mender: the use cases need an id_data key and a session secret of at least 32 bytes")
 	}
 	if cfg.TokenTTL <= 0 {
-		cfg.TokenTTL = DefaultMenderTokenTTL
+		cfg.TokenTTL = DefaultTokenTTL
 	}
 	if cfg.RequestTTL <= 0 {
 		cfg.RequestTTL = domain.DefaultAuthRequestTTL
@@ -107,7 +181,7 @@ func NewMender(p MenderPorts, cfg MenderConfig) (*Mender, error) {
 	if cfg.AuthLimiter == nil {
 		cfg.AuthLimiter = ports.Unlimited{}
 	}
-	return &Mender{p: p, cfg: cfg}, nil
+	return &UseCases{p: p, cfg: cfg}, nil
 }
 
 // authBody is Mender's authentication request.
@@ -124,7 +198,7 @@ type authBody struct {
 // operators accept pending devices. Each source address has a budget of
 // requests (anyone may send them, and each costs a signature check):
 // over it, ports.RateLimitedError.
-func (s *Mender) Authenticate(ctx context.Context, req ports.MenderAuth) (string, error) {
+func (s *UseCases) Authenticate(ctx context.Context, req Auth) (string, error) {
 	if ok, wait := s.cfg.AuthLimiter.Allow(req.Source); !ok {
 		return "", &ports.RateLimitedError{Wait: wait}
 	}
@@ -165,7 +239,7 @@ func (s *Mender) Authenticate(ctx context.Context, req ports.MenderAuth) (string
 // Mender's id_data, a JSON object encoded as a string.
 // This is the Mender edge's one parse of the device id of a device that
 // is not yet admitted.
-func (s *Mender) identity(idData string) (deviceID domain.DeviceID, deviceType string, err error) {
+func (s *UseCases) identity(idData string) (deviceID domain.DeviceID, deviceType string, err error) {
 	if err := domain.ValidateText("id_data", idData, domain.MaxIdentityDataLen); err != nil {
 		return domain.DeviceID{}, "", err
 	}
@@ -189,7 +263,7 @@ func (s *Mender) identity(idData string) (deviceID domain.DeviceID, deviceType s
 	return id, deviceType, nil
 }
 
-func (s *Mender) issue(adm domain.DeviceAdmission) (string, error) {
+func (s *UseCases) issue(adm domain.DeviceAdmission) (string, error) {
 	now := s.p.Clock.Now()
 	tok, err := domain.IssueSessionToken(s.cfg.Secret, domain.SessionClaims{
 		DeviceID: adm.DeviceID(), Generation: adm.Generation(), Expires: now.Add(s.cfg.TokenTTL),
@@ -204,7 +278,7 @@ func (s *Mender) issue(adm domain.DeviceAdmission) (string, error) {
 // again changes nothing (a rejected key stays rejected until its request
 // expires), another key is another request. Expired requests go first, and
 // a new one is stored only while there is room (domain.PendingRoom).
-func (s *Mender) recordPending(ctx context.Context, deviceID domain.DeviceID, idData string, key domain.DeviceKey, deviceType string) error {
+func (s *UseCases) recordPending(ctx context.Context, deviceID domain.DeviceID, idData string, key domain.DeviceKey, deviceType string) error {
 	now := s.p.Clock.Now()
 	if err := s.deleteExpired(ctx, now); err != nil {
 		return err
@@ -235,7 +309,7 @@ func (s *Mender) recordPending(ctx context.Context, deviceID domain.DeviceID, id
 
 // deleteExpired deletes the requests expired at now
 // (domain.AuthRequest.ExpiredBy).
-func (s *Mender) deleteExpired(ctx context.Context, now time.Time) error {
+func (s *UseCases) deleteExpired(ctx context.Context, now time.Time) error {
 	if _, err := s.p.Requests.DeleteExpired(ctx, domain.AuthRequestCutoff(now, s.cfg.RequestTTL)); err != nil {
 		return fmt.Errorf("deleting expired auth requests: %w", err)
 	}
@@ -249,7 +323,7 @@ func (s *Mender) deleteExpired(ctx context.Context, now time.Time) error {
 // authenticates again (with the new key) on a 401. Every route a session
 // admits reads the store for the device anyway; this is one more read, by
 // primary key, of one column.
-func (s *Mender) Session(ctx context.Context, token string) (domain.DeviceID, error) {
+func (s *UseCases) Session(ctx context.Context, token string) (domain.DeviceID, error) {
 	c, err := domain.VerifySessionToken(s.cfg.Secret, token, s.p.Clock.Now())
 	if err != nil {
 		return domain.DeviceID{}, err
@@ -273,7 +347,7 @@ func (s *Mender) Session(ctx context.Context, token string) (domain.DeviceID, er
 // artifact name (domain.DeliverWithArtifactName); a task without one that
 // the device had already started otherwise is still refused
 // (domain.Firmware.CheckArtifactDeliverable).
-func (s *Mender) Next(ctx context.Context, deviceID domain.DeviceID, p ports.MenderProvides) (*ports.TaskView, error) {
+func (s *UseCases) Next(ctx context.Context, deviceID domain.DeviceID, p Provides) (*ports.TaskView, error) {
 	if err := domain.ValidateIdentifier("device_type", p.DeviceType); err != nil {
 		return nil, err
 	}
@@ -306,7 +380,7 @@ func (s *Mender) Next(ctx context.Context, deviceID domain.DeviceID, p ports.Men
 
 // identify loads the device a session token named, with its task state
 // (the token proved who it is; the device may have been removed since).
-func (s *Mender) identify(ctx context.Context, deviceID domain.DeviceID) (ports.AuthenticatedDevice, error) {
+func (s *UseCases) identify(ctx context.Context, deviceID domain.DeviceID) (ports.AuthenticatedDevice, error) {
 	dev, err := s.p.Devices.IdentifyDevice(ctx, deviceID)
 	if errors.Is(err, domain.ErrNotFound) {
 		return ports.AuthenticatedDevice{}, domain.ErrUnauthorized
@@ -318,7 +392,7 @@ func (s *Mender) identify(ctx context.Context, deviceID domain.DeviceID) (ports.
 }
 
 // check is the one place the Mender translation calls the check use case.
-func (s *Mender) check(ctx context.Context, dev ports.AuthenticatedDevice, model string, running domain.Version) (*ports.TaskView, error) {
+func (s *UseCases) check(ctx context.Context, dev ports.AuthenticatedDevice, model string, running domain.Version) (*ports.TaskView, error) {
 	res, err := s.p.Devices.Check(ctx, ports.CheckRequest{Device: dev, Model: model, CurrentVersion: running.String(),
 		Delivery: domain.DeliverWithArtifactName})
 	if err != nil {
@@ -338,9 +412,9 @@ const (
 )
 
 // Error code of a task a Mender device reports as failed.
-const CodeMenderFailure = "MENDER_FAILURE"
+const CodeFailure = "MENDER_FAILURE"
 
-// MenderEvent translates a Mender deployment status into a task event, or
+// Event translates a Mender deployment status into a task event, or
 // reports that it carries no change (apply false: the pause_before_*
 // statuses of update control maps). The translation:
 //
@@ -355,7 +429,7 @@ const CodeMenderFailure = "MENDER_FAILURE"
 // The event id is a digest of the task and the status it maps to (and the
 // already-installed marker), so a repeated report (Mender sends
 // downloading three times and installing twice) is a replay.
-func MenderEvent(taskID, status string) (ports.EventRequest, bool, error) {
+func Event(taskID, status string) (ports.EventRequest, bool, error) {
 	var ev ports.EventRequest
 	switch status {
 	case menderDownloading:
@@ -367,7 +441,7 @@ func MenderEvent(taskID, status string) (ports.EventRequest, bool, error) {
 	case menderAlreadyInstalled:
 		ev.Status, ev.ErrorCode = domain.TaskSucceeded.String(), domain.CodeAlreadyInstalled
 	case menderFailure:
-		ev.Status, ev.ErrorCode = domain.TaskFailed.String(), CodeMenderFailure
+		ev.Status, ev.ErrorCode = domain.TaskFailed.String(), CodeFailure
 		ev.ErrorMessage = "the device reported failure (see the task's log)"
 	case "pause_before_installing", "pause_before_committing", "pause_before_rebooting":
 		return ports.EventRequest{}, false, nil
@@ -390,8 +464,8 @@ func MenderEvent(taskID, status string) (ports.EventRequest, bool, error) {
 // report on a cancelled or finished task is domain.ErrTaskFinished (Mender
 // answers 409: the device aborts). A late intermediate status that would
 // move the task backwards is acknowledged without change.
-func (s *Mender) Status(ctx context.Context, deviceID domain.DeviceID, taskID domain.UUID, status string) error {
-	ev, apply, err := MenderEvent(taskID.String(), status)
+func (s *UseCases) Status(ctx context.Context, deviceID domain.DeviceID, taskID domain.UUID, status string) error {
+	ev, apply, err := Event(taskID.String(), status)
 	if err != nil {
 		return err
 	}
@@ -399,7 +473,7 @@ func (s *Mender) Status(ctx context.Context, deviceID domain.DeviceID, taskID do
 	if err != nil {
 		return err
 	}
-	final := endsTask(ev.Status)
+	final := application.EndsTask(ev.Status)
 	if !final {
 		if v.Task, err = s.stopBeforeInstall(ctx, v); err != nil {
 			return err
@@ -421,16 +495,16 @@ func (s *Mender) Status(ctx context.Context, deviceID domain.DeviceID, taskID do
 }
 
 // stopBeforeInstall stores domain.Task.StopBeforeInstall's decision.
-func (s *Mender) stopBeforeInstall(ctx context.Context, v ports.TaskView) (domain.Task, error) {
+func (s *UseCases) stopBeforeInstall(ctx context.Context, v ports.TaskView) (domain.Task, error) {
 	r, err := s.p.Rollouts.Get(ctx, v.Task.RolloutID())
 	if err != nil {
 		return domain.Task{}, fmt.Errorf("loading rollout: %w", err)
 	}
-	return stopBeforeInstall(ctx, s.p.Tasks, s.p.Metrics, v, r, s.p.Clock.Now())
+	return application.StopBeforeInstall(ctx, s.p.Tasks, s.p.Metrics, v, r, s.p.Clock.Now())
 }
 
 // Log keeps the device's log on its task (bounded, see domain.NewTaskLog).
-func (s *Mender) Log(ctx context.Context, deviceID domain.DeviceID, taskID domain.UUID, lines []domain.LogLine) error {
+func (s *UseCases) Log(ctx context.Context, deviceID domain.DeviceID, taskID domain.UUID, lines []domain.LogLine) error {
 	if _, err := s.p.Devices.GetTask(ctx, deviceID, taskID); err != nil {
 		return err
 	}
@@ -442,7 +516,7 @@ func (s *Mender) Log(ctx context.Context, deviceID domain.DeviceID, taskID domai
 
 // Inventory stores the device's inventory as its attributes
 // (domain.FitInventory keeps an oversized report storable).
-func (s *Mender) Inventory(ctx context.Context, deviceID domain.DeviceID, items []domain.InventoryItem, replace bool) error {
+func (s *UseCases) Inventory(ctx context.Context, deviceID domain.DeviceID, items []domain.InventoryItem, replace bool) error {
 	mode := domain.AttributesMerge
 	if replace {
 		mode = domain.AttributesReplace
@@ -463,7 +537,7 @@ func (s *Mender) Inventory(ctx context.Context, deviceID domain.DeviceID, items 
 // Pending lists the devices waiting for an operator, oldest first, each
 // flagged when the device it names is registered already
 // (domain.AuthRequest.ConflictWith). Expired requests are deleted first.
-func (s *Mender) Pending(ctx context.Context) ([]ports.PendingRequest, error) {
+func (s *UseCases) Pending(ctx context.Context) ([]PendingRequest, error) {
 	if err := s.deleteExpired(ctx, s.p.Clock.Now()); err != nil {
 		return nil, err
 	}
@@ -479,10 +553,10 @@ func (s *Mender) Pending(ctx context.Context) ([]ports.PendingRequest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading registered devices: %w", err)
 	}
-	out := make([]ports.PendingRequest, 0, len(rs))
+	out := make([]PendingRequest, 0, len(rs))
 	for _, r := range rs {
 		k := known[r.DeviceID()]
-		out = append(out, ports.PendingRequest{Request: r, Conflict: r.ConflictWith(k.Model, k.Admission)})
+		out = append(out, PendingRequest{Request: r, Conflict: r.ConflictWith(k.Model, k.Admission)})
 	}
 	return out, nil
 }
@@ -493,7 +567,7 @@ func (s *Mender) Pending(ctx context.Context) ([]ports.PendingRequest, error) {
 // its model and has its key replaced (its tokens' generation moves on),
 // but only when the operator says ReplaceKey (domain.KeyConflict.CheckAccept).
 // An expired request is gone.
-func (s *Mender) Accept(ctx context.Context, requestID domain.UUID, req ports.AcceptRequest) (domain.Device, error) {
+func (s *UseCases) Accept(ctx context.Context, requestID domain.UUID, req AcceptRequest) (domain.Device, error) {
 	r, err := s.p.Requests.Get(ctx, requestID)
 	if err != nil {
 		return domain.Device{}, fmt.Errorf("loading auth request: %w", err)
@@ -514,7 +588,7 @@ func (s *Mender) Accept(ctx context.Context, requestID domain.UUID, req ports.Ac
 			return domain.Device{}, err
 		}
 		// Its token is never shown: a Mender device authenticates by key.
-		creds, err := newDevice(r.DeviceID(), m, "", now)
+		creds, err := application.NewDeviceCredentials(r.DeviceID(), m, "", now)
 		if err != nil {
 			return domain.Device{}, err
 		}
@@ -548,7 +622,7 @@ func (s *Mender) Accept(ctx context.Context, requestID domain.UUID, req ports.Ac
 
 // Delete deletes a request, pending or rejected: the device, if it asks
 // again, makes a new one.
-func (s *Mender) Delete(ctx context.Context, requestID domain.UUID) error {
+func (s *UseCases) Delete(ctx context.Context, requestID domain.UUID) error {
 	if err := s.p.Requests.Delete(ctx, requestID); err != nil {
 		return fmt.Errorf("deleting auth request: %w", err)
 	}
@@ -557,7 +631,7 @@ func (s *Mender) Delete(ctx context.Context, requestID domain.UUID) error {
 
 // Reject refuses a pending device; it stays refused until it presents
 // another key.
-func (s *Mender) Reject(ctx context.Context, requestID domain.UUID) (domain.AuthRequest, error) {
+func (s *UseCases) Reject(ctx context.Context, requestID domain.UUID) (domain.AuthRequest, error) {
 	now := s.p.Clock.Now()
 	r, err := s.p.Requests.Update(ctx, requestID, func(r *domain.AuthRequest) error {
 		r.Reject(now)
@@ -570,7 +644,7 @@ func (s *Mender) Reject(ctx context.Context, requestID domain.UUID) (domain.Auth
 }
 
 // TaskLog returns the log a device uploaded about a task.
-func (s *Mender) TaskLog(ctx context.Context, taskID domain.UUID) (domain.TaskLog, error) {
+func (s *UseCases) TaskLog(ctx context.Context, taskID domain.UUID) (domain.TaskLog, error) {
 	if taskID.IsZero() {
 		return domain.TaskLog{}, fmt.Errorf("task log: %w", domain.ErrNotFound)
 	}
@@ -583,7 +657,7 @@ func (s *Mender) TaskLog(ctx context.Context, taskID domain.UUID) (domain.TaskLo
 
 // SetKey admits a registered device with publicKey (preauthorizing a
 // device registered without one, or rotating its key).
-func (s *Mender) SetKey(ctx context.Context, deviceID domain.DeviceID, publicKey string) (domain.DeviceAdmission, error) {
+func (s *UseCases) SetKey(ctx context.Context, deviceID domain.DeviceID, publicKey string) (domain.DeviceAdmission, error) {
 	key, err := domain.ParseDeviceKey("public_key", publicKey)
 	if err != nil {
 		return domain.DeviceAdmission{}, err

@@ -1,10 +1,10 @@
-package application_test
+package mender_test
 
 import (
 	"errors"
 	"testing"
 
-	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/application/mender"
 	"github.com/ai-device/ota/domain"
 )
 
@@ -19,18 +19,18 @@ func TestMenderEventTranslation(t *testing.T) {
 		{"rebooting", "installing", "", true},
 		{"success", "succeeded", "", true},
 		{"already-installed", "succeeded", domain.CodeAlreadyInstalled, true},
-		{"failure", "failed", application.CodeMenderFailure, true},
+		{"failure", "failed", mender.CodeFailure, true},
 		{"pause_before_installing", "", "", false},
 		{"pause_before_committing", "", "", false},
 	} {
-		ev, apply, err := application.MenderEvent(task, c.status)
+		ev, apply, err := mender.Event(task, c.status)
 		if err != nil || apply != c.apply || ev.Status != c.want || ev.ErrorCode != c.code {
 			t.Errorf("%s: %+v apply=%v err=%v", c.status, ev, apply, err)
 			continue
 		}
 		if apply {
-			again, _, _ := application.MenderEvent(task, c.status)
-			other, _, _ := application.MenderEvent("9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d", c.status)
+			again, _, _ := mender.Event(task, c.status)
+			other, _, _ := mender.Event("9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d", c.status)
 			if again.EventID != ev.EventID || other.EventID == ev.EventID {
 				t.Errorf("%s: event ids must repeat per task and differ across tasks", c.status)
 			}
@@ -40,12 +40,12 @@ func TestMenderEventTranslation(t *testing.T) {
 		}
 	}
 	// Statuses mapping to the same task status are one event (replays).
-	a, _, _ := application.MenderEvent(task, "installing")
-	b, _, _ := application.MenderEvent(task, "rebooting")
+	a, _, _ := mender.Event(task, "installing")
+	b, _, _ := mender.Event(task, "rebooting")
 	if a.EventID != b.EventID {
 		t.Error("installing and rebooting must replay one event")
 	}
-	if _, _, err := application.MenderEvent(task, "exploded"); !errors.Is(err, domain.ErrValidation) {
+	if _, _, err := mender.Event(task, "exploded"); !errors.Is(err, domain.ErrValidation) {
 		t.Errorf("unknown status: %v", err)
 	}
 }

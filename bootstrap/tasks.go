@@ -1,0 +1,38 @@
+package bootstrap
+
+import (
+	"github.com/google/wire"
+
+	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/adapters/postgres"
+	"github.com/ai-device/ota/application"
+)
+
+// TaskPorts is one task store as each use case declares it: the use cases
+// take only the methods they call, so the store is handed to each under
+// that use case's interface. A store lacking a method fails to compile
+// here, not at a request.
+type TaskPorts struct {
+	Auth    application.AuthStore
+	Checks  application.CheckStore
+	Events  application.EventStore
+	Active  application.ActiveTasks
+	Counts  application.RolloutCounts
+	History application.TaskHistory
+	Updater application.TaskUpdater
+}
+
+// taskPortsOf hands one store out under every use case's interface.
+func taskPortsOf(s application.TaskStore) TaskPorts {
+	return TaskPorts{Auth: s, Checks: s, Events: s, Active: s, Counts: s, History: s, Updater: s}
+}
+
+// MemoryTaskPorts are the in-process store's task ports.
+func MemoryTaskPorts(t *memory.Tasks) TaskPorts { return taskPortsOf(t) }
+
+// PostgresTaskPorts are the Postgres task ports (the serving repository:
+// the check's reads on the read replica when there is one).
+func PostgresTaskPorts(t *postgres.TaskRepository) TaskPorts { return taskPortsOf(t) }
+
+// taskPortSet gives each use case its interface of the task store.
+var taskPortSet = wire.FieldsOf(new(TaskPorts), "Auth", "Checks", "Events", "Active", "Counts", "History", "Updater")
