@@ -110,14 +110,9 @@ func (s *ArtifactRepository) Create(ctx context.Context, a domain.Artifact) (dom
 
 // Get loads an artifact by id; the zero id is not found.
 func (s *ArtifactRepository) Get(ctx context.Context, id domain.UUID) (domain.Artifact, error) {
-	if id.IsZero() {
-		return domain.Artifact{}, fmt.Errorf("loading artifact: %w", domain.ErrNotFound)
-	}
-	var r artifactRow
-	if err := s.db.GetContext(ctx, &r, `SELECT `+artifactColumns+` FROM artifacts WHERE id = $1`, id.String()); err != nil {
-		return domain.Artifact{}, fmt.Errorf("loading artifact %s: %w", id, notFound(err))
-	}
-	return r.toDomain()
+	return loadByID[domain.Artifact]("artifact", id, func(r *artifactRow) error {
+		return s.db.GetContext(ctx, r, `SELECT `+artifactColumns+` FROM artifacts WHERE id = $1`, id.String())
+	})
 }
 
 // List returns every artifact, newest first; never nil.
@@ -126,15 +121,7 @@ func (s *ArtifactRepository) List(ctx context.Context) ([]domain.Artifact, error
 	if err := s.db.SelectContext(ctx, &rows, `SELECT `+artifactColumns+` FROM artifacts ORDER BY created_at DESC, id DESC`); err != nil {
 		return nil, fmt.Errorf("listing artifacts: %w", unavailable(err))
 	}
-	out := make([]domain.Artifact, 0, len(rows))
-	for _, r := range rows {
-		a, err := r.toDomain()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, nil
+	return domainOf(rows)
 }
 
 // Delete removes the row. The foreign key of firmwares.artifact_id (ON

@@ -295,6 +295,62 @@ func referenced(constraint string) string {
 	return "a referenced row"
 }
 
+// loadByID is every Get by id: the zero id names no row, a missing row is
+// domain.ErrNotFound, and load's row becomes its domain value.
+func loadByID[T any, R interface{ toDomain() (T, error) }](what string, id domain.UUID, load func(r *R) error) (T, error) {
+	var zero T
+	if id.IsZero() {
+		return zero, fmt.Errorf("loading %s: %w", what, domain.ErrNotFound)
+	}
+	var r R
+	if err := load(&r); err != nil {
+		return zero, fmt.Errorf("loading %s %s: %w", what, id, notFound(err))
+	}
+	return r.toDomain()
+}
+
+// updateByID is every read-modify-write of one row by id: in one
+// read-committed transaction, query loads the row (locked as query says)
+// and change stores what it makes of it, returning the stored value. The
+// zero id names no row; a missing row is domain.ErrNotFound.
+func updateByID[T any, R interface{ toDomain() (T, error) }](ctx context.Context, db *sqlx.DB, what, query string, id domain.UUID,
+	change func(tx *sqlx.Tx, r R, v T) (T, error)) (T, error) {
+	var out T
+	if id.IsZero() {
+		return out, fmt.Errorf("loading %s: %w", what, domain.ErrNotFound)
+	}
+	err := inTx(ctx, db, readCommitted, func(tx *sqlx.Tx) error {
+		var r R
+		if err := tx.GetContext(ctx, &r, query, id.String()); err != nil {
+			return fmt.Errorf("loading %s %s: %w", what, id, notFound(err))
+		}
+		v, err := r.toDomain()
+		if err != nil {
+			return err
+		}
+		out, err = change(tx, r, v)
+		return err
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return out, nil
+}
+
+// domainOf turns stored rows into their domain values; never nil.
+func domainOf[T any, R interface{ toDomain() (T, error) }](rows []R) ([]T, error) {
+	out := make([]T, 0, len(rows))
+	for _, r := range rows {
+		v, err := r.toDomain()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
 // notFound turns "no such row" into domain.ErrNotFound: sql.ErrNoRows, and
 // (should an id ever reach a query unvalidated) Postgres refusing the text
 // of a UUID, so that a path like /rollouts/not-a-uuid is a 404, never a 500.

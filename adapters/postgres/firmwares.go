@@ -130,15 +130,7 @@ func (s *FirmwareRepository) Create(ctx context.Context, f domain.Firmware) erro
 
 // Get loads a firmware by id (parsed, canonical); the zero id is not found.
 func (s *FirmwareRepository) Get(ctx context.Context, id domain.UUID) (domain.Firmware, error) {
-	if id.IsZero() {
-		return domain.Firmware{}, fmt.Errorf("loading firmware: %w", domain.ErrNotFound)
-	}
-	uid := id.String()
-	var r firmwareRow
-	if err := s.get.GetContext(ctx, &r, uid); err != nil {
-		return domain.Firmware{}, fmt.Errorf("loading firmware %s: %w", uid, notFound(err))
-	}
-	return r.toDomain()
+	return loadByID[domain.Firmware]("firmware", id, func(r *firmwareRow) error { return s.get.GetContext(ctx, r, id.String()) })
 }
 
 // catalogPayload names what a change touched: the model, or "*" when it
@@ -167,15 +159,7 @@ func (s *FirmwareRepository) List(ctx context.Context, model string) ([]domain.F
 	if err != nil {
 		return nil, fmt.Errorf("listing firmware: %w", unavailable(err))
 	}
-	out := make([]domain.Firmware, 0, len(rows))
-	for _, r := range rows {
-		f, err := r.toDomain()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, f)
-	}
-	return out, nil
+	return domainOf(rows)
 }
 
 // Update loads the firmware with a row lock, lets fn change it (revoke
@@ -184,42 +168,26 @@ func (s *FirmwareRepository) List(ctx context.Context, model string) ([]domain.F
 // checks of tasks and rollouts being created for the firmware.
 // fn's error is returned as is and nothing is written.
 func (s *FirmwareRepository) Update(ctx context.Context, id domain.UUID, fn func(*domain.Firmware) error) (domain.Firmware, error) {
-	if id.IsZero() {
-		return domain.Firmware{}, fmt.Errorf("loading firmware: %w", domain.ErrNotFound)
-	}
 	uid := id.String()
-	var out domain.Firmware
-	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
-		var r firmwareRow
-		if err := tx.GetContext(ctx, &r, `SELECT `+firmwareColumns+` FROM firmwares WHERE id = $1 FOR NO KEY UPDATE`, uid); err != nil {
-			return fmt.Errorf("loading firmware %s: %w", uid, notFound(err))
-		}
-		f, err := r.toDomain()
-		if err != nil {
-			return err
-		}
-		if err := fn(&f); err != nil {
-			return err
-		}
-		w := newFirmwareRow(f)
-		w.ID, w.CreatedAt = r.ID, r.CreatedAt
-		// Every column but the id and the creation time: the domain decides
-		// what may change, the store keeps whatever it is given.
-		if _, err := tx.ExecContext(ctx, `UPDATE firmwares SET model = $2, version = $3, version_key = $4, url = $5,
+	return updateByID(ctx, s.db, "firmware", `SELECT `+firmwareColumns+` FROM firmwares WHERE id = $1 FOR NO KEY UPDATE`, id,
+		func(tx *sqlx.Tx, r firmwareRow, f domain.Firmware) (domain.Firmware, error) {
+			if err := fn(&f); err != nil {
+				return domain.Firmware{}, err
+			}
+			w := newFirmwareRow(f)
+			w.ID, w.CreatedAt = r.ID, r.CreatedAt
+			// Every column but the id and the creation time: the domain decides
+			// what may change, the store keeps whatever it is given.
+			if _, err := tx.ExecContext(ctx, `UPDATE firmwares SET model = $2, version = $3, version_key = $4, url = $5,
 				size_bytes = $6, sha256 = $7, sha1 = $8, md5 = $9, signature = $10, release_notes = $11,
 				mandatory = $12, min_source_version = $13, status = $14, updated_at = $15
 			WHERE id = $1`, w.ID, w.Model, w.Version, w.VersionKey, w.URL, w.SizeBytes, w.SHA256, w.SHA1, w.MD5,
-			w.Signature, w.ReleaseNotes, w.Mandatory, w.MinSourceVersion, w.Status, w.UpdatedAt); err != nil {
-			return fmt.Errorf("storing firmware %s: %w", uid, mapWriteErr(err))
-		}
-		if _, err := tx.ExecContext(ctx, notifyCatalogSQL, catalogPayload(r.Model, w.Model)); err != nil {
-			return fmt.Errorf("announcing the change of firmware %s: %w", uid, err)
-		}
-		out, err = w.toDomain()
-		return err
-	})
-	if err != nil {
-		return domain.Firmware{}, err
-	}
-	return out, nil
+				w.Signature, w.ReleaseNotes, w.Mandatory, w.MinSourceVersion, w.Status, w.UpdatedAt); err != nil {
+				return domain.Firmware{}, fmt.Errorf("storing firmware %s: %w", uid, mapWriteErr(err))
+			}
+			if _, err := tx.ExecContext(ctx, notifyCatalogSQL, catalogPayload(r.Model, w.Model)); err != nil {
+				return domain.Firmware{}, fmt.Errorf("announcing the change of firmware %s: %w", uid, err)
+			}
+			return w.toDomain()
+		})
 }

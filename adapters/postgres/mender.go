@@ -332,15 +332,7 @@ func (s *AuthRequestRepository) List(ctx context.Context, status domain.AuthRequ
 		ORDER BY created_at, id LIMIT $2`, status.String(), limit); err != nil {
 		return nil, fmt.Errorf("listing auth requests: %w", unavailable(err))
 	}
-	out := make([]domain.AuthRequest, 0, len(rows))
-	for _, r := range rows {
-		q, err := r.toDomain()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, q)
-	}
-	return out, nil
+	return domainOf(rows)
 }
 
 // Update locks a request, lets fn change it, and stores it.

@@ -155,15 +155,7 @@ func (s *RolloutRepository) Create(ctx context.Context, ro domain.Rollout) error
 
 // Get loads a rollout by id (parsed, canonical); the zero id is not found.
 func (s *RolloutRepository) Get(ctx context.Context, id domain.UUID) (domain.Rollout, error) {
-	if id.IsZero() {
-		return domain.Rollout{}, fmt.Errorf("loading rollout: %w", domain.ErrNotFound)
-	}
-	uid := id.String()
-	var r rolloutRow
-	if err := s.get.GetContext(ctx, &r, uid); err != nil {
-		return domain.Rollout{}, fmt.Errorf("loading rollout %s: %w", uid, notFound(err))
-	}
-	return r.toDomain()
+	return loadByID[domain.Rollout]("rollout", id, func(r *rolloutRow) error { return s.get.GetContext(ctx, r, id.String()) })
 }
 
 // Update loads the rollout with a row lock and its firmware with a share
@@ -177,38 +169,21 @@ func (s *RolloutRepository) Get(ctx context.Context, id domain.UUID) (domain.Rol
 // rollout resumes only while its firmware is released) still holds at
 // commit. fn's error is returned as is and nothing is written.
 func (s *RolloutRepository) Update(ctx context.Context, id domain.UUID, fn func(*domain.Rollout, domain.Firmware) error) (domain.Rollout, error) {
-	if id.IsZero() {
-		return domain.Rollout{}, fmt.Errorf("loading rollout: %w", domain.ErrNotFound)
-	}
-	uid := id.String()
-	var out domain.Rollout
-	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
-		var r rolloutRow
-		if err := tx.GetContext(ctx, &r, `SELECT `+rolloutColumns+` FROM rollouts WHERE id = $1 FOR NO KEY UPDATE`, uid); err != nil {
-			return fmt.Errorf("loading rollout %s: %w", uid, notFound(err))
-		}
-		ro, err := r.toDomain()
-		if err != nil {
-			return err
-		}
-		var f firmwareRow
-		if err := tx.GetContext(ctx, &f, `SELECT `+firmwareColumns+` FROM firmwares WHERE id = $1 FOR SHARE`, r.FirmwareID); err != nil {
-			return fmt.Errorf("loading firmware of rollout %s: %w", uid, notFound(err))
-		}
-		fw, err := f.toDomain()
-		if err != nil {
-			return err
-		}
-		if err := fn(&ro, fw); err != nil {
-			return err
-		}
-		out, err = storeRollout(ctx, tx, r, ro)
-		return err
-	})
-	if err != nil {
-		return domain.Rollout{}, err
-	}
-	return out, nil
+	return updateByID(ctx, s.db, "rollout", `SELECT `+rolloutColumns+` FROM rollouts WHERE id = $1 FOR NO KEY UPDATE`, id,
+		func(tx *sqlx.Tx, r rolloutRow, ro domain.Rollout) (domain.Rollout, error) {
+			var f firmwareRow
+			if err := tx.GetContext(ctx, &f, `SELECT `+firmwareColumns+` FROM firmwares WHERE id = $1 FOR SHARE`, r.FirmwareID); err != nil {
+				return domain.Rollout{}, fmt.Errorf("loading firmware of rollout %s: %w", id, notFound(err))
+			}
+			fw, err := f.toDomain()
+			if err != nil {
+				return domain.Rollout{}, err
+			}
+			if err := fn(&ro, fw); err != nil {
+				return domain.Rollout{}, err
+			}
+			return storeRollout(ctx, tx, r, ro)
+		})
 }
 
 // storeRollout writes the changeable fields of ro over the stored row

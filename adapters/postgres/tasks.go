@@ -163,15 +163,7 @@ func (r taskRow) toDomain() (domain.Task, error) {
 
 // Get loads a task by id; the zero id is not found (no statement is sent).
 func (s *TaskRepository) Get(ctx context.Context, id domain.UUID) (domain.Task, error) {
-	if id.IsZero() {
-		return domain.Task{}, fmt.Errorf("loading task: %w", domain.ErrNotFound)
-	}
-	uid := id.String()
-	var r taskRow
-	if err := r.scan(s.get.QueryRowContext(ctx, uid)); err != nil {
-		return domain.Task{}, fmt.Errorf("loading task %s: %w", uid, notFound(err))
-	}
-	return r.toDomain()
+	return loadByID[domain.Task]("task", id, func(r *taskRow) error { return r.scan(s.get.QueryRowContext(ctx, id.String())) })
 }
 
 // Active returns the device's active task, or domain.ErrNotFound. It takes
@@ -524,7 +516,6 @@ const DefaultListLimit = 50
 // index that leads with it. Only placeholders are added to the query, never
 // values. Never nil.
 func (s *TaskRepository) List(ctx context.Context, f ports.TaskFilter) ([]domain.Task, error) {
-	out := []domain.Task{}
 	var (
 		where []string
 		args  []any
@@ -565,14 +556,7 @@ func (s *TaskRepository) List(ctx context.Context, f ports.TaskFilter) ([]domain
 	if err := s.db.SelectContext(ctx, &rows, q, args...); err != nil {
 		return nil, fmt.Errorf("listing tasks: %w", unavailable(err))
 	}
-	for _, r := range rows {
-		t, err := r.toDomain()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, nil
+	return domainOf(rows)
 }
 
 // Events returns the task's stored events in (created_at, event_id)
