@@ -1,47 +1,22 @@
 package mender_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/ai-device/ota/tests/testenv"
 )
 
 // routeSignedLink is the route of signed download links in the access log.
 const routeSignedLink = "/api/v1/artifacts/:artifact_id/download"
 
-// upload stores the file at path in otad (POST /api/v1/admin/artifacts, a
-// raw body) and returns the artifact's id.
+// upload stores the file at path in otad and returns the artifact's id.
 func (r *rig) upload(path string) string {
 	r.t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	defer f.Close()
-	req, err := http.NewRequest(http.MethodPost, r.otad.URL+"/api/v1/admin/artifacts?filename="+url.QueryEscape(filepath.Base(path)), f)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	req.Header.Set("Content-Type", "application/octet-stream")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
-	var a struct {
-		ID string `json:"id"`
-	}
-	if res.StatusCode != http.StatusCreated || json.Unmarshal(body, &a) != nil || a.ID == "" {
-		r.t.Fatalf("upload: %d %s", res.StatusCode, body)
-	}
-	return a.ID
+	return testenv.UploadArtifact(r.t, r.otad.URL, adminToken, path)
 }
 
 // TestClientDownloadsAnUploadedArtifactThroughItsSignedLink: the .mender

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -75,4 +77,35 @@ func ListTasks[T any](baseURL, adminToken, device string) ([]T, error) {
 		return nil, err
 	}
 	return page.Items, nil
+}
+
+// UploadArtifact stores the file at path in the otad at baseURL (POST
+// /api/v1/admin/artifacts, a raw body named after the file) with the admin
+// token, and returns the new artifact's id; anything but 201 fails t.
+func UploadArtifact(t testing.TB, baseURL, adminToken, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	req, err := http.NewRequest(http.MethodPost, baseURL+"/api/v1/admin/artifacts?filename="+url.QueryEscape(filepath.Base(path)), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	var a struct {
+		ID string `json:"id"`
+	}
+	if res.StatusCode != http.StatusCreated || json.Unmarshal(body, &a) != nil || a.ID == "" {
+		t.Fatalf("upload: %d %s", res.StatusCode, body)
+	}
+	return a.ID
 }
