@@ -11,11 +11,10 @@ import (
 
 // RolloutCounts counts a rollout's tasks for its view.
 type RolloutCounts interface {
-	// RolloutStats counts a rollout's devices by status, in the store,
-	// each once: by the task domain.CountsOver picks among its tasks.
-	RolloutStats(ctx context.Context, rolloutID domain.UUID) (domain.TaskStats, error)
-	// RolloutStatsSince is RolloutStats among the tasks created at or
-	// after since: a staged rollout's current stage (stage rule G2).
+	// RolloutStatsSince counts a rollout's devices by status, in the store,
+	// each once (by the task domain.CountsOver picks among its tasks),
+	// among the tasks created at or after since: a staged rollout's
+	// current stage (stage rule G2), or all of them for the zero time.
 	RolloutStatsSince(ctx context.Context, rolloutID domain.UUID, since time.Time) (domain.TaskStats, error)
 }
 
@@ -106,7 +105,7 @@ func (s *RolloutAdmin) GetRollout(ctx context.Context, id domain.UUID) (ports.Ro
 	if err != nil {
 		return ports.RolloutView{}, fmt.Errorf("loading rollout: %w", err)
 	}
-	stats, err := s.tasks.RolloutStats(ctx, id)
+	stats, err := s.tasks.RolloutStatsSince(ctx, id, time.Time{})
 	if err != nil {
 		return ports.RolloutView{}, fmt.Errorf("counting rollout tasks: %w", err)
 	}

@@ -224,7 +224,7 @@ func TestContextErrorsAreTheContexts(t *testing.T) {
 	_, errs["tasks.update"] = f.tk.Update(ctx, tk.ID(), func(*domain.Task) error { return nil })
 	_, errs["tasks.list"] = f.tk.List(ctx, ports.TaskFilter{})
 	_, errs["tasks.checkView"] = f.tk.CheckViewOf(ctx, d.ID())
-	_, errs["tasks.stats"] = f.tk.RolloutStats(ctx, o.Rollout.ID())
+	_, errs["tasks.stats"] = f.tk.RolloutStatsSince(ctx, o.Rollout.ID(), time.Time{})
 	for name, err := range errs {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("%s: err = %v, want context.Canceled", name, err)
@@ -288,7 +288,7 @@ func TestListEdges(t *testing.T) {
 	if got, err := f.tk.List(t.Context(), ports.TaskFilter{RolloutID: asUUID(uuid.NewString())}); err != nil || len(got) != 0 {
 		t.Errorf("unknown rollout filter: %d tasks, err %v; want none, nil", len(got), err)
 	}
-	if st, err := f.tk.RolloutStats(t.Context(), asUUID("nope")); err != nil || st != (domain.TaskStats{}) {
+	if st, err := f.tk.RolloutStatsSince(t.Context(), asUUID("nope"), time.Time{}); err != nil || st != (domain.TaskStats{}) {
 		t.Errorf("stats of a non-UUID rollout: %+v, %v; want zero counts, nil", st, err)
 	}
 	if _, _, err := application.ReplaceActive(t.Context(), f.tk, asDeviceID("no spaces allowed"), onActive(func(*domain.Task) (*domain.Task, error) {

@@ -275,10 +275,6 @@ func (tx *taskTx) RolloutStats(rolloutID domain.UUID, since time.Time) (domain.T
 	return tx.s.rolloutStats(rolloutID.String(), since), nil
 }
 
-func (r *Tasks) RolloutStats(ctx context.Context, rolloutID domain.UUID) (domain.TaskStats, error) {
-	return r.RolloutStatsSince(ctx, rolloutID, time.Time{})
-}
-
 func (r *Tasks) RolloutStatsSince(ctx context.Context, rolloutID domain.UUID, since time.Time) (domain.TaskStats, error) {
 	return locked(ctx, r.s, func() (domain.TaskStats, error) { return r.s.rolloutStats(rolloutID.String(), since), nil })
 }

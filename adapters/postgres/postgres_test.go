@@ -815,14 +815,14 @@ func TestStatsAndFailedCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stats := try(e.tasks.RolloutStats(ctx, o1.Rollout.ID())).must(t)
+	stats := try(e.tasks.RolloutStatsSince(ctx, o1.Rollout.ID(), time.Time{})).must(t)
 	// Each device once (domain.CountsOver): d0 by its last outcome on o1,
 	// d1 by its failure (its retry is in flight), d2 by its cancel.
 	want := domain.TaskStats{Succeeded: 1, Failed: 1, Cancelled: 1}
 	if stats != want {
 		t.Fatalf("stats %+v, want %+v", stats, want)
 	}
-	if s := try(e.tasks.RolloutStats(ctx, asUUID("not-a-uuid"))).must(t); s != (domain.TaskStats{}) {
+	if s := try(e.tasks.RolloutStatsSince(ctx, asUUID("not-a-uuid"), time.Time{})).must(t); s != (domain.TaskStats{}) {
 		t.Fatalf("stats of nothing: %+v", s)
 	}
 	fc := try(e.tasks.CheckViewOf(ctx, asDeviceID("d0"))).must(t).Tasks.Failed

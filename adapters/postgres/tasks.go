@@ -456,18 +456,10 @@ func (s *TaskRepository) failedIn(ctx context.Context, stmt *sqlx.Stmt, deviceID
 	return out, nil
 }
 
-// RolloutStats counts a rollout's devices, each once (domain.CountsOver),
-// in one aggregate query (rolloutStatsSQL). An unknown
-// rollout (or the zero id) has no tasks.
-func (s *TaskRepository) RolloutStats(ctx context.Context, rolloutID domain.UUID) (domain.TaskStats, error) {
-	if rolloutID.IsZero() {
-		return domain.TaskStats{}, nil
-	}
-	return statsIn(ctx, s.stats, rolloutID.String())
-}
-
-// RolloutStatsSince is RolloutStats among the tasks created at or after
-// since (a stage's).
+// RolloutStatsSince counts a rollout's devices, each once
+// (domain.CountsOver), among the tasks created at or after since (a
+// stage's; the zero time counts them all), in one aggregate query
+// (rolloutStatsSQL). An unknown rollout (or the zero id) has no tasks.
 func (s *TaskRepository) RolloutStatsSince(ctx context.Context, rolloutID domain.UUID, since time.Time) (domain.TaskStats, error) {
 	if rolloutID.IsZero() {
 		return domain.TaskStats{}, nil

@@ -821,7 +821,7 @@ func (s *repoSuite) rolloutStats(t *testing.T) {
 		{r2.ID(), domain.TaskStats{Pending: 1}},
 		{empty.ID(), domain.TaskStats{}},
 	} {
-		got, err := s.Tasks.RolloutStats(ctx, c.id)
+		got, err := s.Tasks.RolloutStatsSince(ctx, c.id, time.Time{})
 		repoNoErr(t, "stats", err)
 		if got != c.want {
 			t.Errorf("stats of %s: got %+v, want %+v", c.id, got, c.want)
@@ -865,7 +865,7 @@ func (s *repoSuite) rolloutStatsEachDeviceOnce(t *testing.T) {
 	}
 	all := domain.TaskStats{Succeeded: 6, Failed: 3, Pending: 1}
 	stage := domain.TaskStats{Succeeded: 5, Failed: 1, Pending: 2} // created at or after at(12)
-	got, err := s.Tasks.RolloutStats(ctx, o.Rollout.ID())
+	got, err := s.Tasks.RolloutStatsSince(ctx, o.Rollout.ID(), time.Time{})
 	repoNoErr(t, "stats", err)
 	if got != all {
 		t.Errorf("stats %+v, want %+v: one count per device (domain.CountsOver)", got, all)

@@ -309,7 +309,7 @@ func TestRevertedInstallIsTheNextAttemptBoundedByMaxAttempts(t *testing.T) {
 		if ts := s.tasks(id); len(ts) != 2 {
 			t.Errorf("%d tasks, want 2", len(ts))
 		}
-		stats, err := s.deps.Tasks.RolloutStats(s.ctx, r.ID())
+		stats, err := s.deps.Tasks.RolloutStatsSince(s.ctx, r.ID(), time.Time{})
 		if err != nil {
 			t.Fatal(err)
 		}
