@@ -27,8 +27,6 @@ type DeviceRepository interface {
 	Create(ctx context.Context, d domain.Device) error
 	// Get loads a device by id.
 	Get(ctx context.Context, id domain.DeviceID) (domain.Device, error)
-	// GetByTokenHash finds the device a presented token belongs to.
-	GetByTokenHash(ctx context.Context, h domain.TokenHash) (domain.Device, error)
 	// Update loads the device locked against concurrent changes, lets fn
 	// change it, and stores it if fn returns nil.
 	Update(ctx context.Context, id domain.DeviceID, fn func(*domain.Device) error) (domain.Device, error)

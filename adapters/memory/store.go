@@ -203,10 +203,6 @@ func (r *Devices) Get(ctx context.Context, id domain.DeviceID) (domain.Device, e
 	return locked(ctx, r.s, func() (domain.Device, error) { return found(r.s.devices, id.String()) })
 }
 
-func (r *Devices) GetByTokenHash(ctx context.Context, h domain.TokenHash) (domain.Device, error) {
-	return locked(ctx, r.s, func() (domain.Device, error) { return r.s.byToken(h) })
-}
-
 func (r *Devices) Update(ctx context.Context, id domain.DeviceID, fn func(*domain.Device) error) (domain.Device, error) {
 	return update(ctx, r.s, r.s.devices, id.String(), fn, func(d, c domain.Device) (domain.Device, error) {
 		merged := domain.RehydrateDevice(d.ID().String(), c.Model(), c.CurrentVersion(), c.TokenHash(), stamp(c.LastSeenAt()), d.CreatedAt())

@@ -324,10 +324,10 @@ func TestTokenHashTakenIsPlainRefusal(t *testing.T) {
 	_, err = f.dev.Update(t.Context(), a.ID(), func(d *domain.Device) error { d.RotateToken(h); return nil })
 	f.must(err)
 	f.must(f.dev.Create(t.Context(), twin))
-	got, err := f.dev.GetByTokenHash(t.Context(), a.TokenHash())
+	got, err := f.tk.CheckView(t.Context(), a.TokenHash())
 	f.must(err)
-	if got.ID().String() != "b" {
-		t.Errorf("the freed hash finds %q, want b", got.ID())
+	if got.Device.ID().String() != "b" {
+		t.Errorf("the freed hash finds %q, want b", got.Device.ID())
 	}
 }
 

@@ -15,12 +15,12 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
-// DeviceRepository stores devices in the devices table. Its hot reads
-// (by id, by token hash) and the record of a check are prepared statements.
+// DeviceRepository stores devices in the devices table. Its hot read (by
+// id) and the record of a check are prepared statements; a token is looked
+// up with the device's task state (TaskRepository.CheckView).
 type DeviceRepository struct {
 	db        *sqlx.DB
 	get       *sqlx.Stmt
-	byToken   *sqlx.Stmt
 	seen      *sqlx.Stmt
 	seenBatch *sqlx.Stmt
 }
@@ -34,7 +34,6 @@ func NewDeviceRepository(db *sqlx.DB) (*DeviceRepository, error) {
 	r := &DeviceRepository{
 		db:        db,
 		get:       p.prepare(`SELECT ` + deviceColumns + ` FROM devices WHERE device_id = $1`),
-		byToken:   p.prepare(`SELECT ` + deviceColumns + ` FROM devices WHERE token_hash = $1`),
 		seen:      p.prepare(recordSeenSQL),
 		seenBatch: p.prepare(recordSeenBatchSQL),
 	}
@@ -108,16 +107,6 @@ func (s *DeviceRepository) Get(ctx context.Context, devID domain.DeviceID) (doma
 	var r deviceRow
 	if err := r.scan(s.get.QueryRowContext(ctx, id)); err != nil {
 		return domain.Device{}, fmt.Errorf("loading device %q: %w", id, notFound(err))
-	}
-	return r.toDomain()
-}
-
-// GetByTokenHash finds the device a presented token belongs to (an index
-// lookup on the unique token_hash).
-func (s *DeviceRepository) GetByTokenHash(ctx context.Context, h domain.TokenHash) (domain.Device, error) {
-	var r deviceRow
-	if err := r.scan(s.byToken.QueryRowContext(ctx, h[:])); err != nil {
-		return domain.Device{}, fmt.Errorf("loading device by token: %w", notFound(err))
 	}
 	return r.toDomain()
 }

@@ -200,7 +200,7 @@ func TestDevices(t *testing.T) {
 	if err := e.devices.Create(ctx, d); !errors.Is(err, domain.ErrDeviceExists) {
 		t.Fatalf("duplicate create: %v, want ErrDeviceExists", err)
 	}
-	byToken := try(e.devices.GetByTokenHash(ctx, d.TokenHash())).must(t)
+	byToken := try(e.tasks.CheckView(ctx, d.TokenHash())).must(t).Device
 	if byToken.ID().String() != "cam-1" {
 		t.Fatalf("by token: %s", byToken.ID())
 	}
@@ -220,7 +220,7 @@ func TestDevices(t *testing.T) {
 			t.Errorf("RecordSeen(%q): %v, want ErrNotFound", id, err)
 		}
 	}
-	if _, err := e.devices.GetByTokenHash(ctx, domain.HashToken("nope")); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := e.tasks.CheckView(ctx, domain.HashToken("nope")); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("unknown token: %v", err)
 	}
 
@@ -230,7 +230,7 @@ func TestDevices(t *testing.T) {
 	if rotated.TokenHash() != newHash {
 		t.Fatal("Update did not return the rotated device")
 	}
-	if _, err := e.devices.GetByTokenHash(ctx, d.TokenHash()); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := e.tasks.CheckView(ctx, d.TokenHash()); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("old token still works: %v", err)
 	}
 	boom := errors.New("boom")

@@ -187,11 +187,6 @@ func (w *WriteBehindDevices) Get(ctx context.Context, id domain.DeviceID) (domai
 	return d, nil
 }
 
-// GetByTokenHash finds the device a token belongs to.
-func (w *WriteBehindDevices) GetByTokenHash(ctx context.Context, h domain.TokenHash) (domain.Device, error) {
-	return w.inner.GetByTokenHash(ctx, h)
-}
-
 // Update changes a device in a transaction.
 func (w *WriteBehindDevices) Update(ctx context.Context, id domain.DeviceID, fn func(*domain.Device) error) (domain.Device, error) {
 	return w.inner.Update(ctx, id, fn)

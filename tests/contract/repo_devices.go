@@ -1,12 +1,21 @@
 package contract
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/ai-device/ota/domain"
 )
+
+// byToken finds a device by its token hash as authentication does, in
+// the check view (application.Auth.AuthenticateDevice): no store looks a
+// device up by token any other way.
+func (s *repoSuite) byToken(ctx context.Context, h domain.TokenHash) (domain.Device, error) {
+	v, err := s.Tasks.CheckView(ctx, h)
+	return v.Device, err
+}
 
 func (s *repoSuite) devices(t *testing.T) {
 	ctx := t.Context()
@@ -57,7 +66,7 @@ func (s *repoSuite) devices(t *testing.T) {
 		got, err := s.Devices.Get(ctx, d.ID())
 		repoNoErr(t, "get", err)
 		repoSameDevice(t, got, d)
-		if _, err := s.Devices.GetByTokenHash(ctx, dup.TokenHash()); !errors.Is(err, domain.ErrNotFound) {
+		if _, err := s.byToken(ctx, dup.TokenHash()); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("the refused device's token finds a device: err = %v", err)
 		}
 	})
@@ -86,19 +95,19 @@ func (s *repoSuite) devices(t *testing.T) {
 			t.Error("rotating to another device's token hash succeeded")
 		}
 		for _, want := range []domain.Device{d, other} {
-			got, err := s.Devices.GetByTokenHash(ctx, want.TokenHash())
+			got, err := s.byToken(ctx, want.TokenHash())
 			repoNoErr(t, "by token", err)
 			repoSameDevice(t, got, want)
 		}
 	})
 
-	t.Run("GetByTokenHash", func(t *testing.T) {
+	t.Run("ByTokenHash", func(t *testing.T) {
 		d := s.device(t, model, "1.0.0")
 		s.device(t, model, "1.0.0") // another device, another token
-		got, err := s.Devices.GetByTokenHash(ctx, d.TokenHash())
+		got, err := s.byToken(ctx, d.TokenHash())
 		repoNoErr(t, "by token", err)
 		repoSameDevice(t, got, d)
-		_, err = s.Devices.GetByTokenHash(ctx, s.hash(t))
+		_, err = s.byToken(ctx, s.hash(t))
 		repoIsNotFound(t, "unknown token", err)
 	})
 
@@ -122,9 +131,9 @@ func (s *repoSuite) devices(t *testing.T) {
 		stored, err := s.Devices.Get(ctx, d.ID())
 		repoNoErr(t, "get", err)
 		repoSameDevice(t, stored, want)
-		_, err = s.Devices.GetByTokenHash(ctx, d.TokenHash())
+		_, err = s.byToken(ctx, d.TokenHash())
 		repoIsNotFound(t, "old token after rotation", err)
-		byNew, err := s.Devices.GetByTokenHash(ctx, newHash)
+		byNew, err := s.byToken(ctx, newHash)
 		repoNoErr(t, "new token", err)
 		repoSameDevice(t, byNew, want)
 
@@ -140,7 +149,7 @@ func (s *repoSuite) devices(t *testing.T) {
 		stored, err = s.Devices.Get(ctx, d.ID())
 		repoNoErr(t, "get", err)
 		repoSameDevice(t, stored, want)
-		_, err = s.Devices.GetByTokenHash(ctx, newHash)
+		_, err = s.byToken(ctx, newHash)
 		repoNoErr(t, "token after failed update", err)
 
 		_, err = s.Devices.Update(ctx, asDeviceID(repoName("dev")), func(*domain.Device) error {
