@@ -279,10 +279,6 @@ func (s *Store) byAction(deviceID domain.DeviceID, actionID int64) (domain.Task,
 	return domain.Task{}, fmt.Errorf("action %d: %w", actionID, domain.ErrNotFound)
 }
 
-func (r *TaskActions) ByAction(ctx context.Context, deviceID domain.DeviceID, actionID int64) (domain.Task, error) {
-	return locked(ctx, r.s, func() (domain.Task, error) { return r.s.byAction(deviceID, actionID) })
-}
-
 func (r *TaskActions) Cancel(ctx context.Context, deviceID domain.DeviceID, actionID int64) (domain.CancelNotice, error) {
 	return locked(ctx, r.s, func() (domain.CancelNotice, error) {
 		t, err := r.s.byAction(deviceID, actionID)

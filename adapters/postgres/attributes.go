@@ -145,15 +145,6 @@ func scanNotice(row *sql.Row) (domain.CancelNotice, error) {
 	return domain.RehydrateCancelNotice(t, fromNullTime(at)), nil
 }
 
-// ByAction returns the device's task numbered actionID.
-func (s *TaskActionRepository) ByAction(ctx context.Context, deviceID domain.DeviceID, actionID int64) (domain.Task, error) {
-	n, err := s.Cancel(ctx, deviceID, actionID)
-	if err != nil {
-		return domain.Task{}, err
-	}
-	return n.Task(), nil
-}
-
 // Cancel returns the notice of the device's task numbered actionID.
 func (s *TaskActionRepository) Cancel(ctx context.Context, device domain.DeviceID, actionID int64) (domain.CancelNotice, error) {
 	deviceID := device.String()

@@ -29,9 +29,8 @@ type VersionAttribute string
 // and keeps the cancel notices of cancelled tasks (domain.CancelNotice).
 // Not-found — including another device's task — is domain.ErrNotFound.
 type TaskActions interface {
-	// ByAction returns the device's task numbered actionID.
-	ByAction(ctx context.Context, deviceID domain.DeviceID, actionID int64) (domain.Task, error)
-	// Cancel returns the notice of the device's task numbered actionID.
+	// Cancel returns the notice of the device's task numbered actionID:
+	// the task, with whether its cancel was confirmed.
 	Cancel(ctx context.Context, deviceID domain.DeviceID, actionID int64) (domain.CancelNotice, error)
 	// PendingCancel returns the device's most recently cancelled task whose
 	// cancel the device has not confirmed, or nil.
@@ -146,11 +145,11 @@ func (s *UseCases) Poll(ctx context.Context, dev ports.AuthenticatedDevice) (Pol
 
 // task loads the device's task numbered actionID with its firmware.
 func (s *UseCases) task(ctx context.Context, deviceID domain.DeviceID, actionID int64) (ports.TaskView, error) {
-	t, err := s.actions.ByAction(ctx, deviceID, actionID)
+	n, err := s.actions.Cancel(ctx, deviceID, actionID)
 	if err != nil {
 		return ports.TaskView{}, fmt.Errorf("loading action %d: %w", actionID, err)
 	}
-	return s.devices.GetTask(ctx, deviceID, t.ID())
+	return s.devices.GetTask(ctx, deviceID, n.Task().ID())
 }
 
 // Deployment returns the action's task, refusing a firmware without sha1,
