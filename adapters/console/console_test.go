@@ -425,7 +425,8 @@ func TestPublishFirmwareShowsErrorsBesideFields(t *testing.T) {
 	e.mustSignIn()
 	token := e.csrf("/console/firmwares")
 	good := url.Values{"csrf": {token}, "model": {"cam-x1"}, "version": {"1.4.0"}, "url": {"https://cdn.example/cam.bin"},
-		"size_bytes": {"1048576"}, "sha256": {strings.Repeat("9f", 32)}, "release_notes": {"Fixes <b>things</b>"}}
+		"size_bytes": {"1048576"}, "sha256": {strings.Repeat("9f", 32)}, "release_notes": {"Fixes <b>things</b>"},
+		"mandatory": {"1"}}
 	with := func(k, v string) url.Values {
 		f := url.Values{}
 		for key, vals := range good {
@@ -452,9 +453,13 @@ func TestPublishFirmwareShowsErrorsBesideFields(t *testing.T) {
 		if !strings.Contains(block, `class="error"`) || !strings.Contains(html.UnescapeString(block), c.message) {
 			t.Errorf("%s=%q: the field shows no %q beside it:\n%s", c.field, c.value, c.message, block)
 		}
-		// The rest of the form keeps what was typed.
+		// The rest of the form keeps what was typed, the release fields too.
 		if c.field != "url" && !strings.Contains(res.body, `value="https://cdn.example/cam.bin"`) {
 			t.Errorf("%s=%q: the url typed was lost", c.field, c.value)
+		}
+		if !strings.Contains(res.body, `>Fixes &lt;b&gt;things&lt;/b&gt;</textarea>`) ||
+			!strings.Contains(res.body, `name="mandatory" value="1" checked`) {
+			t.Errorf("%s=%q: the release notes or the mandatory box typed were lost", c.field, c.value)
 		}
 	}
 	// The words are the API's: the same request there says the same.
@@ -474,6 +479,10 @@ func TestPublishFirmwareShowsErrorsBesideFields(t *testing.T) {
 	}
 	page := e.get("/console/firmwares?model=cam-x1&done=published")
 	wantBody(t, "firmware list", page, "Firmware published.", "<b>1.4.0</b>", "1.0 MiB")
+	if list, _ := e.admin.ListFirmwares(context.Background(), "cam-x1"); len(list) != 1 ||
+		list[0].Spec().ReleaseNotes != "Fixes <b>things</b>" || !list[0].Spec().Mandatory {
+		t.Errorf("published without its release notes or mandatory flag: %+v", list)
+	}
 
 	res = e.post("/console/firmwares", good)
 	wantStatus(t, "publish twice", res, http.StatusConflict)
