@@ -155,7 +155,7 @@ func NewArtifact(id UUID, fileName string, d ArtifactDigest, meta ArtifactMeta, 
 
 // RehydrateArtifact rebuilds a stored artifact; only adapters call it.
 func RehydrateArtifact(id string, fileName string, d ArtifactDigest, meta ArtifactMeta, createdAt time.Time) Artifact {
-	return Artifact{id: UUID{s: id}, fileName: fileName, digest: d, meta: meta, createdAt: createdAt}
+	return Artifact{id: UUID{s: id}, fileName: fileName, digest: d, meta: meta, createdAt: stamp(createdAt)}
 }
 
 // ID is the artifact's UUID.

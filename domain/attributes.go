@@ -54,7 +54,7 @@ type DeviceAttributes struct {
 
 // RehydrateDeviceAttributes rebuilds stored attributes; only adapters call it.
 func RehydrateDeviceAttributes(values map[string]string, updatedAt time.Time) DeviceAttributes {
-	return DeviceAttributes{values: maps.Clone(values), updatedAt: updatedAt}
+	return DeviceAttributes{values: maps.Clone(values), updatedAt: stamp(updatedAt)}
 }
 
 // Known reports whether the device ever reported its attributes.

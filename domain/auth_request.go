@@ -76,7 +76,7 @@ func RehydrateAuthRequest(id, deviceID, identity, keyPEM, deviceType string, sta
 		return AuthRequest{}, err
 	}
 	return AuthRequest{id: UUID{s: id}, deviceID: DeviceID{s: deviceID}, identity: identity, key: k, deviceType: deviceType,
-		status: status, createdAt: createdAt, updatedAt: updatedAt}, nil
+		status: status, createdAt: stamp(createdAt), updatedAt: stamp(updatedAt)}, nil
 }
 
 // ID is the request's UUID, which operators accept or reject.

@@ -18,7 +18,7 @@ type CancelNotice struct {
 // RehydrateCancelNotice rebuilds a stored notice: the task and when the
 // device confirmed its cancel (zero if it has not); only adapters call it.
 func RehydrateCancelNotice(t Task, confirmedAt time.Time) CancelNotice {
-	return CancelNotice{task: t, confirmedAt: confirmedAt}
+	return CancelNotice{task: t, confirmedAt: stamp(confirmedAt)}
 }
 
 // Task is the cancelled task.

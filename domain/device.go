@@ -37,7 +37,7 @@ func NewDevice(id DeviceID, model, currentVersion string, tokenHash TokenHash, n
 // rules; only adapters call it. The id is taken as stored: a store holds
 // only ids that were parsed before they were written.
 func RehydrateDevice(id, model string, currentVersion Version, tokenHash TokenHash, lastSeenAt, createdAt time.Time) Device {
-	return Device{id: DeviceID{s: id}, model: model, currentVersion: currentVersion, tokenHash: tokenHash, lastSeenAt: lastSeenAt, createdAt: createdAt}
+	return Device{id: DeviceID{s: id}, model: model, currentVersion: currentVersion, tokenHash: tokenHash, lastSeenAt: stamp(lastSeenAt), createdAt: stamp(createdAt)}
 }
 
 // ID is the operator-assigned device id.

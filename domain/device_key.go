@@ -159,7 +159,7 @@ func RehydrateDeviceAdmission(deviceID, keyPEM string, generation int64, updated
 	if err != nil {
 		return DeviceAdmission{}, err
 	}
-	return DeviceAdmission{deviceID: DeviceID{s: deviceID}, key: k, generation: generation, updatedAt: updatedAt}, nil
+	return DeviceAdmission{deviceID: DeviceID{s: deviceID}, key: k, generation: generation, updatedAt: stamp(updatedAt)}, nil
 }
 
 // DeviceID is the admitted device.

@@ -153,7 +153,7 @@ func RehydrateFirmware(id string, spec FirmwareSpec, status FirmwareStatus, crea
 		id: UUID{s: id}, model: spec.Model, version: v, url: spec.URL, sizeBytes: spec.SizeBytes,
 		sha256: spec.SHA256, sha1: spec.SHA1, md5: spec.MD5, signature: spec.Signature,
 		releaseNotes: spec.ReleaseNotes, mandatory: spec.Mandatory, minSourceVersion: minSrc,
-		artifactName: spec.ArtifactName, artifactID: spec.ArtifactID, status: status, createdAt: createdAt, updatedAt: updatedAt,
+		artifactName: spec.ArtifactName, artifactID: spec.ArtifactID, status: status, createdAt: stamp(createdAt), updatedAt: stamp(updatedAt),
 	}, nil
 }
 

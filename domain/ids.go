@@ -56,6 +56,8 @@ func ValidateText(field, s string, max int) error {
 
 // stamp normalises a timestamp to UTC at microsecond precision, the
 // precision stores keep, so a value reads back exactly as it was made.
+// Every constructor, state change and Rehydrate applies it: no domain
+// value holds a finer time, and no store has to truncate one.
 func stamp(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
 // UUID is an identifier of a stored row (firmware, rollout, task, …) that

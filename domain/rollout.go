@@ -260,9 +260,9 @@ func RehydrateRollout(rec RolloutRecord) Rollout {
 	r := Rollout{
 		id: UUID{s: rec.ID}, firmwareID: UUID{s: rec.FirmwareID}, percentage: rec.Percentage, maxAttempts: rec.MaxAttempts,
 		failureThresholdPercent: copyInt(rec.FailureThresholdPercent), minSample: rec.MinSample, status: rec.Status,
-		pausedReason: rec.PausedReason, createdAt: rec.CreatedAt, updatedAt: rec.UpdatedAt,
-		stages: slices.Clone(rec.Stages), stage: rec.Stage, gateMetAt: rec.GateMetAt, history: slices.Clone(rec.History),
-		startsAt: rec.StartsAt, taskTimeout: rec.TaskTimeout, allowDowngrade: rec.AllowDowngrade,
+		pausedReason: rec.PausedReason, createdAt: stamp(rec.CreatedAt), updatedAt: stamp(rec.UpdatedAt),
+		stages: slices.Clone(rec.Stages), stage: rec.Stage, gateMetAt: stamp(rec.GateMetAt), history: slices.Clone(rec.History),
+		startsAt: stamp(rec.StartsAt), taskTimeout: rec.TaskTimeout, allowDowngrade: rec.AllowDowngrade,
 	}
 	if len(r.stages) == 0 {
 		r.stages = nil

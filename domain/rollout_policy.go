@@ -197,15 +197,15 @@ func (r Rollout) judgedAt(now time.Time) time.Time {
 	return now
 }
 
-// endStage closes the current stage's history entry, if open.
+// endStage closes the current stage's history entry, if open. The history
+// is copied before the change, never written in place: a Rollout is a
+// value, and a copy of it (a store's, a caller's) shares the array.
 func (r *Rollout) endStage(o StageOutcome, reason string, now time.Time) {
-	if len(r.stages) == 0 || len(r.history) == 0 {
+	if len(r.stages) == 0 || len(r.history) == 0 || !r.history[len(r.history)-1].EndedAt.IsZero() {
 		return
 	}
+	r.history = slices.Clone(r.history)
 	last := &r.history[len(r.history)-1]
-	if !last.EndedAt.IsZero() {
-		return
-	}
 	last.EndedAt, last.Outcome, last.Reason = stamp(now), o, reason
 }
 

@@ -220,3 +220,27 @@ func TestStageHistoryIsBounded(t *testing.T) {
 		t.Fatalf("history of %d entries, last %+v", len(h), h[len(h)-1])
 	}
 }
+
+// A Rollout is a value: changing one never changes a copy of it, whose
+// stage history may share its array (a store keeps the copies it is given).
+func TestRolloutCopiesShareNoHistory(t *testing.T) {
+	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
+	r := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Stages: []domain.StageRequest{{Percentage: new(10)}, {Percentage: new(20)}}}, t0)
+	kept := r
+	if err := r.ChangeStatus(domain.RolloutPaused, fw, t1); err != nil { // ends the open stage entry
+		t.Fatal(err)
+	}
+	paused := r
+	if err := r.ChangeStatus(domain.RolloutActive, fw, t1.Add(time.Minute)); err != nil { // appends one
+		t.Fatal(err)
+	}
+	if h := kept.History(); len(h) != 1 || !h[0].EndedAt.IsZero() {
+		t.Errorf("the copy taken before the pause changed: %+v", h)
+	}
+	if err := paused.ChangeStatus(domain.RolloutCancelled, fw, t1.Add(2*time.Minute)); err != nil { // appends nothing, ends nothing open
+		t.Fatal(err)
+	}
+	if h := r.History(); len(h) != 2 || !h[1].EndedAt.IsZero() || !h[1].StartedAt.Equal(t1.Add(time.Minute)) {
+		t.Errorf("the resumed rollout's history changed with another copy: %+v", h)
+	}
+}

@@ -132,7 +132,7 @@ func RehydrateTask(r TaskRecord) Task {
 	return Task{
 		id: UUID{s: r.ID}, actionID: r.ActionID, deviceID: DeviceID{s: r.DeviceID}, firmwareID: UUID{s: r.FirmwareID}, rolloutID: UUID{s: r.RolloutID},
 		status: r.Status, progress: r.Progress, attempt: r.Attempt, errorCode: r.ErrorCode,
-		errorMessage: r.ErrorMessage, createdAt: r.CreatedAt, updatedAt: r.UpdatedAt,
+		errorMessage: r.ErrorMessage, createdAt: stamp(r.CreatedAt), updatedAt: stamp(r.UpdatedAt),
 	}
 }
 

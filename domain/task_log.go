@@ -44,7 +44,7 @@ func NewTaskLog(taskID UUID, lines []LogLine, now time.Time) TaskLog {
 
 // RehydrateTaskLog rebuilds a stored log; only adapters call it.
 func RehydrateTaskLog(taskID string, lines []LogLine, updatedAt time.Time) TaskLog {
-	return TaskLog{taskID: UUID{s: taskID}, lines: slices.Clone(lines), updatedAt: updatedAt}
+	return TaskLog{taskID: UUID{s: taskID}, lines: slices.Clone(lines), updatedAt: stamp(updatedAt)}
 }
 
 // TaskID is the task the log is about.

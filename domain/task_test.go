@@ -109,8 +109,38 @@ func TestTaskRecordRoundTrip(t *testing.T) {
 		ID: "t", ActionID: 42, DeviceID: "d", FirmwareID: "f", RolloutID: "r", Status: domain.TaskFailed,
 		Progress: 12, Attempt: 2, ErrorCode: "E", ErrorMessage: "m", CreatedAt: t0, UpdatedAt: t1,
 	}
-	if got := domain.RehydrateTask(rec).Record(); got != rec {
+	want := rec
+	want.CreatedAt, want.UpdatedAt = t0.UTC(), t1.UTC() // the same instants, in UTC
+	if got := domain.RehydrateTask(rec).Record(); got != want {
 		t.Fatalf("round trip: %+v", got)
+	}
+}
+
+// Rehydrating keeps times as every constructor does, in UTC at
+// microseconds: no domain value holds a finer time, so no store truncates.
+func TestRehydrateKeepsMicroseconds(t *testing.T) {
+	fine := t0.Add(1234 * time.Nanosecond)
+	us := t0.Add(time.Microsecond).UTC()
+	task := domain.RehydrateTask(domain.TaskRecord{ID: "t", CreatedAt: fine, UpdatedAt: fine})
+	dev := domain.RehydrateDevice("d", "m", domain.Version{}, domain.TokenHash{}, fine, fine)
+	ro := domain.RehydrateRollout(domain.RolloutRecord{CreatedAt: fine, UpdatedAt: fine, GateMetAt: fine, StartsAt: fine})
+	fw, err := domain.RehydrateFirmware("f", domain.FirmwareSpec{Model: "m", Version: "1.0.0"}, domain.FirmwareReleased, fine, fine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, got := range map[string]time.Time{
+		"task created": task.CreatedAt(), "task updated": task.UpdatedAt(), "device seen": dev.LastSeenAt(), "device created": dev.CreatedAt(),
+		"rollout created": ro.CreatedAt(), "rollout updated": ro.UpdatedAt(), "rollout gate": ro.Record().GateMetAt, "rollout start": ro.Record().StartsAt,
+		"firmware created": fw.CreatedAt(), "firmware updated": fw.UpdatedAt(),
+		"attributes": domain.RehydrateDeviceAttributes(nil, fine).UpdatedAt(), "log": domain.RehydrateTaskLog("t", nil, fine).UpdatedAt(),
+		"cancel": domain.RehydrateCancelNotice(task, fine).ConfirmedAt(), "artifact": domain.RehydrateArtifact("a", "f", domain.ArtifactDigest{}, domain.ArtifactMeta{}, fine).CreatedAt(),
+	} {
+		if got != us {
+			t.Errorf("%s: %v (%v), want %v in UTC", name, got, got.Location(), us)
+		}
+	}
+	if z := domain.RehydrateDevice("d", "m", domain.Version{}, domain.TokenHash{}, time.Time{}, fine).LastSeenAt(); !z.IsZero() {
+		t.Errorf("never seen became %v", z)
 	}
 }
 

@@ -16,10 +16,6 @@ type Admissions struct{ s *Store }
 
 func NewAdmissions(s *Store) *Admissions { return &Admissions{s: s} }
 
-func storedAdmission(a domain.DeviceAdmission) (domain.DeviceAdmission, error) {
-	return domain.RehydrateDeviceAdmission(a.DeviceID().String(), a.Key().PEM(), a.Generation(), stamp(a.UpdatedAt()))
-}
-
 func (r *Admissions) Get(ctx context.Context, device domain.DeviceID) (domain.DeviceAdmission, error) {
 	return locked(ctx, r.s, func() (domain.DeviceAdmission, error) { return found(r.s.admissions, device.String()) })
 }
@@ -34,12 +30,9 @@ func (r *Admissions) CreateDevice(ctx context.Context, d domain.Device, a domain
 }
 
 func (s *Store) createAdmitted(d domain.Device, a domain.DeviceAdmission) error {
-	stored, err := storedAdmission(a)
+	err := s.createDevice(d)
 	if err == nil {
-		err = s.createDevice(d)
-	}
-	if err == nil {
-		s.admissions[d.ID().String()] = stored
+		s.admissions[d.ID().String()] = a
 	}
 	return err
 }
@@ -64,11 +57,7 @@ func (s *Store) admission(deviceID string, fn func(*domain.DeviceAdmission) (dom
 	if a, ok := s.admissions[deviceID]; ok {
 		cur = &a
 	}
-	next, err := fn(cur)
-	if err != nil {
-		return domain.DeviceAdmission{}, err
-	}
-	return storedAdmission(next)
+	return fn(cur)
 }
 
 func (r *Admissions) Registered(ctx context.Context, deviceIDs []domain.DeviceID) (map[domain.DeviceID]ports.RegisteredDevice, error) {
@@ -92,11 +81,6 @@ type AuthRequests struct{ s *Store }
 
 func NewAuthRequests(s *Store) *AuthRequests { return &AuthRequests{s: s} }
 
-func storedRequest(q domain.AuthRequest) (domain.AuthRequest, error) {
-	return domain.RehydrateAuthRequest(q.ID().String(), q.DeviceID().String(), q.Identity(), q.Key().PEM(), q.DeviceType(), q.Status(),
-		stamp(q.CreatedAt()), stamp(q.UpdatedAt()))
-}
-
 func (r *AuthRequests) Ask(ctx context.Context, device domain.DeviceID, key domain.DeviceKey,
 	fn func(*domain.AuthRequest, int) (*domain.AuthRequest, error)) error {
 	return do(ctx, r.s, func() error {
@@ -111,12 +95,8 @@ func (r *AuthRequests) Ask(ctx context.Context, device domain.DeviceID, key doma
 			pending = len(where(r.s.requests, func(q domain.AuthRequest) bool { return q.Status() == domain.AuthRequestPending }))
 		}
 		next, err := fn(cur, pending)
-		if err != nil || next == nil {
-			return err
-		}
-		stored, err := storedRequest(*next)
-		if err == nil {
-			r.s.requests[stored.ID().String()] = stored
+		if err == nil && next != nil {
+			r.s.requests[next.ID().String()] = *next
 		}
 		return err
 	})
@@ -159,11 +139,8 @@ func (r *AuthRequests) List(ctx context.Context, status domain.AuthRequestStatus
 
 func (r *AuthRequests) Update(ctx context.Context, id domain.UUID, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error) {
 	return update(ctx, r.s, r.s.requests, id.String(), fn, func(_, q domain.AuthRequest) (domain.AuthRequest, error) {
-		q, err := storedRequest(q)
-		if err == nil {
-			r.s.requests[q.ID().String()] = q
-		}
-		return q, err
+		r.s.requests[q.ID().String()] = q
+		return q, nil
 	})
 }
 
@@ -220,7 +197,7 @@ func (r *TaskLogs) Put(ctx context.Context, l domain.TaskLog) error {
 		if !has(r.s.tasks, l.TaskID().String()) {
 			return domain.ErrNotFound
 		}
-		r.s.logs[l.TaskID().String()] = domain.RehydrateTaskLog(l.TaskID().String(), l.Lines(), stamp(l.UpdatedAt()))
+		r.s.logs[l.TaskID().String()] = l
 		return nil
 	})
 }
@@ -255,7 +232,6 @@ func (r *Attributes) Update(ctx context.Context, deviceID domain.DeviceID, fn fu
 		if err := fn(&a); err != nil {
 			return domain.DeviceAttributes{}, err
 		}
-		a = domain.RehydrateDeviceAttributes(a.Values(), stamp(a.UpdatedAt()))
 		r.s.attrs[deviceID.String()] = a
 		return a, nil
 	})
@@ -312,7 +288,7 @@ func (r *TaskActions) UpdateCancel(ctx context.Context, deviceID domain.DeviceID
 		if err := fn(&n); err != nil {
 			return domain.CancelNotice{}, err
 		}
-		if at := stamp(n.ConfirmedAt()); at.IsZero() {
+		if at := n.ConfirmedAt(); at.IsZero() {
 			delete(r.s.confirmed, t.ID().String())
 		} else {
 			r.s.confirmed[t.ID().String()] = at
@@ -404,7 +380,7 @@ func (r *Fleet) ListRollouts(ctx context.Context, f ports.RolloutFilter) ([]port
 		out := []ports.RolloutSummary{}
 		for id, ro := range r.s.rollouts {
 			if fw := r.s.firmwares[ro.FirmwareID().String()]; f.Model == "" || fw.Model() == f.Model {
-				out = append(out, ports.RolloutSummary{Rollout: cloneRollout(ro), Model: fw.Model(), Version: fw.Version().String(),
+				out = append(out, ports.RolloutSummary{Rollout: ro, Model: fw.Model(), Version: fw.Version().String(),
 					Stats: r.s.rolloutStats(id, time.Time{})})
 			}
 		}
@@ -415,7 +391,6 @@ func (r *Fleet) ListRollouts(ctx context.Context, f ports.RolloutFilter) ([]port
 }
 
 func (r *Fleet) VersionCounts(ctx context.Context, q ports.VersionCountQuery) ([]ports.VersionCount, error) {
-	hourAgo, dayAgo := stamp(q.HourAgo), stamp(q.DayAgo)
 	since := func(seen, t time.Time) int {
 		if seen.IsZero() || seen.Before(t) {
 			return 0
@@ -428,7 +403,7 @@ func (r *Fleet) VersionCounts(ctx context.Context, q ports.VersionCountQuery) ([
 			if k := [2]string{d.Model(), d.CurrentVersion().String()}; q.Model == "" || d.Model() == q.Model {
 				c := counts[k]
 				counts[k] = ports.VersionCount{Model: k[0], Version: k[1], Devices: c.Devices + 1,
-					SeenSinceHour: c.SeenSinceHour + since(d.LastSeenAt(), hourAgo), SeenSinceDay: c.SeenSinceDay + since(d.LastSeenAt(), dayAgo)}
+					SeenSinceHour: c.SeenSinceHour + since(d.LastSeenAt(), us(q.HourAgo)), SeenSinceDay: c.SeenSinceDay + since(d.LastSeenAt(), us(q.DayAgo))}
 			}
 		}
 		return slices.AppendSeq([]ports.VersionCount{}, maps.Values(counts)), nil

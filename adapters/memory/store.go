@@ -1,8 +1,10 @@
 // Package memory implements the OTA service's storage ports in process
 // memory, for fast tests and the OTA_STORE=memory dev mode: a map per table
 // behind one lock. It keeps what the contract suites in tests/contract pin
-// for every store (the sentinel errors, uniqueness and reference checks,
-// timestamps at microsecond precision), not how Postgres gets there.
+// for every store (the sentinel errors, uniqueness and reference checks),
+// not how Postgres gets there. Domain values are immutable once built (a
+// state change makes a new one; times are already at microseconds), so
+// the maps hold them as given.
 package memory
 
 import (
@@ -69,14 +71,9 @@ func errDuplicateID(what, id string) error {
 	return fmt.Errorf("memory: a %s with id %s is already stored", what, id)
 }
 
-// stamp keeps a time at the precision the contract pins (microseconds,
-// truncated), in UTC. The zero time stays zero: it stands for "never".
-func stamp(t time.Time) time.Time {
-	if t.IsZero() {
-		return time.Time{}
-	}
-	return t.UTC().Truncate(time.Microsecond)
-}
+// us is a query's time bound at the precision stored times have: domain
+// values are kept at microseconds, a caller's bound need not be.
+func us(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
 
 // locked runs f holding the store's lock, unless ctx ends first.
 func locked[T any](ctx context.Context, s *Store, f func() (T, error)) (T, error) {
@@ -165,11 +162,6 @@ var _ ports.DeviceRepository = (*Devices)(nil)
 
 func NewDevices(s *Store) *Devices { return &Devices{s: s} }
 
-// storedDevice is d with its times as the store keeps them.
-func storedDevice(d domain.Device) domain.Device {
-	return domain.RehydrateDevice(d.ID().String(), d.Model(), d.CurrentVersion(), d.TokenHash(), stamp(d.LastSeenAt()), stamp(d.CreatedAt()))
-}
-
 // putDevice writes d unless another device has its token hash.
 func (s *Store) putDevice(d domain.Device) error {
 	if owner, err := s.byToken(d.TokenHash()); err == nil && owner.ID() != d.ID() {
@@ -196,7 +188,7 @@ func (s *Store) createDevice(d domain.Device) error {
 	if _, ok := s.devices[d.ID().String()]; ok {
 		return domain.ErrDeviceExists
 	}
-	return s.putDevice(storedDevice(d))
+	return s.putDevice(d)
 }
 
 func (r *Devices) Get(ctx context.Context, id domain.DeviceID) (domain.Device, error) {
@@ -205,8 +197,7 @@ func (r *Devices) Get(ctx context.Context, id domain.DeviceID) (domain.Device, e
 
 func (r *Devices) Update(ctx context.Context, id domain.DeviceID, fn func(*domain.Device) error) (domain.Device, error) {
 	return update(ctx, r.s, r.s.devices, id.String(), fn, func(d, c domain.Device) (domain.Device, error) {
-		merged := domain.RehydrateDevice(d.ID().String(), c.Model(), c.CurrentVersion(), c.TokenHash(), stamp(c.LastSeenAt()), d.CreatedAt())
-		return merged, r.s.putDevice(merged)
+		return c, r.s.putDevice(c)
 	})
 }
 
@@ -214,14 +205,14 @@ func (r *Devices) Update(ctx context.Context, id domain.DeviceID, fn func(*domai
 func (r *Devices) RecordSeen(ctx context.Context, stored domain.Device, v domain.Version, at time.Time) error {
 	return do(ctx, r.s, func() error {
 		d, err := found(r.s.devices, stored.ID().String())
-		if at = stamp(at); err != nil || d.LastSeenAt().After(at) {
+		if err != nil || d.LastSeenAt().After(at) {
 			return err // unknown, or a newer report is stored already
 		}
 		if !stored.SeenChangesVersion(v) {
 			v = d.CurrentVersion()
 		}
 		d.Seen(v, at)
-		return r.s.putDevice(storedDevice(d))
+		return r.s.putDevice(d)
 	})
 }
 
@@ -240,10 +231,6 @@ func sameRelease(a, b domain.Firmware) bool {
 
 func (r *Firmwares) Create(ctx context.Context, f domain.Firmware) error {
 	id := f.ID().String()
-	stored, err := domain.RehydrateFirmware(id, f.Spec(), f.Status(), stamp(f.CreatedAt()), stamp(f.UpdatedAt()))
-	if err != nil {
-		return err
-	}
 	return do(ctx, r.s, func() error {
 		for _, o := range r.s.firmwares {
 			if sameRelease(o, f) || (f.ArtifactName() != "" && o.Model() == f.Model() && o.ArtifactName() == f.ArtifactName()) {
@@ -256,7 +243,7 @@ func (r *Firmwares) Create(ctx context.Context, f domain.Firmware) error {
 		if a := f.ArtifactID(); !a.IsZero() && !has(r.s.artifacts, a.String()) {
 			return fmt.Errorf("the artifact does not exist: %w", domain.ErrNotFound) // the foreign key
 		}
-		r.s.firmwares[id] = stored
+		r.s.firmwares[id] = f
 		return nil
 	})
 }
@@ -275,18 +262,14 @@ func (r *Firmwares) List(ctx context.Context, model string) ([]domain.Firmware, 
 }
 
 func (r *Firmwares) Update(ctx context.Context, id domain.UUID, fn func(*domain.Firmware) error) (domain.Firmware, error) {
-	return update(ctx, r.s, r.s.firmwares, id.String(), fn, func(f, c domain.Firmware) (domain.Firmware, error) {
-		merged, err := domain.RehydrateFirmware(id.String(), c.Spec(), c.Status(), f.CreatedAt(), stamp(c.UpdatedAt()))
-		if err != nil {
-			return domain.Firmware{}, err
-		}
+	return update(ctx, r.s, r.s.firmwares, id.String(), fn, func(_, c domain.Firmware) (domain.Firmware, error) {
 		for oid, o := range r.s.firmwares {
-			if oid != id.String() && sameRelease(o, merged) {
+			if oid != id.String() && sameRelease(o, c) {
 				return domain.Firmware{}, domain.ErrFirmwareExists
 			}
 		}
-		r.s.firmwares[id.String()] = merged
-		return merged, nil
+		r.s.firmwares[id.String()] = c
+		return c, nil
 	})
 }
 
@@ -297,50 +280,32 @@ var _ ports.RolloutRepository = (*Rollouts)(nil)
 
 func NewRollouts(s *Store) *Rollouts { return &Rollouts{s: s} }
 
-// cloneRollout copies r so that no caller shares the stored threshold
-// pointer: changing a returned rollout's record must not change the store.
-func cloneRollout(r domain.Rollout) domain.Rollout {
-	rec := r.Record()
-	if p := rec.FailureThresholdPercent; p != nil {
-		v := *p
-		rec.FailureThresholdPercent = &v
-	}
-	return domain.RehydrateRollout(rec)
-}
-
 func (r *Rollouts) Create(ctx context.Context, ro domain.Rollout) error {
-	rec := cloneRollout(ro).Record()
-	rec.CreatedAt, rec.UpdatedAt = stamp(rec.CreatedAt), stamp(rec.UpdatedAt)
+	id := ro.ID().String()
 	return do(ctx, r.s, func() error {
-		fw, err := found(r.s.firmwares, rec.FirmwareID)
+		fw, err := found(r.s.firmwares, ro.FirmwareID().String())
 		switch {
 		case err != nil:
 			return err
 		case fw.Revoked():
 			return domain.ErrFirmwareRevoked
-		case has(r.s.rollouts, rec.ID):
-			return errDuplicateID("rollout", rec.ID)
+		case has(r.s.rollouts, id):
+			return errDuplicateID("rollout", id)
 		}
-		r.s.rollouts[rec.ID] = domain.RehydrateRollout(rec)
+		r.s.rollouts[id] = ro
 		return nil
 	})
 }
 
 func (r *Rollouts) Get(ctx context.Context, id domain.UUID) (domain.Rollout, error) {
-	return locked(ctx, r.s, func() (domain.Rollout, error) {
-		ro, err := found(r.s.rollouts, id.String())
-		return cloneRollout(ro), err
-	})
+	return locked(ctx, r.s, func() (domain.Rollout, error) { return found(r.s.rollouts, id.String()) })
 }
 
 func (r *Rollouts) Update(ctx context.Context, id domain.UUID, fn func(*domain.Rollout, domain.Firmware) error) (domain.Rollout, error) {
-	withFirmware := func(ro *domain.Rollout) error {
-		*ro = cloneRollout(*ro)
-		return fn(ro, r.s.firmwares[ro.FirmwareID().String()])
-	}
+	withFirmware := func(ro *domain.Rollout) error { return fn(ro, r.s.firmwares[ro.FirmwareID().String()]) }
 	return update(ctx, r.s, r.s.rollouts, id.String(), withFirmware, func(old, c domain.Rollout) (domain.Rollout, error) {
 		r.s.rollouts[id.String()] = mergeRollout(old, c)
-		return cloneRollout(r.s.rollouts[id.String()]), nil
+		return r.s.rollouts[id.String()], nil
 	})
 }
 
@@ -348,9 +313,9 @@ func (r *Rollouts) Update(ctx context.Context, id domain.UUID, fn func(*domain.R
 func mergeRollout(stored, changed domain.Rollout) domain.Rollout {
 	rec, c := stored.Record(), changed.Record()
 	rec.Percentage, rec.MaxAttempts, rec.FailureThresholdPercent, rec.MinSample = c.Percentage, c.MaxAttempts, c.FailureThresholdPercent, c.MinSample
-	rec.Status, rec.PausedReason, rec.UpdatedAt = c.Status, c.PausedReason, stamp(c.UpdatedAt)
-	rec.Stage, rec.GateMetAt, rec.History = c.Stage, stamp(c.GateMetAt), c.History
-	return cloneRollout(domain.RehydrateRollout(rec))
+	rec.Status, rec.PausedReason, rec.UpdatedAt = c.Status, c.PausedReason, c.UpdatedAt
+	rec.Stage, rec.GateMetAt, rec.History = c.Stage, c.GateMetAt, c.History
+	return domain.RehydrateRollout(rec)
 }
 
 func (r *Rollouts) Offers(ctx context.Context, model string) ([]domain.Offer, error) {
@@ -359,7 +324,7 @@ func (r *Rollouts) Offers(ctx context.Context, model string) ([]domain.Offer, er
 		for _, ro := range r.s.rollouts {
 			fw, ok := r.s.firmwares[ro.FirmwareID().String()]
 			if ok && ro.Status() == domain.RolloutActive && fw.Model() == model && fw.Status() == domain.FirmwareReleased {
-				out = append(out, domain.Offer{Firmware: fw, Rollout: cloneRollout(ro)})
+				out = append(out, domain.Offer{Firmware: fw, Rollout: ro})
 			}
 		}
 		domain.SortOffers(out)
@@ -373,7 +338,6 @@ type Artifacts struct{ s *Store }
 func NewArtifacts(s *Store) *Artifacts { return &Artifacts{s: s} }
 
 func (r *Artifacts) Create(ctx context.Context, a domain.Artifact) (domain.Artifact, bool, error) {
-	a = domain.RehydrateArtifact(a.ID().String(), a.FileName(), a.Digest(), a.Meta(), stamp(a.CreatedAt()))
 	type created struct {
 		a   domain.Artifact
 		new bool

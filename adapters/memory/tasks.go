@@ -27,7 +27,7 @@ var errEventRecorded = errors.New("memory: the event is already recorded for thi
 func mergeTask(stored, changed domain.Task) domain.Task {
 	rec, c := stored.Record(), changed.Record()
 	rec.Status, rec.Progress, rec.Attempt, rec.ErrorCode, rec.ErrorMessage = c.Status, c.Progress, c.Attempt, c.ErrorCode, c.ErrorMessage
-	rec.UpdatedAt = stamp(c.UpdatedAt)
+	rec.UpdatedAt = c.UpdatedAt
 	return domain.RehydrateTask(rec)
 }
 
@@ -145,7 +145,7 @@ func put[V any](tx *taskTx, m map[string]V, k string, v V) {
 
 // withOffer pairs a task with its firmware and rollout.
 func (tx *taskTx) withOffer(t domain.Task) *domain.ActiveTask {
-	return &domain.ActiveTask{Task: t, Firmware: tx.s.firmwares[t.FirmwareID().String()], Rollout: cloneRollout(tx.s.rollouts[t.RolloutID().String()])}
+	return &domain.ActiveTask{Task: t, Firmware: tx.s.firmwares[t.FirmwareID().String()], Rollout: tx.s.rollouts[t.RolloutID().String()]}
 }
 
 func (tx *taskTx) ActiveTask(deviceID domain.DeviceID) (*domain.ActiveTask, error) {
@@ -188,8 +188,7 @@ func (tx *taskTx) Event(t domain.Task, eventID string) (*domain.Event, error) {
 }
 
 func (tx *taskTx) LockRollout(id domain.UUID) (domain.Rollout, error) {
-	ro, err := found(tx.s.rollouts, id.String())
-	return cloneRollout(ro), err
+	return found(tx.s.rollouts, id.String())
 }
 
 func (tx *taskTx) Offer(firmwareID, rolloutID domain.UUID) (domain.Offer, error) {
@@ -198,7 +197,7 @@ func (tx *taskTx) Offer(firmwareID, rolloutID domain.UUID) (domain.Offer, error)
 	if !okF || !okR {
 		return domain.Offer{}, domain.ErrNotFound
 	}
-	return domain.Offer{Firmware: fw, Rollout: cloneRollout(ro)}, nil
+	return domain.Offer{Firmware: fw, Rollout: ro}, nil
 }
 
 // OfferForShare is Offer: no revoke can be under way while tx holds the store.
@@ -224,7 +223,7 @@ func (tx *taskTx) StoreEvent(t domain.Task, ev domain.Event) error {
 		return errEventRecorded
 	}
 	id := t.ID().String()
-	put(tx, tx.s.events, id, append(slices.Clip(tx.s.events[id]), loggedEvent{id: ev.ID(), fingerprint: ev.Fingerprint(), at: stamp(t.UpdatedAt())}))
+	put(tx, tx.s.events, id, append(slices.Clip(tx.s.events[id]), loggedEvent{id: ev.ID(), fingerprint: ev.Fingerprint(), at: t.UpdatedAt()}))
 	return nil
 }
 
@@ -244,7 +243,6 @@ func (tx *taskTx) InsertUnlessActive(t domain.Task) (domain.Task, bool, error) {
 	}
 	s.lastAction++
 	rec.ActionID = s.lastAction
-	rec.CreatedAt, rec.UpdatedAt = stamp(rec.CreatedAt), stamp(rec.UpdatedAt)
 	put(tx, s.tasks, rec.ID, domain.RehydrateTask(rec))
 	return s.tasks[rec.ID], true, nil
 }
@@ -254,11 +252,11 @@ func (tx *taskTx) SetDeviceVersion(deviceID domain.DeviceID, v domain.Version, a
 	if err != nil {
 		return err
 	}
-	if at = stamp(at); d.LastSeenAt().After(at) {
+	if d.LastSeenAt().After(at) {
 		at = d.LastSeenAt()
 	}
 	d.Seen(v, at)
-	put(tx, tx.s.devices, deviceID.String(), storedDevice(d))
+	put(tx, tx.s.devices, deviceID.String(), d)
 	return nil
 }
 
@@ -268,7 +266,7 @@ func (tx *taskTx) StoreRollout(r domain.Rollout) (domain.Rollout, error) {
 		return domain.Rollout{}, err
 	}
 	put(tx, tx.s.rollouts, r.ID().String(), mergeRollout(stored, r))
-	return cloneRollout(tx.s.rollouts[r.ID().String()]), nil
+	return tx.s.rollouts[r.ID().String()], nil
 }
 
 func (tx *taskTx) RolloutStats(rolloutID domain.UUID, since time.Time) (domain.TaskStats, error) {
@@ -283,7 +281,7 @@ func (r *Tasks) RolloutStatsSince(ctx context.Context, rolloutID domain.UUID, si
 // one of its tasks created at or after since (at the stored precision)
 // that domain.CountsOver picks.
 func (s *Store) rolloutStats(rolloutID string, since time.Time) domain.TaskStats {
-	since = stamp(since)
+	since = us(since)
 	counted := map[string]domain.Task{}
 	for _, t := range s.tasks {
 		if t.RolloutID().String() != rolloutID || t.CreatedAt().Before(since) {
@@ -310,7 +308,7 @@ func (r *Tasks) List(ctx context.Context, f ports.TaskFilter) ([]domain.Task, er
 			return (f.DeviceID.IsZero() || t.DeviceID().String() == f.DeviceID.String()) &&
 				(f.RolloutID.IsZero() || t.RolloutID().String() == f.RolloutID.String()) &&
 				(f.Status == nil || t.Status() == *f.Status) &&
-				(f.After == nil || newer(t.CreatedAt(), stamp(f.After.CreatedAt), t.ID().String(), f.After.ID.String()))
+				(f.After == nil || newer(t.CreatedAt(), us(f.After.CreatedAt), t.ID().String(), f.After.ID.String()))
 		})
 		return page(out, f.Limit, DefaultListLimit, func(a, b domain.Task) bool {
 			return newer(b.CreatedAt(), a.CreatedAt(), b.ID().String(), a.ID().String()) // oldest first
