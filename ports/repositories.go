@@ -133,9 +133,10 @@ type TaskTx interface {
 	// revoke, a rollout's pause) until the transaction ends; a change in
 	// progress is waited for.
 	OfferForShare(firmwareID, rolloutID domain.UUID) (domain.Offer, error)
-	// UpdateTask stores t's status, progress, attempt, error and their
-	// time (identity, references, action id and creation are fixed) and
-	// returns the task as stored.
+	// UpdateTask stores t, a task read in this transaction and changed
+	// through its methods (which change status, progress, attempt, error
+	// and their time, never identity, references, action id or
+	// creation), and returns the task as stored.
 	UpdateTask(t domain.Task) (domain.Task, error)
 	// StoreEvent records ev as applied to t (as stored, at its update
 	// time); an event id already recorded for t is an error.
@@ -149,8 +150,8 @@ type TaskTx interface {
 	// its last_seen_at forward to at (never back).
 	SetDeviceVersion(deviceID domain.DeviceID, v domain.Version, at time.Time) error
 	// StoreRollout stores a rollout read by LockRollout in this
-	// transaction (everything but its id, firmware and start time) and
-	// returns it as stored.
+	// transaction and changed through its methods (never its id, firmware
+	// or start time), and returns it as stored.
 	StoreRollout(r domain.Rollout) (domain.Rollout, error)
 	// RolloutStats is TaskRepository.RolloutStatsSince as this
 	// transaction sees the rollout's tasks (its own writes included).

@@ -57,10 +57,6 @@ func NewStore() *Store {
 		artifacts: map[string]domain.Artifact{}}
 }
 
-// errActiveTaskTaken refuses an update that would give a device a second
-// active task. The domain's transitions never do that: a programming error.
-var errActiveTaskTaken = errors.New("memory: the device already has another active task")
-
 // errTokenTaken refuses a token hash another device has. Tokens are 256
 // random bits, so a collision means a caller reused a hash.
 var errTokenTaken = errors.New("memory: another device has this token hash")
@@ -303,19 +299,10 @@ func (r *Rollouts) Get(ctx context.Context, id domain.UUID) (domain.Rollout, err
 
 func (r *Rollouts) Update(ctx context.Context, id domain.UUID, fn func(*domain.Rollout, domain.Firmware) error) (domain.Rollout, error) {
 	withFirmware := func(ro *domain.Rollout) error { return fn(ro, r.s.firmwares[ro.FirmwareID().String()]) }
-	return update(ctx, r.s, r.s.rollouts, id.String(), withFirmware, func(old, c domain.Rollout) (domain.Rollout, error) {
-		r.s.rollouts[id.String()] = mergeRollout(old, c)
-		return r.s.rollouts[id.String()], nil
+	return update(ctx, r.s, r.s.rollouts, id.String(), withFirmware, func(_, c domain.Rollout) (domain.Rollout, error) {
+		r.s.rollouts[id.String()] = c
+		return c, nil
 	})
-}
-
-// mergeRollout writes onto the stored rollout all a change may change.
-func mergeRollout(stored, changed domain.Rollout) domain.Rollout {
-	rec, c := stored.Record(), changed.Record()
-	rec.Percentage, rec.MaxAttempts, rec.FailureThresholdPercent, rec.MinSample = c.Percentage, c.MaxAttempts, c.FailureThresholdPercent, c.MinSample
-	rec.Status, rec.PausedReason, rec.UpdatedAt = c.Status, c.PausedReason, c.UpdatedAt
-	rec.Stage, rec.GateMetAt, rec.History = c.Stage, c.GateMetAt, c.History
-	return domain.RehydrateRollout(rec)
 }
 
 func (r *Rollouts) Offers(ctx context.Context, model string) ([]domain.Offer, error) {

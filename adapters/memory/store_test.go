@@ -161,51 +161,6 @@ func TestTaskForAnotherDeviceIsRefused(t *testing.T) {
 	}
 }
 
-func TestSecondActiveTaskIsRefusedOnUpdate(t *testing.T) {
-	f := newStoreFixture(t)
-	o := f.offer(uuid.NewString(), "2.0.0")
-	d := f.device("d")
-	first := f.insert(f.task(d.ID(), o))
-	_, err := f.tk.Update(t.Context(), first.ID(), func(x *domain.Task) error {
-		return x.Cancel(domain.CodeSuperseded, "", f.now)
-	})
-	f.must(err)
-	f.insert(f.task(d.ID(), o))
-	// No domain transition revives a task; a rehydrated one stands in for a bug.
-	_, err = f.tk.Update(t.Context(), first.ID(), func(x *domain.Task) error {
-		rec := x.Record()
-		rec.Status = domain.TaskPending
-		*x = domain.RehydrateTask(rec)
-		return nil
-	})
-	if !errors.Is(err, errActiveTaskTaken) {
-		t.Errorf("reviving a task beside an active one: err = %v, want errActiveTaskTaken", err)
-	}
-	got, err := f.tk.Get(t.Context(), first.ID())
-	f.must(err)
-	if got.Status() != domain.TaskCancelled {
-		t.Errorf("status %s after a refused update, want cancelled", got.Status())
-	}
-}
-
-func TestUpdateWritesOnlyMutableFields(t *testing.T) {
-	f := newStoreFixture(t)
-	o := f.offer(uuid.NewString(), "2.0.0")
-	d := f.device("d")
-	tk := f.insert(f.task(d.ID(), o))
-	got, err := f.tk.Update(t.Context(), tk.ID(), func(x *domain.Task) error {
-		rec := x.Record()
-		rec.ID, rec.DeviceID, rec.ActionID, rec.Attempt, rec.Progress = uuid.NewString(), "elsewhere", 999, 7, 42
-		*x = domain.RehydrateTask(rec)
-		return nil
-	})
-	f.must(err)
-	// Postgres writes status, progress, attempt, error and updated_at only.
-	if got.ID() != tk.ID() || got.DeviceID() != d.ID() || got.ActionID() != tk.ActionID() || got.Attempt() != 7 || got.Progress() != 42 {
-		t.Errorf("update wrote other fields than the Postgres adapter: %+v", got.Record())
-	}
-}
-
 func TestContextErrorsAreTheContexts(t *testing.T) {
 	f := newStoreFixture(t)
 	o := f.offer(uuid.NewString(), "2.0.0")

@@ -22,15 +22,6 @@ func NewTasks(s *Store) *Tasks { return &Tasks{s: s} }
 // would be applied twice.
 var errEventRecorded = errors.New("memory: the event is already recorded for this task")
 
-// mergeTask writes onto the stored task what a change may change: status,
-// progress, attempt, error and their time.
-func mergeTask(stored, changed domain.Task) domain.Task {
-	rec, c := stored.Record(), changed.Record()
-	rec.Status, rec.Progress, rec.Attempt, rec.ErrorCode, rec.ErrorMessage = c.Status, c.Progress, c.Attempt, c.ErrorCode, c.ErrorMessage
-	rec.UpdatedAt = c.UpdatedAt
-	return domain.RehydrateTask(rec)
-}
-
 // active is the device's one active task.
 func (s *Store) active(deviceID string) (domain.Task, error) {
 	for _, t := range s.tasks {
@@ -39,13 +30,6 @@ func (s *Store) active(deviceID string) (domain.Task, error) {
 		}
 	}
 	return domain.Task{}, domain.ErrNotFound
-}
-
-// secondActive reports whether storing t would give its device a second
-// active task.
-func (s *Store) secondActive(t domain.Task) bool {
-	a, err := s.active(t.DeviceID().String())
-	return err == nil && t.Status().IsActive() && a.ID() != t.ID()
 }
 
 func (r *Tasks) Get(ctx context.Context, id domain.UUID) (domain.Task, error) {
@@ -94,12 +78,9 @@ func (s *Store) failed(deviceID string) map[string]int {
 }
 
 func (r *Tasks) Update(ctx context.Context, id domain.UUID, fn func(*domain.Task) error) (domain.Task, error) {
-	return update(ctx, r.s, r.s.tasks, id.String(), fn, func(old, c domain.Task) (domain.Task, error) {
-		if merged := mergeTask(old, c); !r.s.secondActive(merged) {
-			r.s.tasks[id.String()] = merged
-			return merged, nil
-		}
-		return domain.Task{}, errActiveTaskTaken
+	return update(ctx, r.s, r.s.tasks, id.String(), fn, func(_, c domain.Task) (domain.Task, error) {
+		r.s.tasks[id.String()] = c
+		return c, nil
 	})
 }
 
@@ -206,16 +187,11 @@ func (tx *taskTx) OfferForShare(firmwareID, rolloutID domain.UUID) (domain.Offer
 }
 
 func (tx *taskTx) UpdateTask(t domain.Task) (domain.Task, error) {
-	stored, err := found(tx.s.tasks, t.ID().String())
-	if err != nil {
+	if _, err := found(tx.s.tasks, t.ID().String()); err != nil {
 		return domain.Task{}, err
 	}
-	merged := mergeTask(stored, t)
-	if tx.s.secondActive(merged) {
-		return domain.Task{}, errActiveTaskTaken
-	}
-	put(tx, tx.s.tasks, t.ID().String(), merged)
-	return merged, nil
+	put(tx, tx.s.tasks, t.ID().String(), t)
+	return t, nil
 }
 
 func (tx *taskTx) StoreEvent(t domain.Task, ev domain.Event) error {
@@ -261,12 +237,11 @@ func (tx *taskTx) SetDeviceVersion(deviceID domain.DeviceID, v domain.Version, a
 }
 
 func (tx *taskTx) StoreRollout(r domain.Rollout) (domain.Rollout, error) {
-	stored, err := found(tx.s.rollouts, r.ID().String())
-	if err != nil {
+	if _, err := found(tx.s.rollouts, r.ID().String()); err != nil {
 		return domain.Rollout{}, err
 	}
-	put(tx, tx.s.rollouts, r.ID().String(), mergeRollout(stored, r))
-	return tx.s.rollouts[r.ID().String()], nil
+	put(tx, tx.s.rollouts, r.ID().String(), r)
+	return r, nil
 }
 
 func (tx *taskTx) RolloutStats(rolloutID domain.UUID, since time.Time) (domain.TaskStats, error) {
