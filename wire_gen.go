@@ -117,9 +117,9 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	devices := application.ComposeDevices(auth, checks, events)
 	taskActionRepository := postgres.NewTaskActionRepository(db)
-	taskUpdater := taskPorts.Updater
+	taskTransactor := taskPorts.Tx
 	versionAttribute := bootstrap.DDIVersionAttributeFrom(cfg)
-	useCases, err := ddi.New(devices, writeBehindDevices, cachedRollouts, attributeRepository, taskActionRepository, taskUpdater, metrics, clock, pollInterval, versionAttribute)
+	useCases, err := ddi.New(devices, writeBehindDevices, cachedRollouts, attributeRepository, taskActionRepository, taskTransactor, metrics, clock, pollInterval, versionAttribute)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -164,7 +164,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		Devices:       devices,
 		Repo:          writeBehindDevices,
 		Rollouts:      cachedRollouts,
-		Tasks:         taskUpdater,
+		Tasks:         taskTransactor,
 		Attributes:    attributeRepository,
 		Admissions:    admissionRepository,
 		Requests:      authRequestRepository,
@@ -334,9 +334,9 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	}
 	applicationDevices := application.ComposeDevices(auth, checks, events)
 	taskActions := memory.NewTaskActions(store)
-	taskUpdater := taskPorts.Updater
+	taskTransactor := taskPorts.Tx
 	versionAttribute := bootstrap.DDIVersionAttributeFrom(cfg)
-	useCases, err := ddi.New(applicationDevices, devices, rollouts, attributes, taskActions, taskUpdater, metrics, clock, pollInterval, versionAttribute)
+	useCases, err := ddi.New(applicationDevices, devices, rollouts, attributes, taskActions, taskTransactor, metrics, clock, pollInterval, versionAttribute)
 	if err != nil {
 		return nil, err
 	}
@@ -365,7 +365,7 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 		Devices:       applicationDevices,
 		Repo:          devices,
 		Rollouts:      rollouts,
-		Tasks:         taskUpdater,
+		Tasks:         taskTransactor,
 		Attributes:    attributes,
 		Admissions:    admissions,
 		Requests:      authRequests,

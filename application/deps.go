@@ -22,8 +22,8 @@ import (
 type PollInterval time.Duration
 
 // TaskStore is every task port the use cases declare (AuthStore,
-// CheckStore, EventStore, ActiveTasks, RolloutCounts, TaskHistory,
-// TaskUpdater), for callers that build them all from one store (Deps).
+// CheckStore, EventStore, ActiveTasks, RolloutCounts, TaskHistory),
+// for callers that build them all from one store (Deps).
 // No use case takes it: each takes the few methods it calls.
 type TaskStore interface {
 	AuthStore
@@ -32,7 +32,6 @@ type TaskStore interface {
 	ActiveTasks
 	RolloutCounts
 	TaskHistory
-	TaskUpdater
 }
 
 // Deps are every port the use cases run on, for callers that build the

@@ -9,25 +9,18 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
-// TaskUpdater changes a task outside a device's event: the protocols'
-// stop before install.
-type TaskUpdater interface {
-	// Update loads the task locked, lets fn change it, and stores it.
-	Update(ctx context.Context, id domain.UUID, fn func(*domain.Task) error) (domain.Task, error)
-}
-
 // StopBeforeInstall stores domain.Task.StopBeforeInstall's decision on the
 // task v, of rollout r: the one place the device protocols (Mender's status
 // reports, DDI's deploymentBase and feedback; application/mender and
 // application/ddi) stop a task whose firmware was revoked or rollout
 // cancelled before its device began installing. It returns the task as it
 // stands: cancelled when it was stopped, else as v had it.
-func StopBeforeInstall(ctx context.Context, tasks TaskUpdater, metrics ports.Metrics, v ports.TaskView, r domain.Rollout, now time.Time) (domain.Task, error) {
+func StopBeforeInstall(ctx context.Context, tasks TaskTransactor, metrics ports.Metrics, v ports.TaskView, r domain.Rollout, now time.Time) (domain.Task, error) {
 	if probe := v.Task; !probe.StopBeforeInstall(v.Firmware, r, now) {
 		return v.Task, nil
 	}
-	t, err := tasks.Update(ctx, v.Task.ID(), func(t *domain.Task) error {
-		t.StopBeforeInstall(v.Firmware, r, now)
+	t, err := UpdateTask(ctx, tasks, v.Task.ID(), func(t *domain.Task) error {
+		t.StopBeforeInstall(v.Firmware, r, now) // judged again on the locked row
 		return nil
 	})
 	if err != nil {

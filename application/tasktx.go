@@ -268,3 +268,22 @@ func judgeLocked(tx ports.TaskTx, r domain.Rollout, eval RolloutEvaluation) (dom
 	}
 	return tx.StoreRollout(ro)
 }
+
+// UpdateTask loads a task locked, lets fn change it through its methods,
+// and stores it, in one transaction: a change outside a device's event
+// (the protocols' stop before install).
+func UpdateTask(ctx context.Context, tasks TaskTransactor, id domain.UUID, fn func(*domain.Task) error) (domain.Task, error) {
+	var out domain.Task
+	err := tasks.InTaskTx(ctx, func(tx ports.TaskTx) error {
+		t, err := tx.LockTask(id)
+		if err != nil {
+			return err
+		}
+		if err := fn(&t); err != nil {
+			return err
+		}
+		out, err = tx.UpdateTask(t)
+		return err
+	})
+	return out, err
+}

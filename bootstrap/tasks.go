@@ -19,12 +19,12 @@ type TaskPorts struct {
 	Active  application.ActiveTasks
 	Counts  application.RolloutCounts
 	History application.TaskHistory
-	Updater application.TaskUpdater
+	Tx      application.TaskTransactor
 }
 
 // taskPortsOf hands one store out under every use case's interface.
 func taskPortsOf(s application.TaskStore) TaskPorts {
-	return TaskPorts{Auth: s, Checks: s, Events: s, Active: s, Counts: s, History: s, Updater: s}
+	return TaskPorts{Auth: s, Checks: s, Events: s, Active: s, Counts: s, History: s, Tx: s}
 }
 
 // MemoryTaskPorts are the in-process store's task ports.
@@ -35,4 +35,4 @@ func MemoryTaskPorts(t *memory.Tasks) TaskPorts { return taskPortsOf(t) }
 func PostgresTaskPorts(t *postgres.TaskRepository) TaskPorts { return taskPortsOf(t) }
 
 // taskPortSet gives each use case its interface of the task store.
-var taskPortSet = wire.FieldsOf(new(TaskPorts), "Auth", "Checks", "Events", "Active", "Counts", "History", "Updater")
+var taskPortSet = wire.FieldsOf(new(TaskPorts), "Auth", "Checks", "Events", "Active", "Counts", "History", "Tx")

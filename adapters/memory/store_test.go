@@ -176,7 +176,7 @@ func TestContextErrorsAreTheContexts(t *testing.T) {
 	_, errs["rollouts.offers"] = f.ro.Offers(ctx, "cam")
 	_, errs["rollouts.update"] = f.ro.Update(ctx, o.Rollout.ID(), func(*domain.Rollout, domain.Firmware) error { return nil })
 	_, errs["tasks.active"] = f.tk.Active(ctx, d.ID())
-	_, errs["tasks.update"] = f.tk.Update(ctx, tk.ID(), func(*domain.Task) error { return nil })
+	_, errs["tasks.update"] = application.UpdateTask(ctx, f.tk, tk.ID(), func(*domain.Task) error { return nil })
 	_, errs["tasks.list"] = f.tk.List(ctx, ports.TaskFilter{})
 	_, errs["tasks.checkView"] = f.tk.CheckViewOf(ctx, d.ID())
 	_, errs["tasks.stats"] = f.tk.RolloutStatsSince(ctx, o.Rollout.ID(), time.Time{})
@@ -199,7 +199,7 @@ func TestWriteLockWaitHonoursDeadline(t *testing.T) {
 	inside, release := make(chan struct{}), make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_, err := f.tk.Update(t.Context(), tk.ID(), func(*domain.Task) error {
+		_, err := application.UpdateTask(t.Context(), f.tk, tk.ID(), func(*domain.Task) error {
 			close(inside)
 			<-release
 			return nil

@@ -77,13 +77,6 @@ func (s *Store) failed(deviceID string) map[string]int {
 	return out
 }
 
-func (r *Tasks) Update(ctx context.Context, id domain.UUID, fn func(*domain.Task) error) (domain.Task, error) {
-	return update(ctx, r.s, r.s.tasks, id.String(), fn, func(_, c domain.Task) (domain.Task, error) {
-		r.s.tasks[id.String()] = c
-		return c, nil
-	})
-}
-
 // InTaskTx runs fn holding the store's lock, so that nothing sees the
 // transaction half done; what fn wrote is undone when fn fails or ctx
 // ends first.

@@ -385,32 +385,6 @@ func (s *TaskRepository) updateTask(ctx context.Context, tx *sqlx.Tx, id string,
 	return r.toDomain()
 }
 
-// Update loads the task with a row lock, lets fn change it, and stores it
-// in one transaction; it returns the task as stored. fn's error is
-// returned as is and nothing is written.
-func (s *TaskRepository) Update(ctx context.Context, id domain.UUID, fn func(*domain.Task) error) (domain.Task, error) {
-	if id.IsZero() {
-		return domain.Task{}, fmt.Errorf("loading task: %w", domain.ErrNotFound)
-	}
-	uid := id.String()
-	var out domain.Task
-	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
-		t, err := s.lockTask(ctx, tx, uid)
-		if err != nil {
-			return err
-		}
-		if err := fn(&t); err != nil {
-			return err
-		}
-		out, err = s.updateTask(ctx, tx, uid, t)
-		return err
-	})
-	if err != nil {
-		return domain.Task{}, err
-	}
-	return out, nil
-}
-
 func (s *TaskRepository) lockTask(ctx context.Context, tx *sqlx.Tx, id string) (domain.Task, error) {
 	var r taskRow
 	if err := r.scan(tx.StmtxContext(ctx, s.lock).QueryRowContext(ctx, id)); err != nil {

@@ -50,7 +50,7 @@ type UseCases struct {
 	rollouts    ports.RolloutRepository
 	attrs       ports.DeviceAttributes
 	actions     TaskActions
-	tasks       application.TaskUpdater
+	tasks       application.TaskTransactor
 	metrics     ports.Metrics
 	clock       ports.Clock
 	poll        application.PollInterval
@@ -64,7 +64,7 @@ var _ Service = (*UseCases)(nil)
 // to stop a task whose firmware was revoked or rollout cancelled before
 // its device began installing).
 func New(devices ports.DeviceService, repo ports.DeviceRepository, rollouts ports.RolloutRepository, attrs ports.DeviceAttributes,
-	actions TaskActions, tasks application.TaskUpdater, metrics ports.Metrics, clock ports.Clock, poll application.PollInterval, versionAttr VersionAttribute) (*UseCases, error) {
+	actions TaskActions, tasks application.TaskTransactor, metrics ports.Metrics, clock ports.Clock, poll application.PollInterval, versionAttr VersionAttribute) (*UseCases, error) {
 	if devices == nil || repo == nil || rollouts == nil || attrs == nil || actions == nil || tasks == nil || metrics == nil || clock == nil {
 		return nil, errors.New("ddi: every dependency is required")
 	}

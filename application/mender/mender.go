@@ -131,7 +131,7 @@ type Ports struct {
 	Devices    ports.DeviceService
 	Repo       ports.DeviceRepository
 	Rollouts   ports.RolloutRepository
-	Tasks      application.TaskUpdater
+	Tasks      application.TaskTransactor
 	Attributes ports.DeviceAttributes
 	Admissions DeviceAdmissions
 	Requests   AuthRequests

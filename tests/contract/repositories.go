@@ -192,7 +192,7 @@ func (s *repoSuite) insert(t *testing.T, tk domain.Task) domain.Task {
 // drive moves a task to status with Update, as the domain allows.
 func (s *repoSuite) drive(t *testing.T, id domain.UUID, status domain.TaskStatus, at time.Time) domain.Task {
 	t.Helper()
-	got, err := s.Tasks.Update(t.Context(), id, func(tk *domain.Task) error {
+	got, err := application.UpdateTask(t.Context(), s.Tasks, id, func(tk *domain.Task) error {
 		switch status {
 		case domain.TaskPending:
 			return nil
