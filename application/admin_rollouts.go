@@ -9,8 +9,10 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
-// RolloutCounts counts a rollout's tasks for its view.
+// RolloutCounts counts a rollout's tasks for its view, and stores the
+// operators' changes in the task transaction (UpdateRollout).
 type RolloutCounts interface {
+	TaskTransactor
 	// RolloutStatsSince counts a rollout's devices by status, in the store,
 	// each once (by the task domain.CountsOver picks among its tasks),
 	// among the tasks created at or after since: a staged rollout's
@@ -80,7 +82,7 @@ func (s *RolloutAdmin) UpdateRollout(ctx context.Context, id domain.UUID, change
 	now := s.clock.Now()
 	// The firmware comes from the rollout's own transaction, locked against
 	// a revoke: "resumed only while released" holds at commit.
-	r, err := s.rollouts.Update(ctx, id, func(r *domain.Rollout, fw domain.Firmware) error {
+	r, err := UpdateRollout(ctx, s.tasks, id, func(r *domain.Rollout, fw domain.Firmware) error {
 		// Percentage first: {"percentage":0,"status":"cancelled"} is a
 		// coherent request, and a cancelled rollout refuses any change.
 		if change.Percentage != nil {

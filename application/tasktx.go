@@ -287,3 +287,29 @@ func UpdateTask(ctx context.Context, tasks TaskTransactor, id domain.UUID, fn fu
 	})
 	return out, err
 }
+
+// UpdateRollout loads a rollout locked, with its firmware locked against a
+// revoke (so a rule fn judges on it, "resumed only while released", holds
+// at commit), lets fn change the rollout through its methods, and stores
+// it, in one transaction: the operators' changes, in the lock order
+// ReplaceActive documents (rollouts before firmware shares, both before
+// any write).
+func UpdateRollout(ctx context.Context, tasks TaskTransactor, id domain.UUID, fn func(*domain.Rollout, domain.Firmware) error) (domain.Rollout, error) {
+	var out domain.Rollout
+	err := tasks.InTaskTx(ctx, func(tx ports.TaskTx) error {
+		r, err := tx.LockRollout(id)
+		if err != nil {
+			return err
+		}
+		o, err := tx.OfferForShare(r.FirmwareID(), id)
+		if err != nil {
+			return err
+		}
+		if err := fn(&r, o.Firmware); err != nil {
+			return err
+		}
+		out, err = tx.StoreRollout(r)
+		return err
+	})
+	return out, err
+}

@@ -60,11 +60,6 @@ type RolloutRepository interface {
 	Create(ctx context.Context, r domain.Rollout) error
 	// Get loads a rollout by id.
 	Get(ctx context.Context, id domain.UUID) (domain.Rollout, error)
-	// Update loads the rollout locked, with its firmware as the same
-	// transaction sees it (locked against a concurrent revoke, so a rule
-	// judged on it holds at commit), lets fn change the rollout, and
-	// stores it.
-	Update(ctx context.Context, id domain.UUID, fn func(r *domain.Rollout, fw domain.Firmware) error) (domain.Rollout, error)
 	// Offers returns every active rollout of released firmware of a model,
 	// with its firmware: the candidates of check rule 4.
 	Offers(ctx context.Context, model string) ([]domain.Offer, error)

@@ -297,14 +297,6 @@ func (r *Rollouts) Get(ctx context.Context, id domain.UUID) (domain.Rollout, err
 	return locked(ctx, r.s, func() (domain.Rollout, error) { return found(r.s.rollouts, id.String()) })
 }
 
-func (r *Rollouts) Update(ctx context.Context, id domain.UUID, fn func(*domain.Rollout, domain.Firmware) error) (domain.Rollout, error) {
-	withFirmware := func(ro *domain.Rollout) error { return fn(ro, r.s.firmwares[ro.FirmwareID().String()]) }
-	return update(ctx, r.s, r.s.rollouts, id.String(), withFirmware, func(_, c domain.Rollout) (domain.Rollout, error) {
-		r.s.rollouts[id.String()] = c
-		return c, nil
-	})
-}
-
 func (r *Rollouts) Offers(ctx context.Context, model string) ([]domain.Offer, error) {
 	return locked(ctx, r.s, func() ([]domain.Offer, error) {
 		out := []domain.Offer{}

@@ -174,7 +174,7 @@ func TestContextErrorsAreTheContexts(t *testing.T) {
 	_, errs["firmwares.list"] = f.fw.List(ctx, "")
 	_, errs["firmwares.update"] = f.fw.Update(ctx, o.Firmware.ID(), func(*domain.Firmware) error { return nil })
 	_, errs["rollouts.offers"] = f.ro.Offers(ctx, "cam")
-	_, errs["rollouts.update"] = f.ro.Update(ctx, o.Rollout.ID(), func(*domain.Rollout, domain.Firmware) error { return nil })
+	_, errs["rollouts.update"] = application.UpdateRollout(ctx, f.tk, o.Rollout.ID(), func(*domain.Rollout, domain.Firmware) error { return nil })
 	_, errs["tasks.active"] = f.tk.Active(ctx, d.ID())
 	_, errs["tasks.update"] = application.UpdateTask(ctx, f.tk, tk.ID(), func(*domain.Task) error { return nil })
 	_, errs["tasks.list"] = f.tk.List(ctx, ports.TaskFilter{})

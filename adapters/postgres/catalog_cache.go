@@ -480,14 +480,6 @@ func (r *CachedRollouts) Get(ctx context.Context, id domain.UUID) (domain.Rollou
 	return r.c.rollout(ctx, id)
 }
 
-// Update changes a rollout (percentage, status); this replica forgets what
-// it cached at once, the others when the notification reaches them.
-func (r *CachedRollouts) Update(ctx context.Context, id domain.UUID, fn func(*domain.Rollout, domain.Firmware) error) (domain.Rollout, error) {
-	out, err := r.c.rollouts.Update(ctx, id, fn)
-	r.c.invalidate("*")
-	return out, err
-}
-
 // Offers returns a model's offers, from memory when the cache is live.
 func (r *CachedRollouts) Offers(ctx context.Context, model string) ([]domain.Offer, error) {
 	return r.c.offersOf(ctx, model)

@@ -130,7 +130,7 @@ func TestCatalogCacheInvalidatesOtherReplicas(t *testing.T) {
 	}
 
 	// Pause through a: b stops offering it, and reads it paused.
-	_, err = a.rollouts.Update(ctx, ro.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
+	_, err = application.UpdateRollout(ctx, a.tasks, ro.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutPaused, fw, e.now)
 	})
 	must(t, err)
@@ -139,7 +139,7 @@ func TestCatalogCacheInvalidatesOtherReplicas(t *testing.T) {
 		return len(b.offered(t, model)) == 0 && err == nil && r.Status() == domain.RolloutPaused
 	})
 	t.Logf("paused: b saw it after %v", d)
-	_, err = a.rollouts.Update(ctx, ro.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
+	_, err = application.UpdateRollout(ctx, a.tasks, ro.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutActive, fw, e.now)
 	})
 	must(t, err)
@@ -163,7 +163,7 @@ func TestCatalogCacheInvalidatesOtherReplicas(t *testing.T) {
 	must(t, err)
 	must(t, a.rollouts.Create(ctx, ro2))
 	within(t, time.Second, "b sees the second rollout", func() bool { return equalIDs(b.offered(t, model), fw2.ID().String()) })
-	_, err = a.rollouts.Update(ctx, ro2.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
+	_, err = application.UpdateRollout(ctx, a.tasks, ro2.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutCancelled, fw2, e.now)
 	})
 	must(t, err)

@@ -403,7 +403,7 @@ func TestRolloutsAndOffers(t *testing.T) {
 		}
 	}
 
-	paused := try(e.rollouts.Update(ctx, r2.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
+	paused := try(application.UpdateRollout(ctx, e.tasks, r2.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutPaused, f2, e.now.Add(time.Minute))
 	})).must(t)
 	if paused.Status() != domain.RolloutPaused || paused.PausedReason() != domain.PausedManual {
@@ -412,7 +412,7 @@ func TestRolloutsAndOffers(t *testing.T) {
 	if got := try(e.rollouts.Get(ctx, r2.ID())).must(t); !got.Record().Equal(paused.Record()) {
 		t.Fatalf("stored %+v, returned %+v", got.Record(), paused.Record())
 	}
-	if _, err := e.rollouts.Update(ctx, r3.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
+	if _, err := application.UpdateRollout(ctx, e.tasks, r3.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutStatus{}, f3, e.now)
 	}); !errors.Is(err, domain.ErrValidation) {
 		t.Fatalf("fn's error: %v", err)
@@ -424,7 +424,7 @@ func TestRolloutsAndOffers(t *testing.T) {
 	if len(offers) != 1 || offers[0].Rollout.ID() != r1.ID() || offers[0].Firmware.ID() != f1.ID() {
 		t.Fatalf("offers: %+v", offers)
 	}
-	try(e.rollouts.Update(ctx, r2.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
+	try(application.UpdateRollout(ctx, e.tasks, r2.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutActive, f2, e.now)
 	})).must(t)
 	offers = try(e.rollouts.Offers(ctx, "box")).must(t)

@@ -158,34 +158,6 @@ func (s *RolloutRepository) Get(ctx context.Context, id domain.UUID) (domain.Rol
 	return loadByID[domain.Rollout]("rollout", id, func(r *rolloutRow) error { return s.get.GetContext(ctx, r, id.String()) })
 }
 
-// Update loads the rollout with a row lock and its firmware with a share
-// lock, lets fn change the rollout (percentage, status) judging by that
-// firmware, and stores it in one transaction; it returns the rollout as
-// stored. The rollout's lock is FOR NO KEY UPDATE: concurrent Updates (an
-// operator's, an auto-pause) serialise, while the foreign-key checks of
-// tasks being created in the rollout (KEY SHARE) are not held up. The
-// firmware's FOR SHARE waits for a revoke in progress and holds off the
-// next one until this commits, so a rule fn judges on the firmware (a
-// rollout resumes only while its firmware is released) still holds at
-// commit. fn's error is returned as is and nothing is written.
-func (s *RolloutRepository) Update(ctx context.Context, id domain.UUID, fn func(*domain.Rollout, domain.Firmware) error) (domain.Rollout, error) {
-	return updateByID(ctx, s.db, "rollout", `SELECT `+rolloutColumns+` FROM rollouts WHERE id = $1 FOR NO KEY UPDATE`, id,
-		func(tx *sqlx.Tx, r rolloutRow, ro domain.Rollout) (domain.Rollout, error) {
-			var f firmwareRow
-			if err := tx.GetContext(ctx, &f, `SELECT `+firmwareColumns+` FROM firmwares WHERE id = $1 FOR SHARE`, r.FirmwareID); err != nil {
-				return domain.Rollout{}, fmt.Errorf("loading firmware of rollout %s: %w", id, notFound(err))
-			}
-			fw, err := f.toDomain()
-			if err != nil {
-				return domain.Rollout{}, err
-			}
-			if err := fn(&ro, fw); err != nil {
-				return domain.Rollout{}, err
-			}
-			return storeRollout(ctx, tx, r, ro)
-		})
-}
-
 // storeRollout writes the changeable fields of ro over the stored row
 // before (the id, the firmware and the start time never change: tasks
 // reference the pair), in tx, and announces the change on the catalog

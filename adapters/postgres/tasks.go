@@ -394,13 +394,13 @@ func (s *TaskRepository) lockTask(ctx context.Context, tx *sqlx.Tx, id string) (
 }
 
 // rolloutJudged tells this process's catalog cache, once the transaction
-// that stored a rollout's judgement has ended, that the rollout changed:
-// the NOTIFY it sent reaches the cache's listener only later, and until
-// then the next read or check on this instance would still see the old
-// stage or an active rollout an event paused. Called after a rollback too
-// (a needless refill, never a stale read). Every model is dropped, as an
-// operator's rollout change does (CachedRollouts.Update): the judged row
-// does not carry its model, and judgements are rare.
+// that stored a rollout (a judgement, an operator's change) has ended,
+// that the rollout changed: the NOTIFY it sent reaches the cache's
+// listener only later, and until then the next read or check on this
+// instance would still see the old stage, or an active rollout an event
+// or an operator paused. Called after a rollback too (a needless refill,
+// never a stale read). Every model is dropped: the stored row does not
+// carry its model, and rollout changes are rare.
 func (s *TaskRepository) rolloutJudged(stored bool) {
 	if stored && s.catalog != nil {
 		s.catalog.invalidate("*")

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
 	"github.com/google/uuid"
 )
 
@@ -49,7 +51,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		// (from a cache, say); the store must still refuse the rollout.
 		fw := s.firmware(t, repoSpec(repoName("model"), "1.0.0"), s.at(0), true)
 		paused := s.rollout(t, fw, domain.RolloutSpec{Percentage: 10}, s.at(1), true)
-		if _, err := s.Rollouts.Update(ctx, paused.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
+		if _, err := application.UpdateRollout(ctx, s.Tasks, paused.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 			return r.ChangeStatus(domain.RolloutPaused, fw, s.at(2))
 		}); err != nil {
 			t.Fatal(err)
@@ -64,7 +66,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		}
 		// Update hands fn the firmware as its transaction sees it, not
 		// the caller's stale copy: the domain's rule refuses the resume.
-		_, err := s.Rollouts.Update(ctx, paused.ID(), func(r *domain.Rollout, seen domain.Firmware) error {
+		_, err := application.UpdateRollout(ctx, s.Tasks, paused.ID(), func(r *domain.Rollout, seen domain.Firmware) error {
 			if seen.ID() != stale.ID() || !seen.Revoked() {
 				t.Errorf("Update handed fn firmware %s (%s), want %s revoked", seen.ID(), seen.Status(), stale.ID())
 			}
@@ -102,7 +104,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 	t.Run("Update", func(t *testing.T) {
 		fw := s.firmware(t, repoSpec(repoName("model"), "1.0.0"), s.at(0), true)
 		r := s.rollout(t, fw, domain.RolloutSpec{Percentage: 10, FailureThresholdPercent: repoInt(30)}, s.at(1), true)
-		got, err := s.Rollouts.Update(ctx, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
+		got, err := application.UpdateRollout(ctx, s.Tasks, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			repoSameRollout(t, *ro, r)
 			if err := ro.SetPercentage(60, s.at(5)); err != nil {
 				return err
@@ -121,7 +123,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 			t.Errorf("paused reason %q, want manual", stored.PausedReason())
 		}
 
-		_, err = s.Rollouts.Update(ctx, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
+		_, err = application.UpdateRollout(ctx, s.Tasks, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			_ = ro.ChangeStatus(domain.RolloutCancelled, fw, s.at(7))
 			return errRepoBoom
 		})
@@ -133,7 +135,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		repoSameRollout(t, stored, want)
 
 		for _, id := range []string{uuid.NewString(), "not-a-uuid"} {
-			_, err = s.Rollouts.Update(ctx, asUUID(id), func(*domain.Rollout, domain.Firmware) error {
+			_, err = application.UpdateRollout(ctx, s.Tasks, asUUID(id), func(*domain.Rollout, domain.Firmware) error {
 				t.Error("fn called for an unknown rollout")
 				return nil
 			})
@@ -141,7 +143,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		}
 
 		lost, cancel := context.WithCancel(ctx)
-		_, err = s.Rollouts.Update(lost, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
+		_, err = application.UpdateRollout(lost, s.Tasks, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			cancel() // the lock is lost while fn runs
 			return ro.SetPercentage(90, s.at(8))
 		})
@@ -161,7 +163,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		errs := make(chan error, n)
 		for range n {
 			wg.Go(func() {
-				_, err := s.Rollouts.Update(ctx, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
+				_, err := application.UpdateRollout(ctx, s.Tasks, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 					p := ro.Percentage()
 					time.Sleep(time.Millisecond) // widen the window for a lost update
 					return ro.SetPercentage(p+1, s.at(2))
@@ -181,6 +183,51 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		}
 	})
 
+	t.Run("ResumeRacingARevoke", func(t *testing.T) {
+		// An operator resumes a paused rollout while another revokes its
+		// firmware. The resume judges the firmware locked, so the revoke
+		// waits for it: once the revoke has returned, the rollout never
+		// becomes active any more.
+		status := func(fw domain.Firmware, id domain.UUID) domain.RolloutStatus { // committed, past any cache, waiting for no lock
+			var st domain.RolloutStatus
+			repoNoErr(t, "read", s.Tasks.InTaskTx(ctx, func(tx ports.TaskTx) error {
+				o, err := tx.Offer(fw.ID(), id)
+				st = o.Rollout.Status()
+				return err
+			}))
+			return st
+		}
+		for i := range 5 {
+			fw := s.firmware(t, repoSpec(repoName("model"), "1.0.0"), s.at(0), true)
+			r := s.rollout(t, fw, domain.RolloutSpec{Percentage: 10}, s.at(1), true)
+			_, err := application.UpdateRollout(ctx, s.Tasks, r.ID(), func(ro *domain.Rollout, f domain.Firmware) error {
+				return ro.ChangeStatus(domain.RolloutPaused, f, s.at(2))
+			})
+			repoNoErr(t, "pause", err)
+			read := make(chan struct{})
+			var afterRevoke domain.RolloutStatus
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				_, err := application.UpdateRollout(ctx, s.Tasks, r.ID(), func(ro *domain.Rollout, f domain.Firmware) error {
+					close(read)
+					time.Sleep(50 * time.Millisecond) // the revoke runs meanwhile
+					return ro.ChangeStatus(domain.RolloutActive, f, s.at(3))
+				})
+				repoNoErr(t, "resume", err)
+			})
+			wg.Go(func() {
+				<-read
+				_, err := s.Firmwares.Update(ctx, fw.ID(), func(f *domain.Firmware) error { f.Revoke(s.at(3)); return nil })
+				repoNoErr(t, "revoke", err)
+				afterRevoke = status(fw, r.ID())
+			})
+			wg.Wait()
+			if final := status(fw, r.ID()); final != afterRevoke {
+				t.Fatalf("round %d: the rollout was %s when the revoke returned, then %s: resumed over a revoke", i, afterRevoke, final)
+			}
+		}
+	})
+
 	t.Run("Offers", func(t *testing.T) {
 		model, other := repoName("model"), repoName("model")
 		spec := domain.RolloutSpec{Percentage: 50}
@@ -197,11 +244,11 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		fwX := s.firmware(t, repoSpec(other, "1.1.0"), s.at(1), true)
 		rX := s.rollout(t, fwX, spec, s.at(2), true)
 
-		_, err := s.Rollouts.Update(ctx, rA2.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
+		_, err := application.UpdateRollout(ctx, s.Tasks, rA2.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			return ro.ChangeStatus(domain.RolloutPaused, fwA, s.at(4))
 		})
 		repoNoErr(t, "pause", err)
-		_, err = s.Rollouts.Update(ctx, rB.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
+		_, err = application.UpdateRollout(ctx, s.Tasks, rB.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			return ro.ChangeStatus(domain.RolloutCancelled, fwB, s.at(4))
 		})
 		repoNoErr(t, "cancel", err)
@@ -237,12 +284,12 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		check(repoName("model"))
 
 		// Pausing an offered rollout withdraws it; resuming brings it back.
-		paused, err := s.Rollouts.Update(ctx, rE.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
+		paused, err := application.UpdateRollout(ctx, s.Tasks, rE.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			return ro.ChangeStatus(domain.RolloutPaused, fwE, s.at(5))
 		})
 		repoNoErr(t, "pause", err)
 		check(model, domain.Offer{Firmware: fwA, Rollout: rA})
-		resumed, err := s.Rollouts.Update(ctx, rE.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
+		resumed, err := application.UpdateRollout(ctx, s.Tasks, rE.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			return ro.ChangeStatus(domain.RolloutActive, fwE, s.at(6))
 		})
 		repoNoErr(t, "resume", err)

@@ -1013,7 +1013,7 @@ func (s *repoSuite) replaceActiveState(t *testing.T) {
 	s.drive(t, s.insert(t, s.newTask(t, d.ID(), o2, 1, s.at(10))).ID(), domain.TaskFailed, s.at(11))
 	active := s.insert(t, s.newTask(t, d.ID(), o1, 1, s.at(12)))
 	// The rollout changes after the task was created: fn sees it as stored.
-	paused, err := s.Rollouts.Update(ctx, o1.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
+	paused, err := application.UpdateRollout(ctx, s.Tasks, o1.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutPaused, fw, s.at(13))
 	})
 	repoNoErr(t, "pause", err)
@@ -1059,13 +1059,13 @@ func (s *repoSuite) offerWithdrawn(t *testing.T) {
 			repoNoErr(t, "revoke", err)
 		}},
 		{"rollout paused", func(t *testing.T, o domain.Offer) {
-			_, err := s.Rollouts.Update(ctx, o.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
+			_, err := application.UpdateRollout(ctx, s.Tasks, o.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
 				return r.ChangeStatus(domain.RolloutPaused, fw, s.at(20))
 			})
 			repoNoErr(t, "pause", err)
 		}},
 		{"rollout cancelled", func(t *testing.T, o domain.Offer) {
-			_, err := s.Rollouts.Update(ctx, o.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
+			_, err := application.UpdateRollout(ctx, s.Tasks, o.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
 				return r.ChangeStatus(domain.RolloutCancelled, fw, s.at(20))
 			})
 			repoNoErr(t, "cancel", err)
@@ -1316,7 +1316,7 @@ func (s *repoSuite) replaceActiveJudgesLocked(t *testing.T) {
 	model := repoName("model")
 	setStatus := func(o domain.Offer, to domain.RolloutStatus, at time.Time) {
 		t.Helper()
-		_, err := s.Rollouts.Update(ctx, o.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
+		_, err := application.UpdateRollout(ctx, s.Tasks, o.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
 			return r.ChangeStatus(to, fw, at)
 		})
 		repoNoErr(t, "change rollout status", err)
@@ -1339,7 +1339,7 @@ func (s *repoSuite) replaceActiveJudgesLocked(t *testing.T) {
 		want := c.read // a store whose transaction excludes every write makes the change wait for it
 		_, _, err := application.ReplaceActive(ctx, s.Tasks, d.ID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 			go func() { // between this transaction's read and its lock, if the store lets it in
-				_, err := s.Rollouts.Update(ctx, o.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
+				_, err := application.UpdateRollout(ctx, s.Tasks, o.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
 					return r.ChangeStatus(c.lock, fw, s.at(12))
 				})
 				changed <- err

@@ -72,7 +72,7 @@ func rolloutPolicyContract(t *testing.T, s *repoSuite) {
 	}
 	// The progress of a plan is stored by Update (the gate holds, the
 	// soak has passed: the rollout advances).
-	updated, err := s.Rollouts.Update(ctx, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
+	updated, err := application.UpdateRollout(ctx, s.Tasks, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 		ro.Evaluate(domain.TaskStats{Succeeded: 2}, domain.TaskStats{Succeeded: 2}, s.at(3))
 		if !ro.Evaluate(domain.TaskStats{Succeeded: 2}, domain.TaskStats{Succeeded: 2}, s.at(200)) {
 			return errors.New("the rollout did not advance")
