@@ -26,15 +26,13 @@ func (r *Admissions) Generation(ctx context.Context, device domain.DeviceID) (in
 }
 
 func (r *Admissions) CreateDevice(ctx context.Context, d domain.Device, a domain.DeviceAdmission) error {
-	return do(ctx, r.s, func() error { return r.s.createAdmitted(d, a) })
-}
-
-func (s *Store) createAdmitted(d domain.Device, a domain.DeviceAdmission) error {
-	err := s.createDevice(d)
-	if err == nil {
-		s.admissions[d.ID().String()] = a
-	}
-	return err
+	return do(ctx, r.s, func() error {
+		err := r.s.createDevice(d)
+		if err == nil {
+			r.s.admissions[d.ID().String()] = a
+		}
+		return err
+	})
 }
 
 func (r *Admissions) Admit(ctx context.Context, device domain.DeviceID, fn func(*domain.DeviceAdmission) (domain.DeviceAdmission, error)) (domain.DeviceAdmission, error) {
@@ -103,13 +101,7 @@ func (r *AuthRequests) Ask(ctx context.Context, device domain.DeviceID, key doma
 }
 
 func (r *AuthRequests) Delete(ctx context.Context, id domain.UUID) error {
-	return do(ctx, r.s, func() error {
-		if !has(r.s.requests, id.String()) {
-			return fmt.Errorf("auth request %q: %w", id, domain.ErrNotFound)
-		}
-		delete(r.s.requests, id.String())
-		return nil
-	})
+	return do(ctx, r.s, func() error { return remove(r.s.requests, "auth request", id) })
 }
 
 func (r *AuthRequests) DeleteExpired(ctx context.Context, cutoff time.Time) (int, error) {
@@ -138,10 +130,7 @@ func (r *AuthRequests) List(ctx context.Context, status domain.AuthRequestStatus
 }
 
 func (r *AuthRequests) Update(ctx context.Context, id domain.UUID, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error) {
-	return update(ctx, r.s, r.s.requests, id.String(), fn, func(_, q domain.AuthRequest) (domain.AuthRequest, error) {
-		r.s.requests[q.ID().String()] = q
-		return q, nil
-	})
+	return update(ctx, r.s, r.s.requests, id.String(), fn, nil)
 }
 
 func (r *AuthRequests) Accept(ctx context.Context, id domain.UUID, dev *domain.Device, admit func(*domain.DeviceAdmission) (domain.DeviceAdmission, error)) error {

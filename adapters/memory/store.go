@@ -92,20 +92,32 @@ func do(ctx context.Context, s *Store, f func() error) error {
 	return err
 }
 
-// update is every Update: fn changes a copy of the stored row m[id], and
-// what put makes of the change is stored, unless fn fails or ctx ends.
-func update[V any](ctx context.Context, s *Store, m map[string]V, id string, fn func(*V) error, put func(old, changed V) (V, error)) (V, error) {
+// update is every Update: fn changes a copy of the stored row m[id], which
+// is stored unless fn fails, ctx ends, or check (if any) refuses it.
+func update[V any](ctx context.Context, s *Store, m map[string]V, id string, fn func(*V) error, check func(V) error) (V, error) {
 	return locked(ctx, s, func() (V, error) {
-		old, err := found(m, id)
-		if err != nil {
-			return old, err
+		v, err := found(m, id)
+		if err == nil {
+			err = cmp.Or(fn(&v), ctx.Err()) // fn first, then whether ctx ended meanwhile
 		}
-		changed := old
-		if err := cmp.Or(fn(&changed), ctx.Err()); err != nil { // fn first, then whether ctx ended meanwhile
+		if err == nil && check != nil {
+			err = check(v)
+		}
+		if err != nil {
 			return *new(V), err
 		}
-		return put(old, changed)
+		m[id] = v
+		return v, nil
 	})
+}
+
+// remove deletes m[id], or says it is not there.
+func remove[V any](m map[string]V, what string, id domain.UUID) error {
+	if !has(m, id.String()) {
+		return fmt.Errorf("%s %s: %w", what, id, domain.ErrNotFound)
+	}
+	delete(m, id.String())
+	return nil
 }
 
 // found is m[k], or domain.ErrNotFound.
@@ -158,12 +170,11 @@ var _ ports.DeviceRepository = (*Devices)(nil)
 
 func NewDevices(s *Store) *Devices { return &Devices{s: s} }
 
-// putDevice writes d unless another device has its token hash.
-func (s *Store) putDevice(d domain.Device) error {
+// tokenFree refuses d when another device has its token hash.
+func (s *Store) tokenFree(d domain.Device) error {
 	if owner, err := s.byToken(d.TokenHash()); err == nil && owner.ID() != d.ID() {
 		return errTokenTaken
 	}
-	s.devices[d.ID().String()] = d
 	return nil
 }
 
@@ -181,10 +192,14 @@ func (r *Devices) Create(ctx context.Context, d domain.Device) error {
 }
 
 func (s *Store) createDevice(d domain.Device) error {
-	if _, ok := s.devices[d.ID().String()]; ok {
+	if has(s.devices, d.ID().String()) {
 		return domain.ErrDeviceExists
 	}
-	return s.putDevice(d)
+	err := s.tokenFree(d)
+	if err == nil {
+		s.devices[d.ID().String()] = d
+	}
+	return err
 }
 
 func (r *Devices) Get(ctx context.Context, id domain.DeviceID) (domain.Device, error) {
@@ -192,9 +207,7 @@ func (r *Devices) Get(ctx context.Context, id domain.DeviceID) (domain.Device, e
 }
 
 func (r *Devices) Update(ctx context.Context, id domain.DeviceID, fn func(*domain.Device) error) (domain.Device, error) {
-	return update(ctx, r.s, r.s.devices, id.String(), fn, func(d, c domain.Device) (domain.Device, error) {
-		return c, r.s.putDevice(c)
-	})
+	return update(ctx, r.s, r.s.devices, id.String(), fn, r.s.tokenFree)
 }
 
 // RecordSeen writes every report at once: writing costs nothing here.
@@ -208,7 +221,8 @@ func (r *Devices) RecordSeen(ctx context.Context, stored domain.Device, v domain
 			v = d.CurrentVersion()
 		}
 		d.Seen(v, at)
-		return r.s.putDevice(d)
+		r.s.devices[d.ID().String()] = d
+		return nil
 	})
 }
 
@@ -258,14 +272,13 @@ func (r *Firmwares) List(ctx context.Context, model string) ([]domain.Firmware, 
 }
 
 func (r *Firmwares) Update(ctx context.Context, id domain.UUID, fn func(*domain.Firmware) error) (domain.Firmware, error) {
-	return update(ctx, r.s, r.s.firmwares, id.String(), fn, func(_, c domain.Firmware) (domain.Firmware, error) {
+	return update(ctx, r.s, r.s.firmwares, id.String(), fn, func(c domain.Firmware) error {
 		for oid, o := range r.s.firmwares {
 			if oid != id.String() && sameRelease(o, c) {
-				return domain.Firmware{}, domain.ErrFirmwareExists
+				return domain.ErrFirmwareExists
 			}
 		}
-		r.s.firmwares[id.String()] = c
-		return c, nil
+		return nil
 	})
 }
 
@@ -316,19 +329,17 @@ type Artifacts struct{ s *Store }
 
 func NewArtifacts(s *Store) *Artifacts { return &Artifacts{s: s} }
 
-func (r *Artifacts) Create(ctx context.Context, a domain.Artifact) (domain.Artifact, bool, error) {
-	type created struct {
-		a   domain.Artifact
-		new bool
-	}
-	c, err := locked(ctx, r.s, func() (created, error) {
-		if have := where(r.s.artifacts, func(o domain.Artifact) bool { return o.Digest().SHA256 == a.Digest().SHA256 }); len(have) > 0 {
-			return created{have[0], false}, nil
+func (r *Artifacts) Create(ctx context.Context, a domain.Artifact) (stored domain.Artifact, created bool, err error) {
+	err = do(ctx, r.s, func() error {
+		same := where(r.s.artifacts, func(o domain.Artifact) bool { return o.Digest().SHA256 == a.Digest().SHA256 })
+		if stored, created = a, len(same) == 0; created {
+			r.s.artifacts[a.ID().String()] = a
+		} else {
+			stored = same[0]
 		}
-		r.s.artifacts[a.ID().String()] = a
-		return created{a, true}, nil
+		return nil
 	})
-	return c.a, c.new, err
+	return stored, created, err
 }
 
 func (r *Artifacts) Get(ctx context.Context, id domain.UUID) (domain.Artifact, error) {
@@ -346,13 +357,9 @@ func (r *Artifacts) List(ctx context.Context) ([]domain.Artifact, error) {
 
 func (r *Artifacts) Delete(ctx context.Context, id domain.UUID) error {
 	return do(ctx, r.s, func() error {
-		if !has(r.s.artifacts, id.String()) {
-			return domain.ErrNotFound
-		}
-		if len(where(r.s.firmwares, func(f domain.Firmware) bool { return f.ArtifactID() == id })) > 0 {
+		if len(where(r.s.firmwares, func(f domain.Firmware) bool { return f.ArtifactID() == id })) > 0 && has(r.s.artifacts, id.String()) {
 			return domain.ErrArtifactInUse
 		}
-		delete(r.s.artifacts, id.String())
-		return nil
+		return remove(r.s.artifacts, "artifact", id)
 	})
 }
