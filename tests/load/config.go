@@ -44,6 +44,9 @@ type config struct {
 	// the stage, 95% of them succeeded.
 	Stages           []int
 	StageMinFinished int
+	// UntilComplete ends the load, before -duration, once every device
+	// has finished its task in the published rollout.
+	UntilComplete bool
 	Publish          bool
 	Version          string  // the firmware version -publish creates ("" picks one)
 	Rate             float64 // device steps per second over the fleet, 0 for as fast as the workers go
@@ -105,6 +108,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return nil
 	})
 	fs.IntVar(&cfg.StageMinFinished, "stage-min-finished", 20, "with -stages: finished tasks of a stage its gate needs")
+	fs.BoolVar(&cfg.UntilComplete, "until-complete", false, "with -publish: end the run, before -duration, once every device has finished its task in the rollout (time to 100 %, in the report)")
 	fs.BoolVar(&cfg.Publish, "publish", false, "publish a new firmware version and roll it out before starting, so checks create tasks")
 	fs.StringVar(&cfg.Version, "version", "", "firmware version for -publish (default 2.<unix time>.0)")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "device steps per second over the fleet, Poisson-spaced (0: as fast as the workers go)")
@@ -172,6 +176,9 @@ func (c config) validate() error {
 	}
 	if len(c.Stages) > 0 && (!c.Publish || c.Mode == modeBurst) {
 		bad("-stages: needs -publish, and a mode other than burst (whose check assumes a fixed percentage)")
+	}
+	if c.UntilComplete && (!c.Publish || c.Mode == modeBurst || c.Mode == modePoll) {
+		bad("-until-complete: needs -publish, and devices that report (-mode walk or mixed)")
 	}
 	if len(c.Stages) > 0 && c.StageMinFinished < 1 {
 		bad("-stage-min-finished: must be at least 1")

@@ -152,6 +152,8 @@ func TestParseConfig(t *testing.T) {
 		{"-stages", "1,x", "-publish"},
 		{"-stages", "1,10", "-publish", "-mode", "burst"},
 		{"-stages", "1,10"},
+		{"-until-complete"},
+		{"-until-complete", "-publish", "-mode", "poll"},
 		{"extra"},
 	} {
 		if _, err := parseConfig(args, getenv, &stderr); err == nil {
@@ -284,6 +286,23 @@ func TestSimulatorSmoke(t *testing.T) {
 		}
 		if pct != 100 || tasks <= 20 {
 			t.Fatalf("after the walk the rollout is at %d%% with %d tasks, want 100%% and more than the first stage's", pct, tasks)
+		}
+	})
+
+	t.Run("until-complete", func(t *testing.T) {
+		// The run ends once every device has finished in the staged
+		// rollout, long before -duration, and says when each stage opened.
+		cfg := base
+		cfg.Model, cfg.Devices, cfg.Seed, cfg.Publish, cfg.FailRate = "smoke-complete", 60, true, true, 0
+		cfg.Stages, cfg.StageMinFinished, cfg.UntilComplete = []int{10, 100}, 3, true
+		cfg.Mode, cfg.Duration = modeWalk, 2*time.Minute
+		r := runOK(t, cfg)
+		ro := r.Rollout
+		if ro == nil || ro.Succeeded != 60 || ro.CompleteAfter <= 0 || ro.CompleteAfter > r.Seconds+1 || r.Seconds > 100 {
+			t.Fatalf("rollout %+v after %.1fs: want all 60 succeeded and the run ended at completion", ro, r.Seconds)
+		}
+		if len(ro.Stages) != 2 || ro.Stages[1].Percentage != 100 || ro.Stages[1].StartedAfter > ro.CompleteAfter {
+			t.Fatalf("stages %+v, complete after %.1fs", ro.Stages, ro.CompleteAfter)
 		}
 	})
 

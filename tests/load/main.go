@@ -174,8 +174,25 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*report, error) {
 			st.progress(pctx, progress, string(cfg.Mode), runStart)
 		}
 	}()
+	var progressOfRollout *rolloutProgress
+	watched := make(chan struct{})
+	if fw != nil {
+		until := 0
+		if cfg.UntilComplete {
+			until = cfg.Devices
+		}
+		go func() {
+			defer close(watched)
+			p := watchRollout(lctx, cl, fw.RolloutID, runStart, until, time.Second, cancel)
+			progressOfRollout = &p
+		}()
+	} else {
+		close(watched)
+	}
 	s.run(lctx, ctx)
 	elapsed := time.Since(runStart)
+	cancel()
+	<-watched
 	if fw != nil && len(cfg.Stages) > 0 {
 		var ro struct {
 			Percentage int    `json:"percentage"`
@@ -206,5 +223,6 @@ func run(ctx context.Context, cfg config, progress io.Writer) (*report, error) {
 	}
 	r := buildReport(cfg, st, s, elapsed, c)
 	r.Seeded, r.History, r.StartedAt, r.Interrupted, r.DBCheckSkipped = &seeded, history, runStart.UTC(), interrupted, skipped
+	r.Rollout = progressOfRollout
 	return r, nil
 }

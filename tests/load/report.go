@@ -58,6 +58,7 @@ type report struct {
 	Seeded         *seedResult           `json:"devices_setup,omitempty"`
 	History        *historyResult        `json:"history,omitempty"`
 	Published      *published            `json:"published,omitempty"`
+	Rollout        *rolloutProgress      `json:"rollout,omitempty"`
 	StartedAt      time.Time             `json:"started_at"`
 	Seconds        float64               `json:"seconds"`
 	Interrupted    bool                  `json:"interrupted"`
@@ -193,6 +194,16 @@ func (r *report) writeText(w io.Writer) {
 	}
 	if p := r.Published; p != nil {
 		fmt.Fprintf(w, "published: firmware %s (%s), rollout %s at %d%%\n", p.Version, p.FirmwareID, p.RolloutID, p.Percentage)
+	}
+	if ro := r.Rollout; ro != nil {
+		fmt.Fprintf(w, "rollout: %s at %d%%, %d devices succeeded, %d failed", ro.Status, ro.Percentage, ro.Succeeded, ro.Failed)
+		if ro.CompleteAfter > 0 {
+			fmt.Fprintf(w, ", every device finished after %.1fs", ro.CompleteAfter)
+		}
+		fmt.Fprintln(w)
+		for _, st := range ro.Stages {
+			fmt.Fprintf(w, "  stage %d (%d%%) started after %.1fs\n", st.Stage+1, st.Percentage, st.StartedAfter)
+		}
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
