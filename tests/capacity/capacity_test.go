@@ -458,3 +458,43 @@ func (m *meter) pgbench(primaryURL string) {
 	}
 	m.end("pgbench -N -M prepared -c 8 -j 2 -T 10 transaction (scale 10)", n)
 }
+
+// TestStagedRolloutAt1M rolls a firmware out in stages (1, 10, 50, 100 %,
+// each gate a tenth of the first stage's devices finished, 95 % of them
+// succeeded: 1,000 at a million devices) across
+// OTA_CAPACITY_ROLLOUT_DEVICES simulated devices (default 1,000,000)
+// served by two otad replicas on one private Postgres and Redis, with no
+// operator call: the devices poll, take their task, report their way to
+// succeeded, and the run ends once every device has finished. The
+// simulator's report gives the time each stage opened and the time to
+// 100 % of the devices, events per second and the checks' p99 during the
+// rollout (docs/SCALING.md).
+//
+//	OTA_CAPACITY=1 go test ./tests/capacity -run TestStagedRolloutAt1M -v -timeout 4h
+func TestStagedRolloutAt1M(t *testing.T) {
+	if os.Getenv("OTA_CAPACITY") != "1" {
+		t.Skip("a measurement, not a test: OTA_CAPACITY=1 runs it (docs/SCALING.md)")
+	}
+	devices := 1_000_000
+	if v, err := strconv.Atoi(os.Getenv("OTA_CAPACITY_ROLLOUT_DEVICES")); err == nil && v > 0 {
+		devices = v
+	}
+	pg := testenv.StartPrivatePrimary(t)
+	redisURL, _ := privateRedis(t)
+	replicas := testenv.StartOtads(t, testenv.OtadConfig{DatabaseURL: pg.PrimaryURL, RedisURL: redisURL, AdminToken: adminToken,
+		Env: map[string]string{"OTA_DEVICE_RATE_LIMIT": "0", "OTA_LOG_LEVEL": "error"}}, "rollout-a", "rollout-b")
+	sim := filepath.Join(t.TempDir(), "loadsim")
+	if out, err := exec.Command("go", "build", "-o", sim, "github.com/ai-device/ota/tests/load").CombinedOutput(); err != nil {
+		t.Fatalf("building the simulator: %v\n%s", err, out)
+	}
+	cpu0 := cpuOf(replicas[0].Pid(), replicas[1].Pid())
+	cmd := exec.Command(sim, "-urls", replicas[0].URL+","+replicas[1].URL, "-admin-token", adminToken, "-database-url", pg.PrimaryURL,
+		"-seed", "-devices", strconv.Itoa(devices), "-model", "rollout1m", "-publish", "-stages", "1,10,50,100", "-stage-min-finished", strconv.Itoa(max(1, devices/1000)),
+		"-mode", "mixed", "-fail-rate", "0", "-until-complete", "-duration", "3h", "-concurrency", "128", "-quiet")
+	cmd.Env = append(os.Environ(), "OTA_LOAD_TOKEN_SECRET=capacity")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("simulator: %v\n%s", err, out)
+	}
+	t.Logf("staged rollout across %d devices, two replicas: otad CPU %.0f s in all\n%s", devices, cpuOf(replicas[0].Pid(), replicas[1].Pid())-cpu0, out)
+}

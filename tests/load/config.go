@@ -47,12 +47,12 @@ type config struct {
 	// UntilComplete ends the load, before -duration, once every device
 	// has finished its task in the published rollout.
 	UntilComplete bool
-	Publish          bool
-	Version          string  // the firmware version -publish creates ("" picks one)
-	Rate             float64 // device steps per second over the fleet, 0 for as fast as the workers go
-	Timeout          time.Duration
-	JSON             bool
-	Quiet            bool // no live progress line
+	Publish       bool
+	Version       string  // the firmware version -publish creates ("" picks one)
+	Rate          float64 // device steps per second over the fleet, 0 for as fast as the workers go
+	Timeout       time.Duration
+	JSON          bool
+	Quiet         bool // no live progress line
 }
 
 const (
