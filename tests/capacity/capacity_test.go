@@ -483,6 +483,11 @@ func TestStagedRolloutAt1M(t *testing.T) {
 	redisURL, _ := privateRedis(t)
 	replicas := testenv.StartOtads(t, testenv.OtadConfig{DatabaseURL: pg.PrimaryURL, RedisURL: redisURL, AdminToken: adminToken,
 		Env: map[string]string{"OTA_DEVICE_RATE_LIMIT": "0", "OTA_LOG_LEVEL": "error"}}, "rollout-a", "rollout-b")
+	defer func() { // at error level they do not log their clean stop
+		for _, r := range replicas {
+			_ = r.Kill()
+		}
+	}()
 	sim := filepath.Join(t.TempDir(), "loadsim")
 	if out, err := exec.Command("go", "build", "-o", sim, "github.com/ai-device/ota/tests/load").CombinedOutput(); err != nil {
 		t.Fatalf("building the simulator: %v\n%s", err, out)
