@@ -127,3 +127,21 @@ func TestCancelNotice(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// DeviceAttributes is a value: Apply builds a new map, so a copy taken
+// before (a store's) never changes with it.
+func TestApplyLeavesCopiesAlone(t *testing.T) {
+	var a domain.DeviceAttributes
+	if err := a.Apply(domain.AttributesMerge, map[string]string{"hw": "1"}, time.Unix(10, 0)); err != nil {
+		t.Fatal(err)
+	}
+	kept := a
+	for _, mode := range []domain.AttributeMode{domain.AttributesMerge, domain.AttributesRemove} {
+		if err := a.Apply(mode, map[string]string{"hw": "2", "sw": "x"}, time.Unix(20, 0)); err != nil {
+			t.Fatal(err)
+		}
+		if got := kept.Values(); len(got) != 1 || got["hw"] != "1" {
+			t.Fatalf("after a %v, the copy taken before holds %v", mode, got)
+		}
+	}
+}

@@ -203,13 +203,7 @@ var _ ports.DeviceAttributes = (*Attributes)(nil)
 func NewAttributes(s *Store) *Attributes { return &Attributes{s: s} }
 
 func (r *Attributes) Get(ctx context.Context, deviceID domain.DeviceID) (domain.DeviceAttributes, error) {
-	return locked(ctx, r.s, func() (domain.DeviceAttributes, error) { return r.s.attributes(deviceID.String()), nil })
-}
-
-// attributes is the device's attributes, a copy (the zero value if none).
-func (s *Store) attributes(deviceID string) domain.DeviceAttributes {
-	a := s.attrs[deviceID]
-	return domain.RehydrateDeviceAttributes(a.Values(), a.UpdatedAt())
+	return locked(ctx, r.s, func() (domain.DeviceAttributes, error) { return r.s.attrs[deviceID.String()], nil }) // Apply never changes a stored map
 }
 
 func (r *Attributes) Update(ctx context.Context, deviceID domain.DeviceID, fn func(*domain.DeviceAttributes) error) (domain.DeviceAttributes, error) {
@@ -217,7 +211,7 @@ func (r *Attributes) Update(ctx context.Context, deviceID domain.DeviceID, fn fu
 		if !has(r.s.devices, deviceID.String()) {
 			return domain.DeviceAttributes{}, fmt.Errorf("loading device: %w", domain.ErrNotFound)
 		}
-		a := r.s.attributes(deviceID.String())
+		a := r.s.attrs[deviceID.String()]
 		if err := fn(&a); err != nil {
 			return domain.DeviceAttributes{}, err
 		}
@@ -347,7 +341,7 @@ func (r *Directory) List(ctx context.Context, f ports.DeviceFilter) ([]ports.Dev
 				ok = ok && has && got == v
 			}
 			if ok {
-				out = append(out, ports.DeviceListing{Device: d, Tags: append([]string{}, facts.Tags...), Attributes: r.s.attributes(d.ID().String())})
+				out = append(out, ports.DeviceListing{Device: d, Tags: append([]string{}, facts.Tags...), Attributes: r.s.attrs[d.ID().String()]})
 			}
 		}
 		return page(out, f.Limit, DefaultListLimit, func(a, b ports.DeviceListing) bool { return a.Device.ID().String() < b.Device.ID().String() }), nil
