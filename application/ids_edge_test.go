@@ -46,11 +46,6 @@ func (w watchedTasks) Get(ctx context.Context, id domain.UUID) (domain.Task, err
 	return w.TaskStore.Get(ctx, id)
 }
 
-func (w watchedTasks) Update(ctx context.Context, id domain.UUID, fn func(*domain.Task) error) (domain.Task, error) {
-	w.c.hit()
-	return w.TaskStore.Update(ctx, id, fn)
-}
-
 func (w watchedTasks) InTaskTx(ctx context.Context, fn func(ports.TaskTx) error) error {
 	w.c.hit()
 	return w.TaskStore.InTaskTx(ctx, fn)

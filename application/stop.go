@@ -9,12 +9,10 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
-// TaskUpdater changes a task outside a device's event: the protocols'
-// stop before install.
-type TaskUpdater interface {
-	// Update loads the task locked, lets fn change it, and stores it.
-	Update(ctx context.Context, id domain.UUID, fn func(*domain.Task) error) (domain.Task, error)
-}
+// TaskUpdater changes a task outside a device's event (the protocols'
+// stop before install), through UpdateTask, so that its rollout's
+// counters change with it.
+type TaskUpdater = TaskTransactor
 
 // StopBeforeInstall stores domain.Task.StopBeforeInstall's decision on the
 // task v, of rollout r: the one place the device protocols (Mender's status
@@ -26,7 +24,7 @@ func StopBeforeInstall(ctx context.Context, tasks TaskUpdater, metrics ports.Met
 	if probe := v.Task; !probe.StopBeforeInstall(v.Firmware, r, now) {
 		return v.Task, nil
 	}
-	t, err := tasks.Update(ctx, v.Task.ID(), func(t *domain.Task) error {
+	t, err := UpdateTask(ctx, tasks, v.Task.ID(), func(t *domain.Task) error {
 		t.StopBeforeInstall(v.Firmware, r, now)
 		return nil
 	})

@@ -38,6 +38,7 @@ type Store struct {
 	requests   map[string]domain.AuthRequest
 	logs       map[string]domain.TaskLog
 	artifacts  map[string]domain.Artifact
+	counts     map[string]domain.TaskStats // countKey → a rollout's counters
 }
 
 // loggedEvent is a stored event as a task's history reads it.
@@ -52,7 +53,7 @@ func NewStore() *Store {
 		rollouts: map[string]domain.Rollout{}, tasks: map[string]domain.Task{}, events: map[string][]loggedEvent{},
 		attrs: map[string]domain.DeviceAttributes{}, confirmed: map[string]time.Time{}, tags: map[string][]string{},
 		admissions: map[string]domain.DeviceAdmission{}, requests: map[string]domain.AuthRequest{}, logs: map[string]domain.TaskLog{},
-		artifacts: map[string]domain.Artifact{}}
+		artifacts: map[string]domain.Artifact{}, counts: map[string]domain.TaskStats{}}
 }
 
 // errActiveTaskTaken refuses an update that would give a device a second

@@ -166,13 +166,13 @@ func TestSecondActiveTaskIsRefusedOnUpdate(t *testing.T) {
 	o := f.offer(uuid.NewString(), "2.0.0")
 	d := f.device("d")
 	first := f.insert(f.task(d.ID(), o))
-	_, err := f.tk.Update(t.Context(), first.ID(), func(x *domain.Task) error {
+	_, err := application.UpdateTask(t.Context(), f.tk, first.ID(), func(x *domain.Task) error {
 		return x.Cancel(domain.CodeSuperseded, "", f.now)
 	})
 	f.must(err)
 	f.insert(f.task(d.ID(), o))
 	// No domain transition revives a task; a rehydrated one stands in for a bug.
-	_, err = f.tk.Update(t.Context(), first.ID(), func(x *domain.Task) error {
+	_, err = application.UpdateTask(t.Context(), f.tk, first.ID(), func(x *domain.Task) error {
 		rec := x.Record()
 		rec.Status = domain.TaskPending
 		*x = domain.RehydrateTask(rec)
@@ -193,9 +193,9 @@ func TestUpdateWritesOnlyMutableFields(t *testing.T) {
 	o := f.offer(uuid.NewString(), "2.0.0")
 	d := f.device("d")
 	tk := f.insert(f.task(d.ID(), o))
-	got, err := f.tk.Update(t.Context(), tk.ID(), func(x *domain.Task) error {
+	got, err := application.UpdateTask(t.Context(), f.tk, tk.ID(), func(x *domain.Task) error {
 		rec := x.Record()
-		rec.ID, rec.DeviceID, rec.ActionID, rec.Attempt, rec.Progress = uuid.NewString(), "elsewhere", 999, 7, 42
+		rec.DeviceID, rec.ActionID, rec.Attempt, rec.Progress = "elsewhere", 999, 7, 42
 		*x = domain.RehydrateTask(rec)
 		return nil
 	})
@@ -221,7 +221,7 @@ func TestContextErrorsAreTheContexts(t *testing.T) {
 	_, errs["rollouts.offers"] = f.ro.Offers(ctx, "cam")
 	_, errs["rollouts.update"] = f.ro.Update(ctx, o.Rollout.ID(), func(*domain.Rollout, domain.Firmware) error { return nil })
 	_, errs["tasks.active"] = f.tk.Active(ctx, d.ID())
-	_, errs["tasks.update"] = f.tk.Update(ctx, tk.ID(), func(*domain.Task) error { return nil })
+	_, errs["tasks.update"] = application.UpdateTask(ctx, f.tk, tk.ID(), func(*domain.Task) error { return nil })
 	_, errs["tasks.list"] = f.tk.List(ctx, ports.TaskFilter{})
 	_, errs["tasks.checkView"] = f.tk.CheckViewOf(ctx, d.ID())
 	_, errs["tasks.stats"] = f.tk.RolloutStatsSince(ctx, o.Rollout.ID(), time.Time{})
@@ -244,7 +244,7 @@ func TestWriteLockWaitHonoursDeadline(t *testing.T) {
 	inside, release := make(chan struct{}), make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_, err := f.tk.Update(t.Context(), tk.ID(), func(*domain.Task) error {
+		_, err := application.UpdateTask(t.Context(), f.tk, tk.ID(), func(*domain.Task) error {
 			close(inside)
 			<-release
 			return nil

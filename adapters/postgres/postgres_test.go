@@ -466,7 +466,7 @@ func TestTaskReferencesMustExist(t *testing.T) {
 		if _, err := e.tasks.Get(ctx, asUUID(id)); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("Get(%q): %v", id, err)
 		}
-		if _, err := e.tasks.Update(ctx, asUUID(id), func(*domain.Task) error { return nil }); !errors.Is(err, domain.ErrNotFound) {
+		if _, err := application.UpdateTask(ctx, e.tasks, asUUID(id), func(*domain.Task) error { return nil }); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("Update(%q): %v", id, err)
 		}
 		ev := try(domain.NewEvent("e1", "downloading", nil, "", "")).must(t)
@@ -767,7 +767,7 @@ func TestCancelledContextRollsBack(t *testing.T) {
 	}
 
 	ctx, cancel = context.WithCancel(context.Background())
-	_, err = e.tasks.Update(ctx, old.ID(), func(tk *domain.Task) error {
+	_, err = application.UpdateTask(ctx, e.tasks, old.ID(), func(tk *domain.Task) error {
 		cancel()
 		return tk.Cancel(domain.CodeSuperseded, "x", e.now)
 	})

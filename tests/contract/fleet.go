@@ -113,7 +113,7 @@ func (s *fleetSuite) taskOf(t *testing.T, d domain.Device, o domain.Offer, statu
 	if status == domain.TaskPending {
 		return got
 	}
-	got, err = s.Tasks.Update(t.Context(), got.ID(), func(tk *domain.Task) error {
+	got, err = application.UpdateTask(t.Context(), s.Tasks, got.ID(), func(tk *domain.Task) error {
 		if status == domain.TaskCancelled {
 			return tk.Cancel(domain.CodeRolloutCancelled, "the rollout was cancelled", at)
 		}

@@ -320,7 +320,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 		o := s.offer(t, model, "2.0.0")
 		tk := s.insert(t, s.newTask(t, d.ID(), o, 1, s.at(10)))
 
-		got, err := s.Tasks.Update(ctx, tk.ID(), func(x *domain.Task) error {
+		got, err := application.UpdateTask(ctx, s.Tasks, tk.ID(), func(x *domain.Task) error {
 			repoSameTask(t, *x, tk.Record())
 			_, err := x.ApplyEvent(repoEvent(t, "e1", "downloading", repoInt(30)), nil, s.at(11))
 			return err
@@ -333,7 +333,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 		repoNoErr(t, "get", err)
 		repoSameTask(t, stored, want)
 
-		_, err = s.Tasks.Update(ctx, tk.ID(), func(x *domain.Task) error {
+		_, err = application.UpdateTask(ctx, s.Tasks, tk.ID(), func(x *domain.Task) error {
 			_, _ = x.ApplyEvent(repoEvent(t, "e2", "downloaded", nil), nil, s.at(12))
 			return errRepoBoom
 		})
@@ -345,7 +345,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 		repoSameTask(t, stored, want)
 
 		lost, cancel := context.WithCancel(ctx)
-		_, err = s.Tasks.Update(lost, tk.ID(), func(x *domain.Task) error {
+		_, err = application.UpdateTask(lost, s.Tasks, tk.ID(), func(x *domain.Task) error {
 			cancel()
 			_, err := x.ApplyEvent(repoEvent(t, "e3", "installing", nil), nil, s.at(13))
 			return err
@@ -358,7 +358,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 		repoSameTask(t, stored, want)
 
 		for _, id := range []string{uuid.NewString(), "not-a-uuid"} {
-			_, err = s.Tasks.Update(ctx, asUUID(id), func(*domain.Task) error {
+			_, err = application.UpdateTask(ctx, s.Tasks, asUUID(id), func(*domain.Task) error {
 				t.Error("fn called for an unknown task")
 				return nil
 			})
@@ -838,7 +838,7 @@ func (s *repoSuite) rolloutStats(t *testing.T) {
 func (s *repoSuite) rolloutStatsEachDeviceOnce(t *testing.T) {
 	ctx := t.Context()
 	model := repoName("model")
-	o := s.watchedOffer(t, model, "2.0.0")
+	o := s.stagedOffer(t, model, "2.0.0", s.at(12))
 	// Each device's tasks, oldest first, and the status each ends in.
 	type step struct {
 		at     int
@@ -864,7 +864,7 @@ func (s *repoSuite) rolloutStatsEachDeviceOnce(t *testing.T) {
 		}
 	}
 	all := domain.TaskStats{Succeeded: 6, Failed: 3, Pending: 1}
-	stage := domain.TaskStats{Succeeded: 5, Failed: 1, Pending: 2} // created at or after at(12)
+	stage := domain.TaskStats{Succeeded: 5, Failed: 1, Pending: 2} // created at or after at(12): in the second stage
 	got, err := s.Tasks.RolloutStatsSince(ctx, o.Rollout.ID(), time.Time{})
 	repoNoErr(t, "stats", err)
 	if got != all {
