@@ -849,4 +849,5 @@ func (s *TaskRepository) counts(ctx context.Context, query string, rolloutID dom
 	}
 	return out, nil
 }
+
 var _ ports.CounterAudit = (*TaskRepository)(nil)
