@@ -19,6 +19,8 @@ import (
 func (s *repoSuite) tasks(t *testing.T) {
 	ctx := t.Context()
 
+	t.Run("Counters", s.counters)
+
 	t.Run("GetActiveMissing", func(t *testing.T) {
 		for _, id := range []string{uuid.NewString(), "not-a-uuid", ""} {
 			_, err := s.Tasks.Get(ctx, asUUID(id))
