@@ -59,12 +59,21 @@ var errForeignDevice = errors.New("the new task belongs to another device")
 // a creation for the same device holds its rollout FOR SHARE from before
 // its insert, and that insert waits for any uncommitted change of the
 // device's active task, so a task changed first would wait for the
-// creation while the creation waits for it.
+// creation while the creation waits for it. Last come the rollouts'
+// counters (AddCounts, one statement for the whole transaction, its rows
+// in key order): every change of a task's status and every insert
+// changes them (domain.Recount, on the device's counted task read before
+// the change), so two transactions meet on a counter row only after all
+// their other locks, and never wait for each other in a cycle. Final
+// events of one rollout with something to judge are serialised by its row
+// lock anyway; for the others, and for progress events, the store spreads
+// a count over shard rows so that devices seldom queue on one.
 //
 // When fn ends a task (a final status: a time-out, an implicit success, a
 // cancel, a reverted install) and onRollout is not nil, that task's
 // rollout is judged by onRollout, locked, counting the tasks as they are
-// with the change, before the insert. Only a rollout with something to
+// with the change (its counters as committed plus this transaction's
+// changes), before the insert. Only a rollout with something to
 // judge (domain.Rollout.Judges: fixed at its start, so the read with the
 // task may tell) is locked: the lock would otherwise serialise every
 // supersede of a plain rollout's tasks. A success stores the device's
@@ -73,7 +82,8 @@ var errForeignDevice = errors.New("the new task belongs to another device")
 // The insert happens only if its firmware is still released and its
 // rollout still active as read FOR SHARE — after the judgement, which may
 // have paused it — else nothing is stored and the error is
-// domain.ErrOfferWithdrawn. When the insert loses to a concurrent one,
+// domain.ErrOfferWithdrawn. The inserted task joins its stage on the
+// rollout as read there (domain.Task.JoinStage). When the insert loses to a concurrent one,
 // the winner is returned with created false. Otherwise the result is the
 // inserted task (created true) or, when fn inserts nothing, the active
 // task as fn left it (zero Task if none).
@@ -214,7 +224,8 @@ func ReplaceActive(ctx context.Context, tasks TaskTransactor, device domain.Devi
 // So the evaluation depends neither on the caller staying connected after
 // the commit nor on a retry of the event. When fn reports no change
 // nothing is stored and the task is returned as stored, whatever fn did to
-// its copy.
+// its copy. The change's counters are written last (ReplaceActive's lock
+// order), and the evaluation reads them with the change.
 func ApplyEvent(ctx context.Context, tasks TaskTransactor, taskID domain.UUID, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout RolloutEvaluation) (domain.Task, error) {
 	if taskID.IsZero() {
 		return domain.Task{}, fmt.Errorf("loading task: %w", domain.ErrNotFound)
