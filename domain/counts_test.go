@@ -81,8 +81,7 @@ func TestStageAt(t *testing.T) {
 	if !next.StageSince().Equal(t1.Add(time.Hour)) || !next.StageAt(t1.Add(3*time.Hour)).Equal(t1.Add(time.Hour)) {
 		t.Errorf("after the advance: stage since %v, want %v, as predicted", next.StageSince(), t1.Add(time.Hour))
 	}
-	var tk domain.Task
-	tk = domain.RehydrateTask(domain.TaskRecord{ID: "x", RolloutID: rolloutB, Status: domain.TaskPending, CreatedAt: t1.Add(2 * time.Hour)})
+	tk := domain.RehydrateTask(domain.TaskRecord{ID: "x", RolloutID: rolloutB, Status: domain.TaskPending, CreatedAt: t1.Add(2 * time.Hour)})
 	tk.JoinStage(r)
 	if !tk.Stage().Equal(t1.Add(time.Hour)) {
 		t.Errorf("JoinStage: %v", tk.Stage())
