@@ -80,7 +80,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "partitions":
 		err = partitions(ctx, args[1:], getenv, stdout, stderr)
 	case "rollouts":
-		err = rollouts(ctx, args[1:], getenv, stdout, stderr)
+		err = rolloutsCommand(ctx, args[1:], getenv, stdout, stderr)
 	case "healthcheck":
 		err = healthcheck(ctx, args[1:], getenv, stdout, stderr)
 	case "version":

@@ -22,10 +22,10 @@ const rolloutsSynopsis = `otad rollouts verify [--rollout ID]   (the database is
 // was printed; the exit code is 1.
 var errDrift = errors.New("rollout counters drifted from their tasks")
 
-// rollouts is the rollout maintenance command: verify compares the
+// rolloutsCommand is the rollout maintenance command: verify compares the
 // per-rollout counters with a recount of the tasks (docs/DOMAIN.md, event
 // rule 5's counters), read-only.
-func rollouts(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func rolloutsCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("rollouts", flag.ContinueOnError)
 	only := fs.String("rollout", "", "recount this rollout only (its id)")
 	verb := ""

@@ -12,7 +12,9 @@ import (
 // TaskUpdater changes a task outside a device's event (the protocols'
 // stop before install), through UpdateTask, so that its rollout's
 // counters change with it.
-type TaskUpdater = TaskTransactor
+type TaskUpdater interface {
+	TaskTransactor
+}
 
 // StopBeforeInstall stores domain.Task.StopBeforeInstall's decision on the
 // task v, of rollout r: the one place the device protocols (Mender's status
