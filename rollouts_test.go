@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,21 @@ func TestRolloutsVerify(t *testing.T) {
 	}
 	if code, out := verify(); code != 0 || !strings.Contains(out, "the counters of 2 rollouts match their tasks") {
 		t.Fatalf("clean verify: exit %d\n%s", code, out)
+	}
+	// The migration's backfill gives the counters the task transactions kept.
+	kept := storedCounts(t, db)
+	for _, cmd := range []string{"down", "up"} {
+		var stdout, stderr bytes.Buffer
+		env := map[string]string{"OTA_DATABASE_URL": dbURL}
+		if code := run(ctx, []string{"migrate", cmd}, func(k string) string { return env[k] }, &stdout, &stderr); code != 0 {
+			t.Fatalf("migrate %s: exit %d\n%s%s", cmd, code, stdout.String(), stderr.String())
+		}
+	}
+	if got := storedCounts(t, db); !maps.Equal(got, kept) {
+		t.Fatalf("counters backfilled by the migration:\n%v\nkept by the transactions:\n%v", got, kept)
+	}
+	if code, out := verify(); code != 0 {
+		t.Fatalf("verify after the backfill: exit %d\n%s", code, out)
 	}
 	// Drift: one shard row of the staged rollout's whole count of successes.
 	if _, err := db.ExecContext(ctx, `UPDATE rollout_counters SET devices = devices + 1 WHERE ctid = (
@@ -99,6 +115,18 @@ func seedRollout(t *testing.T, db *sqlx.DB, stages bool) string {
 		must(t, err)
 	}
 	return ro.ID().String()
+}
+
+// storedCounts reads every rollout's counters, by rollout and stage.
+func storedCounts(t *testing.T, db *sqlx.DB) map[string]domain.TaskStats {
+	t.Helper()
+	tasks := try(postgres.NewTaskRepository(db))(t)
+	counts := try(tasks.StoredCounts(context.Background(), domain.UUID{}))(t)
+	out := map[string]domain.TaskStats{}
+	for _, c := range counts {
+		out[c.Rollout.String()+" "+c.Stage.String()] = c.Stats
+	}
+	return out
 }
 
 func try[T any](v T, err error) func(*testing.T) T {
