@@ -4,6 +4,7 @@
 //	otad serve [--no-migrate] [--create-db]
 //	otad migrate up|down|status
 //	otad partitions [--ahead N] [--drop-before YYYY-MM]
+//	otad rollouts verify [--rollout ID]
 //	otad healthcheck [--url URL]
 //	otad version
 //	otad help
@@ -55,6 +56,7 @@ const usage = `usage:
   otad serve [--no-migrate] [--create-db]   serve the API (migrates on start)
   otad migrate up|down|status               manage the database schema
   otad partitions [--ahead N] [--drop-before YYYY-MM]  keep task_events partitions ahead; drop old history
+  otad rollouts verify [--rollout ID]       recount rollouts' tasks; report counters that drifted (exit 1)
   otad healthcheck [--url URL]              exit 0 when the local otad answers /healthz
   otad version                              print the version and commit
 "otad COMMAND --help" describes a command's flags.
@@ -77,6 +79,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = migrate(ctx, args[1:], getenv, stdout, stderr)
 	case "partitions":
 		err = partitions(ctx, args[1:], getenv, stdout, stderr)
+	case "rollouts":
+		err = rolloutsCommand(ctx, args[1:], getenv, stdout, stderr)
 	case "healthcheck":
 		err = healthcheck(ctx, args[1:], getenv, stdout, stderr)
 	case "version":

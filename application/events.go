@@ -155,24 +155,16 @@ func evaluateRollout(r *domain.Rollout, stats func(since time.Time) (domain.Task
 	return r.Evaluate(total, stage, now), nil
 }
 
-// rolloutCounts counts what Rollout.Evaluate judges, and no more: all the
-// rollout's tasks only when it has a failure threshold (or its current
-// stage is all of them), the current stage's from when it began (an index
-// range, not the whole rollout) otherwise.
+// rolloutCounts reads what Rollout.Evaluate judges, and no more: the
+// whole rollout's counters only when it has a failure threshold, the
+// current stage's only when it has stages.
 func rolloutCounts(r domain.Rollout, stats func(since time.Time) (domain.TaskStats, error)) (total, stage domain.TaskStats, err error) {
-	since := r.StageSince()
-	staged := !since.IsZero()
-	stageIsAll := !since.After(r.CreatedAt()) // tasks are never older than their rollout
-	if r.FailureThresholdPercent() != nil || stageIsAll {
+	if r.FailureThresholdPercent() != nil {
 		if total, err = stats(time.Time{}); err != nil {
 			return total, stage, err
 		}
 	}
-	switch {
-	case !staged:
-	case stageIsAll:
-		stage = total
-	default:
+	if since := r.StageSince(); !since.IsZero() {
 		stage, err = stats(since)
 	}
 	return total, stage, err

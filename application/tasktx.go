@@ -59,12 +59,21 @@ var errForeignDevice = errors.New("the new task belongs to another device")
 // a creation for the same device holds its rollout FOR SHARE from before
 // its insert, and that insert waits for any uncommitted change of the
 // device's active task, so a task changed first would wait for the
-// creation while the creation waits for it.
+// creation while the creation waits for it. Last come the rollouts'
+// counters (AddCounts, one statement for the whole transaction, its rows
+// in key order): every change of a task's status and every insert
+// changes them (domain.Recount, on the device's counted task read before
+// the change), so two transactions meet on a counter row only after all
+// their other locks, and never wait for each other in a cycle. Final
+// events of one rollout with something to judge are serialised by its row
+// lock anyway; for the others, and for progress events, the store spreads
+// a count over shard rows so that devices seldom queue on one.
 //
 // When fn ends a task (a final status: a time-out, an implicit success, a
 // cancel, a reverted install) and onRollout is not nil, that task's
 // rollout is judged by onRollout, locked, counting the tasks as they are
-// with the change, before the insert. Only a rollout with something to
+// with the change (its counters as committed plus this transaction's
+// changes), before the insert. Only a rollout with something to
 // judge (domain.Rollout.Judges: fixed at its start, so the read with the
 // task may tell) is locked: the lock would otherwise serialise every
 // supersede of a plain rollout's tasks. A success stores the device's
@@ -73,7 +82,8 @@ var errForeignDevice = errors.New("the new task belongs to another device")
 // The insert happens only if its firmware is still released and its
 // rollout still active as read FOR SHARE — after the judgement, which may
 // have paused it — else nothing is stored and the error is
-// domain.ErrOfferWithdrawn. When the insert loses to a concurrent one,
+// domain.ErrOfferWithdrawn. The inserted task joins its stage on the
+// rollout as read there (domain.Task.JoinStage). When the insert loses to a concurrent one,
 // the winner is returned with created false. Otherwise the result is the
 // inserted task (created true) or, when fn inserts nothing, the active
 // task as fn left it (zero Task if none).
@@ -83,6 +93,7 @@ func ReplaceActive(ctx context.Context, tasks TaskTransactor, device domain.Devi
 	}
 	err = tasks.InTaskTx(ctx, func(tx ports.TaskTx) error {
 		result, created = domain.Task{}, false
+		c := &counts{tx: tx}
 		active, err := tx.ActiveTask(device)
 		if err != nil {
 			return err
@@ -148,10 +159,15 @@ func ReplaceActive(ctx context.Context, tasks TaskTransactor, device domain.Devi
 			}
 		}
 		if changed {
+			count, err := c.track(before)
+			if err != nil {
+				return err
+			}
 			stored, err := tx.UpdateTask(subject.Task)
 			if err != nil {
 				return err
 			}
+			count(stored)
 			if stored.Installs(before) {
 				if err := tx.SetDeviceVersion(device, subject.Firmware.Version(), stored.UpdatedAt()); err != nil {
 					return err
@@ -163,7 +179,7 @@ func ReplaceActive(ctx context.Context, tasks TaskTransactor, device domain.Devi
 			result = active.Task
 		}
 		if !judge.IsZero() {
-			r, err := judgeLocked(tx, judged, onRollout)
+			r, err := judgeLocked(tx, c, judged, onRollout)
 			if err != nil {
 				return err
 			}
@@ -172,7 +188,7 @@ func ReplaceActive(ctx context.Context, tasks TaskTransactor, device domain.Devi
 			}
 		}
 		if ins == nil {
-			return nil
+			return c.flush(device)
 		}
 		if o.Rollout.FirmwareID() != o.Firmware.ID() {
 			return fmt.Errorf("inserting task %s: rollout %s is not of firmware %s: %w", ins.ID(), o.Rollout.ID(), o.Firmware.ID(), domain.ErrNotFound)
@@ -180,8 +196,18 @@ func ReplaceActive(ctx context.Context, tasks TaskTransactor, device domain.Devi
 		if !o.Open() {
 			return fmt.Errorf("inserting task %s: %w", ins.ID(), domain.ErrOfferWithdrawn)
 		}
-		result, created, err = tx.InsertUnlessActive(*ins)
-		return err
+		ins.JoinStage(o.Rollout)
+		count, err := c.track(*ins)
+		if err != nil {
+			return err
+		}
+		if result, created, err = tx.InsertUnlessActive(*ins); err != nil {
+			return err
+		}
+		if created {
+			count(result)
+		}
+		return c.flush(device)
 	})
 	if err != nil {
 		return domain.Task{}, false, err
@@ -198,7 +224,8 @@ func ReplaceActive(ctx context.Context, tasks TaskTransactor, device domain.Devi
 // So the evaluation depends neither on the caller staying connected after
 // the commit nor on a retry of the event. When fn reports no change
 // nothing is stored and the task is returned as stored, whatever fn did to
-// its copy.
+// its copy. The change's counters are written last (ReplaceActive's lock
+// order), and the evaluation reads them with the change.
 func ApplyEvent(ctx context.Context, tasks TaskTransactor, taskID domain.UUID, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout RolloutEvaluation) (domain.Task, error) {
 	if taskID.IsZero() {
 		return domain.Task{}, fmt.Errorf("loading task: %w", domain.ErrNotFound)
@@ -228,9 +255,15 @@ func ApplyEvent(ctx context.Context, tasks TaskTransactor, taskID domain.UUID, e
 			out = loaded
 			return nil
 		}
+		c := &counts{tx: tx}
+		count, err := c.track(loaded)
+		if err != nil {
+			return err
+		}
 		if out, err = tx.UpdateTask(t); err != nil {
 			return err
 		}
+		count(out)
 		if err := tx.StoreEvent(out, ev); err != nil {
 			return err
 		}
@@ -243,11 +276,12 @@ func ApplyEvent(ctx context.Context, tasks TaskTransactor, taskID domain.UUID, e
 				return err
 			}
 		}
-		if onRollout == nil {
-			return nil
+		if onRollout != nil {
+			if _, err := judgeLocked(tx, c, judged, onRollout); err != nil {
+				return err
+			}
 		}
-		_, err = judgeLocked(tx, judged, onRollout)
-		return err
+		return c.flush(out.DeviceID())
 	})
 	if err != nil {
 		return domain.Task{}, err
@@ -255,13 +289,14 @@ func ApplyEvent(ctx context.Context, tasks TaskTransactor, taskID domain.UUID, e
 	return out, nil
 }
 
-// judgeLocked lets eval judge r, locked by tx.LockRollout, counting its
-// tasks in tx only if eval asks, and stores what eval changed; it returns
-// the rollout as it now is.
-func judgeLocked(tx ports.TaskTx, r domain.Rollout, eval RolloutEvaluation) (domain.Rollout, error) {
+// judgeLocked lets eval judge r, locked by tx.LockRollout, reading its
+// counters in tx, with the changes c holds, only if eval asks, and stores
+// what eval changed; it returns the rollout as it now is.
+func judgeLocked(tx ports.TaskTx, c *counts, r domain.Rollout, eval RolloutEvaluation) (domain.Rollout, error) {
 	ro := r
 	changed, err := eval(&ro, func(since time.Time) (domain.TaskStats, error) {
-		return tx.RolloutStats(r.ID(), since)
+		st, err := tx.RolloutStats(r.ID(), since)
+		return c.with(st, r.ID(), since), err
 	})
 	if err != nil || !changed {
 		return r, err
@@ -269,23 +304,97 @@ func judgeLocked(tx ports.TaskTx, r domain.Rollout, eval RolloutEvaluation) (dom
 	return tx.StoreRollout(ro)
 }
 
-// UpdateTask loads a task locked, lets fn change it through its methods,
-// and stores it, in one transaction: a change outside a device's event
-// (the protocols' stop before install).
+// UpdateTask loads the task locked, lets fn change it and stores it with
+// its counters: a change of a task's status outside a device's event (a
+// protocol's stop before install, StopBeforeInstall). A task fn leaves as
+// it was is not written.
 func UpdateTask(ctx context.Context, tasks TaskTransactor, id domain.UUID, fn func(*domain.Task) error) (domain.Task, error) {
+	if id.IsZero() {
+		return domain.Task{}, fmt.Errorf("loading task: %w", domain.ErrNotFound)
+	}
 	var out domain.Task
 	err := tasks.InTaskTx(ctx, func(tx ports.TaskTx) error {
 		t, err := tx.LockTask(id)
 		if err != nil {
 			return err
 		}
+		loaded := t
 		if err := fn(&t); err != nil {
 			return err
 		}
-		out, err = tx.UpdateTask(t)
-		return err
+		if out = loaded; t.Record() == loaded.Record() {
+			return nil
+		}
+		c := &counts{tx: tx}
+		count, err := c.track(loaded)
+		if err != nil {
+			return err
+		}
+		if out, err = tx.UpdateTask(t); err != nil {
+			return err
+		}
+		count(out)
+		return c.flush(out.DeviceID())
 	})
-	return out, err
+	if err != nil {
+		return domain.Task{}, err
+	}
+	return out, nil
+}
+
+// counts gathers what one transaction's task changes add to their
+// rollouts' counters (domain.Recount), to write them last, in one call:
+// after every lock the transaction takes (ReplaceActive's lock order), and
+// in one statement that takes the counter rows in one order, so that two
+// transactions never wait for each other's counter rows. A judgement
+// within the transaction reads the counters with these changes (with).
+type counts struct {
+	tx      ports.TaskTx
+	changes []domain.CountChange
+}
+
+// track reads, before t is changed (or inserted), the device's task that
+// counts in t's rollout and in t's stage, and returns the function that
+// records what the change to what t became adds.
+func (c *counts) track(t domain.Task) (func(changed domain.Task), error) {
+	scopes := []time.Time{{}}
+	if !t.Stage().IsZero() {
+		scopes = append(scopes, t.Stage())
+	}
+	counted := make([]*domain.Task, len(scopes))
+	for i, stage := range scopes {
+		var err error
+		if counted[i], err = c.tx.CountedTask(t.RolloutID(), t.DeviceID(), stage); err != nil {
+			return nil, err
+		}
+	}
+	return func(changed domain.Task) {
+		for i, stage := range scopes {
+			if d := domain.Recount(counted[i], changed); d != (domain.TaskStats{}) {
+				c.changes = append(c.changes, domain.CountChange{Rollout: t.RolloutID(), Stage: stage, Delta: d})
+			}
+		}
+	}, nil
+}
+
+// with is st, a scope's counters as stored, with the changes c holds
+// (stage starts are kept to the microsecond, as the stores keep them).
+func (c *counts) with(st domain.TaskStats, rollout domain.UUID, since time.Time) domain.TaskStats {
+	since = since.Truncate(time.Microsecond)
+	for _, ch := range c.changes {
+		if ch.Rollout == rollout && ch.Stage.Equal(since) {
+			st = st.Plus(ch.Delta)
+		}
+	}
+	return st
+}
+
+// flush writes the changes, if any.
+func (c *counts) flush(device domain.DeviceID) error {
+	if len(c.changes) == 0 {
+		return nil
+	}
+	return c.tx.AddCounts(device, c.changes)
 }
 
 // UpdateRollout loads a rollout locked, with its firmware locked against a

@@ -87,6 +87,7 @@ type Task struct {
 	errorMessage string
 	createdAt    time.Time
 	updatedAt    time.Time
+	stage        time.Time // the start of the stage it counts in (JoinStage); zero: none
 }
 
 // NewTask creates a pending task for the device to install the offer's
@@ -125,6 +126,9 @@ type TaskRecord struct {
 	ErrorMessage string
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+	// Stage is the start of the rollout stage the task counts in (zero:
+	// none), fixed at its insert (Task.JoinStage).
+	Stage time.Time
 }
 
 // RehydrateTask rebuilds a stored task; only adapters call it.
@@ -132,7 +136,7 @@ func RehydrateTask(r TaskRecord) Task {
 	return Task{
 		id: UUID{s: r.ID}, actionID: r.ActionID, deviceID: DeviceID{s: r.DeviceID}, firmwareID: UUID{s: r.FirmwareID}, rolloutID: UUID{s: r.RolloutID},
 		status: r.Status, progress: r.Progress, attempt: r.Attempt, errorCode: r.ErrorCode,
-		errorMessage: r.ErrorMessage, createdAt: stamp(r.CreatedAt), updatedAt: stamp(r.UpdatedAt),
+		errorMessage: r.ErrorMessage, createdAt: stamp(r.CreatedAt), updatedAt: stamp(r.UpdatedAt), stage: stamp(r.Stage),
 	}
 }
 
@@ -141,7 +145,7 @@ func (t Task) Record() TaskRecord {
 	return TaskRecord{
 		ID: t.id.String(), ActionID: t.actionID, DeviceID: t.deviceID.String(), FirmwareID: t.firmwareID.String(), RolloutID: t.rolloutID.String(),
 		Status: t.status, Progress: t.progress, Attempt: t.attempt, ErrorCode: t.errorCode,
-		ErrorMessage: t.errorMessage, CreatedAt: t.createdAt, UpdatedAt: t.updatedAt,
+		ErrorMessage: t.errorMessage, CreatedAt: t.createdAt, UpdatedAt: t.updatedAt, Stage: t.stage,
 	}
 }
 

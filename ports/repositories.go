@@ -148,9 +148,36 @@ type TaskTx interface {
 	// transaction and changed through its methods (never its id, firmware
 	// or start time), and returns it as stored.
 	StoreRollout(r domain.Rollout) (domain.Rollout, error)
-	// RolloutStats is TaskRepository.RolloutStatsSince as this
-	// transaction sees the rollout's tasks (its own writes included).
+	// RolloutStats reads the rollout's counters (zero since: the whole
+	// rollout's, else the stage's started at since) as committed: the
+	// changes this transaction will add (AddCounts) are not in them.
 	RolloutStats(rolloutID domain.UUID, since time.Time) (domain.TaskStats, error)
+	// CountedTask reads the device's task that counts for it in the
+	// rollout (zero stage) or in the rollout's stage started at stage
+	// (domain.CountsOver among its tasks there); nil if none.
+	CountedTask(rolloutID domain.UUID, deviceID domain.DeviceID, stage time.Time) (*domain.Task, error)
+	// AddCounts adds the changes, all caused by one device's tasks, to the
+	// rollouts' counters, creating the missing ones at zero.
+	AddCounts(deviceID domain.DeviceID, changes []domain.CountChange) error
+}
+
+// RolloutCount is a rollout's count of devices by status, in one scope:
+// the whole rollout (zero Stage) or its stage started at Stage.
+type RolloutCount struct {
+	Rollout domain.UUID
+	Stage   time.Time
+	Stats   domain.TaskStats
+}
+
+// CounterAudit reads a rollout's counters (or every rollout's, for the
+// zero id) next to a recount of its tasks, which the counters must equal
+// (application.VerifyCounters compares them).
+type CounterAudit interface {
+	// StoredCounts reads the counters.
+	StoredCounts(ctx context.Context, rolloutID domain.UUID) ([]RolloutCount, error)
+	// Recount counts the tasks, each device once per scope
+	// (domain.CountsOver), by the stage each task joined (domain.Task.Stage).
+	Recount(ctx context.Context, rolloutID domain.UUID) ([]RolloutCount, error)
 }
 
 // TaskEvent is one stored event of a task, and when it was applied.

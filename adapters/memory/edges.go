@@ -361,10 +361,10 @@ const DefaultRolloutLimit = 100
 func (r *Fleet) ListRollouts(ctx context.Context, f ports.RolloutFilter) ([]ports.RolloutSummary, error) {
 	return locked(ctx, r.s, func() ([]ports.RolloutSummary, error) {
 		out := []ports.RolloutSummary{}
-		for id, ro := range r.s.rollouts {
+		for _, ro := range r.s.rollouts {
 			if fw := r.s.firmwares[ro.FirmwareID().String()]; f.Model == "" || fw.Model() == f.Model {
 				out = append(out, ports.RolloutSummary{Rollout: ro, Model: fw.Model(), Version: fw.Version().String(),
-					Stats: r.s.rolloutStats(id, time.Time{})})
+					Stats: r.s.counts[countKey(ro.ID(), time.Time{})]})
 			}
 		}
 		return page(out, f.Limit, DefaultRolloutLimit, func(a, b ports.RolloutSummary) bool {

@@ -40,6 +40,7 @@ type Store struct {
 	requests   map[string]domain.AuthRequest
 	logs       map[string]domain.TaskLog
 	artifacts  map[string]domain.Artifact
+	counts     map[string]domain.TaskStats // countKey → a rollout's counters
 }
 
 // loggedEvent is a stored event as a task's history reads it.
@@ -54,7 +55,7 @@ func NewStore() *Store {
 		rollouts: map[string]domain.Rollout{}, tasks: map[string]domain.Task{}, events: map[string][]loggedEvent{},
 		attrs: map[string]domain.DeviceAttributes{}, confirmed: map[string]time.Time{}, tags: map[string][]string{},
 		admissions: map[string]domain.DeviceAdmission{}, requests: map[string]domain.AuthRequest{}, logs: map[string]domain.TaskLog{},
-		artifacts: map[string]domain.Artifact{}}
+		artifacts: map[string]domain.Artifact{}, counts: map[string]domain.TaskStats{}}
 }
 
 // errTokenTaken refuses a token hash another device has. Tokens are 256
@@ -69,7 +70,7 @@ func errDuplicateID(what, id string) error {
 
 // us is a query's time bound at the precision stored times have: domain
 // values are kept at microseconds, a caller's bound need not be.
-func us(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
+func us(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
 // locked runs f holding the store's lock, unless ctx ends first.
 func locked[T any](ctx context.Context, s *Store, f func() (T, error)) (T, error) {

@@ -238,32 +238,34 @@ func (tx *taskTx) StoreRollout(r domain.Rollout) (domain.Rollout, error) {
 }
 
 func (tx *taskTx) RolloutStats(rolloutID domain.UUID, since time.Time) (domain.TaskStats, error) {
-	return tx.s.rolloutStats(rolloutID.String(), since), nil
+	return tx.s.counts[countKey(rolloutID, since)], nil
 }
 
 func (r *Tasks) RolloutStatsSince(ctx context.Context, rolloutID domain.UUID, since time.Time) (domain.TaskStats, error) {
-	return locked(ctx, r.s, func() (domain.TaskStats, error) { return r.s.rolloutStats(rolloutID.String(), since), nil })
+	return locked(ctx, r.s, func() (domain.TaskStats, error) { return r.s.counts[countKey(rolloutID, since)], nil })
 }
 
-// rolloutStats counts a rollout's devices, each once, by the status of the
-// one of its tasks created at or after since (at the stored precision)
-// that domain.CountsOver picks.
-func (s *Store) rolloutStats(rolloutID string, since time.Time) domain.TaskStats {
-	since = us(since)
-	counted := map[string]domain.Task{}
-	for _, t := range s.tasks {
-		if t.RolloutID().String() != rolloutID || t.CreatedAt().Before(since) {
-			continue
-		}
-		if c, ok := counted[t.DeviceID().String()]; !ok || domain.CountsOver(t, c) {
-			counted[t.DeviceID().String()] = t
+func (tx *taskTx) CountedTask(rolloutID domain.UUID, deviceID domain.DeviceID, stage time.Time) (*domain.Task, error) {
+	var counted *domain.Task
+	for _, t := range tx.s.tasks {
+		if t.RolloutID() == rolloutID && t.DeviceID() == deviceID && (stage.IsZero() || t.Stage().Equal(stage)) && (counted == nil || domain.CountsOver(t, *counted)) {
+			counted = &t
 		}
 	}
-	var st domain.TaskStats
-	for _, t := range counted {
-		st.Add(t.Status(), 1)
+	return counted, nil
+}
+
+func (tx *taskTx) AddCounts(_ domain.DeviceID, changes []domain.CountChange) error {
+	for _, c := range changes {
+		k := countKey(c.Rollout, c.Stage)
+		put(tx, tx.s.counts, k, tx.s.counts[k].Plus(c.Delta))
 	}
-	return st
+	return nil
+}
+
+// countKey names a scope's counters: a rollout's, or its stage's.
+func countKey(rollout domain.UUID, stage time.Time) string {
+	return rollout.String() + " " + us(stage).Format(time.RFC3339Nano)
 }
 
 // DefaultListLimit is the page size List uses when the filter sets none,

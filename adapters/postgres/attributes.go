@@ -134,7 +134,7 @@ func scanNotice(row *sql.Row) (domain.CancelNotice, error) {
 		at sql.NullTime
 	)
 	err := row.Scan(&r.ID, &r.ActionID, &r.DeviceID, &r.FirmwareID, &r.RolloutID, &r.Status, &r.Progress,
-		&r.Attempt, &r.ErrorCode, &r.ErrorMessage, &r.CreatedAt, &r.UpdatedAt, &at)
+		&r.Attempt, &r.ErrorCode, &r.ErrorMessage, &r.CreatedAt, &r.UpdatedAt, &r.Stage, &at)
 	if err != nil {
 		return domain.CancelNotice{}, notFound(err)
 	}

@@ -24,10 +24,9 @@ type FleetReader struct {
 // filter sets no limit.
 const DefaultRolloutLimit = 100
 
-// listRolloutsSQL picks the page of rollouts first and only then counts
-// their devices by latest task (latestTasksSQL: one index-only pass over
-// tasks_rollout_device_latest_idx per rollout on the page), so old
-// rollouts beyond the limit cost nothing.
+// listRolloutsSQL picks the page of rollouts first and only then reads
+// their counters (the whole rollout's, countersSQL), so old rollouts
+// beyond the limit cost nothing and a rollout's size costs nothing.
 var listRolloutsSQL = `WITH page AS (
 		SELECT ` + columns("r", rolloutFields) + `, f.model AS model, f.version AS version
 		FROM rollouts r JOIN firmwares f ON f.id = r.firmware_id
@@ -36,14 +35,15 @@ var listRolloutsSQL = `WITH page AS (
 		LIMIT $2)
 	SELECT page.*, s.pending, s.downloading, s.downloaded, s.installing, s.succeeded, s.failed, s.cancelled
 	FROM page LEFT JOIN LATERAL (
-		SELECT count(*) FILTER (WHERE t.status = 'pending') AS pending,
-			count(*) FILTER (WHERE t.status = 'downloading') AS downloading,
-			count(*) FILTER (WHERE t.status = 'downloaded') AS downloaded,
-			count(*) FILTER (WHERE t.status = 'installing') AS installing,
-			count(*) FILTER (WHERE t.status = 'succeeded') AS succeeded,
-			count(*) FILTER (WHERE t.status = 'failed') AS failed,
-			count(*) FILTER (WHERE t.status = 'cancelled') AS cancelled
-		FROM (` + latestTasksSQL(`page."r.id"`, "") + `) t) s ON true
+		SELECT coalesce(sum(c.devices) FILTER (WHERE c.status = 'pending'), 0)::bigint AS pending,
+			coalesce(sum(c.devices) FILTER (WHERE c.status = 'downloading'), 0)::bigint AS downloading,
+			coalesce(sum(c.devices) FILTER (WHERE c.status = 'downloaded'), 0)::bigint AS downloaded,
+			coalesce(sum(c.devices) FILTER (WHERE c.status = 'installing'), 0)::bigint AS installing,
+			coalesce(sum(c.devices) FILTER (WHERE c.status = 'succeeded'), 0)::bigint AS succeeded,
+			coalesce(sum(c.devices) FILTER (WHERE c.status = 'failed'), 0)::bigint AS failed,
+			coalesce(sum(c.devices) FILTER (WHERE c.status = 'cancelled'), 0)::bigint AS cancelled
+		FROM rollout_counters c
+		WHERE c.rollout_id = page."r.id" AND c.stage_started_at = '0001-01-01 00:00:00+00') s ON true
 	ORDER BY page."r.created_at" DESC, page."r.id" DESC`
 
 // versionCountsSQL is one sequential scan of devices (see migration 00020

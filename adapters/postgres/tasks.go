@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"time"
@@ -37,9 +38,11 @@ type TaskRepository struct {
 	event           *sqlx.Stmt
 	insertEvent     *sqlx.Stmt
 	stats           *sqlx.Stmt
+	counted         *sqlx.Stmt
+	countedInStage  *sqlx.Stmt
+	addCounts       *sqlx.Stmt
 	reads           *ReadReplica  // the check reads' replica, nil: none (replica.go)
 	catalog         *CatalogCache // told, after commit, of a rollout an event changed; nil: none
-	statsSince      *sqlx.Stmt
 	installed       *sqlx.Stmt
 	latestForUpdate *sqlx.Stmt
 }
@@ -68,8 +71,10 @@ func NewTaskRepository(db *sqlx.DB) (*TaskRepository, error) {
 		lock:            p.prepare(`SELECT ` + taskColumns + ` FROM tasks WHERE id = $1 FOR UPDATE`),
 		event:           p.prepare(selectEventSQL),
 		insertEvent:     p.prepare(insertEventSQL),
-		stats:           p.prepare(rolloutStatsSQL("")),
-		statsSince:      p.prepare(rolloutStatsSQL(` AND created_at >= $2`)),
+		stats:           p.prepare(countersSQL),
+		counted:         p.prepare(countedTaskSQL("")),
+		countedInStage:  p.prepare(countedTaskSQL(` AND stage_started_at = $3`)),
+		addCounts:       p.prepare(addCountsSQL),
 		installed:       p.prepare(installedSQL),
 		latestForUpdate: p.prepare(latestTaskSQL),
 	}
@@ -79,27 +84,61 @@ func NewTaskRepository(db *sqlx.DB) (*TaskRepository, error) {
 	return r, nil
 }
 
-// rolloutStatsSQL counts a rollout's devices, each once, by the status of
-// the task latestTasksSQL picks for it (among those created at or after $2
-// with the since condition), in the stats, the failure threshold and the
-// stage gates alike. One pass over tasks_rollout_device_latest_idx
-// (migration 00090), which is in DISTINCT ON's order and holds the status:
-// no sort, and an index-only scan where the visibility map allows.
-func rolloutStatsSQL(since string) string {
-	return `SELECT status, count(*) FROM (` + latestTasksSQL("$1", since) + `) latest GROUP BY status`
+// countersSQL reads a scope's counters (rollout_counters, migration
+// 00110): the whole rollout's ($2 the zero time) or a stage's.
+const countersSQL = `SELECT status, sum(devices)::bigint FROM rollout_counters
+	WHERE rollout_id = $1 AND stage_started_at = $2 GROUP BY status`
+
+// wholeRollout is the stage_started_at of a whole rollout's counters: Go's
+// zero time, as dbTime writes it.
+var wholeRollout = dbTime(time.Time{})
+
+// countedOrder is domain.CountsOver as an ORDER BY, first row counting:
+// tasks_rollout_device_latest_idx (migration 00090) is in this order for
+// one (rollout, device).
+const countedOrder = `(status IN ('succeeded', 'failed')) DESC, created_at DESC, action_id DESC`
+
+// countedTaskSQL reads the task that counts for device $2 in rollout $1
+// (and the condition stage): a device has a few tasks in a rollout.
+func countedTaskSQL(stage string) string {
+	return `SELECT ` + taskColumns + ` FROM tasks WHERE rollout_id = $1 AND device_id = $2` + stage +
+		` ORDER BY ` + countedOrder + ` LIMIT 1`
 }
 
-// latestTasksSQL selects, for each device with tasks in the rollout whose
-// id is the expression rollout (and the condition since), the status of
-// its latest task with an outcome (succeeded or failed), or of its latest
-// task if none has one (domain.CountsOver): the rows every count of a
-// rollout's tasks counts (rolloutStatsSQL, the fleet view's
-// listRolloutsSQL). The ORDER BY is the index's, expression included.
-func latestTasksSQL(rollout, since string) string {
-	return `SELECT DISTINCT ON (device_id) status FROM tasks
-		WHERE rollout_id = ` + rollout + since + `
-		ORDER BY device_id, (status IN ('succeeded', 'failed')) DESC, created_at DESC, action_id DESC`
-}
+// addCountsSQL adds one device's changes to the counters of its shard
+// ($1), in one statement that takes the rows in key order: two
+// transactions adding to the same rows wait for each other, never in a
+// cycle.
+const addCountsSQL = `INSERT INTO rollout_counters AS c (rollout_id, stage_started_at, status, shard, devices)
+	SELECT d.rollout_id::uuid, d.stage::timestamptz, d.status, $1, d.n
+	FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[]) AS d(rollout_id, stage, status, n)
+	ORDER BY 1, 2, 3
+	ON CONFLICT (rollout_id, stage_started_at, status, shard) DO UPDATE SET devices = c.devices + excluded.devices`
+
+// counterShards is how many rows a scope's count of one status is spread
+// over (migration 00110 says why).
+const counterShards = 16
+
+// recountSQL counts, for every rollout (or the one whose id is $1, when
+// not empty), its devices by the task each counts by, in the whole
+// rollout and in each stage: what the counters must hold. Migration 00110
+// backfilled the counters with the same statement.
+const recountSQL = `SELECT rollout_id, $2::timestamptz, status, count(*) FROM (
+		SELECT DISTINCT ON (rollout_id, device_id) rollout_id, status FROM tasks
+		WHERE $1 = '' OR rollout_id = $1::uuid
+		ORDER BY rollout_id, device_id, ` + countedOrder + `) c
+	GROUP BY rollout_id, status
+UNION ALL
+SELECT rollout_id, stage_started_at, status, count(*) FROM (
+		SELECT DISTINCT ON (rollout_id, stage_started_at, device_id) rollout_id, stage_started_at, status FROM tasks
+		WHERE stage_started_at IS NOT NULL AND ($1 = '' OR rollout_id = $1::uuid)
+		ORDER BY rollout_id, stage_started_at, device_id, ` + countedOrder + `) c
+	GROUP BY rollout_id, stage_started_at, status`
+
+// storedCountsSQL sums the counters' shards, as recountSQL counts.
+const storedCountsSQL = `SELECT rollout_id, stage_started_at, status, sum(devices)::bigint FROM rollout_counters
+	WHERE $1 = '' OR rollout_id = $1::uuid
+	GROUP BY rollout_id, stage_started_at, status`
 
 type taskRow struct {
 	ID           string         `db:"id"`
@@ -114,10 +153,11 @@ type taskRow struct {
 	ErrorMessage sql.NullString `db:"error_message"`
 	CreatedAt    time.Time      `db:"created_at"`
 	UpdatedAt    time.Time      `db:"updated_at"`
+	Stage        sql.NullTime   `db:"stage_started_at"`
 }
 
 const taskColumns = `id, action_id, device_id, firmware_id, rollout_id, status, progress, attempt,
-	error_code, error_message, created_at, updated_at`
+	error_code, error_message, created_at, updated_at, stage_started_at`
 
 // activeStatusSQL is the predicate of the tasks_one_active_per_device
 // index, written exactly as in the migration: INSERT … ON CONFLICT names it
@@ -140,13 +180,14 @@ func newTaskRow(t domain.Task) taskRow {
 		ErrorMessage: nullString(rec.ErrorMessage),
 		CreatedAt:    dbTime(rec.CreatedAt),
 		UpdatedAt:    dbTime(rec.UpdatedAt),
+		Stage:        nullTime(dbTime(rec.Stage)),
 	}
 }
 
 // scan reads a row selected with taskColumns.
 func (r *taskRow) scan(row interface{ Scan(...any) error }) error {
 	return row.Scan(&r.ID, &r.ActionID, &r.DeviceID, &r.FirmwareID, &r.RolloutID, &r.Status, &r.Progress,
-		&r.Attempt, &r.ErrorCode, &r.ErrorMessage, &r.CreatedAt, &r.UpdatedAt)
+		&r.Attempt, &r.ErrorCode, &r.ErrorMessage, &r.CreatedAt, &r.UpdatedAt, &r.Stage)
 }
 
 func (r taskRow) toDomain() (domain.Task, error) {
@@ -157,7 +198,7 @@ func (r taskRow) toDomain() (domain.Task, error) {
 	return domain.RehydrateTask(domain.TaskRecord{
 		ID: r.ID, ActionID: r.ActionID, DeviceID: r.DeviceID, FirmwareID: r.FirmwareID, RolloutID: r.RolloutID,
 		Status: st, Progress: r.Progress, Attempt: r.Attempt, ErrorCode: r.ErrorCode.String,
-		ErrorMessage: r.ErrorMessage.String, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		ErrorMessage: r.ErrorMessage.String, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), Stage: fromNullTime(r.Stage),
 	}), nil
 }
 
@@ -327,8 +368,8 @@ const installedSQL = `UPDATE devices SET current_version = $2, last_seen_at = GR
 // waits for the transaction that made the other active task, and does
 // nothing (no row returned) if that one commits.
 const insertTaskSQL = `INSERT INTO tasks (id, device_id, firmware_id, rollout_id, status, progress, attempt,
-		error_code, error_message, created_at, updated_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+		error_code, error_message, created_at, updated_at, stage_started_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 	ON CONFLICT (device_id) WHERE ` + activeStatusSQL + ` DO NOTHING
 	RETURNING action_id`
 
@@ -351,7 +392,7 @@ func (s *TaskRepository) insertOrWinner(ctx context.Context, tx *sqlx.Tx, t doma
 	insert := tx.StmtxContext(ctx, s.insert)
 	for round := 1; ; round++ {
 		err := insert.QueryRowxContext(ctx, r.ID, r.DeviceID, fw, ro, r.Status, r.Progress, r.Attempt,
-			r.ErrorCode, r.ErrorMessage, r.CreatedAt, r.UpdatedAt).Scan(&r.ActionID)
+			r.ErrorCode, r.ErrorMessage, r.CreatedAt, r.UpdatedAt, r.Stage).Scan(&r.ActionID)
 		if err == nil {
 			out, err := r.toDomain()
 			return out, true, err
@@ -430,19 +471,14 @@ func (s *TaskRepository) failedIn(ctx context.Context, stmt *sqlx.Stmt, deviceID
 	return out, nil
 }
 
-// RolloutStatsSince counts a rollout's devices, each once
-// (domain.CountsOver), among the tasks created at or after since (a
-// stage's; the zero time counts them all), in one aggregate query
-// (rolloutStatsSQL). An unknown rollout (or the zero id) has no tasks.
+// RolloutStatsSince reads a rollout's counters (countersSQL): the whole
+// rollout's for the zero since, else those of its stage started at since.
+// An unknown rollout (or the zero id) has none.
 func (s *TaskRepository) RolloutStatsSince(ctx context.Context, rolloutID domain.UUID, since time.Time) (domain.TaskStats, error) {
 	if rolloutID.IsZero() {
 		return domain.TaskStats{}, nil
 	}
-	uid := rolloutID.String()
-	if since.IsZero() {
-		return statsIn(ctx, s.stats, uid)
-	}
-	return statsIn(ctx, s.statsSince, uid, dbTime(since))
+	return statsIn(ctx, s.stats, rolloutID.String(), dbTime(since))
 }
 
 // statsIn counts a rollout's tasks by status with stmt (the stats
@@ -699,10 +735,119 @@ func (t *taskTx) StoreRollout(r domain.Rollout) (domain.Rollout, error) {
 	return out, err
 }
 
-// RolloutStats counts the rollout's devices in the transaction.
+// RolloutStats reads the rollout's counters in the transaction.
 func (t *taskTx) RolloutStats(rolloutID domain.UUID, since time.Time) (domain.TaskStats, error) {
-	if since.IsZero() {
-		return statsIn(t.ctx, t.stmt(t.s.stats), rolloutID.String())
-	}
-	return statsIn(t.ctx, t.stmt(t.s.statsSince), rolloutID.String(), dbTime(since))
+	return statsIn(t.ctx, t.stmt(t.s.stats), rolloutID.String(), dbTime(since))
 }
+
+// CountedTask reads the device's counted task (countedTaskSQL).
+func (t *taskTx) CountedTask(rolloutID domain.UUID, deviceID domain.DeviceID, stage time.Time) (*domain.Task, error) {
+	stmt, args := t.s.counted, []any{rolloutID.String(), deviceID.String()}
+	if !stage.IsZero() {
+		stmt, args = t.s.countedInStage, append(args, dbTime(stage))
+	}
+	var r taskRow
+	err := r.scan(t.stmt(stmt).QueryRowContext(t.ctx, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading the counted task of device %q: %w", deviceID, unavailable(err))
+	}
+	task, err := r.toDomain()
+	return &task, err
+}
+
+// AddCounts adds the changes, merged by counter row, to the device's
+// shard (addCountsSQL).
+func (t *taskTx) AddCounts(deviceID domain.DeviceID, changes []domain.CountChange) error {
+	type key struct{ rollout, stage, status string }
+	sums := map[key]int{}
+	for _, c := range changes {
+		stage := dbTime(c.Stage).Format(time.RFC3339Nano)
+		for _, st := range domain.AllTaskStatuses {
+			if n := c.Delta.Of(st); n != 0 {
+				sums[key{c.Rollout.String(), stage, st.String()}] += n
+			}
+		}
+	}
+	var rollouts, stages, statuses []string
+	var ns []int64
+	for k, n := range sums {
+		if n != 0 {
+			rollouts, stages, statuses, ns = append(rollouts, k.rollout), append(stages, k.stage), append(statuses, k.status), append(ns, int64(n))
+		}
+	}
+	if len(ns) == 0 {
+		return nil
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(deviceID.String()))
+	shard := int(h.Sum32() % counterShards)
+	if _, err := t.stmt(t.s.addCounts).ExecContext(t.ctx, shard, pq.Array(rollouts), pq.Array(stages), pq.Array(statuses), pq.Array(ns)); err != nil {
+		return fmt.Errorf("adding to the counters of device %q's rollouts: %w", deviceID, mapWriteErr(err))
+	}
+	return nil
+}
+
+// StoredCounts reads the counters of one rollout, or of all (storedCountsSQL).
+func (s *TaskRepository) StoredCounts(ctx context.Context, rolloutID domain.UUID) ([]ports.RolloutCount, error) {
+	return s.counts(ctx, storedCountsSQL, rolloutID)
+}
+
+// Recount counts the tasks of one rollout, or of all (recountSQL).
+func (s *TaskRepository) Recount(ctx context.Context, rolloutID domain.UUID) ([]ports.RolloutCount, error) {
+	return s.counts(ctx, recountSQL, rolloutID, wholeRollout)
+}
+
+// counts runs a statement whose rows are (rollout, stage, status, count)
+// and gathers them by scope.
+func (s *TaskRepository) counts(ctx context.Context, query string, rolloutID domain.UUID, args ...any) ([]ports.RolloutCount, error) {
+	rows, err := s.db.QueryContext(ctx, query, append([]any{rolloutID.String()}, args...)...)
+	if err != nil {
+		return nil, fmt.Errorf("counting rollouts' devices: %w", unavailable(err))
+	}
+	defer rows.Close()
+	type key struct {
+		rollout string
+		stage   time.Time
+	}
+	byScope, order := map[key]*ports.RolloutCount{}, []key{}
+	for rows.Next() {
+		var (
+			k      key
+			status string
+			n      int
+		)
+		if err := rows.Scan(&k.rollout, &k.stage, &status, &n); err != nil {
+			return nil, fmt.Errorf("counting rollouts' devices: %w", unavailable(err))
+		}
+		st, err := domain.ParseTaskStatus(status)
+		if err != nil {
+			return nil, err
+		}
+		if k.stage = k.stage.UTC(); k.stage.Equal(wholeRollout) {
+			k.stage = time.Time{}
+		}
+		c, ok := byScope[k]
+		if !ok {
+			id, err := domain.ParseUUID("rollout_id", k.rollout)
+			if err != nil {
+				return nil, err
+			}
+			c = &ports.RolloutCount{Rollout: id, Stage: k.stage}
+			byScope[k], order = c, append(order, k)
+		}
+		c.Stats.Add(st, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("counting rollouts' devices: %w", unavailable(err))
+	}
+	out := make([]ports.RolloutCount, 0, len(order))
+	for _, k := range order {
+		out = append(out, *byScope[k])
+	}
+	return out, nil
+}
+
+var _ ports.CounterAudit = (*TaskRepository)(nil)

@@ -26,7 +26,7 @@
 \set ON_ERROR_STOP on
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgcrypto;
-TRUNCATE task_events, tasks, rollouts, firmwares, devices CASCADE;
+TRUNCATE task_events, rollout_counters, tasks, rollouts, firmwares, devices CASCADE;
 
 CREATE TEMP TABLE bench_now ON COMMIT DROP AS
     SELECT date_trunc('milliseconds', now()) AS t;
@@ -79,6 +79,13 @@ INSERT INTO tasks (id, device_id, firmware_id, rollout_id, status, progress, att
 SELECT gen_random_uuid(), device_id, '00000000-0000-4000-8000-0000000000b2', '00000000-0000-4000-9000-0000000000b2',
        'pending', 0, 1, (SELECT t FROM bench_now) - interval '1 hour', (SELECT t FROM bench_now) - interval '1 hour'
 FROM devices WHERE model = 'bru' ORDER BY device_id;
+
+-- The rollouts' counters, as migration 00110 backfills them (no stages).
+INSERT INTO rollout_counters (rollout_id, stage_started_at, status, shard, devices)
+SELECT rollout_id, '0001-01-01 00:00:00+00', status, 0, count(*) FROM (
+        SELECT DISTINCT ON (rollout_id, device_id) rollout_id, status FROM tasks
+        ORDER BY rollout_id, device_id, (status IN ('succeeded', 'failed')) DESC, created_at DESC, action_id DESC) c
+    GROUP BY rollout_id, status;
 
 COMMIT;
 VACUUM ANALYZE devices;

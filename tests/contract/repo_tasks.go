@@ -19,6 +19,8 @@ import (
 func (s *repoSuite) tasks(t *testing.T) {
 	ctx := t.Context()
 
+	t.Run("Counters", s.counters)
+
 	t.Run("GetActiveMissing", func(t *testing.T) {
 		for _, id := range []string{uuid.NewString(), "not-a-uuid", ""} {
 			_, err := s.Tasks.Get(ctx, asUUID(id))
@@ -838,7 +840,7 @@ func (s *repoSuite) rolloutStats(t *testing.T) {
 func (s *repoSuite) rolloutStatsEachDeviceOnce(t *testing.T) {
 	ctx := t.Context()
 	model := repoName("model")
-	o := s.watchedOffer(t, model, "2.0.0")
+	o := s.stagedOffer(t, model, "2.0.0", s.at(12))
 	// Each device's tasks, oldest first, and the status each ends in.
 	type step struct {
 		at     int
@@ -864,7 +866,7 @@ func (s *repoSuite) rolloutStatsEachDeviceOnce(t *testing.T) {
 		}
 	}
 	all := domain.TaskStats{Succeeded: 6, Failed: 3, Pending: 1}
-	stage := domain.TaskStats{Succeeded: 5, Failed: 1, Pending: 2} // created at or after at(12)
+	stage := domain.TaskStats{Succeeded: 5, Failed: 1, Pending: 2} // created at or after at(12): in the second stage
 	got, err := s.Tasks.RolloutStatsSince(ctx, o.Rollout.ID(), time.Time{})
 	repoNoErr(t, "stats", err)
 	if got != all {

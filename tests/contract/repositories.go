@@ -156,6 +156,25 @@ func (s *repoSuite) watchedOffer(t *testing.T, model, version string) domain.Off
 	return domain.Offer{Firmware: fw, Rollout: s.rollout(t, fw, spec, s.at(2), true)}
 }
 
+// stagedOffer is offer with two stages whose first gate held at at(2),
+// soaking until next: the tasks created from next on count in the second
+// stage, started at next (domain.Rollout.StageAt), before any event
+// stores the advance; the earlier ones in the first, started at at(2).
+func (s *repoSuite) stagedOffer(t *testing.T, model, version string, next time.Time) domain.Offer {
+	t.Helper()
+	fw := s.firmware(t, repoSpec(model, version), s.at(1), true)
+	spec := domain.RolloutSpec{Stages: []domain.StageRequest{
+		{Percentage: new(50), MinFinished: new(1), SuccessPercent: new(0), Soak: next.Sub(s.at(2))}, {Percentage: new(100)}}}
+	r := s.rollout(t, fw, spec, s.at(2), false)
+	if !r.Evaluate(domain.TaskStats{}, domain.TaskStats{Succeeded: 1}, s.at(2)) || !r.StageAt(next).Equal(next.Truncate(time.Microsecond)) {
+		t.Fatalf("the first stage's gate did not hold: %+v", r.Record())
+	}
+	if err := s.Rollouts.Create(t.Context(), r); err != nil {
+		t.Fatalf("create rollout: %v", err)
+	}
+	return domain.Offer{Firmware: fw, Rollout: r}
+}
+
 func (s *repoSuite) newTask(t *testing.T, deviceID domain.DeviceID, o domain.Offer, attempt int, at time.Time) domain.Task {
 	t.Helper()
 	tk, err := domain.NewTask(asUUID(uuid.NewString()), deviceID, o, attempt, at)

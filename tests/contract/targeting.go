@@ -222,7 +222,7 @@ func tagsContract(t *testing.T, s *repoSuite, r TargetingRepos) {
 
 func stageStatsContract(t *testing.T, s *repoSuite) {
 	ctx := t.Context()
-	o := s.offer(t, repoName("m"), "2.0.0")
+	o := s.stagedOffer(t, repoName("m"), "2.0.0", s.at(10))
 	for i := range 3 {
 		d := s.device(t, o.Firmware.Model(), "1.0.0")
 		tk := s.insert(t, s.newTask(t, d.ID(), o, 1, s.at(10*i)))
@@ -250,12 +250,12 @@ func stageStatsContract(t *testing.T, s *repoSuite) {
 		return t.ApplyEvent(ev, prior, s.at(31))
 	}, func(_ *domain.Rollout, stats func(time.Time) (domain.TaskStats, error)) (bool, error) {
 		var err error
-		inTx, err = stats(s.at(20))
+		inTx, err = stats(s.at(10))
 		return false, err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if inTx.Failed != 1 || inTx.Pending != 1 || inTx.Succeeded != 0 {
+	if inTx.Failed != 1 || inTx.Pending != 1 || inTx.Succeeded != 1 {
 		t.Fatalf("stage count in the event transaction: %+v", inTx)
 	}
 }
