@@ -59,7 +59,10 @@ var errForeignDevice = errors.New("the new task belongs to another device")
 // a creation for the same device holds its rollout FOR SHARE from before
 // its insert, and that insert waits for any uncommitted change of the
 // device's active task, so a task changed first would wait for the
-// creation while the creation waits for it.
+// creation while the creation waits for it. A creation with no task to
+// end may instead be one statement (CheckStore.InsertIfUnchanged, tried
+// by Checks.createUnchanged): it reads the offer FOR SHARE and then
+// inserts, this order with nothing before the rollouts.
 //
 // When fn ends a task (a final status: a time-out, an implicit success, a
 // cancel, a reverted install) and onRollout is not nil, that task's

@@ -32,6 +32,7 @@ type TaskRepository struct {
 	lockRollout     *sqlx.Stmt
 	failed          *sqlx.Stmt
 	insert          *sqlx.Stmt
+	insertUnchanged *sqlx.Stmt
 	update          *sqlx.Stmt
 	lock            *sqlx.Stmt
 	event           *sqlx.Stmt
@@ -60,7 +61,8 @@ func NewTaskRepository(db *sqlx.DB) (*TaskRepository, error) {
 		lockRollout:     p.prepare(`SELECT ` + rolloutColumns + ` FROM rollouts WHERE id = $1 FOR NO KEY UPDATE`),
 		failed: p.prepare(`SELECT firmware_id, count(*) FROM tasks
 			WHERE device_id = $1 AND status = 'failed' GROUP BY firmware_id`),
-		insert: p.prepare(insertTaskSQL),
+		insert:          p.prepare(insertTaskSQL),
+		insertUnchanged: p.prepare(insertUnchangedSQL),
 		update: p.prepare(`UPDATE tasks SET status = $2, progress = $3, attempt = $4, error_code = $5,
 				error_message = $6, updated_at = $7
 			WHERE id = $1
@@ -331,6 +333,48 @@ const insertTaskSQL = `INSERT INTO tasks (id, device_id, firmware_id, rollout_id
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 	ON CONFLICT (device_id) WHERE ` + activeStatusSQL + ` DO NOTHING
 	RETURNING action_id`
+
+// insertUnchangedSQL is insertTaskSQL guarded by what a plan read
+// (InsertIfUnchanged): the firmware and the rollout of that firmware, read
+// FOR SHARE, must have the statuses $12 and $13 — a revoke or pause in
+// progress is waited for, and the row it committed is what is compared —
+// and, as the statement's snapshot has them, the device must have no
+// active task and its failed tasks of the firmware must number $14. The
+// snapshot is taken before any wait for those locks: a task active in it
+// that fails while the statement waits would be missing from the count
+// and gone from the unique index by the insert, so such a task refuses
+// the insert here (the transaction locks it and counts after). No row
+// selected, or the partial unique index taken: nothing inserted, nothing
+// returned.
+const insertUnchangedSQL = `INSERT INTO tasks (id, device_id, firmware_id, rollout_id, status, progress, attempt,
+		error_code, error_message, created_at, updated_at)
+	SELECT $1, $2, f.id, r.id, $5, $6, $7, $8, $9, $10, $11 FROM firmwares f, rollouts r
+	WHERE f.id = $3 AND r.id = $4 AND r.firmware_id = f.id AND f.status = $12 AND r.status = $13
+		AND NOT EXISTS (SELECT FROM tasks WHERE device_id = $2 AND ` + activeStatusSQL + `)
+		AND (SELECT count(*) FROM tasks WHERE device_id = $2 AND firmware_id = $3 AND status = 'failed') = $14
+	FOR SHARE OF f, r
+	ON CONFLICT (device_id) WHERE ` + activeStatusSQL + ` DO NOTHING
+	RETURNING action_id`
+
+// InsertIfUnchanged inserts t in one statement outside any transaction
+// (insertUnchangedSQL): a creation's two round trips — the check view,
+// then this — instead of a transaction's six.
+func (s *TaskRepository) InsertIfUnchanged(ctx context.Context, t domain.Task, seen domain.Offer, failed int) (domain.Task, bool, error) {
+	if t.FirmwareID().IsZero() || t.RolloutID().IsZero() {
+		return domain.Task{}, false, nil // names no offer: nothing to compare
+	}
+	r := newTaskRow(t)
+	err := s.insertUnchanged.QueryRowxContext(ctx, r.ID, r.DeviceID, r.FirmwareID, r.RolloutID, r.Status, r.Progress, r.Attempt,
+		r.ErrorCode, r.ErrorMessage, r.CreatedAt, r.UpdatedAt, seen.Firmware.Status().String(), seen.Rollout.Status().String(), failed).Scan(&r.ActionID)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return domain.Task{}, false, nil
+	case err != nil:
+		return domain.Task{}, false, fmt.Errorf("inserting task %s: %w", r.ID, mapWriteErr(err))
+	}
+	out, err := r.toDomain()
+	return out, err == nil, err
+}
 
 // maxInsertRounds bounds insertOrWinner's insert-or-read-the-winner loop. A
 // second round happens only when the winner finished between the two
