@@ -196,18 +196,31 @@ func (s *repoSuite) insertIfUnchanged(t *testing.T) {
 		for i := range mine {
 			mine[i] = s.newTask(t, d.ID(), o, 1, s.at(20+i))
 		}
-		start := make(chan struct{})
+		// The race is forced: an update of the rollout that changes
+		// nothing holds it while every insert, having found no active
+		// task, waits for it; then they meet the unique index together.
+		inside, release, held := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+		go func() {
+			_, err := s.Rollouts.Update(ctx, o.Rollout.ID(), func(*domain.Rollout, domain.Firmware) error {
+				close(inside)
+				<-release
+				return nil
+			})
+			held <- err
+		}()
+		<-inside
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() {
-				<-start
 				var err error
 				if _, created[i], err = s.Tasks.InsertIfUnchanged(ctx, mine[i], o, 0); err != nil {
 					t.Errorf("insert %d: %v", i, err)
 				}
 			})
 		}
-		close(start)
+		time.Sleep(200 * time.Millisecond) // the inserts reach the rollout's lock
+		close(release)
+		repoNoErr(t, "hold the rollout", <-held)
 		wg.Wait()
 		winners := 0
 		for _, c := range created {
