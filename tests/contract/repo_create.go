@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -56,6 +57,17 @@ func (s *repoSuite) insertIfUnchanged(t *testing.T) {
 		active, err := s.Tasks.Active(ctx, d.ID())
 		repoNoErr(t, "active", err)
 		repoSameTask(t, active, want)
+	})
+	t.Run("an ended context (a lost lock): nothing stored", func(t *testing.T) {
+		d, o := fresh(t)
+		tk := s.newTask(t, d.ID(), o, 1, s.at(20))
+		ended, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, created, err := s.Tasks.InsertIfUnchanged(ended, tk, o, 0); err == nil || created {
+			t.Fatalf("insert under an ended context: created %v, err %v; want an error and nothing stored", created, err)
+		}
+		_, err := s.Tasks.Get(ctx, tk.ID())
+		repoIsNotFound(t, "the task inserted after the context ended", err)
 	})
 	t.Run("an active task: refused", func(t *testing.T) {
 		d, o := fresh(t)
