@@ -26,13 +26,12 @@ type CheckStore interface {
 	// InsertIfUnchanged inserts t in one statement, its own transaction,
 	// only if what a plan made on an earlier read depends on still holds
 	// as that statement sees it: t's device has no active task (neither
-	// in its snapshot nor at its insert), its failed tasks of t's firmware
-	// number failed, and t's firmware and
-	// rollout (of that firmware) have the statuses of seen's — read FOR
-	// SHARE, so that a revoke or pause in progress is waited for and
-	// wins. It compares, it does not judge: created false means nothing
-	// was stored, whichever guard failed, and the full transaction
-	// (ReplaceActive) decides instead.
+	// in its snapshot nor at its insert), its failed tasks of t's
+	// firmware number failed, and t's firmware and rollout (of that
+	// firmware) have the statuses of seen's — read FOR SHARE, so that a
+	// revoke or pause in progress is waited for and wins. It compares, it
+	// does not judge: created false means nothing was stored, whichever
+	// guard failed, and the full transaction (ReplaceActive) decides.
 	InsertIfUnchanged(ctx context.Context, t domain.Task, seen domain.Offer, failed int) (stored domain.Task, created bool, err error)
 }
 

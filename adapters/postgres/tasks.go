@@ -357,8 +357,8 @@ const insertUnchangedSQL = `INSERT INTO tasks (id, device_id, firmware_id, rollo
 	RETURNING action_id`
 
 // InsertIfUnchanged inserts t in one statement outside any transaction
-// (insertUnchangedSQL): a creation's two round trips — the check view,
-// then this — instead of a transaction's six.
+// (insertUnchangedSQL): a creation is then two round trips, the check
+// view and this, instead of the check view and a transaction's six.
 func (s *TaskRepository) InsertIfUnchanged(ctx context.Context, t domain.Task, seen domain.Offer, failed int) (domain.Task, bool, error) {
 	if t.FirmwareID().IsZero() || t.RolloutID().IsZero() {
 		return domain.Task{}, false, nil // names no offer: nothing to compare
