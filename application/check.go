@@ -23,6 +23,19 @@ type CheckStore interface {
 	// TaskTransactor is the transaction ReplaceActive, next to the
 	// check, replaces the device's active task in.
 	TaskTransactor
+	// InsertIfUnchanged inserts t in one statement, its own transaction,
+	// only if what a plan made on an earlier read depends on still holds
+	// as that statement sees it: t's device has no active task (neither
+	// in its snapshot nor at its insert) and no task at all in t's
+	// rollout, its failed tasks of t's firmware number failed, and t's
+	// firmware and rollout (of that firmware) have the statuses of seen's,
+	// the rollout unchanged since (its updated_at: t joined the stage seen
+	// gives) — read FOR SHARE, so that a revoke or pause in progress is
+	// waited for and wins. With t it adds counts to the rollout's
+	// counters. It compares, it does not judge: created false means
+	// nothing was stored, whichever guard failed, and the full
+	// transaction (ReplaceActive) decides.
+	InsertIfUnchanged(ctx context.Context, t domain.Task, seen domain.Offer, failed int, counts []domain.CountChange) (stored domain.Task, created bool, err error)
 }
 
 // Checks answers devices' polls.
@@ -152,7 +165,13 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 			res = ports.CheckResult{Task: &ports.TaskView{Task: *plan.Task, Firmware: active.Firmware}, Outcome: ports.CheckReused}
 		}
 	case plan.Action == domain.CheckCreate:
-		res, err = s.createOnce(ctx, dev, current, facts, req.Delivery, offers, plan.Offer)
+		// With no task to end, the creation may take its short path on
+		// the state just read (createUnchanged).
+		var seen *ports.DeviceTasks
+		if tasks.Active == nil && plan.Ended == nil {
+			seen = tasks
+		}
+		res, err = s.createOnce(ctx, dev, current, facts, req.Delivery, offers, plan.Offer, seen)
 	default:
 		// Only the active task changes (it succeeded, was cancelled or
 		// timed out), or the last success may be contradicted (Recheck:
@@ -178,7 +197,7 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 			break
 		}
 		offers = moved.offers
-		res, err = s.createOnce(ctx, dev, current, facts, req.Delivery, offers, moved.offer)
+		res, err = s.createOnce(ctx, dev, current, facts, req.Delivery, offers, moved.offer, nil)
 	}
 	if err == nil && plan.Recheck {
 		if err = s.devices.RecordSeen(ctx, dev, current, now); err != nil {
@@ -234,7 +253,7 @@ type flightResult struct {
 // reported version in this process, and shares its answer with the callers
 // that asked meanwhile (a caller reporting another version is planned
 // anew: rule 3 may succeed its task instead).
-func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, delivery domain.Delivery, offers []domain.Offer, offer domain.Offer) (ports.CheckResult, error) {
+func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, delivery domain.Delivery, offers []domain.Offer, offer domain.Offer, seen *ports.DeviceTasks) (ports.CheckResult, error) {
 	key := dev.ID().String() + ":" + offer.Firmware.ID().String() + ":" + current.String()
 	ch := s.flights.DoChan(key, func() (any, error) {
 		// The flight outlives any one caller's cancellation, since the
@@ -243,7 +262,7 @@ func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current doma
 		// held, so neither the lock nor this goroutine is kept forever.
 		flightCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flightTimeout)
 		defer cancel()
-		res, err := s.create(flightCtx, dev, current, facts, delivery, offers, offer)
+		res, err := s.create(flightCtx, dev, current, facts, delivery, offers, offer, seen)
 		if err != nil && flightCtx.Err() != nil && !errors.Is(err, domain.ErrServiceBusy) {
 			err = fmt.Errorf("%w: find-or-create ran out of time: %w", domain.ErrServiceBusy, err)
 		}
@@ -266,11 +285,21 @@ func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current doma
 }
 
 // create is the critical section of check rule 7: under the lock, plan
-// again on what the transaction sees, and reuse, keep or replace.
-func (s *Checks) create(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, delivery domain.Delivery, offers []domain.Offer, offer domain.Offer) (ports.CheckResult, error) {
+// again on what the transaction sees, and reuse, keep or replace. seen,
+// when not nil, is the device's task state read before the lock, with no
+// active task: the short path (createUnchanged) is tried first.
+func (s *Checks) create(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, delivery domain.Delivery, offers []domain.Offer, offer domain.Offer, seen *ports.DeviceTasks) (ports.CheckResult, error) {
 	var res ports.CheckResult
 	err := s.locker.WithLock(ctx, dev.ID().String()+":"+offer.Firmware.ID().String(), func(ctx context.Context) error {
-		var err error
+		var (
+			err  error
+			done bool
+		)
+		if seen != nil {
+			if res, done, err = s.createUnchanged(ctx, dev, current, facts, delivery, offers, *seen, offer.Firmware.ID()); err != nil || done {
+				return err
+			}
+		}
 		res, err = s.write(ctx, dev, current, facts, delivery, offers, offer.Firmware.ID())
 		if errors.Is(err, domain.ErrOfferWithdrawn) {
 			// Revoked or stopped between the plan and the insert: plan
@@ -290,6 +319,45 @@ func (s *Checks) create(ctx context.Context, dev domain.Device, current domain.V
 		return ports.CheckResult{}, fmt.Errorf("finding or creating task: %w", err)
 	}
 	return res, nil
+}
+
+// createUnchanged is a creation's short path, for a device whose task
+// state seen, read before the lock, had no active task: domain.PlanCheck
+// again, now, on seen, and the task it wants — if of the locked firmware,
+// ending nothing — inserted by one statement that stores it only if what
+// that plan read of the store still holds (InsertIfUnchanged: no active
+// task, as many failed tasks of its firmware, the offer's statuses as
+// judged, read FOR SHARE). The transaction would then have planned the
+// same: with no active task its plan reads nothing else of the store
+// (the latest task only on a Recheck, not taken here), and more failures
+// of another firmware only drop an offer the plan did not pick. Failed
+// counts only grow, so a stale read (a replica's) fails the guard rather
+// than pass it. The statement takes its locks in ReplaceActive's order
+// (the offer FOR SHARE, then the insert). done false: nothing was
+// stored, and ReplaceActive decides.
+func (s *Checks) createUnchanged(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, delivery domain.Delivery, offers []domain.Offer, seen ports.DeviceTasks, locked domain.UUID) (res ports.CheckResult, done bool, err error) {
+	now := s.clock.Now()
+	plan := domain.PlanCheck(domain.CheckInput{
+		Device: dev, Reported: current, Offers: offers, Failed: seen.Failed, Now: now, Facts: facts, Delivery: delivery,
+	})
+	if plan.Action != domain.CheckCreate || plan.Ended != nil || plan.Recheck || plan.Offer.Firmware.ID() != locked {
+		return ports.CheckResult{}, false, nil
+	}
+	id, err := newID(s.ids)
+	if err != nil {
+		return ports.CheckResult{}, false, err
+	}
+	t, err := domain.NewTask(id, dev.ID(), plan.Offer, plan.Attempt, now)
+	if err != nil {
+		return ports.CheckResult{}, false, err
+	}
+	t.JoinStage(plan.Offer.Rollout) // the statement stores t only if the rollout is still as read
+	stored, created, err := s.tasks.InsertIfUnchanged(ctx, t, plan.Offer, seen.Failed[locked.String()], firstCounts(t))
+	if err != nil || !created {
+		return ports.CheckResult{}, false, err
+	}
+	s.metrics.TaskTransition(domain.TaskPending.String())
+	return ports.CheckResult{Task: &ports.TaskView{Task: stored, Firmware: plan.Offer.Firmware}, Outcome: ports.CheckCreated}, true, nil
 }
 
 // maxReplans bounds how often one check follows its plan to another

@@ -68,6 +68,10 @@ var errForeignDevice = errors.New("the new task belongs to another device")
 // events of one rollout with something to judge are serialised by its row
 // lock anyway; for the others, and for progress events, the store spreads
 // a count over shard rows so that devices seldom queue on one.
+// A creation with no task to end, for a device with no task in the
+// rollout yet, may instead be one statement (CheckStore.InsertIfUnchanged,
+// tried by Checks.createUnchanged): it reads the offer FOR SHARE, inserts,
+// and adds the new task to the counters, in this order.
 //
 // When fn ends a task (a final status: a time-out, an implicit success, a
 // cancel, a reverted install) and onRollout is not nil, that task's
@@ -357,10 +361,7 @@ type counts struct {
 // counts in t's rollout and in t's stage, and returns the function that
 // records what the change to what t became adds.
 func (c *counts) track(t domain.Task) (func(changed domain.Task), error) {
-	scopes := []time.Time{{}}
-	if !t.Stage().IsZero() {
-		scopes = append(scopes, t.Stage())
-	}
+	scopes := countScopes(t)
 	counted := make([]*domain.Task, len(scopes))
 	for i, stage := range scopes {
 		var err error
@@ -375,6 +376,27 @@ func (c *counts) track(t domain.Task) (func(changed domain.Task), error) {
 			}
 		}
 	}, nil
+}
+
+// countScopes are the scopes t counts in: its rollout (the zero stage),
+// and its stage when the rollout has stages.
+func countScopes(t domain.Task) []time.Time {
+	if t.Stage().IsZero() {
+		return []time.Time{{}}
+	}
+	return []time.Time{{}, t.Stage()}
+}
+
+// firstCounts is what t adds to its rollout's counters when its device
+// has no task in the rollout yet (domain.Recount over none), in every
+// scope: a creation's short path (Checks.createUnchanged) inserts only
+// then, and adds these in the same statement.
+func firstCounts(t domain.Task) []domain.CountChange {
+	var out []domain.CountChange
+	for _, stage := range countScopes(t) {
+		out = append(out, domain.CountChange{Rollout: t.RolloutID(), Stage: stage, Delta: domain.Recount(nil, t)})
+	}
+	return out
 }
 
 // with is st, a scope's counters as stored, with the changes c holds

@@ -33,6 +33,7 @@ type TaskRepository struct {
 	lockRollout     *sqlx.Stmt
 	failed          *sqlx.Stmt
 	insert          *sqlx.Stmt
+	insertUnchanged *sqlx.Stmt
 	update          *sqlx.Stmt
 	lock            *sqlx.Stmt
 	event           *sqlx.Stmt
@@ -63,7 +64,8 @@ func NewTaskRepository(db *sqlx.DB) (*TaskRepository, error) {
 		lockRollout:     p.prepare(`SELECT ` + rolloutColumns + ` FROM rollouts WHERE id = $1 FOR NO KEY UPDATE`),
 		failed: p.prepare(`SELECT firmware_id, count(*) FROM tasks
 			WHERE device_id = $1 AND status = 'failed' GROUP BY firmware_id`),
-		insert: p.prepare(insertTaskSQL),
+		insert:          p.prepare(insertTaskSQL),
+		insertUnchanged: p.prepare(insertUnchangedSQL),
 		update: p.prepare(`UPDATE tasks SET status = $2, progress = $3, attempt = $4, error_code = $5,
 				error_message = $6, updated_at = $7
 			WHERE id = $1
@@ -372,6 +374,63 @@ const insertTaskSQL = `INSERT INTO tasks (id, device_id, firmware_id, rollout_id
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 	ON CONFLICT (device_id) WHERE ` + activeStatusSQL + ` DO NOTHING
 	RETURNING action_id`
+
+// insertUnchangedSQL is insertTaskSQL guarded by what a plan read
+// (InsertIfUnchanged): the firmware and the rollout of that firmware, read
+// FOR SHARE, must have the statuses $13 and $14 and the rollout the
+// updated_at $15 (t joined the stage that version of it gives) — a
+// revoke, pause or stage change in progress is waited for, and the row it
+// committed is what is compared — and, as the statement's snapshot has
+// them, the device must have no active task and no task in the rollout,
+// and its failed tasks of the firmware must number $16. The snapshot is
+// taken before any wait for those locks: a task active in it that fails
+// while the statement waits would be missing from the count and gone from
+// the unique index by the insert, so such a task refuses the insert here
+// (the transaction locks it and counts after). No row selected, or the
+// partial unique index taken: nothing inserted, nothing returned. The
+// inserted task is added to the counters ($17–$21, addCountsSQL's) in the
+// same statement, only when it was inserted.
+const insertUnchangedSQL = `WITH ins AS (
+	INSERT INTO tasks (id, device_id, firmware_id, rollout_id, status, progress, attempt,
+		error_code, error_message, created_at, updated_at, stage_started_at)
+	SELECT $1, $2, f.id, r.id, $5, $6, $7, $8, $9, $10, $11, $12 FROM firmwares f, rollouts r
+	WHERE f.id = $3 AND r.id = $4 AND r.firmware_id = f.id AND f.status = $13 AND r.status = $14 AND r.updated_at = $15
+		AND NOT EXISTS (SELECT FROM tasks WHERE device_id = $2 AND (` + activeStatusSQL + ` OR rollout_id = $4))
+		AND (SELECT count(*) FROM tasks WHERE device_id = $2 AND firmware_id = $3 AND status = 'failed') = $16
+	FOR SHARE OF f, r
+	ON CONFLICT (device_id) WHERE ` + activeStatusSQL + ` DO NOTHING
+	RETURNING action_id
+), counted AS (
+	INSERT INTO rollout_counters AS c (rollout_id, stage_started_at, status, shard, devices)
+	SELECT d.rollout_id::uuid, d.stage::timestamptz, d.status, $17, d.n
+	FROM unnest($18::text[], $19::text[], $20::text[], $21::bigint[]) AS d(rollout_id, stage, status, n), ins
+	ORDER BY 1, 2, 3
+	ON CONFLICT (rollout_id, stage_started_at, status, shard) DO UPDATE SET devices = c.devices + excluded.devices
+)
+SELECT action_id FROM ins`
+
+// InsertIfUnchanged inserts t and adds counts in one statement outside
+// any transaction (insertUnchangedSQL): a creation is then two round
+// trips, the check view and this, instead of the check view and a
+// transaction's eight.
+func (s *TaskRepository) InsertIfUnchanged(ctx context.Context, t domain.Task, seen domain.Offer, failed int, counts []domain.CountChange) (domain.Task, bool, error) {
+	if t.FirmwareID().IsZero() || t.RolloutID().IsZero() {
+		return domain.Task{}, false, nil // names no offer: nothing to compare
+	}
+	r := newTaskRow(t)
+	args := append([]any{r.ID, r.DeviceID, r.FirmwareID, r.RolloutID, r.Status, r.Progress, r.Attempt,
+		r.ErrorCode, r.ErrorMessage, r.CreatedAt, r.UpdatedAt, r.Stage, seen.Firmware.Status().String(), seen.Rollout.Status().String(),
+		dbTime(seen.Rollout.UpdatedAt()), failed}, counterRowsOf(t.DeviceID(), counts).args()...)
+	err := s.insertUnchanged.QueryRowxContext(ctx, args...).Scan(&r.ActionID)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return domain.Task{}, false, nil
+	case err != nil:
+		return domain.Task{}, false, fmt.Errorf("inserting task %s: %w", r.ID, mapWriteErr(err))
+	}
+	out, err := r.toDomain()
+	return out, err == nil, err
+}
 
 // maxInsertRounds bounds insertOrWinner's insert-or-read-the-winner loop. A
 // second round happens only when the winner finished between the two
@@ -761,6 +820,25 @@ func (t *taskTx) CountedTask(rolloutID domain.UUID, deviceID domain.DeviceID, st
 // AddCounts adds the changes, merged by counter row, to the device's
 // shard (addCountsSQL).
 func (t *taskTx) AddCounts(deviceID domain.DeviceID, changes []domain.CountChange) error {
+	rows := counterRowsOf(deviceID, changes)
+	if rows.empty() {
+		return nil
+	}
+	if _, err := t.stmt(t.s.addCounts).ExecContext(t.ctx, rows.args()...); err != nil {
+		return fmt.Errorf("adding to the counters of device %q's rollouts: %w", deviceID, mapWriteErr(err))
+	}
+	return nil
+}
+
+// counterRows are changes as addCountsSQL's arguments: the device's
+// shard, then one element per counter row changed, merged by row.
+type counterRows struct {
+	shard                      int
+	rollouts, stages, statuses []string
+	ns                         []int64
+}
+
+func counterRowsOf(deviceID domain.DeviceID, changes []domain.CountChange) counterRows {
 	type key struct{ rollout, stage, status string }
 	sums := map[key]int{}
 	for _, c := range changes {
@@ -771,23 +849,23 @@ func (t *taskTx) AddCounts(deviceID domain.DeviceID, changes []domain.CountChang
 			}
 		}
 	}
-	var rollouts, stages, statuses []string
-	var ns []int64
-	for k, n := range sums {
-		if n != 0 {
-			rollouts, stages, statuses, ns = append(rollouts, k.rollout), append(stages, k.stage), append(statuses, k.status), append(ns, int64(n))
-		}
-	}
-	if len(ns) == 0 {
-		return nil
-	}
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(deviceID.String()))
-	shard := int(h.Sum32() % counterShards)
-	if _, err := t.stmt(t.s.addCounts).ExecContext(t.ctx, shard, pq.Array(rollouts), pq.Array(stages), pq.Array(statuses), pq.Array(ns)); err != nil {
-		return fmt.Errorf("adding to the counters of device %q's rollouts: %w", deviceID, mapWriteErr(err))
+	out := counterRows{shard: int(h.Sum32() % counterShards)}
+	for k, n := range sums {
+		if n != 0 {
+			out.rollouts, out.stages, out.statuses = append(out.rollouts, k.rollout), append(out.stages, k.stage), append(out.statuses, k.status)
+			out.ns = append(out.ns, int64(n))
+		}
 	}
-	return nil
+	return out
+}
+
+func (c counterRows) empty() bool { return len(c.ns) == 0 }
+
+// args are addCountsSQL's $1–$5.
+func (c counterRows) args() []any {
+	return []any{c.shard, pq.Array(c.rollouts), pq.Array(c.stages), pq.Array(c.statuses), pq.Array(c.ns)}
 }
 
 // StoredCounts reads the counters of one rollout, or of all (storedCountsSQL).

@@ -4,15 +4,19 @@
 -- leaves nothing half-made.
 --
 -- psql variables:
---   half     devices per fleet (two fleets: 2 × half devices in all)
+--   half     devices per fleet of the first two (bnu, bru)
+--   creation devices of the creation fleet (bcr)
 --   history  finished historical tasks, spread over every device
 --   secret   key of the device tokens (see below)
 --
--- Two fleets, so one database serves both scenarios:
+-- Three fleets, so one database serves every scenario:
 --   bnu-0000000 …  model bnu, nothing offered: every check is "no update"
 --   bru-0000000 …  model bru, firmware 2.0.0 at a 100 % rollout, and every
 --                  device already holds its pending task: every check is
 --                  "reuse"
+--   bcr-0000000 …  model bcr, firmware 2.0.0 at a 100 % rollout, no task
+--                  yet: every device's first check creates its task
+--                  (bench.sh deletes them before each run)
 -- Both report current_version 1.0.0. The historical tasks belong to
 -- firmware 0.0.1 of the device's model, whose rollout is cancelled (never
 -- offered): ~90 % succeeded, ~8 % failed, ~2 % cancelled, over 90 days.
@@ -36,7 +40,9 @@ SELECT id, model, '1.0.0',
        sha256(convert_to('sim_' || rtrim(translate(encode(hmac(id, :'secret', 'sha256'), 'base64'), '+/', '-_'), '='), 'UTF8')),
        (SELECT t FROM bench_now) - interval '180 days'
 FROM (SELECT m AS model, m || '-' || lpad(i::text, 7, '0') AS id
-      FROM unnest(ARRAY['bnu', 'bru']) AS m, generate_series(0, :half - 1) AS i) AS s
+      FROM unnest(ARRAY['bnu', 'bru']) AS m, generate_series(0, :half - 1) AS i
+      UNION ALL
+      SELECT 'bcr', 'bcr-' || lpad(i::text, 7, '0') FROM generate_series(0, :creation - 1) AS i) AS s
 ORDER BY id;
 
 -- Fixed ids, so that the statements below (and a reader) can name them.
@@ -46,13 +52,15 @@ SELECT id::uuid, model, version, version, 'https://firmware.example/' || model |
        (SELECT t FROM bench_now) - interval '100 days', (SELECT t FROM bench_now) - interval '100 days'
 FROM (VALUES ('00000000-0000-4000-8000-0000000000a1', 'bnu', '0.0.1'),
              ('00000000-0000-4000-8000-0000000000b1', 'bru', '0.0.1'),
-             ('00000000-0000-4000-8000-0000000000b2', 'bru', '2.0.0')) AS f (id, model, version);
+             ('00000000-0000-4000-8000-0000000000b2', 'bru', '2.0.0'),
+             ('00000000-0000-4000-8000-0000000000c2', 'bcr', '2.0.0')) AS f (id, model, version);
 
 INSERT INTO rollouts (id, firmware_id, percentage, status, created_at, updated_at)
 SELECT id::uuid, fw::uuid, pct, status, (SELECT t FROM bench_now) - interval '95 days', (SELECT t FROM bench_now) - interval '95 days'
 FROM (VALUES ('00000000-0000-4000-9000-0000000000a1', '00000000-0000-4000-8000-0000000000a1', 100, 'cancelled'),
              ('00000000-0000-4000-9000-0000000000b1', '00000000-0000-4000-8000-0000000000b1', 100, 'cancelled'),
-             ('00000000-0000-4000-9000-0000000000b2', '00000000-0000-4000-8000-0000000000b2', 100, 'active')) AS r (id, fw, pct, status);
+             ('00000000-0000-4000-9000-0000000000b2', '00000000-0000-4000-8000-0000000000b2', 100, 'active'),
+             ('00000000-0000-4000-9000-0000000000c2', '00000000-0000-4000-8000-0000000000c2', 100, 'active')) AS r (id, fw, pct, status);
 
 -- History: task k goes to device k mod (2 × half), oldest first, so the
 -- created_at indexes grow at their right edge.

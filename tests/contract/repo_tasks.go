@@ -417,6 +417,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 	t.Run("CheckView", func(t *testing.T) { s.checkView(t) })
 	t.Run("ReplaceActiveState", func(t *testing.T) { s.replaceActiveState(t) })
 	t.Run("ReplaceActiveOfferWithdrawn", func(t *testing.T) { s.offerWithdrawn(t) })
+	t.Run("InsertIfUnchanged", func(t *testing.T) { s.insertIfUnchanged(t) })
 	t.Run("ApplyEventEvaluatesRollout", func(t *testing.T) { s.applyEventRollout(t) })
 	t.Run("ReplaceActiveEvaluatesRollout", func(t *testing.T) { s.replaceActiveRollout(t) })
 	t.Run("ReplaceActiveRolloutSwapRace", func(t *testing.T) { s.replaceActiveRolloutSwap(t) })
