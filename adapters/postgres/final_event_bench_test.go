@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,7 +24,7 @@ import (
 // downloading task per device, and its counters recounted once, as
 // migration 00110 backfills them.
 //
-//	OTA_TEST_DATABASE_URL=… [OTA_BENCH_1M=1] go test -run '^$' -bench BenchmarkFinalEvent -benchtime 200x ./adapters/postgres/
+//	OTA_TEST_DATABASE_URL=… [OTA_BENCH_1M=1] go test -run '^$' -bench 'BenchmarkFinalEvent/' -benchtime 200x ./adapters/postgres/
 func BenchmarkFinalEvent(b *testing.B) {
 	sizes := []int{1_000, 100_000}
 	if os.Getenv("OTA_BENCH_1M") == "1" {
@@ -32,69 +33,7 @@ func BenchmarkFinalEvent(b *testing.B) {
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("tasks=%d", n), func(b *testing.B) {
 			ctx := context.Background()
-			db, _ := testenv.PostgresDB(b)
-			rollout := uuid.NewString()
-			seed := []string{
-				`INSERT INTO devices (device_id, model, current_version, token_hash, created_at)
-				SELECT 'fe-' || lpad(i::text, 7, '0'), 'fe', '1.0.0', sha256(convert_to(i::text, 'UTF8')), now()
-				FROM generate_series(0, $1 - 1) AS i`,
-				`INSERT INTO firmwares (id, model, version, version_key, url, size_bytes, sha256, status, created_at, updated_at)
-				VALUES ('00000000-0000-4000-8000-0000000000fe', 'fe', '2.0.0', '2.0.0', 'https://firmware.example/fe.bin', 1,
-					encode(sha256('fe'), 'hex'), 'released', now(), now())`,
-				`INSERT INTO rollouts (id, firmware_id, percentage, failure_threshold_percent, min_sample, status, created_at, updated_at)
-				VALUES ($1, '00000000-0000-4000-8000-0000000000fe', 100, 50, 20, 'active', now() - interval '1 day', now() - interval '1 day')`,
-				`INSERT INTO tasks (id, device_id, firmware_id, rollout_id, status, progress, attempt, created_at, updated_at)
-				SELECT gen_random_uuid(), 'fe-' || lpad(i::text, 7, '0'), '00000000-0000-4000-8000-0000000000fe', $1,
-					'downloading', 50, 1, now() - interval '1 hour', now() - interval '1 hour'
-				FROM generate_series(0, $2 - 1) AS i`,
-			}
-			if _, err := db.ExecContext(ctx, seed[0], n); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := db.ExecContext(ctx, seed[1]); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := db.ExecContext(ctx, seed[2], rollout); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := db.ExecContext(ctx, seed[3], rollout, n); err != nil {
-				b.Fatal(err)
-			}
-			var counters bool
-			if err := db.GetContext(ctx, &counters, `SELECT to_regclass('rollout_counters') IS NOT NULL`); err != nil {
-				b.Fatal(err)
-			}
-			if counters { // the counters' backfill, as migration 00110
-				if _, err := db.ExecContext(ctx, `INSERT INTO rollout_counters (rollout_id, stage_started_at, status, shard, devices)
-					SELECT $1, '0001-01-01 00:00:00+00', 'downloading', 0, $2`, rollout, n); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if _, err := db.ExecContext(ctx, `VACUUM ANALYZE tasks`); err != nil {
-				b.Fatal(err)
-			}
-			var ids []domain.UUID
-			rows, err := db.QueryContext(ctx, `SELECT id FROM tasks ORDER BY device_id LIMIT $1`, b.N)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for rows.Next() {
-				var id string
-				if err := rows.Scan(&id); err != nil {
-					b.Fatal(err)
-				}
-				ids = append(ids, asUUID(id))
-			}
-			if err := rows.Close(); err != nil {
-				b.Fatal(err)
-			}
-			if len(ids) < b.N {
-				b.Skipf("%d iterations, %d tasks: use -benchtime Nx with N <= %d", b.N, n, n)
-			}
-			tasks, err := postgres.NewTaskRepository(db)
-			if err != nil {
-				b.Fatal(err)
-			}
+			tasks, ids := seedFinalEvents(b, n, b.N, true)
 			ev, err := domain.NewEvent("done", "succeeded", nil, "", "")
 			if err != nil {
 				b.Fatal(err)
@@ -121,4 +60,102 @@ func BenchmarkFinalEvent(b *testing.B) {
 			}
 		})
 	}
+}
+
+// seedFinalEvents seeds a rollout (with a failure threshold, or none) of n
+// devices, each with a downloading task, and its counters, as migration
+// 00110 backfills them; it returns the task store and the first k tasks.
+func seedFinalEvents(b *testing.B, n, k int, threshold bool) (*postgres.TaskRepository, []domain.UUID) {
+	b.Helper()
+	ctx := context.Background()
+	db, _ := testenv.PostgresDB(b)
+	rollout := uuid.NewString()
+	var pct any
+	if threshold {
+		pct = 50
+	}
+	seed := []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO devices (device_id, model, current_version, token_hash, created_at)
+			SELECT 'fe-' || lpad(i::text, 7, '0'), 'fe', '1.0.0', sha256(convert_to(i::text, 'UTF8')), now()
+			FROM generate_series(0, $1 - 1) AS i`, []any{n}},
+		{`INSERT INTO firmwares (id, model, version, version_key, url, size_bytes, sha256, status, created_at, updated_at)
+			VALUES ('00000000-0000-4000-8000-0000000000fe', 'fe', '2.0.0', '2.0.0', 'https://firmware.example/fe.bin', 1,
+				encode(sha256('fe'), 'hex'), 'released', now(), now())`, nil},
+		{`INSERT INTO rollouts (id, firmware_id, percentage, failure_threshold_percent, min_sample, status, created_at, updated_at)
+			VALUES ($1, '00000000-0000-4000-8000-0000000000fe', 100, $2, 20, 'active', now() - interval '1 day', now() - interval '1 day')`, []any{rollout, pct}},
+		{`INSERT INTO tasks (id, device_id, firmware_id, rollout_id, status, progress, attempt, created_at, updated_at)
+			SELECT gen_random_uuid(), 'fe-' || lpad(i::text, 7, '0'), '00000000-0000-4000-8000-0000000000fe', $1,
+				'downloading', 50, 1, now() - interval '1 hour', now() - interval '1 hour'
+			FROM generate_series(0, $2 - 1) AS i`, []any{rollout, n}},
+		{`VACUUM ANALYZE tasks`, nil},
+	}
+	for _, st := range seed {
+		if _, err := db.ExecContext(ctx, st.sql, st.args...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var counters bool
+	if err := db.GetContext(ctx, &counters, `SELECT to_regclass('rollout_counters') IS NOT NULL`); err != nil {
+		b.Fatal(err)
+	}
+	if counters {
+		if _, err := db.ExecContext(ctx, `INSERT INTO rollout_counters (rollout_id, stage_started_at, status, shard, devices)
+			SELECT $1, '0001-01-01 00:00:00+00', 'downloading', 0, $2`, rollout, n); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var ids []domain.UUID
+	rows, err := db.QueryContext(ctx, `SELECT id FROM tasks ORDER BY device_id LIMIT $1`, k)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, asUUID(id))
+	}
+	if err := rows.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if len(ids) < k {
+		b.Skipf("%d iterations, %d tasks: use -benchtime Nx with N <= %d", k, n, n)
+	}
+	tasks, err := postgres.NewTaskRepository(db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return tasks, ids
+}
+
+// BenchmarkFinalEventsInParallel ends many devices' tasks of one rollout
+// without a judgement (no row lock orders them) from parallel goroutines:
+// what queues on the counter rows, which a count spreads over shards.
+//
+//	go test -run '^$' -bench BenchmarkFinalEventsInParallel -benchtime 2000x -cpu 8 ./adapters/postgres/
+func BenchmarkFinalEventsInParallel(b *testing.B) {
+	ctx := context.Background()
+	tasks, ids := seedFinalEvents(b, 10_000, b.N, false)
+	ev, err := domain.NewEvent("done", "succeeded", nil, "", "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now()
+	var next atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			id := ids[next.Add(1)-1]
+			if _, err := application.ApplyEvent(ctx, tasks, id, ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
+				return t.ApplyEvent(ev, prior, now)
+			}, nil); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

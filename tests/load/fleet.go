@@ -420,6 +420,18 @@ func seedHistory(ctx context.Context, db *sqlx.DB, cl *client, f *fleet, n int) 
 	if err := stmt.Close(); err != nil {
 		return historyResult{}, err
 	}
+	// The history rollout's counters, recounted as migration 00110
+	// backfills them: COPY goes round the task transactions that keep them.
+	if _, err := tx.ExecContext(ctx, `DELETE FROM rollout_counters WHERE rollout_id = $1`, ids.RolloutID.String); err != nil {
+		return historyResult{}, err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO rollout_counters (rollout_id, stage_started_at, status, shard, devices)
+		SELECT $1, '0001-01-01 00:00:00+00', status, 0, count(*) FROM (
+			SELECT DISTINCT ON (device_id) status FROM tasks WHERE rollout_id = $1
+			ORDER BY device_id, (status IN ('succeeded', 'failed')) DESC, created_at DESC, action_id DESC) c
+		GROUP BY status`, ids.RolloutID.String); err != nil {
+		return historyResult{}, fmt.Errorf("recounting the history rollout: %w", err)
+	}
 	if err := tx.Commit(); err != nil {
 		return historyResult{}, err
 	}
