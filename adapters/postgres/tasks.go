@@ -208,8 +208,9 @@ func activeTask(ctx context.Context, stmt *sqlx.Stmt, deviceID string) (domain.T
 // whole read, in one round trip. Each part is an index lookup (the
 // device by key or token hash, the partial unique index of active tasks,
 // the partial index of failed ones). The caller appends the WHERE clause.
+// The active task's device_id is the device's, so it is not sent twice.
 const checkViewSQL = `SELECT d.device_id, d.model, d.current_version, d.token_hash, d.last_seen_at, d.created_at,
-		a.id, a.action_id, a.device_id, a.firmware_id, a.rollout_id, a.status, a.progress,
+		a.id, a.action_id, a.firmware_id, a.rollout_id, a.status, a.progress,
 		a.attempt, a.error_code, a.error_message, a.created_at, a.updated_at,
 		ARRAY(SELECT firmware_id::text FROM tasks WHERE device_id = d.device_id AND status = 'failed') AS failed,
 		d.tags, (SELECT attributes FROM device_attributes WHERE device_id = d.device_id AND updated_at IS NOT NULL) AS attributes
@@ -254,16 +255,16 @@ func (s *TaskRepository) CheckViewOf(ctx context.Context, deviceID domain.Device
 
 func (s *TaskRepository) checkView(ctx context.Context, stmt *sqlx.Stmt, key any) (ports.CheckView, error) {
 	var (
-		dev                                      deviceRow
-		id, deviceCol, fw, ro, status, code, msg sql.NullString
-		actionID                                 sql.NullInt64
-		progress, attempt                        sql.NullInt32
-		created, updated                         sql.NullTime
-		failedIDs, tags                          pq.StringArray
-		attrs                                    []byte
+		dev                           deviceRow
+		id, fw, ro, status, code, msg sql.NullString
+		actionID                      sql.NullInt64
+		progress, attempt             sql.NullInt32
+		created, updated              sql.NullTime
+		failedIDs, tags               pq.StringArray
+		attrs                         []byte
 	)
 	err := stmt.QueryRowContext(ctx, key).Scan(&dev.DeviceID, &dev.Model, &dev.CurrentVersion, &dev.TokenHash, &dev.LastSeenAt, &dev.CreatedAt,
-		&id, &actionID, &deviceCol, &fw, &ro, &status, &progress, &attempt, &code, &msg, &created, &updated, &failedIDs, &tags, &attrs)
+		&id, &actionID, &fw, &ro, &status, &progress, &attempt, &code, &msg, &created, &updated, &failedIDs, &tags, &attrs)
 	if err != nil {
 		return ports.CheckView{}, fmt.Errorf("loading a device and its tasks: %w", notFound(err))
 	}
@@ -287,7 +288,7 @@ func (s *TaskRepository) checkView(ctx context.Context, stmt *sqlx.Stmt, key any
 		return v, nil
 	}
 	t, err := taskRow{
-		ID: id.String, ActionID: actionID.Int64, DeviceID: deviceCol.String, FirmwareID: fw.String, RolloutID: ro.String,
+		ID: id.String, ActionID: actionID.Int64, DeviceID: dev.DeviceID, FirmwareID: fw.String, RolloutID: ro.String,
 		Status: status.String, Progress: int(progress.Int32), Attempt: int(attempt.Int32), ErrorCode: code, ErrorMessage: msg,
 		CreatedAt: created.Time, UpdatedAt: updated.Time,
 	}.toDomain()
