@@ -231,7 +231,7 @@ func routeRawPath(c echo.Context) {
 }
 
 // PathParam returns a path parameter, percent-decoded exactly once (see
-// RawPathRouting), so "%41" and "A" name the same device.
+// routeRawPath), so "%41" and "A" name the same device.
 func PathParam(c echo.Context, name string) string {
 	v := c.Param(name)
 	if u, err := url.PathUnescape(v); err == nil {

@@ -65,7 +65,7 @@ func adoptRequestID(c echo.Context) {
 	c.SetRequest(req.WithContext(context.WithValue(req.Context(), requestIDKey{}, id)))
 }
 
-// RequestIDOf returns the request id RequestID set on c ("" before it).
+// RequestIDOf returns the request id adoptRequestID set on c ("" before it).
 func RequestIDOf(c echo.Context) string {
 	id, _ := c.Get(ctxRequestID).(string)
 	return id
