@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,13 @@ func fzIsIdentChars(s string) bool {
 
 // fzNumeric is a numeric identifier: digits, and no leading zero unless it is "0".
 func fzNumeric(s string) bool { return fzIsDigits(s) && (s == "0" || s[0] != '0') }
+
+// fzSemverRegexp is the regular expression semver.org publishes for SemVer
+// 2.0.0: ParseVersion scans rather than matching it, and must accept exactly
+// what it accepts (FuzzParseVersion).
+var fzSemverRegexp = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
+	`(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?` +
+	`(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
 
 // fzParseSemver parses s per the SemVer 2.0 BNF: three numeric core
 // identifiers, then optionally "-" and dot-separated pre-release
@@ -198,7 +206,7 @@ var fzVersionSeeds = []string{
 
 // FuzzParseVersion: ParseVersion never panics, accepts exactly the SemVer
 // 2.0 strings of at most MaxVersionLen bytes (by the independent parser
-// above), and an accepted version keeps its text, has a Key without build
+// above, which agrees with semver.org's regexp), and an accepted version keeps its text, has a Key without build
 // metadata, and orders antisymmetrically and consistently with Equal.
 func FuzzParseVersion(f *testing.F) {
 	for _, s := range fzVersionSeeds {
@@ -208,6 +216,9 @@ func FuzzParseVersion(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		v, err := domain.ParseVersion("version", s)
 		ref, refOK := fzParseSemver(s)
+		if re := fzSemverRegexp.MatchString(s); re != refOK {
+			t.Fatalf("%q: semver.org's regexp says valid=%v, the grammar's parser %v", s, re, refOK)
+		}
 		want := refOK && len(s) <= domain.MaxVersionLen
 		if (err == nil) != want {
 			t.Fatalf("ParseVersion(%q) err = %v; the SemVer 2.0 grammar says valid=%v (len %d)", s, err, refOK, len(s))

@@ -1,17 +1,74 @@
 package domain
 
 import (
-	"regexp"
-
 	"golang.org/x/mod/semver"
 )
 
-// semverPattern is the regular expression published with Semantic Versioning
-// 2.0.0. x/mod/semver alone accepts shorthand such as "1.2", which SemVer does
-// not, so input is checked against the full grammar first.
-var semverPattern = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
-	`(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?` +
-	`(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
+// isSemver reports whether s is a version of the Semantic Versioning 2.0.0
+// grammar (semver.org, §2, §9, §10): MAJOR.MINOR.PATCH, numeric without
+// leading zeros, then an optional pre-release (dot-separated identifiers of
+// [0-9A-Za-z-], numeric ones without leading zeros) and optional build
+// metadata (dot-separated identifiers of [0-9A-Za-z-]). x/mod/semver alone
+// accepts shorthand such as "1.2", which SemVer does not. It is a scan
+// rather than the regular expression semver.org publishes because every
+// device check parses the version it reports: the scan allocates nothing
+// and costs a fraction of the regexp; FuzzParseVersion holds it to an
+// independent reading of the grammar.
+func isSemver(s string) bool {
+	i := 0
+	for part := range 3 {
+		if part > 0 {
+			if i == len(s) || s[i] != '.' {
+				return false
+			}
+			i++
+		}
+		start := i
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+		if i == start || (s[start] == '0' && i-start > 1) {
+			return false
+		}
+	}
+	if i < len(s) && s[i] == '-' {
+		if i = semverIdentifiers(s, i+1, true); i < 0 {
+			return false
+		}
+	}
+	if i < len(s) && s[i] == '+' {
+		if i = semverIdentifiers(s, i+1, false); i < 0 {
+			return false
+		}
+	}
+	return i == len(s)
+}
+
+// semverIdentifiers scans dot-separated identifiers of [0-9A-Za-z-] from
+// s[i:] and returns where they end, or -1 when one is empty or, for a
+// pre-release (numeric set), is numeric with a leading zero.
+func semverIdentifiers(s string, i int, numeric bool) int {
+	for {
+		start, digits := i, true
+		for i < len(s) && isIdentifierChar(s[i]) {
+			digits = digits && isDigit(s[i])
+			i++
+		}
+		if i == start || (numeric && digits && s[start] == '0' && i-start > 1) {
+			return -1
+		}
+		if i == len(s) || s[i] != '.' {
+			return i
+		}
+		i++
+	}
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func isIdentifierChar(c byte) bool {
+	return isDigit(c) || c == '-' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')
+}
 
 // Version is a Semantic Versioning 2.0 version. Build metadata is kept for
 // display but ignored for ordering and identity, so 1.2.0+a equals 1.2.0+b.
@@ -28,7 +85,7 @@ func ParseVersion(field, s string) (Version, error) {
 	if len(s) > MaxVersionLen {
 		return Version{}, invalid(field, "must be at most %d characters", MaxVersionLen)
 	}
-	if !semverPattern.MatchString(s) {
+	if !isSemver(s) {
 		return Version{}, invalid(field, "must be a semantic version such as 1.2.3")
 	}
 	return Version{raw: s}, nil

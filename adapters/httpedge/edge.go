@@ -94,51 +94,72 @@ func (ed *Edge) RouteLabel(c echo.Context) string {
 	return UnmatchedRoute
 }
 
-// AccessLog writes the response for any error (through the error handler,
-// so the final status is known), then logs one line and records one
-// observation per request. It logs path parameters that identify the
-// subject (device_id, task_id) and never a header: the Authorization
-// header carries secrets.
-func (e *Edge) AccessLog(next echo.HandlerFunc) echo.HandlerFunc {
+// Serve is the edge's whole per-request plumbing, outermost first, as one
+// middleware installed before routing (echo.Echo.Pre), so that everything
+// it does also covers the router's own 404 and 405 answers:
+//
+//   - routeRawPath: Echo routes on the escaped path;
+//   - adoptRequestID: the request id exists before anything can fail;
+//   - setAnswerHeaders: set before any handler or error can answer;
+//   - the access log and the request metrics (logRequest), which see the
+//     final status, after any error has been answered;
+//   - recoverPanics: a panic becomes an error the access log and the error
+//     handler report.
+//
+// One closure rather than one middleware per step: Echo applies its
+// middleware anew on every request, a closure per middleware per request
+// (five on every device check); the steps are plain functions called in
+// order.
+func (e *Edge) Serve(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		routeRawPath(c)
+		adoptRequestID(c)
+		setAnswerHeaders(c)
 		start := time.Now()
-		if err := next(c); err != nil {
+		if err := recoverPanics(next, c); err != nil {
 			c.Error(err)
 		}
-		d := time.Since(start)
-		req := c.Request()
-		route := e.RouteLabel(c)
-		status := c.Response().Status
-		e.obs.ObserveRequest(methodLabel(req.Method), route, status, d)
-		level := slog.LevelInfo
-		if status >= http.StatusInternalServerError {
-			level = slog.LevelWarn
-		}
-		if !e.logger.Enabled(req.Context(), level) {
-			return nil // no line, so nothing to build (OTA_LOG_LEVEL above info)
-		}
-
-		attrs := make([]slog.Attr, 0, 9)
-		attrs = append(attrs,
-			slog.String("method", req.Method),
-			slog.String("route", route),
-			slog.Int("status", status),
-			slog.Float64("duration_ms", float64(d.Microseconds())/1000),
-			slog.String("request_id", RequestIDOf(c)),
-		)
-		if route != UnmatchedRoute {
-			for _, name := range []string{"device_id", "task_id"} {
-				if v := PathParam(c, name); v != "" {
-					attrs = append(attrs, slog.String(name, v))
-				}
-			}
-		}
-		if code, ok := c.Get(ctxErrorCode).(string); ok {
-			attrs = append(attrs, slog.String("error_code", code))
-		}
-		e.logger.LogAttrs(req.Context(), level, "http request", attrs...)
+		e.logRequest(c, time.Since(start))
 		return nil
 	}
+}
+
+// logRequest logs one line and records one observation for a request whose
+// answer is written. It logs path parameters that identify the subject
+// (device_id, task_id) and never a header: the Authorization header
+// carries secrets.
+func (e *Edge) logRequest(c echo.Context, d time.Duration) {
+	req := c.Request()
+	route := e.RouteLabel(c)
+	status := c.Response().Status
+	e.obs.ObserveRequest(methodLabel(req.Method), route, status, d)
+	level := slog.LevelInfo
+	if status >= http.StatusInternalServerError {
+		level = slog.LevelWarn
+	}
+	if !e.logger.Enabled(req.Context(), level) {
+		return // no line, so nothing to build (OTA_LOG_LEVEL above info)
+	}
+
+	attrs := make([]slog.Attr, 0, 9)
+	attrs = append(attrs,
+		slog.String("method", req.Method),
+		slog.String("route", route),
+		slog.Int("status", status),
+		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
+		slog.String("request_id", RequestIDOf(c)),
+	)
+	if route != UnmatchedRoute {
+		for _, name := range []string{"device_id", "task_id"} {
+			if v := PathParam(c, name); v != "" {
+				attrs = append(attrs, slog.String(name, v))
+			}
+		}
+	}
+	if code, ok := c.Get(ctxErrorCode).(string); ok {
+		attrs = append(attrs, slog.String("error_code", code))
+	}
+	e.logger.LogAttrs(req.Context(), level, "http request", attrs...)
 }
 
 // knownMethods are the request methods a metric names as they are.
@@ -162,53 +183,55 @@ func methodLabel(m string) string {
 	return OtherMethod
 }
 
-// AnswerHeaders sets, before anything can answer, the headers every
+// Answer header values, shared by every answer: a header map holds a
+// []string per key, and Header.Set would allocate a new one per request.
+// Nothing writes into a header's slice in place (Set replaces it, Add
+// appends to a full slice, which copies), so sharing them is safe.
+var (
+	nosniff = []string{"nosniff"}
+	noStore = []string{"no-store"}
+)
+
+// setAnswerHeaders sets, before anything can answer, the headers every
 // answer carries: X-Content-Type-Options: nosniff, so that a browser never
 // reads a JSON body (which may echo a caller's text) as HTML or script,
 // and Cache-Control: no-store, so that no browser or proxy keeps an
 // answer — several carry tokens (a device's registration and token
 // rotation, Mender's auth answers), the rest are live state. A handler
 // that means to be cached (a console asset) sets its own Cache-Control.
-func AnswerHeaders(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		h := c.Response().Header()
-		h.Set(echo.HeaderXContentTypeOptions, "nosniff")
-		h.Set(echo.HeaderCacheControl, "no-store")
-		return next(c)
-	}
+func setAnswerHeaders(c echo.Context) {
+	h := c.Response().Header()
+	h[echo.HeaderXContentTypeOptions] = nosniff
+	h[echo.HeaderCacheControl] = noStore
 }
 
-// RecoverPanics turns a handler panic into an internal error, so the caller
-// gets the usual 500 body and the stack goes to the log, not the wire.
-func RecoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) (err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				if r == http.ErrAbortHandler {
-					panic(r)
-				}
-				err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+// recoverPanics runs next, turning a handler panic into an internal error,
+// so the caller gets the usual 500 body and the stack goes to the log, not
+// the wire.
+func recoverPanics(next echo.HandlerFunc, c echo.Context) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if r == http.ErrAbortHandler {
+				panic(r)
 			}
-		}()
-		return next(c)
-	}
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return next(c)
 }
 
-// RawPathRouting makes Echo always route on the escaped path. Go leaves
+// routeRawPath makes Echo always route on the escaped path. Go leaves
 // URL.RawPath empty when the escaping is the default one, and Echo then
 // routes on the decoded path: "%2564ev" would arrive as "%64ev" and be
 // decoded a second time by PathParam into "dev". With RawPath always set,
 // parameters always arrive as written and are decoded exactly once.
-func RawPathRouting(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		u := c.Request().URL
-		u.RawPath = u.EscapedPath()
-		return next(c)
-	}
+func routeRawPath(c echo.Context) {
+	u := c.Request().URL
+	u.RawPath = u.EscapedPath()
 }
 
 // PathParam returns a path parameter, percent-decoded exactly once (see
-// RawPathRouting), so "%41" and "A" name the same device.
+// routeRawPath), so "%41" and "A" name the same device.
 func PathParam(c echo.Context, name string) string {
 	v := c.Param(name)
 	if u, err := url.PathUnescape(v); err == nil {

@@ -2,6 +2,7 @@ package httpedge
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -43,23 +44,28 @@ func SaneRequestID(id string) bool {
 	return true
 }
 
-// RequestID adopts the caller's X-Request-ID when sane, or makes a new one,
-// and sets it on the response before anything else can answer.
-func RequestID(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		req := c.Request()
-		id := req.Header.Get(HeaderRequestID)
-		if !SaneRequestID(id) {
-			id = uuid.NewString()
-		}
-		c.Set(ctxRequestID, id)
-		c.Response().Header().Set(HeaderRequestID, id)
-		c.SetRequest(req.WithContext(context.WithValue(req.Context(), requestIDKey{}, id)))
-		return next(c)
+// requestIDHeaderKey is HeaderRequestID in Go's canonical form ("X-Request-Id"),
+// the key header maps hold it under: looking it up or setting it by that
+// key canonicalises nothing per request.
+var requestIDHeaderKey = http.CanonicalHeaderKey(HeaderRequestID)
+
+// adoptRequestID adopts the caller's X-Request-ID when sane, or makes a new
+// one, and sets it on the response before anything else can answer.
+func adoptRequestID(c echo.Context) {
+	req := c.Request()
+	var id string
+	if v := req.Header[requestIDHeaderKey]; len(v) > 0 {
+		id = v[0]
 	}
+	if !SaneRequestID(id) {
+		id = uuid.NewString()
+	}
+	c.Set(ctxRequestID, id)
+	c.Response().Header()[requestIDHeaderKey] = []string{id}
+	c.SetRequest(req.WithContext(context.WithValue(req.Context(), requestIDKey{}, id)))
 }
 
-// RequestIDOf returns the request id RequestID set on c ("" before it).
+// RequestIDOf returns the request id adoptRequestID set on c ("" before it).
 func RequestIDOf(c echo.Context) string {
 	id, _ := c.Get(ctxRequestID).(string)
 	return id

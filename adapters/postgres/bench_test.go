@@ -34,7 +34,7 @@ type benchFleet struct {
 
 const benchFleetSize = 500
 
-func newBenchFleet(b *testing.B, store string) *benchFleet {
+func newBenchFleet(b testing.TB, store string) *benchFleet {
 	b.Helper()
 	ctx := context.Background()
 	deps := application.Deps{

@@ -251,8 +251,9 @@ func activeTask(ctx context.Context, stmt *sqlx.Stmt, deviceID string) (domain.T
 // whole read, in one round trip. Each part is an index lookup (the
 // device by key or token hash, the partial unique index of active tasks,
 // the partial index of failed ones). The caller appends the WHERE clause.
+// The active task's device_id is the device's, so it is not sent twice.
 const checkViewSQL = `SELECT d.device_id, d.model, d.current_version, d.token_hash, d.last_seen_at, d.created_at,
-		a.id, a.action_id, a.device_id, a.firmware_id, a.rollout_id, a.status, a.progress,
+		a.id, a.action_id, a.firmware_id, a.rollout_id, a.status, a.progress,
 		a.attempt, a.error_code, a.error_message, a.created_at, a.updated_at,
 		ARRAY(SELECT firmware_id::text FROM tasks WHERE device_id = d.device_id AND status = 'failed') AS failed,
 		d.tags, (SELECT attributes FROM device_attributes WHERE device_id = d.device_id AND updated_at IS NOT NULL) AS attributes
@@ -295,18 +296,25 @@ func (s *TaskRepository) CheckViewOf(ctx context.Context, deviceID domain.Device
 	return s.routedCheckView(ctx, checkViewByIDSQL, s.checkByID, deviceID.String())
 }
 
+// checkViewRow is one row of checkViewSQL. The check scans into one value
+// of it, not into a variable per column: each destination Scan is given
+// escapes to the heap, one allocation per column on every check.
+type checkViewRow struct {
+	dev                           deviceRow
+	id, fw, ro, status, code, msg sql.NullString
+	actionID                      sql.NullInt64
+	progress, attempt             sql.NullInt32
+	created, updated              sql.NullTime
+	failedIDs, tags               pq.StringArray
+	attrs                         []byte
+}
+
 func (s *TaskRepository) checkView(ctx context.Context, stmt *sqlx.Stmt, key any) (ports.CheckView, error) {
-	var (
-		dev                                      deviceRow
-		id, deviceCol, fw, ro, status, code, msg sql.NullString
-		actionID                                 sql.NullInt64
-		progress, attempt                        sql.NullInt32
-		created, updated                         sql.NullTime
-		failedIDs, tags                          pq.StringArray
-		attrs                                    []byte
-	)
+	r := new(checkViewRow)
+	dev := &r.dev
 	err := stmt.QueryRowContext(ctx, key).Scan(&dev.DeviceID, &dev.Model, &dev.CurrentVersion, &dev.TokenHash, &dev.LastSeenAt, &dev.CreatedAt,
-		&id, &actionID, &deviceCol, &fw, &ro, &status, &progress, &attempt, &code, &msg, &created, &updated, &failedIDs, &tags, &attrs)
+		&r.id, &r.actionID, &r.fw, &r.ro, &r.status, &r.progress, &r.attempt, &r.code, &r.msg, &r.created, &r.updated,
+		&r.failedIDs, &r.tags, &r.attrs)
 	if err != nil {
 		return ports.CheckView{}, fmt.Errorf("loading a device and its tasks: %w", notFound(err))
 	}
@@ -314,25 +322,25 @@ func (s *TaskRepository) checkView(ctx context.Context, stmt *sqlx.Stmt, key any
 	if err != nil {
 		return ports.CheckView{}, err
 	}
-	v := ports.CheckView{Device: d, Tasks: ports.DeviceTasks{Failed: make(map[string]int, len(failedIDs))}}
-	if len(tags) > 0 {
-		v.Tasks.Facts.Tags = tags
+	v := ports.CheckView{Device: d, Tasks: ports.DeviceTasks{Failed: make(map[string]int, len(r.failedIDs))}}
+	if len(r.tags) > 0 {
+		v.Tasks.Facts.Tags = r.tags
 	}
-	if attrs != nil {
-		if err := json.Unmarshal(attrs, &v.Tasks.Facts.Attributes); err != nil {
+	if r.attrs != nil {
+		if err := json.Unmarshal(r.attrs, &v.Tasks.Facts.Attributes); err != nil {
 			return ports.CheckView{}, fmt.Errorf("device %s has corrupt attributes: %w", d.ID(), err)
 		}
 	}
-	for _, f := range failedIDs {
+	for _, f := range r.failedIDs {
 		v.Tasks.Failed[f]++
 	}
-	if !id.Valid {
+	if !r.id.Valid {
 		return v, nil
 	}
 	t, err := taskRow{
-		ID: id.String, ActionID: actionID.Int64, DeviceID: deviceCol.String, FirmwareID: fw.String, RolloutID: ro.String,
-		Status: status.String, Progress: int(progress.Int32), Attempt: int(attempt.Int32), ErrorCode: code, ErrorMessage: msg,
-		CreatedAt: created.Time, UpdatedAt: updated.Time,
+		ID: r.id.String, ActionID: r.actionID.Int64, DeviceID: dev.DeviceID, FirmwareID: r.fw.String, RolloutID: r.ro.String,
+		Status: r.status.String, Progress: int(r.progress.Int32), Attempt: int(r.attempt.Int32), ErrorCode: r.code, ErrorMessage: r.msg,
+		CreatedAt: r.created.Time, UpdatedAt: r.updated.Time,
 	}.toDomain()
 	if err != nil {
 		return ports.CheckView{}, err

@@ -66,6 +66,9 @@ func unreadable(err error) error {
 // isJSON accepts application/json, with no charset or a UTF-8 one: JSON
 // text exchanged between systems is UTF-8 (RFC 8259 §8.1).
 func isJSON(contentType string) bool {
+	if contentType == echo.MIMEApplicationJSON {
+		return true // what devices send: no parameters to parse
+	}
 	mt, params, err := mime.ParseMediaType(contentType)
 	if err != nil || mt != echo.MIMEApplicationJSON {
 		return false

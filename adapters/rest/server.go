@@ -123,12 +123,9 @@ func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.edge.HandleError
-	// Outermost first: the request id must exist before anything can fail,
-	// the access log must see the final status, and a panic must become an
-	// error the access log and error handler can report. The answer
-	// headers are set before any handler or error can answer.
-	e.Pre(httpedge.RawPathRouting)
-	e.Use(httpedge.RequestID, httpedge.AnswerHeaders, s.edge.AccessLog, httpedge.RecoverPanics)
+	// Before routing, so that the router's own 404 and 405 answers get the
+	// request id, the answer headers and their access line too.
+	e.Pre(s.edge.Serve)
 
 	s.edge.Add(e, http.MethodGet, "/healthz", s.healthz)
 	s.edge.Add(e, http.MethodGet, "/readyz", s.readyz)

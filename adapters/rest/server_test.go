@@ -281,6 +281,22 @@ func TestPanicBecomesInternal(t *testing.T) {
 	}
 }
 
+// TestPathParametersAreDecodedOnce: a path parameter is percent-decoded
+// exactly once, as written on the wire. Go leaves URL.RawPath empty when
+// the escaping is the default one, and Echo would then route on the
+// decoded path and hand "dev%2D1" to a handler that decodes it again, into
+// another device's id ("dev-1") that its token then matches.
+func TestPathParametersAreDecodedOnce(t *testing.T) {
+	h := newHarness(t)
+	body := `{"model":"cam-x1","current_version":"1.2.0"}`
+	rec := h.do(t, req{method: http.MethodPost, path: "/api/v1/devices/dev%2D1/ota/check", token: tokenDev1, body: body})
+	if rec.Code != http.StatusOK {
+		t.Fatalf("dev%%2D1 (dev-1 escaped once): status %d, want 200: %s", rec.Code, rec.Body)
+	}
+	rec = h.do(t, req{method: http.MethodPost, path: "/api/v1/devices/dev%252D1/ota/check", token: tokenDev1, body: body})
+	wantError(t, rec, http.StatusForbidden, httpedge.CodeForbidden)
+}
+
 func TestRequestID(t *testing.T) {
 	h := newHarness(t)
 	for _, tc := range []struct {
