@@ -463,3 +463,18 @@ func (p Principal) String() string {
 	}
 	return "nobody"
 }
+
+// lastUseResolution is how precisely a token's last use is kept: a token
+// used in a loop writes once a minute, not once a request.
+const lastUseResolution = time.Minute
+
+// UseNeedsRecord reports whether a use at now moves the recorded last use.
+func (t APIToken) UseNeedsRecord(now time.Time) bool {
+	return t.lastUsedAt.IsZero() || now.Sub(t.lastUsedAt) >= lastUseResolution
+}
+
+// Used records a use at now (UseNeedsRecord says when to store it).
+func (t APIToken) Used(now time.Time) APIToken {
+	t.lastUsedAt = now.UTC().Truncate(time.Microsecond)
+	return t
+}
