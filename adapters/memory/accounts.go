@@ -77,4 +77,6 @@ func (a *Accounts) PutToken(_ context.Context, t domain.APIToken) error {
 	return nil
 }
 
-func (a *Accounts) LockToken(_ context.Context, id domain.UUID) (domain.APIToken, error) { return found(a.tokens, id.String()) }
+func (a *Accounts) LockToken(_ context.Context, id domain.UUID) (domain.APIToken, error) {
+	return found(a.tokens, id.String())
+}

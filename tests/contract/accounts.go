@@ -109,7 +109,9 @@ func RunAccountStores(t *testing.T, newStore func(t *testing.T) application.Acco
 		if err != nil || len(all) < 2 {
 			t.Fatalf("APITokens(all) = %d tokens, %v", len(all), err)
 		}
-		if _, err := tx2(t, s, func(tx ports.AccountTx) (domain.APIToken, error) { return tx.LockToken(ctx, domain.UUIDOf([16]byte(uuid.New()))) }); !errors.Is(err, domain.ErrNotFound) {
+		if _, err := tx2(t, s, func(tx ports.AccountTx) (domain.APIToken, error) {
+			return tx.LockToken(ctx, domain.UUIDOf([16]byte(uuid.New())))
+		}); !errors.Is(err, domain.ErrNotFound) {
 			t.Fatalf("locking an unknown token: %v", err)
 		}
 		// Removing a user removes its tokens, at once.
