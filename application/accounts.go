@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -112,6 +114,35 @@ func (a *Accounts) Authenticate(ctx context.Context, secret string) (domain.Prin
 	}
 	return domain.TokenPrincipal(t, owner), nil
 }
+
+// SignIn checks a user's password. An unknown user costs a hash as a wrong
+// password does, so the answer's timing does not tell which names exist.
+// Accounts are few (operators): the user is found in the listing.
+func (a *Accounts) SignIn(ctx context.Context, username, password string) (domain.Principal, error) {
+	users, err := a.store.Users(ctx)
+	if err != nil {
+		return domain.Principal{}, fmt.Errorf("signing in: %w", err)
+	}
+	i := slices.IndexFunc(users, func(u domain.User) bool { return u.Name() == username })
+	if i < 0 {
+		decoy().PasswordMatches(password)
+		return domain.Principal{}, domain.ErrUnauthorized
+	}
+	if !users[i].PasswordMatches(password) {
+		return domain.Principal{}, domain.ErrUnauthorized
+	}
+	return domain.UserPrincipal(users[i]), nil
+}
+
+// decoy is a user hashed once, whose password check SignIn spends on an
+// unknown name (its answer is ignored).
+var decoy = sync.OnceValue(func() domain.User {
+	u, err := domain.NewUser("decoy", string(domain.RoleViewer), "decoy password, never admitted", time.Time{})
+	if err != nil {
+		panic(err)
+	}
+	return u
+})
 
 // CreateUser makes an account (users:write).
 func (a *Accounts) CreateUser(ctx context.Context, p domain.Principal, req ports.NewUser) (domain.User, error) {

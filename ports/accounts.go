@@ -53,6 +53,9 @@ type AccountService interface {
 	// token, or a usable API token of an existing user
 	// (domain.ErrUnauthorized otherwise).
 	Authenticate(ctx context.Context, secret string) (domain.Principal, error)
+	// SignIn checks a user's password: the user's principal, or
+	// domain.ErrUnauthorized for an unknown user and a wrong password alike.
+	SignIn(ctx context.Context, username, password string) (domain.Principal, error)
 	CreateUser(ctx context.Context, p domain.Principal, req NewUser) (domain.User, error)
 	RemoveUser(ctx context.Context, p domain.Principal, name string) error
 	ListUsers(ctx context.Context, p domain.Principal) ([]domain.User, error)

@@ -44,12 +44,10 @@ func (a *Accounts) APITokens(ctx context.Context, owner string) ([]domain.APITok
 
 func (a *Accounts) TokenByHash(ctx context.Context, h domain.TokenHash) (t domain.APIToken, u domain.User, err error) {
 	err = do(ctx, a.s, func() error {
-		ts := where(a.tokens, func(t domain.APIToken) bool { return t.Hash() == h && has(a.users, t.Owner()) })
-		if len(ts) == 0 {
-			return domain.ErrNotFound
-		}
-		t, u = ts[0], a.users[ts[0].Owner()]
-		return nil
+		ts := append(where(a.tokens, func(t domain.APIToken) bool { return t.Hash() == h }), domain.APIToken{})
+		u, err = found(a.users, ts[0].Owner()) // the zero token has no owner: ErrNotFound
+		t = ts[0]
+		return err
 	})
 	return t, u, err
 }
