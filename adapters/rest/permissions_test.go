@@ -62,8 +62,14 @@ func (a fakeAccounts) Authenticate(_ context.Context, secret string) (domain.Pri
 	return domain.Principal{}, domain.ErrUnauthorized
 }
 
-func (a fakeAccounts) SignIn(context.Context, string, string) (domain.Principal, error) {
-	return domain.Principal{}, domain.ErrUnauthorized
+// testPassword is the password fakeAccounts.SignIn admits, for any name.
+const testPassword = "hunter2-password"
+
+func (a fakeAccounts) SignIn(_ context.Context, _, password string) (domain.Principal, error) {
+	if password != testPassword {
+		return domain.Principal{}, domain.ErrUnauthorized
+	}
+	return domain.UserPrincipal(testUser(domain.RoleAdmin)), nil
 }
 
 func (a fakeAccounts) CreateUser(_ context.Context, _ domain.Principal, req ports.NewUser) (domain.User, error) {
@@ -186,12 +192,20 @@ func TestAdminRoutesRefuseWhoLacksThePermission(t *testing.T) {
 			}
 		}
 	}
-	// A password on the token route, and the secrets above: none is logged.
-	hr := req{method: http.MethodPost, path: APIPrefix + "/admin/tokens", body: `{"name":"x","scopes":["read"],"expires_at":"2030-01-01T00:00:00Z","password":"pw-in-body-123"}`,
-		header: map[string]string{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte("bob:hunter2-password"))}}
-	if rec := h.do(t, hr); rec.Code != http.StatusUnauthorized {
+	// A password mints a token, and authenticates nothing else.
+	basic := map[string]string{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte("bob:"+testPassword))}
+	mint := req{method: http.MethodPost, path: APIPrefix + "/admin/tokens", body: `{"name":"x","scopes":["read"],"expires_at":"2030-01-01T00:00:00Z"}`, header: basic}
+	if rec := h.do(t, mint); rec.Code != http.StatusCreated {
+		t.Errorf("minting with a password: %d %s", rec.Code, rec.Body)
+	}
+	if rec := h.do(t, req{method: http.MethodGet, path: APIPrefix + "/admin/users", header: basic}); rec.Code != http.StatusUnauthorized {
+		t.Errorf("a password on another route: %d, want 401", rec.Code)
+	}
+	mint.header = map[string]string{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte("bob:wrong-password"))}
+	if rec := h.do(t, mint); rec.Code != http.StatusUnauthorized {
 		t.Errorf("a wrong password: %d", rec.Code)
 	}
+	// None of the secrets above is logged.
 	for _, secret := range []string{"ci-token", testAdminToken, "role-admin", "hunter2", "Ym9i"} {
 		if strings.Contains(logs.String(), secret) {
 			t.Errorf("the secret %q reached the log", secret)
