@@ -3,7 +3,9 @@ package rest
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"regexp"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -53,13 +55,24 @@ var adminPermissions = map[string]domain.Permission{
 	"DELETE /api/v1/admin/tokens/{id}":                 domain.PermAPITokensWrite,
 }
 
-var routeParam = regexp.MustCompile(`:([A-Za-z0-9_]+)`)
+var routeParam = regexp.MustCompile(`:[A-Za-z0-9_]+|\{[A-Za-z0-9_]+\}`)
 
-// routeKey is a route's key in adminPermissions: Echo's ":name"
-// parameters written as the OpenAPI document's "{name}".
-func routeKey(method, echoPath string) string {
-	return method + " " + routeParam.ReplaceAllString(echoPath, "{$1}")
+// routeShape is a route's method and path with every parameter unnamed
+// ("{}"): Echo's ":id" and the document's "{task_id}" name the same
+// route, as another adapter may name its parameters as it likes.
+func routeShape(method, path string) string {
+	return method + " " + routeParam.ReplaceAllString(path, "{}")
 }
+
+// permissionsByShape is adminPermissions keyed by routeShape.
+var permissionsByShape = func() map[string]domain.Permission {
+	m := make(map[string]domain.Permission, len(adminPermissions))
+	for k, p := range adminPermissions {
+		method, path, _ := strings.Cut(k, " ")
+		m[routeShape(method, path)] = p
+	}
+	return m
+}()
 
 // ctxPrincipal keeps the authenticated operator (domain.Principal) on the
 // echo.Context, for the handlers that pass it on.
@@ -77,7 +90,7 @@ func principalOf(c echo.Context) domain.Principal {
 // handler runs, so nothing changes.
 func (s *server) adminAuth(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		perm, ok := s.perms[routeKey(c.Request().Method, c.Path())]
+		perm, ok := s.perms[routeShape(c.Request().Method, c.Path())]
 		if !ok {
 			return domain.ErrForbidden // unreachable: NewServer refuses such a route
 		}
@@ -95,12 +108,12 @@ func (s *server) adminAuth(next echo.HandlerFunc) echo.HandlerFunc {
 
 // passwordRoute is the one route a password may authenticate: a user who
 // has no token yet mints one with it.
-const passwordRoute = "POST " + APIPrefix + "/admin/tokens"
+var passwordRoute = routeShape(http.MethodPost, APIPrefix+"/admin/tokens")
 
 func (s *server) authenticate(c echo.Context) (domain.Principal, error) {
 	r := c.Request()
 	if user, password, ok := r.BasicAuth(); ok && len(r.Header.Values("Authorization")) == 1 &&
-		routeKey(r.Method, c.Path()) == passwordRoute {
+		routeShape(r.Method, c.Path()) == passwordRoute {
 		return s.accounts.SignIn(r.Context(), user, password)
 	}
 	token, err := bearerToken(r)
@@ -114,9 +127,9 @@ func (s *server) authenticate(c echo.Context) (domain.Principal, error) {
 // permission table does not name: it would be open to every operator.
 func checkAdminRoutes(e *echo.Echo, perms map[string]domain.Permission) {
 	for _, r := range e.Routes() {
-		if len(r.Path) > len(APIPrefix+"/admin/") && r.Path[:len(APIPrefix+"/admin/")] == APIPrefix+"/admin/" {
-			if _, ok := perms[routeKey(r.Method, r.Path)]; !ok {
-				panic("rest: admin route " + routeKey(r.Method, r.Path) + " has no permission in adminPermissions")
+		if strings.HasPrefix(r.Path, APIPrefix+"/admin/") {
+			if _, ok := perms[routeShape(r.Method, r.Path)]; !ok {
+				panic("rest: admin route " + routeShape(r.Method, r.Path) + " has no permission in adminPermissions")
 			}
 		}
 	}

@@ -94,7 +94,8 @@ type server struct {
 	// token again per request was a SHA-256 and two allocations per check.
 	adminHash domain.TokenHash
 	// accounts authenticates operators (the accounts service, or the root
-	// token alone without WithAccounts); perms is adminPermissions.
+	// token alone without WithAccounts); perms is adminPermissions by
+	// routeShape.
 	accounts authenticator
 	perms    map[string]domain.Permission
 }
@@ -122,7 +123,7 @@ func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService
 	for _, o := range opts {
 		o(&s.ext)
 	}
-	s.accounts, s.perms = rootOnly{s.adminHash}, adminPermissions
+	s.accounts, s.perms = rootOnly{s.adminHash}, permissionsByShape
 	if s.ext.accounts != nil {
 		s.accounts = s.ext.accounts
 	}
