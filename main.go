@@ -6,6 +6,7 @@
 //	otad partitions [--ahead N] [--drop-before YYYY-MM]
 //	otad rollouts verify [--rollout ID]
 //	otad healthcheck [--url URL]
+//	otad users create --username NAME --role ROLE
 //	otad version
 //	otad help
 //
@@ -58,6 +59,7 @@ const usage = `usage:
   otad partitions [--ahead N] [--drop-before YYYY-MM]  keep task_events partitions ahead; drop old history
   otad rollouts verify [--rollout ID]       recount rollouts' tasks; report counters that drifted (exit 1)
   otad healthcheck [--url URL]              exit 0 when the local otad answers /healthz
+  otad users create --username NAME --role ROLE  make an operator's account (password: OTA_NEW_USER_PASSWORD or stdin)
   otad version                              print the version and commit
 "otad COMMAND --help" describes a command's flags.
 configuration comes from OTA_* environment variables (see docs/CONFIGURATION.md)`
@@ -83,6 +85,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = rolloutsCommand(ctx, args[1:], getenv, stdout, stderr)
 	case "healthcheck":
 		err = healthcheck(ctx, args[1:], getenv, stdout, stderr)
+	case "users":
+		err = users(ctx, args[1:], getenv, stdout, stderr)
 	case "version":
 		err = printVersion(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":

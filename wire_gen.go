@@ -285,7 +285,17 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	v2 := bootstrap.HTTPOptions(cfg, fleet, artifacts, console, downloads)
+	accountRepository := postgres.NewAccountRepository(db)
+	rootToken := bootstrap.RootTokenFrom(cfg)
+	accounts, err := application.NewAccounts(accountRepository, clock, uuiDs, rootToken)
+	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	v2 := bootstrap.HTTPOptions(cfg, fleet, artifacts, console, downloads, accounts)
 	echo := rest.NewServer(restConfig, devices, keyedAdmin, v, metrics, handler, logger, v2...)
 	app := bootstrap.NewPostgresApp(cfg, echo, logger, metrics, writeBehindDevices, catalogCache, readReplica)
 	return app, func() {
@@ -434,7 +444,13 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
-	v2 := bootstrap.HTTPOptions(cfg, applicationFleet, applicationArtifacts, console, downloads)
+	accounts := memory.NewAccounts(store)
+	rootToken := bootstrap.RootTokenFrom(cfg)
+	applicationAccounts, err := application.NewAccounts(accounts, clock, uuiDs, rootToken)
+	if err != nil {
+		return nil, err
+	}
+	v2 := bootstrap.HTTPOptions(cfg, applicationFleet, applicationArtifacts, console, downloads, applicationAccounts)
 	echo := rest.NewServer(restConfig, applicationDevices, keyedAdmin, v, metrics, handler, logger, v2...)
 	app := bootstrap.NewApp(cfg, echo, logger)
 	return app, nil

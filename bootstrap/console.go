@@ -42,10 +42,11 @@ func NewConsole(cfg Config, admin ports.AdminService, fleet ports.FleetService, 
 	return console.New(console.Config{AdminToken: cfg.AdminToken}, admin, fleet, clock, logger, console.WithArtifacts(artifacts))
 }
 
-// HTTPOptions adds the fleet views and the artifact routes to the admin
-// API, serves the console at /console/ on the same server, and the
-// devices' downloads of hosted artifacts.
-func HTTPOptions(cfg Config, fleet ports.FleetService, artifacts ports.ArtifactService, con *console.Console, dl ports.DownloadService) []rest.Option {
+// HTTPOptions adds the fleet views, the artifact routes and operators'
+// accounts to the admin API, serves the console at /console/ on the same
+// server, and the devices' downloads of hosted artifacts.
+func HTTPOptions(cfg Config, fleet ports.FleetService, artifacts ports.ArtifactService, con *console.Console, dl ports.DownloadService,
+	accounts ports.AccountService) []rest.Option {
 	return []rest.Option{rest.WithFleet(fleet), rest.WithArtifacts(artifacts), rest.WithMount(console.Prefix, con),
-		rest.WithDownloads(dl, cfg.PublicURL)}
+		rest.WithDownloads(dl, cfg.PublicURL), rest.WithAccounts(accounts)}
 }

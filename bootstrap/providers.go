@@ -32,6 +32,7 @@ var ApplicationSet = wire.NewSet(
 	application.NewTargetingAdmin, application.ComposeAdmin,
 	// Registration may carry a device's public key (Mender's device API).
 	application.NewKeyedAdmin, wire.Bind(new(ports.AdminService), new(*application.KeyedAdmin)),
+	application.NewAccounts, wire.Bind(new(ports.AccountService), new(*application.Accounts)), RootTokenFrom,
 	PollIntervalFrom,
 	RateLimiterFrom,
 	fleetSet,
@@ -80,6 +81,7 @@ var PostgresSet = wire.NewSet(
 	MenderPostgresStores,
 	postgres.NewDeviceDirectory, wire.Bind(new(application.DeviceDirectory), new(*postgres.DeviceDirectory)),
 	postgres.NewArtifactRepository, wire.Bind(new(ports.ArtifactRepository), new(*postgres.ArtifactRepository)),
+	postgres.NewAccountRepository, wire.Bind(new(application.AccountStore), new(*postgres.AccountRepository)),
 )
 
 // WriteBehindConfigFrom tunes the write-behind of device checks (the
@@ -172,7 +174,11 @@ var MemorySet = wire.NewSet(
 	DDIMemoryStores,
 	MenderMemoryStores,
 	memory.NewDirectory, wire.Bind(new(application.DeviceDirectory), new(*memory.Directory)),
+	memory.NewAccounts, wire.Bind(new(application.AccountStore), new(*memory.Accounts)),
 )
+
+// RootTokenFrom is the break-glass root secret, OTA_ADMIN_TOKEN.
+func RootTokenFrom(cfg Config) application.RootToken { return application.RootToken(cfg.AdminToken) }
 
 // PollIntervalFrom extracts the devices' poll hint.
 func PollIntervalFrom(cfg Config) application.PollInterval {

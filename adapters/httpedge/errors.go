@@ -21,6 +21,7 @@ const (
 	CodeNotFound             = "NOT_FOUND"
 	CodeMethodNotAllowed     = "METHOD_NOT_ALLOWED"
 	CodeDeviceExists         = "DEVICE_EXISTS"
+	CodeUserExists           = "USER_EXISTS"
 	CodeFirmwareExists       = "FIRMWARE_EXISTS"
 	CodeFirmwareRevoked      = "FIRMWARE_REVOKED"
 	CodeModelMismatch        = "MODEL_MISMATCH"
@@ -122,6 +123,7 @@ var sentinelReplies = []struct {
 	{domain.ErrForbidden, reply{status: http.StatusForbidden, code: CodeForbidden, message: "these credentials do not give access to this resource"}},
 	{domain.ErrNotFound, reply{status: http.StatusNotFound, code: CodeNotFound, message: "resource not found"}},
 	{domain.ErrDeviceExists, reply{status: http.StatusConflict, code: CodeDeviceExists, message: "a device with this id is already registered"}},
+	{domain.ErrUserExists, reply{status: http.StatusConflict, code: CodeUserExists, message: "an account with this username already exists"}},
 	{domain.ErrFirmwareExists, reply{status: http.StatusConflict, code: CodeFirmwareExists, message: "firmware with this model and version is already published"}},
 	{domain.ErrFirmwareRevoked, reply{status: http.StatusConflict, code: CodeFirmwareRevoked, message: "the firmware is revoked"}},
 	{domain.ErrFirmwareGone, reply{status: http.StatusGone, code: CodeFirmwareGone, message: "the firmware was revoked: its image is no longer downloadable"}},

@@ -375,7 +375,8 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 		_, _ = io.WriteString(w, "# HELP up test\nup 1\n")
 	})
 	h.artifacts = &fakeArtifacts{}
-	h.e = NewServer(cfg, h.fake, h.fake, h.checks, h.obs, metrics, logger, WithFleet(h.fake), WithArtifacts(h.artifacts))
+	h.e = NewServer(cfg, h.fake, h.fake, h.checks, h.obs, metrics, logger, WithFleet(h.fake), WithArtifacts(h.artifacts),
+		WithAccounts(fakeAccounts{h.fake}))
 	return h
 }
 

@@ -16,6 +16,7 @@ type Option func(*extensions)
 type extensions struct {
 	fleet     ports.FleetService
 	artifacts ports.ArtifactService // artifacts.go
+	accounts  ports.AccountService  // accounts.go
 	mounts    []mount
 	// downloads and publicURL serve hosted artifacts (downloads.go).
 	downloads ports.DownloadService

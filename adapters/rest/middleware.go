@@ -74,21 +74,6 @@ func bearerToken(r *http.Request) (string, error) {
 	return token, nil
 }
 
-// adminAuth admits a request bearing the admin token, compared in constant
-// time. An unset admin token admits nobody.
-func (s *server) adminAuth(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		token, err := bearerToken(c.Request())
-		if err != nil {
-			return err
-		}
-		if s.cfg.AdminToken == "" || !domain.HashToken(token).Matches(s.adminHash) {
-			return domain.ErrUnauthorized
-		}
-		return next(c)
-	}
-}
-
 // deviceAuth admits a request bearing a device token whose device is the
 // one in the path, and keeps what authentication returned (the device and
 // its task state, read in one round trip) for the handler to pass on. A

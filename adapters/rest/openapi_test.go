@@ -81,7 +81,7 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 		inDoc = append(inDoc, v.(string))
 	}
 	inCode := []string{httpedge.CodeMalformedJSON, httpedge.CodeValidationFailed, httpedge.CodeUnauthorized, httpedge.CodeForbidden, httpedge.CodeNotFound,
-		httpedge.CodeMethodNotAllowed, httpedge.CodeDeviceExists, httpedge.CodeFirmwareExists, httpedge.CodeFirmwareRevoked, httpedge.CodeModelMismatch,
+		httpedge.CodeMethodNotAllowed, httpedge.CodeDeviceExists, httpedge.CodeUserExists, httpedge.CodeFirmwareExists, httpedge.CodeFirmwareRevoked, httpedge.CodeModelMismatch,
 		httpedge.CodeFirmwareGone, httpedge.CodeLinkInvalid, httpedge.CodeLinkExpired,
 		httpedge.CodeInvalidTransition, httpedge.CodeTaskFinished, httpedge.CodeIdempotencyConflict, httpedge.CodePayloadTooLarge,
 		httpedge.CodeUnsupportedMediaType, httpedge.CodeRateLimited, httpedge.CodeServiceBusy, httpedge.CodeInternal,

@@ -93,6 +93,11 @@ type server struct {
 	// compares every device request's token with it, and hashing the admin
 	// token again per request was a SHA-256 and two allocations per check.
 	adminHash domain.TokenHash
+	// accounts authenticates operators (the accounts service, or the root
+	// token alone without WithAccounts); perms is adminPermissions by
+	// routeShape.
+	accounts authenticator
+	perms    map[string]domain.Permission
 }
 
 // NewServer builds the Echo instance serving the whole HTTP surface: the
@@ -117,6 +122,10 @@ func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService
 	}
 	for _, o := range opts {
 		o(&s.ext)
+	}
+	s.accounts, s.perms = rootOnly{s.adminHash}, permissionsByShape
+	if s.ext.accounts != nil {
+		s.accounts = s.ext.accounts
 	}
 
 	e := echo.New()
@@ -150,6 +159,7 @@ func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService
 	s.edge.Add(e, http.MethodGet, a+"/tasks/:task_id/events", s.taskEvents, adminMW...)
 	s.addFleetRoutes(e, adminMW...)
 	s.addArtifactRoutes(e, adminMW...)
+	s.addAccountRoutes(e, adminMW...)
 	s.addMounts(e)
 
 	deviceMW := []echo.MiddlewareFunc{s.deviceAuth}
@@ -168,6 +178,7 @@ func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService
 			s.edge.Add(e, method, path, h, m...)
 		})
 	}
+	checkAdminRoutes(e, s.perms)
 	return e
 }
 

@@ -47,8 +47,12 @@ func newStack(t *testing.T) *stack {
 		Metrics: metrics, Limiter: ports.Unlimited{},
 	}
 	devices, admin := testenv.UseCases(t, deps, time.Hour)
+	accounts, err := application.NewAccounts(postgres.NewAccountRepository(db), deps.Clock, deps.IDs, adminToken)
+	if err != nil {
+		t.Fatal(err)
+	}
 	e := rest.NewServer(rest.Config{AdminToken: adminToken}, devices, admin,
-		[]ports.HealthCheck{postgres.NewHealthCheck(db)}, metrics, metrics.Handler(), slog.New(slog.DiscardHandler))
+		[]ports.HealthCheck{postgres.NewHealthCheck(db)}, metrics, metrics.Handler(), slog.New(slog.DiscardHandler), rest.WithAccounts(accounts))
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 	return &stack{t: t, db: db, srv: srv}

@@ -1,0 +1,142 @@
+package rest
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+
+	"github.com/ai-device/ota/adapters/httpedge"
+)
+
+// addAccountRoutes serves operators' accounts and API tokens.
+func (s *server) addAccountRoutes(e *echo.Echo, adminMW ...echo.MiddlewareFunc) {
+	if s.ext.accounts == nil {
+		return
+	}
+	a := APIPrefix + "/admin"
+	s.edge.Add(e, http.MethodPost, a+"/users", s.createUser, adminMW...)
+	s.edge.Add(e, http.MethodGet, a+"/users", s.listUsers, adminMW...)
+	s.edge.Add(e, http.MethodDelete, a+"/users/:name", s.removeUser, adminMW...)
+	s.edge.Add(e, http.MethodPost, a+"/tokens", s.createToken, adminMW...)
+	s.edge.Add(e, http.MethodGet, a+"/tokens", s.listTokens, adminMW...)
+	s.edge.Add(e, http.MethodDelete, a+"/tokens/:id", s.revokeToken, adminMW...)
+}
+
+type userView struct {
+	Username  string `json:"username"`
+	Role      string `json:"role"`
+	CreatedAt string `json:"created_at"`
+}
+
+func newUserView(u domain.User) userView {
+	return userView{Username: u.Name(), Role: string(u.Role()), CreatedAt: timestamp(u.CreatedAt())}
+}
+
+type apiTokenView struct {
+	ID         string   `json:"id"`
+	Owner      string   `json:"owner"`
+	Name       string   `json:"name"`
+	Scopes     []string `json:"scopes"`
+	CreatedAt  string   `json:"created_at"`
+	ExpiresAt  string   `json:"expires_at"`
+	LastUsedAt *string  `json:"last_used_at"`
+	RevokedAt  *string  `json:"revoked_at"`
+	// Token is the secret, in the creation's answer only.
+	Token string `json:"token,omitempty"`
+}
+
+func newAPITokenView(t domain.APIToken) apiTokenView {
+	v := apiTokenView{ID: t.ID().String(), Owner: t.Owner(), Name: t.Name(), Scopes: []string{},
+		CreatedAt: timestamp(t.CreatedAt()), ExpiresAt: timestamp(t.ExpiresAt()), LastUsedAt: optTime(t.LastUsedAt()), RevokedAt: optTime(t.RevokedAt())}
+	for _, p := range t.Scopes().List() {
+		v.Scopes = append(v.Scopes, string(p))
+	}
+	return v
+}
+
+type createUserBody struct {
+	Username *string `json:"username"`
+	Role     *string `json:"role"`
+	Password *string `json:"password"`
+}
+
+func (s *server) createUser(c echo.Context) error {
+	var b createUserBody
+	if err := s.decodeBody(c, &b); err != nil {
+		return err
+	}
+	if err := required(has("username", b.Username), has("role", b.Role), has("password", b.Password)); err != nil {
+		return err
+	}
+	u, err := s.ext.accounts.CreateUser(c.Request().Context(), principalOf(c), ports.NewUser{Username: *b.Username, Role: *b.Role, Password: *b.Password})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, newUserView(u))
+}
+
+func (s *server) listUsers(c echo.Context) error {
+	users, err := s.ext.accounts.ListUsers(c.Request().Context(), principalOf(c))
+	if err != nil {
+		return err
+	}
+	out := make([]userView, 0, len(users))
+	for _, u := range users {
+		out = append(out, newUserView(u))
+	}
+	return c.JSON(http.StatusOK, map[string]any{"items": out})
+}
+
+func (s *server) removeUser(c echo.Context) error {
+	if err := s.ext.accounts.RemoveUser(c.Request().Context(), principalOf(c), httpedge.PathParam(c, "name")); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+type createTokenBody struct {
+	Name      *string    `json:"name"`
+	Scopes    *[]string  `json:"scopes"`
+	ExpiresAt *time.Time `json:"expires_at"`
+}
+
+func (s *server) createToken(c echo.Context) error {
+	var b createTokenBody
+	if err := s.decodeBody(c, &b); err != nil {
+		return err
+	}
+	if err := required(has("name", b.Name), has("scopes", b.Scopes), has("expires_at", b.ExpiresAt)); err != nil {
+		return err
+	}
+	cred, err := s.ext.accounts.CreateToken(c.Request().Context(), principalOf(c), ports.NewAPIToken{Name: *b.Name, Scopes: *b.Scopes, ExpiresAt: *b.ExpiresAt})
+	if err != nil {
+		return err
+	}
+	v := newAPITokenView(cred.Token)
+	v.Token = cred.Secret
+	return c.JSON(http.StatusCreated, v)
+}
+
+func (s *server) listTokens(c echo.Context) error {
+	tokens, err := s.ext.accounts.ListTokens(c.Request().Context(), principalOf(c))
+	if err != nil {
+		return err
+	}
+	out := make([]apiTokenView, 0, len(tokens))
+	for _, t := range tokens {
+		out = append(out, newAPITokenView(t))
+	}
+	return c.JSON(http.StatusOK, map[string]any{"items": out})
+}
+
+func (s *server) revokeToken(c echo.Context) error {
+	t, err := s.ext.accounts.RevokeToken(c.Request().Context(), principalOf(c), pathUUID(c, "id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newAPITokenView(t))
+}

@@ -1,0 +1,156 @@
+package application_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ai-device/ota/adapters/local"
+	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+const rootSecret = "root-secret-0123456789"
+
+func newAccounts(t *testing.T) (*application.Accounts, *fixedClock) {
+	t.Helper()
+	clock := &fixedClock{now: time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)}
+	a, err := application.NewAccounts(memory.NewAccounts(memory.NewStore()), clock, local.NewUUIDs(), rootSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, clock
+}
+
+func createUser(t *testing.T, a *application.Accounts, name string, role domain.Role) domain.Principal {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := a.CreateUser(ctx, domain.RootPrincipal(), ports.NewUser{Username: name, Role: string(role), Password: "correct horse battery"}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.SignIn(ctx, name, "correct horse battery")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestAccountsAuthenticate(t *testing.T) {
+	a, clock := newAccounts(t)
+	ctx := t.Context()
+	if p, err := a.Authenticate(ctx, rootSecret); err != nil || !p.IsRoot() {
+		t.Fatalf("root: %v, %v", p, err)
+	}
+	for _, bad := range []string{"", "root-secret-012345678", domain.APITokenPrefix + "nope", "dev_x"} {
+		if _, err := a.Authenticate(ctx, bad); !errors.Is(err, domain.ErrUnauthorized) {
+			t.Errorf("Authenticate(%q) = %v", bad, err)
+		}
+	}
+	if _, err := a.SignIn(ctx, "nobody", "correct horse battery"); !errors.Is(err, domain.ErrUnauthorized) {
+		t.Errorf("unknown user: %v", err)
+	}
+	rel := createUser(t, a, "rel", domain.RoleReleaser)
+	if _, err := a.SignIn(ctx, "rel", "correct horse batterz"); !errors.Is(err, domain.ErrUnauthorized) {
+		t.Errorf("wrong password: %v", err)
+	}
+	cred, err := a.CreateToken(ctx, rel, ports.NewAPIToken{Name: "ci", Scopes: []string{"artifacts:write", "firmware:write"}, ExpiresAt: clock.now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.Authenticate(ctx, cred.Secret)
+	if err != nil || !p.Can(domain.PermFirmwareWrite) || p.Can(domain.PermRead) {
+		t.Fatalf("token principal %v (%v), %v", p, p.Permissions().List(), err)
+	}
+	tokens, err := a.ListTokens(ctx, domain.UserPrincipal(domain.RehydrateUser("rel", domain.RoleReleaser, "", time.Time{})))
+	if err != nil || len(tokens) != 1 || !tokens[0].LastUsedAt().Equal(clock.now) {
+		t.Fatalf("last use not recorded: %+v, %v", tokens, err)
+	}
+	clock.now = clock.now.Add(time.Hour)
+	if _, err := a.Authenticate(ctx, cred.Secret); !errors.Is(err, domain.ErrUnauthorized) {
+		t.Errorf("an expired token: %v", err)
+	}
+}
+
+// TestAccountsEscalationRefused: nobody gets more than they have.
+func TestAccountsEscalationRefused(t *testing.T) {
+	a, clock := newAccounts(t)
+	ctx := t.Context()
+	rel := createUser(t, a, "rel", domain.RoleReleaser)
+	in := clock.now.Add(time.Hour)
+
+	if _, err := a.CreateUser(ctx, rel, ports.NewUser{Username: "mallory", Role: "admin", Password: "correct horse battery"}); !errors.Is(err, domain.ErrForbidden) {
+		t.Errorf("a releaser creating a user: %v", err)
+	}
+	if users, _ := a.ListUsers(ctx, domain.RootPrincipal()); len(users) != 1 {
+		t.Errorf("a refused creation left %d users", len(users))
+	}
+	if _, err := a.CreateToken(ctx, rel, ports.NewAPIToken{Name: "x", Scopes: []string{"users:write"}, ExpiresAt: in}); !errors.Is(err, domain.ErrForbidden) {
+		t.Errorf("a releaser's token with users:write: %v", err)
+	}
+	cred, err := a.CreateToken(ctx, rel, ports.NewAPIToken{Name: "minter", Scopes: []string{"api_tokens:write", "firmware:write"}, ExpiresAt: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := a.Authenticate(ctx, cred.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.CreateToken(ctx, tok, ports.NewAPIToken{Name: "wider", Scopes: []string{"firmware:write", "artifacts:write"}, ExpiresAt: in}); !errors.Is(err, domain.ErrForbidden) {
+		t.Errorf("a token minting a wider token: %v", err)
+	}
+	if _, err := a.CreateToken(ctx, tok, ports.NewAPIToken{Name: "narrower", Scopes: []string{"firmware:write"}, ExpiresAt: in}); err != nil {
+		t.Errorf("a token minting a narrower token: %v", err)
+	}
+	if _, err := a.CreateToken(ctx, domain.RootPrincipal(), ports.NewAPIToken{Name: "root", Scopes: []string{"read"}, ExpiresAt: in}); !errors.Is(err, domain.ErrForbidden) {
+		t.Errorf("root minting a token: %v", err)
+	}
+	// Another user's token is not theirs to revoke, nor to see.
+	viewer := createUser(t, a, "vic", domain.RoleViewer)
+	if _, err := a.RevokeToken(ctx, viewer, cred.Token.ID()); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("revoking another user's token: %v", err)
+	}
+	if ts, err := a.ListTokens(ctx, viewer); err != nil || len(ts) != 0 {
+		t.Errorf("a viewer sees %d tokens of others, %v", len(ts), err)
+	}
+	if _, err := a.Authenticate(ctx, cred.Secret); err != nil {
+		t.Errorf("a refused revocation revoked: %v", err)
+	}
+	if _, err := a.RevokeToken(ctx, rel, cred.Token.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Authenticate(ctx, cred.Secret); !errors.Is(err, domain.ErrUnauthorized) {
+		t.Errorf("a revoked token: %v", err)
+	}
+}
+
+// TestAccountsRemovalEndsTokensAtOnce: the next request of a removed
+// user's token is refused.
+func TestAccountsRemovalEndsTokensAtOnce(t *testing.T) {
+	a, clock := newAccounts(t)
+	ctx := t.Context()
+	rel := createUser(t, a, "rel", domain.RoleReleaser)
+	cred, err := a.CreateToken(ctx, rel, ports.NewAPIToken{Name: "ci", Scopes: []string{"firmware:write"}, ExpiresAt: clock.now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Authenticate(ctx, cred.Secret); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RemoveUser(ctx, domain.RootPrincipal(), "rel"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Authenticate(ctx, cred.Secret); !errors.Is(err, domain.ErrUnauthorized) {
+		t.Errorf("a removed user's token: %v, want ErrUnauthorized", err)
+	}
+	if err := a.RemoveUser(ctx, domain.RootPrincipal(), "rel"); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("removing twice: %v", err)
+	}
+	if _, err := a.CreateUser(ctx, domain.RootPrincipal(), ports.NewUser{Username: "ada", Role: "admin", Password: "correct horse battery"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.CreateUser(ctx, domain.RootPrincipal(), ports.NewUser{Username: "ada", Role: "viewer", Password: "correct horse battery"}); !errors.Is(err, domain.ErrUserExists) {
+		t.Errorf("a second ada: %v", err)
+	}
+}

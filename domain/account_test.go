@@ -1,0 +1,151 @@
+package domain_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ai-device/ota/domain"
+)
+
+var at0 = time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+
+func mustUser(t *testing.T, name string, role domain.Role) domain.User {
+	t.Helper()
+	u, err := domain.NewUser(name, string(role), "correct horse battery", at0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// TestRolePermissions pins the roles table of docs/DOMAIN.md.
+func TestRolePermissions(t *testing.T) {
+	want := map[domain.Role]string{
+		domain.RoleViewer:         "read api_tokens:write",
+		domain.RoleReleaser:       "read artifacts:write firmware:write api_tokens:write",
+		domain.RoleRolloutManager: "read rollouts:write tags:write api_tokens:write",
+		domain.RoleDeviceAdmin:    "read devices:write tokens:write admission:write api_tokens:write",
+		domain.RoleAdmin:          "read artifacts:write firmware:write rollouts:write tags:write devices:write tokens:write admission:write api_tokens:write users:write",
+	}
+	for _, r := range domain.Roles() {
+		var got []string
+		for _, p := range domain.RolePermissions(r).List() {
+			got = append(got, string(p))
+		}
+		if strings.Join(got, " ") != want[r] {
+			t.Errorf("%s: %v, want %s", r, got, want[r])
+		}
+	}
+	if _, err := domain.ParseRole("root"); !errors.Is(err, domain.ErrValidation) {
+		t.Errorf("ParseRole(root) = %v", err)
+	}
+}
+
+func TestNewUser(t *testing.T) {
+	u := mustUser(t, "alice", domain.RoleReleaser)
+	if !u.PasswordMatches("correct horse battery") || u.PasswordMatches("correct horse batterz") || u.PasswordMatches("") {
+		t.Error("password verification")
+	}
+	if strings.Contains(u.PasswordHash(), "horse") || !strings.HasPrefix(u.PasswordHash(), "$argon2id$v=19$m=19456,t=2,p=1$") {
+		t.Errorf("hash %q", u.PasswordHash())
+	}
+	for _, tc := range []struct{ name, role, pw string }{
+		{"", "admin", "correct horse battery"},
+		{"Alice", "admin", "correct horse battery"},
+		{"-x", "admin", "correct horse battery"},
+		{strings.Repeat("a", 65), "admin", "correct horse battery"},
+		{"bob", "root", "correct horse battery"},
+		{"bob", "admin", "short"},
+	} {
+		if _, err := domain.NewUser(tc.name, tc.role, tc.pw, at0); !errors.Is(err, domain.ErrValidation) {
+			t.Errorf("NewUser(%q, %q, %q) = %v, want a validation error", tc.name, tc.role, tc.pw, err)
+		}
+	}
+}
+
+func TestAPITokenScopes(t *testing.T) {
+	releaser := mustUser(t, "rel", domain.RoleReleaser)
+	id := domain.UUIDOf([16]byte{1})
+	ci := domain.PermissionsOf(domain.PermArtifactsWrite, domain.PermFirmwareWrite)
+	tok, secret, err := domain.NewAPIToken(id, domain.UserPrincipal(releaser), "ci", ci, at0.Add(time.Hour), at0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(secret, domain.APITokenPrefix) || domain.HashToken(secret) != tok.Hash() || tok.Owner() != "rel" {
+		t.Fatalf("secret %q, token %+v", secret, tok)
+	}
+	p := domain.TokenPrincipal(tok, releaser)
+	if !p.Can(domain.PermFirmwareWrite) || p.Can(domain.PermRead) || p.Can(domain.PermAPITokensWrite) {
+		t.Errorf("token principal may %v", p.Permissions().List())
+	}
+	// Escalations: a user beyond their role, a token beyond its scopes.
+	for name, tc := range map[string]struct {
+		grantor domain.Principal
+		scopes  domain.PermissionSet
+	}{
+		"releaser asks users:write":      {domain.UserPrincipal(releaser), domain.PermissionsOf(domain.PermUsersWrite)},
+		"token asks read beyond its own": {p, domain.PermissionsOf(domain.PermFirmwareWrite, domain.PermRead)},
+		"root owns no tokens":            {domain.RootPrincipal(), domain.PermissionsOf(domain.PermRead)},
+		"nobody":                         {domain.Principal{}, domain.PermissionsOf(domain.PermRead)},
+	} {
+		if _, _, err := domain.NewAPIToken(id, tc.grantor, "x", tc.scopes, at0.Add(time.Hour), at0); !errors.Is(err, domain.ErrForbidden) {
+			t.Errorf("%s: %v, want ErrForbidden", name, err)
+		}
+	}
+	// A token within its own scopes may mint a narrower one.
+	if _, _, err := domain.NewAPIToken(id, p, "narrow", domain.PermissionsOf(domain.PermArtifactsWrite), at0.Add(time.Hour), at0); err != nil {
+		t.Errorf("narrower token: %v", err)
+	}
+	for _, exp := range []time.Time{{}, at0, at0.Add(-time.Second), at0.Add(domain.MaxTokenLifetime + time.Second)} {
+		if _, _, err := domain.NewAPIToken(id, domain.UserPrincipal(releaser), "x", ci, exp, at0); !errors.Is(err, domain.ErrValidation) {
+			t.Errorf("expiry %v: %v", exp, err)
+		}
+	}
+	// A demoted owner's token shrinks with the role.
+	viewer := domain.RehydrateUser("rel", domain.RoleViewer, releaser.PasswordHash(), at0)
+	if domain.TokenPrincipal(tok, viewer).Can(domain.PermFirmwareWrite) {
+		t.Error("a demoted owner's token kept firmware:write")
+	}
+	if domain.TokenPrincipal(tok, mustUser(t, "other", domain.RoleAdmin)).Can(domain.PermFirmwareWrite) {
+		t.Error("a token acted for a user who does not own it")
+	}
+}
+
+func TestAPITokenUsable(t *testing.T) {
+	u := mustUser(t, "alice", domain.RoleViewer)
+	tok, _, err := domain.NewAPIToken(domain.UUIDOf([16]byte{2}), domain.UserPrincipal(u), "x", domain.PermissionsOf(domain.PermRead), at0.Add(time.Hour), at0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tok.Usable(at0.Add(time.Hour - time.Microsecond)); err != nil {
+		t.Errorf("before expiry: %v", err)
+	}
+	if err := tok.Usable(at0.Add(time.Hour)); !errors.Is(err, domain.ErrUnauthorized) {
+		t.Errorf("at expiry: %v", err)
+	}
+	r := tok.Revoke(at0.Add(time.Minute))
+	if err := r.Usable(at0.Add(2 * time.Minute)); !errors.Is(err, domain.ErrUnauthorized) {
+		t.Errorf("revoked: %v", err)
+	}
+	if !r.Revoke(at0.Add(time.Hour)).RevokedAt().Equal(at0.Add(time.Minute)) {
+		t.Error("a second revocation moved the first")
+	}
+}
+
+func TestPrincipal(t *testing.T) {
+	if domain.RootPrincipal().String() != "root" || !domain.RootPrincipal().Can(domain.PermUsersWrite) {
+		t.Error("root")
+	}
+	var nobody domain.Principal
+	for _, p := range domain.RolePermissions(domain.RoleAdmin).List() {
+		if nobody.Can(p) {
+			t.Errorf("the zero principal may %s", p)
+		}
+	}
+	v := domain.UserPrincipal(mustUser(t, "vic", domain.RoleViewer))
+	if v.Can(domain.PermFirmwareWrite) || !v.Can(domain.PermRead) || v.String() != "user:vic" {
+		t.Errorf("viewer %v", v)
+	}
+}

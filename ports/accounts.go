@@ -1,0 +1,65 @@
+package ports
+
+import (
+	"context"
+	"time"
+
+	"github.com/ai-device/ota/domain"
+)
+
+// AccountTx is what one accounts transaction may do: the primitives of the
+// users and api_tokens tables. The use cases (application/accounts.go)
+// decide; the audit record of the next change will be written through it
+// too, so that a change and its record commit together.
+type AccountTx interface {
+	// InsertUser stores a new account (domain.ErrUserExists).
+	InsertUser(ctx context.Context, u domain.User) error
+	// DeleteUser removes an account and every token it owns
+	// (domain.ErrNotFound).
+	DeleteUser(ctx context.Context, name string) error
+	// LockToken reads a token locked until the transaction ends
+	// (domain.ErrNotFound).
+	LockToken(ctx context.Context, id domain.UUID) (domain.APIToken, error)
+	// PutToken stores a new token, or one LockToken read and the use case
+	// changed (its last use, its revocation). Its owner must exist
+	// (domain.ErrNotFound otherwise).
+	PutToken(ctx context.Context, t domain.APIToken) error
+}
+
+// NewUser is an operator's request to create an account, as received.
+type NewUser struct {
+	Username string
+	Role     string
+	Password string
+}
+
+// NewAPIToken is a principal's request to mint an API token for itself.
+type NewAPIToken struct {
+	Name      string
+	Scopes    []string
+	ExpiresAt time.Time
+}
+
+// APITokenCredentials is a new token with its secret, shown once.
+type APITokenCredentials struct {
+	Token  domain.APIToken
+	Secret string
+}
+
+// AccountService is what the edges ask of operators' accounts. Every call
+// but Authenticate carries the principal acting, which it judges.
+type AccountService interface {
+	// Authenticate maps a bearer secret to who presents it: the root
+	// token, or a usable API token of an existing user
+	// (domain.ErrUnauthorized otherwise).
+	Authenticate(ctx context.Context, secret string) (domain.Principal, error)
+	// SignIn checks a user's password: the user's principal, or
+	// domain.ErrUnauthorized for an unknown user and a wrong password alike.
+	SignIn(ctx context.Context, username, password string) (domain.Principal, error)
+	CreateUser(ctx context.Context, p domain.Principal, req NewUser) (domain.User, error)
+	RemoveUser(ctx context.Context, p domain.Principal, name string) error
+	ListUsers(ctx context.Context, p domain.Principal) ([]domain.User, error)
+	CreateToken(ctx context.Context, p domain.Principal, req NewAPIToken) (APITokenCredentials, error)
+	ListTokens(ctx context.Context, p domain.Principal) ([]domain.APIToken, error)
+	RevokeToken(ctx context.Context, p domain.Principal, id domain.UUID) (domain.APIToken, error)
+}

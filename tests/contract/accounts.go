@@ -1,0 +1,169 @@
+package contract
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// RunAccountStores runs the contract of the accounts store
+// (application.AccountStore): users are unique and removed with their
+// tokens; a token round-trips, is found by its hash through its owner, and
+// keeps its last use and revocation; a failed transaction leaves nothing.
+func RunAccountStores(t *testing.T, newStore func(t *testing.T) application.AccountStore) {
+	at := time.Date(2026, 12, 4, 12, 0, 0, 123456789, time.UTC)
+	user := func(t *testing.T, role domain.Role) domain.User {
+		u, err := domain.NewUser(repoName("u"), string(role), "correct horse battery", at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	token := func(t *testing.T, u domain.User, perms ...domain.Permission) (domain.APIToken, string) {
+		tok, secret, err := domain.NewAPIToken(domain.UUIDOf([16]byte(uuid.New())), domain.UserPrincipal(u), "ci",
+			domain.PermissionsOf(perms...), at.Add(time.Hour), at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok, secret
+	}
+	tx := func(t *testing.T, s application.AccountStore, fn func(ports.AccountTx) error) error {
+		t.Helper()
+		return s.InAccountTx(t.Context(), fn)
+	}
+
+	t.Run("Users", func(t *testing.T) {
+		t.Parallel()
+		s, ctx := newStore(t), t.Context()
+		u := user(t, domain.RoleReleaser)
+		if err := tx(t, s, func(tx ports.AccountTx) error { return tx.InsertUser(ctx, u) }); err != nil {
+			t.Fatal(err)
+		}
+		again, _ := domain.NewUser(u.Name(), "admin", "another long password", at)
+		if err := tx(t, s, func(tx ports.AccountTx) error { return tx.InsertUser(ctx, again) }); !errors.Is(err, domain.ErrUserExists) {
+			t.Fatalf("second user %s: %v, want ErrUserExists", u.Name(), err)
+		}
+		users, err := s.Users(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(users, func(x domain.User) bool { return x.Name() == u.Name() })
+		if i < 0 || users[i] != u || !users[i].PasswordMatches("correct horse battery") {
+			t.Fatalf("stored user %+v, want %+v", users, u)
+		}
+		if err := tx(t, s, func(tx ports.AccountTx) error { return tx.DeleteUser(ctx, u.Name()) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx(t, s, func(tx ports.AccountTx) error { return tx.DeleteUser(ctx, u.Name()) }); !errors.Is(err, domain.ErrNotFound) {
+			t.Fatalf("removing a removed user: %v", err)
+		}
+	})
+
+	t.Run("Tokens", func(t *testing.T) {
+		t.Parallel()
+		s, ctx := newStore(t), t.Context()
+		u, other := user(t, domain.RoleReleaser), user(t, domain.RoleViewer)
+		tok, secret := token(t, u, domain.PermFirmwareWrite, domain.PermArtifactsWrite)
+		if err := tx(t, s, func(tx ports.AccountTx) error { return tx.PutToken(ctx, tok) }); !errors.Is(err, domain.ErrNotFound) {
+			t.Fatalf("a token of no user: %v, want ErrNotFound", err)
+		}
+		otherTok, _ := token(t, other, domain.PermRead)
+		err := tx(t, s, func(tx ports.AccountTx) error {
+			return errors.Join(tx.InsertUser(ctx, u), tx.InsertUser(ctx, other), tx.PutToken(ctx, tok), tx.PutToken(ctx, otherTok))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, owner, err := s.TokenByHash(ctx, domain.HashToken(secret))
+		if err != nil || got != tok || owner != u {
+			t.Fatalf("TokenByHash = %+v, %+v, %v; want %+v of %+v", got, owner, err, tok, u)
+		}
+		if _, _, err := s.TokenByHash(ctx, domain.HashToken(secret+"x")); !errors.Is(err, domain.ErrNotFound) {
+			t.Fatalf("an unknown hash: %v", err)
+		}
+		used, revoked := at.Add(time.Minute), at.Add(2*time.Minute)
+		usedUs, revokedUs := used.Truncate(time.Microsecond), revoked.Truncate(time.Microsecond)
+		err = tx(t, s, func(tx ports.AccountTx) error {
+			locked, err := tx.LockToken(ctx, tok.ID())
+			if err != nil {
+				return err
+			}
+			return tx.PutToken(ctx, locked.Used(used).Revoke(revoked))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mine, err := s.APITokens(ctx, u.Name())
+		if err != nil || len(mine) != 1 || !mine[0].LastUsedAt().Equal(usedUs) || !mine[0].RevokedAt().Equal(revokedUs) || mine[0].Scopes() != tok.Scopes() {
+			t.Fatalf("APITokens(%s) = %+v, %v", u.Name(), mine, err)
+		}
+		all, err := s.APITokens(ctx, "")
+		if err != nil || len(all) < 2 {
+			t.Fatalf("APITokens(all) = %d tokens, %v", len(all), err)
+		}
+		if _, err := tx2(t, s, func(tx ports.AccountTx) (domain.APIToken, error) {
+			return tx.LockToken(ctx, domain.UUIDOf([16]byte(uuid.New())))
+		}); !errors.Is(err, domain.ErrNotFound) {
+			t.Fatalf("locking an unknown token: %v", err)
+		}
+		// Removing a user removes its tokens, at once.
+		if err := tx(t, s, func(tx ports.AccountTx) error { return tx.DeleteUser(ctx, u.Name()) }); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.TokenByHash(ctx, domain.HashToken(secret)); !errors.Is(err, domain.ErrNotFound) {
+			t.Fatalf("a removed user's token: %v, want ErrNotFound", err)
+		}
+		if mine, err := s.APITokens(ctx, u.Name()); err != nil || len(mine) != 0 {
+			t.Fatalf("a removed user's tokens: %+v, %v", mine, err)
+		}
+		if theirs, err := s.APITokens(ctx, other.Name()); err != nil || len(theirs) != 1 {
+			t.Fatalf("another user's tokens after a removal: %+v, %v", theirs, err)
+		}
+	})
+
+	t.Run("RolledBack", func(t *testing.T) {
+		t.Parallel()
+		s, ctx := newStore(t), t.Context()
+		u := user(t, domain.RoleAdmin)
+		tok, secret := token(t, u, domain.PermRead)
+		boom := errors.New("boom")
+		err := tx(t, s, func(tx ports.AccountTx) error {
+			if err := errors.Join(tx.InsertUser(ctx, u), tx.PutToken(ctx, tok)); err != nil {
+				return err
+			}
+			return boom
+		})
+		if !errors.Is(err, boom) {
+			t.Fatalf("InAccountTx = %v, want fn's error", err)
+		}
+		users, err := s.Users(ctx)
+		if err != nil || slices.ContainsFunc(users, func(x domain.User) bool { return x.Name() == u.Name() }) {
+			t.Fatalf("a failed transaction kept its user: %v", err)
+		}
+		if _, _, err := s.TokenByHash(ctx, domain.HashToken(secret)); !errors.Is(err, domain.ErrNotFound) {
+			t.Fatalf("a failed transaction kept its token: %v", err)
+		}
+	})
+}
+
+// tx2 runs fn in a transaction and returns what it found.
+func tx2[T any](t *testing.T, s application.AccountStore, fn func(ports.AccountTx) (T, error)) (T, error) {
+	var out T
+	err := s.InAccountTx(t.Context(), func(tx ports.AccountTx) error {
+		var err error
+		out, err = fn(tx)
+		return err
+	})
+	if err != nil {
+		return out, fmt.Errorf("in transaction: %w", err)
+	}
+	return out, nil
+}
