@@ -163,15 +163,10 @@ func ReplaceActive(ctx context.Context, tasks TaskTransactor, device domain.Devi
 			}
 		}
 		if changed {
-			count, err := c.track(before)
+			stored, err := c.update(before, subject.Task)
 			if err != nil {
 				return err
 			}
-			stored, err := tx.UpdateTask(subject.Task)
-			if err != nil {
-				return err
-			}
-			count(stored)
 			if stored.Installs(before) {
 				if err := tx.SetDeviceVersion(device, subject.Firmware.Version(), stored.UpdatedAt()); err != nil {
 					return err
@@ -260,14 +255,9 @@ func ApplyEvent(ctx context.Context, tasks TaskTransactor, taskID domain.UUID, e
 			return nil
 		}
 		c := &counts{tx: tx}
-		count, err := c.track(loaded)
-		if err != nil {
+		if out, err = c.update(loaded, t); err != nil {
 			return err
 		}
-		if out, err = tx.UpdateTask(t); err != nil {
-			return err
-		}
-		count(out)
 		if err := tx.StoreEvent(out, ev); err != nil {
 			return err
 		}
@@ -330,14 +320,9 @@ func UpdateTask(ctx context.Context, tasks TaskTransactor, id domain.UUID, fn fu
 			return nil
 		}
 		c := &counts{tx: tx}
-		count, err := c.track(loaded)
-		if err != nil {
+		if out, err = c.update(loaded, t); err != nil {
 			return err
 		}
-		if out, err = tx.UpdateTask(t); err != nil {
-			return err
-		}
-		count(out)
 		return c.flush(out.DeviceID())
 	})
 	if err != nil {
@@ -376,6 +361,21 @@ func (c *counts) track(t domain.Task) (func(changed domain.Task), error) {
 			}
 		}
 	}, nil
+}
+
+// update stores t, loaded as before in this transaction and changed
+// since, and records what the change adds to the counters.
+func (c *counts) update(before, t domain.Task) (domain.Task, error) {
+	count, err := c.track(before)
+	if err != nil {
+		return domain.Task{}, err
+	}
+	stored, err := c.tx.UpdateTask(t)
+	if err != nil {
+		return domain.Task{}, err
+	}
+	count(stored)
+	return stored, nil
 }
 
 // countScopes are the scopes t counts in: its rollout (the zero stage),
