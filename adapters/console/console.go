@@ -321,10 +321,10 @@ type page struct {
 	CSRF     string
 	// Who is the signed-in operator (the zero principal when signed
 	// out): the templates show only the forms it may use (Can).
-	Who      domain.Principal
-	Flash    string
-	Refresh  int // seconds between live refreshes
-	Data     any
+	Who     domain.Principal
+	Flash   string
+	Refresh int // seconds between live refreshes
+	Data    any
 }
 
 // Can reports whether the page's operator holds a permission, by name:
