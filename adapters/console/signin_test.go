@@ -132,8 +132,8 @@ func TestViewerPostsAreRefused(t *testing.T) {
 	}
 	token := e.csrf("/console/rollouts")
 	posts := map[string]url.Values{
-		"/console/rollouts/" + ro.ID().String():               {"action": {"pause"}},
-		"/console/rollouts":                                   {"firmware_id": {fw.ID().String()}, "percentage": {"50"}},
+		"/console/rollouts/" + ro.ID().String():              {"action": {"pause"}},
+		"/console/rollouts":                                  {"firmware_id": {fw.ID().String()}, "percentage": {"50"}},
 		"/console/firmwares/" + fw.ID().String() + "/revoke": {},
 		"/console/firmwares": {"model": {"cam"}, "version": {"3.0.0"}, "url": {"https://x.example/a"},
 			"size_bytes": {"1"}, "sha256": {strings.Repeat("ab", 32)}},
