@@ -87,7 +87,7 @@ func clientAddress(r *http.Request) string {
 func (c *Console) allowSignIn(w http.ResponseWriter, r *http.Request, next, username string) bool {
 	keys := []string{"console sign-in addr:" + clientAddress(r)}
 	if username != "" {
-		keys = append(keys, "console sign-in user:"+username)
+		keys = append(keys, "console sign-in user:"+username[:min(len(username), maxUserLen)])
 	}
 	for _, k := range keys {
 		if ok, wait := c.cfg.SignInLimiter.Allow(k); !ok {
@@ -111,9 +111,6 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	username := r.PostFormValue("username")
-	if len(username) > maxUserLen {
-		username = username[:maxUserLen]
-	}
 	if !c.allowSignIn(w, r, next, username) {
 		return
 	}
