@@ -331,6 +331,17 @@ type page struct {
 // a template shows a form only when its operator may post it.
 func (p page) Can(perm string) bool { return p.Who.Can(domain.Permission(perm)) }
 
+// Operator names who is signed in, for the page's header.
+func (p page) Operator() string {
+	if name, ok := p.Who.Username(); ok {
+		return name
+	}
+	if p.Who.IsRoot() {
+		return "admin token"
+	}
+	return ""
+}
+
 // render writes a full page.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
 	if p.Refresh == 0 {

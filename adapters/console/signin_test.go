@@ -89,6 +89,9 @@ func TestPasswordSignInActsWithinRole(t *testing.T) {
 
 	page := e.get("/console/firmwares")
 	wantStatus(t, "firmwares", page, http.StatusOK)
+	if !strings.Contains(page.body, `<span class="muted" id="signed-in-as">rel</span>`) {
+		t.Error("the page does not say who is signed in")
+	}
 	if !strings.Contains(page.body, `id="publish"`) || !strings.Contains(page.body, `id="upload-form"`) {
 		t.Fatalf("a releaser's firmware page has no publish or upload form:\n%s", page.body)
 	}
