@@ -277,7 +277,9 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	console, err := bootstrap.NewConsole(cfg, keyedAdmin, fleet, artifacts, clock, logger)
+	accountRepository := postgres.NewAccountRepository(db)
+	rootToken := bootstrap.RootTokenFrom(cfg)
+	accounts, err := application.NewAccounts(accountRepository, clock, uuiDs, rootToken)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -285,9 +287,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	accountRepository := postgres.NewAccountRepository(db)
-	rootToken := bootstrap.RootTokenFrom(cfg)
-	accounts, err := application.NewAccounts(accountRepository, clock, uuiDs, rootToken)
+	console, err := bootstrap.NewConsole(cfg, keyedAdmin, fleet, artifacts, accounts, clock, logger)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -440,13 +440,13 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
-	console, err := bootstrap.NewConsole(cfg, keyedAdmin, applicationFleet, applicationArtifacts, clock, logger)
-	if err != nil {
-		return nil, err
-	}
 	accounts := memory.NewAccounts(store)
 	rootToken := bootstrap.RootTokenFrom(cfg)
 	applicationAccounts, err := application.NewAccounts(accounts, clock, uuiDs, rootToken)
+	if err != nil {
+		return nil, err
+	}
+	console, err := bootstrap.NewConsole(cfg, keyedAdmin, applicationFleet, applicationArtifacts, applicationAccounts, clock, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -134,6 +134,22 @@ func (a *Accounts) SignIn(ctx context.Context, username, password string) (domai
 	return domain.UserPrincipal(users[i]), nil
 }
 
+// SessionUser re-reads a signed-in user for one request of their
+// session: their principal with the role they hold now, or
+// domain.ErrUnauthorized when the account is gone, so that removing a user
+// ends their sessions at once and a new role applies from the next request.
+func (a *Accounts) SessionUser(ctx context.Context, username string) (domain.Principal, error) {
+	users, err := a.store.Users(ctx)
+	if err != nil {
+		return domain.Principal{}, fmt.Errorf("reading session user: %w", err)
+	}
+	i := slices.IndexFunc(users, func(u domain.User) bool { return u.Name() == username })
+	if i < 0 {
+		return domain.Principal{}, domain.ErrUnauthorized
+	}
+	return domain.UserPrincipal(users[i]), nil
+}
+
 // decoy is a user hashed once, whose password check SignIn spends on an
 // unknown name (its answer is ignored).
 var decoy = sync.OnceValue(func() domain.User {

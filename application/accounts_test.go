@@ -154,3 +154,24 @@ func TestAccountsRemovalEndsTokensAtOnce(t *testing.T) {
 		t.Errorf("a second ada: %v", err)
 	}
 }
+
+// A session's user is re-read: their current role's principal while the
+// account exists, ErrUnauthorized from the moment it is removed.
+func TestAccountsSessionUser(t *testing.T) {
+	a, _ := newAccounts(t)
+	ctx := t.Context()
+	createUser(t, a, "vic", domain.RoleViewer)
+	p, err := a.SessionUser(ctx, "vic")
+	if err != nil || p.String() != "user:vic" || p.Can(domain.PermFirmwareWrite) || !p.Can(domain.PermRead) {
+		t.Fatalf("vic's session: %v %v", p, err)
+	}
+	if _, err := a.SessionUser(ctx, "nobody"); !errors.Is(err, domain.ErrUnauthorized) {
+		t.Errorf("an unknown user's session: %v, want ErrUnauthorized", err)
+	}
+	if err := a.RemoveUser(ctx, domain.RootPrincipal(), "vic"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.SessionUser(ctx, "vic"); !errors.Is(err, domain.ErrUnauthorized) {
+		t.Errorf("a removed user's session: %v, want ErrUnauthorized", err)
+	}
+}

@@ -40,6 +40,14 @@ type Config struct {
 	// it may spend at once.
 	DeviceRate  float64
 	DeviceBurst int
+	// ConsoleSessionKey signs users' console sessions
+	// (OTA_CONSOLE_SESSION_KEY; unset: derived from AdminToken).
+	ConsoleSessionKey string
+	// SignInRate is each client address's and each username's sustained
+	// budget of console sign-in attempts per second (0 turns the limit
+	// off); SignInBurst is how many it may spend at once.
+	SignInRate  float64
+	SignInBurst int
 	// LockMajority is how many of 2n-1 Redis keys make a lock (1 on one
 	// Redis or one cluster; more spreads keys over cluster masters).
 	LockMajority int32
@@ -124,6 +132,7 @@ const (
 	DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/ota?sslmode=disable"
 	DefaultRedisURL    = "redis://127.0.0.1:6379/0"
 	minAdminTokenLen   = 16
+	minSessionKeyLen   = 32
 )
 
 // LoadConfig reads the configuration through getenv (os.Getenv in
@@ -209,6 +218,12 @@ func LoadConfig(getenv func(string) string, requireAdminToken bool) (Config, err
 	cfg.DeviceRate = number("OTA_DEVICE_RATE_LIMIT", "5", 0, 1e6)
 	cfg.DeviceBurst = whole("OTA_DEVICE_RATE_BURST", "20", 1, 1e6)
 	cfg.LockMajority = int32(whole("OTA_LOCK_MAJORITY", "1", 1, 5))
+	cfg.ConsoleSessionKey = strings.TrimSpace(getenv("OTA_CONSOLE_SESSION_KEY"))
+	if cfg.ConsoleSessionKey != "" && len(cfg.ConsoleSessionKey) < minSessionKeyLen {
+		bad("OTA_CONSOLE_SESSION_KEY", "must be at least %d characters (or unset to derive it from OTA_ADMIN_TOKEN)", minSessionKeyLen)
+	}
+	cfg.SignInRate = number("OTA_CONSOLE_SIGNIN_RATE_LIMIT", "0.1", 0, 1e6)
+	cfg.SignInBurst = whole("OTA_CONSOLE_SIGNIN_RATE_BURST", "10", 1, 1e6)
 	loadMenderConfig(&cfg, get, getenv, bad, duration, number, whole)
 	loadDDIConfig(&cfg, get, getenv, bad)
 	loadArtifactConfig(&cfg, get, bad)

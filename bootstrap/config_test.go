@@ -18,28 +18,32 @@ func TestLoadConfigDefaults(t *testing.T) {
 	if cfg.HTTPAddr != ":8080" || cfg.LockTTL != 5*time.Second || cfg.LockWait != 500*time.Millisecond ||
 		cfg.PollInterval != time.Hour || cfg.Store != bootstrap.StorePostgres || cfg.DatabaseURL != bootstrap.DefaultDatabaseURL ||
 		cfg.RedisURL != bootstrap.DefaultRedisURL || cfg.LockMajority != 1 || !cfg.Migrate ||
-		cfg.LastSeenResolution != bootstrap.DefaultLastSeenResolution {
+		cfg.LastSeenResolution != bootstrap.DefaultLastSeenResolution ||
+		cfg.ConsoleSessionKey != "" || cfg.SignInRate != 0.1 || cfg.SignInBurst != 10 {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 }
 
 func TestLoadConfigRefusesBadValuesNamingTheVariable(t *testing.T) {
 	cases := map[string]map[string]string{
-		"OTA_ADMIN_TOKEN":          {},
-		"OTA_LOCK_TTL":             {"OTA_LOCK_TTL": "soon"},
-		"OTA_LOCK_WAIT":            {"OTA_LOCK_WAIT": "-1s"},
-		"OTA_POLL_INTERVAL":        {"OTA_POLL_INTERVAL": "0s"},
-		"OTA_STORE":                {"OTA_STORE": "sqlite"},
-		"OTA_LOG_LEVEL":            {"OTA_LOG_LEVEL": "loud"},
-		"OTA_HTTP_ADDR":            {"OTA_HTTP_ADDR": "8080"},
-		"OTA_DATABASE_URL":         {"OTA_DATABASE_URL": "mysql://x"},
-		"OTA_REDIS_URL":            {"OTA_REDIS_URL": "http://x"},
-		"OTA_DEVICE_RATE_LIMIT":    {"OTA_DEVICE_RATE_LIMIT": "fast"},
-		"OTA_LOCK_MAJORITY":        {"OTA_LOCK_MAJORITY": "0"},
-		"OTA_LAST_SEEN_RESOLUTION": {"OTA_LAST_SEEN_RESOLUTION": "-1m"},
-		"OTA_DATABASE_READ_URL":    {"OTA_DATABASE_READ_URL": "mysql://replica"},
-		"OTA_READ_MAX_LAG":         {"OTA_READ_MAX_LAG": "2m"},
-		"OTA_PPROF_ADDR":           {"OTA_PPROF_ADDR": "6060"},
+		"OTA_ADMIN_TOKEN":               {},
+		"OTA_LOCK_TTL":                  {"OTA_LOCK_TTL": "soon"},
+		"OTA_LOCK_WAIT":                 {"OTA_LOCK_WAIT": "-1s"},
+		"OTA_POLL_INTERVAL":             {"OTA_POLL_INTERVAL": "0s"},
+		"OTA_STORE":                     {"OTA_STORE": "sqlite"},
+		"OTA_LOG_LEVEL":                 {"OTA_LOG_LEVEL": "loud"},
+		"OTA_HTTP_ADDR":                 {"OTA_HTTP_ADDR": "8080"},
+		"OTA_DATABASE_URL":              {"OTA_DATABASE_URL": "mysql://x"},
+		"OTA_REDIS_URL":                 {"OTA_REDIS_URL": "http://x"},
+		"OTA_DEVICE_RATE_LIMIT":         {"OTA_DEVICE_RATE_LIMIT": "fast"},
+		"OTA_LOCK_MAJORITY":             {"OTA_LOCK_MAJORITY": "0"},
+		"OTA_LAST_SEEN_RESOLUTION":      {"OTA_LAST_SEEN_RESOLUTION": "-1m"},
+		"OTA_DATABASE_READ_URL":         {"OTA_DATABASE_READ_URL": "mysql://replica"},
+		"OTA_READ_MAX_LAG":              {"OTA_READ_MAX_LAG": "2m"},
+		"OTA_PPROF_ADDR":                {"OTA_PPROF_ADDR": "6060"},
+		"OTA_CONSOLE_SESSION_KEY":       {"OTA_CONSOLE_SESSION_KEY": "too short a key"},
+		"OTA_CONSOLE_SIGNIN_RATE_LIMIT": {"OTA_CONSOLE_SIGNIN_RATE_LIMIT": "-1"},
+		"OTA_CONSOLE_SIGNIN_RATE_BURST": {"OTA_CONSOLE_SIGNIN_RATE_BURST": "0"},
 	}
 	for name, vars := range cases {
 		if name != "OTA_ADMIN_TOKEN" {

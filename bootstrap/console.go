@@ -2,10 +2,12 @@ package bootstrap
 
 import (
 	"log/slog"
+	"strings"
 
 	"github.com/google/wire"
 
 	"github.com/ai-device/ota/adapters/console"
+	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/adapters/rest"
@@ -35,11 +37,19 @@ var memoryFleetSet = wire.NewSet(
 // views, on the HTTP server.
 var consoleSet = wire.NewSet(NewConsole, HTTPOptions)
 
-// NewConsole builds the operator console; it signs operators in with the
-// admin token, and uploads images through the same use case as the API.
+// NewConsole builds the operator console; it signs operators in with
+// their password (accounts) or the admin token, budgets sign-in attempts
+// per address and username (in-process, per replica, as the devices'
+// budget), and uploads images through the same use case as the API.
 func NewConsole(cfg Config, admin ports.AdminService, fleet ports.FleetService, artifacts ports.ArtifactService,
-	clock ports.Clock, logger *slog.Logger) (*console.Console, error) {
-	return console.New(console.Config{AdminToken: cfg.AdminToken}, admin, fleet, clock, logger, console.WithArtifacts(artifacts))
+	accounts ports.AccountService, clock ports.Clock, logger *slog.Logger) (*console.Console, error) {
+	var limiter ports.RateLimiter = ports.Unlimited{}
+	if cfg.SignInRate > 0 {
+		limiter = local.NewRateLimiter(cfg.SignInRate, cfg.SignInBurst)
+	}
+	return console.New(console.Config{AdminToken: cfg.AdminToken, SessionKey: cfg.ConsoleSessionKey,
+		SecureCookies: strings.HasPrefix(cfg.PublicURL, "https://"), SignInLimiter: limiter},
+		admin, fleet, clock, logger, console.WithArtifacts(artifacts), console.WithAccounts(accounts))
 }
 
 // HTTPOptions adds the fleet views, the artifact routes and operators'

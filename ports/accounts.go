@@ -56,6 +56,9 @@ type AccountService interface {
 	// SignIn checks a user's password: the user's principal, or
 	// domain.ErrUnauthorized for an unknown user and a wrong password alike.
 	SignIn(ctx context.Context, username, password string) (domain.Principal, error)
+	// SessionUser re-reads a signed-in user (a console session): their
+	// current role's principal, or domain.ErrUnauthorized once removed.
+	SessionUser(ctx context.Context, username string) (domain.Principal, error)
 	CreateUser(ctx context.Context, p domain.Principal, req NewUser) (domain.User, error)
 	RemoveUser(ctx context.Context, p domain.Principal, name string) error
 	ListUsers(ctx context.Context, p domain.Principal) ([]domain.User, error)

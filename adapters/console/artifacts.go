@@ -40,13 +40,17 @@ type uploadAnswer struct {
 // hashes, inspects and stores, exactly as for the API, and the upload
 // lasts as long as bytes keep arriving (httpedge.Upload, as the API's).
 func (c *Console) uploadArtifact(w http.ResponseWriter, r *http.Request) {
-	s, ok := c.sessions.read(r)
+	s, ok := c.readSession(r)
 	if !ok {
 		writeUploadAnswer(w, http.StatusUnauthorized, uploadAnswer{Error: "Your session has ended: sign in again, then upload."})
 		return
 	}
 	if !c.sessions.validCSRF(s, r.Header.Get("X-CSRF-Token")) {
 		writeUploadAnswer(w, http.StatusForbidden, uploadAnswer{Error: "This form is out of date or did not come from this console. Reload the page and try again."})
+		return
+	}
+	if !s.who.Can(domain.PermArtifactsWrite) {
+		writeUploadAnswer(w, http.StatusForbidden, uploadAnswer{Error: "Your role may not upload images (it needs artifacts:write)."})
 		return
 	}
 	upload := httpedge.NewUpload(w, r)

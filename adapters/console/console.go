@@ -6,10 +6,12 @@
 // ports.ArtifactService for uploads). It holds no rules of its own: what the API would
 // refuse, the console shows refused, with the API's words.
 //
-// Operators sign in with the admin token; the session is a signed cookie
-// (see sessions), every state-changing form carries a CSRF token, and every
-// change (widen, pause, resume, cancel, revoke) goes through a confirmation
-// page first.
+// Operators sign in with their username and password (WithAccounts), or
+// with the admin token, the break-glass root; the session is a signed
+// cookie (see sessions), every state-changing form carries a CSRF token,
+// every page and form requires the permission its API route requires
+// (routes), and every change (widen, pause, resume, cancel, revoke) goes
+// through a confirmation page first.
 package console
 
 import (
@@ -25,6 +27,7 @@ import (
 	"time"
 
 	"github.com/ai-device/ota/adapters/httpedge"
+	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
 
@@ -42,9 +45,18 @@ const maxFormBytes = 64 << 10
 
 // Config tunes the console. Zero fields take their defaults.
 type Config struct {
-	// AdminToken is OTA_ADMIN_TOKEN, the one credential that signs in.
-	// Empty: nobody can sign in.
+	// AdminToken is OTA_ADMIN_TOKEN, the break-glass root's credential.
+	// Empty: nobody signs in with a token.
 	AdminToken string
+	// SessionKey is OTA_CONSOLE_SESSION_KEY, the key users' sessions are
+	// signed under. Empty: a key derived from AdminToken.
+	SessionKey string
+	// SecureCookies makes every cookie Secure (the public URL is https);
+	// otherwise only those set over TLS are.
+	SecureCookies bool
+	// SignInLimiter is the budget of sign-in attempts per username and per
+	// client address (nil: unlimited).
+	SignInLimiter ports.RateLimiter
 	// SessionTTL is how long a sign-in lasts (DefaultSessionTTL).
 	SessionTTL time.Duration
 	// RefreshEvery is how often the progress bars refresh themselves
@@ -66,6 +78,14 @@ type Console struct {
 	rows     rowsCache // the live refresh's rollout listing
 	// artifacts uploads images (WithArtifacts); nil: publish by URL only.
 	artifacts ports.ArtifactService
+	// accounts signs users in (WithAccounts); nil: the admin token only.
+	accounts ports.AccountService
+}
+
+// WithAccounts lets operators sign in with their username and password;
+// each request of their session re-reads their account through it.
+func WithAccounts(svc ports.AccountService) Option {
+	return func(c *Console) { c.accounts = svc }
 }
 
 //go:embed templates/*.html
@@ -88,9 +108,12 @@ func New(cfg Config, admin ports.AdminService, fleet ports.FleetService, clock p
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.SignInLimiter == nil {
+		cfg.SignInLimiter = ports.Unlimited{}
+	}
 	c := &Console{
 		cfg: cfg, admin: admin, fleet: fleet, clock: clock, logger: logger,
-		sessions: newSessions(cfg.AdminToken, cfg.SessionTTL, clock),
+		sessions: newSessions(cfg.AdminToken, cfg.SessionKey, cfg.SecureCookies, cfg.SessionTTL, clock),
 		pages:    map[string]*template.Template{},
 	}
 	for _, o := range opts {
@@ -120,22 +143,28 @@ func (c *Console) routes() {
 	})
 	m.Handle(p+"/static/", methods(c, c.serveStatic, nil))
 	m.Handle(p+"/sign-in", methods(c, c.signInPage, c.signIn))
-	m.Handle(p+"/sign-out", methods(c, nil, c.authed(c.signOut)))
-	m.Handle(p+"/{$}", methods(c, c.authed(c.fleetPage), nil))
-	m.Handle(p+"/rollouts", methods(c, c.authed(c.rolloutsPage), c.authed(c.startRollout)))
-	m.Handle(p+"/rollouts/rows", methods(c, c.authed(c.rolloutRows), nil))
-	m.Handle(p+"/rollouts/{id}", methods(c, c.authed(c.rolloutPage), c.authed(c.changeRollout)))
-	m.Handle(p+"/rollouts/{id}/counts", methods(c, c.authed(c.rolloutCounts), nil))
-	m.Handle(p+"/rollouts/{id}/confirm", methods(c, c.authed(c.confirmRollout), nil))
-	m.Handle(p+"/firmwares", methods(c, c.authed(c.firmwaresPage), c.authed(c.publishFirmware)))
-	m.Handle(p+"/firmwares/{id}/revoke", methods(c, c.authed(c.confirmRevoke), c.authed(c.revokeFirmware)))
+	// Each page and form requires the permission of the API route that
+	// does the same (adapters/rest's adminPermissions): reading needs
+	// read; a change, and the confirmation page leading to it, the
+	// change's permission.
+	read, rollouts, firmware := domain.PermRead, domain.PermRolloutsWrite, domain.PermFirmwareWrite
+	m.Handle(p+"/sign-out", methods(c, nil, c.authed("", c.signOut)))
+	m.Handle(p+"/{$}", methods(c, c.authed(read, c.fleetPage), nil))
+	m.Handle(p+"/rollouts", methods(c, c.authed(read, c.rolloutsPage), c.authed(rollouts, c.startRollout)))
+	m.Handle(p+"/rollouts/rows", methods(c, c.authed(read, c.rolloutRows), nil))
+	m.Handle(p+"/rollouts/{id}", methods(c, c.authed(read, c.rolloutPage), c.authed(rollouts, c.changeRollout)))
+	m.Handle(p+"/rollouts/{id}/counts", methods(c, c.authed(read, c.rolloutCounts), nil))
+	m.Handle(p+"/rollouts/{id}/confirm", methods(c, c.authed(rollouts, c.confirmRollout), nil))
+	m.Handle(p+"/firmwares", methods(c, c.authed(read, c.firmwaresPage), c.authed(firmware, c.publishFirmware)))
+	m.Handle(p+"/firmwares/{id}/revoke", methods(c, c.authed(firmware, c.confirmRevoke), c.authed(firmware, c.revokeFirmware)))
 	if c.artifacts != nil {
-		// The upload checks the session and CSRF token itself: authed
-		// would read the body as a form, bounded to 64 KiB.
+		// The upload checks the session, its permission (artifacts:write)
+		// and CSRF token itself: authed would read the body as a form,
+		// bounded to 64 KiB.
 		m.Handle(p+"/artifacts", methods(c, nil, c.uploadArtifact))
-		m.Handle(p+"/artifacts/{id}", methods(c, c.authed(c.artifactPage), c.authed(c.publishArtifact)))
+		m.Handle(p+"/artifacts/{id}", methods(c, c.authed(read, c.artifactPage), c.authed(firmware, c.publishArtifact)))
 	}
-	m.Handle(p+"/devices", methods(c, c.authed(c.devicePage), nil))
+	m.Handle(p+"/devices", methods(c, c.authed(read, c.devicePage), nil))
 	m.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusNotFound, "There is no such page in the console.")
 	})
@@ -168,13 +197,52 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // sessionHandler is a page handler that runs for a signed-in operator.
 type sessionHandler func(w http.ResponseWriter, r *http.Request, s session)
 
-// authed runs h for a signed-in operator. Anyone else is sent to the
-// sign-in page, and comes back to where they were going after it; a
-// form posted without its session's CSRF token is refused (403) before h
-// runs.
-func (c *Console) authed(h sessionHandler) http.HandlerFunc {
+// readSession is the request's session with its principal: the root for
+// the admin token's, else the user re-read now, so that a removed user's
+// session ends at once and a changed role applies from the next request.
+func (c *Console) readSession(r *http.Request) (session, bool) {
+	s, ok := c.sessions.read(r)
+	if !ok {
+		return session{}, false
+	}
+	if s.user == "" {
+		s.who = domain.RootPrincipal()
+		return s, true
+	}
+	if c.accounts == nil {
+		return session{}, false
+	}
+	p, err := c.accounts.SessionUser(r.Context(), s.user)
+	if err != nil {
+		if !errors.Is(err, domain.ErrUnauthorized) {
+			c.logger.ErrorContext(r.Context(), "console session user unreadable", "request_id",
+				httpedge.RequestIDFrom(r.Context()), "error", err.Error())
+		}
+		return session{}, false
+	}
+	s.who = p
+	return s, true
+}
+
+// forbidden refuses a signed-in operator whose role lacks perm.
+func (c *Console) forbidden(w http.ResponseWriter, r *http.Request, s session, perm domain.Permission) bool {
+	if perm == "" || s.who.Can(perm) {
+		return false
+	}
+	c.logger.WarnContext(r.Context(), "console action refused", "principal", s.who.String(), "permission", string(perm),
+		"request_id", httpedge.RequestIDFrom(r.Context()))
+	c.fail(w, r, http.StatusForbidden, "Your role may not do this (it needs "+string(perm)+").")
+	return true
+}
+
+// authed runs h for a signed-in operator who holds perm ("": any
+// operator). Anyone else is sent to the sign-in page, and comes back to
+// where they were going after it; an operator without perm is refused
+// (403), and a form posted without its session's CSRF token too, before h
+// runs, so nothing changes.
+func (c *Console) authed(perm domain.Permission, h sessionHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		s, ok := c.sessions.read(r)
+		s, ok := c.readSession(r)
 		if !ok {
 			next := r.URL.Path
 			if r.Method == http.MethodGet && r.URL.RawQuery != "" {
@@ -194,6 +262,9 @@ func (c *Console) authed(h sessionHandler) http.HandlerFunc {
 				c.fail(w, r, http.StatusForbidden, "This form is out of date or did not come from this console. Reload the page and try again.")
 				return
 			}
+		}
+		if c.forbidden(w, r, s, perm) {
+			return
 		}
 		h(w, r, s)
 	}
@@ -248,9 +319,27 @@ type page struct {
 	Nav      string // the active navigation entry
 	SignedIn bool
 	CSRF     string
-	Flash    string
-	Refresh  int // seconds between live refreshes
-	Data     any
+	// Who is the signed-in operator (the zero principal when signed
+	// out): the templates show only the forms it may use (Can).
+	Who     domain.Principal
+	Flash   string
+	Refresh int // seconds between live refreshes
+	Data    any
+}
+
+// Can reports whether the page's operator holds a permission, by name:
+// a template shows a form only when its operator may post it.
+func (p page) Can(perm string) bool { return p.Who.Can(domain.Permission(perm)) }
+
+// Operator names who is signed in, for the page's header.
+func (p page) Operator() string {
+	if name, ok := p.Who.Username(); ok {
+		return name
+	}
+	if p.Who.IsRoot() {
+		return "admin token"
+	}
+	return ""
 }
 
 // render writes a full page.
@@ -294,9 +383,9 @@ type errorData struct {
 
 // fail answers with the error page.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, message string) {
-	_, signedIn := c.sessions.read(r)
+	s, signedIn := c.readSession(r)
 	c.render(w, r, status, "error", page{
-		Title: http.StatusText(status), SignedIn: signedIn,
+		Title: http.StatusText(status), SignedIn: signedIn, Who: s.who,
 		Data: errorData{Status: status, Message: message, RequestID: httpedge.RequestIDFrom(r.Context())},
 	})
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -35,6 +36,9 @@ type signInData struct {
 	Next  string
 	Token string // the form's double-submit token
 	Error string
+	// Accounts: the form asks for a username and password too.
+	Accounts bool
+	Username string
 }
 
 // safeNext keeps a post-sign-in redirect inside the console.
@@ -47,20 +51,54 @@ func safeNext(next string) string {
 
 func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	next := safeNext(r.URL.Query().Get("next"))
-	if _, ok := c.sessions.read(r); ok {
+	if _, ok := c.readSession(r); ok {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
-	c.showSignIn(w, r, http.StatusOK, next, "")
+	c.showSignIn(w, r, http.StatusOK, next, "", "")
 }
 
-func (c *Console) showSignIn(w http.ResponseWriter, r *http.Request, status int, next, msg string) {
+func (c *Console) showSignIn(w http.ResponseWriter, r *http.Request, status int, next, username, msg string) {
 	token, err := c.sessions.signInToken(w, r)
 	if err != nil {
 		c.failErr(w, r, err)
 		return
 	}
-	c.render(w, r, status, "signin", page{Title: "Sign in", Data: signInData{Next: next, Token: token, Error: msg}})
+	c.render(w, r, status, "signin", page{Title: "Sign in", Data: signInData{Next: next, Token: token, Error: msg,
+		Accounts: c.accounts != nil, Username: username}})
+}
+
+// clientAddress is the address a sign-in attempt came from, for its
+// budget: the connection's peer (a proxy's header would let a guesser
+// pick a fresh budget per attempt).
+func clientAddress(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// allowSignIn spends one sign-in attempt of the client address's budget
+// and, when a username is given, of that username's: a guesser is slowed
+// whether they try many passwords on one account or one password on
+// many. Over either budget the form answers 429 RATE_LIMITED with
+// Retry-After (docs/ERRORS.md), before any password is checked.
+func (c *Console) allowSignIn(w http.ResponseWriter, r *http.Request, next, username string) bool {
+	keys := []string{"console sign-in addr:" + clientAddress(r)}
+	if username != "" {
+		keys = append(keys, "console sign-in user:"+username[:min(len(username), maxUserLen)])
+	}
+	for _, k := range keys {
+		if ok, wait := c.cfg.SignInLimiter.Allow(k); !ok {
+			e := &ports.RateLimitedError{Wait: wait}
+			w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter()+time.Second-1)/time.Second)))
+			c.logger.WarnContext(r.Context(), "console sign-in rate limited", "request_id", httpedge.RequestIDFrom(r.Context()))
+			c.showSignIn(w, r, http.StatusTooManyRequests, next, username, "Too many sign-in attempts. Wait a moment and try again.")
+			return false
+		}
+	}
+	return true
 }
 
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
@@ -69,16 +107,32 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	next := safeNext(r.PostFormValue("next"))
 	if !validSignInToken(r, r.PostFormValue("csrf")) {
-		c.showSignIn(w, r, http.StatusForbidden, next, "The sign-in form expired. Please try again.")
+		c.showSignIn(w, r, http.StatusForbidden, next, "", "The sign-in form expired. Please try again.")
 		return
 	}
-	token := r.PostFormValue("token")
-	if c.cfg.AdminToken == "" || !domain.SecretEqual(token, c.cfg.AdminToken) {
+	username := r.PostFormValue("username")
+	if !c.allowSignIn(w, r, next, username) {
+		return
+	}
+	user := ""
+	if username != "" && c.accounts != nil {
+		p, err := c.accounts.SignIn(r.Context(), username, r.PostFormValue("password"))
+		if errors.Is(err, domain.ErrUnauthorized) {
+			c.logger.WarnContext(r.Context(), "console sign-in refused", "request_id", httpedge.RequestIDFrom(r.Context()))
+			c.showSignIn(w, r, http.StatusUnauthorized, next, username, "The username or password is wrong.")
+			return
+		}
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		user, _ = p.Username()
+	} else if token := r.PostFormValue("token"); c.cfg.AdminToken == "" || !domain.SecretEqual(token, c.cfg.AdminToken) {
 		c.logger.WarnContext(r.Context(), "console sign-in refused", "request_id", httpedge.RequestIDFrom(r.Context()))
-		c.showSignIn(w, r, http.StatusUnauthorized, next, "That is not the admin token.")
+		c.showSignIn(w, r, http.StatusUnauthorized, next, "", "That is not the admin token.")
 		return
 	}
-	if _, err := c.sessions.start(w, r); err != nil {
+	if _, err := c.sessions.start(w, r, user); err != nil {
 		c.failErr(w, r, err)
 		return
 	}
@@ -92,7 +146,7 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request, s session) {
 
 // base is the page frame of a signed-in operator.
 func (c *Console) base(s session, title, nav string) page {
-	return page{Title: title, Nav: nav, SignedIn: true, CSRF: c.sessions.csrf(s)}
+	return page{Title: title, Nav: nav, SignedIn: true, CSRF: c.sessions.csrf(s), Who: s.who}
 }
 
 // ---- fleet ----

@@ -6,11 +6,13 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
 
@@ -23,73 +25,110 @@ const (
 
 // sessions issues and checks signed session cookies.
 //
-// A cookie holds no secret: it is an expiry and a random nonce, signed with
-// HMAC-SHA256 under a key derived from the admin token. Any replica that
-// shares the admin token accepts it (no session store, no sticky load
-// balancing), rotating the admin token ends every session, and a stolen
-// cookie never reveals the token. Each session's CSRF token is the HMAC of
-// its nonce under the same key, so forms need no server-side state either.
-// Signing out forgets the cookie in the browser and, on the replica that
-// served the sign-out, refuses it until it expires.
+// A cookie holds no secret: it is its expiry, its issue time, a random
+// nonce and the signed-in username (none for the admin token), signed with
+// HMAC-SHA256. The admin token's sessions are signed under a key derived
+// from the admin token, so rotating it ends them; users' sessions under
+// the session key (OTA_CONSOLE_SESSION_KEY, else derived from the admin
+// token under another label). Any replica that shares the keys accepts a
+// cookie (no session store, no sticky load balancing), and a stolen cookie
+// never reveals a credential. A user's cookie only names them: every
+// request re-reads the account (Console.readSession), so a removed user's
+// session ends at once and the role is the current one. Each session's
+// CSRF token is the HMAC of its payload under the same key, so forms need
+// no server-side state either. Signing out forgets the cookie in the
+// browser and, on the replica that served the sign-out, refuses it until
+// it expires.
 type sessions struct {
-	key   []byte // nil when no admin token is configured: nobody signs in
-	ttl   time.Duration
-	clock ports.Clock
+	rootKey []byte // nil when no admin token is configured: no token sign-in
+	userKey []byte // nil when neither key is configured: no password sign-in
+	secure  bool   // the public URL is https: every cookie is Secure
+	ttl     time.Duration
+	clock   ports.Clock
 
 	mu      sync.Mutex
-	revoked map[string]time.Time // signed-out nonces → their expiry
+	revoked map[string]time.Time // signed-out payloads → their expiry
 }
 
-func newSessions(adminToken string, ttl time.Duration, clock ports.Clock) *sessions {
-	s := &sessions{ttl: ttl, clock: clock, revoked: map[string]time.Time{}}
+func newSessions(adminToken, sessionKey string, secure bool, ttl time.Duration, clock ports.Clock) *sessions {
+	s := &sessions{ttl: ttl, clock: clock, secure: secure, revoked: map[string]time.Time{}}
+	derive := func(secret, label string) []byte {
+		m := hmac.New(sha256.New, []byte(secret))
+		m.Write([]byte(label))
+		return m.Sum(nil)
+	}
 	if adminToken != "" {
-		m := hmac.New(sha256.New, []byte(adminToken))
-		m.Write([]byte("ota console session key v1"))
-		s.key = m.Sum(nil)
+		s.rootKey = derive(adminToken, "ota console session key v1")
+		s.userKey = derive(adminToken, "ota console user session key v1")
+	}
+	if sessionKey != "" {
+		s.userKey = derive(sessionKey, "ota console user session key v1")
 	}
 	return s
 }
 
 // session is a signed-in operator's session.
 type session struct {
-	payload []byte // 8 bytes of expiry (Unix seconds) + 16 random bytes
+	payload []byte // expiry, issue time (Unix seconds, 8 bytes each), 16 random bytes, username
 	expires time.Time
+	user    string // "": the admin token's session
+	// who is the principal acting, as re-read for this request
+	// (Console.readSession).
+	who domain.Principal
 }
 
-const nonceLen = 16
+const (
+	nonceLen   = 16
+	payloadLen = 8 + 8 + nonceLen // before the username
+	maxUserLen = 64
+)
 
 var b64 = base64.RawURLEncoding
 
-func (s *sessions) mac(label string, payload []byte) []byte {
-	m := hmac.New(sha256.New, s.key)
+// key is the key that signs a session of user ("": the admin token's).
+func (s *sessions) key(user string) []byte {
+	if user == "" {
+		return s.rootKey
+	}
+	return s.userKey
+}
+
+func (s *sessions) mac(key []byte, label string, payload []byte) []byte {
+	m := hmac.New(sha256.New, key)
 	m.Write([]byte(label))
 	m.Write([]byte{0})
 	m.Write(payload)
 	return m.Sum(nil)
 }
 
-// start makes a new session and sets its cookie.
-func (s *sessions) start(w http.ResponseWriter, r *http.Request) (session, error) {
-	expires := s.clock.Now().Add(s.ttl).Truncate(time.Second)
-	payload := make([]byte, 8+nonceLen)
+// start makes a new session for user ("": the admin token) and sets its
+// cookie.
+func (s *sessions) start(w http.ResponseWriter, r *http.Request, user string) (session, error) {
+	key := s.key(user)
+	if key == nil || len(user) > maxUserLen {
+		return session{}, errors.New("console: no key signs this session")
+	}
+	now := s.clock.Now()
+	expires := now.Add(s.ttl).Truncate(time.Second)
+	payload := make([]byte, payloadLen, payloadLen+len(user))
 	binary.BigEndian.PutUint64(payload, uint64(expires.Unix()))
-	if _, err := rand.Read(payload[8:]); err != nil {
+	binary.BigEndian.PutUint64(payload[8:], uint64(now.Unix()))
+	if _, err := rand.Read(payload[16:payloadLen]); err != nil {
 		return session{}, err
 	}
-	value := b64.EncodeToString(payload) + "." + b64.EncodeToString(s.mac("session", payload))
+	payload = append(payload, user...)
+	value := b64.EncodeToString(payload) + "." + b64.EncodeToString(s.mac(key, "session", payload))
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: value, Path: Prefix + "/", Expires: expires, MaxAge: int(s.ttl / time.Second),
-		HttpOnly: true, Secure: overTLS(r), SameSite: http.SameSiteStrictMode,
+		HttpOnly: true, Secure: s.secureFor(r), SameSite: http.SameSiteStrictMode,
 	})
-	return session{payload: payload, expires: expires}, nil
+	return session{payload: payload, expires: expires, user: user}, nil
 }
 
 // read returns the request's session when its cookie is genuine, unexpired
-// and not signed out.
+// and not signed out. It does not re-read the user (Console.readSession
+// does).
 func (s *sessions) read(r *http.Request) (session, bool) {
-	if s.key == nil {
-		return session{}, false
-	}
 	c, err := r.Cookie(sessionCookie)
 	if err != nil {
 		return session{}, false
@@ -100,10 +139,12 @@ func (s *sessions) read(r *http.Request) (session, bool) {
 	}
 	payload, err1 := b64.DecodeString(p)
 	sig, err2 := b64.DecodeString(m)
-	if err1 != nil || err2 != nil || len(payload) != 8+nonceLen {
+	if err1 != nil || err2 != nil || len(payload) < payloadLen || len(payload) > payloadLen+maxUserLen {
 		return session{}, false
 	}
-	if !hmac.Equal(sig, s.mac("session", payload)) {
+	user := string(payload[payloadLen:])
+	key := s.key(user)
+	if key == nil || !hmac.Equal(sig, s.mac(key, "session", payload)) {
 		return session{}, false
 	}
 	expires := time.Unix(int64(binary.BigEndian.Uint64(payload)), 0)
@@ -117,7 +158,7 @@ func (s *sessions) read(r *http.Request) (session, bool) {
 	if gone {
 		return session{}, false
 	}
-	return session{payload: payload, expires: expires}, true
+	return session{payload: payload, expires: expires, user: user}, true
 }
 
 // end signs a session out: the browser drops the cookie, and this replica
@@ -134,19 +175,19 @@ func (s *sessions) end(w http.ResponseWriter, r *http.Request, sess session) {
 	s.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: "", Path: Prefix + "/", MaxAge: -1,
-		HttpOnly: true, Secure: overTLS(r), SameSite: http.SameSiteStrictMode,
+		HttpOnly: true, Secure: s.secureFor(r), SameSite: http.SameSiteStrictMode,
 	})
 }
 
 // csrf is the token a session's forms carry.
 func (s *sessions) csrf(sess session) string {
-	return b64.EncodeToString(s.mac("csrf", sess.payload))
+	return b64.EncodeToString(s.mac(s.key(sess.user), "csrf", sess.payload))
 }
 
 // validCSRF compares a form's token with the session's in constant time.
 func (s *sessions) validCSRF(sess session, token string) bool {
 	got, err := b64.DecodeString(token)
-	return err == nil && hmac.Equal(got, s.mac("csrf", sess.payload))
+	return err == nil && hmac.Equal(got, s.mac(s.key(sess.user), "csrf", sess.payload))
 }
 
 // signInToken sets the short-lived cookie the sign-in form must echo (a
@@ -160,10 +201,14 @@ func (s *sessions) signInToken(w http.ResponseWriter, r *http.Request) (string, 
 	token := b64.EncodeToString(b)
 	http.SetCookie(w, &http.Cookie{
 		Name: signInCookie, Value: token, Path: Prefix + "/sign-in", MaxAge: 3600,
-		HttpOnly: true, Secure: overTLS(r), SameSite: http.SameSiteStrictMode,
+		HttpOnly: true, Secure: s.secureFor(r), SameSite: http.SameSiteStrictMode,
 	})
 	return token, nil
 }
+
+// secureFor reports whether cookies set in answer to r must be Secure:
+// the request came over TLS, or the service's public URL is https.
+func (s *sessions) secureFor(r *http.Request) bool { return s.secure || overTLS(r) }
 
 // overTLS reports whether the browser reached us over HTTPS: directly, or
 // through a proxy that terminated TLS and says so. Trusting the header can

@@ -146,6 +146,10 @@ func (r rootOnly) Authenticate(_ context.Context, secret string) (domain.Princip
 	return domain.Principal{}, domain.ErrUnauthorized
 }
 
+func (rootOnly) SessionUser(context.Context, string) (domain.Principal, error) {
+	return domain.Principal{}, domain.ErrUnauthorized
+}
+
 func (rootOnly) SignIn(context.Context, string, string) (domain.Principal, error) {
 	return domain.Principal{}, domain.ErrUnauthorized
 }

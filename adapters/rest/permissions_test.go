@@ -65,6 +65,10 @@ func (a fakeAccounts) Authenticate(_ context.Context, secret string) (domain.Pri
 // testPassword is the password fakeAccounts.SignIn admits, for any name.
 const testPassword = "hunter2-password"
 
+func (a fakeAccounts) SessionUser(context.Context, string) (domain.Principal, error) {
+	return domain.Principal{}, domain.ErrUnauthorized
+}
+
 func (a fakeAccounts) SignIn(_ context.Context, _, password string) (domain.Principal, error) {
 	if password != testPassword {
 		return domain.Principal{}, domain.ErrUnauthorized
