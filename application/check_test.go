@@ -292,7 +292,10 @@ func TestStagedRolloutKeepsEarlierDevices(t *testing.T) {
 			t.Fatalf("device %s admitted at 10%% but not at 50%%", id)
 		}
 	}
-	if len(at10) < 50 || len(at10) > 150 || at50 < 450 || at50 > 550 {
+	// Device ids are random: bounds of five standard deviations (binomial,
+	// 1,000 devices) fail a correct build about once in a million runs;
+	// three failed one in a few hundred.
+	if len(at10) < 50 || len(at10) > 150 || at50 < 420 || at50 > 580 {
 		t.Fatalf("admitted %d at 10%% and %d at 50%% of %d", len(at10), at50, n)
 	}
 }
