@@ -84,11 +84,7 @@ func (s *server) listUsers(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]userView, 0, len(users))
-	for _, u := range users {
-		out = append(out, newUserView(u))
-	}
-	return c.JSON(http.StatusOK, map[string]any{"items": out})
+	return itemsOf(c, users, newUserView)
 }
 
 func (s *server) removeUser(c echo.Context) error {
@@ -126,11 +122,7 @@ func (s *server) listTokens(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]apiTokenView, 0, len(tokens))
-	for _, t := range tokens {
-		out = append(out, newAPITokenView(t))
-	}
-	return c.JSON(http.StatusOK, map[string]any{"items": out})
+	return itemsOf(c, tokens, newAPITokenView)
 }
 
 func (s *server) revokeToken(c echo.Context) error {
@@ -139,4 +131,14 @@ func (s *server) revokeToken(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, newAPITokenView(t))
+}
+
+// itemsOf answers a listing: every item through view, under "items"
+// (never null).
+func itemsOf[T, V any](c echo.Context, items []T, view func(T) V) error {
+	out := make([]V, 0, len(items))
+	for _, it := range items {
+		out = append(out, view(it))
+	}
+	return c.JSON(http.StatusOK, map[string]any{"items": out})
 }

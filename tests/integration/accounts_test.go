@@ -68,6 +68,26 @@ func TestAccountsOverHTTP(t *testing.T) {
 		t.Errorf("refused requests wrote:\n%s\n%s", before, after)
 	}
 
+	// The listings: the user among the users, and the token among the
+	// user's own, by name and never with its secret.
+	listed := func(path, token, field, want string) map[string]any {
+		t.Helper()
+		for _, it := range s.ok(call{method: "GET", path: path, token: token}, 200)["items"].([]any) {
+			if item := it.(map[string]any); item[field] == want {
+				return item
+			}
+		}
+		t.Fatalf("GET %s does not list %s %q", path, field, want)
+		return nil
+	}
+	listed("/api/v1/admin/users", adminToken, "username", name)
+	code, reader := mint(basic, "read")
+	if code != 201 {
+		t.Fatalf("minting a read token: %d %v", code, reader)
+	}
+	if item := listed("/api/v1/admin/tokens", reader["token"].(string), "name", "ci"); item["token"] != nil {
+		t.Errorf("a token's listing shows its secret: %v", item)
+	}
 	s.ok(call{method: "DELETE", path: "/api/v1/admin/users/" + name, token: adminToken}, 204)
 	if code, body, _ := s.do(call{method: "POST", path: "/api/v1/admin/firmwares", token: secret, body: js(map[string]any{
 		"model": "cam-acc", "version": "1.0.1", "url": "https://files.example/fw.bin", "size_bytes": 10, "sha256": strings.Repeat("b", 64)})}); code != 401 {
