@@ -360,3 +360,29 @@ func TestTimeOutThatPausesItsRolloutCreatesNoRetry(t *testing.T) {
 		t.Fatalf("stats %+v, want the one timed-out task and no retry", v.Stats)
 	}
 }
+
+// A creation counts its task in its rollout and in its stage at once,
+// whichever way it is stored (the short path's one statement, or the
+// transaction): a gate reads the stage's counters.
+func TestCreationCountsInItsStage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	r := e.rollout(e.firmware("1.1.0"), 0, func(s *domain.RolloutSpec) {
+		s.Stages = []domain.StageRequest{{Percentage: new(99), MinFinished: new(5)}, {Percentage: new(100)}}
+	})
+	d := e.device("1.0.0")
+	for domain.Bucket(r.ID().String(), d) >= 99 { // one of the first stage's devices
+		d = e.device("1.0.0")
+	}
+	if res := e.check(d, "1.0.0"); res.Task == nil || res.Outcome != ports.CheckCreated {
+		t.Fatalf("check: %+v", res)
+	}
+	v, err := e.admin.GetRollout(e.ctx, r.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := domain.TaskStats{Pending: 1}
+	if v.Stats != one || v.StageStats == nil || *v.StageStats != one {
+		t.Fatalf("after one creation: stats %+v, stage stats %+v; want one pending device in each", v.Stats, v.StageStats)
+	}
+}
