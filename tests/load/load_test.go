@@ -13,6 +13,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/ai-device/ota/adapters/postgres"
+	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/tests/testenv"
 )
@@ -303,6 +305,20 @@ func TestSimulatorSmoke(t *testing.T) {
 		}
 		if len(ro.Stages) != 2 || ro.Stages[1].Percentage != 100 || ro.Stages[1].StartedAfter > ro.CompleteAfter {
 			t.Fatalf("stages %+v, complete after %.1fs", ro.Stages, ro.CompleteAfter)
+		}
+		// Two replicas, the short creation path and the transaction, stage
+		// advances: the counters still equal a recount of the tasks.
+		db, err := sqlx.Connect("postgres", dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		tasks, err := postgres.NewTaskRepository(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, drift, err := application.VerifyCounters(ctx, tasks, domain.UUID{}); err != nil || len(drift) > 0 || n == 0 {
+			t.Fatalf("counters after the rollout: %d rollouts, drift %+v, %v", n, drift, err)
 		}
 	})
 
