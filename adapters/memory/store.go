@@ -41,6 +41,7 @@ type Store struct {
 	logs       map[string]domain.TaskLog
 	artifacts  map[string]domain.Artifact
 	counts     map[string]domain.TaskStats // countKey → a rollout's counters
+	audit      []domain.AuditRecord        // in the order written; seq is the index + 1
 }
 
 // loggedEvent is a stored event as a task's history reads it.
