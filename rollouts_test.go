@@ -91,17 +91,17 @@ func seedRollout(t *testing.T, db *sqlx.DB, stages bool) string {
 	model := "m-" + uuid.NewString()[:8]
 	fw := try(domain.NewFirmware(domain.UUIDOf(uuid.New()), domain.FirmwareSpec{Model: model, Version: "2.0.0",
 		URL: "https://cdn.example.com/fw.bin", SizeBytes: 1, SHA256: strings.Repeat("ab", 32)}, now))(t)
-	must(t, firmwares.Create(ctx, fw))
+	must(t, firmwares.Create(ctx, fw, domain.AuditRecord{}))
 	spec := domain.RolloutSpec{Percentage: 100}
 	if stages {
 		spec = domain.RolloutSpec{Stages: []domain.StageRequest{{Percentage: new(50), MinFinished: new(10)}, {Percentage: new(100)}}}
 	}
 	ro := try(domain.NewRollout(domain.UUIDOf(uuid.New()), fw, spec, now))(t)
-	must(t, rollouts.Create(ctx, ro))
+	must(t, rollouts.Create(ctx, ro, domain.AuditRecord{}))
 	for i, end := range []string{"succeeded", "succeeded", "failed", ""} {
 		_, hash := try2(domain.NewDeviceToken())(t)
 		d := try(domain.NewDevice(try(domain.ParseDeviceID(fmt.Sprintf("%s-%d", model, i)))(t), model, "1.0.0", hash, now))(t)
-		must(t, devices.Create(ctx, d))
+		must(t, devices.Create(ctx, d, domain.AuditRecord{}))
 		tk := try(domain.NewTask(domain.UUIDOf(uuid.New()), d.ID(), domain.Offer{Firmware: fw, Rollout: ro}, 1, now))(t)
 		_, _, err := application.ReplaceActive(ctx, tasks, d.ID(), func(application.TaskState) (*domain.Task, error) { return &tk, nil }, nil)
 		must(t, err)

@@ -70,7 +70,12 @@ func users(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	u, err := accounts.CreateUser(ctx, domain.RootPrincipal(), ports.NewUser{Username: *username, Role: *role, Password: password})
+	// The server's own shell acts as the root; the record says so.
+	actor, err := domain.NewActor(domain.RootPrincipal(), "", "otad users create")
+	if err != nil {
+		return err
+	}
+	u, err := accounts.CreateUser(ctx, actor, ports.NewUser{Username: *username, Role: *role, Password: password})
 	if err != nil {
 		return fmt.Errorf("users create: %w", err)
 	}

@@ -231,7 +231,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		return nil, nil, err
 	}
 	deviceDirectory := postgres.NewDeviceDirectory(db)
-	targetingAdmin, err := application.NewTargetingAdmin(deviceDirectory, attributeRepository)
+	targetingAdmin, err := application.NewTargetingAdmin(deviceDirectory, attributeRepository, clock)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -418,7 +418,7 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 		return nil, err
 	}
 	directory := memory.NewDirectory(store)
-	targetingAdmin, err := application.NewTargetingAdmin(directory, attributes)
+	targetingAdmin, err := application.NewTargetingAdmin(directory, attributes, clock)
 	if err != nil {
 		return nil, err
 	}

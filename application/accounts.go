@@ -161,15 +161,24 @@ var decoy = sync.OnceValue(func() domain.User {
 })
 
 // CreateUser makes an account (users:write).
-func (a *Accounts) CreateUser(ctx context.Context, p domain.Principal, req ports.NewUser) (domain.User, error) {
-	if err := authorize(p, domain.PermUsersWrite); err != nil {
+func (a *Accounts) CreateUser(ctx context.Context, actor domain.Actor, req ports.NewUser) (domain.User, error) {
+	if err := authorize(actor.Principal(), domain.PermUsersWrite); err != nil {
 		return domain.User{}, err
 	}
 	u, err := domain.NewUser(req.Username, req.Role, req.Password, a.clock.Now())
 	if err != nil {
 		return domain.User{}, err
 	}
-	err = a.store.InAccountTx(ctx, func(tx ports.AccountTx) error { return tx.InsertUser(ctx, u) })
+	rec, err := actor.Record(u.CreatedAt(), domain.AuditUserCreate, u.Name(), nil, map[string]any{"role": string(u.Role())})
+	if err != nil {
+		return domain.User{}, err
+	}
+	err = a.store.InAccountTx(ctx, func(tx ports.AccountTx) error {
+		if err := tx.InsertUser(ctx, u); err != nil {
+			return err
+		}
+		return tx.RecordAudit(ctx, rec)
+	})
 	if err != nil {
 		return domain.User{}, fmt.Errorf("creating user: %w", err)
 	}
@@ -178,14 +187,23 @@ func (a *Accounts) CreateUser(ctx context.Context, p domain.Principal, req ports
 
 // RemoveUser removes an account (users:write) with every token it owns,
 // in one transaction: the user's tokens fail from their next request.
-func (a *Accounts) RemoveUser(ctx context.Context, p domain.Principal, name string) error {
-	if err := authorize(p, domain.PermUsersWrite); err != nil {
+func (a *Accounts) RemoveUser(ctx context.Context, actor domain.Actor, name string) error {
+	if err := authorize(actor.Principal(), domain.PermUsersWrite); err != nil {
 		return err
 	}
 	if _, err := domain.ParseUsername(name); err != nil {
 		return fmt.Errorf("user: %w", domain.ErrNotFound)
 	}
-	err := a.store.InAccountTx(ctx, func(tx ports.AccountTx) error { return tx.DeleteUser(ctx, name) })
+	rec, err := actor.Record(a.clock.Now(), domain.AuditUserRemove, name, nil, nil)
+	if err != nil {
+		return err
+	}
+	err = a.store.InAccountTx(ctx, func(tx ports.AccountTx) error {
+		if err := tx.DeleteUser(ctx, name); err != nil {
+			return err
+		}
+		return tx.RecordAudit(ctx, rec)
+	})
 	if err != nil {
 		return fmt.Errorf("removing user: %w", err)
 	}
@@ -206,7 +224,8 @@ func (a *Accounts) ListUsers(ctx context.Context, p domain.Principal) ([]domain.
 // CreateToken mints an API token for the principal's own user
 // (api_tokens:write), with scopes within the principal's permissions
 // (domain.NewAPIToken refuses wider ones).
-func (a *Accounts) CreateToken(ctx context.Context, p domain.Principal, req ports.NewAPIToken) (ports.APITokenCredentials, error) {
+func (a *Accounts) CreateToken(ctx context.Context, actor domain.Actor, req ports.NewAPIToken) (ports.APITokenCredentials, error) {
+	p := actor.Principal()
 	if err := authorize(p, domain.PermAPITokensWrite); err != nil {
 		return ports.APITokenCredentials{}, err
 	}
@@ -218,7 +237,16 @@ func (a *Accounts) CreateToken(ctx context.Context, p domain.Principal, req port
 	if err != nil {
 		return ports.APITokenCredentials{}, err
 	}
-	err = a.store.InAccountTx(ctx, func(tx ports.AccountTx) error { return tx.PutToken(ctx, t) })
+	rec, err := actor.Record(t.CreatedAt(), domain.AuditTokenCreate, t.ID().String(), nil, tokenFacts(t))
+	if err != nil {
+		return ports.APITokenCredentials{}, err
+	}
+	err = a.store.InAccountTx(ctx, func(tx ports.AccountTx) error {
+		if err := tx.PutToken(ctx, t); err != nil {
+			return err
+		}
+		return tx.RecordAudit(ctx, rec)
+	})
 	if errors.Is(err, domain.ErrNotFound) {
 		// The principal's user was removed after it authenticated.
 		return ports.APITokenCredentials{}, domain.ErrUnauthorized
@@ -251,7 +279,8 @@ func (a *Accounts) ListTokens(ctx context.Context, p domain.Principal) ([]domain
 // RevokeToken ends a token (api_tokens:write): one's own, or anyone's for
 // those who manage accounts. Another user's token is domain.ErrNotFound to
 // everyone else, as if it did not exist.
-func (a *Accounts) RevokeToken(ctx context.Context, p domain.Principal, id domain.UUID) (domain.APIToken, error) {
+func (a *Accounts) RevokeToken(ctx context.Context, actor domain.Actor, id domain.UUID) (domain.APIToken, error) {
+	p := actor.Principal()
 	if err := authorize(p, domain.PermAPITokensWrite); err != nil {
 		return domain.APIToken{}, err
 	}
@@ -267,8 +296,16 @@ func (a *Accounts) RevokeToken(ctx context.Context, p domain.Principal, id domai
 		if user, _ := p.Username(); t.Owner() != user && !p.Can(domain.PermUsersWrite) {
 			return fmt.Errorf("API token: %w", domain.ErrNotFound)
 		}
-		out = t.Revoke(a.clock.Now())
-		return tx.PutToken(ctx, out)
+		now := a.clock.Now()
+		out = t.Revoke(now)
+		if err := tx.PutToken(ctx, out); err != nil {
+			return err
+		}
+		rec, err := actor.Record(now, domain.AuditTokenRevoke, id.String(), tokenFacts(t), tokenFacts(out))
+		if err != nil {
+			return err
+		}
+		return tx.RecordAudit(ctx, rec)
 	})
 	if err != nil {
 		return domain.APIToken{}, fmt.Errorf("revoking API token: %w", err)

@@ -27,7 +27,7 @@ func newAccounts(t *testing.T) (*application.Accounts, *fixedClock) {
 func createUser(t *testing.T, a *application.Accounts, name string, role domain.Role) domain.Principal {
 	t.Helper()
 	ctx := t.Context()
-	if _, err := a.CreateUser(ctx, domain.RootPrincipal(), ports.NewUser{Username: name, Role: string(role), Password: "correct horse battery"}); err != nil {
+	if _, err := a.CreateUser(ctx, testActor, ports.NewUser{Username: name, Role: string(role), Password: "correct horse battery"}); err != nil {
 		t.Fatal(err)
 	}
 	p, err := a.SignIn(ctx, name, "correct horse battery")
@@ -55,7 +55,7 @@ func TestAccountsAuthenticate(t *testing.T) {
 	if _, err := a.SignIn(ctx, "rel", "correct horse batterz"); !errors.Is(err, domain.ErrUnauthorized) {
 		t.Errorf("wrong password: %v", err)
 	}
-	cred, err := a.CreateToken(ctx, rel, ports.NewAPIToken{Name: "ci", Scopes: []string{"artifacts:write", "firmware:write"}, ExpiresAt: clock.now.Add(time.Hour)})
+	cred, err := a.CreateToken(ctx, actorFor(rel), ports.NewAPIToken{Name: "ci", Scopes: []string{"artifacts:write", "firmware:write"}, ExpiresAt: clock.now.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,16 +80,16 @@ func TestAccountsEscalationRefused(t *testing.T) {
 	rel := createUser(t, a, "rel", domain.RoleReleaser)
 	in := clock.now.Add(time.Hour)
 
-	if _, err := a.CreateUser(ctx, rel, ports.NewUser{Username: "mallory", Role: "admin", Password: "correct horse battery"}); !errors.Is(err, domain.ErrForbidden) {
+	if _, err := a.CreateUser(ctx, actorFor(rel), ports.NewUser{Username: "mallory", Role: "admin", Password: "correct horse battery"}); !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("a releaser creating a user: %v", err)
 	}
 	if users, _ := a.ListUsers(ctx, domain.RootPrincipal()); len(users) != 1 {
 		t.Errorf("a refused creation left %d users", len(users))
 	}
-	if _, err := a.CreateToken(ctx, rel, ports.NewAPIToken{Name: "x", Scopes: []string{"users:write"}, ExpiresAt: in}); !errors.Is(err, domain.ErrForbidden) {
+	if _, err := a.CreateToken(ctx, actorFor(rel), ports.NewAPIToken{Name: "x", Scopes: []string{"users:write"}, ExpiresAt: in}); !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("a releaser's token with users:write: %v", err)
 	}
-	cred, err := a.CreateToken(ctx, rel, ports.NewAPIToken{Name: "minter", Scopes: []string{"api_tokens:write", "firmware:write"}, ExpiresAt: in})
+	cred, err := a.CreateToken(ctx, actorFor(rel), ports.NewAPIToken{Name: "minter", Scopes: []string{"api_tokens:write", "firmware:write"}, ExpiresAt: in})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,18 +97,18 @@ func TestAccountsEscalationRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.CreateToken(ctx, tok, ports.NewAPIToken{Name: "wider", Scopes: []string{"firmware:write", "artifacts:write"}, ExpiresAt: in}); !errors.Is(err, domain.ErrForbidden) {
+	if _, err := a.CreateToken(ctx, actorFor(tok), ports.NewAPIToken{Name: "wider", Scopes: []string{"firmware:write", "artifacts:write"}, ExpiresAt: in}); !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("a token minting a wider token: %v", err)
 	}
-	if _, err := a.CreateToken(ctx, tok, ports.NewAPIToken{Name: "narrower", Scopes: []string{"firmware:write"}, ExpiresAt: in}); err != nil {
+	if _, err := a.CreateToken(ctx, actorFor(tok), ports.NewAPIToken{Name: "narrower", Scopes: []string{"firmware:write"}, ExpiresAt: in}); err != nil {
 		t.Errorf("a token minting a narrower token: %v", err)
 	}
-	if _, err := a.CreateToken(ctx, domain.RootPrincipal(), ports.NewAPIToken{Name: "root", Scopes: []string{"read"}, ExpiresAt: in}); !errors.Is(err, domain.ErrForbidden) {
+	if _, err := a.CreateToken(ctx, testActor, ports.NewAPIToken{Name: "root", Scopes: []string{"read"}, ExpiresAt: in}); !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("root minting a token: %v", err)
 	}
 	// Another user's token is not theirs to revoke, nor to see.
 	viewer := createUser(t, a, "vic", domain.RoleViewer)
-	if _, err := a.RevokeToken(ctx, viewer, cred.Token.ID()); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := a.RevokeToken(ctx, actorFor(viewer), cred.Token.ID()); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("revoking another user's token: %v", err)
 	}
 	if ts, err := a.ListTokens(ctx, viewer); err != nil || len(ts) != 0 {
@@ -117,7 +117,7 @@ func TestAccountsEscalationRefused(t *testing.T) {
 	if _, err := a.Authenticate(ctx, cred.Secret); err != nil {
 		t.Errorf("a refused revocation revoked: %v", err)
 	}
-	if _, err := a.RevokeToken(ctx, rel, cred.Token.ID()); err != nil {
+	if _, err := a.RevokeToken(ctx, actorFor(rel), cred.Token.ID()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Authenticate(ctx, cred.Secret); !errors.Is(err, domain.ErrUnauthorized) {
@@ -131,26 +131,26 @@ func TestAccountsRemovalEndsTokensAtOnce(t *testing.T) {
 	a, clock := newAccounts(t)
 	ctx := t.Context()
 	rel := createUser(t, a, "rel", domain.RoleReleaser)
-	cred, err := a.CreateToken(ctx, rel, ports.NewAPIToken{Name: "ci", Scopes: []string{"firmware:write"}, ExpiresAt: clock.now.Add(time.Hour)})
+	cred, err := a.CreateToken(ctx, actorFor(rel), ports.NewAPIToken{Name: "ci", Scopes: []string{"firmware:write"}, ExpiresAt: clock.now.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Authenticate(ctx, cred.Secret); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.RemoveUser(ctx, domain.RootPrincipal(), "rel"); err != nil {
+	if err := a.RemoveUser(ctx, testActor, "rel"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Authenticate(ctx, cred.Secret); !errors.Is(err, domain.ErrUnauthorized) {
 		t.Errorf("a removed user's token: %v, want ErrUnauthorized", err)
 	}
-	if err := a.RemoveUser(ctx, domain.RootPrincipal(), "rel"); !errors.Is(err, domain.ErrNotFound) {
+	if err := a.RemoveUser(ctx, testActor, "rel"); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("removing twice: %v", err)
 	}
-	if _, err := a.CreateUser(ctx, domain.RootPrincipal(), ports.NewUser{Username: "ada", Role: "admin", Password: "correct horse battery"}); err != nil {
+	if _, err := a.CreateUser(ctx, testActor, ports.NewUser{Username: "ada", Role: "admin", Password: "correct horse battery"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.CreateUser(ctx, domain.RootPrincipal(), ports.NewUser{Username: "ada", Role: "viewer", Password: "correct horse battery"}); !errors.Is(err, domain.ErrUserExists) {
+	if _, err := a.CreateUser(ctx, testActor, ports.NewUser{Username: "ada", Role: "viewer", Password: "correct horse battery"}); !errors.Is(err, domain.ErrUserExists) {
 		t.Errorf("a second ada: %v", err)
 	}
 }
@@ -168,10 +168,19 @@ func TestAccountsSessionUser(t *testing.T) {
 	if _, err := a.SessionUser(ctx, "nobody"); !errors.Is(err, domain.ErrUnauthorized) {
 		t.Errorf("an unknown user's session: %v, want ErrUnauthorized", err)
 	}
-	if err := a.RemoveUser(ctx, domain.RootPrincipal(), "vic"); err != nil {
+	if err := a.RemoveUser(ctx, testActor, "vic"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.SessionUser(ctx, "vic"); !errors.Is(err, domain.ErrUnauthorized) {
 		t.Errorf("a removed user's session: %v, want ErrUnauthorized", err)
 	}
+}
+
+// actorFor is p acting in a test request.
+func actorFor(p domain.Principal) domain.Actor {
+	a, err := domain.NewActor(p, "test", "127.0.0.1")
+	if err != nil {
+		panic(err)
+	}
+	return a
 }

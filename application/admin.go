@@ -41,7 +41,7 @@ func NewAdmin(deps Deps) (*Admin, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := NewTargetingAdmin(deps.Directory, deps.Attributes)
+	g, err := NewTargetingAdmin(deps.Directory, deps.Attributes, deps.Clock)
 	if err != nil {
 		return nil, err
 	}

@@ -36,12 +36,17 @@ func NewDeviceAdmin(devices ports.DeviceRepository, tasks ActiveTasks, firmwares
 // RegisterDevice adds a device and returns its token, which is not stored
 // and cannot be shown again. The id comes in the request body, so it is
 // parsed here, with the other fields: a bad one is VALIDATION_FAILED.
-func (s *DeviceAdmin) RegisterDevice(ctx context.Context, req ports.RegisterDevice) (ports.DeviceCredentials, error) {
+func (s *DeviceAdmin) RegisterDevice(ctx context.Context, actor domain.Actor, req ports.RegisterDevice) (ports.DeviceCredentials, error) {
 	creds, err := registration(req, s.clock.Now())
 	if err != nil {
 		return ports.DeviceCredentials{}, err
 	}
-	if err := s.devices.Create(ctx, creds.Device); err != nil {
+	d := creds.Device
+	rec, err := actor.Record(d.CreatedAt(), domain.AuditDeviceRegister, d.ID().String(), nil, deviceFacts(d))
+	if err != nil {
+		return ports.DeviceCredentials{}, err
+	}
+	if err := s.devices.Create(ctx, d, rec); err != nil {
 		return ports.DeviceCredentials{}, fmt.Errorf("registering device: %w", err)
 	}
 	return creds, nil
@@ -78,15 +83,20 @@ func NewDeviceCredentials(id domain.DeviceID, model, version string, now time.Ti
 
 // RotateDeviceToken issues a new token; the old one stops working as soon
 // as the change commits.
-func (s *DeviceAdmin) RotateDeviceToken(ctx context.Context, deviceID domain.DeviceID) (ports.DeviceCredentials, error) {
+func (s *DeviceAdmin) RotateDeviceToken(ctx context.Context, actor domain.Actor, deviceID domain.DeviceID) (ports.DeviceCredentials, error) {
 	token, hash, err := domain.NewDeviceToken()
 	if err != nil {
 		return ports.DeviceCredentials{}, fmt.Errorf("making device token: %w", err)
 	}
+	// Neither token is shown: the record says that it changed.
+	rec, err := actor.Record(s.clock.Now(), domain.AuditDeviceTokenRotate, deviceID.String(), nil, nil)
+	if err != nil {
+		return ports.DeviceCredentials{}, err
+	}
 	dev, err := s.devices.Update(ctx, deviceID, func(d *domain.Device) error {
 		d.RotateToken(hash)
 		return nil
-	})
+	}, rec)
 	if err != nil {
 		return ports.DeviceCredentials{}, fmt.Errorf("rotating token: %w", err)
 	}

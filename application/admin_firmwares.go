@@ -36,7 +36,7 @@ func NewFirmwareAdmin(firmwares ports.FirmwareRepository, artifacts ArtifactRead
 // artifact_id that names no artifact is domain.ErrNotFound, as a
 // rollout's unknown firmware_id is. The store refuses the firmware should
 // the artifact be deleted meanwhile.
-func (s *FirmwareAdmin) PublishFirmware(ctx context.Context, spec domain.FirmwareSpec) (domain.Firmware, error) {
+func (s *FirmwareAdmin) PublishFirmware(ctx context.Context, actor domain.Actor, spec domain.FirmwareSpec) (domain.Firmware, error) {
 	if !spec.ArtifactID.IsZero() {
 		a, err := s.artifacts.Get(ctx, spec.ArtifactID)
 		if err != nil {
@@ -50,7 +50,11 @@ func (s *FirmwareAdmin) PublishFirmware(ctx context.Context, spec domain.Firmwar
 	if err != nil {
 		return domain.Firmware{}, err
 	}
-	if err := s.firmwares.Create(ctx, fw); err != nil {
+	rec, err := actor.Record(fw.CreatedAt(), domain.AuditFirmwarePublish, fw.ID().String(), nil, firmwareFacts(fw))
+	if err != nil {
+		return domain.Firmware{}, err
+	}
+	if err := s.firmwares.Create(ctx, fw, rec); err != nil {
 		return domain.Firmware{}, fmt.Errorf("publishing firmware: %w", err)
 	}
 	return fw, nil
@@ -69,11 +73,13 @@ func (s *FirmwareAdmin) ListFirmwares(ctx context.Context, model string) ([]doma
 // RevokeFirmware withdraws a firmware: it is never offered again, its
 // rollouts stop admitting, and its pending tasks are cancelled at each
 // device's next check (check rule 5).
-func (s *FirmwareAdmin) RevokeFirmware(ctx context.Context, id domain.UUID) (domain.Firmware, error) {
+func (s *FirmwareAdmin) RevokeFirmware(ctx context.Context, actor domain.Actor, id domain.UUID) (domain.Firmware, error) {
 	now := s.clock.Now()
 	fw, err := s.firmwares.Update(ctx, id, func(f *domain.Firmware) error {
 		f.Revoke(now)
 		return nil
+	}, func(before, after domain.Firmware) (domain.AuditRecord, error) {
+		return actor.Record(now, domain.AuditFirmwareRevoke, id.String(), firmwareFacts(before), firmwareFacts(after))
 	})
 	if err != nil {
 		return domain.Firmware{}, fmt.Errorf("revoking firmware: %w", err)

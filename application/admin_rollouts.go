@@ -43,7 +43,7 @@ func NewRolloutAdmin(firmwares ports.FirmwareRepository, rollouts ports.RolloutR
 // firmware id is read here, once for every edge: a missing one is
 // VALIDATION_FAILED; a malformed one names no firmware, and docs/ERRORS.md
 // answers an unknown firmware with NOT_FOUND, so it is that.
-func (s *RolloutAdmin) StartRollout(ctx context.Context, req ports.StartRollout) (domain.Rollout, error) {
+func (s *RolloutAdmin) StartRollout(ctx context.Context, actor domain.Actor, req ports.StartRollout) (domain.Rollout, error) {
 	if req.FirmwareID == "" {
 		return domain.Rollout{}, &domain.ValidationError{Field: "firmware_id", Reason: "is required"}
 	}
@@ -59,7 +59,11 @@ func (s *RolloutAdmin) StartRollout(ctx context.Context, req ports.StartRollout)
 	if err != nil {
 		return domain.Rollout{}, err
 	}
-	if err := s.rollouts.Create(ctx, r); err != nil {
+	rec, err := actor.Record(r.CreatedAt(), domain.AuditRolloutStart, r.ID().String(), nil, rolloutFacts(r))
+	if err != nil {
+		return domain.Rollout{}, err
+	}
+	if err := s.rollouts.Create(ctx, r, rec); err != nil {
 		return domain.Rollout{}, fmt.Errorf("starting rollout: %w", err)
 	}
 	return r, nil
@@ -67,7 +71,7 @@ func (s *RolloutAdmin) StartRollout(ctx context.Context, req ports.StartRollout)
 
 // UpdateRollout widens, narrows, pauses, resumes or cancels a rollout.
 // Every rule is applied at the devices' next check, so nothing sweeps the fleet.
-func (s *RolloutAdmin) UpdateRollout(ctx context.Context, id domain.UUID, change ports.RolloutChange) (domain.Rollout, error) {
+func (s *RolloutAdmin) UpdateRollout(ctx context.Context, actor domain.Actor, id domain.UUID, change ports.RolloutChange) (domain.Rollout, error) {
 	if change.Percentage == nil && change.Status == nil {
 		return domain.Rollout{}, &domain.ValidationError{Reason: "give percentage, status, or both"}
 	}
@@ -94,6 +98,8 @@ func (s *RolloutAdmin) UpdateRollout(ctx context.Context, id domain.UUID, change
 			return r.ChangeStatus(*to, fw, now)
 		}
 		return nil
+	}, func(before, after domain.Rollout) (domain.AuditRecord, error) {
+		return actor.Record(now, domain.AuditRolloutUpdate, id.String(), rolloutFacts(before), rolloutFacts(after))
 	})
 	if err != nil {
 		return domain.Rollout{}, fmt.Errorf("updating rollout: %w", err)

@@ -26,8 +26,10 @@ type DeviceDirectory interface {
 	// UpdateTags locks every listed device, lets fn compute each one's new
 	// tags from its current ones, and stores them all in one transaction:
 	// all or nothing. An unknown id is domain.ErrNotFound and nothing is
-	// written. It returns the stored tags by device id.
-	UpdateTags(ctx context.Context, deviceIDs []domain.DeviceID, fn func(deviceID domain.DeviceID, tags []string) ([]string, error)) (map[domain.DeviceID][]string, error)
+	// written. It returns the stored tags by device id. rec, the
+	// operator's record of the change, is stored with it.
+	UpdateTags(ctx context.Context, deviceIDs []domain.DeviceID, fn func(deviceID domain.DeviceID, tags []string) ([]string, error),
+		rec domain.AuditRecord) (map[domain.DeviceID][]string, error)
 	// Tags returns a device's tags (empty, never nil, when it has none or
 	// does not exist).
 	Tags(ctx context.Context, deviceID domain.DeviceID) ([]string, error)
@@ -41,23 +43,24 @@ type DeviceDirectory interface {
 type TargetingAdmin struct {
 	directory DeviceDirectory
 	attrs     ports.DeviceAttributes
+	clock     ports.Clock
 }
 
 // NewTargetingAdmin builds the operators' tag and listing use cases.
-func NewTargetingAdmin(directory DeviceDirectory, attrs ports.DeviceAttributes) (*TargetingAdmin, error) {
-	if err := required(directory, attrs); err != nil {
+func NewTargetingAdmin(directory DeviceDirectory, attrs ports.DeviceAttributes, clock ports.Clock) (*TargetingAdmin, error) {
+	if err := required(directory, attrs, clock); err != nil {
 		return nil, err
 	}
-	return &TargetingAdmin{directory: directory, attrs: attrs}, nil
+	return &TargetingAdmin{directory: directory, attrs: attrs, clock: clock}, nil
 }
 
 // SetDeviceTags replaces a device's tags. The zero id (one the edge could
 // not parse from its path) names no device and is not looked up.
-func (s *TargetingAdmin) SetDeviceTags(ctx context.Context, deviceID domain.DeviceID, tags []string) ([]string, error) {
+func (s *TargetingAdmin) SetDeviceTags(ctx context.Context, actor domain.Actor, deviceID domain.DeviceID, tags []string) ([]string, error) {
 	if deviceID.IsZero() {
 		return nil, fmt.Errorf("device: %w", domain.ErrNotFound)
 	}
-	out, err := s.changeTags(ctx, []domain.DeviceID{deviceID}, ports.TagChange{Set: tagsOrEmpty(tags)})
+	out, err := s.changeTags(ctx, actor, domain.AuditDeviceTagsSet, deviceID.String(), []domain.DeviceID{deviceID}, ports.TagChange{Set: tagsOrEmpty(tags)})
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +77,7 @@ func tagsOrEmpty(t []string) []string {
 // ChangeDeviceTags sets, adds or removes tags on up to 1000 devices at
 // once, all or nothing. The ids come in the request body: they are parsed
 // here, and a bad one is VALIDATION_FAILED on device_ids.
-func (s *TargetingAdmin) ChangeDeviceTags(ctx context.Context, c ports.TagChange) (map[string][]string, error) {
+func (s *TargetingAdmin) ChangeDeviceTags(ctx context.Context, actor domain.Actor, c ports.TagChange) (map[string][]string, error) {
 	if len(c.DeviceIDs) == 0 || len(c.DeviceIDs) > maxBulkDevices {
 		return nil, &domain.ValidationError{Field: "device_ids", Reason: fmt.Sprintf("give 1 to %d device ids", maxBulkDevices)}
 	}
@@ -90,7 +93,9 @@ func (s *TargetingAdmin) ChangeDeviceTags(ctx context.Context, c ports.TagChange
 		}
 		ids = append(ids, id)
 	}
-	out, err := s.changeTags(ctx, ids, c)
+	// One change, one record: its target is the list as a whole, which the
+	// record names device by device.
+	out, err := s.changeTags(ctx, actor, domain.AuditDevicesTagsChange, "devices", ids, c)
 	if err != nil {
 		return nil, err
 	}
@@ -102,8 +107,9 @@ func (s *TargetingAdmin) ChangeDeviceTags(ctx context.Context, c ports.TagChange
 }
 
 // changeTags applies c's tag edits (c.DeviceIDs is ignored) to ids, all or
-// nothing.
-func (s *TargetingAdmin) changeTags(ctx context.Context, ids []domain.DeviceID, c ports.TagChange) (map[domain.DeviceID][]string, error) {
+// nothing, recorded as action on target.
+func (s *TargetingAdmin) changeTags(ctx context.Context, actor domain.Actor, action domain.AuditAction, target string,
+	ids []domain.DeviceID, c ports.TagChange) (map[domain.DeviceID][]string, error) {
 	if c.Set == nil && len(c.Add) == 0 && len(c.Remove) == 0 {
 		return nil, &domain.ValidationError{Field: "tags", Reason: "give tags, add or remove"}
 	}
@@ -116,6 +122,27 @@ func (s *TargetingAdmin) changeTags(ctx context.Context, ids []domain.DeviceID, 
 		return nil, err
 	}
 	remove, err := domain.ValidateTags("remove", c.Remove)
+	if err != nil {
+		return nil, err
+	}
+	change := map[string]any{}
+	if set != nil {
+		change["tags"] = set
+	}
+	if len(add) > 0 {
+		change["add"] = add
+	}
+	if len(remove) > 0 {
+		change["remove"] = remove
+	}
+	if len(ids) > 1 {
+		names := make([]string, len(ids))
+		for i, id := range ids {
+			names[i] = id.String()
+		}
+		change["device_ids"] = names
+	}
+	rec, err := actor.Record(s.clock.Now(), action, target, nil, change)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +159,7 @@ func (s *TargetingAdmin) changeTags(ctx context.Context, ids []domain.DeviceID, 
 			}
 		}
 		return domain.ValidateTags("tags", kept)
-	})
+	}, rec)
 	if err != nil {
 		return nil, fmt.Errorf("tagging devices: %w", err)
 	}

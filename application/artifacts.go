@@ -65,7 +65,7 @@ func NewArtifacts(blobs ports.ArtifactBlobs, repo ports.ArtifactRepository, insp
 // file; then the row is written. The same content stored before is that
 // artifact (created false), and this upload's copy is deleted. On any
 // failure nothing is left: no object, no row.
-func (s *Artifacts) Upload(ctx context.Context, up ports.ArtifactUpload) (domain.Artifact, bool, error) {
+func (s *Artifacts) Upload(ctx context.Context, actor domain.Actor, up ports.ArtifactUpload) (domain.Artifact, bool, error) {
 	if err := domain.ValidateArtifactFileName(up.FileName); err != nil {
 		return domain.Artifact{}, false, err
 	}
@@ -100,7 +100,11 @@ func (s *Artifacts) Upload(ctx context.Context, up ports.ArtifactUpload) (domain
 	if err != nil {
 		return fail(err)
 	}
-	stored, created, err := s.repo.Create(ctx, a)
+	rec, err := actor.Record(a.CreatedAt(), domain.AuditArtifactUpload, a.ID().String(), nil, artifactFacts(a))
+	if err != nil {
+		return fail(err)
+	}
+	stored, created, err := s.repo.Create(ctx, a, rec)
 	if err != nil {
 		return fail(fmt.Errorf("storing the artifact: %w", err))
 	}
@@ -154,8 +158,12 @@ func (s *Artifacts) ListArtifacts(ctx context.Context) ([]domain.Artifact, error
 // offered bytes that are going away, then the object. An object whose
 // deletion failed is left without a row — unreachable, never reused (keys
 // are ids) — and the failure is returned so the operator hears of it.
-func (s *Artifacts) DeleteArtifact(ctx context.Context, id domain.UUID) error {
-	if err := s.repo.Delete(ctx, id); err != nil {
+func (s *Artifacts) DeleteArtifact(ctx context.Context, actor domain.Actor, id domain.UUID) error {
+	rec, err := actor.Record(s.clock.Now(), domain.AuditArtifactDelete, id.String(), nil, nil)
+	if err != nil {
+		return err
+	}
+	if err := s.repo.Delete(ctx, id, rec); err != nil {
 		return fmt.Errorf("deleting artifact: %w", err)
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)

@@ -97,7 +97,7 @@ type failingRepo struct {
 	err error
 }
 
-func (f failingRepo) Create(context.Context, domain.Artifact) (domain.Artifact, bool, error) {
+func (f failingRepo) Create(context.Context, domain.Artifact, domain.AuditRecord) (domain.Artifact, bool, error) {
 	return domain.Artifact{}, false, f.err
 }
 
@@ -138,7 +138,7 @@ func sum256(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(
 func TestUploadStoresBytesAndRow(t *testing.T) {
 	e := newArtifactEnv(t, raw, nil)
 	body := []byte("firmware image bytes")
-	a, created, err := e.svc.Upload(context.Background(), ports.ArtifactUpload{FileName: "fw.bin", Body: bytes.NewReader(body),
+	a, created, err := e.svc.Upload(context.Background(), testActor, ports.ArtifactUpload{FileName: "fw.bin", Body: bytes.NewReader(body),
 		SHA256: strings.ToUpper(sum256(body))})
 	if err != nil || !created {
 		t.Fatalf("Upload = %v, %v", created, err)
@@ -153,7 +153,7 @@ func TestUploadStoresBytesAndRow(t *testing.T) {
 	}
 	// The same bytes again, under another name: the first artifact, and
 	// no second object.
-	again, created, err := e.svc.Upload(context.Background(), ports.ArtifactUpload{FileName: "copy.bin", Body: bytes.NewReader(body)})
+	again, created, err := e.svc.Upload(context.Background(), testActor, ports.ArtifactUpload{FileName: "copy.bin", Body: bytes.NewReader(body)})
 	if err != nil || created || again.ID() != a.ID() {
 		t.Fatalf("the same content again = %s created %v, %v; want %s, not created", again.ID(), created, err, a.ID())
 	}
@@ -194,7 +194,7 @@ func TestUploadRefusalsLeaveNothing(t *testing.T) {
 				inspect = raw
 			}
 			e := newArtifactEnv(t, inspect, c.repo)
-			if _, _, err := e.svc.Upload(context.Background(), c.up); !errors.Is(err, c.want) {
+			if _, _, err := e.svc.Upload(context.Background(), testActor, c.up); !errors.Is(err, c.want) {
 				t.Fatalf("Upload = %v, want %v", err, c.want)
 			}
 			e.nothingLeft(t)
@@ -205,7 +205,7 @@ func TestUploadRefusalsLeaveNothing(t *testing.T) {
 // The limit is exact: max bytes pass, max+1 do not.
 func TestUploadLimitIsInclusive(t *testing.T) {
 	e := newArtifactEnv(t, raw, nil)
-	if _, _, err := e.svc.Upload(context.Background(), ports.ArtifactUpload{FileName: "a.bin", Body: bytes.NewReader(bytes.Repeat([]byte{1}, 1000))}); err != nil {
+	if _, _, err := e.svc.Upload(context.Background(), testActor, ports.ArtifactUpload{FileName: "a.bin", Body: bytes.NewReader(bytes.Repeat([]byte{1}, 1000))}); err != nil {
 		t.Fatalf("an upload of exactly the limit: %v", err)
 	}
 }
@@ -215,7 +215,7 @@ func TestUploadLimitIsInclusive(t *testing.T) {
 func TestUploadCleanupFailureKeepsCause(t *testing.T) {
 	e := newArtifactEnv(t, raw, nil)
 	e.blobs.failDel = errors.New("store down")
-	_, _, err := e.svc.Upload(context.Background(), ports.ArtifactUpload{FileName: "a.bin", Body: strings.NewReader("abc"), SHA256: sum256([]byte("x"))})
+	_, _, err := e.svc.Upload(context.Background(), testActor, ports.ArtifactUpload{FileName: "a.bin", Body: strings.NewReader("abc"), SHA256: sum256([]byte("x"))})
 	if !errors.Is(err, domain.ErrChecksumMismatch) || !strings.Contains(err.Error(), "could not be removed") {
 		t.Fatalf("Upload = %v, want a checksum mismatch saying the bytes were not removed", err)
 	}
@@ -224,15 +224,15 @@ func TestUploadCleanupFailureKeepsCause(t *testing.T) {
 func TestDeleteArtifact(t *testing.T) {
 	e := newArtifactEnv(t, raw, nil)
 	ctx := context.Background()
-	a, _, err := e.svc.Upload(ctx, ports.ArtifactUpload{FileName: "a.bin", Body: strings.NewReader("abc")})
+	a, _, err := e.svc.Upload(ctx, testActor, ports.ArtifactUpload{FileName: "a.bin", Body: strings.NewReader("abc")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.svc.DeleteArtifact(ctx, a.ID()); err != nil {
+	if err := e.svc.DeleteArtifact(ctx, testActor, a.ID()); err != nil {
 		t.Fatalf("DeleteArtifact: %v", err)
 	}
 	e.nothingLeft(t)
-	if err := e.svc.DeleteArtifact(ctx, a.ID()); !errors.Is(err, domain.ErrNotFound) {
+	if err := e.svc.DeleteArtifact(ctx, testActor, a.ID()); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("deleting it again = %v, want ErrNotFound", err)
 	}
 }

@@ -80,19 +80,19 @@ func TestCheckWhosePlanMovedCreatesUnderTheNewFirmwaresLock(t *testing.T) {
 			deps.Locker = locker
 			devices, admin := testenv.UseCases(t, deps, time.Hour)
 			publish := func(version string, maxAttempts int) domain.Firmware {
-				fw, err := admin.PublishFirmware(ctx, domain.FirmwareSpec{Model: model, Version: version,
+				fw, err := admin.PublishFirmware(ctx, testActor, domain.FirmwareSpec{Model: model, Version: version,
 					URL: "https://files.example/" + version + ".bin", SizeBytes: 1024, SHA256: strings.Repeat("ab", 32)})
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID().String(),
+				if _, err := admin.StartRollout(ctx, testActor, ports.StartRollout{FirmwareID: fw.ID().String(),
 					Spec: domain.RolloutSpec{Percentage: 100, MaxAttempts: intp(maxAttempts)}}); err != nil {
 					t.Fatal(err)
 				}
 				return fw
 			}
 			lower, higher := publish("1.1.0", 3), publish("1.2.0", 1)
-			if _, err := admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: dev.String(), Model: model, CurrentVersion: "1.0.0"}); err != nil {
+			if _, err := admin.RegisterDevice(ctx, testActor, ports.RegisterDevice{DeviceID: dev.String(), Model: model, CurrentVersion: "1.0.0"}); err != nil {
 				t.Fatal(err)
 			}
 			identify := func() ports.CheckRequest {

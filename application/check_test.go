@@ -151,7 +151,7 @@ func TestRevokeCancelsPendingAtNextCheck(t *testing.T) {
 	ts := e.check(started, "1.0.0").Task.Task
 	e.mustEvent(asDeviceID(started), ts.ID(), "e1", "downloading")
 
-	if _, err := e.admin.RevokeFirmware(e.ctx, fw.ID()); err != nil {
+	if _, err := e.admin.RevokeFirmware(e.ctx, testActor, fw.ID()); err != nil {
 		t.Fatal(err)
 	}
 	if res := e.check(pending, "1.0.0"); res.Task != nil {
@@ -166,7 +166,7 @@ func TestRevokeCancelsPendingAtNextCheck(t *testing.T) {
 	if res := e.check(started, "1.0.0"); res.Task == nil || res.Task.Task.ID() != ts.ID() {
 		t.Fatalf("a started task finishes despite revocation, got %+v", res)
 	}
-	if _, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 10}}); !errors.Is(err, domain.ErrFirmwareRevoked) {
+	if _, err := e.admin.StartRollout(e.ctx, testActor, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 10}}); !errors.Is(err, domain.ErrFirmwareRevoked) {
 		t.Fatalf("rollout of revoked firmware: %v", err)
 	}
 	if newcomer := e.device("1.0.0"); e.check(newcomer, "1.0.0").Task != nil {
@@ -183,7 +183,7 @@ func TestRolloutPauseAndCancel(t *testing.T) {
 	tp := e.check(withTask, "1.0.0").Task.Task
 
 	paused := "paused"
-	if _, err := e.admin.UpdateRollout(e.ctx, r.ID(), ports.RolloutChange{Status: &paused}); err != nil {
+	if _, err := e.admin.UpdateRollout(e.ctx, testActor, r.ID(), ports.RolloutChange{Status: &paused}); err != nil {
 		t.Fatal(err)
 	}
 	if e.check(e.device("1.0.0"), "1.0.0").Task != nil {
@@ -193,7 +193,7 @@ func TestRolloutPauseAndCancel(t *testing.T) {
 		t.Fatal("pausing must not cancel existing tasks")
 	}
 	cancelled := "cancelled"
-	if _, err := e.admin.UpdateRollout(e.ctx, r.ID(), ports.RolloutChange{Status: &cancelled}); err != nil {
+	if _, err := e.admin.UpdateRollout(e.ctx, testActor, r.ID(), ports.RolloutChange{Status: &cancelled}); err != nil {
 		t.Fatal(err)
 	}
 	if res := e.check(withTask, "1.0.0"); res.Task != nil {
@@ -203,10 +203,10 @@ func TestRolloutPauseAndCancel(t *testing.T) {
 		t.Fatalf("task %+v", got.Record())
 	}
 	active := "active"
-	if _, err := e.admin.UpdateRollout(e.ctx, r.ID(), ports.RolloutChange{Status: &active}); !errors.Is(err, domain.ErrInvalidTransition) {
+	if _, err := e.admin.UpdateRollout(e.ctx, testActor, r.ID(), ports.RolloutChange{Status: &active}); !errors.Is(err, domain.ErrInvalidTransition) {
 		t.Fatalf("reviving a cancelled rollout: %v", err)
 	}
-	if _, err := e.admin.UpdateRollout(e.ctx, r.ID(), ports.RolloutChange{}); !errors.Is(err, domain.ErrValidation) {
+	if _, err := e.admin.UpdateRollout(e.ctx, testActor, r.ID(), ports.RolloutChange{}); !errors.Is(err, domain.ErrValidation) {
 		t.Fatalf("empty change: %v", err)
 	}
 }
@@ -279,7 +279,7 @@ func TestStagedRolloutKeepsEarlierDevices(t *testing.T) {
 		}
 	}
 	fifty := 50
-	if _, err := e.admin.UpdateRollout(e.ctx, r.ID(), ports.RolloutChange{Percentage: &fifty}); err != nil {
+	if _, err := e.admin.UpdateRollout(e.ctx, testActor, r.ID(), ports.RolloutChange{Percentage: &fifty}); err != nil {
 		t.Fatal(err)
 	}
 	at50 := 0
@@ -377,7 +377,7 @@ func TestPatchPercentageAndCancelTogether(t *testing.T) {
 	e := newEnv(t, nil)
 	r := e.rollout(e.firmware("1.1.0"), 30)
 	zero, cancelled := 0, "cancelled"
-	got, err := e.admin.UpdateRollout(e.ctx, r.ID(), ports.RolloutChange{Percentage: &zero, Status: &cancelled})
+	got, err := e.admin.UpdateRollout(e.ctx, testActor, r.ID(), ports.RolloutChange{Percentage: &zero, Status: &cancelled})
 	if err != nil || got.Status() != domain.RolloutCancelled || got.Percentage() != 0 {
 		t.Fatalf("got %+v, %v", got.Record(), err)
 	}

@@ -106,9 +106,9 @@ func TestRevokeBetweenPlanAndInsertCreatesNoTask(t *testing.T) {
 			deps.Locker = revokeInTheWindow{Locker: e.deps.Locker, revoke: func() {
 				var err error
 				if tc.pause {
-					_, err = e.admin.UpdateRollout(e.ctx, r.ID(), ports.RolloutChange{Status: strp("paused")})
+					_, err = e.admin.UpdateRollout(e.ctx, testActor, r.ID(), ports.RolloutChange{Status: strp("paused")})
 				} else {
-					_, err = e.admin.RevokeFirmware(e.ctx, fw.ID())
+					_, err = e.admin.RevokeFirmware(e.ctx, testActor, fw.ID())
 				}
 				if err != nil {
 					t.Error(err)

@@ -126,7 +126,7 @@ func (s *Events) recordLateInstall(ctx context.Context, t domain.Task) error {
 		}
 		d.Seen(fw.Version(), at)
 		return nil
-	}); err != nil {
+	}, domain.AuditRecord{}); err != nil {
 		return fmt.Errorf("recording the version installed late: %w", err)
 	}
 	return nil

@@ -44,7 +44,7 @@ const model = "cam-x1"
 func (e *env) device(version string) string {
 	e.t.Helper()
 	id := fmt.Sprintf("dev-%d", e.seq.Add(1))
-	if _, err := e.admin.RegisterDevice(e.ctx, ports.RegisterDevice{DeviceID: id, Model: model, CurrentVersion: version}); err != nil {
+	if _, err := e.admin.RegisterDevice(e.ctx, testActor, ports.RegisterDevice{DeviceID: id, Model: model, CurrentVersion: version}); err != nil {
 		e.t.Fatalf("register %s: %v", id, err)
 	}
 	return id
@@ -57,7 +57,7 @@ func (e *env) firmware(version string, mutate ...func(*domain.FirmwareSpec)) dom
 	for _, m := range mutate {
 		m(&spec)
 	}
-	fw, err := e.admin.PublishFirmware(e.ctx, spec)
+	fw, err := e.admin.PublishFirmware(e.ctx, testActor, spec)
 	if err != nil {
 		e.t.Fatalf("publish %s: %v", version, err)
 	}
@@ -70,7 +70,7 @@ func (e *env) rollout(fw domain.Firmware, pct int, mutate ...func(*domain.Rollou
 	for _, m := range mutate {
 		m(&spec)
 	}
-	r, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: spec})
+	r, err := e.admin.StartRollout(e.ctx, testActor, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: spec})
 	if err != nil {
 		e.t.Fatalf("start rollout: %v", err)
 	}

@@ -36,7 +36,7 @@ func newFleetEnv(t *testing.T) *fleetEnv {
 
 func (e *fleetEnv) publish(model, version string) domain.Firmware {
 	e.t.Helper()
-	fw, err := e.admin.PublishFirmware(context.Background(), domain.FirmwareSpec{
+	fw, err := e.admin.PublishFirmware(context.Background(), testActor, domain.FirmwareSpec{
 		Model: model, Version: version, URL: "https://files.example/" + model + "/" + version,
 		SizeBytes: 10, SHA256: strings.Repeat("0f", 32),
 	})
@@ -48,7 +48,7 @@ func (e *fleetEnv) publish(model, version string) domain.Firmware {
 
 func (e *fleetEnv) register(id, model, version string) {
 	e.t.Helper()
-	if _, err := e.admin.RegisterDevice(context.Background(), ports.RegisterDevice{DeviceID: id, Model: model, CurrentVersion: version}); err != nil {
+	if _, err := e.admin.RegisterDevice(context.Background(), testActor, ports.RegisterDevice{DeviceID: id, Model: model, CurrentVersion: version}); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -75,7 +75,7 @@ func TestFleetOverview(t *testing.T) {
 	e.publish("cam", "1.0.0")
 	e.publish("cam", "1.2.0+build.9")
 	revoked := e.publish("cam", "2.0.0")
-	if _, err := e.admin.RevokeFirmware(context.Background(), revoked.ID()); err != nil {
+	if _, err := e.admin.RevokeFirmware(context.Background(), testActor, revoked.ID()); err != nil {
 		t.Fatal(err)
 	}
 	e.publish("speaker", "0.9.0")
@@ -136,12 +136,12 @@ func TestFleetRolloutsAndFailures(t *testing.T) {
 	ctx := context.Background()
 	old := e.publish("cam", "1.0.0")
 	fw := e.publish("cam", "1.1.0")
-	first, err := e.admin.StartRollout(ctx, ports.StartRollout{FirmwareID: old.ID().String(), Spec: domain.RolloutSpec{Percentage: 0}})
+	first, err := e.admin.StartRollout(ctx, testActor, ports.StartRollout{FirmwareID: old.ID().String(), Spec: domain.RolloutSpec{Percentage: 0}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.clock.now = e.clock.now.Add(time.Second)
-	r, err := e.admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}})
+	r, err := e.admin.StartRollout(ctx, testActor, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}})
 	if err != nil {
 		t.Fatal(err)
 	}

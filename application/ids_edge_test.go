@@ -31,9 +31,9 @@ func (w watchedDevices) Get(ctx context.Context, id domain.DeviceID) (domain.Dev
 	return w.DeviceRepository.Get(ctx, id)
 }
 
-func (w watchedDevices) Update(ctx context.Context, id domain.DeviceID, fn func(*domain.Device) error) (domain.Device, error) {
+func (w watchedDevices) Update(ctx context.Context, id domain.DeviceID, fn func(*domain.Device) error, rec domain.AuditRecord) (domain.Device, error) {
 	w.c.hit()
-	return w.DeviceRepository.Update(ctx, id, fn)
+	return w.DeviceRepository.Update(ctx, id, fn, rec)
 }
 
 type watchedTasks struct {
@@ -72,9 +72,9 @@ type watchedDirectory struct {
 }
 
 func (w watchedDirectory) UpdateTags(ctx context.Context, ids []domain.DeviceID,
-	fn func(domain.DeviceID, []string) ([]string, error)) (map[domain.DeviceID][]string, error) {
+	fn func(domain.DeviceID, []string) ([]string, error), rec domain.AuditRecord) (map[domain.DeviceID][]string, error) {
 	w.c.hit()
-	return w.DeviceDirectory.UpdateTags(ctx, ids, fn)
+	return w.DeviceDirectory.UpdateTags(ctx, ids, fn, rec)
 }
 
 func (w watchedDirectory) List(ctx context.Context, f ports.DeviceFilter) ([]ports.DeviceListing, error) {
@@ -135,7 +135,7 @@ func TestMalformedIDsNeverReachAStore(t *testing.T) {
 	notFound("ReportEvent", err)
 	_, err = devices.IdentifyDevice(ctx, asDeviceID("bad id"))
 	notFound("IdentifyDevice", err)
-	_, err = admin.SetDeviceTags(ctx, asDeviceID("bad/id"), []string{"eu"})
+	_, err = admin.SetDeviceTags(ctx, testActor, asDeviceID("bad/id"), []string{"eu"})
 	notFound("SetDeviceTags", err)
 
 	// The event is judged before the id: a bad event is VALIDATION_FAILED
@@ -143,9 +143,9 @@ func TestMalformedIDsNeverReachAStore(t *testing.T) {
 	_, err = devices.ReportEvent(ctx, dev, asUUID("not-a-task"), ports.EventRequest{EventID: "e1", Status: "flying"})
 	invalid("ReportEvent with a bad status", "status", err)
 
-	_, err = admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: "bad id", Model: "cam-x1"})
+	_, err = admin.RegisterDevice(ctx, testActor, ports.RegisterDevice{DeviceID: "bad id", Model: "cam-x1"})
 	invalid("RegisterDevice", "device_id", err)
-	_, err = admin.ChangeDeviceTags(ctx, ports.TagChange{DeviceIDs: []string{"ok-1", "bad\x00id"}, Add: []string{"eu"}})
+	_, err = admin.ChangeDeviceTags(ctx, testActor, ports.TagChange{DeviceIDs: []string{"ok-1", "bad\x00id"}, Add: []string{"eu"}})
 	invalid("ChangeDeviceTags", "device_ids", err)
 	_, err = admin.ListTasks(ctx, ports.TaskQuery{DeviceID: "bad id"})
 	invalid("ListTasks by device", "device_id", err)

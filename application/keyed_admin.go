@@ -16,11 +16,12 @@ type KeyedAdmissions interface {
 	// CreateDevice registers a device together with its admission,
 	// atomically: domain.ErrDeviceExists if the id is taken, and nothing is
 	// stored then.
-	CreateDevice(ctx context.Context, d domain.Device, a domain.DeviceAdmission) error
+	CreateDevice(ctx context.Context, d domain.Device, a domain.DeviceAdmission, rec domain.AuditRecord) error
 	// Admit stores a registered device's admission, replacing any key it
 	// had (create==true when it had none); domain.ErrNotFound if the
 	// device is not registered.
-	Admit(ctx context.Context, deviceID domain.DeviceID, fn func(current *domain.DeviceAdmission) (domain.DeviceAdmission, error)) (domain.DeviceAdmission, error)
+	Admit(ctx context.Context, deviceID domain.DeviceID, fn func(current *domain.DeviceAdmission) (domain.DeviceAdmission, error),
+		rec domain.AuditRecord) (domain.DeviceAdmission, error)
 }
 
 // KeyedAdmin is the operators' use cases with a device registration that
@@ -43,9 +44,9 @@ func NewKeyedAdmin(inner *Admin, admissions KeyedAdmissions, clock ports.Clock) 
 
 // RegisterDevice registers a device; with a public key, the device and its
 // admission are stored together, or neither is.
-func (s *KeyedAdmin) RegisterDevice(ctx context.Context, req ports.RegisterDevice) (ports.DeviceCredentials, error) {
+func (s *KeyedAdmin) RegisterDevice(ctx context.Context, actor domain.Actor, req ports.RegisterDevice) (ports.DeviceCredentials, error) {
 	if req.PublicKey == "" {
-		return s.AdminService.RegisterDevice(ctx, req)
+		return s.AdminService.RegisterDevice(ctx, actor, req)
 	}
 	creds, err := registration(req, s.clock.Now())
 	if err != nil {
@@ -60,7 +61,13 @@ func (s *KeyedAdmin) RegisterDevice(ctx context.Context, req ports.RegisterDevic
 	if err != nil {
 		return ports.DeviceCredentials{}, err
 	}
-	if err := s.admissions.CreateDevice(ctx, dev, adm); err != nil {
+	facts := deviceFacts(dev)
+	facts["public_key_fingerprint"] = adm.Key().Fingerprint()
+	rec, err := actor.Record(dev.CreatedAt(), domain.AuditDeviceRegister, dev.ID().String(), nil, facts)
+	if err != nil {
+		return ports.DeviceCredentials{}, err
+	}
+	if err := s.admissions.CreateDevice(ctx, dev, adm, rec); err != nil {
 		return ports.DeviceCredentials{}, fmt.Errorf("registering device: %w", err)
 	}
 	return creds, nil
@@ -71,7 +78,7 @@ func (s *KeyedAdmin) RegisterDevice(ctx context.Context, req ports.RegisterDevic
 // credentials must lock out whoever holds the old ones, whichever protocol
 // they speak. The sessions end first, so a failure never leaves a new
 // token nobody was shown; a device without a key has none to end.
-func (s *KeyedAdmin) RotateDeviceToken(ctx context.Context, deviceID domain.DeviceID) (ports.DeviceCredentials, error) {
+func (s *KeyedAdmin) RotateDeviceToken(ctx context.Context, actor domain.Actor, deviceID domain.DeviceID) (ports.DeviceCredentials, error) {
 	now := s.clock.Now()
 	_, err := s.admissions.Admit(ctx, deviceID, func(cur *domain.DeviceAdmission) (domain.DeviceAdmission, error) {
 		if cur == nil {
@@ -80,11 +87,12 @@ func (s *KeyedAdmin) RotateDeviceToken(ctx context.Context, deviceID domain.Devi
 		next := *cur
 		next.RevokeSessions(now)
 		return next, nil
-	})
+	}, domain.AuditRecord{}) // the rotation's record is written with the new token
+
 	if err != nil && !errors.Is(err, errNoAdmission) {
 		return ports.DeviceCredentials{}, fmt.Errorf("ending the device's sessions: %w", err)
 	}
-	return s.AdminService.RotateDeviceToken(ctx, deviceID)
+	return s.AdminService.RotateDeviceToken(ctx, actor, deviceID)
 }
 
 // errNoAdmission stops an Admit that has nothing to change.

@@ -77,7 +77,7 @@ func TestTargetingByTagsAndReportedAttributes(t *testing.T) {
 	})
 	dev := e.device("1.0.0")
 	other := e.device("1.0.0")
-	if _, err := e.admin.SetDeviceTags(e.ctx, asDeviceID(dev), []string{"eu", "lab", "eu"}); err != nil {
+	if _, err := e.admin.SetDeviceTags(e.ctx, testActor, asDeviceID(dev), []string{"eu", "lab", "eu"}); err != nil {
 		t.Fatal(err)
 	}
 	if res := e.check(dev, "1.0.0"); res.Task != nil {
@@ -129,13 +129,13 @@ func TestTargetingByTagsAndReportedAttributes(t *testing.T) {
 			t.Errorf("query %+v: %v", q, err)
 		}
 	}
-	if _, err := e.admin.ChangeDeviceTags(e.ctx, ports.TagChange{DeviceIDs: []string{dev, "nobody"}, Add: []string{"x"}}); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := e.admin.ChangeDeviceTags(e.ctx, testActor, ports.TagChange{DeviceIDs: []string{dev, "nobody"}, Add: []string{"x"}}); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("bulk with an unknown device: %v", err)
 	}
 	if v, _ := e.admin.GetDevice(e.ctx, asDeviceID(dev)); fmt.Sprint(v.Tags) != "[eu lab]" {
 		t.Fatalf("a refused bulk change wrote tags: %v", v.Tags)
 	}
-	out, err := e.admin.ChangeDeviceTags(e.ctx, ports.TagChange{DeviceIDs: []string{dev, other}, Add: []string{"wave2"}, Remove: []string{"lab"}})
+	out, err := e.admin.ChangeDeviceTags(e.ctx, testActor, ports.TagChange{DeviceIDs: []string{dev, other}, Add: []string{"wave2"}, Remove: []string{"lab"}})
 	if err != nil || fmt.Sprint(out[dev]) != "[eu wave2]" || fmt.Sprint(out[other]) != "[wave2]" {
 		t.Fatalf("bulk: %v %v", out, err)
 	}
@@ -277,10 +277,10 @@ func TestRollbackReturnsDevices(t *testing.T) {
 	d := e.device("1.9.0")
 	res := e.check(d, "1.9.0")
 	e.mustEvent(asDeviceID(d), res.Task.Task.ID(), "e1", "succeeded")
-	if _, err := e.admin.UpdateRollout(e.ctx, badRollout.ID(), ports.RolloutChange{Status: strp("cancelled")}); err != nil {
+	if _, err := e.admin.UpdateRollout(e.ctx, testActor, badRollout.ID(), ports.RolloutChange{Status: strp("cancelled")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: good.ID().String(), Spec: domain.RolloutSpec{Percentage: 100, AllowDowngrade: true}}); !errors.Is(err, domain.ErrValidation) {
+	if _, err := e.admin.StartRollout(e.ctx, testActor, ports.StartRollout{FirmwareID: good.ID().String(), Spec: domain.RolloutSpec{Percentage: 100, AllowDowngrade: true}}); !errors.Is(err, domain.ErrValidation) {
 		t.Fatalf("rollback without a version range: %v", err)
 	}
 	e.rollout(good, 100, func(s *domain.RolloutSpec) {

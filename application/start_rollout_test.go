@@ -16,18 +16,18 @@ func TestStartRolloutReadsTheFirmwareIDForEveryEdge(t *testing.T) {
 	onEachStore(t, policyStart, func(t *testing.T, e *env, _ *manualClock) {
 		fw := e.firmware("2.0.0")
 		spec := domain.RolloutSpec{Percentage: 10}
-		_, err := e.admin.StartRollout(e.ctx, ports.StartRollout{Spec: spec})
+		_, err := e.admin.StartRollout(e.ctx, testActor, ports.StartRollout{Spec: spec})
 		var ve *domain.ValidationError
 		if !errors.As(err, &ve) || ve.Field != "firmware_id" {
 			t.Fatalf("no firmware id: %v, want VALIDATION_FAILED on firmware_id", err)
 		}
 		for _, id := range []string{"not-a-firmware", "5d8f0c2e-1111-4a4a-9b9b-000000000000"} {
-			if _, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: id, Spec: spec}); !errors.Is(err, domain.ErrNotFound) ||
+			if _, err := e.admin.StartRollout(e.ctx, testActor, ports.StartRollout{FirmwareID: id, Spec: spec}); !errors.Is(err, domain.ErrNotFound) ||
 				errors.Is(err, domain.ErrValidation) {
 				t.Fatalf("firmware id %q: %v, want NOT_FOUND", id, err)
 			}
 		}
-		r, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: spec})
+		r, err := e.admin.StartRollout(e.ctx, testActor, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: spec})
 		if err != nil || r.FirmwareID() != fw.ID() {
 			t.Fatalf("a released firmware: %v", err)
 		}

@@ -425,7 +425,8 @@ func (c *counts) flush(device domain.DeviceID) error {
 // it, in one transaction: the operators' changes, in the lock order
 // ReplaceActive documents (rollouts before firmware shares, both before
 // any write).
-func UpdateRollout(ctx context.Context, tasks TaskTransactor, id domain.UUID, fn func(*domain.Rollout, domain.Firmware) error) (domain.Rollout, error) {
+func UpdateRollout(ctx context.Context, tasks TaskTransactor, id domain.UUID, fn func(*domain.Rollout, domain.Firmware) error,
+	audit ports.Audit[domain.Rollout]) (domain.Rollout, error) {
 	var out domain.Rollout
 	err := tasks.InTaskTx(ctx, func(tx ports.TaskTx) error {
 		r, err := tx.LockRollout(id)
@@ -436,11 +437,18 @@ func UpdateRollout(ctx context.Context, tasks TaskTransactor, id domain.UUID, fn
 		if err != nil {
 			return err
 		}
+		before := r
 		if err := fn(&r, o.Firmware); err != nil {
 			return err
 		}
-		out, err = tx.StoreRollout(r)
-		return err
+		if out, err = tx.StoreRollout(r); err != nil || audit == nil {
+			return err
+		}
+		rec, err := audit(before, out)
+		if err != nil {
+			return err
+		}
+		return tx.RecordAudit(rec)
 	})
 	return out, err
 }

@@ -9,8 +9,8 @@ import (
 
 // AccountTx is what one accounts transaction may do: the primitives of the
 // users and api_tokens tables. The use cases (application/accounts.go)
-// decide; the audit record of the next change will be written through it
-// too, so that a change and its record commit together.
+// decide; the audit record of each change is written through it too
+// (RecordAudit), so that a change and its record commit together.
 type AccountTx interface {
 	// InsertUser stores a new account (domain.ErrUserExists).
 	InsertUser(ctx context.Context, u domain.User) error
@@ -24,6 +24,9 @@ type AccountTx interface {
 	// changed (its last use, its revocation). Its owner must exist
 	// (domain.ErrNotFound otherwise).
 	PutToken(ctx context.Context, t domain.APIToken) error
+	// RecordAudit writes the operator's record of the change this
+	// transaction makes.
+	RecordAudit(ctx context.Context, rec domain.AuditRecord) error
 }
 
 // NewUser is an operator's request to create an account, as received.
@@ -59,10 +62,10 @@ type AccountService interface {
 	// SessionUser re-reads a signed-in user (a console session): their
 	// current role's principal, or domain.ErrUnauthorized once removed.
 	SessionUser(ctx context.Context, username string) (domain.Principal, error)
-	CreateUser(ctx context.Context, p domain.Principal, req NewUser) (domain.User, error)
-	RemoveUser(ctx context.Context, p domain.Principal, name string) error
+	CreateUser(ctx context.Context, actor domain.Actor, req NewUser) (domain.User, error)
+	RemoveUser(ctx context.Context, actor domain.Actor, name string) error
 	ListUsers(ctx context.Context, p domain.Principal) ([]domain.User, error)
-	CreateToken(ctx context.Context, p domain.Principal, req NewAPIToken) (APITokenCredentials, error)
+	CreateToken(ctx context.Context, actor domain.Actor, req NewAPIToken) (APITokenCredentials, error)
 	ListTokens(ctx context.Context, p domain.Principal) ([]domain.APIToken, error)
-	RevokeToken(ctx context.Context, p domain.Principal, id domain.UUID) (domain.APIToken, error)
+	RevokeToken(ctx context.Context, actor domain.Actor, id domain.UUID) (domain.APIToken, error)
 }

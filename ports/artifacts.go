@@ -46,7 +46,9 @@ type ArtifactRepository interface {
 	// Create stores a. When an artifact with a's sha256 is stored already,
 	// it stores nothing and returns that one with created false: the same
 	// bytes are one artifact, whoever uploads them, however concurrently.
-	Create(ctx context.Context, a domain.Artifact) (stored domain.Artifact, created bool, err error)
+	// rec, the operator's record of the upload, is stored with a new
+	// artifact, and not at all when nothing is stored.
+	Create(ctx context.Context, a domain.Artifact, rec domain.AuditRecord) (stored domain.Artifact, created bool, err error)
 	// Get loads an artifact by id.
 	Get(ctx context.Context, id domain.UUID) (domain.Artifact, error)
 	// List returns every artifact, newest first.
@@ -54,8 +56,8 @@ type ArtifactRepository interface {
 	// Delete removes the artifact's row: domain.ErrArtifactInUse while a
 	// firmware refers to it, decided by the store at the delete itself (a
 	// firmware published concurrently either lands first and blocks the
-	// delete, or finds the artifact gone).
-	Delete(ctx context.Context, id domain.UUID) error
+	// delete, or finds the artifact gone). rec is stored with the delete.
+	Delete(ctx context.Context, id domain.UUID, rec domain.AuditRecord) error
 }
 
 // ArtifactUpload is one uploaded file as it arrives: its name, its bytes
@@ -74,10 +76,10 @@ type ArtifactUpload struct {
 type ArtifactService interface {
 	// Upload stores a file and answers its artifact; created is false when
 	// the same content was stored before (that artifact is answered).
-	Upload(ctx context.Context, up ArtifactUpload) (a domain.Artifact, created bool, err error)
+	Upload(ctx context.Context, actor domain.Actor, up ArtifactUpload) (a domain.Artifact, created bool, err error)
 	GetArtifact(ctx context.Context, id domain.UUID) (domain.Artifact, error)
 	ListArtifacts(ctx context.Context) ([]domain.Artifact, error)
 	// DeleteArtifact deletes an artifact no firmware refers to
 	// (domain.ErrArtifactInUse otherwise).
-	DeleteArtifact(ctx context.Context, id domain.UUID) error
+	DeleteArtifact(ctx context.Context, actor domain.Actor, id domain.UUID) error
 }

@@ -23,13 +23,16 @@ type IDGenerator interface {
 // also for the zero DeviceID (an edge hands it on for an id that names no
 // device). Ids arrive parsed: a store does not check them again.
 type DeviceRepository interface {
-	// Create stores a new device; domain.ErrDeviceExists if the id is taken.
-	Create(ctx context.Context, d domain.Device) error
+	// Create stores a new device, with the operator's record of it (the
+	// zero record: none) in the same transaction; domain.ErrDeviceExists if
+	// the id is taken.
+	Create(ctx context.Context, d domain.Device, rec domain.AuditRecord) error
 	// Get loads a device by id.
 	Get(ctx context.Context, id domain.DeviceID) (domain.Device, error)
 	// Update loads the device locked against concurrent changes, lets fn
-	// change it, and stores it if fn returns nil.
-	Update(ctx context.Context, id domain.DeviceID, fn func(*domain.Device) error) (domain.Device, error)
+	// change it, and stores it with rec (the zero record: none) if fn
+	// returns nil.
+	Update(ctx context.Context, id domain.DeviceID, fn func(*domain.Device) error, rec domain.AuditRecord) (domain.Device, error)
 	// RecordSeen stores the version a device reported and when. stored is
 	// the device as the caller read it: a store may skip a check that
 	// changes nothing but moves last_seen_at by less than its resolution
@@ -41,23 +44,32 @@ type DeviceRepository interface {
 	RecordSeen(ctx context.Context, stored domain.Device, v domain.Version, at time.Time) error
 }
 
+// Audit makes an operator's record of a change of a T from the T before
+// and after it: a store calls it once the change is made, and stores what
+// it returns in the change's transaction.
+type Audit[T any] func(before, after T) (domain.AuditRecord, error)
+
 // FirmwareRepository stores published firmware. Not-found is domain.ErrNotFound.
 type FirmwareRepository interface {
-	// Create stores a new firmware; domain.ErrFirmwareExists if its
-	// (model, version) — build metadata ignored — was published before.
-	Create(ctx context.Context, f domain.Firmware) error
+	// Create stores a new firmware, and the operator's record of it in the
+	// same transaction (the zero record: none); domain.ErrFirmwareExists
+	// if its (model, version) — build metadata ignored — was published before.
+	Create(ctx context.Context, f domain.Firmware, rec domain.AuditRecord) error
 	// Get loads a firmware by id.
 	Get(ctx context.Context, id domain.UUID) (domain.Firmware, error)
 	// List returns a model's firmware (all models when model is ""), newest first.
 	List(ctx context.Context, model string) ([]domain.Firmware, error)
-	// Update loads the firmware locked, lets fn change it, and stores it.
-	Update(ctx context.Context, id domain.UUID, fn func(*domain.Firmware) error) (domain.Firmware, error)
+	// Update loads the firmware locked, lets fn change it, and stores it
+	// with the record audit makes of the change (nil: none), in one
+	// transaction.
+	Update(ctx context.Context, id domain.UUID, fn func(*domain.Firmware) error, audit Audit[domain.Firmware]) (domain.Firmware, error)
 }
 
 // RolloutRepository stores rollouts. Not-found is domain.ErrNotFound.
 type RolloutRepository interface {
-	// Create stores a new rollout.
-	Create(ctx context.Context, r domain.Rollout) error
+	// Create stores a new rollout, and the operator's record of it in the
+	// same transaction (the zero record: none).
+	Create(ctx context.Context, r domain.Rollout, rec domain.AuditRecord) error
 	// Get loads a rollout by id.
 	Get(ctx context.Context, id domain.UUID) (domain.Rollout, error)
 	// Offers returns every active rollout of released firmware of a model,
@@ -159,6 +171,9 @@ type TaskTx interface {
 	// AddCounts adds the changes, all caused by one device's tasks, to the
 	// rollouts' counters, creating the missing ones at zero.
 	AddCounts(deviceID domain.DeviceID, changes []domain.CountChange) error
+	// RecordAudit writes an operator's record of the change this
+	// transaction makes (the zero record: none).
+	RecordAudit(rec domain.AuditRecord) error
 }
 
 // RolloutCount is a rollout's count of devices by status, in one scope:

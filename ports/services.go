@@ -160,14 +160,14 @@ type TaskPage struct {
 
 // AdminService is what operators can do.
 type AdminService interface {
-	RegisterDevice(ctx context.Context, req RegisterDevice) (DeviceCredentials, error)
-	RotateDeviceToken(ctx context.Context, deviceID domain.DeviceID) (DeviceCredentials, error)
+	RegisterDevice(ctx context.Context, actor domain.Actor, req RegisterDevice) (DeviceCredentials, error)
+	RotateDeviceToken(ctx context.Context, actor domain.Actor, deviceID domain.DeviceID) (DeviceCredentials, error)
 	GetDevice(ctx context.Context, deviceID domain.DeviceID) (DeviceView, error)
-	PublishFirmware(ctx context.Context, spec domain.FirmwareSpec) (domain.Firmware, error)
+	PublishFirmware(ctx context.Context, actor domain.Actor, spec domain.FirmwareSpec) (domain.Firmware, error)
 	ListFirmwares(ctx context.Context, model string) ([]domain.Firmware, error)
-	RevokeFirmware(ctx context.Context, id domain.UUID) (domain.Firmware, error)
-	StartRollout(ctx context.Context, req StartRollout) (domain.Rollout, error)
-	UpdateRollout(ctx context.Context, id domain.UUID, change RolloutChange) (domain.Rollout, error)
+	RevokeFirmware(ctx context.Context, actor domain.Actor, id domain.UUID) (domain.Firmware, error)
+	StartRollout(ctx context.Context, actor domain.Actor, req StartRollout) (domain.Rollout, error)
+	UpdateRollout(ctx context.Context, actor domain.Actor, id domain.UUID, change RolloutChange) (domain.Rollout, error)
 	GetRollout(ctx context.Context, id domain.UUID) (RolloutView, error)
 	ListTasks(ctx context.Context, q TaskQuery) (TaskPage, error)
 	// TaskEvents returns a task's stored events, oldest first, bounded

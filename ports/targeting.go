@@ -66,9 +66,9 @@ type TagChange struct {
 // DeviceTargeting is what operators do with tags and the device listing.
 type DeviceTargeting interface {
 	// SetDeviceTags replaces one device's tags.
-	SetDeviceTags(ctx context.Context, deviceID domain.DeviceID, tags []string) ([]string, error)
+	SetDeviceTags(ctx context.Context, actor domain.Actor, deviceID domain.DeviceID, tags []string) ([]string, error)
 	// ChangeDeviceTags edits the tags of many devices at once, all or nothing.
-	ChangeDeviceTags(ctx context.Context, change TagChange) (map[string][]string, error)
+	ChangeDeviceTags(ctx context.Context, actor domain.Actor, change TagChange) (map[string][]string, error)
 	// ListDevices pages through devices by model, tags and attributes.
 	ListDevices(ctx context.Context, q DeviceQuery) (DevicePage, error)
 }

@@ -55,7 +55,7 @@ func (c *Console) uploadArtifact(w http.ResponseWriter, r *http.Request) {
 	}
 	upload := httpedge.NewUpload(w, r)
 	body := upload.Track(upload.Body())
-	a, _, err := c.artifacts.Upload(r.Context(), ports.ArtifactUpload{
+	a, _, err := c.artifacts.Upload(r.Context(), s.actor, ports.ArtifactUpload{
 		FileName: r.URL.Query().Get("filename"), Body: body, SHA256: r.Header.Get("X-Checksum-Sha256"),
 		Announced: max(r.ContentLength, 0),
 	})
@@ -150,7 +150,7 @@ func (c *Console) publishArtifact(w http.ResponseWriter, r *http.Request, s sess
 		form.Values[f] = r.PostFormValue(f)
 	}
 	v := func(name string) string { return strings.TrimSpace(r.PostFormValue(name)) }
-	fw, err := c.admin.PublishFirmware(r.Context(), domain.FirmwareSpec{
+	fw, err := c.admin.PublishFirmware(r.Context(), s.actor, domain.FirmwareSpec{
 		Model: v("model"), Version: v("version"), ArtifactID: a.ID(), Signature: v("signature"),
 		ReleaseNotes: r.PostFormValue("release_notes"), Mandatory: r.PostFormValue("mandatory") != "",
 		MinSourceVersion: v("min_source_version"),

@@ -79,7 +79,7 @@ func TestConsolePagesAgreeInABrowser(t *testing.T) {
 
 	// 1.3.0 goes to the canary only; it starts downloading, then the
 	// firmware is revoked: the started task finishes, no one else gets it.
-	if _, err := e.admin.SetDeviceTags(ctx, asDeviceID("cam-5"), []string{"canary"}); err != nil {
+	if _, err := e.admin.SetDeviceTags(ctx, testActor, asDeviceID("cam-5"), []string{"canary"}); err != nil {
 		t.Fatal(err)
 	}
 	bad := e.publish("cam", "1.3.0")

@@ -369,7 +369,7 @@ func (e *env) addSecondModel(t *testing.T) {
 	r := e.startRollout(fw, 100, &threshold)
 	for i, v := range []string{"1.8.0", "1.8.0", "1.8.0", "1.7.2", "1.7.2", "1.6.0"} {
 		id := fmt.Sprintf("spk-%03d", i)
-		if _, err := e.admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: id, Model: "speaker-s2"}); err != nil {
+		if _, err := e.admin.RegisterDevice(ctx, testActor, ports.RegisterDevice{DeviceID: id, Model: "speaker-s2"}); err != nil {
 			t.Fatal(err)
 		}
 		ident, err := e.devices.IdentifyDevice(ctx, asDeviceID(id))

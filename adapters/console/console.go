@@ -207,6 +207,7 @@ func (c *Console) readSession(r *http.Request) (session, bool) {
 	}
 	if s.user == "" {
 		s.who = domain.RootPrincipal()
+		s.actor, _ = httpedge.ActorOf(r, s.who) // the root is someone: no error
 		return s, true
 	}
 	if c.accounts == nil {
@@ -221,6 +222,9 @@ func (c *Console) readSession(r *http.Request) (session, bool) {
 		return session{}, false
 	}
 	s.who = p
+	if s.actor, err = httpedge.ActorOf(r, p); err != nil {
+		return session{}, false
+	}
 	return s, true
 }
 

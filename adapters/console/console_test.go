@@ -147,7 +147,7 @@ func (e *env) mustSignIn() {
 
 func (e *env) publish(model, version string) domain.Firmware {
 	e.t.Helper()
-	fw, err := e.admin.PublishFirmware(context.Background(), domain.FirmwareSpec{
+	fw, err := e.admin.PublishFirmware(context.Background(), testActor, domain.FirmwareSpec{
 		Model: model, Version: version, URL: "https://files.example/" + version, SizeBytes: 4096,
 		SHA256: strings.Repeat("ab", 32),
 	})
@@ -164,7 +164,7 @@ func (e *env) startRollout(fw domain.Firmware, pct int, threshold *int) domain.R
 	if threshold != nil {
 		spec.MinSample = &one
 	}
-	r, err := e.admin.StartRollout(context.Background(), ports.StartRollout{FirmwareID: fw.ID().String(), Spec: spec})
+	r, err := e.admin.StartRollout(context.Background(), testActor, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: spec})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func (e *env) check(ctx context.Context, id, model, version string) (ports.Check
 func (e *env) deviceWithTask(id, model, version string) *ports.TaskView {
 	e.t.Helper()
 	ctx := context.Background()
-	if _, err := e.admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: id, Model: model, CurrentVersion: version}); err != nil {
+	if _, err := e.admin.RegisterDevice(ctx, testActor, ports.RegisterDevice{DeviceID: id, Model: model, CurrentVersion: version}); err != nil {
 		e.t.Fatal(err)
 	}
 	res, err := e.check(ctx, id, model, version)
@@ -665,7 +665,7 @@ func TestFleetPage(t *testing.T) {
 	ctx := context.Background()
 	for i, v := range []string{"2.0.0", "2.0.0", "2.0.0", "1.0.0"} {
 		id := "dev-" + string(rune('a'+i))
-		if _, err := e.admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: id, Model: "cam"}); err != nil {
+		if _, err := e.admin.RegisterDevice(ctx, testActor, ports.RegisterDevice{DeviceID: id, Model: "cam"}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := e.check(ctx, id, "cam", v); err != nil {

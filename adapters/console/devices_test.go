@@ -43,19 +43,19 @@ func TestDeviceListFiltersAndPages(t *testing.T) {
 	ctx := context.Background()
 	for i := 1; i <= 52; i++ {
 		id := fmt.Sprintf("cam-%02d", i)
-		if _, err := e.admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: id, Model: "cam", CurrentVersion: "1.1.0"}); err != nil {
+		if _, err := e.admin.RegisterDevice(ctx, testActor, ports.RegisterDevice{DeviceID: id, Model: "cam", CurrentVersion: "1.1.0"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, id := range []string{"dome-1", "dome-2"} {
-		if _, err := e.admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: id, Model: "dome"}); err != nil {
+		if _, err := e.admin.RegisterDevice(ctx, testActor, ports.RegisterDevice{DeviceID: id, Model: "dome"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := e.admin.SetDeviceTags(ctx, asDeviceID("cam-07"), []string{"lab", "beta"}); err != nil {
+	if _, err := e.admin.SetDeviceTags(ctx, testActor, asDeviceID("cam-07"), []string{"lab", "beta"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.admin.SetDeviceTags(ctx, asDeviceID("cam-08"), []string{"lab"}); err != nil {
+	if _, err := e.admin.SetDeviceTags(ctx, testActor, asDeviceID("cam-08"), []string{"lab"}); err != nil {
 		t.Fatal(err)
 	}
 	ident, err := e.devices.IdentifyDevice(ctx, asDeviceID("dome-2"))

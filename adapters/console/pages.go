@@ -2,7 +2,6 @@ package console
 
 import (
 	"errors"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -71,13 +70,7 @@ func (c *Console) showSignIn(w http.ResponseWriter, r *http.Request, status int,
 // clientAddress is the address a sign-in attempt came from, for its
 // budget: the connection's peer (a proxy's header would let a guesser
 // pick a fresh budget per attempt).
-func clientAddress(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
+func clientAddress(r *http.Request) string { return httpedge.SourceAddress(r) }
 
 // allowSignIn spends one sign-in attempt of the client address's budget
 // and, when a username is given, of that username's: a guesser is slowed
@@ -323,7 +316,7 @@ func (c *Console) startRollout(w http.ResponseWriter, r *http.Request, s session
 	for _, f := range startFields {
 		form.Values[f] = r.PostFormValue(f)
 	}
-	id, err := c.tryStart(r)
+	id, err := c.tryStart(r, s)
 	if err != nil {
 		status, general := c.fieldError(r, err, form.Errors, startFields...)
 		form.Error = general
@@ -336,7 +329,7 @@ func (c *Console) startRollout(w http.ResponseWriter, r *http.Request, s session
 // tryStart reads the start form into the same request as the API's body
 // and hands it on: the use case reads the firmware id and the domain
 // judges the policy (NewRollout).
-func (c *Console) tryStart(r *http.Request) (string, error) {
+func (c *Console) tryStart(r *http.Request, s session) (string, error) {
 	req := ports.StartRollout{FirmwareID: r.PostFormValue("firmware_id")}
 	if err := readPolicy(r, &req.Spec); err != nil {
 		return "", err
@@ -358,7 +351,7 @@ func (c *Console) tryStart(r *http.Request) (string, error) {
 	if req.Spec.MinSample, err = formInt(r, "min_sample"); err != nil {
 		return "", err
 	}
-	ro, err := c.admin.StartRollout(r.Context(), req)
+	ro, err := c.admin.StartRollout(r.Context(), s.actor, req)
 	if err != nil {
 		return "", err
 	}
@@ -545,7 +538,7 @@ func (c *Console) changeRollout(w http.ResponseWriter, r *http.Request, s sessio
 		c.fail(w, r, http.StatusBadRequest, "Unknown action.")
 		return
 	}
-	if _, err := c.admin.UpdateRollout(r.Context(), pathUUID(r, "id"), change); err != nil {
+	if _, err := c.admin.UpdateRollout(r.Context(), s.actor, pathUUID(r, "id"), change); err != nil {
 		if errors.Is(err, domain.ErrNotFound) {
 			c.failErr(w, r, err)
 			return
@@ -625,7 +618,7 @@ func (c *Console) publishFirmware(w http.ResponseWriter, r *http.Request, s sess
 	for _, f := range publishFields {
 		form.Values[f] = r.PostFormValue(f)
 	}
-	fw, err := c.tryPublish(r)
+	fw, err := c.tryPublish(r, s)
 	if err != nil {
 		status, general := c.fieldError(r, err, form.Errors, publishFields...)
 		form.Error = general
@@ -635,7 +628,7 @@ func (c *Console) publishFirmware(w http.ResponseWriter, r *http.Request, s sess
 	http.Redirect(w, r, Prefix+"/firmwares?model="+url.QueryEscape(fw.Model())+"&done=published", http.StatusSeeOther)
 }
 
-func (c *Console) tryPublish(r *http.Request) (domain.Firmware, error) {
+func (c *Console) tryPublish(r *http.Request, s session) (domain.Firmware, error) {
 	v := func(name string) string { return strings.TrimSpace(r.PostFormValue(name)) }
 	spec := domain.FirmwareSpec{
 		Model: v("model"), Version: v("version"), URL: v("url"), SHA256: v("sha256"), SHA1: v("sha1"), MD5: v("md5"),
@@ -649,7 +642,7 @@ func (c *Console) tryPublish(r *http.Request) (domain.Firmware, error) {
 		}
 		spec.SizeBytes = n
 	}
-	return c.admin.PublishFirmware(r.Context(), spec)
+	return c.admin.PublishFirmware(r.Context(), s.actor, spec)
 }
 
 func (c *Console) confirmRevoke(w http.ResponseWriter, r *http.Request, s session) {
@@ -669,8 +662,8 @@ func (c *Console) confirmRevoke(w http.ResponseWriter, r *http.Request, s sessio
 	c.render(w, r, http.StatusOK, "confirm", p)
 }
 
-func (c *Console) revokeFirmware(w http.ResponseWriter, r *http.Request, _ session) {
-	fw, err := c.admin.RevokeFirmware(r.Context(), pathUUID(r, "id"))
+func (c *Console) revokeFirmware(w http.ResponseWriter, r *http.Request, s session) {
+	fw, err := c.admin.RevokeFirmware(r.Context(), s.actor, pathUUID(r, "id"))
 	if err != nil {
 		c.failErr(w, r, err)
 		return

@@ -17,7 +17,7 @@ import (
 
 func (e *env) startSpec(fw domain.Firmware, spec domain.RolloutSpec) domain.Rollout {
 	e.t.Helper()
-	r, err := e.admin.StartRollout(context.Background(), ports.StartRollout{FirmwareID: fw.ID().String(), Spec: spec})
+	r, err := e.admin.StartRollout(context.Background(), testActor, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: spec})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func TestRevokedFirmwareIsMarkedEverywhere(t *testing.T) {
 	if e.deviceWithTask("dev-1", "cam", "1.0.0") == nil || e.deviceWithTask("dev-2", "dome", "1.0.0") == nil {
 		t.Fatal("no task")
 	}
-	if _, err := e.admin.RevokeFirmware(context.Background(), bad.ID()); err != nil {
+	if _, err := e.admin.RevokeFirmware(context.Background(), testActor, bad.ID()); err != nil {
 		t.Fatal(err)
 	}
 	e.mustSignIn()

@@ -75,6 +75,9 @@ type session struct {
 	// who is the principal acting, as re-read for this request
 	// (Console.readSession).
 	who domain.Principal
+	// actor is who acting in this request (its id and address): what
+	// every change the console makes takes, for its audit record.
+	actor domain.Actor
 }
 
 const (

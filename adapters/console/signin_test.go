@@ -47,7 +47,7 @@ func newAccountsEnv(t *testing.T, users map[string]domain.Role) *accountsEnv {
 		t.Fatal(err)
 	}
 	for name, role := range users {
-		_, err := accounts.CreateUser(context.Background(), domain.RootPrincipal(),
+		_, err := accounts.CreateUser(context.Background(), testActor,
 			ports.NewUser{Username: name, Role: string(role), Password: userPassword})
 		if err != nil {
 			t.Fatal(err)
@@ -164,7 +164,7 @@ func TestRemovedUserSessionEndsAtOnce(t *testing.T) {
 	e := newAccountsEnv(t, map[string]domain.Role{"alice": domain.RoleAdmin})
 	e.mustSignInAs("alice")
 	wantStatus(t, "signed in", e.get("/console/rollouts"), http.StatusOK)
-	if err := e.accounts.RemoveUser(context.Background(), domain.RootPrincipal(), "alice"); err != nil {
+	if err := e.accounts.RemoveUser(context.Background(), testActor, "alice"); err != nil {
 		t.Fatal(err)
 	}
 	res := e.get("/console/rollouts")
@@ -264,7 +264,7 @@ func TestSignInBudgetPerUsername(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := accounts.CreateUser(context.Background(), domain.RootPrincipal(),
+	if _, err := accounts.CreateUser(context.Background(), testActor,
 		ports.NewUser{Username: "alice", Role: "admin", Password: userPassword}); err != nil {
 		t.Fatal(err)
 	}

@@ -137,7 +137,7 @@ func (h *hosted) publishHosted(m, version, fileName string, body []byte) string 
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if _, _, err := h.arts.Create(context.Background(), art); err != nil {
+	if _, _, err := h.arts.Create(context.Background(), art, domain.AuditRecord{}); err != nil {
 		h.t.Fatal(err)
 	}
 	h.objs[art.StorageKey()] = body
@@ -152,7 +152,7 @@ func (h *hosted) publishHosted(m, version, fileName string, body []byte) string 
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if err := h.deps.Firmwares.Create(context.Background(), fw); err != nil {
+	if err := h.deps.Firmwares.Create(context.Background(), fw, domain.AuditRecord{}); err != nil {
 		h.t.Fatal(err)
 	}
 	if m == model {

@@ -23,9 +23,9 @@ func NewAccounts(s *Store) *Accounts {
 // InAccountTx runs fn holding the lock; what fn wrote is undone if it fails.
 func (a *Accounts) InAccountTx(ctx context.Context, fn func(ports.AccountTx) error) error {
 	return do(ctx, a.s, func() error {
-		users, tokens := maps.Clone(a.users), maps.Clone(a.tokens)
+		users, tokens, records := maps.Clone(a.users), maps.Clone(a.tokens), len(a.s.audit)
 		if err := fn(a); err != nil {
-			a.users, a.tokens = users, tokens
+			a.users, a.tokens, a.s.audit = users, tokens, a.s.audit[:records]
 			return err
 		}
 		return nil
@@ -77,4 +77,9 @@ func (a *Accounts) PutToken(_ context.Context, t domain.APIToken) error {
 
 func (a *Accounts) LockToken(_ context.Context, id domain.UUID) (domain.APIToken, error) {
 	return found(a.tokens, id.String())
+}
+
+func (a *Accounts) RecordAudit(_ context.Context, rec domain.AuditRecord) error {
+	a.s.record(rec)
+	return nil
 }

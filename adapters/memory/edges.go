@@ -25,17 +25,19 @@ func (r *Admissions) Generation(ctx context.Context, device domain.DeviceID) (in
 	return a.Generation(), err
 }
 
-func (r *Admissions) CreateDevice(ctx context.Context, d domain.Device, a domain.DeviceAdmission) error {
+func (r *Admissions) CreateDevice(ctx context.Context, d domain.Device, a domain.DeviceAdmission, rec domain.AuditRecord) error {
 	return do(ctx, r.s, func() error {
 		err := r.s.createDevice(d)
 		if err == nil {
 			r.s.admissions[d.ID().String()] = a
+			r.s.record(rec)
 		}
 		return err
 	})
 }
 
-func (r *Admissions) Admit(ctx context.Context, device domain.DeviceID, fn func(*domain.DeviceAdmission) (domain.DeviceAdmission, error)) (domain.DeviceAdmission, error) {
+func (r *Admissions) Admit(ctx context.Context, device domain.DeviceID, fn func(*domain.DeviceAdmission) (domain.DeviceAdmission, error),
+	rec domain.AuditRecord) (domain.DeviceAdmission, error) {
 	return locked(ctx, r.s, func() (domain.DeviceAdmission, error) {
 		if !has(r.s.devices, device.String()) {
 			return domain.DeviceAdmission{}, fmt.Errorf("loading device: %w", domain.ErrNotFound)
@@ -43,6 +45,7 @@ func (r *Admissions) Admit(ctx context.Context, device domain.DeviceID, fn func(
 		next, err := r.s.admission(device.String(), fn)
 		if err == nil {
 			r.s.admissions[device.String()] = next
+			r.s.record(rec)
 		}
 		return next, err
 	})
@@ -100,8 +103,14 @@ func (r *AuthRequests) Ask(ctx context.Context, device domain.DeviceID, key doma
 	})
 }
 
-func (r *AuthRequests) Delete(ctx context.Context, id domain.UUID) error {
-	return do(ctx, r.s, func() error { return remove(r.s.requests, "auth request", id) })
+func (r *AuthRequests) Delete(ctx context.Context, id domain.UUID, rec domain.AuditRecord) error {
+	return do(ctx, r.s, func() error {
+		err := remove(r.s.requests, "auth request", id)
+		if err == nil {
+			r.s.record(rec)
+		}
+		return err
+	})
 }
 
 func (r *AuthRequests) DeleteExpired(ctx context.Context, cutoff time.Time) (int, error) {
@@ -129,11 +138,12 @@ func (r *AuthRequests) List(ctx context.Context, status domain.AuthRequestStatus
 	})
 }
 
-func (r *AuthRequests) Update(ctx context.Context, id domain.UUID, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error) {
-	return update(ctx, r.s, r.s.requests, id.String(), fn, nil)
+func (r *AuthRequests) Update(ctx context.Context, id domain.UUID, fn func(*domain.AuthRequest) error, rec domain.AuditRecord) (domain.AuthRequest, error) {
+	return update(ctx, r.s, r.s.requests, id.String(), fn, nil, &rec)
 }
 
-func (r *AuthRequests) Accept(ctx context.Context, id domain.UUID, dev *domain.Device, admit func(*domain.DeviceAdmission) (domain.DeviceAdmission, error)) error {
+func (r *AuthRequests) Accept(ctx context.Context, id domain.UUID, dev *domain.Device, admit func(*domain.DeviceAdmission) (domain.DeviceAdmission, error),
+	rec domain.AuditRecord) error {
 	return do(ctx, r.s, func() error {
 		s := r.s
 		q, err := found(s.requests, id.String())
@@ -155,6 +165,7 @@ func (r *AuthRequests) Accept(ctx context.Context, id domain.UUID, dev *domain.D
 		if err == nil {
 			s.admissions[a.DeviceID().String()] = a
 			delete(s.requests, id.String())
+			s.record(rec)
 		}
 		return err
 	})
@@ -295,7 +306,8 @@ type Directory struct{ s *Store }
 
 func NewDirectory(s *Store) *Directory { return &Directory{s: s} }
 
-func (r *Directory) UpdateTags(ctx context.Context, ids []domain.DeviceID, fn func(domain.DeviceID, []string) ([]string, error)) (map[domain.DeviceID][]string, error) {
+func (r *Directory) UpdateTags(ctx context.Context, ids []domain.DeviceID, fn func(domain.DeviceID, []string) ([]string, error),
+	rec domain.AuditRecord) (map[domain.DeviceID][]string, error) {
 	return locked(ctx, r.s, func() (map[domain.DeviceID][]string, error) {
 		for _, id := range ids {
 			if !has(r.s.devices, id.String()) {
@@ -317,6 +329,7 @@ func (r *Directory) UpdateTags(ctx context.Context, ids []domain.DeviceID, fn fu
 		for id, t := range out {
 			r.s.tags[id.String()] = t
 		}
+		r.s.record(rec)
 		return out, nil
 	})
 }

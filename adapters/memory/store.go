@@ -95,8 +95,10 @@ func do(ctx context.Context, s *Store, f func() error) error {
 }
 
 // update is every Update: fn changes a copy of the stored row m[id], which
-// is stored unless fn fails, ctx ends, or check (if any) refuses it.
-func update[V any](ctx context.Context, s *Store, m map[string]V, id string, fn func(*V) error, check func(V) error) (V, error) {
+// is stored unless fn fails, ctx ends, or check (if any) refuses it; then
+// *rec (nil: none), which fn may have set, is recorded with it.
+func update[V any](ctx context.Context, s *Store, m map[string]V, id string, fn func(*V) error, check func(V) error,
+	rec *domain.AuditRecord) (V, error) {
 	return locked(ctx, s, func() (V, error) {
 		v, err := found(m, id)
 		if err == nil {
@@ -109,6 +111,9 @@ func update[V any](ctx context.Context, s *Store, m map[string]V, id string, fn 
 			return *new(V), err
 		}
 		m[id] = v
+		if rec != nil {
+			s.record(*rec)
+		}
 		return v, nil
 	})
 }
@@ -189,8 +194,14 @@ func (s *Store) byToken(h domain.TokenHash) (domain.Device, error) {
 	return domain.Device{}, domain.ErrNotFound
 }
 
-func (r *Devices) Create(ctx context.Context, d domain.Device) error {
-	return do(ctx, r.s, func() error { return r.s.createDevice(d) })
+func (r *Devices) Create(ctx context.Context, d domain.Device, rec domain.AuditRecord) error {
+	return do(ctx, r.s, func() error {
+		err := r.s.createDevice(d)
+		if err == nil {
+			r.s.record(rec)
+		}
+		return err
+	})
 }
 
 func (s *Store) createDevice(d domain.Device) error {
@@ -208,8 +219,8 @@ func (r *Devices) Get(ctx context.Context, id domain.DeviceID) (domain.Device, e
 	return locked(ctx, r.s, func() (domain.Device, error) { return found(r.s.devices, id.String()) })
 }
 
-func (r *Devices) Update(ctx context.Context, id domain.DeviceID, fn func(*domain.Device) error) (domain.Device, error) {
-	return update(ctx, r.s, r.s.devices, id.String(), fn, r.s.tokenFree)
+func (r *Devices) Update(ctx context.Context, id domain.DeviceID, fn func(*domain.Device) error, rec domain.AuditRecord) (domain.Device, error) {
+	return update(ctx, r.s, r.s.devices, id.String(), fn, r.s.tokenFree, &rec)
 }
 
 // RecordSeen writes every report at once: writing costs nothing here.
@@ -241,7 +252,7 @@ func sameRelease(a, b domain.Firmware) bool {
 	return a.Model() == b.Model() && a.Version().Key() == b.Version().Key()
 }
 
-func (r *Firmwares) Create(ctx context.Context, f domain.Firmware) error {
+func (r *Firmwares) Create(ctx context.Context, f domain.Firmware, rec domain.AuditRecord) error {
 	id := f.ID().String()
 	return do(ctx, r.s, func() error {
 		for _, o := range r.s.firmwares {
@@ -256,6 +267,7 @@ func (r *Firmwares) Create(ctx context.Context, f domain.Firmware) error {
 			return fmt.Errorf("the artifact does not exist: %w", domain.ErrNotFound) // the foreign key
 		}
 		r.s.firmwares[id] = f
+		r.s.record(rec)
 		return nil
 	})
 }
@@ -273,15 +285,23 @@ func (r *Firmwares) List(ctx context.Context, model string) ([]domain.Firmware, 
 	})
 }
 
-func (r *Firmwares) Update(ctx context.Context, id domain.UUID, fn func(*domain.Firmware) error) (domain.Firmware, error) {
-	return update(ctx, r.s, r.s.firmwares, id.String(), fn, func(c domain.Firmware) error {
+func (r *Firmwares) Update(ctx context.Context, id domain.UUID, fn func(*domain.Firmware) error, audit ports.Audit[domain.Firmware]) (domain.Firmware, error) {
+	var rec domain.AuditRecord
+	return update(ctx, r.s, r.s.firmwares, id.String(), func(f *domain.Firmware) error {
+		before := *f
+		err := fn(f)
+		if err == nil && audit != nil {
+			rec, err = audit(before, *f)
+		}
+		return err
+	}, func(c domain.Firmware) error {
 		for oid, o := range r.s.firmwares {
 			if oid != id.String() && sameRelease(o, c) {
 				return domain.ErrFirmwareExists
 			}
 		}
 		return nil
-	})
+	}, &rec)
 }
 
 // Rollouts is the in-memory ports.RolloutRepository over a Store.
@@ -291,7 +311,7 @@ var _ ports.RolloutRepository = (*Rollouts)(nil)
 
 func NewRollouts(s *Store) *Rollouts { return &Rollouts{s: s} }
 
-func (r *Rollouts) Create(ctx context.Context, ro domain.Rollout) error {
+func (r *Rollouts) Create(ctx context.Context, ro domain.Rollout, rec domain.AuditRecord) error {
 	id := ro.ID().String()
 	return do(ctx, r.s, func() error {
 		fw, err := found(r.s.firmwares, ro.FirmwareID().String())
@@ -304,6 +324,7 @@ func (r *Rollouts) Create(ctx context.Context, ro domain.Rollout) error {
 			return errDuplicateID("rollout", id)
 		}
 		r.s.rollouts[id] = ro
+		r.s.record(rec)
 		return nil
 	})
 }
@@ -331,11 +352,12 @@ type Artifacts struct{ s *Store }
 
 func NewArtifacts(s *Store) *Artifacts { return &Artifacts{s: s} }
 
-func (r *Artifacts) Create(ctx context.Context, a domain.Artifact) (stored domain.Artifact, created bool, err error) {
+func (r *Artifacts) Create(ctx context.Context, a domain.Artifact, rec domain.AuditRecord) (stored domain.Artifact, created bool, err error) {
 	err = do(ctx, r.s, func() error {
 		same := where(r.s.artifacts, func(o domain.Artifact) bool { return o.Digest().SHA256 == a.Digest().SHA256 })
 		if stored, created = a, len(same) == 0; created {
 			r.s.artifacts[a.ID().String()] = a
+			r.s.record(rec)
 		} else {
 			stored = same[0]
 		}
@@ -357,11 +379,15 @@ func (r *Artifacts) List(ctx context.Context) ([]domain.Artifact, error) {
 	})
 }
 
-func (r *Artifacts) Delete(ctx context.Context, id domain.UUID) error {
+func (r *Artifacts) Delete(ctx context.Context, id domain.UUID, rec domain.AuditRecord) error {
 	return do(ctx, r.s, func() error {
 		if len(where(r.s.firmwares, func(f domain.Firmware) bool { return f.ArtifactID() == id })) > 0 && has(r.s.artifacts, id.String()) {
 			return domain.ErrArtifactInUse
 		}
-		return remove(r.s.artifacts, "artifact", id)
+		err := remove(r.s.artifacts, "artifact", id)
+		if err == nil {
+			r.s.record(rec)
+		}
+		return err
 	})
 }

@@ -48,7 +48,7 @@ func (f *storeFixture) device(id string) domain.Device {
 	f.must(err)
 	d, err := domain.NewDevice(asDeviceID(id), "cam", "1.0.0", h, f.now)
 	f.must(err)
-	f.must(f.dev.Create(f.t.Context(), d))
+	f.must(f.dev.Create(f.t.Context(), d, domain.AuditRecord{}))
 	return d
 }
 
@@ -58,10 +58,10 @@ func (f *storeFixture) offer(id, version string) domain.Offer {
 		Model: "cam", Version: version, URL: "https://x.example/fw.bin", SizeBytes: 1, SHA256: strings.Repeat("a", 64),
 	}, f.now)
 	f.must(err)
-	f.must(f.fw.Create(f.t.Context(), fw))
+	f.must(f.fw.Create(f.t.Context(), fw, domain.AuditRecord{}))
 	r, err := domain.NewRollout(domain.UUIDOf(uuid.New()), fw, domain.RolloutSpec{Percentage: 100}, f.now)
 	f.must(err)
-	f.must(f.ro.Create(f.t.Context(), r))
+	f.must(f.ro.Create(f.t.Context(), r, domain.AuditRecord{}))
 	return domain.Offer{Firmware: fw, Rollout: r}
 }
 
@@ -143,7 +143,7 @@ func TestDuplicateIDsAreRefused(t *testing.T) {
 	o := f.offer(uuid.NewString(), "2.0.0")
 	again, err := domain.NewFirmware(o.Firmware.ID(), domain.FirmwareSpec{Model: "cam", Version: "3.0.0", URL: "https://x.example/b", SizeBytes: 1, SHA256: strings.Repeat("c", 64)}, f.now)
 	f.must(err)
-	if err := f.fw.Create(t.Context(), again); err == nil || errors.Is(err, domain.ErrFirmwareExists) {
+	if err := f.fw.Create(t.Context(), again, domain.AuditRecord{}); err == nil || errors.Is(err, domain.ErrFirmwareExists) {
 		t.Errorf("duplicate firmware id: err = %v, want a plain refusal", err)
 	}
 }
@@ -172,9 +172,9 @@ func TestContextErrorsAreTheContexts(t *testing.T) {
 	_, errs["devices.get"] = f.dev.Get(ctx, d.ID())
 	errs["devices.recordSeen"] = f.dev.RecordSeen(ctx, d, domain.MustParseVersion("1.0.1"), f.now)
 	_, errs["firmwares.list"] = f.fw.List(ctx, "")
-	_, errs["firmwares.update"] = f.fw.Update(ctx, o.Firmware.ID(), func(*domain.Firmware) error { return nil })
+	_, errs["firmwares.update"] = f.fw.Update(ctx, o.Firmware.ID(), func(*domain.Firmware) error { return nil }, nil)
 	_, errs["rollouts.offers"] = f.ro.Offers(ctx, "cam")
-	_, errs["rollouts.update"] = application.UpdateRollout(ctx, f.tk, o.Rollout.ID(), func(*domain.Rollout, domain.Firmware) error { return nil })
+	_, errs["rollouts.update"] = application.UpdateRollout(ctx, f.tk, o.Rollout.ID(), func(*domain.Rollout, domain.Firmware) error { return nil }, nil)
 	_, errs["tasks.active"] = f.tk.Active(ctx, d.ID())
 	_, errs["tasks.update"] = application.UpdateTask(ctx, f.tk, tk.ID(), func(*domain.Task) error { return nil })
 	_, errs["tasks.list"] = f.tk.List(ctx, ports.TaskFilter{})
@@ -266,19 +266,19 @@ func TestTokenHashTakenIsPlainRefusal(t *testing.T) {
 	a := f.device("a")
 	twin, err := domain.NewDevice(asDeviceID("b"), "cam", "", a.TokenHash(), f.now)
 	f.must(err)
-	if err := f.dev.Create(t.Context(), twin); !errors.Is(err, errTokenTaken) || errors.Is(err, domain.ErrDeviceExists) {
+	if err := f.dev.Create(t.Context(), twin, domain.AuditRecord{}); !errors.Is(err, errTokenTaken) || errors.Is(err, domain.ErrDeviceExists) {
 		t.Errorf("create with a taken hash: err = %v, want errTokenTaken only", err)
 	}
 	// Rotating a token to its own hash is no conflict.
-	if _, err := f.dev.Update(t.Context(), a.ID(), func(d *domain.Device) error { d.RotateToken(a.TokenHash()); return nil }); err != nil {
+	if _, err := f.dev.Update(t.Context(), a.ID(), func(d *domain.Device) error { d.RotateToken(a.TokenHash()); return nil }, domain.AuditRecord{}); err != nil {
 		t.Errorf("keeping its own hash: %v", err)
 	}
 	// After a rotation, the old hash is free for another device.
 	_, h, err := domain.NewDeviceToken()
 	f.must(err)
-	_, err = f.dev.Update(t.Context(), a.ID(), func(d *domain.Device) error { d.RotateToken(h); return nil })
+	_, err = f.dev.Update(t.Context(), a.ID(), func(d *domain.Device) error { d.RotateToken(h); return nil }, domain.AuditRecord{})
 	f.must(err)
-	f.must(f.dev.Create(t.Context(), twin))
+	f.must(f.dev.Create(t.Context(), twin, domain.AuditRecord{}))
 	got, err := f.tk.CheckView(t.Context(), a.TokenHash())
 	f.must(err)
 	if got.Device.ID().String() != "b" {

@@ -322,3 +322,10 @@ func (r *Tasks) Events(ctx context.Context, taskID domain.UUID, limit int) ([]po
 	}
 	return out, nil
 }
+
+func (tx *taskTx) RecordAudit(rec domain.AuditRecord) error {
+	n := len(tx.s.audit)
+	tx.undo = append(tx.undo, func() { tx.s.audit = tx.s.audit[:n] })
+	tx.s.record(rec)
+	return nil
+}

@@ -302,7 +302,7 @@ func (a *Adapter) accept(c echo.Context) error {
 	if b.Model != nil {
 		req.Model = *b.Model
 	}
-	d, err := a.admin.Accept(c.Request().Context(), pathUUID(c, "id"), req)
+	d, err := a.admin.Accept(c.Request().Context(), httpedge.ActorIn(c), pathUUID(c, "id"), req)
 	if err != nil {
 		return err
 	}
@@ -310,7 +310,7 @@ func (a *Adapter) accept(c echo.Context) error {
 }
 
 func (a *Adapter) reject(c echo.Context) error {
-	r, err := a.admin.Reject(c.Request().Context(), pathUUID(c, "id"))
+	r, err := a.admin.Reject(c.Request().Context(), httpedge.ActorIn(c), pathUUID(c, "id"))
 	if err != nil {
 		return err
 	}
@@ -319,7 +319,7 @@ func (a *Adapter) reject(c echo.Context) error {
 
 // deletePending deletes a request, pending or rejected.
 func (a *Adapter) deletePending(c echo.Context) error {
-	if err := a.admin.Delete(c.Request().Context(), pathUUID(c, "id")); err != nil {
+	if err := a.admin.Delete(c.Request().Context(), httpedge.ActorIn(c), pathUUID(c, "id")); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -375,7 +375,7 @@ func (a *Adapter) setKey(c echo.Context) error {
 	if b.PublicKey == nil {
 		return &domain.ValidationError{Field: "public_key", Reason: "is required"}
 	}
-	adm, err := a.admin.SetKey(c.Request().Context(), pathDeviceID(c), *b.PublicKey)
+	adm, err := a.admin.SetKey(c.Request().Context(), httpedge.ActorIn(c), pathDeviceID(c), *b.PublicKey)
 	if err != nil {
 		return err
 	}

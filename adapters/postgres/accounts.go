@@ -161,3 +161,7 @@ func permissionNames(s domain.PermissionSet) []string {
 	}
 	return out
 }
+
+func (a accountTx) RecordAudit(ctx context.Context, rec domain.AuditRecord) error {
+	return writeAudit(ctx, a.tx, rec)
+}

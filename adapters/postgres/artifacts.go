@@ -71,7 +71,7 @@ func (r artifactRow) toDomain() (domain.Artifact, error) {
 // Create inserts a unless its sha256 is stored, in which case the stored
 // artifact is returned (created false). ON CONFLICT makes the choice at
 // the insert, so two concurrent uploads of the same bytes make one row.
-func (s *ArtifactRepository) Create(ctx context.Context, a domain.Artifact) (domain.Artifact, bool, error) {
+func (s *ArtifactRepository) Create(ctx context.Context, a domain.Artifact, rec domain.AuditRecord) (domain.Artifact, bool, error) {
 	if a.ID().IsZero() {
 		return domain.Artifact{}, false, errors.New("storing artifact: it has no id")
 	}
@@ -84,10 +84,15 @@ func (s *ArtifactRepository) Create(ctx context.Context, a domain.Artifact) (dom
 	// A conflicting row deleted between the insert and the read is gone:
 	// the insert is tried again, and then lands.
 	for range 2 {
-		var id string
-		err := s.db.QueryRowxContext(ctx, `INSERT INTO artifacts (`+artifactColumns+`)
+		err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
+			var id string
+			if err := tx.QueryRowxContext(ctx, `INSERT INTO artifacts (`+artifactColumns+`)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (sha256) DO NOTHING RETURNING id`,
-			a.ID().String(), a.FileName(), d.Size, d.SHA256, d.SHA1, d.MD5, m.Format.String(), meta, dbTime(a.CreatedAt())).Scan(&id)
+				a.ID().String(), a.FileName(), d.Size, d.SHA256, d.SHA1, d.MD5, m.Format.String(), meta, dbTime(a.CreatedAt())).Scan(&id); err != nil {
+				return err
+			}
+			return writeAudit(ctx, tx, rec) // only an upload that stored something is a change
+		})
 		if err == nil {
 			stored, err := s.Get(ctx, a.ID())
 			return stored, true, err
@@ -127,21 +132,23 @@ func (s *ArtifactRepository) List(ctx context.Context) ([]domain.Artifact, error
 // Delete removes the row. The foreign key of firmwares.artifact_id (ON
 // DELETE RESTRICT) refuses it while a firmware refers to the artifact,
 // whatever runs concurrently: domain.ErrArtifactInUse.
-func (s *ArtifactRepository) Delete(ctx context.Context, id domain.UUID) error {
+func (s *ArtifactRepository) Delete(ctx context.Context, id domain.UUID, rec domain.AuditRecord) error {
 	if id.IsZero() {
 		return fmt.Errorf("deleting artifact: %w", domain.ErrNotFound)
 	}
-	res, err := s.db.ExecContext(ctx, `DELETE FROM artifacts WHERE id = $1`, id.String())
-	if err != nil {
-		if pqErr := pq.As(err, pqerror.ForeignKeyViolation); pqErr != nil && pqErr.Constraint == constraintFirmwareArtifact {
-			return fmt.Errorf("deleting artifact %s: %w", id, domain.ErrArtifactInUse)
+	return inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM artifacts WHERE id = $1`, id.String())
+		if err != nil {
+			if pqErr := pq.As(err, pqerror.ForeignKeyViolation); pqErr != nil && pqErr.Constraint == constraintFirmwareArtifact {
+				return fmt.Errorf("deleting artifact %s: %w", id, domain.ErrArtifactInUse)
+			}
+			return fmt.Errorf("deleting artifact %s: %w", id, unavailable(err))
 		}
-		return fmt.Errorf("deleting artifact %s: %w", id, unavailable(err))
-	}
-	if n, err := res.RowsAffected(); err == nil && n == 0 {
-		return fmt.Errorf("deleting artifact %s: %w", id, domain.ErrNotFound)
-	}
-	return nil
+		if n, err := res.RowsAffected(); err == nil && n == 0 {
+			return fmt.Errorf("deleting artifact %s: %w", id, domain.ErrNotFound)
+		}
+		return writeAudit(ctx, tx, rec)
+	})
 }
 
 // storedUUID types an id read from a uuid column ("" for NULL): Postgres

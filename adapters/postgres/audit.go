@@ -7,6 +7,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
 )
 
 // insertAuditSQL writes one audit record (migration 00130). Every store
@@ -25,6 +26,19 @@ func writeAudit(ctx context.Context, tx sqlx.ExecerContext, rec domain.AuditReco
 		return fmt.Errorf("recording %s of %s: %w", rec.Action(), rec.Target(), unavailable(err))
 	}
 	return nil
+}
+
+// writeAuditOf stores the record audit (nil: none) makes of a change from
+// before to after.
+func writeAuditOf[T any](ctx context.Context, tx sqlx.ExecerContext, audit ports.Audit[T], before, after T) error {
+	if audit == nil {
+		return nil
+	}
+	rec, err := audit(before, after)
+	if err != nil {
+		return err
+	}
+	return writeAudit(ctx, tx, rec)
 }
 
 func auditArgs(rec domain.AuditRecord) []any {

@@ -83,17 +83,17 @@ func newBenchFleet(b testing.TB, store string) *benchFleet {
 	f := &benchFleet{devices: devices, reuseM: "bench-reuse", noUpM: "bench-idle"}
 	f.handler = rest.NewServer(rest.Config{AdminToken: "bench-admin-token-0123456789"}, devices, admin, nil, nil, nil,
 		slog.New(slog.DiscardHandler))
-	fw, err := admin.PublishFirmware(ctx, domain.FirmwareSpec{Model: f.reuseM, Version: "2.0.0",
+	fw, err := admin.PublishFirmware(ctx, testActor, domain.FirmwareSpec{Model: f.reuseM, Version: "2.0.0",
 		URL: "https://fw.example/bench.bin", SizeBytes: 10, SHA256: sha(9)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
+	if _, err := admin.StartRollout(ctx, testActor, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
 		b.Fatal(err)
 	}
 	for i := range benchFleetSize {
 		for _, m := range []string{f.reuseM, f.noUpM} {
-			c, err := admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: fmt.Sprintf("%s-%04d", m, i), Model: m, CurrentVersion: "1.0.0"})
+			c, err := admin.RegisterDevice(ctx, testActor, ports.RegisterDevice{DeviceID: fmt.Sprintf("%s-%04d", m, i), Model: m, CurrentVersion: "1.0.0"})
 			if err != nil {
 				b.Fatal(err)
 			}

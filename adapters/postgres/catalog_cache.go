@@ -434,8 +434,8 @@ type CachedFirmwares struct{ c *CatalogCache }
 var _ ports.FirmwareRepository = (*CachedFirmwares)(nil)
 
 // Create stores a new firmware.
-func (f *CachedFirmwares) Create(ctx context.Context, fw domain.Firmware) error {
-	err := f.c.firmwares.Create(ctx, fw)
+func (f *CachedFirmwares) Create(ctx context.Context, fw domain.Firmware, rec domain.AuditRecord) error {
+	err := f.c.firmwares.Create(ctx, fw, rec)
 	f.c.invalidate(fw.Model())
 	return err
 }
@@ -452,8 +452,8 @@ func (f *CachedFirmwares) List(ctx context.Context, model string) ([]domain.Firm
 
 // Update changes a firmware (revokes it); this replica forgets what it
 // cached at once, the others when the notification reaches them.
-func (f *CachedFirmwares) Update(ctx context.Context, id domain.UUID, fn func(*domain.Firmware) error) (domain.Firmware, error) {
-	out, err := f.c.firmwares.Update(ctx, id, fn)
+func (f *CachedFirmwares) Update(ctx context.Context, id domain.UUID, fn func(*domain.Firmware) error, audit ports.Audit[domain.Firmware]) (domain.Firmware, error) {
+	out, err := f.c.firmwares.Update(ctx, id, fn, audit)
 	model := "*"
 	if err == nil {
 		model = out.Model()
@@ -469,8 +469,8 @@ type CachedRollouts struct{ c *CatalogCache }
 var _ ports.RolloutRepository = (*CachedRollouts)(nil)
 
 // Create stores a new rollout.
-func (r *CachedRollouts) Create(ctx context.Context, ro domain.Rollout) error {
-	err := r.c.rollouts.Create(ctx, ro)
+func (r *CachedRollouts) Create(ctx context.Context, ro domain.Rollout, rec domain.AuditRecord) error {
+	err := r.c.rollouts.Create(ctx, ro, rec)
 	r.c.invalidate("*")
 	return err
 }

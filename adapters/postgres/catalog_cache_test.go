@@ -114,10 +114,10 @@ func TestCatalogCacheInvalidatesOtherReplicas(t *testing.T) {
 	fw, err := domain.NewFirmware(asUUID(newID()), domain.FirmwareSpec{Model: model, Version: "2.0.0",
 		URL: "https://fw.example/2.bin", SizeBytes: 10, SHA256: sha(1)}, e.now)
 	must(t, err)
-	must(t, a.firmwares.Create(ctx, fw))
+	must(t, a.firmwares.Create(ctx, fw, domain.AuditRecord{}))
 	ro, err := domain.NewRollout(asUUID(newID()), fw, domain.RolloutSpec{Percentage: 100}, e.now)
 	must(t, err)
-	must(t, a.rollouts.Create(ctx, ro))
+	must(t, a.rollouts.Create(ctx, ro, domain.AuditRecord{}))
 	d := within(t, time.Second, "b sees the new rollout", func() bool { return equalIDs(b.offered(t, model), fw.ID().String()) })
 	t.Logf("published: b saw it after %v", d)
 	// b caches the firmware and the rollout by id.
@@ -132,7 +132,7 @@ func TestCatalogCacheInvalidatesOtherReplicas(t *testing.T) {
 	// Pause through a: b stops offering it, and reads it paused.
 	_, err = application.UpdateRollout(ctx, a.tasks, ro.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutPaused, fw, e.now)
-	})
+	}, nil)
 	must(t, err)
 	d = within(t, time.Second, "b stops offering a paused rollout", func() bool {
 		r, err := b.rollouts.Get(ctx, ro.ID())
@@ -141,12 +141,12 @@ func TestCatalogCacheInvalidatesOtherReplicas(t *testing.T) {
 	t.Logf("paused: b saw it after %v", d)
 	_, err = application.UpdateRollout(ctx, a.tasks, ro.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutActive, fw, e.now)
-	})
+	}, nil)
 	must(t, err)
 	within(t, time.Second, "b offers a resumed rollout", func() bool { return equalIDs(b.offered(t, model), fw.ID().String()) })
 
 	// Revoke through a: b stops offering it, and reads it revoked.
-	_, err = a.firmwares.Update(ctx, fw.ID(), func(f *domain.Firmware) error { f.Revoke(e.now); return nil })
+	_, err = a.firmwares.Update(ctx, fw.ID(), func(f *domain.Firmware) error { f.Revoke(e.now); return nil }, nil)
 	must(t, err)
 	d = within(t, time.Second, "b stops offering a revoked firmware", func() bool {
 		f, err := b.firmwares.Get(ctx, fw.ID())
@@ -158,14 +158,14 @@ func TestCatalogCacheInvalidatesOtherReplicas(t *testing.T) {
 	fw2, err := domain.NewFirmware(asUUID(newID()), domain.FirmwareSpec{Model: model, Version: "2.1.0",
 		URL: "https://fw.example/21.bin", SizeBytes: 10, SHA256: sha(2)}, e.now)
 	must(t, err)
-	must(t, a.firmwares.Create(ctx, fw2))
+	must(t, a.firmwares.Create(ctx, fw2, domain.AuditRecord{}))
 	ro2, err := domain.NewRollout(asUUID(newID()), fw2, domain.RolloutSpec{Percentage: 100}, e.now)
 	must(t, err)
-	must(t, a.rollouts.Create(ctx, ro2))
+	must(t, a.rollouts.Create(ctx, ro2, domain.AuditRecord{}))
 	within(t, time.Second, "b sees the second rollout", func() bool { return equalIDs(b.offered(t, model), fw2.ID().String()) })
 	_, err = application.UpdateRollout(ctx, a.tasks, ro2.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutCancelled, fw2, e.now)
-	})
+	}, nil)
 	must(t, err)
 	d = within(t, time.Second, "b stops offering a cancelled rollout", func() bool { return len(b.offered(t, model)) == 0 })
 	t.Logf("cancelled: b saw it after %v", d)
@@ -318,7 +318,7 @@ func TestCatalogCacheSeesItsOwnRolloutJudgementsAtOnce(t *testing.T) {
 		threshold := 50
 		r, err := domain.NewRollout(asUUID(newID()), fw, domain.RolloutSpec{Percentage: 100, FailureThresholdPercent: &threshold}, e.now)
 		must(t, err)
-		must(t, e.rollouts.Create(ctx, r))
+		must(t, e.rollouts.Create(ctx, r, domain.AuditRecord{}))
 		return domain.Offer{Firmware: fw, Rollout: r}
 	}
 

@@ -63,15 +63,15 @@ func TestProfileCreation(t *testing.T) {
 	const n = 3000
 	creds := make([]ports.DeviceCredentials, n)
 	for i := range creds {
-		if creds[i], err = admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: fmt.Sprintf("pc-%05d", i), Model: "pc", CurrentVersion: "1.0.0"}); err != nil {
+		if creds[i], err = admin.RegisterDevice(ctx, testActor, ports.RegisterDevice{DeviceID: fmt.Sprintf("pc-%05d", i), Model: "pc", CurrentVersion: "1.0.0"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	fw, err := admin.PublishFirmware(ctx, domain.FirmwareSpec{Model: "pc", Version: "2.0.0", URL: "https://fw.example/pc.bin", SizeBytes: 10, SHA256: sha(7)})
+	fw, err := admin.PublishFirmware(ctx, testActor, domain.FirmwareSpec{Model: "pc", Version: "2.0.0", URL: "https://fw.example/pc.bin", SizeBytes: 10, SHA256: sha(7)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
+	if _, err := admin.StartRollout(ctx, testActor, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Create(out)

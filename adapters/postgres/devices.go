@@ -88,14 +88,21 @@ func (r deviceRow) toDomain() (domain.Device, error) {
 }
 
 // Create stores a new device; domain.ErrDeviceExists if the id is taken.
-func (s *DeviceRepository) Create(ctx context.Context, d domain.Device) error {
+func (s *DeviceRepository) Create(ctx context.Context, d domain.Device, rec domain.AuditRecord) error {
 	r := newDeviceRow(d)
-	_, err := s.db.ExecContext(ctx, `INSERT INTO devices (`+deviceColumns+`) VALUES ($1, $2, $3, $4, $5, $6)`,
-		r.DeviceID, r.Model, r.CurrentVersion, r.TokenHash, r.LastSeenAt, r.CreatedAt)
-	if err != nil {
-		return fmt.Errorf("storing device %q: %w", d.ID(), mapWriteErr(err))
+	const insert = `INSERT INTO devices (` + deviceColumns + `) VALUES ($1, $2, $3, $4, $5, $6)`
+	if rec.IsZero() { // a fixture's, or a tool's: one statement
+		if _, err := s.db.ExecContext(ctx, insert, r.DeviceID, r.Model, r.CurrentVersion, r.TokenHash, r.LastSeenAt, r.CreatedAt); err != nil {
+			return fmt.Errorf("storing device %q: %w", d.ID(), mapWriteErr(err))
+		}
+		return nil
 	}
-	return nil
+	return inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, insert, r.DeviceID, r.Model, r.CurrentVersion, r.TokenHash, r.LastSeenAt, r.CreatedAt); err != nil {
+			return fmt.Errorf("storing device %q: %w", d.ID(), mapWriteErr(err))
+		}
+		return writeAudit(ctx, tx, rec)
+	})
 }
 
 // Get loads a device by id.
@@ -116,7 +123,7 @@ func (s *DeviceRepository) Get(ctx context.Context, devID domain.DeviceID) (doma
 // FOR NO KEY UPDATE: it serialises Updates of the device but does not hold
 // up the foreign-key checks of tasks being created for it. fn's error is returned as is and nothing is written. A token
 // rotated here stops working as soon as the transaction commits.
-func (s *DeviceRepository) Update(ctx context.Context, devID domain.DeviceID, fn func(*domain.Device) error) (domain.Device, error) {
+func (s *DeviceRepository) Update(ctx context.Context, devID domain.DeviceID, fn func(*domain.Device) error, rec domain.AuditRecord) (domain.Device, error) {
 	id := devID.String()
 	if devID.IsZero() {
 		return domain.Device{}, fmt.Errorf("loading device: %w", domain.ErrNotFound)
@@ -138,6 +145,9 @@ func (s *DeviceRepository) Update(ctx context.Context, devID domain.DeviceID, fn
 		if _, err := tx.ExecContext(ctx, `UPDATE devices SET model = $2, current_version = $3, token_hash = $4, last_seen_at = $5
 			WHERE device_id = $1`, id, w.Model, w.CurrentVersion, w.TokenHash, w.LastSeenAt); err != nil {
 			return fmt.Errorf("storing device %q: %w", id, mapWriteErr(err))
+		}
+		if err := writeAudit(ctx, tx, rec); err != nil {
+			return err
 		}
 		w.DeviceID, w.CreatedAt = r.DeviceID, r.CreatedAt
 		out, err = w.toDomain()

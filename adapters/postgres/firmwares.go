@@ -113,19 +113,20 @@ func (r firmwareRow) toDomain() (domain.Firmware, error) {
 // Create stores a new firmware; domain.ErrFirmwareExists if its (model,
 // version) was published before, build metadata ignored (the unique key is
 // on version_key, the version without build metadata).
-func (s *FirmwareRepository) Create(ctx context.Context, f domain.Firmware) error {
+func (s *FirmwareRepository) Create(ctx context.Context, f domain.Firmware, rec domain.AuditRecord) error {
 	if f.ID().IsZero() { // only the zero Firmware has no id
 		return errors.New("storing firmware: it has no id")
 	}
 	r := newFirmwareRow(f)
-	// One statement, so one transaction: the insert and its announcement.
-	_, err := s.db.ExecContext(ctx, `WITH ins AS (INSERT INTO firmwares (`+firmwareColumns+`)
+	return inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
+		// One statement: the insert and its announcement.
+		if _, err := tx.ExecContext(ctx, `WITH ins AS (INSERT INTO firmwares (`+firmwareColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) RETURNING model)
-		SELECT pg_notify('`+catalogChannel+`', model) FROM ins`, r.args()...)
-	if err != nil {
-		return fmt.Errorf("storing firmware %s %s: %w", f.Model(), f.Version(), mapWriteErr(err))
-	}
-	return nil
+		SELECT pg_notify('`+catalogChannel+`', model) FROM ins`, r.args()...); err != nil {
+			return fmt.Errorf("storing firmware %s %s: %w", f.Model(), f.Version(), mapWriteErr(err))
+		}
+		return writeAudit(ctx, tx, rec)
+	})
 }
 
 // Get loads a firmware by id (parsed, canonical); the zero id is not found.
@@ -166,12 +167,17 @@ func (s *FirmwareRepository) List(ctx context.Context, model string) ([]domain.F
 // it), and stores it in one transaction; it returns the firmware as stored.
 // The lock is FOR NO KEY UPDATE, so it does not hold up the foreign-key
 // checks of tasks and rollouts being created for the firmware.
-// fn's error is returned as is and nothing is written.
-func (s *FirmwareRepository) Update(ctx context.Context, id domain.UUID, fn func(*domain.Firmware) error) (domain.Firmware, error) {
+// fn's error is returned as is and nothing is written; audit's record of
+// the change is written with it.
+func (s *FirmwareRepository) Update(ctx context.Context, id domain.UUID, fn func(*domain.Firmware) error, audit ports.Audit[domain.Firmware]) (domain.Firmware, error) {
 	uid := id.String()
 	return updateByID(ctx, s.db, "firmware", `SELECT `+firmwareColumns+` FROM firmwares WHERE id = $1 FOR NO KEY UPDATE`, id,
 		func(tx *sqlx.Tx, r firmwareRow, f domain.Firmware) (domain.Firmware, error) {
+			before := f
 			if err := fn(&f); err != nil {
+				return domain.Firmware{}, err
+			}
+			if err := writeAuditOf(ctx, tx, audit, before, f); err != nil {
 				return domain.Firmware{}, err
 			}
 			w := newFirmwareRow(f)

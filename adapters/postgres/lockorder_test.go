@@ -55,7 +55,7 @@ func TestEndingATaskLocksItsRolloutBeforeChangingTheTask(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := e.rollouts.Create(ctx, r); err != nil {
+			if err := e.rollouts.Create(ctx, r, domain.AuditRecord{}); err != nil {
 				t.Fatal(err)
 			}
 			o := domain.Offer{Firmware: f, Rollout: r}

@@ -101,17 +101,21 @@ func insertDevice(ctx context.Context, q menderExecer, d domain.Device) error {
 }
 
 // CreateDevice registers a device with its admission in one transaction.
-func (s *AdmissionRepository) CreateDevice(ctx context.Context, d domain.Device, a domain.DeviceAdmission) error {
+func (s *AdmissionRepository) CreateDevice(ctx context.Context, d domain.Device, a domain.DeviceAdmission, rec domain.AuditRecord) error {
 	return inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
 		if err := insertDevice(ctx, tx, d); err != nil {
 			return err
 		}
-		return putAdmission(ctx, tx, a)
+		if err := putAdmission(ctx, tx, a); err != nil {
+			return err
+		}
+		return writeAudit(ctx, tx, rec)
 	})
 }
 
 // Admit locks the device row, lets fn decide its admission, and stores it.
-func (s *AdmissionRepository) Admit(ctx context.Context, device domain.DeviceID, fn func(*domain.DeviceAdmission) (domain.DeviceAdmission, error)) (domain.DeviceAdmission, error) {
+func (s *AdmissionRepository) Admit(ctx context.Context, device domain.DeviceID, fn func(*domain.DeviceAdmission) (domain.DeviceAdmission, error),
+	rec domain.AuditRecord) (domain.DeviceAdmission, error) {
 	deviceID := device.String()
 	if device.IsZero() {
 		return domain.DeviceAdmission{}, fmt.Errorf("loading device: %w", domain.ErrNotFound)
@@ -119,8 +123,10 @@ func (s *AdmissionRepository) Admit(ctx context.Context, device domain.DeviceID,
 	var out domain.DeviceAdmission
 	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
 		var err error
-		out, err = admitTx(ctx, tx, deviceID, fn)
-		return err
+		if out, err = admitTx(ctx, tx, deviceID, fn); err != nil {
+			return err
+		}
+		return writeAudit(ctx, tx, rec)
 	})
 	return out, err
 }
@@ -287,16 +293,22 @@ func (s *AuthRequestRepository) Ask(ctx context.Context, device domain.DeviceID,
 }
 
 // Delete deletes a request.
-func (s *AuthRequestRepository) Delete(ctx context.Context, id domain.UUID) error {
+func (s *AuthRequestRepository) Delete(ctx context.Context, id domain.UUID, rec domain.AuditRecord) error {
 	if id.IsZero() {
 		return fmt.Errorf("deleting auth request: %w", domain.ErrNotFound)
 	}
-	res, err := s.db.ExecContext(ctx, `DELETE FROM device_auth_requests WHERE id = $1`, id.String())
+	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM device_auth_requests WHERE id = $1`, id.String())
+		if err != nil {
+			return fmt.Errorf("deleting auth request %s: %w", id, unavailable(err))
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return fmt.Errorf("auth request %s: %w", id, domain.ErrNotFound)
+		}
+		return writeAudit(ctx, tx, rec)
+	})
 	if err != nil {
-		return fmt.Errorf("deleting auth request %s: %w", id, unavailable(err))
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return fmt.Errorf("auth request %s: %w", id, domain.ErrNotFound)
+		return err
 	}
 	return nil
 }
@@ -336,7 +348,7 @@ func (s *AuthRequestRepository) List(ctx context.Context, status domain.AuthRequ
 }
 
 // Update locks a request, lets fn change it, and stores it.
-func (s *AuthRequestRepository) Update(ctx context.Context, id domain.UUID, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error) {
+func (s *AuthRequestRepository) Update(ctx context.Context, id domain.UUID, fn func(*domain.AuthRequest) error, rec domain.AuditRecord) (domain.AuthRequest, error) {
 	if id.IsZero() {
 		return domain.AuthRequest{}, fmt.Errorf("loading auth request: %w", domain.ErrNotFound)
 	}
@@ -355,14 +367,18 @@ func (s *AuthRequestRepository) Update(ctx context.Context, id domain.UUID, fn f
 			return err
 		}
 		out = q
-		return putAuthRequest(ctx, tx, q)
+		if err := putAuthRequest(ctx, tx, q); err != nil {
+			return err
+		}
+		return writeAudit(ctx, tx, rec)
 	})
 	return out, err
 }
 
 // Accept registers the device if dev is set, stores what admit makes of
 // its admission and deletes the request, in one transaction.
-func (s *AuthRequestRepository) Accept(ctx context.Context, id domain.UUID, dev *domain.Device, admit func(*domain.DeviceAdmission) (domain.DeviceAdmission, error)) error {
+func (s *AuthRequestRepository) Accept(ctx context.Context, id domain.UUID, dev *domain.Device, admit func(*domain.DeviceAdmission) (domain.DeviceAdmission, error),
+	rec domain.AuditRecord) error {
 	if id.IsZero() {
 		return fmt.Errorf("loading auth request: %w", domain.ErrNotFound)
 	}
@@ -381,8 +397,10 @@ func (s *AuthRequestRepository) Accept(ctx context.Context, id domain.UUID, dev 
 				return err
 			}
 		}
-		_, err = admitTx(ctx, tx, deviceID, admit)
-		return err
+		if _, err = admitTx(ctx, tx, deviceID, admit); err != nil {
+			return err
+		}
+		return writeAudit(ctx, tx, rec)
 	})
 }
 

@@ -63,7 +63,7 @@ func (e *env) device(t *testing.T, id, model string) domain.Device {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.devices.Create(context.Background(), d); err != nil {
+	if err := e.devices.Create(context.Background(), d, domain.AuditRecord{}); err != nil {
 		t.Fatalf("creating device: %v", err)
 	}
 	return d
@@ -78,7 +78,7 @@ func (e *env) firmware(t *testing.T, model, version string) domain.Firmware {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.firmwares.Create(context.Background(), f); err != nil {
+	if err := e.firmwares.Create(context.Background(), f, domain.AuditRecord{}); err != nil {
 		t.Fatalf("creating firmware: %v", err)
 	}
 	return f
@@ -90,7 +90,7 @@ func (e *env) rollout(t *testing.T, f domain.Firmware, pct int) domain.Rollout {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.rollouts.Create(context.Background(), r); err != nil {
+	if err := e.rollouts.Create(context.Background(), r, domain.AuditRecord{}); err != nil {
 		t.Fatalf("creating rollout: %v", err)
 	}
 	return r
@@ -197,7 +197,7 @@ func TestDevices(t *testing.T) {
 		got.TokenHash() != d.TokenHash() || !got.CreatedAt().Equal(e.now) || !got.LastSeenAt().IsZero() {
 		t.Fatalf("got %+v, want %+v", got, d)
 	}
-	if err := e.devices.Create(ctx, d); !errors.Is(err, domain.ErrDeviceExists) {
+	if err := e.devices.Create(ctx, d, domain.AuditRecord{}); !errors.Is(err, domain.ErrDeviceExists) {
 		t.Fatalf("duplicate create: %v, want ErrDeviceExists", err)
 	}
 	byToken := try(e.tasks.CheckView(ctx, d.TokenHash())).must(t).Device
@@ -208,7 +208,7 @@ func TestDevices(t *testing.T) {
 		if _, err := e.devices.Get(ctx, asDeviceID(id)); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("Get(%q): %v, want ErrNotFound", id, err)
 		}
-		if _, err := e.devices.Update(ctx, asDeviceID(id), func(*domain.Device) error { return nil }); !errors.Is(err, domain.ErrNotFound) {
+		if _, err := e.devices.Update(ctx, asDeviceID(id), func(*domain.Device) error { return nil }, domain.AuditRecord{}); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("Update(%q): %v, want ErrNotFound", id, err)
 		}
 		// A device carries a typed id: one that breaks the rule cannot
@@ -226,7 +226,7 @@ func TestDevices(t *testing.T) {
 
 	// Rotating the token: the old hash stops finding the device at once.
 	_, newHash, _ := domain.NewDeviceToken()
-	rotated := try(e.devices.Update(ctx, asDeviceID("cam-1"), func(d *domain.Device) error { d.RotateToken(newHash); return nil })).must(t)
+	rotated := try(e.devices.Update(ctx, asDeviceID("cam-1"), func(d *domain.Device) error { d.RotateToken(newHash); return nil }, domain.AuditRecord{})).must(t)
 	if rotated.TokenHash() != newHash {
 		t.Fatal("Update did not return the rotated device")
 	}
@@ -234,7 +234,7 @@ func TestDevices(t *testing.T) {
 		t.Fatalf("old token still works: %v", err)
 	}
 	boom := errors.New("boom")
-	if _, err := e.devices.Update(ctx, asDeviceID("cam-1"), func(d *domain.Device) error { d.RotateToken(d.TokenHash()); return boom }); err != boom {
+	if _, err := e.devices.Update(ctx, asDeviceID("cam-1"), func(d *domain.Device) error { d.RotateToken(d.TokenHash()); return boom }, domain.AuditRecord{}); err != boom {
 		t.Fatalf("fn's error must come back as is, got %v", err)
 	}
 
@@ -255,7 +255,7 @@ func TestDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.devices.Create(ctx, nv); err != nil {
+	if err := e.devices.Create(ctx, nv, domain.AuditRecord{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := try(e.devices.Get(ctx, asDeviceID("cam-2"))).must(t); !got.CurrentVersion().IsZero() {
@@ -280,7 +280,7 @@ func TestTimesAreStoredInUTCMicroseconds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.devices.Create(ctx, d); err != nil {
+	if err := e.devices.Create(ctx, d, domain.AuditRecord{}); err != nil {
 		t.Fatal(err)
 	}
 	got := try(e.devices.Get(ctx, asDeviceID("tz-1"))).must(t)
@@ -302,7 +302,7 @@ func TestFirmwares(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.firmwares.Create(ctx, f); err != nil {
+	if err := e.firmwares.Create(ctx, f, domain.AuditRecord{}); err != nil {
 		t.Fatal(err)
 	}
 	got := try(e.firmwares.Get(ctx, f.ID())).must(t)
@@ -318,14 +318,14 @@ func TestFirmwares(t *testing.T) {
 	spec2 := spec
 	spec2.Version = "2.0.0-rc.1+build.8"
 	dup, _ := domain.NewFirmware(domain.UUIDOf(uuid.New()), spec2, e.now)
-	if err := e.firmwares.Create(ctx, dup); !errors.Is(err, domain.ErrFirmwareExists) {
+	if err := e.firmwares.Create(ctx, dup, domain.AuditRecord{}); !errors.Is(err, domain.ErrFirmwareExists) {
 		t.Fatalf("duplicate version: %v, want ErrFirmwareExists", err)
 	}
 	for _, id := range []string{"not-a-uuid", "", uuid.NewString(), "'; DROP TABLE firmwares; --"} {
 		if _, err := e.firmwares.Get(ctx, asUUID(id)); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("Get(%q): %v, want ErrNotFound", id, err)
 		}
-		if _, err := e.firmwares.Update(ctx, asUUID(id), func(*domain.Firmware) error { return nil }); !errors.Is(err, domain.ErrNotFound) {
+		if _, err := e.firmwares.Update(ctx, asUUID(id), func(*domain.Firmware) error { return nil }, nil); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("Update(%q): %v, want ErrNotFound", id, err)
 		}
 	}
@@ -350,7 +350,7 @@ func TestFirmwares(t *testing.T) {
 		t.Fatalf("List(bad model) = %v", none)
 	}
 
-	revoked := try(e.firmwares.Update(ctx, f.ID(), func(f *domain.Firmware) error { f.Revoke(e.now.Add(time.Hour)); return nil })).must(t)
+	revoked := try(e.firmwares.Update(ctx, f.ID(), func(f *domain.Firmware) error { f.Revoke(e.now.Add(time.Hour)); return nil }, nil)).must(t)
 	if !revoked.Revoked() || !revoked.UpdatedAt().Equal(e.now.Add(time.Hour)) {
 		t.Fatalf("revoke returned %v", revoked.Status())
 	}
@@ -380,7 +380,7 @@ func TestRolloutsAndOffers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.rollouts.Create(ctx, r1); err != nil {
+	if err := e.rollouts.Create(ctx, r1, domain.AuditRecord{}); err != nil {
 		t.Fatal(err)
 	}
 	got := try(e.rollouts.Get(ctx, r1.ID())).must(t)
@@ -394,7 +394,7 @@ func TestRolloutsAndOffers(t *testing.T) {
 	// Unknown firmware: not found, whether or not the id is a UUID.
 	ghost, _ := domain.NewFirmware(domain.UUIDOf(uuid.New()), f1.Spec(), e.now)
 	rg, _ := domain.NewRollout(domain.UUIDOf(uuid.New()), ghost, domain.RolloutSpec{Percentage: 1}, e.now)
-	if err := e.rollouts.Create(ctx, rg); !errors.Is(err, domain.ErrNotFound) {
+	if err := e.rollouts.Create(ctx, rg, domain.AuditRecord{}); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("rollout of unknown firmware: %v, want ErrNotFound", err)
 	}
 	for _, id := range []string{"not-a-uuid", uuid.NewString()} {
@@ -405,7 +405,7 @@ func TestRolloutsAndOffers(t *testing.T) {
 
 	paused := try(application.UpdateRollout(ctx, e.tasks, r2.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutPaused, f2, e.now.Add(time.Minute))
-	})).must(t)
+	}, nil)).must(t)
 	if paused.Status() != domain.RolloutPaused || paused.PausedReason() != domain.PausedManual {
 		t.Fatalf("paused: %+v", paused.Record())
 	}
@@ -414,10 +414,10 @@ func TestRolloutsAndOffers(t *testing.T) {
 	}
 	if _, err := application.UpdateRollout(ctx, e.tasks, r3.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutStatus{}, f3, e.now)
-	}); !errors.Is(err, domain.ErrValidation) {
+	}, nil); !errors.Is(err, domain.ErrValidation) {
 		t.Fatalf("fn's error: %v", err)
 	}
-	try(e.firmwares.Update(ctx, f3.ID(), func(f *domain.Firmware) error { f.Revoke(e.now); return nil })).must(t)
+	try(e.firmwares.Update(ctx, f3.ID(), func(f *domain.Firmware) error { f.Revoke(e.now); return nil }, nil)).must(t)
 
 	// Only r1 remains: r2 is paused, r3's firmware revoked, the last is another model.
 	offers := try(e.rollouts.Offers(ctx, "box")).must(t)
@@ -426,7 +426,7 @@ func TestRolloutsAndOffers(t *testing.T) {
 	}
 	try(application.UpdateRollout(ctx, e.tasks, r2.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutActive, f2, e.now)
-	})).must(t)
+	}, nil)).must(t)
 	offers = try(e.rollouts.Offers(ctx, "box")).must(t)
 	if len(offers) != 2 || offers[0].Firmware.ID() != f2.ID() {
 		t.Fatalf("offers must come highest version first: %+v", offers)
@@ -783,7 +783,7 @@ func TestCancelledContextRollsBack(t *testing.T) {
 		cancel()
 		d.RotateToken(newHashFor(t))
 		return nil
-	})
+	}, domain.AuditRecord{})
 	if err == nil {
 		t.Fatal("device Update committed with a cancelled context")
 	}

@@ -110,7 +110,7 @@ func (r rolloutRow) toDomain() (domain.Rollout, error) {
 // Create stores a new rollout. A firmware that does not exist is
 // domain.ErrNotFound (the foreign key says so, even if the firmware was
 // checked a moment before).
-func (s *RolloutRepository) Create(ctx context.Context, ro domain.Rollout) error {
+func (s *RolloutRepository) Create(ctx context.Context, ro domain.Rollout, rec domain.AuditRecord) error {
 	if ro.ID().IsZero() { // only the zero Rollout has no id
 		return errors.New("storing rollout: it has no id")
 	}
@@ -118,27 +118,15 @@ func (s *RolloutRepository) Create(ctx context.Context, ro domain.Rollout) error
 		return fmt.Errorf("storing rollout %s: the firmware does not exist: %w", ro.ID(), domain.ErrNotFound)
 	}
 	r := newRolloutRow(ro)
-	// One statement, so one transaction: the check that the firmware is
-	// still released (FOR SHARE waits for, and then sees, a concurrent
-	// revoke), the insert, and its announcement.
-	rows, err := s.db.QueryContext(ctx, `WITH f AS (SELECT id, model FROM firmwares WHERE id = $2 AND status = 'released' FOR SHARE),
-		ins AS (INSERT INTO rollouts (`+rolloutColumns+`)
-			SELECT $1, f.id, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM f RETURNING firmware_id)
-		SELECT pg_notify('`+catalogChannel+`', f.model) FROM ins JOIN f ON f.id = ins.firmware_id`,
-		r.ID, r.FirmwareID, r.Percentage, r.MaxAttempts, r.FailureThresholdPercent, r.MinSample,
-		r.Status, r.PausedReason, r.CreatedAt, r.UpdatedAt, r.Policy)
-	if err != nil {
-		return fmt.Errorf("storing rollout %s: %w", r.ID, mapWriteErr(err))
-	}
+	// One statement: the check that the firmware is still released (FOR
+	// SHARE waits for, and then sees, a concurrent revoke), the insert,
+	// and its announcement; then the record, in the same transaction.
 	inserted := 0
-	for rows.Next() {
-		inserted++
-	}
-	if err := rows.Close(); err != nil {
-		return fmt.Errorf("storing rollout %s: %w", r.ID, mapWriteErr(err))
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("storing rollout %s: %w", r.ID, mapWriteErr(err))
+	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
+		return s.insert(ctx, tx, r, rec, &inserted)
+	})
+	if err != nil {
+		return err
 	}
 	if inserted == 0 {
 		var exists bool
@@ -151,6 +139,33 @@ func (s *RolloutRepository) Create(ctx context.Context, ro domain.Rollout) error
 		return fmt.Errorf("storing rollout %s: the firmware does not exist: %w", r.ID, domain.ErrNotFound)
 	}
 	return nil
+}
+
+// insert is Create's statement and, when it inserted the rollout, its
+// audit record, in tx.
+func (s *RolloutRepository) insert(ctx context.Context, tx *sqlx.Tx, r rolloutRow, rec domain.AuditRecord, inserted *int) error {
+	rows, err := tx.QueryContext(ctx, `WITH f AS (SELECT id, model FROM firmwares WHERE id = $2 AND status = 'released' FOR SHARE),
+		ins AS (INSERT INTO rollouts (`+rolloutColumns+`)
+			SELECT $1, f.id, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM f RETURNING firmware_id)
+		SELECT pg_notify('`+catalogChannel+`', f.model) FROM ins JOIN f ON f.id = ins.firmware_id`,
+		r.ID, r.FirmwareID, r.Percentage, r.MaxAttempts, r.FailureThresholdPercent, r.MinSample,
+		r.Status, r.PausedReason, r.CreatedAt, r.UpdatedAt, r.Policy)
+	if err != nil {
+		return fmt.Errorf("storing rollout %s: %w", r.ID, mapWriteErr(err))
+	}
+	for rows.Next() {
+		*inserted++
+	}
+	if err := rows.Close(); err != nil {
+		return fmt.Errorf("storing rollout %s: %w", r.ID, mapWriteErr(err))
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("storing rollout %s: %w", r.ID, mapWriteErr(err))
+	}
+	if *inserted == 0 {
+		return nil
+	}
+	return writeAudit(ctx, tx, rec)
 }
 
 // Get loads a rollout by id (parsed, canonical); the zero id is not found.

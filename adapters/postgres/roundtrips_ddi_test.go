@@ -36,13 +36,13 @@ func TestDDIPollRoundTrips(t *testing.T) {
 	must(t, err)
 
 	model, bare := "ddi-rt-"+newID()[:8], "ddi-rt-bare-"+newID()[:8]
-	fw, err := admin.PublishFirmware(ctx, domain.FirmwareSpec{Model: model, Version: "2.0.0",
+	fw, err := admin.PublishFirmware(ctx, testActor, domain.FirmwareSpec{Model: model, Version: "2.0.0",
 		URL: "https://fw.example/rt.swu", SizeBytes: 10, SHA256: sha(7), SHA1: sha(8)[:40]})
 	must(t, err)
-	_, err = admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}})
+	_, err = admin.StartRollout(ctx, testActor, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}})
 	must(t, err)
 	register := func(id, m string) ports.DeviceCredentials {
-		c, err := admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: id, Model: m, CurrentVersion: "1.0.0"})
+		c, err := admin.RegisterDevice(ctx, testActor, ports.RegisterDevice{DeviceID: id, Model: m, CurrentVersion: "1.0.0"})
 		must(t, err)
 		_, err = uc.ConfigData(ctx, asDeviceID(id), "merge", map[string]string{"sw_version": "1.0.0"})
 		must(t, err)
@@ -109,7 +109,7 @@ func TestMenderGenerationRoundTrips(t *testing.T) {
 	must(t, err)
 	a, err := domain.NewDeviceAdmission(asDeviceID(id), key, now)
 	must(t, err)
-	must(t, adm.CreateDevice(ctx, d, a))
+	must(t, adm.CreateDevice(ctx, d, a, domain.AuditRecord{}))
 
 	for i := range 3 {
 		before := writes.Load()

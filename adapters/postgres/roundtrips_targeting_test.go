@@ -28,10 +28,10 @@ func TestTargetedCheckRoundTrips(t *testing.T) {
 	must(t, err)
 
 	model := "rtt-" + newID()[:8]
-	fw, err := admin.PublishFirmware(ctx, domain.FirmwareSpec{Model: model, Version: "2.0.0",
+	fw, err := admin.PublishFirmware(ctx, testActor, domain.FirmwareSpec{Model: model, Version: "2.0.0",
 		URL: "https://fw.example/rt.bin", SizeBytes: 10, SHA256: sha(8)})
 	must(t, err)
-	_, err = admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{
+	_, err = admin.StartRollout(ctx, testActor, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{
 		Selector: domain.SelectorSpec{TagsAll: []string{"eu"}, Attributes: map[string]string{"hw": "rev2"}, Versions: ">=1.0.0 <2.0.0"},
 		Stages:   []domain.StageRequest{{Percentage: new(100), MinFinished: new(5), SuccessPercent: new(90)}},
 		// A window open now (it may cross midnight).
@@ -39,12 +39,12 @@ func TestTargetedCheckRoundTrips(t *testing.T) {
 	}})
 	must(t, err)
 	register := func(id string) ports.DeviceCredentials {
-		c, err := admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: id, Model: model, CurrentVersion: "1.0.0"})
+		c, err := admin.RegisterDevice(ctx, testActor, ports.RegisterDevice{DeviceID: id, Model: model, CurrentVersion: "1.0.0"})
 		must(t, err)
 		return c
 	}
 	selected, outside := register(model+"-sel"), register(model+"-out")
-	_, err = admin.SetDeviceTags(ctx, selected.Device.ID(), []string{"eu"})
+	_, err = admin.SetDeviceTags(ctx, testActor, selected.Device.ID(), []string{"eu"})
 	must(t, err)
 	attrs := map[string]string{"hw": "rev2"}
 	poll := func(c ports.DeviceCredentials, reported map[string]string) (ports.CheckResult, int64) {

@@ -129,13 +129,13 @@ func TestCheckRoundTrips(t *testing.T) {
 
 			// A model with a 100% rollout, and one with nothing to offer.
 			model, bare := "rt-"+newID()[:8], "rt-bare-"+newID()[:8]
-			fw, err := admin.PublishFirmware(ctx, domain.FirmwareSpec{Model: model, Version: "2.0.0",
+			fw, err := admin.PublishFirmware(ctx, testActor, domain.FirmwareSpec{Model: model, Version: "2.0.0",
 				URL: "https://fw.example/rt.bin", SizeBytes: 10, SHA256: sha(7)})
 			must(t, err)
-			_, err = admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}})
+			_, err = admin.StartRollout(ctx, testActor, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}})
 			must(t, err)
 			register := func(id, m string) ports.DeviceCredentials {
-				c, err := admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: id, Model: m, CurrentVersion: "1.0.0"})
+				c, err := admin.RegisterDevice(ctx, testActor, ports.RegisterDevice{DeviceID: id, Model: m, CurrentVersion: "1.0.0"})
 				must(t, err)
 				return c
 			}

@@ -27,7 +27,8 @@ func NewDeviceDirectory(db *sqlx.DB) *DeviceDirectory { return &DeviceDirectory{
 // UpdateTags locks the devices in device_id order (so two bulk changes
 // cannot deadlock), lets fn compute each one's tags and writes them, in one
 // transaction. An unknown id is domain.ErrNotFound and nothing is written.
-func (s *DeviceDirectory) UpdateTags(ctx context.Context, ids []domain.DeviceID, fn func(domain.DeviceID, []string) ([]string, error)) (map[domain.DeviceID][]string, error) {
+func (s *DeviceDirectory) UpdateTags(ctx context.Context, ids []domain.DeviceID, fn func(domain.DeviceID, []string) ([]string, error),
+	rec domain.AuditRecord) (map[domain.DeviceID][]string, error) {
 	typed := make(map[string]domain.DeviceID, len(ids))
 	sorted := make([]string, 0, len(ids))
 	for _, id := range ids {
@@ -87,6 +88,9 @@ func (s *DeviceDirectory) UpdateTags(ctx context.Context, ids []domain.DeviceID,
 			FROM unnest($1::text[], $2::text[]) AS u(device_id, tags) WHERE d.device_id = u.device_id`,
 			pq.Array(keys), pq.Array(vals)); err != nil {
 			return fmt.Errorf("storing tags: %w", mapWriteErr(err))
+		}
+		if err := writeAudit(ctx, tx, rec); err != nil {
+			return err
 		}
 		return nil
 	})

@@ -937,3 +937,6 @@ func (s *TaskRepository) counts(ctx context.Context, query string, rolloutID dom
 }
 
 var _ ports.CounterAudit = (*TaskRepository)(nil)
+
+// RecordAudit writes an operator's record of the change in this transaction.
+func (t *taskTx) RecordAudit(rec domain.AuditRecord) error { return writeAudit(t.ctx, t.tx, rec) }

@@ -160,8 +160,8 @@ func NewWriteBehindDevices(inner *DeviceRepository, cfg WriteBehindConfig, logge
 func (w *WriteBehindDevices) Stats() *WriteBehindStats { return &w.stats }
 
 // Create stores a new device.
-func (w *WriteBehindDevices) Create(ctx context.Context, d domain.Device) error {
-	return w.inner.Create(ctx, d)
+func (w *WriteBehindDevices) Create(ctx context.Context, d domain.Device, rec domain.AuditRecord) error {
+	return w.inner.Create(ctx, d, rec)
 }
 
 // Get loads a device, with any check of it this process has not yet
@@ -188,8 +188,8 @@ func (w *WriteBehindDevices) Get(ctx context.Context, id domain.DeviceID) (domai
 }
 
 // Update changes a device in a transaction.
-func (w *WriteBehindDevices) Update(ctx context.Context, id domain.DeviceID, fn func(*domain.Device) error) (domain.Device, error) {
-	return w.inner.Update(ctx, id, fn)
+func (w *WriteBehindDevices) Update(ctx context.Context, id domain.DeviceID, fn func(*domain.Device) error, rec domain.AuditRecord) (domain.Device, error) {
+	return w.inner.Update(ctx, id, fn, rec)
 }
 
 // RecordSeen notes a check for the next flush and returns at once; it

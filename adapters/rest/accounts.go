@@ -72,7 +72,7 @@ func (s *server) createUser(c echo.Context) error {
 	if err := required(has("username", b.Username), has("role", b.Role), has("password", b.Password)); err != nil {
 		return err
 	}
-	u, err := s.ext.accounts.CreateUser(c.Request().Context(), principalOf(c), ports.NewUser{Username: *b.Username, Role: *b.Role, Password: *b.Password})
+	u, err := s.ext.accounts.CreateUser(c.Request().Context(), actorOf(c), ports.NewUser{Username: *b.Username, Role: *b.Role, Password: *b.Password})
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func (s *server) listUsers(c echo.Context) error {
 }
 
 func (s *server) removeUser(c echo.Context) error {
-	if err := s.ext.accounts.RemoveUser(c.Request().Context(), principalOf(c), httpedge.PathParam(c, "name")); err != nil {
+	if err := s.ext.accounts.RemoveUser(c.Request().Context(), actorOf(c), httpedge.PathParam(c, "name")); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -108,7 +108,7 @@ func (s *server) createToken(c echo.Context) error {
 	if err := required(has("name", b.Name), has("scopes", b.Scopes), has("expires_at", b.ExpiresAt)); err != nil {
 		return err
 	}
-	cred, err := s.ext.accounts.CreateToken(c.Request().Context(), principalOf(c), ports.NewAPIToken{Name: *b.Name, Scopes: *b.Scopes, ExpiresAt: *b.ExpiresAt})
+	cred, err := s.ext.accounts.CreateToken(c.Request().Context(), actorOf(c), ports.NewAPIToken{Name: *b.Name, Scopes: *b.Scopes, ExpiresAt: *b.ExpiresAt})
 	if err != nil {
 		return err
 	}
@@ -126,7 +126,7 @@ func (s *server) listTokens(c echo.Context) error {
 }
 
 func (s *server) revokeToken(c echo.Context) error {
-	t, err := s.ext.accounts.RevokeToken(c.Request().Context(), principalOf(c), pathUUID(c, "id"))
+	t, err := s.ext.accounts.RevokeToken(c.Request().Context(), actorOf(c), pathUUID(c, "id"))
 	if err != nil {
 		return err
 	}

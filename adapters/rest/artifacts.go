@@ -60,7 +60,7 @@ func (s *server) uploadArtifact(c echo.Context) error {
 	}
 	body := upload.Track(up.Body)
 	up.Body = body
-	a, created, err := s.ext.artifacts.Upload(req.Context(), up)
+	a, created, err := s.ext.artifacts.Upload(req.Context(), actorOf(c), up)
 	if err := upload.Done(err, body); err != nil {
 		return err
 	}
@@ -154,7 +154,7 @@ func (s *server) getArtifact(c echo.Context) error {
 }
 
 func (s *server) deleteArtifact(c echo.Context) error {
-	if err := s.ext.artifacts.DeleteArtifact(c.Request().Context(), pathUUID(c, "id")); err != nil {
+	if err := s.ext.artifacts.DeleteArtifact(c.Request().Context(), actorOf(c), pathUUID(c, "id")); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

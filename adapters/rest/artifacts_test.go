@@ -35,7 +35,7 @@ func testArtifact() domain.Artifact {
 		time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 }
 
-func (f *fakeArtifacts) Upload(_ context.Context, up ports.ArtifactUpload) (domain.Artifact, bool, error) {
+func (f *fakeArtifacts) Upload(_ context.Context, _ domain.Actor, up ports.ArtifactUpload) (domain.Artifact, bool, error) {
 	b, err := io.ReadAll(up.Body)
 	f.mu.Lock()
 	f.upload, f.body = up, string(b)
@@ -61,7 +61,7 @@ func (f *fakeArtifacts) ListArtifacts(context.Context) ([]domain.Artifact, error
 	return []domain.Artifact{testArtifact()}, f.err
 }
 
-func (f *fakeArtifacts) DeleteArtifact(_ context.Context, id domain.UUID) error {
+func (f *fakeArtifacts) DeleteArtifact(_ context.Context, _ domain.Actor, id domain.UUID) error {
 	if id != testArtifactID {
 		return domain.ErrNotFound
 	}

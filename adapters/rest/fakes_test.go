@@ -170,7 +170,7 @@ func (f *fakeServices) ReportEvent(_ context.Context, deviceID domain.DeviceID, 
 	return testTaskView(), nil
 }
 
-func (f *fakeServices) RegisterDevice(_ context.Context, req ports.RegisterDevice) (ports.DeviceCredentials, error) {
+func (f *fakeServices) RegisterDevice(_ context.Context, _ domain.Actor, req ports.RegisterDevice) (ports.DeviceCredentials, error) {
 	f.record("RegisterDevice", req.DeviceID)
 	f.mu.Lock()
 	f.lastReg = req
@@ -189,7 +189,7 @@ func (f *fakeServices) RegisterDevice(_ context.Context, req ports.RegisterDevic
 	return ports.DeviceCredentials{Device: d, Token: "dev_new_token"}, nil
 }
 
-func (f *fakeServices) RotateDeviceToken(_ context.Context, deviceID domain.DeviceID) (ports.DeviceCredentials, error) {
+func (f *fakeServices) RotateDeviceToken(_ context.Context, _ domain.Actor, deviceID domain.DeviceID) (ports.DeviceCredentials, error) {
 	f.record("RotateDeviceToken", deviceID.String())
 	if f.adminErr != nil {
 		return ports.DeviceCredentials{}, f.adminErr
@@ -206,7 +206,7 @@ func (f *fakeServices) GetDevice(_ context.Context, deviceID domain.DeviceID) (p
 	return ports.DeviceView{Device: testDevice(deviceID.String()), ActiveTask: &tv}, nil
 }
 
-func (f *fakeServices) PublishFirmware(_ context.Context, spec domain.FirmwareSpec) (domain.Firmware, error) {
+func (f *fakeServices) PublishFirmware(_ context.Context, _ domain.Actor, spec domain.FirmwareSpec) (domain.Firmware, error) {
 	f.record("PublishFirmware")
 	f.mu.Lock()
 	f.lastSpec = spec
@@ -225,7 +225,7 @@ func (f *fakeServices) ListFirmwares(_ context.Context, model string) ([]domain.
 	return []domain.Firmware{testFirmware(domain.FirmwareReleased)}, nil
 }
 
-func (f *fakeServices) RevokeFirmware(_ context.Context, id domain.UUID) (domain.Firmware, error) {
+func (f *fakeServices) RevokeFirmware(_ context.Context, _ domain.Actor, id domain.UUID) (domain.Firmware, error) {
 	f.record("RevokeFirmware", id.String())
 	if f.adminErr != nil {
 		return domain.Firmware{}, f.adminErr
@@ -233,7 +233,7 @@ func (f *fakeServices) RevokeFirmware(_ context.Context, id domain.UUID) (domain
 	return testFirmware(domain.FirmwareRevoked), nil
 }
 
-func (f *fakeServices) StartRollout(_ context.Context, req ports.StartRollout) (domain.Rollout, error) {
+func (f *fakeServices) StartRollout(_ context.Context, _ domain.Actor, req ports.StartRollout) (domain.Rollout, error) {
 	f.record("StartRollout", req.FirmwareID)
 	f.mu.Lock()
 	f.lastStart = req
@@ -244,7 +244,7 @@ func (f *fakeServices) StartRollout(_ context.Context, req ports.StartRollout) (
 	return domain.NewRollout(asUUID(rolloutID), testFirmware(domain.FirmwareReleased), req.Spec, testTime)
 }
 
-func (f *fakeServices) UpdateRollout(_ context.Context, id domain.UUID, change ports.RolloutChange) (domain.Rollout, error) {
+func (f *fakeServices) UpdateRollout(_ context.Context, _ domain.Actor, id domain.UUID, change ports.RolloutChange) (domain.Rollout, error) {
 	f.record("UpdateRollout", id.String())
 	f.mu.Lock()
 	f.lastChange = change
@@ -458,7 +458,7 @@ func decodeMap(t *testing.T, rec *httptest.ResponseRecorder) map[string]any {
 	return m
 }
 
-func (f *fakeServices) SetDeviceTags(_ context.Context, deviceID domain.DeviceID, tags []string) ([]string, error) {
+func (f *fakeServices) SetDeviceTags(_ context.Context, _ domain.Actor, deviceID domain.DeviceID, tags []string) ([]string, error) {
 	f.record("SetDeviceTags", append([]string{deviceID.String()}, tags...)...)
 	if f.adminErr != nil {
 		return nil, f.adminErr
@@ -466,7 +466,7 @@ func (f *fakeServices) SetDeviceTags(_ context.Context, deviceID domain.DeviceID
 	return tags, nil
 }
 
-func (f *fakeServices) ChangeDeviceTags(_ context.Context, c ports.TagChange) (map[string][]string, error) {
+func (f *fakeServices) ChangeDeviceTags(_ context.Context, _ domain.Actor, c ports.TagChange) (map[string][]string, error) {
 	f.record("ChangeDeviceTags", c.DeviceIDs...)
 	if f.adminErr != nil {
 		return nil, f.adminErr

@@ -200,19 +200,19 @@ func TestFleetResponsesOfTheRealApplicationMatchOpenAPI(t *testing.T) {
 	svc := testenv.NewMemoryService(t, testenv.MemoryOptions{})
 	devices, admin, fleet := svc.Devices, svc.Admin, svc.Fleet
 	ctx := context.Background()
-	fw, err := admin.PublishFirmware(ctx, domain.FirmwareSpec{Model: "cam-x1", Version: "1.1.0+b7",
+	fw, err := admin.PublishFirmware(ctx, testActor, domain.FirmwareSpec{Model: "cam-x1", Version: "1.1.0+b7",
 		URL: "https://cdn.example.com/1.1.0.bin", SizeBytes: 1024, SHA256: sha256Hex})
 	if err != nil {
 		t.Fatal(err)
 	}
 	threshold, one := 10, 1
-	r, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID().String(),
+	r, err := admin.StartRollout(ctx, testActor, ports.StartRollout{FirmwareID: fw.ID().String(),
 		Spec: domain.RolloutSpec{Percentage: 100, FailureThresholdPercent: &threshold, MinSample: &one}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"dev-a", "dev-b"} {
-		if _, err := admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: id, Model: "cam-x1"}); err != nil {
+		if _, err := admin.RegisterDevice(ctx, testActor, ports.RegisterDevice{DeviceID: id, Model: "cam-x1"}); err != nil {
 			t.Fatal(err)
 		}
 	}

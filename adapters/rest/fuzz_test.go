@@ -58,18 +58,18 @@ func newFuzzWorld(t *testing.T) *fuzzWorld {
 			t.Fatal(err)
 		}
 	}
-	cred, err := admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: fuzzDeviceID, Model: fuzzModel, CurrentVersion: "1.0.0"})
+	cred, err := admin.RegisterDevice(ctx, testActor, ports.RegisterDevice{DeviceID: fuzzDeviceID, Model: fuzzModel, CurrentVersion: "1.0.0"})
 	must(err)
 	publish := func(version string) domain.Firmware {
 		t.Helper()
-		fw, err := admin.PublishFirmware(ctx, domain.FirmwareSpec{Model: fuzzModel, Version: version,
+		fw, err := admin.PublishFirmware(ctx, testActor, domain.FirmwareSpec{Model: fuzzModel, Version: version,
 			URL: "https://cdn.example.com/" + version + ".bin", SizeBytes: 1024, SHA256: sha256Hex})
 		must(err)
 		return fw
 	}
 	start := func(fw domain.Firmware) domain.Rollout {
 		t.Helper()
-		r, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}})
+		r, err := admin.StartRollout(ctx, testActor, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}})
 		must(err)
 		return r
 	}
@@ -80,13 +80,13 @@ func newFuzzWorld(t *testing.T) *fuzzWorld {
 	// A paused rollout whose firmware was then revoked: resuming it is FIRMWARE_REVOKED.
 	old := publish("0.9.0")
 	pausedRevoked := start(old)
-	_, err = admin.UpdateRollout(ctx, pausedRevoked.ID(), ports.RolloutChange{Status: str("paused")})
+	_, err = admin.UpdateRollout(ctx, testActor, pausedRevoked.ID(), ports.RolloutChange{Status: str("paused")})
 	must(err)
-	_, err = admin.RevokeFirmware(ctx, old.ID())
+	_, err = admin.RevokeFirmware(ctx, testActor, old.ID())
 	must(err)
 	// A cancelled rollout: any change is INVALID_TRANSITION.
 	cancelled := start(publish("0.8.0"))
-	_, err = admin.UpdateRollout(ctx, cancelled.ID(), ports.RolloutChange{Status: str("cancelled")})
+	_, err = admin.UpdateRollout(ctx, testActor, cancelled.ID(), ports.RolloutChange{Status: str("cancelled")})
 	must(err)
 
 	dev, err := devices.IdentifyDevice(ctx, asDeviceID(fuzzDeviceID))

@@ -82,7 +82,7 @@ func (s *server) registerDevice(c echo.Context) error {
 	if err := required(has("device_id", b.DeviceID), has("model", b.Model)); err != nil {
 		return err
 	}
-	cred, err := s.admin.RegisterDevice(c.Request().Context(), ports.RegisterDevice{
+	cred, err := s.admin.RegisterDevice(c.Request().Context(), actorOf(c), ports.RegisterDevice{
 		DeviceID: *b.DeviceID, Model: *b.Model, CurrentVersion: deref(b.CurrentVersion),
 		PublicKey: deref(b.PublicKey),
 	})
@@ -103,7 +103,7 @@ func (s *server) rotateDeviceToken(c echo.Context) error {
 	if !ok {
 		return domain.ErrNotFound
 	}
-	cred, err := s.admin.RotateDeviceToken(c.Request().Context(), id)
+	cred, err := s.admin.RotateDeviceToken(c.Request().Context(), actorOf(c), id)
 	if err != nil {
 		return err
 	}
@@ -141,7 +141,7 @@ func (s *server) publishFirmware(c echo.Context) error {
 		has("size_bytes", b.SizeBytes), has("sha256", b.SHA256)); err != nil {
 		return err
 	}
-	fw, err := s.admin.PublishFirmware(c.Request().Context(), domain.FirmwareSpec{
+	fw, err := s.admin.PublishFirmware(c.Request().Context(), actorOf(c), domain.FirmwareSpec{
 		Model: *b.Model, Version: *b.Version, URL: deref(b.URL), SizeBytes: deref(b.SizeBytes), SHA256: deref(b.SHA256),
 		ArtifactID: artifactID,
 		SHA1:       deref(b.SHA1), MD5: deref(b.MD5), Signature: deref(b.Signature),
@@ -171,7 +171,7 @@ func (s *server) revokeFirmware(c echo.Context) error {
 	if err := s.acceptEmptyBody(c); err != nil {
 		return err
 	}
-	fw, err := s.admin.RevokeFirmware(c.Request().Context(), pathUUID(c, "id"))
+	fw, err := s.admin.RevokeFirmware(c.Request().Context(), actorOf(c), pathUUID(c, "id"))
 	if err != nil {
 		return err
 	}
@@ -192,7 +192,7 @@ func (s *server) startRollout(c echo.Context) error {
 	if err := b.policySpec(&spec); err != nil {
 		return err
 	}
-	r, err := s.admin.StartRollout(c.Request().Context(), ports.StartRollout{FirmwareID: deref(b.FirmwareID), Spec: spec})
+	r, err := s.admin.StartRollout(c.Request().Context(), actorOf(c), ports.StartRollout{FirmwareID: deref(b.FirmwareID), Spec: spec})
 	if err != nil {
 		return err
 	}
@@ -204,7 +204,7 @@ func (s *server) updateRollout(c echo.Context) error {
 	if err := s.decodeBody(c, &b); err != nil {
 		return err
 	}
-	r, err := s.admin.UpdateRollout(c.Request().Context(), pathUUID(c, "id"),
+	r, err := s.admin.UpdateRollout(c.Request().Context(), actorOf(c), pathUUID(c, "id"),
 		ports.RolloutChange{Percentage: b.Percentage, Status: b.Status})
 	if err != nil {
 		return err

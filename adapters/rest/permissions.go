@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ai-device/ota/adapters/httpedge"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -75,13 +76,17 @@ var permissionsByShape = func() map[string]domain.Permission {
 }()
 
 // ctxPrincipal keeps the authenticated operator (domain.Principal) on the
-// echo.Context, for the handlers that pass it on.
+// echo.Context, and httpedge.SetActor the same operator acting in this
+// request (with its request id and address), for the handlers that pass
+// them on: every change takes its actor, for its audit record.
 const ctxPrincipal = "ota.principal"
 
 func principalOf(c echo.Context) domain.Principal {
 	p, _ := c.Get(ctxPrincipal).(domain.Principal)
 	return p
 }
+
+func actorOf(c echo.Context) domain.Actor { return httpedge.ActorIn(c) }
 
 // adminAuth admits a request whose credentials (a bearer secret: the root
 // token or an API token; or, to mint a token, a user's password by HTTP
@@ -101,7 +106,12 @@ func (s *server) adminAuth(next echo.HandlerFunc) echo.HandlerFunc {
 		if !p.Can(perm) {
 			return fmt.Errorf("%s lacks %s: %w", p, perm, domain.ErrForbidden)
 		}
+		actor, err := httpedge.ActorOf(c.Request(), p)
+		if err != nil {
+			return err
+		}
 		c.Set(ctxPrincipal, p)
+		httpedge.SetActor(c, actor)
 		return next(c)
 	}
 }

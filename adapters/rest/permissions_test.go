@@ -76,12 +76,12 @@ func (a fakeAccounts) SignIn(_ context.Context, _, password string) (domain.Prin
 	return domain.UserPrincipal(testUser(domain.RoleAdmin)), nil
 }
 
-func (a fakeAccounts) CreateUser(_ context.Context, _ domain.Principal, req ports.NewUser) (domain.User, error) {
+func (a fakeAccounts) CreateUser(_ context.Context, _ domain.Actor, req ports.NewUser) (domain.User, error) {
 	a.f.record("CreateUser", req.Username)
 	return testUser(domain.RoleViewer), nil
 }
 
-func (a fakeAccounts) RemoveUser(_ context.Context, _ domain.Principal, name string) error {
+func (a fakeAccounts) RemoveUser(_ context.Context, _ domain.Actor, name string) error {
 	a.f.record("RemoveUser", name)
 	return nil
 }
@@ -90,7 +90,7 @@ func (a fakeAccounts) ListUsers(context.Context, domain.Principal) ([]domain.Use
 	return nil, nil
 }
 
-func (a fakeAccounts) CreateToken(_ context.Context, p domain.Principal, req ports.NewAPIToken) (ports.APITokenCredentials, error) {
+func (a fakeAccounts) CreateToken(_ context.Context, _ domain.Actor, req ports.NewAPIToken) (ports.APITokenCredentials, error) {
 	a.f.record("CreateToken", req.Name)
 	tok, secret, err := domain.NewAPIToken(testArtifactID, domain.UserPrincipal(testUser(domain.RoleAdmin)), req.Name,
 		testCITokenScopes, time.Now().Add(time.Hour), time.Now())
@@ -101,7 +101,7 @@ func (a fakeAccounts) ListTokens(context.Context, domain.Principal) ([]domain.AP
 	return nil, nil
 }
 
-func (a fakeAccounts) RevokeToken(_ context.Context, _ domain.Principal, id domain.UUID) (domain.APIToken, error) {
+func (a fakeAccounts) RevokeToken(_ context.Context, _ domain.Actor, id domain.UUID) (domain.APIToken, error) {
 	a.f.record("RevokeToken", id.String())
 	tok, _, err := domain.NewAPIToken(id, domain.UserPrincipal(testUser(domain.RoleAdmin)), "ci", testCITokenScopes, time.Now().Add(time.Hour), time.Now())
 	return tok.Revoke(time.Now()), err
@@ -114,14 +114,14 @@ type recordingArtifacts struct {
 	f *fakeServices
 }
 
-func (r recordingArtifacts) Upload(ctx context.Context, up ports.ArtifactUpload) (domain.Artifact, bool, error) {
+func (r recordingArtifacts) Upload(ctx context.Context, actor domain.Actor, up ports.ArtifactUpload) (domain.Artifact, bool, error) {
 	r.f.record("Upload")
-	return r.fakeArtifacts.Upload(ctx, up)
+	return r.fakeArtifacts.Upload(ctx, actor, up)
 }
 
-func (r recordingArtifacts) DeleteArtifact(ctx context.Context, id domain.UUID) error {
+func (r recordingArtifacts) DeleteArtifact(ctx context.Context, actor domain.Actor, id domain.UUID) error {
 	r.f.record("DeleteArtifact", id.String())
-	return r.fakeArtifacts.DeleteArtifact(ctx, id)
+	return r.fakeArtifacts.DeleteArtifact(ctx, actor, id)
 }
 
 var mutating = []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}

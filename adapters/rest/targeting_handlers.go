@@ -113,7 +113,7 @@ func (s *server) setDeviceTags(c echo.Context) error {
 	if !ok {
 		return domain.ErrNotFound
 	}
-	tags, err := s.admin.SetDeviceTags(c.Request().Context(), id, b.Tags)
+	tags, err := s.admin.SetDeviceTags(c.Request().Context(), actorOf(c), id, b.Tags)
 	if err != nil {
 		return err
 	}
@@ -125,7 +125,7 @@ func (s *server) bulkTagDevices(c echo.Context) error {
 	if err := s.decodeBody(c, &b); err != nil {
 		return err
 	}
-	out, err := s.admin.ChangeDeviceTags(c.Request().Context(), ports.TagChange{DeviceIDs: b.DeviceIDs, Set: b.Tags, Add: b.Add, Remove: b.Remove})
+	out, err := s.admin.ChangeDeviceTags(c.Request().Context(), actorOf(c), ports.TagChange{DeviceIDs: b.DeviceIDs, Set: b.Tags, Add: b.Add, Remove: b.Remove})
 	if err != nil {
 		return err
 	}

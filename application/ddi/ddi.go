@@ -321,7 +321,7 @@ func (s *UseCases) ConfigData(ctx context.Context, deviceID domain.DeviceID, mod
 		if _, err := s.repo.Update(ctx, deviceID, func(d *domain.Device) error {
 			d.Seen(version, now)
 			return nil
-		}); err != nil {
+		}, domain.AuditRecord{}); err != nil {
 			return domain.DeviceAttributes{}, fmt.Errorf("recording the reported version: %w", err)
 		}
 	}

@@ -70,7 +70,10 @@ type DeviceAdmissions interface {
 	// Admit stores a registered device's admission, replacing any key it
 	// had (create==true when it had none); domain.ErrNotFound if the
 	// device is not registered.
-	Admit(ctx context.Context, deviceID domain.DeviceID, fn func(current *domain.DeviceAdmission) (domain.DeviceAdmission, error)) (domain.DeviceAdmission, error)
+	// rec, the operator's record of the change (the zero record: none), is
+	// stored with it.
+	Admit(ctx context.Context, deviceID domain.DeviceID, fn func(current *domain.DeviceAdmission) (domain.DeviceAdmission, error),
+		rec domain.AuditRecord) (domain.DeviceAdmission, error)
 	// Registered returns those of the devices that are registered, with
 	// their admissions, in one read (the pending list flags requests for
 	// registered devices).
@@ -93,16 +96,19 @@ type AuthRequests interface {
 	// List returns the requests with the given status, oldest first, at
 	// most limit.
 	List(ctx context.Context, status domain.AuthRequestStatus, limit int) ([]domain.AuthRequest, error)
-	// Update loads a request locked, lets fn change it, and stores it.
-	Update(ctx context.Context, id domain.UUID, fn func(*domain.AuthRequest) error) (domain.AuthRequest, error)
+	// Update loads a request locked, lets fn change it, and stores it
+	// with rec (the zero record: none).
+	Update(ctx context.Context, id domain.UUID, fn func(*domain.AuthRequest) error, rec domain.AuditRecord) (domain.AuthRequest, error)
 	// Accept registers the request's device when it is not registered
 	// (dev), stores the admission admit makes of the device's current one
 	// (nil if none) and deletes the request, atomically; domain.ErrNotFound
 	// if the request is gone or no longer pending.
+	// rec is the operator's record of the acceptance, stored with it.
 	Accept(ctx context.Context, id domain.UUID, dev *domain.Device,
-		admit func(current *domain.DeviceAdmission) (domain.DeviceAdmission, error)) error
-	// Delete deletes a request, pending or rejected.
-	Delete(ctx context.Context, id domain.UUID) error
+		admit func(current *domain.DeviceAdmission) (domain.DeviceAdmission, error), rec domain.AuditRecord) error
+	// Delete deletes a request, pending or rejected, with the operator's
+	// record of it.
+	Delete(ctx context.Context, id domain.UUID, rec domain.AuditRecord) error
 	// DeleteExpired deletes every request last changed before cutoff
 	// (domain.AuthRequest.ExpiredBy) and returns how many.
 	DeleteExpired(ctx context.Context, cutoff time.Time) (int, error)
@@ -567,7 +573,7 @@ func (s *UseCases) Pending(ctx context.Context) ([]PendingRequest, error) {
 // its model and has its key replaced (its tokens' generation moves on),
 // but only when the operator says ReplaceKey (domain.KeyConflict.CheckAccept).
 // An expired request is gone.
-func (s *UseCases) Accept(ctx context.Context, requestID domain.UUID, req AcceptRequest) (domain.Device, error) {
+func (s *UseCases) Accept(ctx context.Context, actor domain.Actor, requestID domain.UUID, req AcceptRequest) (domain.Device, error) {
 	r, err := s.p.Requests.Get(ctx, requestID)
 	if err != nil {
 		return domain.Device{}, fmt.Errorf("loading auth request: %w", err)
@@ -614,7 +620,13 @@ func (s *UseCases) Accept(ctx context.Context, requestID domain.UUID, req Accept
 	admit := func(cur *domain.DeviceAdmission) (domain.DeviceAdmission, error) {
 		return domain.AdmitKey(cur, r.DeviceID(), r.Key(), now)
 	}
-	if err := s.p.Requests.Accept(ctx, requestID, newDev, admit); err != nil {
+	rec, err := actor.Record(now, domain.AuditDeviceAccept, r.DeviceID().String(), nil,
+		map[string]any{"request_id": requestID.String(), "model": dev.Model(), "public_key_fingerprint": r.Key().Fingerprint(),
+			"registered": newDev != nil})
+	if err != nil {
+		return domain.Device{}, err
+	}
+	if err := s.p.Requests.Accept(ctx, requestID, newDev, admit, rec); err != nil {
 		return domain.Device{}, fmt.Errorf("accepting device: %w", err)
 	}
 	return dev, nil
@@ -622,8 +634,12 @@ func (s *UseCases) Accept(ctx context.Context, requestID domain.UUID, req Accept
 
 // Delete deletes a request, pending or rejected: the device, if it asks
 // again, makes a new one.
-func (s *UseCases) Delete(ctx context.Context, requestID domain.UUID) error {
-	if err := s.p.Requests.Delete(ctx, requestID); err != nil {
+func (s *UseCases) Delete(ctx context.Context, actor domain.Actor, requestID domain.UUID) error {
+	rec, err := actor.Record(s.p.Clock.Now(), domain.AuditDeviceRequestDrop, requestID.String(), nil, nil)
+	if err != nil {
+		return err
+	}
+	if err := s.p.Requests.Delete(ctx, requestID, rec); err != nil {
 		return fmt.Errorf("deleting auth request: %w", err)
 	}
 	return nil
@@ -631,12 +647,16 @@ func (s *UseCases) Delete(ctx context.Context, requestID domain.UUID) error {
 
 // Reject refuses a pending device; it stays refused until it presents
 // another key.
-func (s *UseCases) Reject(ctx context.Context, requestID domain.UUID) (domain.AuthRequest, error) {
+func (s *UseCases) Reject(ctx context.Context, actor domain.Actor, requestID domain.UUID) (domain.AuthRequest, error) {
 	now := s.p.Clock.Now()
+	rec, err := actor.Record(now, domain.AuditDeviceReject, requestID.String(), nil, map[string]any{"status": "rejected"})
+	if err != nil {
+		return domain.AuthRequest{}, err
+	}
 	r, err := s.p.Requests.Update(ctx, requestID, func(r *domain.AuthRequest) error {
 		r.Reject(now)
 		return nil
-	})
+	}, rec)
 	if err != nil {
 		return domain.AuthRequest{}, fmt.Errorf("rejecting device: %w", err)
 	}
@@ -657,7 +677,7 @@ func (s *UseCases) TaskLog(ctx context.Context, taskID domain.UUID) (domain.Task
 
 // SetKey admits a registered device with publicKey (preauthorizing a
 // device registered without one, or rotating its key).
-func (s *UseCases) SetKey(ctx context.Context, deviceID domain.DeviceID, publicKey string) (domain.DeviceAdmission, error) {
+func (s *UseCases) SetKey(ctx context.Context, actor domain.Actor, deviceID domain.DeviceID, publicKey string) (domain.DeviceAdmission, error) {
 	key, err := domain.ParseDeviceKey("public_key", publicKey)
 	if err != nil {
 		return domain.DeviceAdmission{}, err
@@ -666,9 +686,14 @@ func (s *UseCases) SetKey(ctx context.Context, deviceID domain.DeviceID, publicK
 		return domain.DeviceAdmission{}, fmt.Errorf("device: %w", domain.ErrNotFound)
 	}
 	now := s.p.Clock.Now()
+	rec, err := actor.Record(now, domain.AuditDeviceKeySet, deviceID.String(), nil,
+		map[string]any{"public_key_fingerprint": key.Fingerprint()})
+	if err != nil {
+		return domain.DeviceAdmission{}, err
+	}
 	a, err := s.p.Admissions.Admit(ctx, deviceID, func(cur *domain.DeviceAdmission) (domain.DeviceAdmission, error) {
 		return domain.AdmitKey(cur, deviceID, key, now)
-	})
+	}, rec)
 	if err != nil {
 		return domain.DeviceAdmission{}, fmt.Errorf("setting device key: %w", err)
 	}

@@ -81,15 +81,15 @@ type AdmissionService interface {
 	// names, registering it with the model (or the device type it sent)
 	// when it is not registered yet; a registered device's key is replaced
 	// only with ReplaceKey. It returns the admitted device.
-	Accept(ctx context.Context, requestID domain.UUID, a AcceptRequest) (domain.Device, error)
+	Accept(ctx context.Context, actor domain.Actor, requestID domain.UUID, a AcceptRequest) (domain.Device, error)
 	// Reject refuses a pending device.
-	Reject(ctx context.Context, requestID domain.UUID) (domain.AuthRequest, error)
+	Reject(ctx context.Context, actor domain.Actor, requestID domain.UUID) (domain.AuthRequest, error)
 	// Delete deletes a request, pending or rejected (the device may ask
 	// again).
-	Delete(ctx context.Context, requestID domain.UUID) error
+	Delete(ctx context.Context, actor domain.Actor, requestID domain.UUID) error
 	// TaskLog returns the log a device uploaded about a task.
 	TaskLog(ctx context.Context, taskID domain.UUID) (domain.TaskLog, error)
 	// SetKey admits a registered device with a public key, replacing the
 	// key it had (its session tokens' generation moves on).
-	SetKey(ctx context.Context, deviceID domain.DeviceID, publicKey string) (domain.DeviceAdmission, error)
+	SetKey(ctx context.Context, actor domain.Actor, deviceID domain.DeviceID, publicKey string) (domain.DeviceAdmission, error)
 }

@@ -45,16 +45,16 @@ func TestChecksOnClusterCreateOneTaskPerDevice(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	fw, err := admin.PublishFirmware(ctx, domain.FirmwareSpec{Model: "cl", Version: "2.0.0", URL: "https://f.example/a", SizeBytes: 1, SHA256: strings.Repeat("c", 64)})
+	fw, err := admin.PublishFirmware(ctx, testActor, domain.FirmwareSpec{Model: "cl", Version: "2.0.0", URL: "https://f.example/a", SizeBytes: 1, SHA256: strings.Repeat("c", 64)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
+	if _, err := admin.StartRollout(ctx, testActor, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
 		t.Fatal(err)
 	}
 	for dev := 0; dev < 10; dev++ {
 		id := "cl-" + uuid.NewString()[:8]
-		if _, err := admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: id, Model: "cl"}); err != nil {
+		if _, err := admin.RegisterDevice(ctx, testActor, ports.RegisterDevice{DeviceID: id, Model: "cl"}); err != nil {
 			t.Fatal(err)
 		}
 		got := make([]string, 100)

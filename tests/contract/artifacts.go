@@ -37,7 +37,7 @@ func RunArtifacts(t *testing.T, newRepos func(t *testing.T) ArtifactRepos) {
 			DeviceTypes: []string{"cam-x1", "cam-x2"}, PayloadType: "rootfs-image",
 			Provides: map[string]string{"rootfs-image.version": "1.2.3"}, Version: "1.2.3"}
 		a := newArtifact(t, "image.mender", meta, at)
-		got, created, err := r.Artifacts.Create(ctx, a)
+		got, created, err := r.Artifacts.Create(ctx, a, domain.AuditRecord{})
 		if err != nil || !created {
 			t.Fatalf("Create = %v, %v; want created", created, err)
 		}
@@ -48,7 +48,7 @@ func RunArtifacts(t *testing.T, newRepos func(t *testing.T) ArtifactRepos) {
 		}
 		wantSame(t, "Get", got, a)
 		later := newArtifact(t, "later.bin", domain.ArtifactMeta{}, at.Add(time.Second))
-		if _, _, err := r.Artifacts.Create(ctx, later); err != nil {
+		if _, _, err := r.Artifacts.Create(ctx, later, domain.AuditRecord{}); err != nil {
 			t.Fatal(err)
 		}
 		list, err := r.Artifacts.List(ctx)
@@ -72,11 +72,11 @@ func RunArtifacts(t *testing.T, newRepos func(t *testing.T) ArtifactRepos) {
 		r := newRepos(t)
 		ctx := t.Context()
 		first := newArtifact(t, "a.bin", domain.ArtifactMeta{}, time.Now())
-		if _, _, err := r.Artifacts.Create(ctx, first); err != nil {
+		if _, _, err := r.Artifacts.Create(ctx, first, domain.AuditRecord{}); err != nil {
 			t.Fatal(err)
 		}
 		again := domain.RehydrateArtifact(uuid.NewString(), "b.bin", first.Digest(), domain.ArtifactMeta{Format: domain.ArtifactRaw}, time.Now())
-		got, created, err := r.Artifacts.Create(ctx, again)
+		got, created, err := r.Artifacts.Create(ctx, again, domain.AuditRecord{})
 		if err != nil || created || got.ID() != first.ID() {
 			t.Fatalf("Create of stored content = %s, created %v, %v; want %s, not created", got.ID(), created, err, first.ID())
 		}
@@ -96,7 +96,7 @@ func RunArtifacts(t *testing.T, newRepos func(t *testing.T) ArtifactRepos) {
 		for i := range n {
 			wg.Go(func() {
 				a := domain.RehydrateArtifact(uuid.NewString(), "c.bin", base.Digest(), domain.ArtifactMeta{Format: domain.ArtifactRaw}, time.Now())
-				got, created, err := r.Artifacts.Create(t.Context(), a)
+				got, created, err := r.Artifacts.Create(t.Context(), a, domain.AuditRecord{})
 				if err != nil {
 					t.Errorf("Create: %v", err)
 				}
@@ -123,7 +123,7 @@ func RunArtifacts(t *testing.T, newRepos func(t *testing.T) ArtifactRepos) {
 		r := newRepos(t)
 		ctx := t.Context()
 		a := newArtifact(t, "fw.swu", domain.ArtifactMeta{Format: domain.ArtifactSWU}, time.Now())
-		if _, _, err := r.Artifacts.Create(ctx, a); err != nil {
+		if _, _, err := r.Artifacts.Create(ctx, a, domain.AuditRecord{}); err != nil {
 			t.Fatal(err)
 		}
 		spec, err := domain.FirmwareSpec{Model: "art-" + uuid.NewString()[:8], Version: "1.0.0"}.WithArtifact(a)
@@ -134,31 +134,31 @@ func RunArtifacts(t *testing.T, newRepos func(t *testing.T) ArtifactRepos) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := r.Firmwares.Create(ctx, fw); err != nil {
+		if err := r.Firmwares.Create(ctx, fw, domain.AuditRecord{}); err != nil {
 			t.Fatalf("publishing a firmware of the artifact: %v", err)
 		}
 		stored, err := r.Firmwares.Get(ctx, fw.ID())
 		if err != nil || stored.ArtifactID() != a.ID() || stored.Spec().URL != "" {
 			t.Fatalf("the firmware read back has artifact %q, url %q (%v); want %s, none", stored.ArtifactID(), stored.Spec().URL, err, a.ID())
 		}
-		if err := r.Artifacts.Delete(ctx, a.ID()); !errors.Is(err, domain.ErrArtifactInUse) {
+		if err := r.Artifacts.Delete(ctx, a.ID(), domain.AuditRecord{}); !errors.Is(err, domain.ErrArtifactInUse) {
 			t.Fatalf("Delete of an artifact a firmware refers to = %v, want ErrArtifactInUse", err)
 		}
 		if _, err := r.Artifacts.Get(ctx, a.ID()); err != nil {
 			t.Fatalf("the refused Delete removed the artifact: %v", err)
 		}
 		unused := newArtifact(t, "unused.bin", domain.ArtifactMeta{}, time.Now())
-		if _, _, err := r.Artifacts.Create(ctx, unused); err != nil {
+		if _, _, err := r.Artifacts.Create(ctx, unused, domain.AuditRecord{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.Artifacts.Delete(ctx, unused.ID()); err != nil {
+		if err := r.Artifacts.Delete(ctx, unused.ID(), domain.AuditRecord{}); err != nil {
 			t.Fatalf("Delete of an unused artifact: %v", err)
 		}
 		if _, err := r.Artifacts.Get(ctx, unused.ID()); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("Get after Delete = %v, want ErrNotFound", err)
 		}
 		for _, id := range []domain.UUID{unused.ID(), {}} {
-			if err := r.Artifacts.Delete(ctx, id); !errors.Is(err, domain.ErrNotFound) {
+			if err := r.Artifacts.Delete(ctx, id, domain.AuditRecord{}); !errors.Is(err, domain.ErrNotFound) {
 				t.Errorf("Delete(%q) of no artifact = %v, want ErrNotFound", id, err)
 			}
 		}
@@ -176,7 +176,7 @@ func RunArtifacts(t *testing.T, newRepos func(t *testing.T) ArtifactRepos) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := r.Firmwares.Create(t.Context(), fw); !errors.Is(err, domain.ErrNotFound) {
+		if err := r.Firmwares.Create(t.Context(), fw, domain.AuditRecord{}); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("a firmware of an artifact that does not exist = %v, want ErrNotFound", err)
 		}
 	})

@@ -63,7 +63,7 @@ func (s *fleetSuite) device(t *testing.T, model, version string) domain.Device {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Devices.Create(t.Context(), d); err != nil {
+	if err := s.Devices.Create(t.Context(), d, domain.AuditRecord{}); err != nil {
 		t.Fatalf("create device: %v", err)
 	}
 	return d
@@ -79,14 +79,14 @@ func (s *fleetSuite) offer(t *testing.T, model, version string, at time.Time) do
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Firmwares.Create(t.Context(), fw); err != nil {
+	if err := s.Firmwares.Create(t.Context(), fw, domain.AuditRecord{}); err != nil {
 		t.Fatalf("create firmware: %v", err)
 	}
 	r, err := domain.NewRollout(domain.UUIDOf(uuid.New()), fw, domain.RolloutSpec{Percentage: 100}, at)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Rollouts.Create(t.Context(), r); err != nil {
+	if err := s.Rollouts.Create(t.Context(), r, domain.AuditRecord{}); err != nil {
 		t.Fatalf("create rollout: %v", err)
 	}
 	return domain.Offer{Firmware: fw, Rollout: r}

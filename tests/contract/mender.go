@@ -116,7 +116,7 @@ func admissionsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	if _, err := r.Admissions.Get(ctx, d.ID()); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("admission of an unknown device: %v", err)
 	}
-	if err := r.Admissions.CreateDevice(ctx, d, a); err != nil {
+	if err := r.Admissions.CreateDevice(ctx, d, a, domain.AuditRecord{}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := r.Admissions.Get(ctx, d.ID())
@@ -132,7 +132,7 @@ func admissionsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	// Taken id: neither the device nor the key changes.
 	k2 := newDeviceKey(t)
 	a2, _ := domain.NewDeviceAdmission(d.ID(), k2, s.at(2))
-	if err := r.Admissions.CreateDevice(ctx, d, a2); !errors.Is(err, domain.ErrDeviceExists) {
+	if err := r.Admissions.CreateDevice(ctx, d, a2, domain.AuditRecord{}); !errors.Is(err, domain.ErrDeviceExists) {
 		t.Fatalf("second registration: %v, want device exists", err)
 	}
 	if got, _ := r.Admissions.Get(ctx, d.ID()); !got.Key().Equal(k1) {
@@ -146,7 +146,7 @@ func admissionsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 		next := *cur
 		next.RotateKey(k2, s.at(3))
 		return next, nil
-	})
+	}, domain.AuditRecord{})
 	if err != nil || !got.Key().Equal(k2) || got.Generation() != 2 {
 		t.Fatalf("rotated: %v gen=%d", err, got.Generation())
 	}
@@ -160,7 +160,7 @@ func admissionsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	}
 	if _, err := r.Admissions.Admit(ctx, asDeviceID(repoName("nobody")), func(*domain.DeviceAdmission) (domain.DeviceAdmission, error) {
 		return a, nil
-	}); !errors.Is(err, domain.ErrNotFound) {
+	}, domain.AuditRecord{}); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("admit an unknown device: %v", err)
 	}
 }
@@ -176,7 +176,7 @@ func revokeSessionsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	}
 	k := newDeviceKey(t)
 	a, _ := domain.NewDeviceAdmission(d.ID(), k, s.at(1))
-	if err := r.Admissions.CreateDevice(ctx, d, a); err != nil {
+	if err := r.Admissions.CreateDevice(ctx, d, a, domain.AuditRecord{}); err != nil {
 		t.Fatal(err)
 	}
 	for want := int64(2); want <= 3; want++ {
@@ -184,7 +184,7 @@ func revokeSessionsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 			next := *cur
 			next.RevokeSessions(s.at(2))
 			return next, nil
-		})
+		}, domain.AuditRecord{})
 		if err != nil || got.Generation() != want || !got.Key().Equal(k) {
 			t.Fatalf("revoked: %v gen=%d, want %d with the same key", err, got.Generation(), want)
 		}
@@ -247,7 +247,7 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	if cur, _ := ask(t, r, deviceID, k, s.at(2), 100); cur == nil || cur.ID() != made.ID() {
 		t.Fatalf("Ask did not load the device's request with this key: %v", cur)
 	}
-	rej, err := r.Requests.Update(ctx, made.ID(), func(q *domain.AuthRequest) error { q.Reject(s.at(2)); return nil })
+	rej, err := r.Requests.Update(ctx, made.ID(), func(q *domain.AuthRequest) error { q.Reject(s.at(2)); return nil }, domain.AuditRecord{})
 	if err != nil || rej.Status() != domain.AuthRequestRejected {
 		t.Fatalf("reject: %v %v", err, rej.Status())
 	}
@@ -261,7 +261,7 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	// A rejected request is not accepted.
 	d, _ := domain.NewDevice(deviceID, repoName("m"), "", s.hash(t), s.at(3))
 	a, _ := domain.NewDeviceAdmission(deviceID, k, s.at(3))
-	if err := r.Requests.Accept(ctx, made.ID(), &d, admitAs(a)); err == nil {
+	if err := r.Requests.Accept(ctx, made.ID(), &d, admitAs(a), domain.AuditRecord{}); err == nil {
 		t.Fatal("accepted a rejected request")
 	}
 	if _, err := s.Devices.Get(ctx, deviceID); !errors.Is(err, domain.ErrNotFound) {
@@ -283,7 +283,7 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	// Accepting registers the device, stores exactly the request's key and
 	// deletes the request.
 	a2, _ := domain.NewDeviceAdmission(deviceID, k2, s.at(5))
-	if err := r.Requests.Accept(ctx, second.ID(), &d, admitAs(a2)); err != nil {
+	if err := r.Requests.Accept(ctx, second.ID(), &d, admitAs(a2), domain.AuditRecord{}); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := r.Admissions.Get(ctx, deviceID); err != nil || !got.Key().Equal(k2) {
@@ -309,7 +309,7 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 			handed = cur
 			return domain.AdmitKey(cur, deviceID, k, at)
 		}
-		if err := r.Requests.Accept(ctx, id, nil, admit); err != nil {
+		if err := r.Requests.Accept(ctx, id, nil, admit, domain.AuditRecord{}); err != nil {
 			t.Fatal(err)
 		}
 		if handed == nil || handed.DeviceID() != deviceID {
@@ -328,16 +328,16 @@ func authRequestsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 		t.Errorf("a replaced key: generation %d, want past %d", gen, gen0)
 	}
 	// Delete removes a request, pending or rejected, once.
-	if err := r.Requests.Delete(ctx, made.ID()); err != nil {
+	if err := r.Requests.Delete(ctx, made.ID(), domain.AuditRecord{}); err != nil {
 		t.Fatalf("delete a rejected request: %v", err)
 	}
 	if _, err := r.Requests.Get(ctx, made.ID()); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("deleted request still stored: %v", err)
 	}
-	if err := r.Requests.Delete(ctx, made.ID()); !errors.Is(err, domain.ErrNotFound) {
+	if err := r.Requests.Delete(ctx, made.ID(), domain.AuditRecord{}); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("delete twice: %v, want not found", err)
 	}
-	if err := r.Requests.Delete(ctx, asUUID("not-a-uuid")); !errors.Is(err, domain.ErrNotFound) {
+	if err := r.Requests.Delete(ctx, asUUID("not-a-uuid"), domain.AuditRecord{}); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("delete a bad id: %v, want not found", err)
 	}
 	if _, err := r.Requests.Get(ctx, asUUID("not-a-uuid")); !errors.Is(err, domain.ErrNotFound) {
@@ -361,7 +361,7 @@ func pendingCountContract(t *testing.T, s *repoSuite, r MenderRepos) {
 		t.Fatalf("a request over the bound was stored: %d pending", n)
 	}
 	for _, q := range pendingOf(t, r)[:2] {
-		if _, err := r.Requests.Update(ctx, q.ID(), func(q *domain.AuthRequest) error { q.Reject(s.at(5)); return nil }); err != nil {
+		if _, err := r.Requests.Update(ctx, q.ID(), func(q *domain.AuthRequest) error { q.Reject(s.at(5)); return nil }, domain.AuditRecord{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -386,12 +386,12 @@ func expiryContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	for _, q := range pendingOf(t, r) {
 		switch q.DeviceID() {
 		case rejected:
-			if _, err := r.Requests.Update(ctx, q.ID(), func(q *domain.AuthRequest) error { q.Reject(s.at(2)); return nil }); err != nil {
+			if _, err := r.Requests.Update(ctx, q.ID(), func(q *domain.AuthRequest) error { q.Reject(s.at(2)); return nil }, domain.AuditRecord{}); err != nil {
 				t.Fatal(err)
 			}
 		case fresh:
 			// Rejected later: changed after the cutoff, so kept.
-			if _, err := r.Requests.Update(ctx, q.ID(), func(q *domain.AuthRequest) error { q.Reject(s.at(20)); return nil }); err != nil {
+			if _, err := r.Requests.Update(ctx, q.ID(), func(q *domain.AuthRequest) error { q.Reject(s.at(20)); return nil }, domain.AuditRecord{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -462,7 +462,7 @@ func registeredContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	keyed, _ := domain.NewDevice(asDeviceID(repoName("dev")), repoName("m"), "", s.hash(t), s.at(0))
 	k := newDeviceKey(t)
 	a, _ := domain.NewDeviceAdmission(keyed.ID(), k, s.at(1))
-	if err := r.Admissions.CreateDevice(ctx, keyed, a); err != nil {
+	if err := r.Admissions.CreateDevice(ctx, keyed, a, domain.AuditRecord{}); err != nil {
 		t.Fatal(err)
 	}
 	unknown := asDeviceID(repoName("nobody"))
@@ -512,7 +512,7 @@ func artifactContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	dup := repoSpec(model, "2.0.0")
 	dup.ArtifactName = "release 1"
 	f2, _ := domain.NewFirmware(domain.UUIDOf(uuid.New()), dup, s.at(2))
-	if err := s.Firmwares.Create(ctx, f2); !errors.Is(err, domain.ErrFirmwareExists) {
+	if err := s.Firmwares.Create(ctx, f2, domain.AuditRecord{}); !errors.Is(err, domain.ErrFirmwareExists) {
 		t.Fatalf("duplicate artifact name: %v, want firmware exists", err)
 	}
 	// Names are per model, and firmware without one never collide.

@@ -114,7 +114,7 @@ func newProtocolEnv(t *testing.T, r ProtocolRepos) *protocolEnv {
 // has also reported as a hawkBit device does (configData).
 func (e *protocolEnv) device(version string) domain.DeviceID {
 	e.t.Helper()
-	c, err := e.admin.RegisterDevice(e.ctx, ports.RegisterDevice{DeviceID: repoName("dev"), Model: e.model, CurrentVersion: version})
+	c, err := e.admin.RegisterDevice(e.ctx, testActor, ports.RegisterDevice{DeviceID: repoName("dev"), Model: e.model, CurrentVersion: version})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -133,11 +133,11 @@ func (e *protocolEnv) release(version string, mutate ...func(*domain.FirmwareSpe
 	for _, m := range mutate {
 		m(&spec)
 	}
-	fw, err := e.admin.PublishFirmware(e.ctx, spec)
+	fw, err := e.admin.PublishFirmware(e.ctx, testActor, spec)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := e.admin.StartRollout(e.ctx, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
+	if _, err := e.admin.StartRollout(e.ctx, testActor, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
 		e.t.Fatal(err)
 	}
 	return fw
@@ -225,7 +225,7 @@ func ddiDeploymentOfRevokedTaskStopsIt(t *testing.T, e *protocolEnv) {
 	dev := e.device("1.0.0")
 	fw := e.release("2.0.0")
 	a := e.ddiAction(dev)
-	if _, err := e.admin.RevokeFirmware(e.ctx, fw.ID()); err != nil {
+	if _, err := e.admin.RevokeFirmware(e.ctx, testActor, fw.ID()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.deployment(dev, a.ActionID()); !errors.Is(err, domain.ErrNotFound) {
@@ -245,7 +245,7 @@ func ddiFeedbackOnRevokedTaskStopsIt(t *testing.T, e *protocolEnv) {
 	dev := e.device("1.0.0")
 	fw := e.release("2.0.0")
 	a := e.ddiAction(dev)
-	if _, err := e.admin.RevokeFirmware(e.ctx, fw.ID()); err != nil {
+	if _, err := e.admin.RevokeFirmware(e.ctx, testActor, fw.ID()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.ddi.DeploymentFeedback(e.ctx, dev, a.ActionID(), proceeding); !errors.Is(err, domain.ErrTaskFinished) {

@@ -79,7 +79,7 @@ func (s *repoSuite) insertIfUnchanged(t *testing.T) {
 		d, o := fresh(t)
 		_, err := application.UpdateRollout(ctx, s.Tasks, o.Rollout.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 			return r.SetPercentage(100, s.at(15)) // same status, another version of the row
-		})
+		}, nil)
 		repoNoErr(t, "change", err)
 		refused(t, s.newTask(t, d.ID(), o, 1, s.at(20)), o, 0, nil)
 	})
@@ -125,13 +125,13 @@ func (s *repoSuite) insertIfUnchanged(t *testing.T) {
 		withdraw func(t *testing.T, o domain.Offer)
 	}{
 		{"firmware revoked", func(t *testing.T, o domain.Offer) {
-			_, err := s.Firmwares.Update(ctx, o.Firmware.ID(), func(f *domain.Firmware) error { f.Revoke(s.at(15)); return nil })
+			_, err := s.Firmwares.Update(ctx, o.Firmware.ID(), func(f *domain.Firmware) error { f.Revoke(s.at(15)); return nil }, nil)
 			repoNoErr(t, "revoke", err)
 		}},
 		{"rollout paused", func(t *testing.T, o domain.Offer) {
 			_, err := application.UpdateRollout(ctx, s.Tasks, o.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
 				return r.ChangeStatus(domain.RolloutPaused, fw, s.at(15))
-			})
+			}, nil)
 			repoNoErr(t, "pause", err)
 		}},
 	} {
@@ -149,12 +149,12 @@ func (s *repoSuite) insertIfUnchanged(t *testing.T) {
 			go func() {
 				var err error
 				if tc.name == "firmware revoked" {
-					_, err = s.Firmwares.Update(ctx, o.Firmware.ID(), func(f *domain.Firmware) error { f.Revoke(s.at(15)); hold(); return nil })
+					_, err = s.Firmwares.Update(ctx, o.Firmware.ID(), func(f *domain.Firmware) error { f.Revoke(s.at(15)); hold(); return nil }, nil)
 				} else {
 					_, err = application.UpdateRollout(ctx, s.Tasks, o.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
 						hold()
 						return r.ChangeStatus(domain.RolloutPaused, fw, s.at(15))
-					})
+					}, nil)
 				}
 				changed <- err
 			}()
@@ -244,7 +244,7 @@ func (s *repoSuite) insertIfUnchanged(t *testing.T) {
 				close(inside)
 				<-release
 				return nil
-			})
+			}, nil)
 			held <- err
 		}()
 		<-inside

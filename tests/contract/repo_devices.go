@@ -24,7 +24,7 @@ func (s *repoSuite) devices(t *testing.T) {
 	t.Run("CreateGetRoundTrip", func(t *testing.T) {
 		d, err := domain.NewDevice(asDeviceID(repoName("dev")), model, "1.2.3-rc.1+build.7", s.hash(t), s.at(0))
 		repoNoErr(t, "new device", err)
-		repoNoErr(t, "create", s.Devices.Create(ctx, d))
+		repoNoErr(t, "create", s.Devices.Create(ctx, d, domain.AuditRecord{}))
 		got, err := s.Devices.Get(ctx, d.ID())
 		repoNoErr(t, "get", err)
 		repoSameDevice(t, got, d)
@@ -34,7 +34,7 @@ func (s *repoSuite) devices(t *testing.T) {
 
 		bare, err := domain.NewDevice(asDeviceID(repoName("dev")), model, "", s.hash(t), s.at(1))
 		repoNoErr(t, "new device", err)
-		repoNoErr(t, "create", s.Devices.Create(ctx, bare))
+		repoNoErr(t, "create", s.Devices.Create(ctx, bare, domain.AuditRecord{}))
 		got, err = s.Devices.Get(ctx, bare.ID())
 		repoNoErr(t, "get", err)
 		repoSameDevice(t, got, bare)
@@ -48,7 +48,7 @@ func (s *repoSuite) devices(t *testing.T) {
 		// need not be, and the store must still keep microseconds only.
 		us := repoUs(s.base)
 		d := domain.RehydrateDevice(repoName("dev"), model, domain.MustParseVersion("1.0.0"), s.hash(t), us.Add(999), us.Add(1))
-		repoNoErr(t, "create", s.Devices.Create(ctx, d))
+		repoNoErr(t, "create", s.Devices.Create(ctx, d, domain.AuditRecord{}))
 		got, err := s.Devices.Get(ctx, d.ID())
 		repoNoErr(t, "get", err)
 		if !got.CreatedAt().Equal(us) || !got.LastSeenAt().Equal(us) {
@@ -60,7 +60,7 @@ func (s *repoSuite) devices(t *testing.T) {
 		d := s.device(t, model, "1.0.0")
 		dup, err := domain.NewDevice(d.ID(), repoName("model"), "2.0.0", s.hash(t), s.at(5))
 		repoNoErr(t, "new device", err)
-		if err := s.Devices.Create(ctx, dup); !errors.Is(err, domain.ErrDeviceExists) {
+		if err := s.Devices.Create(ctx, dup, domain.AuditRecord{}); !errors.Is(err, domain.ErrDeviceExists) {
 			t.Fatalf("second create: err = %v, want domain.ErrDeviceExists", err)
 		}
 		got, err := s.Devices.Get(ctx, d.ID())
@@ -81,7 +81,7 @@ func (s *repoSuite) devices(t *testing.T) {
 		other := s.device(t, model, "1.0.0")
 		twin, err := domain.NewDevice(asDeviceID(repoName("dev")), model, "1.0.0", d.TokenHash(), s.at(0))
 		repoNoErr(t, "new device", err)
-		if err := s.Devices.Create(ctx, twin); err == nil {
+		if err := s.Devices.Create(ctx, twin, domain.AuditRecord{}); err == nil {
 			t.Error("a second device with a taken token hash was stored")
 		}
 		_, err = s.Devices.Get(ctx, twin.ID())
@@ -90,7 +90,7 @@ func (s *repoSuite) devices(t *testing.T) {
 		_, err = s.Devices.Update(ctx, other.ID(), func(dv *domain.Device) error {
 			dv.RotateToken(d.TokenHash())
 			return nil
-		})
+		}, domain.AuditRecord{})
 		if err == nil {
 			t.Error("rotating to another device's token hash succeeded")
 		}
@@ -121,7 +121,7 @@ func (s *repoSuite) devices(t *testing.T) {
 			dv.RotateToken(newHash)
 			dv.Seen(domain.MustParseVersion("1.1.0+b9"), s.at(10))
 			return nil
-		})
+		}, domain.AuditRecord{})
 		repoNoErr(t, "update", err)
 		if !called {
 			t.Fatal("fn not called")
@@ -142,7 +142,7 @@ func (s *repoSuite) devices(t *testing.T) {
 			dv.RotateToken(s.hash(t))
 			dv.Seen(domain.MustParseVersion("9.9.9"), s.at(20))
 			return errRepoBoom
-		})
+		}, domain.AuditRecord{})
 		if !errors.Is(err, errRepoBoom) {
 			t.Fatalf("failing fn: err = %v, want fn's error", err)
 		}
@@ -155,7 +155,7 @@ func (s *repoSuite) devices(t *testing.T) {
 		_, err = s.Devices.Update(ctx, asDeviceID(repoName("dev")), func(*domain.Device) error {
 			t.Error("fn called for an unknown device")
 			return nil
-		})
+		}, domain.AuditRecord{})
 		repoIsNotFound(t, "update unknown", err)
 	})
 
@@ -195,7 +195,7 @@ func (s *repoSuite) devices(t *testing.T) {
 		_, err = s.Devices.Update(ctx, d.ID(), func(dv *domain.Device) error {
 			dv.Seen(installed, s.at(40))
 			return nil
-		})
+		}, domain.AuditRecord{})
 		repoNoErr(t, "update", err)
 		repoNoErr(t, "record the stale poll", s.Devices.RecordSeen(ctx, stale, stale.CurrentVersion(), s.at(41)))
 		s.eventuallySeen(t, domain.RehydrateDevice(d.ID().String(), d.Model(), installed, d.TokenHash(), s.at(41), d.CreatedAt()))
@@ -212,7 +212,7 @@ func (s *repoSuite) devices(t *testing.T) {
 	t.Run("CancelledContext", func(t *testing.T) {
 		d, err := domain.NewDevice(asDeviceID(repoName("dev")), model, "1.0.0", s.hash(t), s.at(0))
 		repoNoErr(t, "new device", err)
-		if err := s.Devices.Create(repoCancelled(t), d); err == nil {
+		if err := s.Devices.Create(repoCancelled(t), d, domain.AuditRecord{}); err == nil {
 			t.Error("create with a cancelled context succeeded")
 		}
 		_, err = s.Devices.Get(ctx, d.ID())
@@ -222,7 +222,7 @@ func (s *repoSuite) devices(t *testing.T) {
 		_, err = s.Devices.Update(repoCancelled(t), stored.ID(), func(dv *domain.Device) error {
 			dv.RotateToken(s.hash(t))
 			return nil
-		})
+		}, domain.AuditRecord{})
 		if err == nil {
 			t.Error("update with a cancelled context succeeded")
 		}

@@ -35,7 +35,7 @@ func (s *repoSuite) firmwares(t *testing.T) {
 		f := s.firmware(t, repoSpec(model, "1.2.0+a"), s.at(0), true)
 		for _, v := range []string{"1.2.0+a", "1.2.0+b", "1.2.0"} {
 			dup := s.firmware(t, repoSpec(model, v), s.at(1), false)
-			if err := s.Firmwares.Create(ctx, dup); !errors.Is(err, domain.ErrFirmwareExists) {
+			if err := s.Firmwares.Create(ctx, dup, domain.AuditRecord{}); !errors.Is(err, domain.ErrFirmwareExists) {
 				t.Errorf("publish %s after 1.2.0+a: err = %v, want domain.ErrFirmwareExists", v, err)
 			}
 			_, err := s.Firmwares.Get(ctx, dup.ID())
@@ -58,7 +58,7 @@ func (s *repoSuite) firmwares(t *testing.T) {
 		f := s.firmware(t, repoSpec(model, "2.0.0"), s.at(1), true)
 		clash, err := domain.NewFirmware(f.ID(), repoSpec(model, "1.0.0+b"), s.at(2))
 		repoNoErr(t, "new firmware", err)
-		if _, err := s.Firmwares.Update(ctx, f.ID(), func(x *domain.Firmware) error { *x = clash; return nil }); !errors.Is(err, domain.ErrFirmwareExists) {
+		if _, err := s.Firmwares.Update(ctx, f.ID(), func(x *domain.Firmware) error { *x = clash; return nil }, nil); !errors.Is(err, domain.ErrFirmwareExists) {
 			t.Errorf("update to a taken version: err = %v, want domain.ErrFirmwareExists", err)
 		}
 		got, err := s.Firmwares.Get(ctx, f.ID())
@@ -71,7 +71,7 @@ func (s *repoSuite) firmwares(t *testing.T) {
 		f := s.firmware(t, repoSpec(model, "1.0.0"), s.at(0), true)
 		same, err := domain.NewFirmware(f.ID(), repoSpec(model, "2.0.0"), s.at(1))
 		repoNoErr(t, "new firmware", err)
-		if err := s.Firmwares.Create(ctx, same); err == nil {
+		if err := s.Firmwares.Create(ctx, same, domain.AuditRecord{}); err == nil {
 			t.Error("a second firmware with a taken id was stored")
 		}
 		got, err := s.Firmwares.Get(ctx, f.ID())
@@ -131,7 +131,7 @@ func (s *repoSuite) firmwares(t *testing.T) {
 			repoSameFirmware(t, *fw, f)
 			fw.Revoke(s.at(9))
 			return nil
-		})
+		}, nil)
 		repoNoErr(t, "revoke", err)
 		want := f
 		want.Revoke(s.at(9))
@@ -147,7 +147,7 @@ func (s *repoSuite) firmwares(t *testing.T) {
 		_, err = s.Firmwares.Update(ctx, g.ID(), func(fw *domain.Firmware) error {
 			fw.Revoke(s.at(9))
 			return errRepoBoom
-		})
+		}, nil)
 		if !errors.Is(err, errRepoBoom) {
 			t.Fatalf("failing fn: err = %v, want fn's error", err)
 		}
@@ -159,14 +159,14 @@ func (s *repoSuite) firmwares(t *testing.T) {
 			_, err = s.Firmwares.Update(ctx, asUUID(id), func(*domain.Firmware) error {
 				t.Error("fn called for an unknown firmware")
 				return nil
-			})
+			}, nil)
 			repoIsNotFound(t, "update "+id, err)
 		}
 	})
 
 	t.Run("CancelledContext", func(t *testing.T) {
 		f := s.firmware(t, repoSpec(repoName("model"), "1.0.0"), s.at(0), false)
-		if err := s.Firmwares.Create(repoCancelled(t), f); err == nil {
+		if err := s.Firmwares.Create(repoCancelled(t), f, domain.AuditRecord{}); err == nil {
 			t.Error("create with a cancelled context succeeded")
 		}
 		_, err := s.Firmwares.Get(ctx, f.ID())

@@ -41,7 +41,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 	t.Run("UnknownFirmware", func(t *testing.T) {
 		fw := s.firmware(t, repoSpec(repoName("model"), "1.0.0"), s.at(0), false)
 		r := s.rollout(t, fw, domain.RolloutSpec{Percentage: 10}, s.at(1), false)
-		repoIsNotFound(t, "rollout of an unstored firmware", s.Rollouts.Create(ctx, r))
+		repoIsNotFound(t, "rollout of an unstored firmware", s.Rollouts.Create(ctx, r, domain.AuditRecord{}))
 		_, err := s.Rollouts.Get(ctx, r.ID())
 		repoIsNotFound(t, "refused rollout", err)
 	})
@@ -53,15 +53,15 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		paused := s.rollout(t, fw, domain.RolloutSpec{Percentage: 10}, s.at(1), true)
 		if _, err := application.UpdateRollout(ctx, s.Tasks, paused.ID(), func(r *domain.Rollout, _ domain.Firmware) error {
 			return r.ChangeStatus(domain.RolloutPaused, fw, s.at(2))
-		}); err != nil {
+		}, nil); err != nil {
 			t.Fatal(err)
 		}
 		stale := fw
-		if _, err := s.Firmwares.Update(ctx, fw.ID(), func(f *domain.Firmware) error { f.Revoke(s.at(3)); return nil }); err != nil {
+		if _, err := s.Firmwares.Update(ctx, fw.ID(), func(f *domain.Firmware) error { f.Revoke(s.at(3)); return nil }, nil); err != nil {
 			t.Fatal(err)
 		}
 		late := s.rollout(t, stale, domain.RolloutSpec{Percentage: 10}, s.at(4), false)
-		if err := s.Rollouts.Create(ctx, late); !errors.Is(err, domain.ErrFirmwareRevoked) {
+		if err := s.Rollouts.Create(ctx, late, domain.AuditRecord{}); !errors.Is(err, domain.ErrFirmwareRevoked) {
 			t.Fatalf("create with a stale firmware: %v, want ErrFirmwareRevoked", err)
 		}
 		// Update hands fn the firmware as its transaction sees it, not
@@ -71,7 +71,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 				t.Errorf("Update handed fn firmware %s (%s), want %s revoked", seen.ID(), seen.Status(), stale.ID())
 			}
 			return r.ChangeStatus(domain.RolloutActive, seen, s.at(5))
-		})
+		}, nil)
 		if !errors.Is(err, domain.ErrFirmwareRevoked) {
 			t.Fatalf("resume of a revoked firmware's rollout: %v, want ErrFirmwareRevoked", err)
 		}
@@ -86,7 +86,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		r := s.rollout(t, fw, domain.RolloutSpec{Percentage: 10}, s.at(1), true)
 		same, err := domain.NewRollout(r.ID(), fw, domain.RolloutSpec{Percentage: 90}, s.at(2))
 		repoNoErr(t, "new rollout", err)
-		if err := s.Rollouts.Create(ctx, same); err == nil {
+		if err := s.Rollouts.Create(ctx, same, domain.AuditRecord{}); err == nil {
 			t.Error("a second rollout with a taken id was stored")
 		}
 		got, err := s.Rollouts.Get(ctx, r.ID())
@@ -110,7 +110,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 				return err
 			}
 			return ro.ChangeStatus(domain.RolloutPaused, fw, s.at(6))
-		})
+		}, nil)
 		repoNoErr(t, "update", err)
 		want := r
 		repoNoErr(t, "set", want.SetPercentage(60, s.at(5)))
@@ -126,7 +126,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		_, err = application.UpdateRollout(ctx, s.Tasks, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			_ = ro.ChangeStatus(domain.RolloutCancelled, fw, s.at(7))
 			return errRepoBoom
-		})
+		}, nil)
 		if !errors.Is(err, errRepoBoom) {
 			t.Fatalf("failing fn: err = %v, want fn's error", err)
 		}
@@ -138,7 +138,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 			_, err = application.UpdateRollout(ctx, s.Tasks, asUUID(id), func(*domain.Rollout, domain.Firmware) error {
 				t.Error("fn called for an unknown rollout")
 				return nil
-			})
+			}, nil)
 			repoIsNotFound(t, "update "+id, err)
 		}
 
@@ -146,7 +146,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		_, err = application.UpdateRollout(lost, s.Tasks, r.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			cancel() // the lock is lost while fn runs
 			return ro.SetPercentage(90, s.at(8))
-		})
+		}, nil)
 		if err == nil {
 			t.Error("update whose context ended inside fn succeeded")
 		}
@@ -167,7 +167,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 					p := ro.Percentage()
 					time.Sleep(time.Millisecond) // widen the window for a lost update
 					return ro.SetPercentage(p+1, s.at(2))
-				})
+				}, nil)
 				errs <- err
 			})
 		}
@@ -202,7 +202,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 			r := s.rollout(t, fw, domain.RolloutSpec{Percentage: 10}, s.at(1), true)
 			_, err := application.UpdateRollout(ctx, s.Tasks, r.ID(), func(ro *domain.Rollout, f domain.Firmware) error {
 				return ro.ChangeStatus(domain.RolloutPaused, f, s.at(2))
-			})
+			}, nil)
 			repoNoErr(t, "pause", err)
 			read := make(chan struct{})
 			var afterRevoke domain.RolloutStatus
@@ -212,12 +212,12 @@ func (s *repoSuite) rollouts(t *testing.T) {
 					close(read)
 					time.Sleep(50 * time.Millisecond) // the revoke runs meanwhile
 					return ro.ChangeStatus(domain.RolloutActive, f, s.at(3))
-				})
+				}, nil)
 				repoNoErr(t, "resume", err)
 			})
 			wg.Go(func() {
 				<-read
-				_, err := s.Firmwares.Update(ctx, fw.ID(), func(f *domain.Firmware) error { f.Revoke(s.at(3)); return nil })
+				_, err := s.Firmwares.Update(ctx, fw.ID(), func(f *domain.Firmware) error { f.Revoke(s.at(3)); return nil }, nil)
 				repoNoErr(t, "revoke", err)
 				afterRevoke = status(fw, r.ID())
 			})
@@ -246,16 +246,16 @@ func (s *repoSuite) rollouts(t *testing.T) {
 
 		_, err := application.UpdateRollout(ctx, s.Tasks, rA2.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			return ro.ChangeStatus(domain.RolloutPaused, fwA, s.at(4))
-		})
+		}, nil)
 		repoNoErr(t, "pause", err)
 		_, err = application.UpdateRollout(ctx, s.Tasks, rB.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			return ro.ChangeStatus(domain.RolloutCancelled, fwB, s.at(4))
-		})
+		}, nil)
 		repoNoErr(t, "cancel", err)
 		_, err = s.Firmwares.Update(ctx, fwC.ID(), func(f *domain.Firmware) error {
 			f.Revoke(s.at(4))
 			return nil
-		})
+		}, nil)
 		repoNoErr(t, "revoke", err)
 
 		check := func(model string, want ...domain.Offer) {
@@ -286,12 +286,12 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		// Pausing an offered rollout withdraws it; resuming brings it back.
 		paused, err := application.UpdateRollout(ctx, s.Tasks, rE.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			return ro.ChangeStatus(domain.RolloutPaused, fwE, s.at(5))
-		})
+		}, nil)
 		repoNoErr(t, "pause", err)
 		check(model, domain.Offer{Firmware: fwA, Rollout: rA})
 		resumed, err := application.UpdateRollout(ctx, s.Tasks, rE.ID(), func(ro *domain.Rollout, _ domain.Firmware) error {
 			return ro.ChangeStatus(domain.RolloutActive, fwE, s.at(6))
-		})
+		}, nil)
 		repoNoErr(t, "resume", err)
 		if paused.Status() != domain.RolloutPaused || resumed.Status() != domain.RolloutActive {
 			t.Fatalf("statuses %s then %s", paused.Status(), resumed.Status())
@@ -302,7 +302,7 @@ func (s *repoSuite) rollouts(t *testing.T) {
 	t.Run("CancelledContext", func(t *testing.T) {
 		fw := s.firmware(t, repoSpec(repoName("model"), "1.0.0"), s.at(0), true)
 		r := s.rollout(t, fw, domain.RolloutSpec{Percentage: 10}, s.at(1), false)
-		if err := s.Rollouts.Create(repoCancelled(t), r); err == nil {
+		if err := s.Rollouts.Create(repoCancelled(t), r, domain.AuditRecord{}); err == nil {
 			t.Error("create with a cancelled context succeeded")
 		}
 		_, err := s.Rollouts.Get(ctx, r.ID())

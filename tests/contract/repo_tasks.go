@@ -1018,7 +1018,7 @@ func (s *repoSuite) replaceActiveState(t *testing.T) {
 	// The rollout changes after the task was created: fn sees it as stored.
 	paused, err := application.UpdateRollout(ctx, s.Tasks, o1.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
 		return r.ChangeStatus(domain.RolloutPaused, fw, s.at(13))
-	})
+	}, nil)
 	repoNoErr(t, "pause", err)
 	calls := 0
 	_, _, err = application.ReplaceActive(ctx, s.Tasks, d.ID(), func(st application.TaskState) (*domain.Task, error) {
@@ -1058,19 +1058,19 @@ func (s *repoSuite) offerWithdrawn(t *testing.T) {
 		withdraw func(t *testing.T, o domain.Offer)
 	}{
 		{"firmware revoked", func(t *testing.T, o domain.Offer) {
-			_, err := s.Firmwares.Update(ctx, o.Firmware.ID(), func(f *domain.Firmware) error { f.Revoke(s.at(20)); return nil })
+			_, err := s.Firmwares.Update(ctx, o.Firmware.ID(), func(f *domain.Firmware) error { f.Revoke(s.at(20)); return nil }, nil)
 			repoNoErr(t, "revoke", err)
 		}},
 		{"rollout paused", func(t *testing.T, o domain.Offer) {
 			_, err := application.UpdateRollout(ctx, s.Tasks, o.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
 				return r.ChangeStatus(domain.RolloutPaused, fw, s.at(20))
-			})
+			}, nil)
 			repoNoErr(t, "pause", err)
 		}},
 		{"rollout cancelled", func(t *testing.T, o domain.Offer) {
 			_, err := application.UpdateRollout(ctx, s.Tasks, o.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
 				return r.ChangeStatus(domain.RolloutCancelled, fw, s.at(20))
-			})
+			}, nil)
 			repoNoErr(t, "cancel", err)
 		}},
 	} {
@@ -1110,7 +1110,7 @@ func (s *repoSuite) offerWithdrawn(t *testing.T) {
 				close(inside)
 				<-release // the revoke's transaction stays open, holding the row
 				return nil
-			})
+			}, nil)
 			revoked <- err
 		}()
 		<-inside
@@ -1321,7 +1321,7 @@ func (s *repoSuite) replaceActiveJudgesLocked(t *testing.T) {
 		t.Helper()
 		_, err := application.UpdateRollout(ctx, s.Tasks, o.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
 			return r.ChangeStatus(to, fw, at)
-		})
+		}, nil)
 		repoNoErr(t, "change rollout status", err)
 	}
 	for _, c := range []struct {
@@ -1344,7 +1344,7 @@ func (s *repoSuite) replaceActiveJudgesLocked(t *testing.T) {
 			go func() { // between this transaction's read and its lock, if the store lets it in
 				_, err := application.UpdateRollout(ctx, s.Tasks, o.Rollout.ID(), func(r *domain.Rollout, fw domain.Firmware) error {
 					return r.ChangeStatus(c.lock, fw, s.at(12))
-				})
+				}, nil)
 				changed <- err
 			}()
 			select {

@@ -96,7 +96,7 @@ func (s *repoSuite) device(t *testing.T, model, version string) domain.Device {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Devices.Create(t.Context(), d); err != nil {
+	if err := s.Devices.Create(t.Context(), d, domain.AuditRecord{}); err != nil {
 		t.Fatalf("create device: %v", err)
 	}
 	return d
@@ -117,7 +117,7 @@ func (s *repoSuite) firmware(t *testing.T, spec domain.FirmwareSpec, at time.Tim
 		t.Fatal(err)
 	}
 	if store {
-		if err := s.Firmwares.Create(t.Context(), f); err != nil {
+		if err := s.Firmwares.Create(t.Context(), f, domain.AuditRecord{}); err != nil {
 			t.Fatalf("create firmware: %v", err)
 		}
 	}
@@ -132,7 +132,7 @@ func (s *repoSuite) rollout(t *testing.T, fw domain.Firmware, spec domain.Rollou
 		t.Fatal(err)
 	}
 	if store {
-		if err := s.Rollouts.Create(t.Context(), r); err != nil {
+		if err := s.Rollouts.Create(t.Context(), r, domain.AuditRecord{}); err != nil {
 			t.Fatalf("create rollout: %v", err)
 		}
 	}
@@ -169,7 +169,7 @@ func (s *repoSuite) stagedOffer(t *testing.T, model, version string, next time.T
 	if !r.Evaluate(domain.TaskStats{}, domain.TaskStats{Succeeded: 1}, s.at(2)) || !r.StageAt(next).Equal(next.Truncate(time.Microsecond)) {
 		t.Fatalf("the first stage's gate did not hold: %+v", r.Record())
 	}
-	if err := s.Rollouts.Create(t.Context(), r); err != nil {
+	if err := s.Rollouts.Create(t.Context(), r, domain.AuditRecord{}); err != nil {
 		t.Fatalf("create rollout: %v", err)
 	}
 	return domain.Offer{Firmware: fw, Rollout: r}

@@ -78,7 +78,7 @@ func rolloutPolicyContract(t *testing.T, s *repoSuite) {
 			return errors.New("the rollout did not advance")
 		}
 		return nil
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func tagsContract(t *testing.T, s *repoSuite, r TargetingRepos) {
 	set := func(tags ...string) func(domain.DeviceID, []string) ([]string, error) {
 		return func(domain.DeviceID, []string) ([]string, error) { return tags, nil }
 	}
-	out, err := r.Directory.UpdateTags(ctx, []domain.DeviceID{a.ID(), b.ID()}, set("eu", "lab"))
+	out, err := r.Directory.UpdateTags(ctx, []domain.DeviceID{a.ID(), b.ID()}, set("eu", "lab"), domain.AuditRecord{})
 	if err != nil || fmt.Sprint(out[a.ID()]) != "[eu lab]" || fmt.Sprint(out[b.ID()]) != "[eu lab]" {
 		t.Fatalf("UpdateTags: %v %v", out, err)
 	}
@@ -120,11 +120,11 @@ func tagsContract(t *testing.T, s *repoSuite, r TargetingRepos) {
 			return nil, fmt.Errorf("fn got %v", cur)
 		}
 		return []string{"eu"}, nil
-	}); err != nil {
+	}, domain.AuditRecord{}); err != nil {
 		t.Fatal(err)
 	}
 	// All or nothing: an unknown id, or fn failing on one device, writes nothing.
-	if _, err := r.Directory.UpdateTags(ctx, []domain.DeviceID{a.ID(), asDeviceID(repoName("nobody"))}, set("x")); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := r.Directory.UpdateTags(ctx, []domain.DeviceID{a.ID(), asDeviceID(repoName("nobody"))}, set("x"), domain.AuditRecord{}); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("unknown device: %v", err)
 	}
 	if _, err := r.Directory.UpdateTags(ctx, []domain.DeviceID{a.ID(), c.ID()}, func(id domain.DeviceID, _ []string) ([]string, error) {
@@ -132,7 +132,7 @@ func tagsContract(t *testing.T, s *repoSuite, r TargetingRepos) {
 			return nil, errRepoBoom
 		}
 		return []string{"x"}, nil
-	}); !errors.Is(err, errRepoBoom) {
+	}, domain.AuditRecord{}); !errors.Is(err, errRepoBoom) {
 		t.Fatalf("fn failure: %v", err)
 	}
 	if tags, err := r.Directory.Tags(ctx, a.ID()); err != nil || fmt.Sprint(tags) != "[eu lab]" {

@@ -63,18 +63,18 @@ func redisLocker(t *testing.T, prefix string, metrics ...ports.LockMetrics) *red
 func seed(t *testing.T, r replica, model string, devices int) []string {
 	t.Helper()
 	ctx := context.Background()
-	fw, err := r.admin.PublishFirmware(ctx, domain.FirmwareSpec{Model: model, Version: "2.0.0",
+	fw, err := r.admin.PublishFirmware(ctx, testActor, domain.FirmwareSpec{Model: model, Version: "2.0.0",
 		URL: "https://files.example/fw.bin", SizeBytes: 1, SHA256: strings.Repeat("0", 64)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.admin.StartRollout(ctx, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
+	if _, err := r.admin.StartRollout(ctx, testActor, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}}); err != nil {
 		t.Fatal(err)
 	}
 	ids := make([]string, devices)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("%s-dev-%d", model, i)
-		if _, err := r.admin.RegisterDevice(ctx, ports.RegisterDevice{DeviceID: ids[i], Model: model, CurrentVersion: "1.0.0"}); err != nil {
+		if _, err := r.admin.RegisterDevice(ctx, testActor, ports.RegisterDevice{DeviceID: ids[i], Model: model, CurrentVersion: "1.0.0"}); err != nil {
 			t.Fatal(err)
 		}
 	}

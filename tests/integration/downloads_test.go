@@ -51,7 +51,7 @@ func TestS3DownloadsProxiedOrRedirected(t *testing.T) {
 	if _, err := store.Put(ctx, art.StorageKey(), bytes.NewReader(body)); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := arts.Create(ctx, art); err != nil {
+	if _, _, err := arts.Create(ctx, art, domain.AuditRecord{}); err != nil {
 		t.Fatal(err)
 	}
 	spec, err := domain.FirmwareSpec{Model: "cam-s3", Version: "1.0.0"}.WithArtifact(art)
@@ -62,7 +62,7 @@ func TestS3DownloadsProxiedOrRedirected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := deps.Firmwares.Create(ctx, fw); err != nil {
+	if err := deps.Firmwares.Create(ctx, fw, domain.AuditRecord{}); err != nil {
 		t.Fatal(err)
 	}
 	dev := domain.RehydrateDevice("s3-dev", "cam-s3", domain.Version{}, domain.HashToken("t"), time.Time{}, time.Time{})

@@ -129,7 +129,7 @@ func newSStack(t *testing.T, deps application.Deps, actions ddi.TaskActions) *ss
 // DDI agents need) and rolls it out to every device.
 func (s *sstack) release(version string, spec domain.RolloutSpec) (domain.Firmware, domain.Rollout) {
 	s.t.Helper()
-	fw, err := s.admin.PublishFirmware(s.ctx, domain.FirmwareSpec{Model: s.model, Version: version,
+	fw, err := s.admin.PublishFirmware(s.ctx, testActor, domain.FirmwareSpec{Model: s.model, Version: version,
 		URL: "https://fw.example/" + version + ".swu", SizeBytes: 10, SHA256: strings.Repeat("ab", 32), SHA1: strings.Repeat("cd", 20)})
 	if err != nil {
 		s.t.Fatal(err)
@@ -137,7 +137,7 @@ func (s *sstack) release(version string, spec domain.RolloutSpec) (domain.Firmwa
 	if spec.Percentage == 0 && len(spec.Stages) == 0 {
 		spec.Percentage = 100
 	}
-	r, err := s.admin.StartRollout(s.ctx, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: spec})
+	r, err := s.admin.StartRollout(s.ctx, testActor, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: spec})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func (s *sstack) release(version string, spec domain.RolloutSpec) (domain.Firmwa
 func (s *sstack) register(name, version string) domain.DeviceID {
 	s.t.Helper()
 	id := s.model + "-" + name
-	if _, err := s.admin.RegisterDevice(s.ctx, ports.RegisterDevice{DeviceID: id, Model: s.model, CurrentVersion: version}); err != nil {
+	if _, err := s.admin.RegisterDevice(s.ctx, testActor, ports.RegisterDevice{DeviceID: id, Model: s.model, CurrentVersion: version}); err != nil {
 		s.t.Fatal(err)
 	}
 	return asDeviceID(id)
