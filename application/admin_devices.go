@@ -84,6 +84,9 @@ func NewDeviceCredentials(id domain.DeviceID, model, version string, now time.Ti
 // RotateDeviceToken issues a new token; the old one stops working as soon
 // as the change commits.
 func (s *DeviceAdmin) RotateDeviceToken(ctx context.Context, actor domain.Actor, deviceID domain.DeviceID) (ports.DeviceCredentials, error) {
+	if deviceID.IsZero() { // an id the edge could not parse names no device
+		return ports.DeviceCredentials{}, fmt.Errorf("device: %w", domain.ErrNotFound)
+	}
 	token, hash, err := domain.NewDeviceToken()
 	if err != nil {
 		return ports.DeviceCredentials{}, fmt.Errorf("making device token: %w", err)

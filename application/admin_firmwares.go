@@ -74,6 +74,9 @@ func (s *FirmwareAdmin) ListFirmwares(ctx context.Context, model string) ([]doma
 // rollouts stop admitting, and its pending tasks are cancelled at each
 // device's next check (check rule 5).
 func (s *FirmwareAdmin) RevokeFirmware(ctx context.Context, actor domain.Actor, id domain.UUID) (domain.Firmware, error) {
+	if id.IsZero() { // an id the edge could not parse names no firmware
+		return domain.Firmware{}, fmt.Errorf("firmware: %w", domain.ErrNotFound)
+	}
 	now := s.clock.Now()
 	fw, err := s.firmwares.Update(ctx, id, func(f *domain.Firmware) error {
 		f.Revoke(now)

@@ -72,6 +72,9 @@ func (s *RolloutAdmin) StartRollout(ctx context.Context, actor domain.Actor, req
 // UpdateRollout widens, narrows, pauses, resumes or cancels a rollout.
 // Every rule is applied at the devices' next check, so nothing sweeps the fleet.
 func (s *RolloutAdmin) UpdateRollout(ctx context.Context, actor domain.Actor, id domain.UUID, change ports.RolloutChange) (domain.Rollout, error) {
+	if id.IsZero() { // an id the edge could not parse names no rollout
+		return domain.Rollout{}, fmt.Errorf("rollout: %w", domain.ErrNotFound)
+	}
 	if change.Percentage == nil && change.Status == nil {
 		return domain.Rollout{}, &domain.ValidationError{Reason: "give percentage, status, or both"}
 	}

@@ -159,6 +159,9 @@ func (s *Artifacts) ListArtifacts(ctx context.Context) ([]domain.Artifact, error
 // deletion failed is left without a row — unreachable, never reused (keys
 // are ids) — and the failure is returned so the operator hears of it.
 func (s *Artifacts) DeleteArtifact(ctx context.Context, actor domain.Actor, id domain.UUID) error {
+	if id.IsZero() { // an id the edge could not parse names no artifact
+		return fmt.Errorf("artifact: %w", domain.ErrNotFound)
+	}
 	rec, err := actor.Record(s.clock.Now(), domain.AuditArtifactDelete, id.String(), nil, nil)
 	if err != nil {
 		return err

@@ -635,6 +635,9 @@ func (s *UseCases) Accept(ctx context.Context, actor domain.Actor, requestID dom
 // Delete deletes a request, pending or rejected: the device, if it asks
 // again, makes a new one.
 func (s *UseCases) Delete(ctx context.Context, actor domain.Actor, requestID domain.UUID) error {
+	if requestID.IsZero() {
+		return fmt.Errorf("auth request: %w", domain.ErrNotFound)
+	}
 	rec, err := actor.Record(s.p.Clock.Now(), domain.AuditDeviceRequestDrop, requestID.String(), nil, nil)
 	if err != nil {
 		return err
@@ -648,6 +651,9 @@ func (s *UseCases) Delete(ctx context.Context, actor domain.Actor, requestID dom
 // Reject refuses a pending device; it stays refused until it presents
 // another key.
 func (s *UseCases) Reject(ctx context.Context, actor domain.Actor, requestID domain.UUID) (domain.AuthRequest, error) {
+	if requestID.IsZero() {
+		return domain.AuthRequest{}, fmt.Errorf("auth request: %w", domain.ErrNotFound)
+	}
 	now := s.p.Clock.Now()
 	rec, err := actor.Record(now, domain.AuditDeviceReject, requestID.String(), nil, map[string]any{"status": "rejected"})
 	if err != nil {
