@@ -246,6 +246,9 @@ func NewUser(username, role, password string, now time.Time) (User, error) {
 	if err != nil {
 		return User{}, err
 	}
+	if reservedUsername(name) {
+		return User{}, invalid("username", "names starting with %q or %q are single sign-on users'", externalPrefix, externalDigestPrefix)
+	}
 	r, err := ParseRole(role)
 	if err != nil {
 		return User{}, err
