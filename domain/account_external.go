@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -88,3 +89,13 @@ func RoleFromClaim(values []string) (Role, bool) {
 	}
 	return roles[best], true
 }
+
+// externalDecoyHash is a hash, made once, that an external user's password
+// check spends its time on (its answer is ignored).
+var externalDecoyHash = sync.OnceValue(func() string {
+	h, err := HashPassword("decoy password, never admitted")
+	if err != nil {
+		panic(err)
+	}
+	return h
+})
