@@ -89,6 +89,8 @@ type Config struct {
 	// (OTA_ARTIFACT_MAX_BYTES).
 	ArtifactStore    string
 	ArtifactMaxBytes int64
+	// OIDC is the console's single sign-on (OTA_OIDC_*; bootstrap/oidc.go).
+	OIDC OIDCSettings
 }
 
 // LastSeenResolution is how precisely last_seen_at is kept: a check that
@@ -226,6 +228,7 @@ func LoadConfig(getenv func(string) string, requireAdminToken bool) (Config, err
 	cfg.SignInBurst = whole("OTA_CONSOLE_SIGNIN_RATE_BURST", "10", 1, 1e6)
 	loadMenderConfig(&cfg, get, getenv, bad, duration, number, whole)
 	loadDDIConfig(&cfg, get, getenv, bad)
+	loadOIDCConfig(&cfg, getenv, bad)
 	loadArtifactConfig(&cfg, get, bad)
 	loadDownloadConfig(&cfg, get, getenv, bad, duration)
 	cfg.DBMaxConns = DBMaxConns(whole("OTA_DB_MAX_CONNS", strconv.Itoa(int(DefaultDBMaxConns)), 1, int(maxDBMaxConns)))

@@ -38,7 +38,9 @@ var memoryFleetSet = wire.NewSet(
 var consoleSet = wire.NewSet(NewConsole, HTTPOptions)
 
 // NewConsole builds the operator console; it signs operators in with
-// their password (accounts) or the admin token, budgets sign-in attempts
+// their password (accounts), at the identity provider when OTA_OIDC_* is
+// set (discovered now: a provider that does not answer fails the start),
+// or with the admin token, budgets sign-in attempts
 // per address and username (in-process, per replica, as the devices'
 // budget), and uploads images through the same use case as the API.
 func NewConsole(cfg Config, admin ports.AdminService, fleet ports.FleetService, artifacts ports.ArtifactService,
@@ -47,9 +49,17 @@ func NewConsole(cfg Config, admin ports.AdminService, fleet ports.FleetService, 
 	if cfg.SignInRate > 0 {
 		limiter = local.NewRateLimiter(cfg.SignInRate, cfg.SignInBurst)
 	}
+	opts := []console.Option{console.WithArtifacts(artifacts), console.WithAccounts(accounts)}
+	sso, err := newOIDC(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if sso != nil {
+		opts = append(opts, console.WithOIDC(sso))
+	}
 	return console.New(console.Config{AdminToken: cfg.AdminToken, SessionKey: cfg.ConsoleSessionKey,
 		SecureCookies: strings.HasPrefix(cfg.PublicURL, "https://"), SignInLimiter: limiter},
-		admin, fleet, clock, logger, console.WithArtifacts(artifacts), console.WithAccounts(accounts))
+		admin, fleet, clock, logger, opts...)
 }
 
 // HTTPOptions adds the fleet views, the artifact routes and operators'

@@ -246,6 +246,9 @@ func NewUser(username, role, password string, now time.Time) (User, error) {
 	if err != nil {
 		return User{}, err
 	}
+	if reservedUsername(name) {
+		return User{}, invalid("username", "names starting with %q or %q are single sign-on users'", externalPrefix, externalDigestPrefix)
+	}
 	r, err := ParseRole(role)
 	if err != nil {
 		return User{}, err
@@ -274,8 +277,16 @@ func (u User) PasswordHash() string { return u.passwordHash }
 // CreatedAt is when the account was made.
 func (u User) CreatedAt() time.Time { return u.createdAt }
 
-// PasswordMatches verifies a presented password, in constant time.
-func (u User) PasswordMatches(password string) bool { return passwordMatches(u.passwordHash, password) }
+// PasswordMatches verifies a presented password, in constant time. A
+// single sign-on user has none: nothing matches, at the cost of a hash, so
+// that the password form's timing does not tell their names apart.
+func (u User) PasswordMatches(password string) bool {
+	if u.External() {
+		passwordMatches(externalDecoyHash(), password)
+		return false
+	}
+	return passwordMatches(u.passwordHash, password)
+}
 
 // APIToken is an operator's bearer token for the admin API: a random
 // 256-bit secret shown once and stored as its SHA-256, with scopes that

@@ -20,6 +20,10 @@ type AccountTx interface {
 	// LockToken reads a token locked until the transaction ends
 	// (domain.ErrNotFound).
 	LockToken(ctx context.Context, id domain.UUID) (domain.APIToken, error)
+	// PutExternalUser stores a single sign-on user (domain.User.External):
+	// a new one, or the role of one already stored. A password account of
+	// that name is left as it is (domain.ErrUserExists).
+	PutExternalUser(ctx context.Context, u domain.User) error
 	// PutToken stores a new token, or one LockToken read and the use case
 	// changed (its last use, its revocation). Its owner must exist
 	// (domain.ErrNotFound otherwise).
@@ -34,6 +38,20 @@ type NewUser struct {
 	Username string
 	Role     string
 	Password string
+}
+
+// ExternalIdentity is who the identity provider says signed in, as the
+// edge verified it (the ID token's signature, issuer, audience, expiry and
+// nonce): its subject and the values of its role claim.
+type ExternalIdentity struct {
+	// Subject is the ID token's "sub".
+	Subject string
+	// Roles are the role claim's values: one for a string, each element
+	// of a list; none when the claim is absent.
+	Roles []string
+	// DefaultRole is the role of a user whose claim names none
+	// (OTA_OIDC_DEFAULT_ROLE); "": such a user is refused.
+	DefaultRole domain.Role
 }
 
 // NewAPIToken is a principal's request to mint an API token for itself.
@@ -59,6 +77,11 @@ type AccountService interface {
 	// SignIn checks a user's password: the user's principal, or
 	// domain.ErrUnauthorized for an unknown user and a wrong password alike.
 	SignIn(ctx context.Context, username, password string) (domain.Principal, error)
+	// SignInExternal admits a user the identity provider vouched for
+	// (application/oidc.go): their principal, with the role their claim
+	// maps to (domain.ErrForbidden when it maps to none and no default is
+	// configured).
+	SignInExternal(ctx context.Context, id ExternalIdentity) (domain.Principal, error)
 	// SessionUser re-reads a signed-in user (a console session): their
 	// current role's principal, or domain.ErrUnauthorized once removed.
 	SessionUser(ctx context.Context, username string) (domain.Principal, error)

@@ -6,8 +6,8 @@
 // ports.ArtifactService for uploads). It holds no rules of its own: what the API would
 // refuse, the console shows refused, with the API's words.
 //
-// Operators sign in with their username and password (WithAccounts), or
-// with the admin token, the break-glass root; the session is a signed
+// Operators sign in with their username and password (WithAccounts), at
+// the identity provider (WithOIDC, single sign-on), or with the admin token, the break-glass root; the session is a signed
 // cookie (see sessions), every state-changing form carries a CSRF token,
 // every page and form requires the permission its API route requires
 // (routes), and every change (widen, pause, resume, cancel, revoke) goes
@@ -80,6 +80,9 @@ type Console struct {
 	artifacts ports.ArtifactService
 	// accounts signs users in (WithAccounts); nil: the admin token only.
 	accounts ports.AccountService
+	// oidc signs users in at the identity provider (WithOIDC); nil: no
+	// single sign-on.
+	oidc *OIDC
 }
 
 // WithAccounts lets operators sign in with their username and password;
@@ -119,6 +122,9 @@ func New(cfg Config, admin ports.AdminService, fleet ports.FleetService, clock p
 	for _, o := range opts {
 		o(c)
 	}
+	if c.oidc != nil && (c.accounts == nil || c.sessions.userKey == nil) {
+		return nil, errors.New("console: single sign-on needs accounts and a key for users' sessions")
+	}
 	for _, name := range []string{"signin", "fleet", "rollouts", "rollout", "confirm", "firmwares", "artifact", "device", "error"} {
 		t, err := template.New(name).Funcs(c.funcs()).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
@@ -143,6 +149,10 @@ func (c *Console) routes() {
 	})
 	m.Handle(p+"/static/", methods(c, c.serveStatic, nil))
 	m.Handle(p+"/sign-in", methods(c, c.signInPage, c.signIn))
+	if c.oidc != nil {
+		m.Handle(oidcStartPath, methods(c, c.oidcStart, nil))
+		m.Handle(oidcCallbackPath, methods(c, c.oidcCallback, nil))
+	}
 	// Each page and form requires the permission of the API route that
 	// does the same (adapters/rest's adminPermissions): reading needs
 	// read; a change, and the confirmation page leading to it, the

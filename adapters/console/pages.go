@@ -38,6 +38,8 @@ type signInData struct {
 	// Accounts: the form asks for a username and password too.
 	Accounts bool
 	Username string
+	// SSO: the page offers single sign-on (WithOIDC).
+	SSO bool
 }
 
 // safeNext keeps a post-sign-in redirect inside the console.
@@ -64,7 +66,7 @@ func (c *Console) showSignIn(w http.ResponseWriter, r *http.Request, status int,
 		return
 	}
 	c.render(w, r, status, "signin", page{Title: "Sign in", Data: signInData{Next: next, Token: token, Error: msg,
-		Accounts: c.accounts != nil, Username: username}})
+		Accounts: c.accounts != nil, Username: username, SSO: c.oidc != nil}})
 }
 
 // clientAddress is the address a sign-in attempt came from, for its

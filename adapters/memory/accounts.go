@@ -60,6 +60,17 @@ func (a *Accounts) InsertUser(_ context.Context, u domain.User) error {
 	return nil
 }
 
+func (a *Accounts) PutExternalUser(_ context.Context, u domain.User) error {
+	if old, ok := a.users[u.Name()]; ok {
+		if !old.External() {
+			return domain.ErrUserExists
+		}
+		u = domain.RehydrateUser(u.Name(), u.Role(), "", old.CreatedAt())
+	}
+	a.users[u.Name()] = u
+	return nil
+}
+
 func (a *Accounts) DeleteUser(_ context.Context, name string) error {
 	_, err := found(a.users, name)
 	delete(a.users, name)

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -119,6 +120,23 @@ func (a accountTx) InsertUser(ctx context.Context, u domain.User) error {
 	_, err := a.tx.ExecContext(ctx, `INSERT INTO users (`+userColumns+`) VALUES ($1, $2, $3, $4)`,
 		u.Name(), string(u.Role()), u.PasswordHash(), dbTime(u.CreatedAt()))
 	if pq.As(err, pqerror.UniqueViolation) != nil {
+		return domain.ErrUserExists
+	}
+	return unavailable(err)
+}
+
+// PutExternalUser inserts a single sign-on user, or updates the role of
+// one; a password account of the same name is not touched (the WHERE
+// leaves it, and no row comes back).
+func (a accountTx) PutExternalUser(ctx context.Context, u domain.User) error {
+	if !u.External() {
+		return fmt.Errorf("user %s has a password: not an external user", u.Name())
+	}
+	var name string
+	err := a.tx.GetContext(ctx, &name, `INSERT INTO users (`+userColumns+`) VALUES ($1, $2, '', $3)
+		ON CONFLICT (username) DO UPDATE SET role = EXCLUDED.role WHERE users.password_hash = ''
+		RETURNING username`, u.Name(), string(u.Role()), dbTime(u.CreatedAt()))
+	if errors.Is(err, sql.ErrNoRows) {
 		return domain.ErrUserExists
 	}
 	return unavailable(err)

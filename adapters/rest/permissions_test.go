@@ -69,6 +69,11 @@ func (a fakeAccounts) SessionUser(context.Context, string) (domain.Principal, er
 	return domain.Principal{}, domain.ErrUnauthorized
 }
 
+// SignInExternal is the console's (single sign-on); the API never calls it.
+func (a fakeAccounts) SignInExternal(context.Context, ports.ExternalIdentity) (domain.Principal, error) {
+	return domain.Principal{}, domain.ErrUnauthorized
+}
+
 func (a fakeAccounts) SignIn(_ context.Context, _, password string) (domain.Principal, error) {
 	if password != testPassword {
 		return domain.Principal{}, domain.ErrUnauthorized

@@ -67,6 +67,65 @@ func RunAccountStores(t *testing.T, newStore func(t *testing.T) application.Acco
 		}
 	})
 
+	t.Run("ExternalUsers", func(t *testing.T) {
+		t.Parallel()
+		s, ctx := newStore(t), t.Context()
+		name, err := domain.ExternalUsername(repoName("sub"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		put := func(role domain.Role) error {
+			u, err := domain.NewExternalUser(name, role, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tx(t, s, func(tx ports.AccountTx) error { return tx.PutExternalUser(ctx, u) })
+		}
+		stored := func() domain.User {
+			t.Helper()
+			users, err := s.Users(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(users, func(x domain.User) bool { return x.Name() == name })
+			if i < 0 {
+				t.Fatalf("external user %s not stored", name)
+			}
+			return users[i]
+		}
+		if err := put(domain.RoleRolloutManager); err != nil {
+			t.Fatal(err)
+		}
+		if u := stored(); u.Role() != domain.RoleRolloutManager || !u.External() || u.PasswordMatches("") {
+			t.Fatalf("stored %+v, want an external rollout manager without a password", u)
+		}
+		if err := put(domain.RoleReleaser); err != nil {
+			t.Fatalf("second sign-in: %v", err)
+		}
+		if u := stored(); u.Role() != domain.RoleReleaser || !u.CreatedAt().Equal(at.Truncate(time.Microsecond)) {
+			t.Fatalf("after a role change %+v, want a releaser created at %s", u, at)
+		}
+		// A password account is never turned into an external one, even
+		// one whose name was taken before such names were reserved.
+		hash, err := domain.HashPassword("correct horse battery")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pwName, _ := domain.ExternalUsername(repoName("old"))
+		pw := domain.RehydrateUser(pwName, domain.RoleViewer, hash, at)
+		if err := tx(t, s, func(tx ports.AccountTx) error { return tx.InsertUser(ctx, pw) }); err != nil {
+			t.Fatal(err)
+		}
+		ext := domain.RehydrateUser(pw.Name(), domain.RoleAdmin, "", at)
+		if err := tx(t, s, func(tx ports.AccountTx) error { return tx.PutExternalUser(ctx, ext) }); !errors.Is(err, domain.ErrUserExists) {
+			t.Fatalf("external user over a password account: %v, want ErrUserExists", err)
+		}
+		users, _ := s.Users(ctx)
+		if i := slices.IndexFunc(users, func(x domain.User) bool { return x.Name() == pw.Name() }); i < 0 || users[i] != pw {
+			t.Fatalf("the password account changed: %+v", users)
+		}
+	})
+
 	t.Run("Tokens", func(t *testing.T) {
 		t.Parallel()
 		s, ctx := newStore(t), t.Context()
