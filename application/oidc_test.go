@@ -72,7 +72,7 @@ func TestSignInExternalOnPostgres(t *testing.T) {
 		t.Fatalf("the password account changed: %v %v", s, err)
 	}
 
-	if err := a.RemoveUser(ctx, domain.RootPrincipal(), "oidc-alice"); err != nil {
+	if err := a.RemoveUser(ctx, testActor, "oidc-alice"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.SessionUser(ctx, "oidc-alice"); !errors.Is(err, domain.ErrUnauthorized) {

@@ -292,7 +292,7 @@ func TestSSORemovedUserSessionEnds(t *testing.T) {
 	e.op.as("alice", "rollout_manager")
 	e.mustSSOSignIn()
 	wantStatus(t, "signed in", e.get("/console/rollouts"), http.StatusOK)
-	if err := e.accounts.RemoveUser(context.Background(), domain.RootPrincipal(), "oidc-alice"); err != nil {
+	if err := e.accounts.RemoveUser(context.Background(), testActor, "oidc-alice"); err != nil {
 		t.Fatal(err)
 	}
 	e.wantSignedOut("removed user")
