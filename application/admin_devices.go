@@ -42,7 +42,8 @@ func (s *DeviceAdmin) RegisterDevice(ctx context.Context, actor domain.Actor, re
 		return ports.DeviceCredentials{}, err
 	}
 	d := creds.Device
-	rec, err := actor.Record(d.CreatedAt(), domain.AuditDeviceRegister, d.ID().String(), nil, deviceFacts(d))
+	rec, err := announced(actor.Record(d.CreatedAt(), domain.AuditDeviceRegister, d.ID().String(), nil, deviceFacts(d)))(
+		domain.EventDeviceRegistered, d.CreatedAt(), deviceEvent(d))
 	if err != nil {
 		return ports.DeviceCredentials{}, err
 	}

@@ -50,7 +50,8 @@ func (s *FirmwareAdmin) PublishFirmware(ctx context.Context, actor domain.Actor,
 	if err != nil {
 		return domain.Firmware{}, err
 	}
-	rec, err := actor.Record(fw.CreatedAt(), domain.AuditFirmwarePublish, fw.ID().String(), nil, firmwareFacts(fw))
+	rec, err := announced(actor.Record(fw.CreatedAt(), domain.AuditFirmwarePublish, fw.ID().String(), nil, firmwareFacts(fw)))(
+		domain.EventFirmwarePublished, fw.CreatedAt(), firmwareEvent(fw))
 	if err != nil {
 		return domain.Firmware{}, err
 	}
@@ -82,7 +83,11 @@ func (s *FirmwareAdmin) RevokeFirmware(ctx context.Context, actor domain.Actor, 
 		f.Revoke(now)
 		return nil
 	}, func(before, after domain.Firmware) (domain.AuditRecord, error) {
-		return actor.Record(now, domain.AuditFirmwareRevoke, id.String(), firmwareFacts(before), firmwareFacts(after))
+		rec, err := actor.Record(now, domain.AuditFirmwareRevoke, id.String(), firmwareFacts(before), firmwareFacts(after))
+		if err != nil || before.Revoked() {
+			return rec, err // revoking a revoked firmware announces nothing
+		}
+		return announced(rec, nil)(domain.EventFirmwareRevoked, now, firmwareEvent(after))
 	})
 	if err != nil {
 		return domain.Firmware{}, fmt.Errorf("revoking firmware: %w", err)

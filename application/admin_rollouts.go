@@ -59,7 +59,9 @@ func (s *RolloutAdmin) StartRollout(ctx context.Context, actor domain.Actor, req
 	if err != nil {
 		return domain.Rollout{}, err
 	}
-	rec, err := actor.Record(r.CreatedAt(), domain.AuditRolloutStart, r.ID().String(), nil, rolloutFacts(r))
+	rec, err := announced(actor.Record(r.CreatedAt(), domain.AuditRolloutStart, r.ID().String(), nil, rolloutFacts(r)))(
+		domain.EventRolloutCreated, r.CreatedAt(), map[string]any{"rollout_id": r.ID().String(), "firmware_id": fw.ID().String(),
+			"model": fw.Model(), "version": fw.Version().String(), "percentage": r.Percentage()})
 	if err != nil {
 		return domain.Rollout{}, err
 	}

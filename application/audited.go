@@ -1,6 +1,10 @@
 package application
 
-import "github.com/ai-device/ota/domain"
+import (
+	"time"
+
+	"github.com/ai-device/ota/domain"
+)
 
 // What an audit record shows of each target, before and after a change:
 // the fields an operator reviewing it needs to tell what changed, and
@@ -42,4 +46,34 @@ func tokenFacts(t domain.APIToken) map[string]any {
 		facts["revoked_at"] = at
 	}
 	return facts
+}
+
+// announced adds to a record (or its error) the event its change
+// announces: announced(actor.Record(...))(type, at, data).
+func announced(rec domain.AuditRecord, err error) func(domain.EventType, time.Time, map[string]any) (domain.AuditRecord, error) {
+	return func(typ domain.EventType, at time.Time, data map[string]any) (domain.AuditRecord, error) {
+		if err != nil {
+			return domain.AuditRecord{}, err
+		}
+		a, err := domain.NewAnnouncement(typ, at, data)
+		if err != nil {
+			return domain.AuditRecord{}, err
+		}
+		return rec.Announcing(a), nil
+	}
+}
+
+// What an event says of each target: ids first, so that a receiver can
+// look the rest up; no secret.
+
+func firmwareEvent(f domain.Firmware) map[string]any {
+	return map[string]any{"firmware_id": f.ID().String(), "model": f.Model(), "version": f.Version().String()}
+}
+
+// DeviceEvent is what a device's events say of it (application/mender's
+// admissions too).
+func DeviceEvent(d domain.Device) map[string]any { return deviceEvent(d) }
+
+func deviceEvent(d domain.Device) map[string]any {
+	return map[string]any{"device_id": d.ID().String(), "model": d.Model()}
 }

@@ -295,7 +295,7 @@ func judgeLocked(tx ports.TaskTx, c *counts, r domain.Rollout, eval RolloutEvalu
 	if err != nil || !changed {
 		return r, err
 	}
-	return tx.StoreRollout(ro)
+	return storeRollout(tx, r, ro)
 }
 
 // UpdateTask loads the task locked, lets fn change it and stores it with
@@ -375,6 +375,32 @@ func (c *counts) update(before, t domain.Task) (domain.Task, error) {
 		return domain.Task{}, err
 	}
 	count(stored)
+	// Its end, if this is its end, is announced in the same transaction.
+	if a, ok, err := domain.TaskAnnouncement(before, stored); err != nil || !ok {
+		return stored, err
+	} else if err := c.tx.Announce(a); err != nil {
+		return domain.Task{}, err
+	}
+	return stored, nil
+}
+
+// storeRollout stores a rollout read locked as before and changed since,
+// and announces what the change was (paused, resumed, a stage, ...) in
+// the same transaction: an operator's change and a judgement alike.
+func storeRollout(tx ports.TaskTx, before, r domain.Rollout) (domain.Rollout, error) {
+	stored, err := tx.StoreRollout(r)
+	if err != nil {
+		return domain.Rollout{}, err
+	}
+	events, err := domain.RolloutAnnouncements(before, stored, stored.UpdatedAt())
+	if err != nil {
+		return domain.Rollout{}, err
+	}
+	for _, a := range events {
+		if err := tx.Announce(a); err != nil {
+			return domain.Rollout{}, err
+		}
+	}
 	return stored, nil
 }
 
@@ -441,7 +467,7 @@ func UpdateRollout(ctx context.Context, tasks TaskTransactor, id domain.UUID, fn
 		if err := fn(&r, o.Firmware); err != nil {
 			return err
 		}
-		if out, err = tx.StoreRollout(r); err != nil || audit == nil {
+		if out, err = storeRollout(tx, before, r); err != nil || audit == nil {
 			return err
 		}
 		rec, err := audit(before, out)

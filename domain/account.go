@@ -61,11 +61,14 @@ const (
 	PermAdmissionWrite Permission = "admission:write"
 	PermAPITokensWrite Permission = "api_tokens:write"
 	PermUsersWrite     Permission = "users:write"
+	// PermWebhooksWrite manages webhook subscriptions: where events go,
+	// and the secrets that sign them (the admin role's).
+	PermWebhooksWrite Permission = "webhooks:write"
 )
 
 // allPermissions fixes each permission's bit in a PermissionSet.
 var allPermissions = []Permission{PermRead, PermArtifactsWrite, PermFirmwareWrite, PermRolloutsWrite, PermTagsWrite,
-	PermDevicesWrite, PermTokensWrite, PermAdmissionWrite, PermAPITokensWrite, PermUsersWrite}
+	PermDevicesWrite, PermTokensWrite, PermAdmissionWrite, PermAPITokensWrite, PermUsersWrite, PermWebhooksWrite}
 
 // ParsePermission reads a permission's name; anything else is a validation error.
 func ParsePermission(s string) (Permission, error) {

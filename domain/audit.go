@@ -31,6 +31,10 @@ const (
 	AuditUserRemove        AuditAction = "user.remove"
 	AuditTokenCreate       AuditAction = "api_token.create"
 	AuditTokenRevoke       AuditAction = "api_token.revoke"
+	AuditWebhookCreate     AuditAction = "webhook.create"
+	AuditWebhookChange     AuditAction = "webhook.change"
+	AuditWebhookDelete     AuditAction = "webhook.delete"
+	AuditWebhookTest       AuditAction = "webhook.test"
 )
 
 // AuditActions lists every audited action.
@@ -38,7 +42,8 @@ func AuditActions() []AuditAction {
 	return []AuditAction{AuditDeviceRegister, AuditDeviceTokenRotate, AuditDeviceTagsSet, AuditDevicesTagsChange,
 		AuditDeviceAccept, AuditDeviceReject, AuditDeviceRequestDrop, AuditDeviceKeySet,
 		AuditFirmwarePublish, AuditFirmwareRevoke, AuditArtifactUpload, AuditArtifactDelete,
-		AuditRolloutStart, AuditRolloutUpdate, AuditUserCreate, AuditUserRemove, AuditTokenCreate, AuditTokenRevoke}
+		AuditRolloutStart, AuditRolloutUpdate, AuditUserCreate, AuditUserRemove, AuditTokenCreate, AuditTokenRevoke,
+		AuditWebhookCreate, AuditWebhookChange, AuditWebhookDelete, AuditWebhookTest}
 }
 
 // ParseAuditAction reads an action's name.
@@ -132,6 +137,9 @@ type AuditRecord struct {
 	after     json.RawMessage
 	requestID string
 	source    string
+	// announces are the events the change announces (the outbox), written
+	// with the record.
+	announces []Announcement
 }
 
 // AuditActorRecord is how a record names its actor, as stored: the kind
@@ -201,4 +209,4 @@ func (r AuditRecord) Source() string { return r.source }
 
 // IsZero reports whether r records nothing: a change the service makes by
 // itself (a device's report, a fixture) has no record.
-func (r AuditRecord) IsZero() bool { return r.action == "" }
+func (r AuditRecord) IsZero() bool { return r.action == "" && len(r.announces) == 0 }

@@ -172,8 +172,12 @@ type TaskTx interface {
 	// rollouts' counters, creating the missing ones at zero.
 	AddCounts(deviceID domain.DeviceID, changes []domain.CountChange) error
 	// RecordAudit writes an operator's record of the change this
-	// transaction makes (the zero record: none).
+	// transaction makes (the zero record: none), and the events it
+	// announces.
 	RecordAudit(rec domain.AuditRecord) error
+	// Announce writes an event of the change this transaction makes to
+	// the outbox.
+	Announce(a domain.Announcement) error
 }
 
 // RolloutCount is a rollout's count of devices by status, in one scope:

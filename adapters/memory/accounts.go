@@ -23,9 +23,9 @@ func NewAccounts(s *Store) *Accounts {
 // InAccountTx runs fn holding the lock; what fn wrote is undone if it fails.
 func (a *Accounts) InAccountTx(ctx context.Context, fn func(ports.AccountTx) error) error {
 	return do(ctx, a.s, func() error {
-		users, tokens, records := maps.Clone(a.users), maps.Clone(a.tokens), len(a.s.audit)
+		users, tokens, records, events := maps.Clone(a.users), maps.Clone(a.tokens), len(a.s.audit), len(a.s.outbox)
 		if err := fn(a); err != nil {
-			a.users, a.tokens, a.s.audit = users, tokens, a.s.audit[:records]
+			a.users, a.tokens, a.s.audit, a.s.outbox = users, tokens, a.s.audit[:records], a.s.outbox[:events]
 			return err
 		}
 		return nil

@@ -42,6 +42,7 @@ type Store struct {
 	artifacts  map[string]domain.Artifact
 	counts     map[string]domain.TaskStats // countKey → a rollout's counters
 	audit      []domain.AuditRecord        // in the order written; seq is the index + 1
+	outbox     []storedEvent               // events, in the order written
 }
 
 // loggedEvent is a stored event as a task's history reads it.

@@ -324,8 +324,15 @@ func (r *Tasks) Events(ctx context.Context, taskID domain.UUID, limit int) ([]po
 }
 
 func (tx *taskTx) RecordAudit(rec domain.AuditRecord) error {
-	n := len(tx.s.audit)
-	tx.undo = append(tx.undo, func() { tx.s.audit = tx.s.audit[:n] })
+	n, m := len(tx.s.audit), len(tx.s.outbox)
+	tx.undo = append(tx.undo, func() { tx.s.audit, tx.s.outbox = tx.s.audit[:n], tx.s.outbox[:m] })
 	tx.s.record(rec)
+	return nil
+}
+
+func (tx *taskTx) Announce(a domain.Announcement) error {
+	n := len(tx.s.outbox)
+	tx.undo = append(tx.undo, func() { tx.s.outbox = tx.s.outbox[:n] })
+	tx.s.announce(a)
 	return nil
 }

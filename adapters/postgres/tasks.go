@@ -940,3 +940,6 @@ var _ ports.CounterAudit = (*TaskRepository)(nil)
 
 // RecordAudit writes an operator's record of the change in this transaction.
 func (t *taskTx) RecordAudit(rec domain.AuditRecord) error { return writeAudit(t.ctx, t.tx, rec) }
+
+// Announce writes an event of the change this transaction makes to the outbox.
+func (t *taskTx) Announce(a domain.Announcement) error { return announce(t.ctx, t.tx, a) }

@@ -626,6 +626,19 @@ func (s *UseCases) Accept(ctx context.Context, actor domain.Actor, requestID dom
 	if err != nil {
 		return domain.Device{}, err
 	}
+	admitted := application.DeviceEvent(dev)
+	admitted["public_key_fingerprint"] = r.Key().Fingerprint()
+	events := []domain.EventType{domain.EventDeviceAdmitted}
+	if newDev != nil {
+		events = []domain.EventType{domain.EventDeviceRegistered, domain.EventDeviceAdmitted}
+	}
+	for _, typ := range events {
+		a, err := domain.NewAnnouncement(typ, now, admitted)
+		if err != nil {
+			return domain.Device{}, err
+		}
+		rec = rec.Announcing(a)
+	}
 	if err := s.p.Requests.Accept(ctx, requestID, newDev, admit, rec); err != nil {
 		return domain.Device{}, fmt.Errorf("accepting device: %w", err)
 	}
@@ -655,10 +668,23 @@ func (s *UseCases) Reject(ctx context.Context, actor domain.Actor, requestID dom
 		return domain.AuthRequest{}, fmt.Errorf("auth request: %w", domain.ErrNotFound)
 	}
 	now := s.p.Clock.Now()
-	rec, err := actor.Record(now, domain.AuditDeviceReject, requestID.String(), nil, map[string]any{"status": "rejected"})
+	// The request's device and key never change: read unlocked, for the
+	// record and the event.
+	q, err := s.p.Requests.Get(ctx, requestID)
+	if err != nil {
+		return domain.AuthRequest{}, fmt.Errorf("loading auth request: %w", err)
+	}
+	facts := map[string]any{"request_id": requestID.String(), "device_id": q.DeviceID().String(),
+		"public_key_fingerprint": q.Key().Fingerprint()}
+	rec, err := actor.Record(now, domain.AuditDeviceReject, requestID.String(), nil, facts)
 	if err != nil {
 		return domain.AuthRequest{}, err
 	}
+	a, err := domain.NewAnnouncement(domain.EventDeviceRejected, now, facts)
+	if err != nil {
+		return domain.AuthRequest{}, err
+	}
+	rec = rec.Announcing(a)
 	r, err := s.p.Requests.Update(ctx, requestID, func(r *domain.AuthRequest) error {
 		r.Reject(now)
 		return nil
