@@ -114,7 +114,7 @@ func js(v any) []byte {
 func (s *stack) digest() string {
 	s.t.Helper()
 	var parts []string
-	for _, table := range []string{"devices", "firmwares", "rollouts", "tasks", "task_events"} {
+	for _, table := range []string{"devices", "firmwares", "rollouts", "tasks", "task_events", "audit_log", "outbox_events"} {
 		var d string
 		if err := s.db.QueryRow(`SELECT coalesce(md5(string_agg(x::text, '|' ORDER BY x::text)), 'empty') FROM ` + table + ` x`).Scan(&d); err != nil {
 			s.t.Fatal(err)
