@@ -5,22 +5,29 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/ai-device/ota/bootstrap"
 )
 
 // partitions is the history maintenance command, for a daily timer: it
-// creates the task_events partitions of the coming months (as every
-// `otad migrate up` does) and, with --drop-before, drops the months of
-// history past retention (docs/SCALING.md, "History").
+// creates the task_events and audit_log partitions of the coming months
+// (as every `otad migrate up` does) and, with --drop-before, drops the
+// months of one table's history past retention (--table, task_events by
+// default: each table has its own retention; docs/SCALING.md, "History").
 func partitions(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("partitions", flag.ContinueOnError)
 	ahead := fs.Int("ahead", bootstrap.DefaultPartitionsAhead, "months of partitions to keep created beyond the current one")
-	dropBefore := fs.String("drop-before", "", "drop the events of tasks created before this month (YYYY-MM)")
-	const synopsis = "otad partitions [--ahead N] [--drop-before YYYY-MM]   (the database is OTA_DATABASE_URL's)"
+	dropBefore := fs.String("drop-before", "", "drop the table's months before this month (YYYY-MM); task_events: the events of tasks created then")
+	table := fs.String("table", bootstrap.TaskEventsTable, "the table --drop-before drops months of: task_events or audit_log")
+	const synopsis = "otad partitions [--ahead N] [--drop-before YYYY-MM [--table task_events|audit_log]]   (the database is OTA_DATABASE_URL's)"
 	if err := parseFlags(fs, synopsis, args, stdout, stderr); err != nil {
 		return err
+	}
+	if !slices.Contains(bootstrap.PartitionedTables(), *table) {
+		fmt.Fprintf(stderr, "otad: partitions: --table %q is not task_events or audit_log\nusage: %s\n", *table, synopsis)
+		return errUsage
 	}
 	var before time.Time
 	if *dropBefore != "" {
@@ -39,7 +46,7 @@ func partitions(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	if !before.IsZero() {
-		return bootstrap.DropPartitionsBefore(ctx, db.DB, before, stdout)
+		return bootstrap.DropMonthsBefore(ctx, db.DB, *table, before, stdout)
 	}
 	return nil
 }

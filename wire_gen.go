@@ -287,7 +287,8 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	console, err := bootstrap.NewConsole(cfg, keyedAdmin, fleet, artifacts, accounts, clock, logger)
+	auditLog := postgres.NewAuditLog(db)
+	audit, err := application.NewAudit(auditLog)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -295,7 +296,15 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	v2 := bootstrap.HTTPOptions(cfg, fleet, artifacts, console, downloads, accounts)
+	console, err := bootstrap.NewConsole(cfg, keyedAdmin, fleet, artifacts, accounts, audit, clock, logger)
+	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	v2 := bootstrap.HTTPOptions(cfg, fleet, artifacts, console, downloads, accounts, audit)
 	echo := rest.NewServer(restConfig, devices, keyedAdmin, v, metrics, handler, logger, v2...)
 	app := bootstrap.NewPostgresApp(cfg, echo, logger, metrics, writeBehindDevices, catalogCache, readReplica)
 	return app, func() {
@@ -446,11 +455,15 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
-	console, err := bootstrap.NewConsole(cfg, keyedAdmin, applicationFleet, applicationArtifacts, applicationAccounts, clock, logger)
+	audit, err := application.NewAudit(store)
 	if err != nil {
 		return nil, err
 	}
-	v2 := bootstrap.HTTPOptions(cfg, applicationFleet, applicationArtifacts, console, downloads, applicationAccounts)
+	console, err := bootstrap.NewConsole(cfg, keyedAdmin, applicationFleet, applicationArtifacts, applicationAccounts, audit, clock, logger)
+	if err != nil {
+		return nil, err
+	}
+	v2 := bootstrap.HTTPOptions(cfg, applicationFleet, applicationArtifacts, console, downloads, applicationAccounts, audit)
 	echo := rest.NewServer(restConfig, applicationDevices, keyedAdmin, v, metrics, handler, logger, v2...)
 	app := bootstrap.NewApp(cfg, echo, logger)
 	return app, nil

@@ -42,14 +42,15 @@ var consoleSet = wire.NewSet(NewConsole, HTTPOptions)
 // set (discovered now: a provider that does not answer fails the start),
 // or with the admin token, budgets sign-in attempts
 // per address and username (in-process, per replica, as the devices'
-// budget), and uploads images through the same use case as the API.
+// budget), uploads images through the same use case as the API, and shows
+// the audit log to those who may read it.
 func NewConsole(cfg Config, admin ports.AdminService, fleet ports.FleetService, artifacts ports.ArtifactService,
-	accounts ports.AccountService, clock ports.Clock, logger *slog.Logger) (*console.Console, error) {
+	accounts ports.AccountService, audit ports.AuditService, clock ports.Clock, logger *slog.Logger) (*console.Console, error) {
 	var limiter ports.RateLimiter = ports.Unlimited{}
 	if cfg.SignInRate > 0 {
 		limiter = local.NewRateLimiter(cfg.SignInRate, cfg.SignInBurst)
 	}
-	opts := []console.Option{console.WithArtifacts(artifacts), console.WithAccounts(accounts)}
+	opts := []console.Option{console.WithArtifacts(artifacts), console.WithAccounts(accounts), console.WithAudit(audit)}
 	sso, err := newOIDC(cfg)
 	if err != nil {
 		return nil, err
@@ -62,11 +63,12 @@ func NewConsole(cfg Config, admin ports.AdminService, fleet ports.FleetService, 
 		admin, fleet, clock, logger, opts...)
 }
 
-// HTTPOptions adds the fleet views, the artifact routes and operators'
-// accounts to the admin API, serves the console at /console/ on the same
-// server, and the devices' downloads of hosted artifacts.
+// HTTPOptions adds the fleet views, the artifact routes, operators'
+// accounts and the audit log to the admin API, serves the console at
+// /console/ on the same server, and the devices' downloads of hosted
+// artifacts.
 func HTTPOptions(cfg Config, fleet ports.FleetService, artifacts ports.ArtifactService, con *console.Console, dl ports.DownloadService,
-	accounts ports.AccountService) []rest.Option {
+	accounts ports.AccountService, audit ports.AuditService) []rest.Option {
 	return []rest.Option{rest.WithFleet(fleet), rest.WithArtifacts(artifacts), rest.WithMount(console.Prefix, con),
-		rest.WithDownloads(dl, cfg.PublicURL), rest.WithAccounts(accounts)}
+		rest.WithDownloads(dl, cfg.PublicURL), rest.WithAccounts(accounts), rest.WithAudit(audit)}
 }

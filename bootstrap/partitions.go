@@ -17,49 +17,81 @@ import (
 // partition, unpruned.
 const DefaultPartitionsAhead = 3
 
-// EnsurePartitions creates the monthly task_events partitions from the
-// current month to ahead months beyond it that do not exist yet
-// (ota_ensure_task_event_partitions, migration 00051), and says how many it
-// made. A schema older than 00051 has nothing to partition: no error.
+// EnsurePartitions creates the monthly partitions of the partitioned
+// history tables (PartitionedTables: task_events, migration 00051, and
+// audit_log, 00130) from the current month to ahead months beyond it that
+// do not exist yet, and says how many it made. A schema older than a
+// table's migration has nothing of it to partition: no error.
 func EnsurePartitions(ctx context.Context, db *sql.DB, ahead int, out io.Writer) error {
 	if ahead < 0 || ahead > 120 {
 		return fmt.Errorf("partitions: ahead must be from 0 to 120 months, not %d", ahead)
 	}
-	var fn sql.NullString
-	if err := db.QueryRowContext(ctx, `SELECT to_regproc('ota_ensure_task_event_partitions')::text`).Scan(&fn); err != nil {
-		return fmt.Errorf("partitions: %w", err)
-	}
-	if !fn.Valid {
-		return nil
-	}
-	var made int
-	if err := db.QueryRowContext(ctx, `SELECT ota_ensure_task_event_partitions($1)`, ahead).Scan(&made); err != nil {
-		return fmt.Errorf("partitions: creating task_events partitions %d months ahead: %w", ahead, err)
-	}
-	if made > 0 && out != nil {
-		fmt.Fprintf(out, "created %d task_events partitions (through %d months ahead)\n", made, ahead)
+	for _, t := range PartitionedTables() {
+		fn := ensureFunctions[t]
+		var exists sql.NullString
+		if err := db.QueryRowContext(ctx, `SELECT to_regproc($1)::text`, fn).Scan(&exists); err != nil {
+			return fmt.Errorf("partitions: %w", err)
+		}
+		if !exists.Valid {
+			continue
+		}
+		var made int
+		if err := db.QueryRowContext(ctx, `SELECT `+fn+`($1)`, ahead).Scan(&made); err != nil { // fn: a constant
+			return fmt.Errorf("partitions: creating %s partitions %d months ahead: %w", t, ahead, err)
+		}
+		if made > 0 && out != nil {
+			fmt.Fprintf(out, "created %d %s partitions (through %d months ahead)\n", made, t, ahead)
+		}
 	}
 	return nil
 }
 
+// The partitioned history tables, each dropped a month at a time by
+// retention.
+const (
+	TaskEventsTable = "task_events"
+	AuditLogTable   = "audit_log"
+)
+
+// PartitionedTables lists the tables partitioned by month.
+func PartitionedTables() []string { return []string{TaskEventsTable, AuditLogTable} }
+
+// ensureFunctions names each table's partition-making function.
+var ensureFunctions = map[string]string{
+	TaskEventsTable: "ota_ensure_task_event_partitions",
+	AuditLogTable:   "ota_ensure_audit_partitions",
+}
+
 // DropPartitionsBefore drops the monthly task_events partitions whose
 // month ends on or before before: the events of tasks created then
-// (retention, docs/SCALING.md). It names each partition it drops; the
-// DEFAULT partition is never dropped, nor the current month's or later
-// ones (before after the current month's start is refused): events of
-// live tasks land there, and a month dropped would send them to the
-// DEFAULT partition, where they would block re-creating it.
+// (retention, docs/SCALING.md). It is DropMonthsBefore for task_events.
 func DropPartitionsBefore(ctx context.Context, db *sql.DB, before time.Time, out io.Writer) error {
+	return DropMonthsBefore(ctx, db, TaskEventsTable, before, out)
+}
+
+// DropMonthsBefore drops the monthly partitions of table (one of
+// PartitionedTables) whose month ends on or before before: retention
+// (docs/SCALING.md, "History"). It names each partition it drops; the
+// DEFAULT partition is never dropped, nor the current month's or later
+// ones (before after the current month's start is refused): rows being
+// written land there, and a month dropped would send them to the DEFAULT
+// partition, where they would block re-creating it. For audit_log this is
+// the only way records leave: the table refuses UPDATE and DELETE, and a
+// DROP of a whole month is no row's change.
+func DropMonthsBefore(ctx context.Context, db *sql.DB, table string, before time.Time, out io.Writer) error {
+	if _, ok := ensureFunctions[table]; !ok {
+		return fmt.Errorf("partitions: %q is not a partitioned table (one of %v)", table, PartitionedTables())
+	}
 	now := time.Now().UTC()
 	if thisMonth := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC); before.After(thisMonth) {
-		return fmt.Errorf("partitions: refusing to drop the current month's events or later ones (before %s > %s)",
-			before.Format("2006-01"), thisMonth.Format("2006-01"))
+		return fmt.Errorf("partitions: refusing to drop the current month of %s or later ones (before %s > %s)",
+			table, before.Format("2006-01"), thisMonth.Format("2006-01"))
 	}
 	rows, err := db.QueryContext(ctx, `SELECT c.relname FROM pg_inherits i
 		JOIN pg_class c ON c.oid = i.inhrelid
-		WHERE i.inhparent = 'task_events'::regclass AND c.relname ~ '^task_events_[0-9]{4}_[0-9]{2}$'`)
+		WHERE i.inhparent = $1::regclass AND c.relname ~ ('^' || $1 || '_[0-9]{4}_[0-9]{2}$')`, table)
 	if err != nil {
-		return fmt.Errorf("partitions: listing task_events partitions: %w", err)
+		return fmt.Errorf("partitions: listing %s partitions: %w", table, err)
 	}
 	var names []string
 	for rows.Next() {
@@ -77,11 +109,11 @@ func DropPartitionsBefore(ctx context.Context, db *sql.DB, before time.Time, out
 	sort.Strings(names)
 	var errs []error
 	for _, n := range names {
-		month, err := time.Parse("task_events_2006_01", n)
+		month, err := time.Parse(table+"_2006_01", n)
 		if err != nil || month.AddDate(0, 1, 0).After(before) {
 			continue
 		}
-		if _, err := db.ExecContext(ctx, `DROP TABLE `+n); err != nil { // n matched ^task_events_YYYY_MM$
+		if _, err := db.ExecContext(ctx, `DROP TABLE `+n); err != nil { // n matched ^table_YYYY_MM$
 			errs = append(errs, fmt.Errorf("dropping %s: %w", n, err))
 			continue
 		}

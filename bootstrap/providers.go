@@ -33,6 +33,7 @@ var ApplicationSet = wire.NewSet(
 	// Registration may carry a device's public key (Mender's device API).
 	application.NewKeyedAdmin, wire.Bind(new(ports.AdminService), new(*application.KeyedAdmin)),
 	application.NewAccounts, wire.Bind(new(ports.AccountService), new(*application.Accounts)), RootTokenFrom,
+	application.NewAudit, wire.Bind(new(ports.AuditService), new(*application.Audit)),
 	PollIntervalFrom,
 	RateLimiterFrom,
 	fleetSet,
@@ -82,6 +83,7 @@ var PostgresSet = wire.NewSet(
 	postgres.NewDeviceDirectory, wire.Bind(new(application.DeviceDirectory), new(*postgres.DeviceDirectory)),
 	postgres.NewArtifactRepository, wire.Bind(new(ports.ArtifactRepository), new(*postgres.ArtifactRepository)),
 	postgres.NewAccountRepository, wire.Bind(new(application.AccountStore), new(*postgres.AccountRepository)),
+	postgres.NewAuditLog, wire.Bind(new(ports.AuditLog), new(*postgres.AuditLog)),
 )
 
 // WriteBehindConfigFrom tunes the write-behind of device checks (the
@@ -175,6 +177,8 @@ var MemorySet = wire.NewSet(
 	MenderMemoryStores,
 	memory.NewDirectory, wire.Bind(new(application.DeviceDirectory), new(*memory.Directory)),
 	memory.NewAccounts, wire.Bind(new(application.AccountStore), new(*memory.Accounts)),
+	// The store keeps the audit records its writes make, and reads them.
+	wire.Bind(new(ports.AuditLog), new(*memory.Store)),
 )
 
 // RootTokenFrom is the break-glass root secret, OTA_ADMIN_TOKEN.

@@ -49,7 +49,9 @@ type Permission string
 
 // The permissions. tokens:write is about device tokens (registration and
 // rotation); api_tokens:write lets a principal mint and revoke its own
-// operator API tokens.
+// operator API tokens; audit:read reads the audit log, which names every
+// operator and what they did, so it is the admins' alone (read does not
+// imply it).
 const (
 	PermRead           Permission = "read"
 	PermArtifactsWrite Permission = "artifacts:write"
@@ -64,11 +66,12 @@ const (
 	// PermWebhooksWrite manages webhook subscriptions: where events go,
 	// and the secrets that sign them (the admin role's).
 	PermWebhooksWrite Permission = "webhooks:write"
+	PermAuditRead     Permission = "audit:read"
 )
 
 // allPermissions fixes each permission's bit in a PermissionSet.
 var allPermissions = []Permission{PermRead, PermArtifactsWrite, PermFirmwareWrite, PermRolloutsWrite, PermTagsWrite,
-	PermDevicesWrite, PermTokensWrite, PermAdmissionWrite, PermAPITokensWrite, PermUsersWrite, PermWebhooksWrite}
+	PermDevicesWrite, PermTokensWrite, PermAdmissionWrite, PermAPITokensWrite, PermUsersWrite, PermWebhooksWrite, PermAuditRead}
 
 // ParsePermission reads a permission's name; anything else is a validation error.
 func ParsePermission(s string) (Permission, error) {

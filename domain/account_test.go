@@ -27,7 +27,7 @@ func TestRolePermissions(t *testing.T) {
 		domain.RoleReleaser:       "read artifacts:write firmware:write api_tokens:write",
 		domain.RoleRolloutManager: "read rollouts:write tags:write api_tokens:write",
 		domain.RoleDeviceAdmin:    "read devices:write tokens:write admission:write api_tokens:write",
-		domain.RoleAdmin:          "read artifacts:write firmware:write rollouts:write tags:write devices:write tokens:write admission:write api_tokens:write users:write webhooks:write",
+		domain.RoleAdmin:          "read artifacts:write firmware:write rollouts:write tags:write devices:write tokens:write admission:write api_tokens:write users:write webhooks:write audit:read",
 	}
 	for _, r := range domain.Roles() {
 		var got []string

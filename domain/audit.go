@@ -3,6 +3,7 @@ package domain
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -210,3 +211,23 @@ func (r AuditRecord) Source() string { return r.source }
 // IsZero reports whether r records nothing: a change the service makes by
 // itself (a device's report, a fixture) has no record.
 func (r AuditRecord) IsZero() bool { return r.action == "" && len(r.announces) == 0 }
+
+// ParseAuditActor reads whose records an audit listing asks for: "root"
+// (the break-glass root's), an API token's id (that token's), else a
+// username (the user's, in person and through every token of theirs),
+// which may be written "user:name" as a record names it — the one way to
+// name a user called "root". The answer holds only the part the stores
+// compare: Kind "root", Token, or User.
+func ParseAuditActor(s string) (AuditActorRecord, error) {
+	if s == "root" {
+		return AuditActorRecord{Kind: "root"}, nil
+	}
+	if id, err := ParseUUID("actor", s); err == nil {
+		return AuditActorRecord{Kind: "token", Token: id}, nil
+	}
+	name, err := ParseUsername(strings.TrimPrefix(s, "user:"))
+	if err != nil {
+		return AuditActorRecord{}, invalid("actor", "must be root, a username or an API token's id")
+	}
+	return AuditActorRecord{Kind: "user", User: name}, nil
+}

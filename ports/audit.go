@@ -41,3 +41,25 @@ type AuditLog interface {
 	// ListAudit returns the records the filter selects, newest first.
 	ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
 }
+
+// AuditQuery is the audit listing's filter as received (GET
+// /admin/audit's query, the console's form): the use case parses it.
+type AuditQuery struct {
+	Actor, Target, Action string
+	// Since and Until are RFC 3339 times: Since <= at < Until.
+	Since, Until string
+	Limit, After string
+}
+
+// AuditPage is one page of records, newest first, and the cursor of the
+// next ("" on the last).
+type AuditPage struct {
+	Items []AuditEntry
+	Next  string
+}
+
+// AuditService is what the edges ask of the audit log: reading it, for a
+// principal holding audit:read.
+type AuditService interface {
+	ListAudit(ctx context.Context, who domain.Principal, q AuditQuery) (AuditPage, error)
+}

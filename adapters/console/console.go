@@ -83,6 +83,8 @@ type Console struct {
 	// oidc signs users in at the identity provider (WithOIDC); nil: no
 	// single sign-on.
 	oidc *OIDC
+	// audit reads the audit log (WithAudit); nil: no audit page.
+	audit ports.AuditService
 }
 
 // WithAccounts lets operators sign in with their username and password;
@@ -125,7 +127,7 @@ func New(cfg Config, admin ports.AdminService, fleet ports.FleetService, clock p
 	if c.oidc != nil && (c.accounts == nil || c.sessions.userKey == nil) {
 		return nil, errors.New("console: single sign-on needs accounts and a key for users' sessions")
 	}
-	for _, name := range []string{"signin", "fleet", "rollouts", "rollout", "confirm", "firmwares", "artifact", "device", "error"} {
+	for _, name := range []string{"signin", "fleet", "rollouts", "rollout", "confirm", "firmwares", "artifact", "device", "audit", "error"} {
 		t, err := template.New(name).Funcs(c.funcs()).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: parsing %s: %w", name, err)
@@ -175,6 +177,9 @@ func (c *Console) routes() {
 		m.Handle(p+"/artifacts/{id}", methods(c, c.authed(read, c.artifactPage), c.authed(firmware, c.publishArtifact)))
 	}
 	m.Handle(p+"/devices", methods(c, c.authed(read, c.devicePage), nil))
+	if c.audit != nil {
+		m.Handle(p+"/audit", methods(c, c.authed(domain.PermAuditRead, c.auditPage), nil))
+	}
 	m.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusNotFound, "There is no such page in the console.")
 	})

@@ -17,6 +17,7 @@ type extensions struct {
 	fleet     ports.FleetService
 	artifacts ports.ArtifactService // artifacts.go
 	accounts  ports.AccountService  // accounts.go
+	audit     ports.AuditService    // audit.go
 	mounts    []mount
 	// downloads and publicURL serve hosted artifacts (downloads.go).
 	downloads ports.DownloadService

@@ -1,0 +1,142 @@
+package application
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// Audit listing bounds, as adapters/rest/openapi.yaml documents them.
+const (
+	defaultAuditLimit = 50
+	maxAuditLimit     = 500
+)
+
+// Audit reads the audit log for operators holding audit:read. It only
+// reads: records are written by the stores, in the transaction of the
+// change each records, and nothing in the service changes one.
+type Audit struct {
+	log ports.AuditLog
+}
+
+var _ ports.AuditService = (*Audit)(nil)
+
+// NewAudit builds the audit listing over a store's reader.
+func NewAudit(log ports.AuditLog) (*Audit, error) {
+	if err := required(log); err != nil {
+		return nil, err
+	}
+	return &Audit{log: log}, nil
+}
+
+// ListAudit pages through the records q selects, newest first by (at,
+// seq), with an opaque cursor, so pages neither skip nor repeat while
+// records are being added. The edges check audit:read before calling;
+// it is checked again here, since the log names every operator and what
+// they did.
+func (a *Audit) ListAudit(ctx context.Context, who domain.Principal, q ports.AuditQuery) (ports.AuditPage, error) {
+	if err := authorize(who, domain.PermAuditRead); err != nil {
+		return ports.AuditPage{}, err
+	}
+	f, err := parseAuditQuery(q)
+	if err != nil {
+		return ports.AuditPage{}, err
+	}
+	limit := f.Limit
+	f.Limit = limit + 1 // one more tells whether there is a next page
+	items, err := a.log.ListAudit(ctx, f)
+	if err != nil {
+		return ports.AuditPage{}, fmt.Errorf("listing audit records: %w", err)
+	}
+	page := ports.AuditPage{Items: items}
+	if len(items) > limit {
+		page.Items = items[:limit]
+		last := page.Items[limit-1]
+		page.Next = encodeAuditCursor(ports.AuditCursor{At: last.Record.At(), Seq: last.Seq})
+	}
+	return page, nil
+}
+
+func parseAuditQuery(q ports.AuditQuery) (ports.AuditFilter, error) {
+	f := ports.AuditFilter{Limit: defaultAuditLimit, Target: q.Target}
+	if q.Actor != "" {
+		if _, err := domain.ParseAuditActor(q.Actor); err != nil {
+			return f, err
+		}
+		f.Actor = q.Actor
+	}
+	if len(q.Target) > 256 {
+		return f, &domain.ValidationError{Field: "target", Reason: "must be at most 256 characters"}
+	}
+	if q.Action != "" {
+		act, err := domain.ParseAuditAction(q.Action)
+		if err != nil {
+			return f, err
+		}
+		f.Action = act
+	}
+	for _, t := range []struct {
+		field, s string
+		dst      *time.Time
+	}{{"since", q.Since, &f.Since}, {"until", q.Until, &f.Until}} {
+		if t.s == "" {
+			continue
+		}
+		v, err := time.Parse(time.RFC3339, t.s)
+		if err != nil || v.Year() < 1 || v.Year() > 9999 {
+			return f, &domain.ValidationError{Field: t.field, Reason: "must be an RFC 3339 time such as 2026-01-02T03:04:05Z"}
+		}
+		*t.dst = v.UTC()
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
+		return f, &domain.ValidationError{Field: "until", Reason: "must be after since"}
+	}
+	if q.Limit != "" {
+		n, err := strconv.Atoi(q.Limit)
+		if err != nil || n < 1 || n > maxAuditLimit {
+			return f, &domain.ValidationError{Field: "limit", Reason: fmt.Sprintf("must be an integer from 1 to %d", maxAuditLimit)}
+		}
+		f.Limit = n
+	}
+	if q.After != "" {
+		c, err := decodeAuditCursor(q.After)
+		if err != nil {
+			return f, err
+		}
+		f.After = &c
+	}
+	return f, nil
+}
+
+// encodeAuditCursor makes an opaque, URL-safe position, as encodeCursor
+// does for tasks: microseconds since the epoch and the record's seq.
+func encodeAuditCursor(c ports.AuditCursor) string {
+	raw := strconv.FormatInt(c.At.UnixMicro(), 10) + "|" + strconv.FormatInt(c.Seq, 10)
+	return base64.RawURLEncoding.EncodeToString([]byte(raw))
+}
+
+func decodeAuditCursor(s string) (ports.AuditCursor, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return ports.AuditCursor{}, errBadCursor
+	}
+	micros, seq, ok := strings.Cut(string(raw), "|")
+	if !ok {
+		return ports.AuditCursor{}, errBadCursor
+	}
+	us, err := strconv.ParseInt(micros, 10, 64)
+	if err != nil || us < minCursorMicros || us > maxCursorMicros {
+		return ports.AuditCursor{}, errBadCursor
+	}
+	n, err := strconv.ParseInt(seq, 10, 64)
+	if err != nil || n < 1 {
+		return ports.AuditCursor{}, errBadCursor
+	}
+	return ports.AuditCursor{At: time.UnixMicro(us).UTC(), Seq: n}, nil
+}
