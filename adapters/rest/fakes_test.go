@@ -350,6 +350,8 @@ type harness struct {
 	checks []ports.HealthCheck
 	// artifacts answers the artifact routes (artifacts_test.go).
 	artifacts *fakeArtifacts
+	// audit is the audit log the listing reads (audit_test.go).
+	audit *testAuditLog
 }
 
 type harnessOption func(*Config, *harness)
@@ -375,8 +377,9 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 		_, _ = io.WriteString(w, "# HELP up test\nup 1\n")
 	})
 	h.artifacts = &fakeArtifacts{}
+	h.audit = &testAuditLog{}
 	h.e = NewServer(cfg, h.fake, h.fake, h.checks, h.obs, metrics, logger, WithFleet(h.fake), WithArtifacts(h.artifacts),
-		WithAccounts(fakeAccounts{h.fake}))
+		WithAccounts(fakeAccounts{h.fake}), WithAudit(newTestAudit(t, h.audit)))
 	return h
 }
 

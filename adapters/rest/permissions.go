@@ -54,6 +54,7 @@ var adminPermissions = map[string]domain.Permission{
 	"GET /api/v1/admin/tokens":                         domain.PermRead,
 	"POST /api/v1/admin/tokens":                        domain.PermAPITokensWrite,
 	"DELETE /api/v1/admin/tokens/{id}":                 domain.PermAPITokensWrite,
+	"GET /api/v1/admin/audit":                          domain.PermAuditRead,
 }
 
 var routeParam = regexp.MustCompile(`:[A-Za-z0-9_]+|\{[A-Za-z0-9_]+\}`)

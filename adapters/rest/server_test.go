@@ -54,6 +54,7 @@ var apiRoutes = []routeCase{
 	{"create API token", http.MethodPost, "/api/v1/admin/tokens", `{"name":"ci","scopes":["artifacts:write","firmware:write"],"expires_at":"2030-01-01T00:00:00Z"}`, true, http.StatusCreated},
 	{"list API tokens", http.MethodGet, "/api/v1/admin/tokens", "", true, http.StatusOK},
 	{"revoke API token", http.MethodDelete, "/api/v1/admin/tokens/" + firmwareID, "", true, http.StatusOK},
+	{"list audit records", http.MethodGet, "/api/v1/admin/audit?actor=root&limit=2", "", true, http.StatusOK},
 	{"check", http.MethodPost, "/api/v1/devices/dev-1/ota/check", `{"model":"cam-x1","current_version":"1.2.0"}`, false, http.StatusOK},
 	{"check with attributes", http.MethodPost, "/api/v1/devices/dev-1/ota/check", `{"model":"cam-x1","current_version":"1.2.0","attributes":{"hw":"rev2","timezone":"Europe/Berlin"}}`, false, http.StatusOK},
 	{"get task", http.MethodGet, "/api/v1/devices/dev-1/ota/tasks/" + taskID, "", false, http.StatusOK},
