@@ -101,7 +101,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 	getenv := func(string) string { return "" }
 	for _, args := range [][]string{
 		{"migrate"}, {"migrate", "sideways"}, {"migrate", "up", "down"}, {"bogus"},
-		{"serve", "--bogus"}, {"partitions", "--drop-before", "soon"},
+		{"serve", "--bogus"}, {"partitions", "--drop-before", "soon"}, {"partitions", "--drop-before", "2024-01", "--table", "devices"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(context.Background(), args, getenv, &stdout, &stderr)

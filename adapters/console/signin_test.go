@@ -28,6 +28,8 @@ type accountsEnv struct {
 	*env
 	accounts *application.Accounts
 	fleet    *application.Fleet
+	// audit is the audit log the console's page reads (audit_test.go).
+	audit *auditLog
 }
 
 func serve(t *testing.T, h http.Handler) *httptest.Server {
@@ -56,8 +58,13 @@ func newAccountsEnv(t *testing.T, users map[string]domain.Role) *accountsEnv {
 	// A budget that does not refill within a test: the limit is reached
 	// by count, not by time.
 	limiter := local.NewRateLimiter(1e-9, signInBurst)
+	log := &auditLog{}
+	audit, err := application.NewAudit(log)
+	if err != nil {
+		t.Fatal(err)
+	}
 	con, err := console.New(console.Config{AdminToken: adminToken, RefreshEvery: time.Second, SignInLimiter: limiter},
-		svc.Admin, svc.Fleet, clk, nil, console.WithArtifacts(svc.Artifacts), console.WithAccounts(accounts))
+		svc.Admin, svc.Fleet, clk, nil, console.WithArtifacts(svc.Artifacts), console.WithAccounts(accounts), console.WithAudit(audit))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +72,7 @@ func newAccountsEnv(t *testing.T, users map[string]domain.Role) *accountsEnv {
 		rest.WithFleet(svc.Fleet), rest.WithMount(console.Prefix, con), rest.WithAccounts(accounts))
 	srv := serve(t, e)
 	return &accountsEnv{env: &env{t: t, clock: clk, srv: srv, console: con, admin: svc.Admin, devices: svc.Devices,
-		artifacts: svc.Artifacts, client: newClient(t)}, accounts: accounts, fleet: svc.Fleet}
+		artifacts: svc.Artifacts, client: newClient(t)}, accounts: accounts, fleet: svc.Fleet, audit: log}
 }
 
 func (e *accountsEnv) signInAs(name, password string) resp {
