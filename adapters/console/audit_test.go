@@ -60,8 +60,9 @@ func (l *auditLog) add(t *testing.T, n int) {
 // and a next-page link keeping them; only an admin sees it, in the nav
 // and at its address.
 func TestAuditPage(t *testing.T) {
-	e := newAccountsEnv(t, map[string]domain.Role{"ada": domain.RoleAdmin, "vic": domain.RoleViewer, "rel": domain.RoleReleaser})
-	e.audit.add(t, 51)
+	log := &auditLog{}
+	log.add(t, 51)
+	e := newAuditEnv(t, map[string]domain.Role{"ada": domain.RoleAdmin, "vic": domain.RoleViewer, "rel": domain.RoleReleaser}, log)
 	e.mustSignInAs("ada")
 	if nav := e.get("/console/"); !strings.Contains(nav.body, `id="nav-audit"`) {
 		t.Error("an admin's nav has no audit log entry")
@@ -86,7 +87,7 @@ func TestAuditPage(t *testing.T) {
 	q := url.Values{"actor": {"root"}, "action": {"firmware.revoke"}, "since": {"2026-12-01T00:00:00Z"}}
 	page = e.get("/console/audit?" + q.Encode())
 	wantStatus(t, "filtered", page, http.StatusOK)
-	if f := e.audit.last; f.Actor != "root" || f.Action != domain.AuditFirmwareRevoke || f.Since.IsZero() || f.Limit != 51 {
+	if f := log.last; f.Actor != "root" || f.Action != domain.AuditFirmwareRevoke || f.Since.IsZero() || f.Limit != 51 {
 		t.Errorf("the use case was asked %+v", f)
 	}
 	if !strings.Contains(page.body, `<option value="firmware.revoke" selected>`) {
@@ -129,4 +130,30 @@ func auditNext(body string) string {
 		return ""
 	}
 	return html.UnescapeString(m[1])
+}
+
+// A change made in the console is on the audit page at once: who made it
+// (the signed-in user), what and on what, its state after, and the
+// request it came in; a filter by another actor hides it.
+func TestAuditPageShowsConsoleChanges(t *testing.T) {
+	e := newAccountsEnv(t, map[string]domain.Role{"ada": domain.RoleAdmin})
+	e.mustSignInAs("ada")
+	res := e.post("/console/firmwares", url.Values{"csrf": {e.csrf("/console/firmwares")}, "model": {"cam"}, "version": {"2.0.0"},
+		"url": {"https://x.example/a"}, "size_bytes": {"1"}, "sha256": {strings.Repeat("ab", 32)}})
+	wantStatus(t, "publish", res, http.StatusSeeOther)
+	fws, err := e.admin.ListFirmwares(context.Background(), "cam")
+	if err != nil || len(fws) != 1 {
+		t.Fatalf("published: %v %v", fws, err)
+	}
+	page := e.get("/console/audit")
+	wantStatus(t, "audit", page, http.StatusOK)
+	row := regexp.MustCompile(`(?s)<tr id="audit-\d+">.*?</tr>`).FindString(page.body)
+	for _, want := range []string{"user:ada", "<code>firmware.publish</code>", fws[0].ID().String(), "2.0.0"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("the newest record lacks %q: %s", want, row)
+		}
+	}
+	if page := e.get("/console/audit?actor=root"); strings.Contains(page.body, "firmware.publish</code>") {
+		t.Error("root's records show ada's change")
+	}
 }

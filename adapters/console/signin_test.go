@@ -28,8 +28,9 @@ type accountsEnv struct {
 	*env
 	accounts *application.Accounts
 	fleet    *application.Fleet
-	// audit is the audit log the console's page reads (audit_test.go).
-	audit *auditLog
+	// audit is the audit log the console's page reads: the store's own,
+	// unless newAuditEnv gave another (audit_test.go).
+	audit ports.AuditLog
 }
 
 func serve(t *testing.T, h http.Handler) *httptest.Server {
@@ -41,6 +42,13 @@ func serve(t *testing.T, h http.Handler) *httptest.Server {
 const signInBurst = 4
 
 func newAccountsEnv(t *testing.T, users map[string]domain.Role) *accountsEnv {
+	t.Helper()
+	return newAuditEnv(t, users, nil)
+}
+
+// newAuditEnv is newAccountsEnv whose audit page reads log (nil: the
+// store's records).
+func newAuditEnv(t *testing.T, users map[string]domain.Role, log ports.AuditLog) *accountsEnv {
 	t.Helper()
 	clk := &clock{}
 	svc := testenv.NewMemoryService(t, testenv.MemoryOptions{Clock: clk, Artifacts: true})
@@ -58,7 +66,9 @@ func newAccountsEnv(t *testing.T, users map[string]domain.Role) *accountsEnv {
 	// A budget that does not refill within a test: the limit is reached
 	// by count, not by time.
 	limiter := local.NewRateLimiter(1e-9, signInBurst)
-	log := &auditLog{}
+	if log == nil {
+		log = svc.Store
+	}
 	audit, err := application.NewAudit(log)
 	if err != nil {
 		t.Fatal(err)

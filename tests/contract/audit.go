@@ -8,12 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
-
-// AuditWriter stores one record as the stores do: in a write of theirs.
-type AuditWriter func(t *testing.T, rec domain.AuditRecord)
 
 // RunAuditLogs runs the contract of ports.AuditLog: records come back
 // newest first by (at, seq), whole (actor, before and after, request and
@@ -21,10 +20,22 @@ type AuditWriter func(t *testing.T, rec domain.AuditRecord)
 // a token or a user with all their tokens; a target; an action; Since <=
 // at < Until); the cursor continues after a position, across records of
 // the same microsecond, without a skip or a repeat; the limit bounds a
-// page. newLog returns an empty log and how to write to it.
-func RunAuditLogs(t *testing.T, newLog func(t *testing.T) (ports.AuditLog, AuditWriter)) {
+// page. newLog returns an empty log and the firmware store of the same
+// database: each record is written as the stores write them, in the
+// transaction of a change (a firmware's creation).
+func RunAuditLogs(t *testing.T, newLog func(t *testing.T) (ports.AuditLog, ports.FirmwareRepository)) {
 	t.Parallel()
-	log, write := newLog(t)
+	log, firmwares := newLog(t)
+	write := func(t *testing.T, i int, rec domain.AuditRecord) {
+		t.Helper()
+		f, err := domain.NewFirmware(domain.UUIDOf(uuid.New()), repoSpec("audit-cam", fmt.Sprintf("1.0.%d", i)), rec.At())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := firmwares.Create(t.Context(), f, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ctx := t.Context()
 	t0 := time.Date(2026, 11, 3, 10, 0, 0, 123456000, time.UTC)
 	t1, t2 := t0.Add(time.Minute), t0.Add(2*time.Minute)
@@ -73,7 +84,7 @@ func RunAuditLogs(t *testing.T, newLog func(t *testing.T) (ports.AuditLog, Audit
 		if recs[i], err = s.a.Record(s.at, s.action, s.target, s.before, s.after); err != nil {
 			t.Fatal(err)
 		}
-		write(t, recs[i])
+		write(t, i, recs[i])
 	}
 	// The listing names records by their index in specs (r0..r4).
 	names := func(es []ports.AuditEntry) string {
