@@ -117,6 +117,10 @@ func TestAuditPage(t *testing.T) {
 		}
 		page := e.get("/console/audit")
 		wantStatus(t, who+" audit", page, http.StatusForbidden)
+		// Refused by the route itself, before the use case is asked.
+		if !strings.Contains(page.body, "it needs audit:read") {
+			t.Errorf("%s was not refused by the page's permission", who)
+		}
 		if strings.Contains(page.body, "firmware.revoke") {
 			t.Errorf("%s's refusal shows records", who)
 		}
