@@ -51,8 +51,13 @@ func newStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	audit, err := application.NewAudit(postgres.NewAuditLog(db))
+	if err != nil {
+		t.Fatal(err)
+	}
 	e := rest.NewServer(rest.Config{AdminToken: adminToken}, devices, admin,
-		[]ports.HealthCheck{postgres.NewHealthCheck(db)}, metrics, metrics.Handler(), slog.New(slog.DiscardHandler), rest.WithAccounts(accounts))
+		[]ports.HealthCheck{postgres.NewHealthCheck(db)}, metrics, metrics.Handler(), slog.New(slog.DiscardHandler), rest.WithAccounts(accounts),
+		rest.WithAudit(audit))
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 	return &stack{t: t, db: db, srv: srv}
