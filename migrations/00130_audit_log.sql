@@ -43,6 +43,9 @@ CREATE TABLE audit_log_default PARTITION OF audit_log DEFAULT;
 CREATE INDEX audit_log_actor_user_idx ON audit_log (actor_user, at DESC, seq DESC);
 CREATE INDEX audit_log_target_idx ON audit_log (target, at DESC, seq DESC);
 CREATE INDEX audit_log_action_idx ON audit_log (action, at DESC, seq DESC);
+-- A token's records (GET /admin/audit?actor=<token id>): only token rows
+-- have one.
+CREATE INDEX audit_log_actor_token_idx ON audit_log (actor_token, at DESC, seq DESC) WHERE actor_token IS NOT NULL;
 
 -- +goose StatementBegin
 CREATE FUNCTION ota_audit_log_append_only() RETURNS trigger

@@ -114,9 +114,10 @@ type auditRow struct {
 }
 
 // ListAudit returns the records f selects, newest first by (at, seq),
-// keyset-paged after f.After, at most f.Limit. Each filter leads an index
-// of migration 00130 (actor_user, target, action; root and token records
-// are few). Only placeholders are added to the query, never values.
+// keyset-paged after f.After, at most f.Limit. Each filter but root's
+// leads an index of migration 00130 (actor_user, actor_token, target,
+// action; the break-glass root's records are few, found along the primary
+// key). Only placeholders are added to the query, never values.
 func (l *AuditLog) ListAudit(ctx context.Context, f ports.AuditFilter) ([]ports.AuditEntry, error) {
 	var (
 		where []string
