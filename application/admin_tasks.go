@@ -122,12 +122,9 @@ func parseTaskQuery(q ports.TaskQuery) (ports.TaskFilter, error) {
 		}
 		f.Status = &st
 	}
-	if q.Limit != "" {
-		n, err := strconv.Atoi(q.Limit)
-		if err != nil || n < 1 || n > maxTaskLimit {
-			return f, &domain.ValidationError{Field: "limit", Reason: fmt.Sprintf("must be an integer from 1 to %d", maxTaskLimit)}
-		}
-		f.Limit = n
+	var err error
+	if f.Limit, err = parseLimit(q.Limit, defaultTaskLimit, maxTaskLimit); err != nil {
+		return f, err
 	}
 	if q.After != "" {
 		c, err := decodeCursor(q.After)
@@ -139,15 +136,32 @@ func parseTaskQuery(q ports.TaskQuery) (ports.TaskFilter, error) {
 	return f, nil
 }
 
-// encodeCursor makes an opaque, URL-safe position: microseconds since the
-// epoch (the store's precision) and the task id.
-func encodeCursor(c ports.TaskCursor) string {
-	raw := strconv.FormatInt(c.CreatedAt.UnixMicro(), 10) + "|" + c.ID.String()
-	return base64.RawURLEncoding.EncodeToString([]byte(raw))
+// encodeCursor makes an opaque, URL-safe position (timeCursor): the
+// task's creation and id.
+func encodeCursor(c ports.TaskCursor) string { return encodeTimeCursor(c.CreatedAt, c.ID.String()) }
+
+func decodeCursor(s string) (ports.TaskCursor, error) {
+	at, id, err := decodeTimeCursor(s)
+	if err != nil {
+		return ports.TaskCursor{}, err
+	}
+	// The cursor is an untyped source: its id is parsed here, once.
+	u, err := domain.ParseUUID("after", id)
+	if err != nil {
+		return ports.TaskCursor{}, errBadCursor
+	}
+	return ports.TaskCursor{CreatedAt: at, ID: u}, nil
+}
+
+// A timeCursor is a listing's position in a (time, key) order, opaque and
+// URL-safe: microseconds since the epoch (the stores' precision) and the
+// key, base64'd. Every time-ordered listing pages with one.
+func encodeTimeCursor(at time.Time, key string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at.UnixMicro(), 10) + "|" + key))
 }
 
 // The range of cursor times: years 1 to 9999, well inside both Go's and
-// Postgres' timestamps (every task was created inside it).
+// Postgres' timestamps (every row was written inside it).
 var (
 	minCursorMicros = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
 	maxCursorMicros = time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC).UnixMicro()
@@ -155,28 +169,20 @@ var (
 
 var errBadCursor = &domain.ValidationError{Field: "after", Reason: "is not a cursor this service issued"}
 
-func decodeCursor(s string) (ports.TaskCursor, error) {
+func decodeTimeCursor(s string) (time.Time, string, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return ports.TaskCursor{}, errBadCursor
+		return time.Time{}, "", errBadCursor
 	}
-	micros, id, ok := strings.Cut(string(raw), "|")
+	micros, key, ok := strings.Cut(string(raw), "|")
 	if !ok {
-		return ports.TaskCursor{}, errBadCursor
+		return time.Time{}, "", errBadCursor
 	}
 	us, err := strconv.ParseInt(micros, 10, 64)
-	if err != nil {
-		return ports.TaskCursor{}, errBadCursor
-	}
 	// A forged number far outside the timestamps the store can hold would
 	// reach the database as an out-of-range value: refuse it here.
-	if us < minCursorMicros || us > maxCursorMicros {
-		return ports.TaskCursor{}, errBadCursor
+	if err != nil || us < minCursorMicros || us > maxCursorMicros {
+		return time.Time{}, "", errBadCursor
 	}
-	// The cursor is an untyped source: its id is parsed here, once.
-	u, err := domain.ParseUUID("after", id)
-	if err != nil {
-		return ports.TaskCursor{}, errBadCursor
-	}
-	return ports.TaskCursor{CreatedAt: time.UnixMicro(us).UTC(), ID: u}, nil
+	return time.UnixMicro(us).UTC(), key, nil
 }

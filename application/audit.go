@@ -2,10 +2,8 @@ package application
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ai-device/ota/domain"
@@ -97,12 +95,9 @@ func parseAuditQuery(q ports.AuditQuery) (ports.AuditFilter, error) {
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
 		return f, &domain.ValidationError{Field: "until", Reason: "must be after since"}
 	}
-	if q.Limit != "" {
-		n, err := strconv.Atoi(q.Limit)
-		if err != nil || n < 1 || n > maxAuditLimit {
-			return f, &domain.ValidationError{Field: "limit", Reason: fmt.Sprintf("must be an integer from 1 to %d", maxAuditLimit)}
-		}
-		f.Limit = n
+	var err error
+	if f.Limit, err = parseLimit(q.Limit, defaultAuditLimit, maxAuditLimit); err != nil {
+		return f, err
 	}
 	if q.After != "" {
 		c, err := decodeAuditCursor(q.After)
@@ -114,29 +109,20 @@ func parseAuditQuery(q ports.AuditQuery) (ports.AuditFilter, error) {
 	return f, nil
 }
 
-// encodeAuditCursor makes an opaque, URL-safe position, as encodeCursor
-// does for tasks: microseconds since the epoch and the record's seq.
+// encodeAuditCursor makes an opaque, URL-safe position (timeCursor): the
+// record's time and seq.
 func encodeAuditCursor(c ports.AuditCursor) string {
-	raw := strconv.FormatInt(c.At.UnixMicro(), 10) + "|" + strconv.FormatInt(c.Seq, 10)
-	return base64.RawURLEncoding.EncodeToString([]byte(raw))
+	return encodeTimeCursor(c.At, strconv.FormatInt(c.Seq, 10))
 }
 
 func decodeAuditCursor(s string) (ports.AuditCursor, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(s)
+	at, seq, err := decodeTimeCursor(s)
 	if err != nil {
-		return ports.AuditCursor{}, errBadCursor
-	}
-	micros, seq, ok := strings.Cut(string(raw), "|")
-	if !ok {
-		return ports.AuditCursor{}, errBadCursor
-	}
-	us, err := strconv.ParseInt(micros, 10, 64)
-	if err != nil || us < minCursorMicros || us > maxCursorMicros {
-		return ports.AuditCursor{}, errBadCursor
+		return ports.AuditCursor{}, err
 	}
 	n, err := strconv.ParseInt(seq, 10, 64)
 	if err != nil || n < 1 {
 		return ports.AuditCursor{}, errBadCursor
 	}
-	return ports.AuditCursor{At: time.UnixMicro(us).UTC(), Seq: n}, nil
+	return ports.AuditCursor{At: at, Seq: n}, nil
 }

@@ -58,37 +58,46 @@ END $$;
 CREATE TRIGGER audit_log_append_only BEFORE UPDATE OR DELETE ON audit_log
     FOR EACH ROW EXECUTE FUNCTION ota_audit_log_append_only();
 
+-- Monthly partitions of any table partitioned by a timestamptz range
+-- (00051 has task_events' own, older pair): parent_YYYY_MM, for each month
+-- from the current one to ahead months beyond it.
 -- +goose StatementBegin
-CREATE FUNCTION ota_create_audit_partition(month date) RETURNS boolean
+CREATE FUNCTION ota_create_month_partition(parent text, month date) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
     first date := date_trunc('month', month)::date;
-    name  text := 'audit_log_' || to_char(first, 'YYYY_MM');
+    name  text := parent || '_' || to_char(first, 'YYYY_MM');
 BEGIN
     IF to_regclass(name) IS NOT NULL THEN
         RETURN false;
     END IF;
-    EXECUTE format('CREATE TABLE %I PARTITION OF audit_log FOR VALUES FROM (%L) TO (%L)',
-        name, to_char(first, 'YYYY-MM-DD') || ' 00:00:00+00',
+    EXECUTE format('CREATE TABLE %I PARTITION OF %I FOR VALUES FROM (%L) TO (%L)',
+        name, parent, to_char(first, 'YYYY-MM-DD') || ' 00:00:00+00',
         to_char((first + interval '1 month')::date, 'YYYY-MM-DD') || ' 00:00:00+00');
     RETURN true;
 END $$;
 -- +goose StatementEnd
 
 -- +goose StatementBegin
-CREATE FUNCTION ota_ensure_audit_partitions(ahead integer) RETURNS integer
+CREATE FUNCTION ota_ensure_month_partitions(parent text, ahead integer) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
     made integer := 0;
 BEGIN
     FOR i IN 0..ahead LOOP
-        IF ota_create_audit_partition((date_trunc('month', now() AT TIME ZONE 'UTC') + make_interval(months => i))::date) THEN
+        IF ota_create_month_partition(parent, (date_trunc('month', now() AT TIME ZONE 'UTC') + make_interval(months => i))::date) THEN
             made := made + 1;
         END IF;
     END LOOP;
     RETURN made;
 END $$;
 -- +goose StatementEnd
+
+CREATE FUNCTION ota_create_audit_partition(month date) RETURNS boolean
+LANGUAGE sql AS $$ SELECT ota_create_month_partition('audit_log', month) $$;
+
+CREATE FUNCTION ota_ensure_audit_partitions(ahead integer) RETURNS integer
+LANGUAGE sql AS $$ SELECT ota_ensure_month_partitions('audit_log', ahead) $$;
 
 SELECT ota_ensure_audit_partitions(3);
 
@@ -97,3 +106,5 @@ DROP TABLE audit_log;
 DROP FUNCTION ota_audit_log_append_only();
 DROP FUNCTION ota_ensure_audit_partitions(integer);
 DROP FUNCTION ota_create_audit_partition(date);
+DROP FUNCTION ota_ensure_month_partitions(text, integer);
+DROP FUNCTION ota_create_month_partition(text, date);
