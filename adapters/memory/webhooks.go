@@ -66,9 +66,11 @@ func (r *Webhooks) DeleteWebhook(ctx context.Context, id domain.UUID, audit port
 		if err != nil {
 			return err
 		}
-		rec, err := audit(w, domain.WebhookSubscription{})
-		if err != nil {
-			return err
+		var rec domain.AuditRecord
+		if audit != nil {
+			if rec, err = audit(w, domain.WebhookSubscription{}); err != nil {
+				return err
+			}
 		}
 		delete(r.s.webhooks, id.String())
 		for i := range r.s.outbox {
