@@ -40,7 +40,7 @@ type WebhookPoster interface {
 
 // DeliveryConfig tunes the delivery worker; zero fields take the defaults.
 type DeliveryConfig struct {
-	Workers      int           // concurrent workers per replica (OTA_WEBHOOK_WORKERS, default 4)
+	Workers      int           // concurrent workers per replica (OTA_WEBHOOK_WORKERS, default 4; negative: none)
 	Batch        int           // deliveries a worker claims at once (default 8)
 	Poll         time.Duration // how long an idle worker waits before claiming again (default 1s)
 	Timeout      time.Duration // one attempt's bound (default 10s)
@@ -57,7 +57,7 @@ func (c DeliveryConfig) withDefaults() DeliveryConfig {
 		}
 		return v
 	}
-	c.Workers, c.Batch = max(c.Workers, 0), max(c.Batch, 0)
+	c.Batch = max(c.Batch, 0)
 	if c.Workers == 0 {
 		c.Workers = 4
 	}
@@ -98,7 +98,7 @@ func NewWebhookDeliverer(queue DeliveryQueue, poster WebhookPoster, clock ports.
 // whose claim came back full claims again at once, else it waits Poll.
 func (d *WebhookDeliverer) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	for range d.cfg.Workers {
+	for range max(d.cfg.Workers, 0) {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				n, err := d.Once(ctx)

@@ -38,6 +38,7 @@ var ApplicationSet = wire.NewSet(
 	fleetSet,
 	ArtifactSet,
 	taskPortSet,
+	webhookSet,
 )
 
 // edgeBaseSet provides the HTTP server and metrics.
@@ -55,7 +56,15 @@ var edgeBaseSet = wire.NewSet(
 )
 
 // EdgeSet provides the HTTP server, metrics and the app lifecycle.
-var EdgeSet = wire.NewSet(edgeBaseSet, NewApp)
+var EdgeSet = wire.NewSet(edgeBaseSet, NewMemoryApp)
+
+// NewMemoryApp is NewApp for the single-process wiring: it delivers
+// webhooks while it serves.
+func NewMemoryApp(cfg Config, server *echo.Echo, logger *slog.Logger, webhooks *application.WebhookDeliverer) *App {
+	app := NewApp(cfg, server, logger)
+	app.InBackground(webhooks.Run)
+	return app
+}
 
 // PostgresEdgeSet is EdgeSet for the production wiring: the app also
 // flushes the write-behind of device checks on shutdown, and the metrics
@@ -82,6 +91,8 @@ var PostgresSet = wire.NewSet(
 	postgres.NewDeviceDirectory, wire.Bind(new(application.DeviceDirectory), new(*postgres.DeviceDirectory)),
 	postgres.NewArtifactRepository, wire.Bind(new(ports.ArtifactRepository), new(*postgres.ArtifactRepository)),
 	postgres.NewAccountRepository, wire.Bind(new(application.AccountStore), new(*postgres.AccountRepository)),
+	postgres.NewWebhookRepository, wire.Bind(new(application.WebhookStore), new(*postgres.WebhookRepository)),
+	wire.Bind(new(application.DeliveryQueue), new(*postgres.WebhookRepository)),
 )
 
 // WriteBehindConfigFrom tunes the write-behind of device checks (the
@@ -110,10 +121,15 @@ func ReadReplicaConfigFrom(cfg Config) postgres.ReadReplicaConfig {
 // NewPostgresApp is NewApp for the production wiring: on shutdown, after
 // requests drained, it stores the device checks still written behind
 // (before wire's cleanup closes the pool), and its metrics count the
-// write-behind's and the catalog cache's work.
+// write-behind's and the catalog cache's work. It delivers webhooks
+// (none: not) while it serves, as every replica does.
 func NewPostgresApp(cfg Config, server *echo.Echo, logger *slog.Logger, m *Metrics,
-	seen *postgres.WriteBehindDevices, catalog *postgres.CatalogCache, reads *postgres.ReadReplica) *App {
+	seen *postgres.WriteBehindDevices, catalog *postgres.CatalogCache, reads *postgres.ReadReplica,
+	webhooks *application.WebhookDeliverer) *App {
 	app := NewApp(cfg, server, logger)
+	if webhooks != nil {
+		app.InBackground(webhooks.Run)
+	}
 	app.OnShutdown(seen.Flush)
 	registerHotPathMetrics(m, seen.Stats(), catalog.Stats())
 	if reads != nil {
@@ -175,6 +191,8 @@ var MemorySet = wire.NewSet(
 	MenderMemoryStores,
 	memory.NewDirectory, wire.Bind(new(application.DeviceDirectory), new(*memory.Directory)),
 	memory.NewAccounts, wire.Bind(new(application.AccountStore), new(*memory.Accounts)),
+	memory.NewWebhooks, wire.Bind(new(application.WebhookStore), new(*memory.Webhooks)),
+	wire.Bind(new(application.DeliveryQueue), new(*memory.Webhooks)),
 )
 
 // RootTokenFrom is the break-glass root secret, OTA_ADMIN_TOKEN.
