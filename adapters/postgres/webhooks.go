@@ -256,23 +256,31 @@ func (r *WebhookRepository) ClaimDeliveries(ctx context.Context, now time.Time, 
 	return out, nil
 }
 
+// finishSQL stores an attempt's outcome unless the delivery was claimed
+// again since (its attempts moved on) or is no longer pending.
+const finishSQL = `UPDATE webhook_deliveries SET status = $3, next_attempt_at = $4, last_attempt_at = $5,
+	last_status_code = NULLIF($6, 0), last_error = $7 WHERE id = $1 AND attempts = $2 AND status = 'pending'
+	RETURNING subscription_id`
+
 // FinishDelivery stores an attempt's outcome, unless the delivery was
 // claimed again since, and settles the subscription's failing state under
 // its row lock.
 func (r *WebhookRepository) FinishDelivery(ctx context.Context, o ports.DeliveryOutcome, settle func(*domain.WebhookSubscription)) error {
+	args := []any{o.ID, o.Attempts, string(o.Status), dbTime(o.NextAttemptAt), dbTime(o.At), o.StatusCode, o.Error}
+	if settle == nil { // the common case, a success of a healthy subscription: one statement, no transaction
+		if _, err := r.db.ExecContext(ctx, finishSQL, args...); err != nil {
+			return fmt.Errorf("storing delivery %d: %w", o.ID, unavailable(err))
+		}
+		return nil
+	}
 	return inTx(ctx, r.db, readCommitted, func(tx *sqlx.Tx) error {
 		var sub string
-		err := tx.GetContext(ctx, &sub, `UPDATE webhook_deliveries SET status = $3, next_attempt_at = $4, last_attempt_at = $5,
-			last_status_code = NULLIF($6, 0), last_error = $7 WHERE id = $1 AND attempts = $2 AND status = 'pending'
-			RETURNING subscription_id`, o.ID, o.Attempts, string(o.Status), dbTime(o.NextAttemptAt), dbTime(o.At), o.StatusCode, o.Error)
+		err := tx.GetContext(ctx, &sub, finishSQL, args...)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil // claimed again since, or deleted: the newer claim's outcome counts
 		}
 		if err != nil {
 			return fmt.Errorf("storing delivery %d: %w", o.ID, unavailable(err))
-		}
-		if settle == nil {
-			return nil
 		}
 		id, err := domain.ParseUUID("subscription_id", sub)
 		if err != nil {
