@@ -152,16 +152,16 @@ func (r *WebhookRepository) Webhook(ctx context.Context, id domain.UUID) (domain
 }
 
 type deliveryRow struct {
-	ID             int64          `db:"id"`
-	EventID        string         `db:"event_id"`
-	EventType      string         `db:"type"`
-	Status         string         `db:"status"`
-	Attempts       int            `db:"attempts"`
-	NextAttemptAt  time.Time      `db:"next_attempt_at"`
-	LastAttemptAt  sql.NullTime   `db:"last_attempt_at"`
-	LastStatusCode sql.NullInt64  `db:"last_status_code"`
-	LastError      string         `db:"last_error"`
-	CreatedAt      time.Time      `db:"created_at"`
+	ID             int64         `db:"id"`
+	EventID        string        `db:"event_id"`
+	EventType      string        `db:"type"`
+	Status         string        `db:"status"`
+	Attempts       int           `db:"attempts"`
+	NextAttemptAt  time.Time     `db:"next_attempt_at"`
+	LastAttemptAt  sql.NullTime  `db:"last_attempt_at"`
+	LastStatusCode sql.NullInt64 `db:"last_status_code"`
+	LastError      string        `db:"last_error"`
+	CreatedAt      time.Time     `db:"created_at"`
 }
 
 // WebhookDeliveries is a page of a subscription's delivery log, newest

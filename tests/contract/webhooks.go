@@ -137,8 +137,11 @@ func RunWebhookStores(t *testing.T, newStores func(t *testing.T) WebhookStores) 
 		}
 		for name, err := range map[string]error{
 			"delete again": s.DeleteWebhook(ctx, w.ID(), del),
-			"update":       func() error { _, err := s.UpdateWebhook(ctx, w.ID(), func(*domain.WebhookSubscription) error { return nil }, nil); return err }(),
-			"zero id":      func() error { _, err := s.Webhook(ctx, domain.UUID{}); return err }(),
+			"update": func() error {
+				_, err := s.UpdateWebhook(ctx, w.ID(), func(*domain.WebhookSubscription) error { return nil }, nil)
+				return err
+			}(),
+			"zero id": func() error { _, err := s.Webhook(ctx, domain.UUID{}); return err }(),
 		} {
 			if !errors.Is(err, domain.ErrNotFound) {
 				t.Errorf("%s: %v, want ErrNotFound", name, err)
