@@ -306,7 +306,18 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	v2 := bootstrap.HTTPOptions(cfg, fleet, artifacts, console, downloads, accounts, audit)
 	echo := rest.NewServer(restConfig, devices, keyedAdmin, v, metrics, handler, logger, v2...)
-	app := bootstrap.NewPostgresApp(cfg, echo, logger, metrics, writeBehindDevices, catalogCache, readReplica)
+	webhookRepository := postgres.NewWebhookRepository(db)
+	poster := bootstrap.WebhookPosterFrom(cfg)
+	deliveryConfig := bootstrap.WebhookDeliveryConfigFrom(cfg)
+	webhookDeliverer, err := application.NewWebhookDeliverer(webhookRepository, poster, clock, deliveryConfig, logger)
+	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	app := bootstrap.NewPostgresApp(cfg, echo, logger, metrics, writeBehindDevices, catalogCache, readReplica, webhookDeliverer)
 	return app, func() {
 		cleanup4()
 		cleanup3()
@@ -465,6 +476,13 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	}
 	v2 := bootstrap.HTTPOptions(cfg, applicationFleet, applicationArtifacts, console, downloads, applicationAccounts, audit)
 	echo := rest.NewServer(restConfig, applicationDevices, keyedAdmin, v, metrics, handler, logger, v2...)
-	app := bootstrap.NewApp(cfg, echo, logger)
+	webhooks := memory.NewWebhooks(store)
+	poster := bootstrap.WebhookPosterFrom(cfg)
+	deliveryConfig := bootstrap.WebhookDeliveryConfigFrom(cfg)
+	webhookDeliverer, err := application.NewWebhookDeliverer(webhooks, poster, clock, deliveryConfig, logger)
+	if err != nil {
+		return nil, err
+	}
+	app := bootstrap.NewMemoryApp(cfg, echo, logger, webhookDeliverer)
 	return app, nil
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"sync"
 	"syscall"
 	"time"
 
@@ -28,6 +29,9 @@ type App struct {
 	// flushers run after the server drained and before clients close
 	// (e.g. the write-behind batcher).
 	flushers []func(context.Context) error
+	// background runs while the app serves (the webhook delivery); it
+	// stops when the server has drained, before the flushers.
+	background []func(context.Context)
 }
 
 // NewApp wraps the HTTP server with its lifecycle.
@@ -37,6 +41,10 @@ func NewApp(cfg Config, server *echo.Echo, logger *slog.Logger) *App {
 
 // OnShutdown registers work to finish after requests drained.
 func (a *App) OnShutdown(f func(context.Context) error) { a.flushers = append(a.flushers, f) }
+
+// InBackground runs f while the app serves; f must return once its
+// context ends, which is after the server drained.
+func (a *App) InBackground(f func(context.Context)) { a.background = append(a.background, f) }
 
 // Handler exposes the HTTP handler, for in-process tests.
 func (a *App) Handler() http.Handler { return a.server }
@@ -83,6 +91,12 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		defer stop()
 	}
+	bctx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	var background sync.WaitGroup
+	for _, f := range a.background {
+		background.Go(func() { f(bctx) })
+	}
+	defer func() { stopBackground(); background.Wait() }() // also when serving fails
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	a.logger.Info("serving", "addr", ln.Addr().String())
@@ -98,6 +112,8 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
 		err = serr
 	}
+	stopBackground()
+	background.Wait()
 	for _, f := range a.flushers {
 		if ferr := f(sctx); ferr != nil {
 			err = errors.Join(err, ferr)

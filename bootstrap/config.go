@@ -91,6 +91,8 @@ type Config struct {
 	ArtifactMaxBytes int64
 	// OIDC is the console's single sign-on (OTA_OIDC_*; bootstrap/oidc.go).
 	OIDC OIDCSettings
+	// Webhooks holds the OTA_WEBHOOK_* settings of the webhook delivery (bootstrap/webhooks.go).
+	Webhooks WebhookSettings
 }
 
 // LastSeenResolution is how precisely last_seen_at is kept: a check that
@@ -231,6 +233,7 @@ func LoadConfig(getenv func(string) string, requireAdminToken bool) (Config, err
 	loadOIDCConfig(&cfg, getenv, bad)
 	loadArtifactConfig(&cfg, get, bad)
 	loadDownloadConfig(&cfg, get, getenv, bad, duration)
+	loadWebhookConfig(&cfg, get, bad, duration, whole)
 	cfg.DBMaxConns = DBMaxConns(whole("OTA_DB_MAX_CONNS", strconv.Itoa(int(DefaultDBMaxConns)), 1, int(maxDBMaxConns)))
 	cfg.LastSeenResolution = LastSeenResolution(duration("OTA_LAST_SEEN_RESOLUTION",
 		time.Duration(DefaultLastSeenResolution).String(), 0, time.Duration(maxLastSeenResolution)))

@@ -19,7 +19,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 		cfg.PollInterval != time.Hour || cfg.Store != bootstrap.StorePostgres || cfg.DatabaseURL != bootstrap.DefaultDatabaseURL ||
 		cfg.RedisURL != bootstrap.DefaultRedisURL || cfg.LockMajority != 1 || !cfg.Migrate ||
 		cfg.LastSeenResolution != bootstrap.DefaultLastSeenResolution ||
-		cfg.ConsoleSessionKey != "" || cfg.SignInRate != 0.1 || cfg.SignInBurst != 10 {
+		cfg.ConsoleSessionKey != "" || cfg.SignInRate != 0.1 || cfg.SignInBurst != 10 ||
+		cfg.Webhooks != (bootstrap.WebhookSettings{Workers: 4, RetryFor: 24 * time.Hour, DisableAfter: 24 * time.Hour}) {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 }
@@ -44,6 +45,10 @@ func TestLoadConfigRefusesBadValuesNamingTheVariable(t *testing.T) {
 		"OTA_CONSOLE_SESSION_KEY":       {"OTA_CONSOLE_SESSION_KEY": "too short a key"},
 		"OTA_CONSOLE_SIGNIN_RATE_LIMIT": {"OTA_CONSOLE_SIGNIN_RATE_LIMIT": "-1"},
 		"OTA_CONSOLE_SIGNIN_RATE_BURST": {"OTA_CONSOLE_SIGNIN_RATE_BURST": "0"},
+		"OTA_WEBHOOK_WORKERS":           {"OTA_WEBHOOK_WORKERS": "-1"},
+		"OTA_WEBHOOK_RETRY_FOR":         {"OTA_WEBHOOK_RETRY_FOR": "10s"},
+		"OTA_WEBHOOK_DISABLE_AFTER":     {"OTA_WEBHOOK_DISABLE_AFTER": "forever"},
+		"OTA_WEBHOOK_ALLOW_PRIVATE":     {"OTA_WEBHOOK_ALLOW_PRIVATE": "perhaps"},
 	}
 	for name, vars := range cases {
 		if name != "OTA_ADMIN_TOKEN" {

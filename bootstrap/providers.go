@@ -39,6 +39,7 @@ var ApplicationSet = wire.NewSet(
 	fleetSet,
 	ArtifactSet,
 	taskPortSet,
+	webhookSet,
 )
 
 // edgeBaseSet provides the HTTP server and metrics.
@@ -56,7 +57,15 @@ var edgeBaseSet = wire.NewSet(
 )
 
 // EdgeSet provides the HTTP server, metrics and the app lifecycle.
-var EdgeSet = wire.NewSet(edgeBaseSet, NewApp)
+var EdgeSet = wire.NewSet(edgeBaseSet, NewMemoryApp)
+
+// NewMemoryApp is NewApp for the single-process wiring: it delivers
+// webhooks while it serves.
+func NewMemoryApp(cfg Config, server *echo.Echo, logger *slog.Logger, webhooks *application.WebhookDeliverer) *App {
+	app := NewApp(cfg, server, logger)
+	app.InBackground(webhooks.Run)
+	return app
+}
 
 // PostgresEdgeSet is EdgeSet for the production wiring: the app also
 // flushes the write-behind of device checks on shutdown, and the metrics
@@ -84,6 +93,8 @@ var PostgresSet = wire.NewSet(
 	postgres.NewArtifactRepository, wire.Bind(new(ports.ArtifactRepository), new(*postgres.ArtifactRepository)),
 	postgres.NewAccountRepository, wire.Bind(new(application.AccountStore), new(*postgres.AccountRepository)),
 	postgres.NewAuditLog, wire.Bind(new(ports.AuditLog), new(*postgres.AuditLog)),
+	postgres.NewWebhookRepository, wire.Bind(new(application.WebhookStore), new(*postgres.WebhookRepository)),
+	wire.Bind(new(application.DeliveryQueue), new(*postgres.WebhookRepository)),
 )
 
 // WriteBehindConfigFrom tunes the write-behind of device checks (the
@@ -112,10 +123,15 @@ func ReadReplicaConfigFrom(cfg Config) postgres.ReadReplicaConfig {
 // NewPostgresApp is NewApp for the production wiring: on shutdown, after
 // requests drained, it stores the device checks still written behind
 // (before wire's cleanup closes the pool), and its metrics count the
-// write-behind's and the catalog cache's work.
+// write-behind's and the catalog cache's work. It delivers webhooks
+// (none: not) while it serves, as every replica does.
 func NewPostgresApp(cfg Config, server *echo.Echo, logger *slog.Logger, m *Metrics,
-	seen *postgres.WriteBehindDevices, catalog *postgres.CatalogCache, reads *postgres.ReadReplica) *App {
+	seen *postgres.WriteBehindDevices, catalog *postgres.CatalogCache, reads *postgres.ReadReplica,
+	webhooks *application.WebhookDeliverer) *App {
 	app := NewApp(cfg, server, logger)
+	if webhooks != nil {
+		app.InBackground(webhooks.Run)
+	}
 	app.OnShutdown(seen.Flush)
 	registerHotPathMetrics(m, seen.Stats(), catalog.Stats())
 	if reads != nil {
@@ -179,6 +195,8 @@ var MemorySet = wire.NewSet(
 	memory.NewAccounts, wire.Bind(new(application.AccountStore), new(*memory.Accounts)),
 	// The store keeps the audit records its writes make, and reads them.
 	wire.Bind(new(ports.AuditLog), new(*memory.Store)),
+	memory.NewWebhooks, wire.Bind(new(application.WebhookStore), new(*memory.Webhooks)),
+	wire.Bind(new(application.DeliveryQueue), new(*memory.Webhooks)),
 )
 
 // RootTokenFrom is the break-glass root secret, OTA_ADMIN_TOKEN.

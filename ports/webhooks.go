@@ -96,3 +96,26 @@ type WebhookService interface {
 	// only, delivered like any other; it returns the event's id.
 	SendTestEvent(ctx context.Context, actor domain.Actor, id domain.UUID) (domain.UUID, error)
 }
+
+// ClaimedDelivery is a delivery a worker leased to attempt: its
+// attempts already count this one, and its subscription and envelope are
+// as they were read in the claim.
+type ClaimedDelivery struct {
+	ID           int64
+	Attempts     int
+	Subscription domain.WebhookSubscription
+	Envelope     WebhookEnvelope
+}
+
+// DeliveryOutcome is what one attempt of a claimed delivery came to: the
+// delivery's new status (pending: to be retried at NextAttemptAt), the
+// answer's status code (0: none) and the error in words without secrets.
+type DeliveryOutcome struct {
+	ID            int64
+	Attempts      int // the claim's count: a delivery claimed again since (its lease ran out) is not overwritten
+	Status        DeliveryStatus
+	At            time.Time
+	NextAttemptAt time.Time
+	StatusCode    int
+	Error         string
+}

@@ -11,11 +11,14 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
-// storedEvent is an event in the outbox, with the id the store gave it.
+// storedEvent is an event in the outbox, with the id the store gave it
+// and its deliveries: a rolled back change truncates the outbox, and its
+// events' deliveries go with them.
 type storedEvent struct {
 	id  domain.UUID
 	seq int64
 	domain.Announcement
+	deliveries []*delivery
 }
 
 // record appends rec to the audit log, and the events it announces to
@@ -30,9 +33,10 @@ func (s *Store) record(rec domain.AuditRecord) {
 	}
 }
 
-// announce appends a to the outbox.
+// announce appends a to the outbox, with a pending delivery to every
+// enabled subscription that wants its type.
 func (s *Store) announce(a domain.Announcement) {
-	s.outbox = append(s.outbox, storedEvent{id: domain.UUIDOf(uuid.New()), seq: int64(len(s.outbox)) + 1, Announcement: a})
+	s.announceTo(domain.UUIDOf(uuid.New()), a, func(w domain.WebhookSubscription) bool { return w.Enabled() && w.Wants(a.Type()) })
 }
 
 // ListAudit is ports.AuditLog over the records in write order (seq is the

@@ -42,7 +42,9 @@ type Store struct {
 	artifacts  map[string]domain.Artifact
 	counts     map[string]domain.TaskStats // countKey → a rollout's counters
 	audit      []domain.AuditRecord        // in the order written; seq is the index + 1
-	outbox     []storedEvent               // events, in the order written
+	outbox     []storedEvent               // events, in the order written, each with its deliveries
+	webhooks   map[string]domain.WebhookSubscription
+	deliveries int64 // the last delivery id given
 }
 
 // loggedEvent is a stored event as a task's history reads it.
@@ -57,7 +59,8 @@ func NewStore() *Store {
 		rollouts: map[string]domain.Rollout{}, tasks: map[string]domain.Task{}, events: map[string][]loggedEvent{},
 		attrs: map[string]domain.DeviceAttributes{}, confirmed: map[string]time.Time{}, tags: map[string][]string{},
 		admissions: map[string]domain.DeviceAdmission{}, requests: map[string]domain.AuthRequest{}, logs: map[string]domain.TaskLog{},
-		artifacts: map[string]domain.Artifact{}, counts: map[string]domain.TaskStats{}}
+		artifacts: map[string]domain.Artifact{}, counts: map[string]domain.TaskStats{},
+		webhooks: map[string]domain.WebhookSubscription{}}
 }
 
 // errTokenTaken refuses a token hash another device has. Tokens are 256

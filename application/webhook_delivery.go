@@ -1,0 +1,200 @@
+package application
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// DeliveryQueue is the outbox's deliveries as the delivery worker takes
+// them: any replica claims, none twice at once.
+type DeliveryQueue interface {
+	// ClaimDeliveries leases up to limit pending deliveries due at now
+	// (their subscription enabled), oldest due first, skipping those
+	// another replica holds: each's attempts count one more and its next
+	// attempt moves to leaseUntil, in the claim's own transaction, so a
+	// replica that dies holding them leaves them due again after the lease.
+	ClaimDeliveries(ctx context.Context, now time.Time, limit int, leaseUntil time.Time) ([]ports.ClaimedDelivery, error)
+	// FinishDelivery stores an attempt's outcome unless the delivery was
+	// claimed again since (its attempts moved on), and then, when settle
+	// is not nil, lets it change the subscription (locked) and stores it,
+	// in one transaction.
+	FinishDelivery(ctx context.Context, o ports.DeliveryOutcome, settle func(*domain.WebhookSubscription)) error
+}
+
+// WebhookPoster posts a delivery's body with its headers to url and says
+// the answer's status code; an error means no answer (refused, timed
+// out, a destination not allowed). Its errors name no URL or secret.
+type WebhookPoster interface {
+	Post(ctx context.Context, url string, header map[string]string, body []byte) (int, error)
+}
+
+// DeliveryConfig tunes the delivery worker; zero fields take the defaults.
+type DeliveryConfig struct {
+	Workers      int           // concurrent workers per replica (OTA_WEBHOOK_WORKERS, default 4; negative: none)
+	Batch        int           // deliveries a worker claims at once (default 8)
+	Poll         time.Duration // how long an idle worker waits before claiming again (default 1s)
+	Timeout      time.Duration // one attempt's bound (default 10s)
+	RetryFor     time.Duration // retries stop this long after the event (OTA_WEBHOOK_RETRY_FOR, default 24h)
+	DisableAfter time.Duration // a subscription failing this long is disabled (OTA_WEBHOOK_DISABLE_AFTER, default 24h)
+	FirstRetry   time.Duration // the backoff's base (default 5s), doubled per attempt
+	MaxRetry     time.Duration // the backoff's cap (default 1h)
+}
+
+func (c DeliveryConfig) withDefaults() DeliveryConfig {
+	or := func(v, def time.Duration) time.Duration {
+		if v <= 0 {
+			return def
+		}
+		return v
+	}
+	c.Batch = max(c.Batch, 0)
+	if c.Workers == 0 {
+		c.Workers = 4
+	}
+	if c.Batch == 0 {
+		c.Batch = 8
+	}
+	c.Poll, c.Timeout = or(c.Poll, time.Second), or(c.Timeout, 10*time.Second)
+	c.RetryFor, c.DisableAfter = or(c.RetryFor, 24*time.Hour), or(c.DisableAfter, 24*time.Hour)
+	c.FirstRetry, c.MaxRetry = or(c.FirstRetry, 5*time.Second), or(c.MaxRetry, time.Hour)
+	return c
+}
+
+// lease is how long a claim holds its deliveries: every attempt of the
+// batch at its bound, and one more for the writes, so a live worker never
+// sees its claims taken while a dead one's come back within minutes.
+func (c DeliveryConfig) lease() time.Duration { return time.Duration(c.Batch+1) * c.Timeout }
+
+// WebhookDeliverer delivers the outbox's events to their subscriptions:
+// at least once, signed, retried with backoff until RetryFor after the
+// event, then failed and kept (docs/DOMAIN.md W1–W7).
+type WebhookDeliverer struct {
+	queue  DeliveryQueue
+	poster WebhookPoster
+	clock  ports.Clock
+	cfg    DeliveryConfig
+	logger *slog.Logger
+}
+
+// NewWebhookDeliverer builds the worker.
+func NewWebhookDeliverer(queue DeliveryQueue, poster WebhookPoster, clock ports.Clock, cfg DeliveryConfig, logger *slog.Logger) (*WebhookDeliverer, error) {
+	if err := required(queue, poster, clock, logger); err != nil {
+		return nil, err
+	}
+	return &WebhookDeliverer{queue: queue, poster: poster, clock: clock, cfg: cfg.withDefaults(), logger: logger}, nil
+}
+
+// Run delivers until ctx ends, with Workers concurrent workers; a worker
+// whose claim came back full claims again at once, else it waits Poll.
+func (d *WebhookDeliverer) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for range max(d.cfg.Workers, 0) {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				n, err := d.Once(ctx)
+				if err != nil && ctx.Err() == nil {
+					d.logger.Warn("webhook delivery: claiming", "error", err)
+				}
+				if err == nil && n == d.cfg.Batch {
+					continue
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(d.cfg.Poll):
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// Once claims one batch of due deliveries and attempts each, and says how
+// many it claimed.
+func (d *WebhookDeliverer) Once(ctx context.Context) (int, error) {
+	now := d.clock.Now()
+	claimed, err := d.queue.ClaimDeliveries(ctx, now, d.cfg.Batch, now.Add(d.cfg.lease()))
+	if err != nil {
+		return 0, fmt.Errorf("claiming webhook deliveries: %w", err)
+	}
+	for _, c := range claimed {
+		if err := d.attempt(ctx, c); err != nil && ctx.Err() == nil {
+			d.logger.Warn("webhook delivery: storing the outcome", "delivery", c.ID, "subscription", c.Subscription.ID().String(), "error", err)
+		}
+	}
+	return len(claimed), nil
+}
+
+// envelope is the body a delivery posts (the wire format of
+// docs/DOMAIN.md W6).
+type envelope struct {
+	ID      string          `json:"id"`
+	Type    string          `json:"type"`
+	Time    string          `json:"time"`
+	Version int             `json:"version"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// attempt posts c once and stores how it went.
+func (d *WebhookDeliverer) attempt(ctx context.Context, c ports.ClaimedDelivery) error {
+	e, sub := c.Envelope, c.Subscription
+	body, err := json.Marshal(envelope{ID: e.ID.String(), Type: string(e.Type), Time: e.Time.UTC().Format(time.RFC3339Nano),
+		Version: e.Version, Data: e.Data})
+	if err != nil {
+		return err
+	}
+	now := d.clock.Now()
+	header := map[string]string{"Content-Type": "application/json", "X-OTA-Event-Id": e.ID.String(),
+		"X-OTA-Event-Type": string(e.Type), "X-OTA-Delivery": strconv.FormatInt(c.ID, 10),
+		domain.WebhookSignatureHeader: domain.WebhookSignature(sub.SigningSecrets(now), now, body)}
+	actx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
+	status, err := d.poster.Post(actx, sub.URL(), header, body)
+	cancel()
+	if ctx.Err() != nil {
+		return ctx.Err() // stopping: the lease hands the delivery to the next worker
+	}
+	now = d.clock.Now()
+	o := ports.DeliveryOutcome{ID: c.ID, Attempts: c.Attempts, At: now, StatusCode: status, Status: ports.DeliveryDelivered}
+	if err == nil && status >= 200 && status < 300 {
+		var settle func(*domain.WebhookSubscription)
+		if !sub.FailingSince().IsZero() {
+			settle = func(s *domain.WebhookSubscription) { s.Succeeded(now) }
+		}
+		return d.queue.FinishDelivery(ctx, o, settle)
+	}
+	o.Error = fmt.Sprintf("answered %d", status)
+	if err != nil {
+		o.Error = err.Error()
+		if errors.Is(err, context.DeadlineExceeded) {
+			o.Error = "no answer within " + d.cfg.Timeout.String()
+		}
+	}
+	o.Status, o.NextAttemptAt = ports.DeliveryPending, now.Add(d.backoff(c.Attempts))
+	if o.NextAttemptAt.After(e.Time.Add(d.cfg.RetryFor)) {
+		o.Status, o.NextAttemptAt = ports.DeliveryFailed, now
+	}
+	d.logger.Info("webhook delivery failed", "delivery", c.ID, "subscription", sub.ID().String(), "event", e.ID.String(),
+		"attempts", c.Attempts, "status", o.Status, "error", o.Error)
+	return d.queue.FinishDelivery(ctx, o, func(s *domain.WebhookSubscription) { s.Failed(now, d.cfg.DisableAfter) })
+}
+
+// backoff is the wait before the attempt after the attempts-th: FirstRetry
+// doubled per attempt, capped at MaxRetry, with full jitter (uniform from
+// a second to that) so that receivers coming back are not hit by every
+// replica at once.
+func (d *WebhookDeliverer) backoff(attempts int) time.Duration {
+	ceiling := d.cfg.MaxRetry
+	if attempts < 31 {
+		ceiling = min(d.cfg.FirstRetry<<max(attempts-1, 0), d.cfg.MaxRetry)
+	}
+	return time.Second + rand.N(max(ceiling-time.Second, 1))
+}

@@ -1,0 +1,65 @@
+package bootstrap
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/google/wire"
+
+	"github.com/ai-device/ota/adapters/webhookhttp"
+	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/ports"
+)
+
+// WebhookSettings are the OTA_WEBHOOK_* settings of the webhook delivery
+// (docs/CONFIGURATION.md).
+type WebhookSettings struct {
+	// Workers is how many deliveries a replica attempts at once
+	// (OTA_WEBHOOK_WORKERS).
+	Workers int
+	// RetryFor is how long after an event its delivery is retried before
+	// it is marked failed (OTA_WEBHOOK_RETRY_FOR).
+	RetryFor time.Duration
+	// DisableAfter is how long a subscription's deliveries may keep
+	// failing before it is disabled (OTA_WEBHOOK_DISABLE_AFTER).
+	DisableAfter time.Duration
+	// AllowPrivate lets deliveries reach loopback, private and link-local
+	// addresses (OTA_WEBHOOK_ALLOW_PRIVATE).
+	AllowPrivate bool
+}
+
+func loadWebhookConfig(cfg *Config, get func(name, def string) string, bad func(name, format string, args ...any),
+	duration func(name, def string, min, max time.Duration) time.Duration, whole func(name, def string, min, max int) int) {
+	cfg.Webhooks.Workers = whole("OTA_WEBHOOK_WORKERS", "4", 0, 256)
+	cfg.Webhooks.RetryFor = duration("OTA_WEBHOOK_RETRY_FOR", "24h", time.Minute, 30*24*time.Hour)
+	cfg.Webhooks.DisableAfter = duration("OTA_WEBHOOK_DISABLE_AFTER", "24h", time.Minute, 30*24*time.Hour)
+	raw := get("OTA_WEBHOOK_ALLOW_PRIVATE", "false")
+	allow, err := strconv.ParseBool(raw)
+	if err != nil {
+		bad("OTA_WEBHOOK_ALLOW_PRIVATE", "%q must be true or false", raw)
+	}
+	cfg.Webhooks.AllowPrivate = allow
+}
+
+// webhookSet provides the webhook use cases and the delivery worker over
+// the store's WebhookStore and DeliveryQueue.
+var webhookSet = wire.NewSet(
+	application.NewWebhooks, wire.Bind(new(ports.WebhookService), new(*application.Webhooks)),
+	application.NewWebhookDeliverer, WebhookDeliveryConfigFrom,
+	WebhookPosterFrom, wire.Bind(new(application.WebhookPoster), new(*webhookhttp.Poster)),
+)
+
+// WebhookDeliveryConfigFrom tunes the delivery worker. OTA_WEBHOOK_WORKERS=0
+// delivers nothing on this replica (the others deliver).
+func WebhookDeliveryConfigFrom(cfg Config) application.DeliveryConfig {
+	workers := cfg.Webhooks.Workers
+	if workers == 0 {
+		workers = -1
+	}
+	return application.DeliveryConfig{Workers: workers, RetryFor: cfg.Webhooks.RetryFor, DisableAfter: cfg.Webhooks.DisableAfter}
+}
+
+// WebhookPosterFrom is the outbound HTTP client of deliveries.
+func WebhookPosterFrom(cfg Config) *webhookhttp.Poster {
+	return webhookhttp.NewPoster(webhookhttp.Config{AllowPrivate: cfg.Webhooks.AllowPrivate})
+}
