@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -119,14 +118,8 @@ type auditRow struct {
 // action; the break-glass root's records are few, found along the primary
 // key). Only placeholders are added to the query, never values.
 func (l *AuditLog) ListAudit(ctx context.Context, f ports.AuditFilter) ([]ports.AuditEntry, error) {
-	var (
-		where []string
-		args  []any
-	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
+	var cond conditions
+	arg := cond.arg
 	if f.Actor != "" {
 		a, err := domain.ParseAuditActor(f.Actor)
 		if err != nil {
@@ -134,39 +127,39 @@ func (l *AuditLog) ListAudit(ctx context.Context, f ports.AuditFilter) ([]ports.
 		}
 		switch {
 		case a.Kind == "root":
-			where = append(where, "actor_kind = 'root'")
+			cond.where = append(cond.where, "actor_kind = 'root'")
 		case !a.Token.IsZero():
-			where = append(where, "actor_token = "+arg(a.Token.String())+"::uuid")
+			cond.where = append(cond.where, "actor_token = "+arg(a.Token.String())+"::uuid")
 		default:
-			where = append(where, "actor_user = "+arg(a.User))
+			cond.where = append(cond.where, "actor_user = "+arg(a.User))
 		}
 	}
 	if f.Target != "" {
-		where = append(where, "target = "+arg(f.Target))
+		cond.where = append(cond.where, "target = "+arg(f.Target))
 	}
 	if f.Action != "" {
-		where = append(where, "action = "+arg(string(f.Action)))
+		cond.where = append(cond.where, "action = "+arg(string(f.Action)))
 	}
 	if !f.Since.IsZero() {
-		where = append(where, "at >= "+arg(dbTime(f.Since)))
+		cond.where = append(cond.where, "at >= "+arg(dbTime(f.Since)))
 	}
 	if !f.Until.IsZero() {
-		where = append(where, "at < "+arg(dbTime(f.Until)))
+		cond.where = append(cond.where, "at < "+arg(dbTime(f.Until)))
 	}
 	if f.After != nil {
-		where = append(where, "(at, seq) < ("+arg(dbTime(f.After.At))+"::timestamptz, "+arg(f.After.Seq)+"::bigint)")
+		cond.where = append(cond.where, "(at, seq) < ("+arg(dbTime(f.After.At))+"::timestamptz, "+arg(f.After.Seq)+"::bigint)")
 	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = DefaultAuditLimit
 	}
 	q := `SELECT seq, at, actor_kind, actor_user, actor_token::text AS actor_token, action, target, before, after, request_id, source FROM audit_log`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
+	if len(cond.where) > 0 {
+		q += ` WHERE ` + strings.Join(cond.where, " AND ")
 	}
 	q += ` ORDER BY at DESC, seq DESC LIMIT ` + arg(limit)
 	var rows []auditRow
-	if err := l.db.SelectContext(ctx, &rows, q, args...); err != nil {
+	if err := l.db.SelectContext(ctx, &rows, q, cond.args...); err != nil {
 		return nil, fmt.Errorf("listing audit records: %w", unavailable(err))
 	}
 	out := make([]ports.AuditEntry, 0, len(rows))

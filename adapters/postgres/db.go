@@ -24,6 +24,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -502,4 +503,17 @@ func (l *lazyStmt) queryRow(ctx context.Context, db *sqlx.DB, args ...any) *sql.
 		return db.QueryRowContext(ctx, l.query, args...)
 	}
 	return st.QueryRowContext(ctx, args...)
+}
+
+// conditions gathers a query's WHERE conditions and their arguments:
+// arg adds a value and answers its placeholder, so that only placeholders
+// are ever written into the query, never values.
+type conditions struct {
+	where []string
+	args  []any
+}
+
+func (c *conditions) arg(v any) string {
+	c.args = append(c.args, v)
+	return "$" + strconv.Itoa(len(c.args))
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
@@ -119,36 +118,30 @@ func (s *DeviceDirectory) Tags(ctx context.Context, deviceID domain.DeviceID) ([
 // List returns the devices matching f in device_id order. Only
 // placeholders are added to the query, never values.
 func (s *DeviceDirectory) List(ctx context.Context, f ports.DeviceFilter) ([]ports.DeviceListing, error) {
-	var (
-		where []string
-		args  []any
-	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
+	var cond conditions
+	arg := cond.arg
 	if f.Model != "" {
-		where = append(where, "d.model = "+arg(f.Model))
+		cond.where = append(cond.where, "d.model = "+arg(f.Model))
 	}
 	if len(f.Tags) > 0 {
-		where = append(where, "d.tags @> "+arg(pq.Array(f.Tags))+"::text[]")
+		cond.where = append(cond.where, "d.tags @> "+arg(pq.Array(f.Tags))+"::text[]")
 	}
 	if len(f.Attributes) > 0 {
 		b, err := json.Marshal(f.Attributes)
 		if err != nil {
 			return nil, fmt.Errorf("encoding the attribute filter: %w", err)
 		}
-		where = append(where, "a.attributes @> "+arg(string(b))+"::jsonb")
+		cond.where = append(cond.where, "a.attributes @> "+arg(string(b))+"::jsonb")
 	}
 	if !f.Version.IsZero() {
 		// Build metadata aside, as domain.Version.Key.
-		where = append(where, "split_part(d.current_version, '+', 1) = "+arg(f.Version.Key()))
+		cond.where = append(cond.where, "split_part(d.current_version, '+', 1) = "+arg(f.Version.Key()))
 	}
 	if !f.SeenBefore.IsZero() {
-		where = append(where, "(d.last_seen_at IS NULL OR d.last_seen_at < "+arg(f.SeenBefore)+")")
+		cond.where = append(cond.where, "(d.last_seen_at IS NULL OR d.last_seen_at < "+arg(f.SeenBefore)+")")
 	}
 	if !f.After.IsZero() {
-		where = append(where, "d.device_id > "+arg(f.After.String()))
+		cond.where = append(cond.where, "d.device_id > "+arg(f.After.String()))
 	}
 	limit := f.Limit
 	if limit <= 0 {
@@ -158,11 +151,11 @@ func (s *DeviceDirectory) List(ctx context.Context, f ports.DeviceFilter) ([]por
 	// repository's own row reader, so the device columns stay in one place.
 	q := `SELECT d.device_id, d.tags, a.attributes, a.updated_at
 		FROM devices d LEFT JOIN device_attributes a ON a.device_id = d.device_id`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
+	if len(cond.where) > 0 {
+		q += ` WHERE ` + strings.Join(cond.where, " AND ")
 	}
 	q += ` ORDER BY d.device_id LIMIT ` + arg(limit)
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := s.db.QueryContext(ctx, q, cond.args...)
 	if err != nil {
 		return nil, fmt.Errorf("listing devices: %w", unavailable(err))
 	}

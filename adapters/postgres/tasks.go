@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"strconv"
 	"strings"
 	"time"
 
@@ -585,22 +584,16 @@ const DefaultListLimit = 50
 // index that leads with it. Only placeholders are added to the query, never
 // values. Never nil.
 func (s *TaskRepository) List(ctx context.Context, f ports.TaskFilter) ([]domain.Task, error) {
-	var (
-		where []string
-		args  []any
-	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
+	var cond conditions
+	arg := cond.arg
 	if !f.DeviceID.IsZero() {
-		where = append(where, "device_id = "+arg(f.DeviceID.String()))
+		cond.where = append(cond.where, "device_id = "+arg(f.DeviceID.String()))
 	}
 	if !f.RolloutID.IsZero() {
-		where = append(where, "rollout_id = "+arg(f.RolloutID.String()))
+		cond.where = append(cond.where, "rollout_id = "+arg(f.RolloutID.String()))
 	}
 	if f.Status != nil {
-		where = append(where, "status = "+arg(f.Status.String()))
+		cond.where = append(cond.where, "status = "+arg(f.Status.String()))
 	}
 	if f.After != nil {
 		// The zero id sorts before every id at the cursor's time, as ""
@@ -609,20 +602,20 @@ func (s *TaskRepository) List(ctx context.Context, f ports.TaskFilter) ([]domain
 		if f.After.ID.IsZero() {
 			uid = "00000000-0000-0000-0000-000000000000"
 		}
-		where = append(where, "(created_at, id) > ("+arg(dbTime(f.After.CreatedAt))+"::timestamptz, "+arg(uid)+"::uuid)")
+		cond.where = append(cond.where, "(created_at, id) > ("+arg(dbTime(f.After.CreatedAt))+"::timestamptz, "+arg(uid)+"::uuid)")
 	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = DefaultListLimit
 	}
 	q := `SELECT ` + taskColumns + ` FROM tasks`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
+	if len(cond.where) > 0 {
+		q += ` WHERE ` + strings.Join(cond.where, " AND ")
 	}
 	q += ` ORDER BY created_at, id LIMIT ` + arg(limit)
 
 	var rows []taskRow
-	if err := s.db.SelectContext(ctx, &rows, q, args...); err != nil {
+	if err := s.db.SelectContext(ctx, &rows, q, cond.args...); err != nil {
 		return nil, fmt.Errorf("listing tasks: %w", unavailable(err))
 	}
 	return domainOf(rows)
