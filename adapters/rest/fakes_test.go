@@ -350,6 +350,8 @@ type harness struct {
 	checks []ports.HealthCheck
 	// artifacts answers the artifact routes (artifacts_test.go).
 	artifacts *fakeArtifacts
+	// webhooks answers the webhook routes (webhooks_test.go).
+	webhooks *fakeWebhooks
 }
 
 type harnessOption func(*Config, *harness)
@@ -375,8 +377,9 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 		_, _ = io.WriteString(w, "# HELP up test\nup 1\n")
 	})
 	h.artifacts = &fakeArtifacts{}
+	h.webhooks = newFakeWebhooks(h.fake)
 	h.e = NewServer(cfg, h.fake, h.fake, h.checks, h.obs, metrics, logger, WithFleet(h.fake), WithArtifacts(h.artifacts),
-		WithAccounts(fakeAccounts{h.fake}))
+		WithAccounts(fakeAccounts{h.fake}), WithWebhooks(h.webhooks))
 	return h
 }
 

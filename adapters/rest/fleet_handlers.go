@@ -17,6 +17,7 @@ type extensions struct {
 	fleet     ports.FleetService
 	artifacts ports.ArtifactService // artifacts.go
 	accounts  ports.AccountService  // accounts.go
+	webhooks  ports.WebhookService  // webhooks.go
 	mounts    []mount
 	// downloads and publicURL serve hosted artifacts (downloads.go).
 	downloads ports.DownloadService

@@ -160,6 +160,7 @@ func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService
 	s.addFleetRoutes(e, adminMW...)
 	s.addArtifactRoutes(e, adminMW...)
 	s.addAccountRoutes(e, adminMW...)
+	s.addWebhookRoutes(e, adminMW...)
 	s.addMounts(e)
 
 	deviceMW := []echo.MiddlewareFunc{s.deviceAuth}
