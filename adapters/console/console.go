@@ -345,7 +345,7 @@ type page struct {
 	// Webhooks is whether the console serves the webhook pages (the
 	// navigation shows them to who may use them).
 	Webhooks bool
-	Data    any
+	Data     any
 }
 
 // Can reports whether the page's operator holds a permission, by name:
