@@ -355,3 +355,44 @@ func TestALateCommitIsNotLost(t *testing.T) {
 		t.Errorf("the stream holds %v", got)
 	}
 }
+
+// otad serve with OTA_EVENTS_NATS_URL publishes what its changes
+// announce: two replicas share one cursor, and every device registered
+// on either reaches the stream once.
+func TestServePublishesToNATS(t *testing.T) {
+	_, dbURL := testenv.PostgresDB(t)
+	s := newSink(t)
+	const token = "eventsink-admin-token-0123456789"
+	otads := testenv.StartOtads(t, testenv.OtadConfig{Name: "sink", DatabaseURL: dbURL, RedisURL: testenv.RedisURL(t), AdminToken: token,
+		Env: map[string]string{"OTA_EVENTS_NATS_URL": s.cfg.URL, "OTA_EVENTS_NATS_STREAM": s.cfg.Stream,
+			"OTA_EVENTS_NATS_SUBJECT_PREFIX": s.cfg.SubjectPrefix}}, "a", "b")
+	const n = 20
+	for i := range n {
+		o := otads[i%2]
+		if code, body := testenv.PostJSON(t, o.URL+"/api/v1/admin/devices", token,
+			map[string]any{"device_id": fmt.Sprintf("dev-%02d", i), "model": "cam-sink"}); code != 201 {
+			t.Fatalf("registering: %d %v", code, body)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	var got []received
+	for time.Now().Before(deadline) {
+		if got = s.received(t); len(got) >= n {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	marksOf(t, got, s.cfg.SubjectPrefix) // once per id, envelopes well formed
+	if len(got) != n {
+		t.Fatalf("the stream holds %d events, want %d", len(got), n)
+	}
+	for i, r := range got {
+		var d struct {
+			DeviceID string `json:"device_id"`
+		}
+		_ = json.Unmarshal(r.env.Data, &d)
+		if r.env.Type != "device.registered" || d.DeviceID != fmt.Sprintf("dev-%02d", i) {
+			t.Errorf("message %d: %s %s, want device.registered of dev-%02d", i, r.env.Type, r.env.Data, i)
+		}
+	}
+}
