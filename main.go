@@ -261,6 +261,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("%w (OTA_DATABASE_URL); %s", err, memoryHint)
 	}
 	defer cleanup()
+	stopSink, err := bootstrap.StartEventSink(ctx, cfg, postgres.NewEventSinks(db), logger)
+	if err != nil {
+		return err
+	}
+	defer stopSink() // after the app drained: the events of its last requests are in the outbox
 	warnDefaults(logger, cfg, getenv)
 	return app.Serve(ctx, ln)
 }

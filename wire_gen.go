@@ -296,7 +296,8 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	console, err := bootstrap.NewConsole(cfg, keyedAdmin, fleet, artifacts, accounts, audit, clock, logger)
+	webhookRepository := postgres.NewWebhookRepository(db)
+	webhooks, err := application.NewWebhooks(webhookRepository, clock, uuiDs)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -304,9 +305,16 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	v2 := bootstrap.HTTPOptions(cfg, fleet, artifacts, console, downloads, accounts, audit)
+	console, err := bootstrap.NewConsole(cfg, keyedAdmin, fleet, artifacts, accounts, audit, webhooks, clock, logger)
+	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	v2 := bootstrap.HTTPOptions(cfg, fleet, artifacts, console, downloads, accounts, audit, webhooks)
 	echo := rest.NewServer(restConfig, devices, keyedAdmin, v, metrics, handler, logger, v2...)
-	webhookRepository := postgres.NewWebhookRepository(db)
 	poster := bootstrap.WebhookPosterFrom(cfg)
 	deliveryConfig := bootstrap.WebhookDeliveryConfigFrom(cfg)
 	webhookDeliverer, err := application.NewWebhookDeliverer(webhookRepository, poster, clock, deliveryConfig, logger)
@@ -470,13 +478,17 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	if err != nil {
 		return nil, err
 	}
-	console, err := bootstrap.NewConsole(cfg, keyedAdmin, applicationFleet, applicationArtifacts, applicationAccounts, audit, clock, logger)
+	webhooks := memory.NewWebhooks(store)
+	applicationWebhooks, err := application.NewWebhooks(webhooks, clock, uuiDs)
 	if err != nil {
 		return nil, err
 	}
-	v2 := bootstrap.HTTPOptions(cfg, applicationFleet, applicationArtifacts, console, downloads, applicationAccounts, audit)
+	console, err := bootstrap.NewConsole(cfg, keyedAdmin, applicationFleet, applicationArtifacts, applicationAccounts, audit, applicationWebhooks, clock, logger)
+	if err != nil {
+		return nil, err
+	}
+	v2 := bootstrap.HTTPOptions(cfg, applicationFleet, applicationArtifacts, console, downloads, applicationAccounts, audit, applicationWebhooks)
 	echo := rest.NewServer(restConfig, applicationDevices, keyedAdmin, v, metrics, handler, logger, v2...)
-	webhooks := memory.NewWebhooks(store)
 	poster := bootstrap.WebhookPosterFrom(cfg)
 	deliveryConfig := bootstrap.WebhookDeliveryConfigFrom(cfg)
 	webhookDeliverer, err := application.NewWebhookDeliverer(webhooks, poster, clock, deliveryConfig, logger)

@@ -134,21 +134,10 @@ func (d *WebhookDeliverer) Once(ctx context.Context) (int, error) {
 	return len(claimed), nil
 }
 
-// envelope is the body a delivery posts (the wire format of
-// docs/DOMAIN.md W6).
-type envelope struct {
-	ID      string          `json:"id"`
-	Type    string          `json:"type"`
-	Time    string          `json:"time"`
-	Version int             `json:"version"`
-	Data    json.RawMessage `json:"data"`
-}
-
 // attempt posts c once and stores how it went.
 func (d *WebhookDeliverer) attempt(ctx context.Context, c ports.ClaimedDelivery) error {
 	e, sub := c.Envelope, c.Subscription
-	body, err := json.Marshal(envelope{ID: e.ID.String(), Type: string(e.Type), Time: e.Time.UTC().Format(time.RFC3339Nano),
-		Version: e.Version, Data: e.Data})
+	body, err := json.Marshal(e) // ports.WebhookEnvelope.MarshalJSON: every sink's one encoding
 	if err != nil {
 		return err
 	}

@@ -84,6 +84,8 @@ type Config struct {
 	// (OTA_PPROF_ADDR): off by default, never on the service's address, so
 	// profiling a replica under load is opt-in and not reachable by devices.
 	PprofAddr string
+	// Events is the NATS JetStream sink (OTA_EVENTS_*; bootstrap/events.go).
+	Events EventSinkSettings
 	// ArtifactStore is where uploaded artifacts are kept
 	// (OTA_ARTIFACT_STORE); ArtifactMaxBytes bounds one upload
 	// (OTA_ARTIFACT_MAX_BYTES).
@@ -246,6 +248,7 @@ func LoadConfig(getenv func(string) string, requireAdminToken bool) (Config, err
 	if _, port, err := net.SplitHostPort(cfg.PprofAddr); cfg.PprofAddr != "" && (err != nil || port == "" || cfg.PprofAddr == cfg.HTTPAddr) {
 		bad("OTA_PPROF_ADDR", "%q must be a host:port address other than OTA_HTTP_ADDR, such as 127.0.0.1:6060 (or unset)", cfg.PprofAddr)
 	}
+	loadEventSinkConfig(&cfg, get, bad)
 	if err := cfg.LogLevel.UnmarshalText([]byte(get("OTA_LOG_LEVEL", "info"))); err != nil {
 		bad("OTA_LOG_LEVEL", "must be debug, info, warn or error")
 	}

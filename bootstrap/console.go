@@ -43,14 +43,15 @@ var consoleSet = wire.NewSet(NewConsole, HTTPOptions)
 // or with the admin token, budgets sign-in attempts
 // per address and username (in-process, per replica, as the devices'
 // budget), uploads images through the same use case as the API, and shows
-// the audit log to those who may read it.
+// the audit log to those who may read it, and manages webhooks.
 func NewConsole(cfg Config, admin ports.AdminService, fleet ports.FleetService, artifacts ports.ArtifactService,
-	accounts ports.AccountService, audit ports.AuditService, clock ports.Clock, logger *slog.Logger) (*console.Console, error) {
+	accounts ports.AccountService, audit ports.AuditService, webhooks ports.WebhookService, clock ports.Clock, logger *slog.Logger) (*console.Console, error) {
 	var limiter ports.RateLimiter = ports.Unlimited{}
 	if cfg.SignInRate > 0 {
 		limiter = local.NewRateLimiter(cfg.SignInRate, cfg.SignInBurst)
 	}
-	opts := []console.Option{console.WithArtifacts(artifacts), console.WithAccounts(accounts), console.WithAudit(audit)}
+	opts := []console.Option{console.WithArtifacts(artifacts), console.WithAccounts(accounts), console.WithAudit(audit),
+		console.WithWebhooks(webhooks)}
 	sso, err := newOIDC(cfg)
 	if err != nil {
 		return nil, err
@@ -64,11 +65,11 @@ func NewConsole(cfg Config, admin ports.AdminService, fleet ports.FleetService, 
 }
 
 // HTTPOptions adds the fleet views, the artifact routes, operators'
-// accounts and the audit log to the admin API, serves the console at
+// accounts, the audit log and webhook subscriptions to the admin API, serves the console at
 // /console/ on the same server, and the devices' downloads of hosted
 // artifacts.
 func HTTPOptions(cfg Config, fleet ports.FleetService, artifacts ports.ArtifactService, con *console.Console, dl ports.DownloadService,
-	accounts ports.AccountService, audit ports.AuditService) []rest.Option {
+	accounts ports.AccountService, audit ports.AuditService, webhooks ports.WebhookService) []rest.Option {
 	return []rest.Option{rest.WithFleet(fleet), rest.WithArtifacts(artifacts), rest.WithMount(console.Prefix, con),
-		rest.WithDownloads(dl, cfg.PublicURL), rest.WithAccounts(accounts), rest.WithAudit(audit)}
+		rest.WithDownloads(dl, cfg.PublicURL), rest.WithAccounts(accounts), rest.WithAudit(audit), rest.WithWebhooks(webhooks)}
 }

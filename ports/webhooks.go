@@ -78,6 +78,23 @@ type WebhookEnvelope struct {
 	Data    json.RawMessage
 }
 
+// MarshalJSON is the envelope on the wire, for every sink alike (a
+// webhook's body, a NATS message's data):
+// {"id","type","time" (RFC 3339 in UTC),"version","data"}.
+func (e WebhookEnvelope) MarshalJSON() ([]byte, error) {
+	data := e.Data
+	if len(data) == 0 {
+		data = json.RawMessage("{}")
+	}
+	return json.Marshal(struct {
+		ID      string          `json:"id"`
+		Type    string          `json:"type"`
+		Time    string          `json:"time"`
+		Version int             `json:"version"`
+		Data    json.RawMessage `json:"data"`
+	}{e.ID.String(), string(e.Type), e.Time.UTC().Format(time.RFC3339Nano), e.Version, data})
+}
+
 // WebhookService is what the edges (the admin API, the console) ask of
 // webhook subscriptions. Every call carries who acts; changes are
 // audited (docs/DOMAIN.md A1).

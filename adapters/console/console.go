@@ -85,6 +85,9 @@ type Console struct {
 	oidc *OIDC
 	// audit reads the audit log (WithAudit); nil: no audit page.
 	audit ports.AuditService
+	// webhooks manages webhook subscriptions (WithWebhooks); nil: no
+	// webhook pages.
+	webhooks ports.WebhookService
 }
 
 // WithAccounts lets operators sign in with their username and password;
@@ -127,7 +130,7 @@ func New(cfg Config, admin ports.AdminService, fleet ports.FleetService, clock p
 	if c.oidc != nil && (c.accounts == nil || c.sessions.userKey == nil) {
 		return nil, errors.New("console: single sign-on needs accounts and a key for users' sessions")
 	}
-	for _, name := range []string{"signin", "fleet", "rollouts", "rollout", "confirm", "firmwares", "artifact", "device", "audit", "error"} {
+	for _, name := range []string{"signin", "fleet", "rollouts", "rollout", "confirm", "firmwares", "artifact", "device", "audit", "error", "webhooks", "webhook"} {
 		t, err := template.New(name).Funcs(c.funcs()).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: parsing %s: %w", name, err)
@@ -180,6 +183,7 @@ func (c *Console) routes() {
 	if c.audit != nil {
 		m.Handle(p+"/audit", methods(c, c.authed(domain.PermAuditRead, c.auditPage), nil))
 	}
+	c.webhookRoutes(m)
 	m.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusNotFound, "There is no such page in the console.")
 	})
@@ -343,7 +347,10 @@ type page struct {
 	Who     domain.Principal
 	Flash   string
 	Refresh int // seconds between live refreshes
-	Data    any
+	// Webhooks is whether the console serves the webhook pages (the
+	// navigation shows them to who may use them).
+	Webhooks bool
+	Data     any
 }
 
 // Can reports whether the page's operator holds a permission, by name:
@@ -404,7 +411,7 @@ type errorData struct {
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, message string) {
 	s, signedIn := c.readSession(r)
 	c.render(w, r, status, "error", page{
-		Title: http.StatusText(status), SignedIn: signedIn, Who: s.who,
+		Title: http.StatusText(status), SignedIn: signedIn, Who: s.who, Webhooks: c.webhooks != nil,
 		Data: errorData{Status: status, Message: message, RequestID: httpedge.RequestIDFrom(r.Context())},
 	})
 }

@@ -141,7 +141,7 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request, s session) {
 
 // base is the page frame of a signed-in operator.
 func (c *Console) base(s session, title, nav string) page {
-	return page{Title: title, Nav: nav, SignedIn: true, CSRF: c.sessions.csrf(s), Who: s.who}
+	return page{Title: title, Nav: nav, SignedIn: true, CSRF: c.sessions.csrf(s), Who: s.who, Webhooks: c.webhooks != nil}
 }
 
 // ---- fleet ----

@@ -352,6 +352,8 @@ type harness struct {
 	artifacts *fakeArtifacts
 	// audit is the audit log the listing reads (audit_test.go).
 	audit *testAuditLog
+	// webhooks answers the webhook routes (webhooks_test.go).
+	webhooks *fakeWebhooks
 }
 
 type harnessOption func(*Config, *harness)
@@ -378,8 +380,9 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 	})
 	h.artifacts = &fakeArtifacts{}
 	h.audit = &testAuditLog{}
+	h.webhooks = newFakeWebhooks(h.fake)
 	h.e = NewServer(cfg, h.fake, h.fake, h.checks, h.obs, metrics, logger, WithFleet(h.fake), WithArtifacts(h.artifacts),
-		WithAccounts(fakeAccounts{h.fake}), WithAudit(newTestAudit(t, h.audit)))
+		WithAccounts(fakeAccounts{h.fake}), WithAudit(newTestAudit(t, h.audit)), WithWebhooks(h.webhooks))
 	return h
 }
 

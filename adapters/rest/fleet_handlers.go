@@ -18,6 +18,7 @@ type extensions struct {
 	artifacts ports.ArtifactService // artifacts.go
 	accounts  ports.AccountService  // accounts.go
 	audit     ports.AuditService    // audit.go
+	webhooks  ports.WebhookService  // webhooks.go
 	mounts    []mount
 	// downloads and publicURL serve hosted artifacts (downloads.go).
 	downloads ports.DownloadService

@@ -55,6 +55,14 @@ var adminPermissions = map[string]domain.Permission{
 	"POST /api/v1/admin/tokens":                        domain.PermAPITokensWrite,
 	"DELETE /api/v1/admin/tokens/{id}":                 domain.PermAPITokensWrite,
 	"GET /api/v1/admin/audit":                          domain.PermAuditRead,
+	// Reading a subscription reveals where events go: webhooks:write too.
+	"GET /api/v1/admin/webhooks":                 domain.PermWebhooksWrite,
+	"POST /api/v1/admin/webhooks":                domain.PermWebhooksWrite,
+	"GET /api/v1/admin/webhooks/{id}":            domain.PermWebhooksWrite,
+	"PATCH /api/v1/admin/webhooks/{id}":          domain.PermWebhooksWrite,
+	"DELETE /api/v1/admin/webhooks/{id}":         domain.PermWebhooksWrite,
+	"GET /api/v1/admin/webhooks/{id}/deliveries": domain.PermWebhooksWrite,
+	"POST /api/v1/admin/webhooks/{id}/test":      domain.PermWebhooksWrite,
 }
 
 var routeParam = regexp.MustCompile(`:[A-Za-z0-9_]+|\{[A-Za-z0-9_]+\}`)

@@ -168,7 +168,7 @@ func TestAdminRoutesRefuseWhoLacksThePermission(t *testing.T) {
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e := NewServer(Config{AdminToken: testAdminToken, AdminMounts: mounts}, fake, fake, nil, nil, nil, logger,
 		WithFleet(fake), WithArtifacts(recordingArtifacts{&fakeArtifacts{}, fake}), WithAccounts(fakeAccounts{fake}),
-		WithAudit(newTestAudit(t, &testAuditLog{})))
+		WithAudit(newTestAudit(t, &testAuditLog{})), WithWebhooks(newFakeWebhooks(fake)))
 	h := &harness{e: e, fake: fake, logs: logs}
 	if len(ops) < 30 {
 		t.Fatalf("only %d admin operations in the document", len(ops))

@@ -161,6 +161,7 @@ func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService
 	s.addArtifactRoutes(e, adminMW...)
 	s.addAccountRoutes(e, adminMW...)
 	s.addAuditRoutes(e, adminMW...)
+	s.addWebhookRoutes(e, adminMW...)
 	s.addMounts(e)
 
 	deviceMW := []echo.MiddlewareFunc{s.deviceAuth}

@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"slices"
@@ -146,7 +147,12 @@ func js(v any) []byte { b, _ := json.Marshal(v); return b }
 // refused one writes none.
 func TestEveryChangeWritesOneRecord(t *testing.T) {
 	db, dbURL := testenv.PostgresDB(t)
-	o := testenv.StartOtad(t, testenv.OtadConfig{Name: "audit", DatabaseURL: dbURL, RedisURL: testenv.RedisURL(t), AdminToken: rootToken})
+	// The webhook subscriptions point at a receiver on loopback, which
+	// deliveries may reach only when allowed.
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	defer receiver.Close()
+	o := testenv.StartOtad(t, testenv.OtadConfig{Name: "audit", DatabaseURL: dbURL, RedisURL: testenv.RedisURL(t), AdminToken: rootToken,
+		Env: map[string]string{"OTA_WEBHOOK_ALLOW_PRIVATE": "true"}})
 	r := rig{t: t, url: o.URL, db: db, reqs: postgres.NewAuthRequestRepository(db)}
 
 	callers := []caller{{name: "root", bearer: rootToken, perms: domain.RootPrincipal().Permissions(), kind: "root"}}
@@ -198,6 +204,10 @@ func TestEveryChangeWritesOneRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 		return made.ID().String()
+	}
+	webhook := func() string {
+		return r.root(http.MethodPost, "/api/v1/admin/webhooks", map[string]any{"url": receiver.URL + "/" + uniq("hook"),
+			"event_types": []string{"task.failed"}}, 201)["id"].(string)
 	}
 	ops := []op{
 		{method: "POST", route: "/api/v1/admin/devices", prepare: func(caller) (string, []byte, string) {
@@ -266,6 +276,20 @@ func TestEveryChangeWritesOneRecord(t *testing.T) {
 			return "/api/v1/admin/tokens/" + id, nil, ""
 		}},
 	}
+	ops = append(ops,
+		op{method: "POST", route: "/api/v1/admin/webhooks", prepare: func(caller) (string, []byte, string) {
+			return "/api/v1/admin/webhooks", js(map[string]any{"url": receiver.URL + "/" + uniq("hook")}), ""
+		}},
+		op{method: "PATCH", route: "/api/v1/admin/webhooks/{id}", prepare: func(caller) (string, []byte, string) {
+			return "/api/v1/admin/webhooks/" + webhook(), js(map[string]any{"enabled": false, "rotate_secret": true}), ""
+		}},
+		op{method: "DELETE", route: "/api/v1/admin/webhooks/{id}", prepare: func(caller) (string, []byte, string) {
+			return "/api/v1/admin/webhooks/" + webhook(), nil, ""
+		}},
+		op{method: "POST", route: "/api/v1/admin/webhooks/{id}/test", prepare: func(caller) (string, []byte, string) {
+			return "/api/v1/admin/webhooks/" + webhook() + "/test", nil, ""
+		}},
+	)
 	checkCoversDocument(t, ops)
 
 	for _, c := range callers {

@@ -1,0 +1,66 @@
+package bootstrap
+
+import (
+	"context"
+	"log/slog"
+	"net/url"
+	"regexp"
+	"sync"
+
+	"github.com/ai-device/ota/adapters/natsink"
+	"github.com/ai-device/ota/application"
+)
+
+// EventSinkSettings are the OTA_EVENTS_* settings of the NATS JetStream
+// sink (docs/CONFIGURATION.md): off unless NATSURL is set.
+type EventSinkSettings struct {
+	NATSURL       string // OTA_EVENTS_NATS_URL
+	Stream        string // OTA_EVENTS_NATS_STREAM
+	SubjectPrefix string // OTA_EVENTS_NATS_SUBJECT_PREFIX
+}
+
+var (
+	natsStreamName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	natsSubject    = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
+)
+
+func loadEventSinkConfig(cfg *Config, get func(name, def string) string, bad func(name, format string, args ...any)) {
+	cfg.Events.NATSURL = get("OTA_EVENTS_NATS_URL", "")
+	if u, err := url.Parse(cfg.Events.NATSURL); cfg.Events.NATSURL != "" && (err != nil || u.Host == "" ||
+		(u.Scheme != "nats" && u.Scheme != "tls" && u.Scheme != "ws" && u.Scheme != "wss")) {
+		bad("OTA_EVENTS_NATS_URL", "must be a nats:// (or tls://, ws://, wss://) URL such as nats://127.0.0.1:4222 (or unset)")
+	}
+	cfg.Events.Stream = get("OTA_EVENTS_NATS_STREAM", natsink.DefaultStream)
+	if !natsStreamName.MatchString(cfg.Events.Stream) {
+		bad("OTA_EVENTS_NATS_STREAM", "%q must be 1-64 letters, digits, - or _", cfg.Events.Stream)
+	}
+	cfg.Events.SubjectPrefix = get("OTA_EVENTS_NATS_SUBJECT_PREFIX", natsink.DefaultSubjectPrefix)
+	if !natsSubject.MatchString(cfg.Events.SubjectPrefix) {
+		bad("OTA_EVENTS_NATS_SUBJECT_PREFIX", "%q must be dot-separated tokens of letters, digits, - or _", cfg.Events.SubjectPrefix)
+	}
+}
+
+// eventSinkName is the NATS sink's cursor in event_sinks.
+const eventSinkName = "nats"
+
+// StartEventSink relays every event of store to NATS JetStream in the
+// background while ctx lasts, when OTA_EVENTS_NATS_URL is set (else it
+// does nothing). A NATS that does not answer is retried behind the
+// scenes: it fails neither the start nor readiness. stop ends the relay
+// and closes the connection.
+func StartEventSink(ctx context.Context, cfg Config, store application.EventSinkStore, logger *slog.Logger) (stop func(), err error) {
+	if cfg.Events.NATSURL == "" {
+		return func() {}, nil
+	}
+	pub, err := natsink.New(natsink.Config{URL: cfg.Events.NATSURL, Stream: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix}, logger)
+	if err != nil {
+		return nil, err
+	}
+	relay := application.NewEventRelay(store, pub, application.EventRelayConfig{Sink: eventSinkName}, logger)
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); relay.Run(ctx) }()
+	logger.Info("publishing events to NATS JetStream", "stream", cfg.Events.Stream, "subjects", cfg.Events.SubjectPrefix+".>")
+	return func() { cancel(); wg.Wait(); pub.Close() }, nil
+}
