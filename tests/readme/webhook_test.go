@@ -64,7 +64,9 @@ func webhookCases() []webhookCase {
 	now := time.Now()
 	// Signed by the service's own rule, so the README's snippets are held
 	// to what deliveries carry.
-	sig := func(at time.Time, secrets ...string) string { return domain.WebhookSignature(secrets, at, []byte(body)) }
+	sig := func(at time.Time, secrets ...string) string {
+		return domain.WebhookSignature(secrets, at, []byte(body))
+	}
 	return []webhookCase{
 		{"signed now", sig(now, secret), body, secret, true},
 		{"during a rotation, by the previous secret", sig(now, secret, old), body, old, true},
