@@ -43,7 +43,7 @@ func (s *DeviceAdmin) RegisterDevice(ctx context.Context, actor domain.Actor, re
 	}
 	d := creds.Device
 	rec, err := announced(actor.Record(d.CreatedAt(), domain.AuditDeviceRegister, d.ID().String(), nil, deviceFacts(d)))(
-		domain.EventDeviceRegistered, d.CreatedAt(), deviceEvent(d))
+		domain.EventDeviceRegistered, d.CreatedAt(), DeviceEvent(d))
 	if err != nil {
 		return ports.DeviceCredentials{}, err
 	}

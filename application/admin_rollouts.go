@@ -65,6 +65,14 @@ func (s *RolloutAdmin) StartRollout(ctx context.Context, actor domain.Actor, req
 	if err != nil {
 		return domain.Rollout{}, err
 	}
+	// A rollout that admits every device from the start (100 %, or a
+	// single stage) is complete at once: the same rule as for a change,
+	// from no rollout.
+	done, err := domain.RolloutAnnouncements(domain.Rollout{}, r, r.CreatedAt())
+	if err != nil {
+		return domain.Rollout{}, err
+	}
+	rec = rec.Announcing(done...)
 	if err := s.rollouts.Create(ctx, r, rec); err != nil {
 		return domain.Rollout{}, fmt.Errorf("starting rollout: %w", err)
 	}

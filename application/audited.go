@@ -72,8 +72,6 @@ func firmwareEvent(f domain.Firmware) map[string]any {
 
 // DeviceEvent is what a device's events say of it (application/mender's
 // admissions too).
-func DeviceEvent(d domain.Device) map[string]any { return deviceEvent(d) }
-
-func deviceEvent(d domain.Device) map[string]any {
+func DeviceEvent(d domain.Device) map[string]any {
 	return map[string]any{"device_id": d.ID().String(), "model": d.Model()}
 }

@@ -64,7 +64,7 @@ func (s *KeyedAdmin) RegisterDevice(ctx context.Context, actor domain.Actor, req
 	facts := deviceFacts(dev)
 	facts["public_key_fingerprint"] = adm.Key().Fingerprint()
 	rec, err := announced(actor.Record(dev.CreatedAt(), domain.AuditDeviceRegister, dev.ID().String(), nil, facts))(
-		domain.EventDeviceRegistered, dev.CreatedAt(), deviceEvent(dev))
+		domain.EventDeviceRegistered, dev.CreatedAt(), DeviceEvent(dev))
 	if err != nil {
 		return ports.DeviceCredentials{}, err
 	}

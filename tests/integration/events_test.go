@@ -6,7 +6,8 @@ import (
 )
 
 // TestChangesAnnounceTheirEvents: each change writes its events in its own
-// transaction — a registration, a publication, a rollout's start and a
+// transaction — a registration, a publication, a rollout's start (and,
+// at 100 %, its completion) and a
 // task's success each exactly once, with the ids a receiver needs — and a
 // refused change (a second publication of the same version) writes none.
 func TestChangesAnnounceTheirEvents(t *testing.T) {
@@ -43,13 +44,13 @@ func TestChangesAnnounceTheirEvents(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]int{"device.registered": 2, "firmware.published": 1, "rollout.created": 1, "rollout.completed": 0, "task.succeeded": 1}
+	want := map[string]int{"device.registered": 2, "firmware.published": 1, "rollout.created": 1, "rollout.completed": 1, "task.succeeded": 1}
 	for typ, n := range want {
 		if count[typ] != n {
 			t.Errorf("%d %s events, want %d (all: %v)", count[typ], typ, n, count)
 		}
 	}
-	if len(rows) != 5 {
-		t.Errorf("%d events, want 5: %v", len(rows), count)
+	if len(rows) != 6 {
+		t.Errorf("%d events, want 6: %v", len(rows), count)
 	}
 }
