@@ -76,10 +76,11 @@ func memoryEdge(t *testing.T) edgeApp {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem, err := initMemoryApp(cfg, slog.New(slog.DiscardHandler))
+	mem, cleanup, err := initMemoryApp(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(cleanup)
 	return edgeApp{"memory", mem.Handler()}
 }
 

@@ -224,10 +224,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	defer ln.Close()
 	if cfg.Store == bootstrap.StoreMemory {
 		logger.Warn("OTA_STORE=memory: single process, nothing is kept after it stops")
-		app, err := initMemoryApp(cfg, logger)
+		app, cleanup, err := initMemoryApp(cfg, logger)
 		if err != nil {
 			return err
 		}
+		defer cleanup()
 		warnDefaults(logger, cfg, getenv)
 		return app.Serve(ctx, ln)
 	}
@@ -261,11 +262,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("%w (OTA_DATABASE_URL); %s", err, memoryHint)
 	}
 	defer cleanup()
-	stopSink, err := bootstrap.StartEventSink(ctx, cfg, postgres.NewEventSinks(db), logger)
-	if err != nil {
-		return err
-	}
-	defer stopSink() // after the app drained: the events of its last requests are in the outbox
 	warnDefaults(logger, cfg, getenv)
 	return app.Serve(ctx, ln)
 }

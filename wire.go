@@ -22,7 +22,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 
 // initMemoryApp assembles the single-process service with in-memory
 // adapters, for trying the service out.
-func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, error) {
+func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, func(), error) {
 	wire.Build(bootstrap.MemorySet, bootstrap.ApplicationSet, bootstrap.EdgeSet)
-	return nil, nil
+	return nil, nil, nil
 }

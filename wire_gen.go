@@ -325,8 +325,18 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	app := bootstrap.NewPostgresApp(cfg, echo, logger, metrics, writeBehindDevices, catalogCache, readReplica, webhookDeliverer)
+	eventSinks := postgres.NewEventSinks(db)
+	eventRelay, cleanup5, err := bootstrap.NewEventRelay(cfg, eventSinks, logger)
+	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	app := bootstrap.NewPostgresApp(cfg, echo, logger, metrics, writeBehindDevices, catalogCache, readReplica, webhookDeliverer, eventRelay)
 	return app, func() {
+		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()
@@ -340,7 +350,7 @@ var (
 
 // initMemoryApp assembles the single-process service with in-memory
 // adapters, for trying the service out.
-func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, error) {
+func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, func(), error) {
 	config := bootstrap.DDIConfigFrom(cfg)
 	store := memory.NewStore()
 	tasks := memory.NewTasks(store)
@@ -348,7 +358,7 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	authStore := taskPorts.Auth
 	auth, err := application.NewAuth(authStore)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	devices := memory.NewDevices(store)
 	firmwares := memory.NewFirmwares(store)
@@ -363,12 +373,12 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	pollInterval := bootstrap.PollIntervalFrom(cfg)
 	checks, err := application.NewChecks(devices, firmwares, rollouts, checkStore, locker, clock, uuiDs, metrics, rateLimiter, attributes, pollInterval)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	eventStore := taskPorts.Events
 	events, err := application.NewEvents(eventStore, firmwares, devices, clock, metrics, rateLimiter)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	applicationDevices := application.ComposeDevices(auth, checks, events)
 	taskActions := memory.NewTaskActions(store)
@@ -376,22 +386,22 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	versionAttribute := bootstrap.DDIVersionAttributeFrom(cfg)
 	useCases, err := ddi.New(applicationDevices, devices, rollouts, attributes, taskActions, taskTransactor, metrics, clock, pollInterval, versionAttribute)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	artifacts := memory.NewArtifacts(store)
 	storeURL := bootstrap.ArtifactStoreURLFrom(cfg)
 	blobstoreStore, err := blobstore.Provide(storeURL)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	downloadPorts := bootstrap.DownloadPortsFrom(firmwares, devices, artifacts, blobstoreStore, clock)
 	downloadConfig, err := bootstrap.DownloadConfigFrom(cfg, logger)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	downloads, err := application.NewDownloads(downloadPorts, downloadConfig)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	adapter := ddi2.New(config, useCases, downloads)
 	admissions := memory.NewAdmissions(store)
@@ -416,11 +426,11 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	}
 	menderConfig, err := bootstrap.MenderConfigFrom(cfg, logger)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	menderUseCases, err := mender.New(ports, menderConfig)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	links := bootstrap.MenderLinksFrom(cfg, downloads)
 	menderAdapter := mender2.New(menderUseCases, menderUseCases, links)
@@ -428,64 +438,64 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	activeTasks := taskPorts.Active
 	deviceAdmin, err := application.NewDeviceAdmin(devices, activeTasks, firmwares, clock)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	artifactReader := bootstrap.ArtifactReaderFrom(artifacts)
 	firmwareAdmin, err := application.NewFirmwareAdmin(firmwares, artifactReader, clock, uuiDs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rolloutCounts := taskPorts.Counts
 	rolloutAdmin, err := application.NewRolloutAdmin(firmwares, rollouts, rolloutCounts, clock, uuiDs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	taskHistory := taskPorts.History
 	taskAdmin, err := application.NewTaskAdmin(taskHistory, firmwares)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	directory := memory.NewDirectory(store)
 	targetingAdmin, err := application.NewTargetingAdmin(directory, attributes, clock)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	admin := application.ComposeAdmin(deviceAdmin, firmwareAdmin, rolloutAdmin, taskAdmin, targetingAdmin)
 	keyedAdmin, err := application.NewKeyedAdmin(admin, admissions, clock)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	v := bootstrap.NoHealthChecks()
 	handler := bootstrap.MetricsHandler(metrics)
 	fleet := memory.NewFleet(store)
 	applicationFleet, err := application.NewFleet(fleet, firmwares, rollouts, clock)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	inspector := _wireInspectorValue
 	artifactMaxBytes := bootstrap.ArtifactMaxBytesFrom(cfg)
 	applicationArtifacts, err := application.NewArtifacts(blobstoreStore, artifacts, inspector, clock, uuiDs, artifactMaxBytes)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	accounts := memory.NewAccounts(store)
 	rootToken := bootstrap.RootTokenFrom(cfg)
 	applicationAccounts, err := application.NewAccounts(accounts, clock, uuiDs, rootToken)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	audit, err := application.NewAudit(store)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	webhooks := memory.NewWebhooks(store)
 	applicationWebhooks, err := application.NewWebhooks(webhooks, clock, uuiDs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	console, err := bootstrap.NewConsole(cfg, keyedAdmin, applicationFleet, applicationArtifacts, applicationAccounts, audit, applicationWebhooks, clock, logger)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	v2 := bootstrap.HTTPOptions(cfg, applicationFleet, applicationArtifacts, console, downloads, applicationAccounts, audit, applicationWebhooks)
 	echo := rest.NewServer(restConfig, applicationDevices, keyedAdmin, v, metrics, handler, logger, v2...)
@@ -493,8 +503,15 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, e
 	deliveryConfig := bootstrap.WebhookDeliveryConfigFrom(cfg)
 	webhookDeliverer, err := application.NewWebhookDeliverer(webhooks, poster, clock, deliveryConfig, logger)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	app := bootstrap.NewMemoryApp(cfg, echo, logger, webhookDeliverer)
-	return app, nil
+	eventSinks := memory.NewEventSinks(store)
+	eventRelay, cleanup, err := bootstrap.NewEventRelay(cfg, eventSinks, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	app := bootstrap.NewMemoryApp(cfg, echo, logger, webhookDeliverer, eventRelay)
+	return app, func() {
+		cleanup()
+	}, nil
 }

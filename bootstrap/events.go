@@ -1,11 +1,9 @@
 package bootstrap
 
 import (
-	"context"
 	"log/slog"
 	"net/url"
 	"regexp"
-	"sync"
 
 	"github.com/ai-device/ota/adapters/natsink"
 	"github.com/ai-device/ota/application"
@@ -43,24 +41,21 @@ func loadEventSinkConfig(cfg *Config, get func(name, def string) string, bad fun
 // eventSinkName is the NATS sink's cursor in event_sinks.
 const eventSinkName = "nats"
 
-// StartEventSink relays every event of store to NATS JetStream in the
-// background while ctx lasts, when OTA_EVENTS_NATS_URL is set (else it
-// does nothing). A NATS that does not answer is retried behind the
-// scenes: it fails neither the start nor readiness. stop ends the relay
-// and closes the connection.
-func StartEventSink(ctx context.Context, cfg Config, store application.EventSinkStore, logger *slog.Logger) (stop func(), err error) {
+// NewEventRelay is the NATS JetStream relay of the outbox, when
+// OTA_EVENTS_NATS_URL is set (nil otherwise): the app runs it in the
+// background while it serves, in either store, and stops it after the
+// requests drained, so the events of the last requests are in the outbox
+// for the next start. A NATS that does not answer is retried behind the
+// scenes: it fails neither the start nor readiness. cleanup closes the
+// connection.
+func NewEventRelay(cfg Config, store application.EventSinkStore, logger *slog.Logger) (*application.EventRelay, func(), error) {
 	if cfg.Events.NATSURL == "" {
-		return func() {}, nil
+		return nil, func() {}, nil
 	}
 	pub, err := natsink.New(natsink.Config{URL: cfg.Events.NATSURL, Stream: cfg.Events.Stream, SubjectPrefix: cfg.Events.SubjectPrefix}, logger)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	relay := application.NewEventRelay(store, pub, application.EventRelayConfig{Sink: eventSinkName}, logger)
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); relay.Run(ctx) }()
 	logger.Info("publishing events to NATS JetStream", "stream", cfg.Events.Stream, "subjects", cfg.Events.SubjectPrefix+".>")
-	return func() { cancel(); wg.Wait(); pub.Close() }, nil
+	return application.NewEventRelay(store, pub, application.EventRelayConfig{Sink: eventSinkName}, logger), pub.Close, nil
 }

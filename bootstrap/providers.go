@@ -54,16 +54,21 @@ var edgeBaseSet = wire.NewSet(
 	wire.Bind(new(httpedge.RequestObserver), new(*Metrics)),
 	MetricsHandler,
 	consoleSet,
+	NewEventRelay,
 )
 
 // EdgeSet provides the HTTP server, metrics and the app lifecycle.
 var EdgeSet = wire.NewSet(edgeBaseSet, NewMemoryApp)
 
 // NewMemoryApp is NewApp for the single-process wiring: it delivers
-// webhooks while it serves.
-func NewMemoryApp(cfg Config, server *echo.Echo, logger *slog.Logger, webhooks *application.WebhookDeliverer) *App {
+// webhooks, and relays events to NATS when configured, while it serves.
+func NewMemoryApp(cfg Config, server *echo.Echo, logger *slog.Logger, webhooks *application.WebhookDeliverer,
+	relay *application.EventRelay) *App {
 	app := NewApp(cfg, server, logger)
 	app.InBackground(webhooks.Run)
+	if relay != nil {
+		app.InBackground(relay.Run)
+	}
 	return app
 }
 
@@ -95,6 +100,7 @@ var PostgresSet = wire.NewSet(
 	postgres.NewAuditLog, wire.Bind(new(ports.AuditLog), new(*postgres.AuditLog)),
 	postgres.NewWebhookRepository, wire.Bind(new(application.WebhookStore), new(*postgres.WebhookRepository)),
 	wire.Bind(new(application.DeliveryQueue), new(*postgres.WebhookRepository)),
+	postgres.NewEventSinks, wire.Bind(new(application.EventSinkStore), new(*postgres.EventSinks)),
 )
 
 // WriteBehindConfigFrom tunes the write-behind of device checks (the
@@ -124,13 +130,17 @@ func ReadReplicaConfigFrom(cfg Config) postgres.ReadReplicaConfig {
 // requests drained, it stores the device checks still written behind
 // (before wire's cleanup closes the pool), and its metrics count the
 // write-behind's and the catalog cache's work. It delivers webhooks
-// (none: not) while it serves, as every replica does.
+// (none: not) while it serves, as every replica does, and relays events to
+// NATS when configured (one replica at a time holds the cursor).
 func NewPostgresApp(cfg Config, server *echo.Echo, logger *slog.Logger, m *Metrics,
 	seen *postgres.WriteBehindDevices, catalog *postgres.CatalogCache, reads *postgres.ReadReplica,
-	webhooks *application.WebhookDeliverer) *App {
+	webhooks *application.WebhookDeliverer, relay *application.EventRelay) *App {
 	app := NewApp(cfg, server, logger)
 	if webhooks != nil {
 		app.InBackground(webhooks.Run)
+	}
+	if relay != nil {
+		app.InBackground(relay.Run)
 	}
 	app.OnShutdown(seen.Flush)
 	registerHotPathMetrics(m, seen.Stats(), catalog.Stats())
@@ -197,6 +207,7 @@ var MemorySet = wire.NewSet(
 	wire.Bind(new(ports.AuditLog), new(*memory.Store)),
 	memory.NewWebhooks, wire.Bind(new(application.WebhookStore), new(*memory.Webhooks)),
 	wire.Bind(new(application.DeliveryQueue), new(*memory.Webhooks)),
+	memory.NewEventSinks, wire.Bind(new(application.EventSinkStore), new(*memory.EventSinks)),
 )
 
 // RootTokenFrom is the break-glass root secret, OTA_ADMIN_TOKEN.

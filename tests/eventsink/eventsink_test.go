@@ -356,19 +356,44 @@ func TestALateCommitIsNotLost(t *testing.T) {
 	}
 }
 
+const sinkToken = "eventsink-admin-token-0123456789"
+
+// sinkEnv points otad at s.
+func sinkEnv(s sink) map[string]string {
+	return map[string]string{"OTA_EVENTS_NATS_URL": s.cfg.URL, "OTA_EVENTS_NATS_STREAM": s.cfg.Stream,
+		"OTA_EVENTS_NATS_SUBJECT_PREFIX": s.cfg.SubjectPrefix}
+}
+
 // otad serve with OTA_EVENTS_NATS_URL publishes what its changes
 // announce: two replicas share one cursor, and every device registered
 // on either reaches the stream once.
 func TestServePublishesToNATS(t *testing.T) {
 	_, dbURL := testenv.PostgresDB(t)
 	s := newSink(t)
-	const token = "eventsink-admin-token-0123456789"
-	otads := testenv.StartOtads(t, testenv.OtadConfig{Name: "sink", DatabaseURL: dbURL, RedisURL: testenv.RedisURL(t), AdminToken: token,
-		Env: map[string]string{"OTA_EVENTS_NATS_URL": s.cfg.URL, "OTA_EVENTS_NATS_STREAM": s.cfg.Stream,
-			"OTA_EVENTS_NATS_SUBJECT_PREFIX": s.cfg.SubjectPrefix}}, "a", "b")
+	otads := testenv.StartOtads(t, testenv.OtadConfig{Name: "sink", DatabaseURL: dbURL, RedisURL: testenv.RedisURL(t), AdminToken: sinkToken,
+		Env: sinkEnv(s)}, "a", "b")
+	registerAndReceive(t, s, otads)
+}
+
+// OTA_STORE=memory publishes too: the relay runs beside the single
+// process's webhook delivery, over its in-process outbox.
+func TestMemoryServePublishesToNATS(t *testing.T) {
+	s := newSink(t)
+	env := sinkEnv(s)
+	env["OTA_STORE"] = "memory"
+	o := testenv.StartOtad(t, testenv.OtadConfig{Name: "sink-memory", DatabaseURL: "postgres://unused.invalid/none",
+		RedisURL: "redis://unused.invalid:6379/0", AdminToken: sinkToken, Env: env})
+	registerAndReceive(t, s, []*testenv.Otad{o})
+}
+
+// registerAndReceive registers devices on otads in turn and expects each
+// on the stream once, in order, as device.registered.
+func registerAndReceive(t *testing.T, s sink, otads []*testenv.Otad) {
+	t.Helper()
+	const token = sinkToken
 	const n = 20
 	for i := range n {
-		o := otads[i%2]
+		o := otads[i%len(otads)]
 		if code, body := testenv.PostJSON(t, o.URL+"/api/v1/admin/devices", token,
 			map[string]any{"device_id": fmt.Sprintf("dev-%02d", i), "model": "cam-sink"}); code != 201 {
 			t.Fatalf("registering: %d %v", code, body)
