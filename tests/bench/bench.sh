@@ -22,6 +22,15 @@
 # that every device's first check creates its task.
 # The table goes to stdout and, as markdown, to BENCH_OUT.
 #
+# Then (BENCH_DELIVERY=1) webhook delivery: a subscription to
+# task.succeeded pointed at Debian's nginx answering 204 on loopback, a
+# backlog of BENCH_DELIVERY_BACKLOG events written as the outbox's
+# fan-out writes them (one event row, one due delivery row each), and
+#   drain:  the backlog delivered with nothing else running (events/s)
+#   beside: for no update and reuse, BENCH_RUNS pairs of the same wrk +
+#           pgbench run, one with no delivery due, one with a fresh backlog
+#           being delivered meanwhile (interleaved; medians compared)
+#
 # The seeded database is kept and reused while its row counts are right, so
 # only the first run pays for seeding. Missing tools (wrk, pgbench, jq) are
 # installed from Debian's packages when running as root.
@@ -49,6 +58,8 @@
 #   BENCH_CLEANUP [0]         1 drops both databases at the end
 #   BENCH_INSTALL [1]         0 never runs apt-get
 #   BENCH_OTAD, BENCH_LOADSIM  use these binaries instead of building
+#   BENCH_DELIVERY [1]        0 skips the webhook delivery runs
+#   BENCH_DELIVERY_BACKLOG [60000]  events in each delivery backlog
 # Any OTA_* variable set by the caller (OTA_DB_MAX_CONNS, say) reaches otad,
 # except the few fixed above.
 set -euo pipefail
@@ -79,6 +90,8 @@ OUT=${BENCH_OUT:-$WORK/results.md}
 OPEN_LOOP=${BENCH_OPEN_LOOP:-1}
 OPEN_CONC=${BENCH_OPEN_CONCURRENCY:-256}
 CLEANUP=${BENCH_CLEANUP:-0}
+DELIVERY=${BENCH_DELIVERY:-1}
+BACKLOG=${BENCH_DELIVERY_BACKLOG:-60000}
 INSTALL=${BENCH_INSTALL:-1}
 SECRET=ota-load-simulator # the load simulator's default token key
 ADMIN_TOKEN=bench-admin-token-0123456789
@@ -87,8 +100,9 @@ ADMIN_TOKEN=bench-admin-token-0123456789
 die() { echo "bench: $*" >&2; exit 1; }
 T_START=$EPOCHREALTIME
 note() { echo "bench: [$(awk -v a="$T_START" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1fs", b - a }')] $*" >&2; }
-for v in DEVICES HISTORY DURATION RUNS THREADS CONNS PGB_CLIENTS PGB_JOBS PGB_SCALE; do
-  [[ ${!v} =~ ^[0-9]+$ && ${!v} -gt 0 ]] || die "BENCH_${v/PGB_/PGBENCH_} must be a positive integer, not '${!v}'"
+for v in DEVICES HISTORY DURATION RUNS THREADS CONNS PGB_CLIENTS PGB_JOBS PGB_SCALE BACKLOG; do
+  n=${v/PGB_/PGBENCH_}
+  [[ ${!v} =~ ^[0-9]+$ && ${!v} -gt 0 ]] || die "BENCH_${n/#BACKLOG/DELIVERY_BACKLOG} must be a positive integer, not '${!v}'"
 done
 ((DEVICES % 2 == 0)) || die "BENCH_DEVICES must be even (two fleets of half each)"
 [[ $DB =~ ^[a-z0-9_]+$ && $PGB_DB =~ ^[a-z0-9_]+$ ]] || die "database names must be [a-z0-9_]"
@@ -107,6 +121,7 @@ command -v pgbench >/dev/null || need+=(postgresql-contrib) # Debian 12: pgbench
 command -v psql >/dev/null || need+=(postgresql-client)
 command -v jq >/dev/null || need+=(jq)
 command -v curl >/dev/null || need+=(curl)
+[[ $DELIVERY != 1 ]] || command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || need+=(nginx-light)
 if ((${#need[@]})); then
   if [[ $INSTALL == 1 && $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
     note "installing ${need[*]} from Debian"
@@ -200,6 +215,7 @@ note "databases ready"
 # ---- otad ---------------------------------------------------------------
 OTAD_PID=
 cleanup() {
+  [[ ! -f $WORK/receiver/nginx.pid ]] || kill "$(cat "$WORK/receiver/nginx.pid")" 2>/dev/null || true
   if [[ -n $OTAD_PID ]] && kill -0 "$OTAD_PID" 2>/dev/null; then
     kill -TERM "$OTAD_PID" 2>/dev/null || true
     wait "$OTAD_PID" 2>/dev/null || true
@@ -214,7 +230,7 @@ trap 'exit 130' INT TERM HUP
 trap 'exit 141' PIPE # a reader that went away (| head) must still get otad stopped
 BASE=http://$ADDR
 OTA_DATABASE_URL=$DB_URL OTA_REDIS_URL=$REDIS_URL OTA_ADMIN_TOKEN=$ADMIN_TOKEN OTA_HTTP_ADDR=$ADDR \
-  OTA_DEVICE_RATE_LIMIT=0 OTA_LOG_LEVEL=${BENCH_LOG_LEVEL:-error} OTA_STORE=postgres \
+  OTA_DEVICE_RATE_LIMIT=0 OTA_LOG_LEVEL=${BENCH_LOG_LEVEL:-error} OTA_STORE=postgres OTA_WEBHOOK_ALLOW_PRIVATE=true \
   "$OTAD" serve --no-migrate >"$WORK/otad.log" 2>&1 &
 OTAD_PID=$!
 for _ in $(seq 1 150); do
@@ -347,6 +363,81 @@ if [[ $OPEN_LOOP == 1 ]]; then
   done
 fi
 
+# ---- webhook delivery -------------------------------------------------------
+# A receiver that costs little (nginx, 204), a subscription to it, and
+# backlogs written straight into the outbox as the fan-out writes them.
+declare -A IDLE_RPS BUSY_RPS IDLE_TPS BUSY_TPS BUSY_EPS
+if [[ $DELIVERY == 1 ]]; then
+  NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+  RECV=${ADDR%:*}:$((${ADDR##*:} + 1))
+  mkdir -p "$WORK/receiver/logs"
+  cat >"$WORK/receiver/nginx.conf" <<EOF
+worker_processes 1;
+pid $WORK/receiver/nginx.pid;
+error_log $WORK/receiver/logs/error.log;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/receiver/body;
+  server { listen $RECV; location / { return 204; } }
+}
+EOF
+  "$NGINX" -p "$WORK/receiver" -c "$WORK/receiver/nginx.conf" -e "$WORK/receiver/logs/error.log" || die "nginx did not start"
+  psql_db "$DB_URL" -c "DELETE FROM webhook_subscriptions" -c "DELETE FROM outbox_events" >/dev/null
+  SUB=$(curl -fsS -X POST "$BASE/api/v1/admin/webhooks" -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' \
+    -d "{\"url\":\"http://$RECV/hook\",\"event_types\":[\"task.succeeded\"]}" | jq -r .id)
+  [[ $SUB =~ ^[0-9a-f-]{36}$ ]] || die "could not subscribe: $SUB"
+  clear_outbox() { psql_db "$DB_URL" -c "DELETE FROM webhook_deliveries" -c "DELETE FROM outbox_events" >/dev/null; }
+  backlog() { # a fresh backlog of BACKLOG due deliveries
+    clear_outbox
+    psql_db "$DB_URL" -c "WITH e AS (INSERT INTO outbox_events (type, at, payload)
+          SELECT 'task.succeeded', now(), jsonb_build_object('task_id', gen_random_uuid(), 'device_id', 'bench-' || i,
+            'firmware_id', '$FW_CREATE', 'rollout_id', gen_random_uuid(), 'attempt', 1)
+          FROM generate_series(1, $BACKLOG) i RETURNING id)
+        INSERT INTO webhook_deliveries (subscription_id, event_id, next_attempt_at) SELECT '$SUB', id, now() FROM e" \
+      -c "VACUUM ANALYZE webhook_deliveries" -c "VACUUM ANALYZE outbox_events" >/dev/null
+  }
+  delivered() { psql_db "$DB_URL" -c "SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'"; }
+  retried() { psql_db "$DB_URL" -c "SELECT count(*) FROM webhook_deliveries WHERE status = 'failed' OR attempts > 1"; }
+  # drain: the backlog alone, timed until the last delivery is made.
+  backlog
+  t0=$EPOCHREALTIME
+  until [[ $(delivered) == "$BACKLOG" ]]; do
+    ! awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { exit !(b - a > 600) }' || die "the backlog did not drain in 600 s ($(delivered) of $BACKLOG)"
+    [[ $(retried) == 0 ]] || die "deliveries failed or were retried (see $WORK/otad.log)"
+    sleep 0.2
+  done
+  DRAIN_S=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  DRAIN_EPS=$(awk -v n="$BACKLOG" -v s="$DRAIN_S" 'BEGIN { printf "%.0f", n / s }')
+  note "delivery alone: $BACKLOG events in $DRAIN_S s, $DRAIN_EPS events/s"
+  # beside: the same pair without and with deliveries being made.
+  clear_outbox
+  k=0
+  for run in $(seq 1 "$RUNS"); do
+    for sc in "${OPEN_SCENARIOS[@]}"; do
+      for mode in idle busy; do
+        [[ $mode == idle ]] || backlog
+        d0=$(delivered)
+        line=$(pair "$sc" "$mode-$run" $((k * ${FLEET[${MODEL[$sc]}]} / (4 * RUNS))) "$DURATION") || exit 1
+        d1=$(delivered)
+        k=$((k + 1))
+        read -r rps tps _ <<<"$line"
+        if [[ $mode == idle ]]; then
+          ((d1 == d0)) || die "deliveries were made during an idle run"
+          IDLE_RPS[$sc]+="$rps "; IDLE_TPS[$sc]+="$tps "
+        else
+          ((d1 < BACKLOG)) || die "the backlog drained before the run ended: raise BENCH_DELIVERY_BACKLOG"
+          [[ $(retried) == 0 ]] || die "deliveries failed or were retried (see $WORK/otad.log)"
+          BUSY_RPS[$sc]+="$rps "; BUSY_TPS[$sc]+="$tps "
+          BUSY_EPS[$sc]+="$(awk -v d=$((d1 - d0)) -v s="$DURATION" 'BEGIN { printf "%.0f", d / s }') "
+          clear_outbox
+        fi
+        note "$sc $mode run $run: $(printf '%.0f' "$rps") checks/s, pgbench $(printf '%.0f' "$tps") tps, delivered $((d1 - d0))"
+      done
+    done
+  done
+fi
+
 # ---- report -----------------------------------------------------------------
 cpu=$(lscpu 2>/dev/null | awk -F: '/Model name/ { gsub(/^ +/, "", $2); print $2; exit }')
 {
@@ -377,6 +468,19 @@ cpu=$(lscpu 2>/dev/null | awk -F: '/Model name/ { gsub(/^ +/, "", $2); print $2;
   echo
   echo "Targets: ≥ 15,000 checks/s and ≥ 0.45 × pgbench -S tps per polling scenario, open-loop p99 ≤ 10 ms; creations ≥ 0.5 × pgbench -N tps."
   echo "$OUTCOME_LINE."
+  if [[ $DELIVERY == 1 ]]; then
+    echo
+    echo "Webhook delivery (OTA_WEBHOOK_WORKERS=${OTA_WEBHOOK_WORKERS:-4}) to nginx answering 204 on loopback: a backlog of $BACKLOG task.succeeded events delivered alone in $DRAIN_S s, **$DRAIN_EPS events/s**."
+    echo "The same wrk + pgbench pair with no delivery due (idle) and while a fresh backlog is delivered (busy), interleaved; medians of $RUNS:"
+    echo
+    echo "| scenario | checks/s idle | checks/s busy | busy ÷ idle | pgbench tps idle | busy | events delivered/s beside | target (≥ 0.9) |"
+    echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+    for sc in "${OPEN_SCENARIOS[@]}"; do
+      q=$(awk -v a="$(med "${BUSY_RPS[$sc]}")" -v b="$(med "${IDLE_RPS[$sc]}")" 'BEGIN { printf "%.3f", a / b }')
+      printf '| %s | %.0f | %.0f | **%s** | %.0f | %.0f | %s | %s |\n' "$sc" "$(med "${IDLE_RPS[$sc]}")" "$(med "${BUSY_RPS[$sc]}")" "$q" \
+        "$(med "${IDLE_TPS[$sc]}")" "$(med "${BUSY_TPS[$sc]}")" "$(med "${BUSY_EPS[$sc]}")" "$(awk -v q="$q" 'BEGIN { print (q >= 0.9 ? "yes" : "no") }')"
+    done
+  fi
   echo
   echo "| scenario | run | load | checks/s | pgbench tps | ratio | wrk p99 | otad CPU µs/check | otad write(2)/check | devices polled twice |"
   echo "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
