@@ -256,6 +256,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		// Redis is the usual culprit here; statement preparation and the
 		// catalog listener (Postgres) fail here too, and say so themselves.
+		if strings.Contains(err.Error(), "OTA_EVENTS_NATS_URL") {
+			return err // the event sink's, naming its own variable
+		}
 		if strings.Contains(err.Error(), "Redis") {
 			return fmt.Errorf("%w (OTA_REDIS_URL); %s", err, memoryHint)
 		}

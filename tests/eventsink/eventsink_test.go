@@ -390,11 +390,10 @@ func TestMemoryServePublishesToNATS(t *testing.T) {
 // on the stream once, in order, as device.registered.
 func registerAndReceive(t *testing.T, s sink, otads []*testenv.Otad) {
 	t.Helper()
-	const token = sinkToken
 	const n = 20
 	for i := range n {
 		o := otads[i%len(otads)]
-		if code, body := testenv.PostJSON(t, o.URL+"/api/v1/admin/devices", token,
+		if code, body := testenv.PostJSON(t, o.URL+"/api/v1/admin/devices", sinkToken,
 			map[string]any{"device_id": fmt.Sprintf("dev-%02d", i), "model": "cam-sink"}); code != 201 {
 			t.Fatalf("registering: %d %v", code, body)
 		}
