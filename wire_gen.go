@@ -317,7 +317,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	echo := rest.NewServer(restConfig, devices, keyedAdmin, v, metrics, handler, logger, v2...)
 	poster := bootstrap.WebhookPosterFrom(cfg)
 	deliveryConfig := bootstrap.WebhookDeliveryConfigFrom(cfg)
-	webhookDeliverer, err := application.NewWebhookDeliverer(webhookRepository, poster, clock, deliveryConfig, logger)
+	webhookDeliverer, err := application.NewWebhookDeliverer(webhookRepository, poster, clock, metrics, deliveryConfig, logger)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -501,7 +501,7 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, f
 	echo := rest.NewServer(restConfig, applicationDevices, keyedAdmin, v, metrics, handler, logger, v2...)
 	poster := bootstrap.WebhookPosterFrom(cfg)
 	deliveryConfig := bootstrap.WebhookDeliveryConfigFrom(cfg)
-	webhookDeliverer, err := application.NewWebhookDeliverer(webhooks, poster, clock, deliveryConfig, logger)
+	webhookDeliverer, err := application.NewWebhookDeliverer(webhooks, poster, clock, metrics, deliveryConfig, logger)
 	if err != nil {
 		return nil, nil, err
 	}

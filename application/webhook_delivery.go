@@ -29,6 +29,18 @@ type DeliveryQueue interface {
 	// is not nil, lets it change the subscription (locked) and stores it,
 	// in one transaction.
 	FinishDelivery(ctx context.Context, o ports.DeliveryOutcome, settle func(*domain.WebhookSubscription)) error
+	// FinishDeliveries stores several outcomes that change no
+	// subscription, each unless its delivery was claimed again since, in
+	// one statement: a batch of successes costs one write, not one each.
+	FinishDeliveries(ctx context.Context, os []ports.DeliveryOutcome) error
+}
+
+// RequestLoad is how busy this replica is serving requests: delivery is
+// background work and yields to the devices and operators waiting on an
+// answer.
+type RequestLoad interface {
+	// InFlight is the number of HTTP requests being served now.
+	InFlight() int
 }
 
 // WebhookPoster posts a delivery's body with its headers to url and says
@@ -48,6 +60,12 @@ type DeliveryConfig struct {
 	DisableAfter time.Duration // a subscription failing this long is disabled (OTA_WEBHOOK_DISABLE_AFTER, default 24h)
 	FirstRetry   time.Duration // the backoff's base (default 5s), doubled per attempt
 	MaxRetry     time.Duration // the backoff's cap (default 1h)
+	// BusyRate bounds the deliveries per second of this replica while it
+	// is busy (BusyAt requests or more in flight), so that a backlog
+	// draining does not slow the check path (OTA_WEBHOOK_BUSY_RATE,
+	// default 100; negative: never paced).
+	BusyRate float64
+	BusyAt   int // in-flight requests from which the replica is busy (default 8)
 }
 
 func (c DeliveryConfig) withDefaults() DeliveryConfig {
@@ -67,6 +85,12 @@ func (c DeliveryConfig) withDefaults() DeliveryConfig {
 	c.Poll, c.Timeout = or(c.Poll, time.Second), or(c.Timeout, 10*time.Second)
 	c.RetryFor, c.DisableAfter = or(c.RetryFor, 24*time.Hour), or(c.DisableAfter, 24*time.Hour)
 	c.FirstRetry, c.MaxRetry = or(c.FirstRetry, 5*time.Second), or(c.MaxRetry, time.Hour)
+	if c.BusyRate == 0 {
+		c.BusyRate = 100
+	}
+	if c.BusyAt <= 0 {
+		c.BusyAt = 8
+	}
 	return c
 }
 
@@ -82,20 +106,23 @@ type WebhookDeliverer struct {
 	queue  DeliveryQueue
 	poster WebhookPoster
 	clock  ports.Clock
+	load   RequestLoad
 	cfg    DeliveryConfig
 	logger *slog.Logger
 }
 
 // NewWebhookDeliverer builds the worker.
-func NewWebhookDeliverer(queue DeliveryQueue, poster WebhookPoster, clock ports.Clock, cfg DeliveryConfig, logger *slog.Logger) (*WebhookDeliverer, error) {
-	if err := required(queue, poster, clock, logger); err != nil {
+func NewWebhookDeliverer(queue DeliveryQueue, poster WebhookPoster, clock ports.Clock, load RequestLoad, cfg DeliveryConfig,
+	logger *slog.Logger) (*WebhookDeliverer, error) {
+	if err := required(queue, poster, clock, load, logger); err != nil {
 		return nil, err
 	}
-	return &WebhookDeliverer{queue: queue, poster: poster, clock: clock, cfg: cfg.withDefaults(), logger: logger}, nil
+	return &WebhookDeliverer{queue: queue, poster: poster, clock: clock, load: load, cfg: cfg.withDefaults(), logger: logger}, nil
 }
 
 // Run delivers until ctx ends, with Workers concurrent workers; a worker
-// whose claim came back full claims again at once, else it waits Poll.
+// whose claim came back full claims again at once (after its pause while
+// the replica is busy), else it waits Poll.
 func (d *WebhookDeliverer) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for range max(d.cfg.Workers, 0) {
@@ -105,17 +132,32 @@ func (d *WebhookDeliverer) Run(ctx context.Context) {
 				if err != nil && ctx.Err() == nil {
 					d.logger.Warn("webhook delivery: claiming", "error", err)
 				}
-				if err == nil && n == d.cfg.Batch {
+				wait := d.pause(n)
+				if err != nil || n < d.cfg.Batch {
+					wait = max(wait, d.cfg.Poll)
+				}
+				if wait == 0 {
 					continue
 				}
 				select {
 				case <-ctx.Done():
-				case <-time.After(d.cfg.Poll):
+				case <-time.After(wait):
 				}
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// pause is how long a worker that just attempted n deliveries waits before
+// its next claim: none while the replica is not busy; while it is, as
+// long as n deliveries take at BusyRate shared by the workers, so that
+// they go on (no backlog starves) at a pace the check path hardly feels.
+func (d *WebhookDeliverer) pause(n int) time.Duration {
+	if n == 0 || d.cfg.BusyRate < 0 || d.load.InFlight() < d.cfg.BusyAt {
+		return 0
+	}
+	return time.Duration(float64(n*max(d.cfg.Workers, 1)) / d.cfg.BusyRate * float64(time.Second))
 }
 
 // Once claims one batch of due deliveries and attempts each, and says how
@@ -126,20 +168,42 @@ func (d *WebhookDeliverer) Once(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("claiming webhook deliveries: %w", err)
 	}
+	var delivered []ports.DeliveryOutcome
 	for _, c := range claimed {
-		if err := d.attempt(ctx, c); err != nil && ctx.Err() == nil {
+		o, settle, err := d.attempt(ctx, c)
+		if err == nil && settle == nil {
+			delivered = append(delivered, o)
+			continue
+		}
+		if err == nil {
+			err = d.queue.FinishDelivery(ctx, o, settle)
+		}
+		if ctx.Err() != nil {
+			break // stopping: the lease hands the rest to the next worker
+		}
+		if err != nil {
 			d.logger.Warn("webhook delivery: storing the outcome", "delivery", c.ID, "subscription", c.Subscription.ID().String(), "error", err)
+		}
+	}
+	if len(delivered) > 0 {
+		// Stored even when stopping, so that what was delivered is not
+		// sent again after the lease; bounded, as a shutdown is waiting.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Timeout)
+		defer cancel()
+		if err := d.queue.FinishDeliveries(sctx, delivered); err != nil {
+			d.logger.Warn("webhook delivery: storing the outcomes", "deliveries", len(delivered), "error", err)
 		}
 	}
 	return len(claimed), nil
 }
 
-// attempt posts c once and stores how it went.
-func (d *WebhookDeliverer) attempt(ctx context.Context, c ports.ClaimedDelivery) error {
+// attempt posts c once and says how it went: the outcome to store and, when
+// the subscription's failing state changes, how (nil: it does not).
+func (d *WebhookDeliverer) attempt(ctx context.Context, c ports.ClaimedDelivery) (ports.DeliveryOutcome, func(*domain.WebhookSubscription), error) {
 	e, sub := c.Envelope, c.Subscription
 	body, err := json.Marshal(e) // ports.WebhookEnvelope.MarshalJSON: every sink's one encoding
 	if err != nil {
-		return err
+		return ports.DeliveryOutcome{}, nil, err
 	}
 	now := d.clock.Now()
 	header := map[string]string{"Content-Type": "application/json", "X-OTA-Event-Id": e.ID.String(),
@@ -149,16 +213,15 @@ func (d *WebhookDeliverer) attempt(ctx context.Context, c ports.ClaimedDelivery)
 	status, err := d.poster.Post(actx, sub.URL(), header, body)
 	cancel()
 	if ctx.Err() != nil {
-		return ctx.Err() // stopping: the lease hands the delivery to the next worker
+		return ports.DeliveryOutcome{}, nil, ctx.Err() // stopping: the lease hands the delivery to the next worker
 	}
 	now = d.clock.Now()
 	o := ports.DeliveryOutcome{ID: c.ID, Attempts: c.Attempts, At: now, StatusCode: status, Status: ports.DeliveryDelivered}
 	if err == nil && status >= 200 && status < 300 {
-		var settle func(*domain.WebhookSubscription)
-		if !sub.FailingSince().IsZero() {
-			settle = func(s *domain.WebhookSubscription) { s.Succeeded(now) }
+		if sub.FailingSince().IsZero() {
+			return o, nil, nil
 		}
-		return d.queue.FinishDelivery(ctx, o, settle)
+		return o, func(s *domain.WebhookSubscription) { s.Succeeded(now) }, nil
 	}
 	o.Error = fmt.Sprintf("answered %d", status)
 	if err != nil {
@@ -173,7 +236,7 @@ func (d *WebhookDeliverer) attempt(ctx context.Context, c ports.ClaimedDelivery)
 	}
 	d.logger.Info("webhook delivery failed", "delivery", c.ID, "subscription", sub.ID().String(), "event", e.ID.String(),
 		"attempts", c.Attempts, "status", o.Status, "error", o.Error)
-	return d.queue.FinishDelivery(ctx, o, func(s *domain.WebhookSubscription) { s.Failed(now, d.cfg.DisableAfter) })
+	return o, func(s *domain.WebhookSubscription) { s.Failed(now, d.cfg.DisableAfter) }, nil
 }
 
 // backoff is the wait before the attempt after the attempts-th: FirstRetry

@@ -20,7 +20,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		cfg.RedisURL != bootstrap.DefaultRedisURL || cfg.LockMajority != 1 || !cfg.Migrate ||
 		cfg.LastSeenResolution != bootstrap.DefaultLastSeenResolution ||
 		cfg.ConsoleSessionKey != "" || cfg.SignInRate != 0.1 || cfg.SignInBurst != 10 ||
-		cfg.Webhooks != (bootstrap.WebhookSettings{Workers: 4, RetryFor: 24 * time.Hour, DisableAfter: 24 * time.Hour}) {
+		cfg.Webhooks != (bootstrap.WebhookSettings{Workers: 4, RetryFor: 24 * time.Hour, DisableAfter: 24 * time.Hour, BusyRate: 100}) {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 }
@@ -46,6 +46,7 @@ func TestLoadConfigRefusesBadValuesNamingTheVariable(t *testing.T) {
 		"OTA_CONSOLE_SIGNIN_RATE_LIMIT":  {"OTA_CONSOLE_SIGNIN_RATE_LIMIT": "-1"},
 		"OTA_CONSOLE_SIGNIN_RATE_BURST":  {"OTA_CONSOLE_SIGNIN_RATE_BURST": "0"},
 		"OTA_WEBHOOK_WORKERS":            {"OTA_WEBHOOK_WORKERS": "-1"},
+		"OTA_WEBHOOK_BUSY_RATE":          {"OTA_WEBHOOK_BUSY_RATE": "fast"},
 		"OTA_WEBHOOK_RETRY_FOR":          {"OTA_WEBHOOK_RETRY_FOR": "10s"},
 		"OTA_WEBHOOK_DISABLE_AFTER":      {"OTA_WEBHOOK_DISABLE_AFTER": "forever"},
 		"OTA_WEBHOOK_ALLOW_PRIVATE":      {"OTA_WEBHOOK_ALLOW_PRIVATE": "perhaps"},
@@ -102,5 +103,20 @@ func TestLoadConfigLastSeenResolution(t *testing.T) {
 	if _, err := bootstrap.LoadConfig(env(map[string]string{"OTA_LAST_SEEN_RESOLUTION": "48h"}), false); err == nil ||
 		!strings.Contains(err.Error(), "OTA_LAST_SEEN_RESOLUTION") {
 		t.Errorf("48h: %v, want an error naming OTA_LAST_SEEN_RESOLUTION", err)
+	}
+}
+
+// TestWebhookDeliveryConfigOffIsOff: 0 in OTA_WEBHOOK_WORKERS and
+// OTA_WEBHOOK_BUSY_RATE turns the worker, or its pacing, off, where the
+// worker's own zero would take its default.
+func TestWebhookDeliveryConfigOffIsOff(t *testing.T) {
+	var cfg bootstrap.Config
+	cfg.Webhooks.Workers, cfg.Webhooks.BusyRate = 0, 0
+	if d := bootstrap.WebhookDeliveryConfigFrom(cfg); d.Workers >= 0 || d.BusyRate >= 0 {
+		t.Fatalf("0 and 0: %+v; want both negative (off)", d)
+	}
+	cfg.Webhooks.Workers, cfg.Webhooks.BusyRate = 3, 250
+	if d := bootstrap.WebhookDeliveryConfigFrom(cfg); d.Workers != 3 || d.BusyRate != 250 {
+		t.Fatalf("3 and 250: %+v", d)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,10 @@ type Metrics struct {
 	// WithLabelValues validated, hashed and formatted them on each one.
 	// It holds exactly the label sets requests already holds.
 	observers sync.Map
+	// inFlight counts the requests being served (RequestStarted less
+	// ObserveRequest): the ota_http_requests_in_flight gauge, and how busy
+	// the replica is to the webhook delivery, which yields to requests.
+	inFlight atomic.Int64
 }
 
 // requestLabels is one label set of ota_http_request_duration_seconds.
@@ -58,7 +63,10 @@ func NewMetrics() *Metrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"method", "route", "code"}),
 	}
-	m.registry.MustRegister(m.checks, m.lockWait, m.lockFailures, m.transitions, m.requests,
+	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ota_http_requests_in_flight",
+		Help: "HTTP requests being served; webhook delivery slows to OTA_WEBHOOK_BUSY_RATE while there are 8 or more."},
+		func() float64 { return float64(m.inFlight.Load()) })
+	m.registry.MustRegister(m.checks, m.lockWait, m.lockFailures, m.transitions, m.requests, inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -85,8 +93,16 @@ func (m *Metrics) LockAcquired(wait time.Duration) { m.lockWait.Observe(wait.Sec
 // LockFailed counts a refused or lost lock.
 func (m *Metrics) LockFailed(reason string) { m.lockFailures.WithLabelValues(reason).Inc() }
 
-// ObserveRequest records one HTTP request's duration.
+// RequestStarted counts a request in flight until its ObserveRequest.
+func (m *Metrics) RequestStarted() { m.inFlight.Add(1) }
+
+// InFlight is the number of requests being served.
+func (m *Metrics) InFlight() int { return int(m.inFlight.Load()) }
+
+// ObserveRequest records one HTTP request's duration; it is no longer in
+// flight.
 func (m *Metrics) ObserveRequest(method, route string, code int, d time.Duration) {
+	m.inFlight.Add(-1)
 	key := requestLabels{method, route, code}
 	o, ok := m.observers.Load(key)
 	if !ok {

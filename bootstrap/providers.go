@@ -52,6 +52,7 @@ var edgeBaseSet = wire.NewSet(
 	NewMetrics,
 	wire.Bind(new(ports.Metrics), new(*Metrics)),
 	wire.Bind(new(httpedge.RequestObserver), new(*Metrics)),
+	wire.Bind(new(application.RequestLoad), new(*Metrics)),
 	MetricsHandler,
 	consoleSet,
 	NewEventRelay,

@@ -23,6 +23,9 @@ type WebhookSettings struct {
 	// DisableAfter is how long a subscription's deliveries may keep
 	// failing before it is disabled (OTA_WEBHOOK_DISABLE_AFTER).
 	DisableAfter time.Duration
+	// BusyRate bounds a replica's deliveries per second while it is busy
+	// serving requests (OTA_WEBHOOK_BUSY_RATE; 0: never paced).
+	BusyRate int
 	// AllowPrivate lets deliveries reach loopback, private and link-local
 	// addresses (OTA_WEBHOOK_ALLOW_PRIVATE).
 	AllowPrivate bool
@@ -33,6 +36,7 @@ func loadWebhookConfig(cfg *Config, get func(name, def string) string, bad func(
 	cfg.Webhooks.Workers = whole("OTA_WEBHOOK_WORKERS", "4", 0, 256)
 	cfg.Webhooks.RetryFor = duration("OTA_WEBHOOK_RETRY_FOR", "24h", time.Minute, 30*24*time.Hour)
 	cfg.Webhooks.DisableAfter = duration("OTA_WEBHOOK_DISABLE_AFTER", "24h", time.Minute, 30*24*time.Hour)
+	cfg.Webhooks.BusyRate = whole("OTA_WEBHOOK_BUSY_RATE", "100", 0, 1_000_000)
 	raw := get("OTA_WEBHOOK_ALLOW_PRIVATE", "false")
 	allow, err := strconv.ParseBool(raw)
 	if err != nil {
@@ -50,13 +54,17 @@ var webhookSet = wire.NewSet(
 )
 
 // WebhookDeliveryConfigFrom tunes the delivery worker. OTA_WEBHOOK_WORKERS=0
-// delivers nothing on this replica (the others deliver).
+// delivers nothing on this replica (the others deliver), and
+// OTA_WEBHOOK_BUSY_RATE=0 never slows it down.
 func WebhookDeliveryConfigFrom(cfg Config) application.DeliveryConfig {
-	workers := cfg.Webhooks.Workers
-	if workers == 0 {
-		workers = -1
+	off := func(n int) int { // the worker's "none" is negative; its zero is the default
+		if n == 0 {
+			return -1
+		}
+		return n
 	}
-	return application.DeliveryConfig{Workers: workers, RetryFor: cfg.Webhooks.RetryFor, DisableAfter: cfg.Webhooks.DisableAfter}
+	return application.DeliveryConfig{Workers: off(cfg.Webhooks.Workers), RetryFor: cfg.Webhooks.RetryFor,
+		DisableAfter: cfg.Webhooks.DisableAfter, BusyRate: float64(off(cfg.Webhooks.BusyRate))}
 }
 
 // WebhookPosterFrom is the outbound HTTP client of deliveries.

@@ -19,13 +19,15 @@ import (
 // Mount registers another protocol's routes through add.
 type Mount func(add func(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc))
 
-// RequestObserver receives one observation per HTTP request, for the
-// request duration histogram. route is Echo's route template (such as
+// RequestObserver is told when each HTTP request starts (RequestStarted:
+// the requests in flight) and receives one observation as it ends, for
+// the request duration histogram. route is Echo's route template (such as
 // "/api/v1/devices/:device_id/ota/check"), never the raw URL, and method
 // is one of HTTP's nine methods or OtherMethod, so that the metric's label
 // set stays bounded; requests that match no route are reported as
 // UnmatchedRoute.
 type RequestObserver interface {
+	RequestStarted()
 	ObserveRequest(method, route string, code int, d time.Duration)
 }
 
@@ -35,6 +37,9 @@ type RequestObserver interface {
 const UnmatchedRoute = "unmatched"
 
 type nopObserver struct{}
+
+// RequestStarted discards the start.
+func (nopObserver) RequestStarted() {}
 
 // ObserveRequest discards the observation.
 func (nopObserver) ObserveRequest(string, string, int, time.Duration) {}
@@ -115,6 +120,7 @@ func (e *Edge) Serve(next echo.HandlerFunc) echo.HandlerFunc {
 		routeRawPath(c)
 		adoptRequestID(c)
 		setAnswerHeaders(c)
+		e.obs.RequestStarted()
 		start := time.Now()
 		if err := recoverPanics(next, c); err != nil {
 			c.Error(err)

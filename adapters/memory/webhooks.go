@@ -141,21 +141,33 @@ func (r *Webhooks) ClaimDeliveries(ctx context.Context, now time.Time, limit int
 }
 
 func (r *Webhooks) FinishDelivery(ctx context.Context, o ports.DeliveryOutcome, settle func(*domain.WebhookSubscription)) error {
+	return do(ctx, r.s, func() error { r.s.finish(o, settle); return nil })
+}
+
+func (r *Webhooks) FinishDeliveries(ctx context.Context, os []ports.DeliveryOutcome) error {
 	return do(ctx, r.s, func() error {
-		var d *delivery
-		r.s.each(func(_ storedEvent, x *delivery) {
-			if x.ID == o.ID && x.Attempts == o.Attempts && x.Status == ports.DeliveryPending {
-				d = x
-			}
-		})
-		if d == nil {
-			return nil // deleted, or claimed again since: the newer claim's outcome counts
-		}
-		d.Status, d.NextAttemptAt, d.LastAttemptAt, d.LastStatusCode, d.LastError = o.Status, us(o.NextAttemptAt), us(o.At), o.StatusCode, o.Error
-		if w, ok := r.s.webhooks[d.sub]; ok && settle != nil {
-			settle(&w)
-			r.s.webhooks[d.sub] = w
+		for _, o := range os {
+			r.s.finish(o, nil)
 		}
 		return nil
 	})
+}
+
+// finish stores o unless its delivery is gone or was claimed again since
+// (the newer claim's outcome counts), then settles the subscription.
+func (s *Store) finish(o ports.DeliveryOutcome, settle func(*domain.WebhookSubscription)) {
+	var d *delivery
+	s.each(func(_ storedEvent, x *delivery) {
+		if x.ID == o.ID && x.Attempts == o.Attempts && x.Status == ports.DeliveryPending {
+			d = x
+		}
+	})
+	if d == nil {
+		return
+	}
+	d.Status, d.NextAttemptAt, d.LastAttemptAt, d.LastStatusCode, d.LastError = o.Status, us(o.NextAttemptAt), us(o.At), o.StatusCode, o.Error
+	if w, ok := s.webhooks[d.sub]; ok && settle != nil {
+		settle(&w)
+		s.webhooks[d.sub] = w
+	}
 }

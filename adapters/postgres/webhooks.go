@@ -266,13 +266,10 @@ const finishSQL = `UPDATE webhook_deliveries SET status = $3, next_attempt_at = 
 // claimed again since, and settles the subscription's failing state under
 // its row lock.
 func (r *WebhookRepository) FinishDelivery(ctx context.Context, o ports.DeliveryOutcome, settle func(*domain.WebhookSubscription)) error {
-	args := []any{o.ID, o.Attempts, string(o.Status), dbTime(o.NextAttemptAt), dbTime(o.At), o.StatusCode, o.Error}
-	if settle == nil { // the common case, a success of a healthy subscription: one statement, no transaction
-		if _, err := r.db.ExecContext(ctx, finishSQL, args...); err != nil {
-			return fmt.Errorf("storing delivery %d: %w", o.ID, unavailable(err))
-		}
-		return nil
+	if settle == nil {
+		return r.FinishDeliveries(ctx, []ports.DeliveryOutcome{o})
 	}
+	args := []any{o.ID, o.Attempts, string(o.Status), dbTime(o.NextAttemptAt), dbTime(o.At), o.StatusCode, o.Error}
 	return inTx(ctx, r.db, readCommitted, func(tx *sqlx.Tx) error {
 		var sub string
 		err := tx.GetContext(ctx, &sub, finishSQL, args...)
@@ -296,4 +293,29 @@ func (r *WebhookRepository) FinishDelivery(ctx context.Context, o ports.Delivery
 		}
 		return nil
 	})
+}
+
+// finishManySQL is finishSQL over arrays, one element per outcome.
+const finishManySQL = `UPDATE webhook_deliveries d SET status = o.status, next_attempt_at = o.next_at, last_attempt_at = o.at,
+	last_status_code = NULLIF(o.code, 0), last_error = o.error
+	FROM unnest($1::bigint[], $2::int[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::int[], $7::text[])
+		AS o(id, attempts, status, next_at, at, code, error)
+	WHERE d.id = o.id AND d.attempts = o.attempts AND d.status = 'pending'`
+
+// FinishDeliveries stores outcomes that settle no subscription (the common
+// case: successes of a healthy one) in one statement, each unless its
+// delivery was claimed again since.
+func (r *WebhookRepository) FinishDeliveries(ctx context.Context, os []ports.DeliveryOutcome) error {
+	ids, attempts, codes := make([]int64, len(os)), make([]int64, len(os)), make([]int64, len(os))
+	statuses, nexts, ats, errs := make([]string, len(os)), make([]string, len(os)), make([]string, len(os)), make([]string, len(os))
+	for i, o := range os {
+		ids[i], attempts[i], codes[i] = o.ID, int64(o.Attempts), int64(o.StatusCode)
+		statuses[i], errs[i] = string(o.Status), o.Error
+		nexts[i], ats[i] = dbTime(o.NextAttemptAt).Format(time.RFC3339Nano), dbTime(o.At).Format(time.RFC3339Nano)
+	}
+	if _, err := r.db.ExecContext(ctx, finishManySQL, pq.Array(ids), pq.Array(attempts), pq.Array(statuses), pq.Array(nexts),
+		pq.Array(ats), pq.Array(codes), pq.Array(errs)); err != nil {
+		return fmt.Errorf("storing %d deliveries: %w", len(os), unavailable(err))
+	}
+	return nil
 }

@@ -311,6 +311,8 @@ type fakeObserver struct {
 	obs []observation
 }
 
+func (o *fakeObserver) RequestStarted() {}
+
 func (o *fakeObserver) ObserveRequest(method, route string, code int, _ time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

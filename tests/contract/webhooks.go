@@ -285,6 +285,54 @@ func RunWebhookStores(t *testing.T, newStores func(t *testing.T) WebhookStores) 
 		}
 	})
 
+	t.Run("FinishManyAtOnce", func(t *testing.T) {
+		t.Parallel()
+		st := newStores(t)
+		s, ctx := st.Webhooks, t.Context()
+		w := subscribe(t, s)
+		for range 3 {
+			announce(t, st, domain.EventTaskSucceeded, nil)
+		}
+		lease := at.Add(time.Minute)
+		c, err := s.ClaimDeliveries(ctx, at, 10, lease)
+		if err != nil || len(c) != 3 {
+			t.Fatalf("claimed %+v, %v", c, err)
+		}
+		again, err := s.ClaimDeliveries(ctx, lease, 1, lease.Add(time.Minute))
+		if err != nil || len(again) != 1 {
+			t.Fatalf("claimed again %+v, %v", again, err)
+		}
+		done := at.Add(time.Second)
+		var os []ports.DeliveryOutcome
+		for i, d := range c {
+			os = append(os, ports.DeliveryOutcome{ID: d.ID, Attempts: d.Attempts, Status: ports.DeliveryDelivered, At: done,
+				NextAttemptAt: done, StatusCode: 200 + i})
+		}
+		if err := s.FinishDeliveries(ctx, os); err != nil {
+			t.Fatal(err)
+		}
+		delivered := 0
+		for _, d := range log(t, s, w) {
+			switch {
+			case d.ID == again[0].ID:
+				if d.Status != ports.DeliveryPending || d.Attempts != 2 || d.LastStatusCode != 0 {
+					t.Fatalf("the delivery claimed again since took the stale batch's outcome: %+v", d)
+				}
+			case d.Status == ports.DeliveryDelivered && d.Attempts == 1 && d.LastAttemptAt.Equal(done) && d.LastError == "" &&
+				d.LastStatusCode >= 200 && d.LastStatusCode <= 202:
+				delivered++
+			default:
+				t.Fatalf("after the batch: %+v", d)
+			}
+		}
+		if delivered != 2 {
+			t.Fatalf("%d of the batch stored; want the 2 not claimed again", delivered)
+		}
+		if err := s.FinishDeliveries(ctx, nil); err != nil {
+			t.Fatalf("an empty batch: %v", err)
+		}
+	})
+
 	t.Run("DisabledNotClaimed", func(t *testing.T) {
 		t.Parallel()
 		st := newStores(t)

@@ -109,10 +109,15 @@ func (r *rig) announce(t *testing.T, typ domain.EventType, n int) {
 	}
 }
 
+// quiet is a replica serving no request: delivery never slows down.
+type quiet struct{}
+
+func (quiet) InFlight() int { return 0 }
+
 // deliverer is a worker on r's store posting through the real client.
 func (r *rig) deliverer(t *testing.T, allowPrivate bool, cfg application.DeliveryConfig) *application.WebhookDeliverer {
 	d, err := application.NewWebhookDeliverer(r.store.hooks, webhookhttp.NewPoster(webhookhttp.Config{AllowPrivate: allowPrivate}),
-		r.clock, cfg, slog.New(slog.DiscardHandler))
+		r.clock, quiet{}, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,157 @@
+package application_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ai-device/ota/application"
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// queueSpy hands out claims of the given subscriptions, batch after batch,
+// and records how outcomes are stored.
+type queueSpy struct {
+	mu      sync.Mutex
+	subs    []domain.WebhookSubscription // one claimed delivery each, per claim
+	claims  int
+	singles []ports.DeliveryOutcome // FinishDelivery, with a settle
+	batches [][]ports.DeliveryOutcome
+}
+
+func (q *queueSpy) ClaimDeliveries(_ context.Context, now time.Time, limit int, _ time.Time) ([]ports.ClaimedDelivery, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.claims++
+	var out []ports.ClaimedDelivery
+	for i, s := range q.subs[:min(limit, len(q.subs))] {
+		out = append(out, ports.ClaimedDelivery{ID: int64(q.claims*100 + i), Attempts: 1, Subscription: s,
+			Envelope: ports.WebhookEnvelope{ID: domain.UUIDOf([16]byte(uuid.New())), Type: domain.EventTaskSucceeded, Time: now, Version: 1, Data: []byte(`{}`)}})
+	}
+	return out, nil
+}
+
+func (q *queueSpy) FinishDelivery(_ context.Context, o ports.DeliveryOutcome, settle func(*domain.WebhookSubscription)) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if settle == nil {
+		panic("FinishDelivery without a settle: a plain outcome belongs in FinishDeliveries' batch")
+	}
+	q.singles = append(q.singles, o)
+	return nil
+}
+
+func (q *queueSpy) FinishDeliveries(_ context.Context, os []ports.DeliveryOutcome) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.batches = append(q.batches, os)
+	return nil
+}
+
+func (q *queueSpy) claimed() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.claims
+}
+
+// answers is a receiver answering each URL with its status.
+type answers map[string]int
+
+func (a answers) Post(_ context.Context, url string, _ map[string]string, _ []byte) (int, error) {
+	return a[url], nil
+}
+
+// load is a replica with a fixed number of requests in flight.
+type load int
+
+func (l load) InFlight() int { return int(l) }
+
+func subscription(t *testing.T, url string, failingSince time.Time) domain.WebhookSubscription {
+	t.Helper()
+	return domain.RehydrateWebhookSubscription(domain.UUIDOf([16]byte(uuid.New())), url, nil, "whsec_test", "", time.Time{}, true, "",
+		failingSince, time.Unix(0, 0), time.Unix(0, 0))
+}
+
+func deliverer(t *testing.T, q *queueSpy, p application.WebhookPoster, l application.RequestLoad, cfg application.DeliveryConfig) *application.WebhookDeliverer {
+	t.Helper()
+	d, err := application.NewWebhookDeliverer(q, p, nowClock{}, l, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestDeliveredAreStoredInOneWrite: the successes of healthy subscriptions
+// in a claim are stored together, one write for the batch; an outcome that
+// changes its subscription (a failure, or the success ending a failing
+// period) is stored on its own with the change.
+func TestDeliveredAreStoredInOneWrite(t *testing.T) {
+	failing := time.Now().Add(-time.Hour)
+	q := &queueSpy{subs: []domain.WebhookSubscription{
+		subscription(t, "https://a.example/ok", time.Time{}),
+		subscription(t, "https://b.example/down", time.Time{}),
+		subscription(t, "https://c.example/ok", time.Time{}),
+		subscription(t, "https://d.example/back", failing),
+	}}
+	p := answers{"https://a.example/ok": 204, "https://b.example/down": 503, "https://c.example/ok": 200, "https://d.example/back": 200}
+	n, err := deliverer(t, q, p, load(0), application.DeliveryConfig{Batch: 8}).Once(t.Context())
+	if err != nil || n != 4 {
+		t.Fatalf("claimed %d, %v", n, err)
+	}
+	if len(q.batches) != 1 || len(q.batches[0]) != 2 {
+		t.Fatalf("the plain successes were stored in %d writes (%+v); want one write of both", len(q.batches), q.batches)
+	}
+	for _, o := range q.batches[0] {
+		if o.Status != ports.DeliveryDelivered || o.StatusCode < 200 || o.StatusCode > 299 || o.Attempts != 1 {
+			t.Fatalf("a batched outcome: %+v", o)
+		}
+	}
+	if len(q.singles) != 2 || q.singles[0].Status != ports.DeliveryPending || q.singles[0].StatusCode != 503 ||
+		q.singles[1].Status != ports.DeliveryDelivered {
+		t.Fatalf("the outcomes stored with their subscription's change: %+v; want the 503 retried and the failing one's success", q.singles)
+	}
+}
+
+// TestDeliveryYieldsToABusyReplica: while the replica has BusyAt requests
+// or more in flight, a worker waits as long as its deliveries take at
+// BusyRate before claiming again; while it has fewer, or with pacing off,
+// it claims again at once after a full batch.
+func TestDeliveryYieldsToABusyReplica(t *testing.T) {
+	sub := subscription(t, "https://a.example/ok", time.Time{})
+	// Two deliveries a claim at one a second: two seconds between claims.
+	cfg := application.DeliveryConfig{Workers: 1, Batch: 2, BusyRate: 1, BusyAt: 8}
+	run := func(l load, cfg application.DeliveryConfig) *queueSpy {
+		q := &queueSpy{subs: []domain.WebhookSubscription{sub, sub}}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { deliverer(t, q, answers{"https://a.example/ok": 204}, l, cfg).Run(ctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return q
+	}
+	waitClaims := func(q *queueSpy, n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for q.claimed() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d claims in 10 s; want %d at once", q.claimed(), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+
+	busy := run(load(8), cfg)
+	waitClaims(busy, 1)
+	time.Sleep(300 * time.Millisecond)
+	if c := busy.claimed(); c != 1 {
+		t.Fatalf("busy: %d claims within 300 ms; want one, then a 2 s pause", c)
+	}
+	waitClaims(run(load(7), cfg), 5)
+	off := cfg
+	off.BusyRate = -1
+	waitClaims(run(load(100), off), 5)
+}
