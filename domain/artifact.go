@@ -54,12 +54,7 @@ var (
 
 // ParseArtifactFormat reads a stored or requested format name.
 func ParseArtifactFormat(s string) (ArtifactFormat, error) {
-	for _, f := range []ArtifactFormat{ArtifactRaw, ArtifactMender, ArtifactSWU} {
-		if s == f.s {
-			return f, nil
-		}
-	}
-	return ArtifactFormat{}, invalid("format", "must be raw, mender or swu")
+	return named("format", s, ArtifactRaw, ArtifactMender, ArtifactSWU)
 }
 
 // String is the format's name.

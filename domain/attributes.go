@@ -30,15 +30,10 @@ var (
 
 // ParseAttributeMode reads a reported mode; empty means merge, as in hawkBit.
 func ParseAttributeMode(s string) (AttributeMode, error) {
-	switch s {
-	case "", AttributesMerge.s:
+	if s == "" {
 		return AttributesMerge, nil
-	case AttributesReplace.s:
-		return AttributesReplace, nil
-	case AttributesRemove.s:
-		return AttributesRemove, nil
 	}
-	return AttributeMode{}, invalid("mode", "must be merge, replace or remove")
+	return named("mode", s, AttributesMerge, AttributesReplace, AttributesRemove)
 }
 
 // String is the wire form.

@@ -18,13 +18,7 @@ var (
 
 // ParseAuthRequestStatus reads a stored status.
 func ParseAuthRequestStatus(s string) (AuthRequestStatus, error) {
-	switch s {
-	case AuthRequestPending.s:
-		return AuthRequestPending, nil
-	case AuthRequestRejected.s:
-		return AuthRequestRejected, nil
-	}
-	return AuthRequestStatus{}, invalid("status", "must be pending or rejected")
+	return named("status", s, AuthRequestPending, AuthRequestRejected)
 }
 
 // String is the wire and storage form.

@@ -16,13 +16,7 @@ var (
 
 // ParseFirmwareStatus reads a stored or requested status.
 func ParseFirmwareStatus(s string) (FirmwareStatus, error) {
-	switch s {
-	case FirmwareReleased.s:
-		return FirmwareReleased, nil
-	case FirmwareRevoked.s:
-		return FirmwareRevoked, nil
-	}
-	return FirmwareStatus{}, invalid("status", "must be released or revoked")
+	return named("status", s, FirmwareReleased, FirmwareRevoked)
 }
 
 // String is the wire and storage form.

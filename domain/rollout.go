@@ -20,15 +20,7 @@ var (
 
 // ParseRolloutStatus reads a stored or requested status.
 func ParseRolloutStatus(s string) (RolloutStatus, error) {
-	switch s {
-	case RolloutActive.s:
-		return RolloutActive, nil
-	case RolloutPaused.s:
-		return RolloutPaused, nil
-	case RolloutCancelled.s:
-		return RolloutCancelled, nil
-	}
-	return RolloutStatus{}, invalid("status", "must be active, paused or cancelled")
+	return named("status", s, RolloutActive, RolloutPaused, RolloutCancelled)
 }
 
 // String is the wire and storage form.
@@ -45,15 +37,10 @@ var (
 
 // ParsePausedReason reads a stored reason ("" is none).
 func ParsePausedReason(s string) (PausedReason, error) {
-	switch s {
-	case "":
+	if s == "" {
 		return PausedReason{}, nil
-	case PausedManual.s:
-		return PausedManual, nil
-	case PausedAuto.s:
-		return PausedAuto, nil
 	}
-	return PausedReason{}, invalid("paused_reason", "must be manual or auto")
+	return named("paused_reason", s, PausedManual, PausedAuto)
 }
 
 // String is the wire and storage form ("" when not paused).

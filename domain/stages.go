@@ -47,15 +47,10 @@ var (
 
 // ParseStageOutcome reads a stored outcome ("" is running).
 func ParseStageOutcome(s string) (StageOutcome, error) {
-	for _, o := range []StageOutcome{StageAdvanced, StagePaused} {
-		if o.s == s {
-			return o, nil
-		}
-	}
 	if s == "" {
 		return StageOutcome{}, nil
 	}
-	return StageOutcome{}, invalid("outcome", "must be advanced or paused")
+	return named("outcome", s, StageAdvanced, StagePaused)
 }
 
 // String is the wire and storage form ("" while running).

@@ -31,12 +31,7 @@ var ActiveTaskStatuses = []TaskStatus{TaskPending, TaskDownloading, TaskDownload
 
 // ParseTaskStatus reads a stored or filtered status.
 func ParseTaskStatus(s string) (TaskStatus, error) {
-	for _, st := range AllTaskStatuses {
-		if st.s == s {
-			return st, nil
-		}
-	}
-	return TaskStatus{}, invalid("status", "must be one of pending, downloading, downloaded, installing, succeeded, failed, cancelled")
+	return named("status", s, AllTaskStatuses...)
 }
 
 // String is the wire and storage form.
