@@ -76,21 +76,8 @@ func (s TaskStats) Plus(o TaskStats) TaskStats {
 
 // Of is the count of status st.
 func (s TaskStats) Of(st TaskStatus) int {
-	switch st {
-	case TaskPending:
-		return s.Pending
-	case TaskDownloading:
-		return s.Downloading
-	case TaskDownloaded:
-		return s.Downloaded
-	case TaskInstalling:
-		return s.Installing
-	case TaskSucceeded:
-		return s.Succeeded
-	case TaskFailed:
-		return s.Failed
-	case TaskCancelled:
-		return s.Cancelled
+	if c := s.counter(st); c != nil {
+		return *c
 	}
 	return 0
 }

@@ -419,22 +419,31 @@ type TaskStats struct {
 
 // Add counts n tasks of status s.
 func (s *TaskStats) Add(st TaskStatus, n int) {
+	if c := s.counter(st); c != nil {
+		*c += n
+	}
+}
+
+// counter is the field that counts status st (nil for the zero status), so
+// that Add and Of map statuses to fields in one place.
+func (s *TaskStats) counter(st TaskStatus) *int {
 	switch st {
 	case TaskPending:
-		s.Pending += n
+		return &s.Pending
 	case TaskDownloading:
-		s.Downloading += n
+		return &s.Downloading
 	case TaskDownloaded:
-		s.Downloaded += n
+		return &s.Downloaded
 	case TaskInstalling:
-		s.Installing += n
+		return &s.Installing
 	case TaskSucceeded:
-		s.Succeeded += n
+		return &s.Succeeded
 	case TaskFailed:
-		s.Failed += n
+		return &s.Failed
 	case TaskCancelled:
-		s.Cancelled += n
+		return &s.Cancelled
 	}
+	return nil
 }
 
 // CountsOver reports whether task a, rather than b, stands for their
