@@ -238,18 +238,12 @@ func (s *TargetingAdmin) ListDevices(ctx context.Context, q ports.DeviceQuery) (
 		}
 		f.Limit = n
 	}
-	want := f.Limit
-	f.Limit++ // one more tells whether there is a next page
-	items, err := s.directory.List(ctx, f)
+	items, next, err := listPage(&f.Limit, func() ([]ports.DeviceListing, error) { return s.directory.List(ctx, f) },
+		func(last ports.DeviceListing) string { return last.Device.ID().String() })
 	if err != nil {
 		return ports.DevicePage{}, fmt.Errorf("listing devices: %w", err)
 	}
-	page := ports.DevicePage{Items: items}
-	if len(items) > want {
-		page.Items = items[:want]
-		page.Next = items[want-1].Device.ID().String()
-	}
-	return page, nil
+	return ports.DevicePage{Items: items, Next: next}, nil
 }
 
 // describe adds a device's tags and attributes to its view.

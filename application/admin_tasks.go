@@ -51,18 +51,14 @@ func (s *TaskAdmin) ListTasks(ctx context.Context, q ports.TaskQuery) (ports.Tas
 	if err != nil {
 		return ports.TaskPage{}, err
 	}
-	limit := f.Limit
-	f.Limit = limit + 1 // one more tells whether there is a next page
-	tasks, err := s.tasks.List(ctx, f)
+	tasks, next, err := listPage(&f.Limit, func() ([]domain.Task, error) { return s.tasks.List(ctx, f) },
+		func(last domain.Task) string {
+			return encodeCursor(ports.TaskCursor{CreatedAt: last.CreatedAt(), ID: last.ID()})
+		})
 	if err != nil {
 		return ports.TaskPage{}, fmt.Errorf("listing tasks: %w", err)
 	}
-	page := ports.TaskPage{}
-	if len(tasks) > limit {
-		tasks = tasks[:limit]
-		last := tasks[len(tasks)-1]
-		page.Next = encodeCursor(ports.TaskCursor{CreatedAt: last.CreatedAt(), ID: last.ID()})
-	}
+	page := ports.TaskPage{Next: next}
 	known := map[domain.UUID]domain.Firmware{}
 	page.Items = make([]ports.TaskView, 0, len(tasks))
 	for _, t := range tasks {
@@ -123,17 +119,8 @@ func parseTaskQuery(q ports.TaskQuery) (ports.TaskFilter, error) {
 		f.Status = &st
 	}
 	var err error
-	if f.Limit, err = parseLimit(q.Limit, defaultTaskLimit, maxTaskLimit); err != nil {
-		return f, err
-	}
-	if q.After != "" {
-		c, err := decodeCursor(q.After)
-		if err != nil {
-			return f, err
-		}
-		f.After = &c
-	}
-	return f, nil
+	f.Limit, f.After, err = parsePage(q.Limit, q.After, defaultTaskLimit, maxTaskLimit, decodeCursor)
+	return f, err
 }
 
 // encodeCursor makes an opaque, URL-safe position (timeCursor): the

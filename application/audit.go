@@ -46,19 +46,14 @@ func (a *Audit) ListAudit(ctx context.Context, who domain.Principal, q ports.Aud
 	if err != nil {
 		return ports.AuditPage{}, err
 	}
-	limit := f.Limit
-	f.Limit = limit + 1 // one more tells whether there is a next page
-	items, err := a.log.ListAudit(ctx, f)
+	items, next, err := listPage(&f.Limit, func() ([]ports.AuditEntry, error) { return a.log.ListAudit(ctx, f) },
+		func(last ports.AuditEntry) string {
+			return encodeAuditCursor(ports.AuditCursor{At: last.Record.At(), Seq: last.Seq})
+		})
 	if err != nil {
 		return ports.AuditPage{}, fmt.Errorf("listing audit records: %w", err)
 	}
-	page := ports.AuditPage{Items: items}
-	if len(items) > limit {
-		page.Items = items[:limit]
-		last := page.Items[limit-1]
-		page.Next = encodeAuditCursor(ports.AuditCursor{At: last.Record.At(), Seq: last.Seq})
-	}
-	return page, nil
+	return ports.AuditPage{Items: items, Next: next}, nil
 }
 
 func parseAuditQuery(q ports.AuditQuery) (ports.AuditFilter, error) {
@@ -96,17 +91,8 @@ func parseAuditQuery(q ports.AuditQuery) (ports.AuditFilter, error) {
 		return f, &domain.ValidationError{Field: "until", Reason: "must be after since"}
 	}
 	var err error
-	if f.Limit, err = parseLimit(q.Limit, defaultAuditLimit, maxAuditLimit); err != nil {
-		return f, err
-	}
-	if q.After != "" {
-		c, err := decodeAuditCursor(q.After)
-		if err != nil {
-			return f, err
-		}
-		f.After = &c
-	}
-	return f, nil
+	f.Limit, f.After, err = parsePage(q.Limit, q.After, defaultAuditLimit, maxAuditLimit, decodeAuditCursor)
+	return f, err
 }
 
 // encodeAuditCursor makes an opaque, URL-safe position (timeCursor): the

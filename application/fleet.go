@@ -192,6 +192,34 @@ func (f *Fleet) FleetOverview(ctx context.Context, model string) ([]ports.ModelF
 }
 
 // parseLimit reads a listing's page size as received ("" for the default).
+// parsePage reads a listing's page size (def when not given, at most max)
+// and its opaque cursor (nil when not given), which decode reads.
+func parsePage[C any](limit, after string, def, max int, decode func(string) (C, error)) (int, *C, error) {
+	n, err := parseLimit(limit, def, max)
+	if err != nil || after == "" {
+		return n, nil, err
+	}
+	c, err := decode(after)
+	if err != nil {
+		return n, nil, err
+	}
+	return n, &c, nil
+}
+
+// listPage lists one page of at most *limit items. It asks list for one
+// more than that, which tells whether there is a next page; then next
+// names the position after the page's last item. *limit is left one more.
+func listPage[T any](limit *int, list func() ([]T, error), next func(last T) string) ([]T, string, error) {
+	want := *limit
+	*limit = want + 1
+	items, err := list()
+	if err != nil || len(items) <= want {
+		return items, "", err
+	}
+	items = items[:want]
+	return items, next(items[want-1]), nil
+}
+
 func parseLimit(s string, def, max int) (int, error) {
 	if s == "" {
 		return def, nil
