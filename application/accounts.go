@@ -160,6 +160,17 @@ var decoy = sync.OnceValue(func() domain.User {
 	return u
 })
 
+// withAudit makes a change to the accounts and records rec in the same
+// transaction: an account change is never kept without its audit record.
+func (a *Accounts) withAudit(ctx context.Context, rec domain.AuditRecord, change func(ports.AccountTx) error) error {
+	return a.store.InAccountTx(ctx, func(tx ports.AccountTx) error {
+		if err := change(tx); err != nil {
+			return err
+		}
+		return tx.RecordAudit(ctx, rec)
+	})
+}
+
 // CreateUser makes an account (users:write).
 func (a *Accounts) CreateUser(ctx context.Context, actor domain.Actor, req ports.NewUser) (domain.User, error) {
 	if err := authorize(actor.Principal(), domain.PermUsersWrite); err != nil {
@@ -173,12 +184,7 @@ func (a *Accounts) CreateUser(ctx context.Context, actor domain.Actor, req ports
 	if err != nil {
 		return domain.User{}, err
 	}
-	err = a.store.InAccountTx(ctx, func(tx ports.AccountTx) error {
-		if err := tx.InsertUser(ctx, u); err != nil {
-			return err
-		}
-		return tx.RecordAudit(ctx, rec)
-	})
+	err = a.withAudit(ctx, rec, func(tx ports.AccountTx) error { return tx.InsertUser(ctx, u) })
 	if err != nil {
 		return domain.User{}, fmt.Errorf("creating user: %w", err)
 	}
@@ -198,12 +204,7 @@ func (a *Accounts) RemoveUser(ctx context.Context, actor domain.Actor, name stri
 	if err != nil {
 		return err
 	}
-	err = a.store.InAccountTx(ctx, func(tx ports.AccountTx) error {
-		if err := tx.DeleteUser(ctx, name); err != nil {
-			return err
-		}
-		return tx.RecordAudit(ctx, rec)
-	})
+	err = a.withAudit(ctx, rec, func(tx ports.AccountTx) error { return tx.DeleteUser(ctx, name) })
 	if err != nil {
 		return fmt.Errorf("removing user: %w", err)
 	}
@@ -241,12 +242,7 @@ func (a *Accounts) CreateToken(ctx context.Context, actor domain.Actor, req port
 	if err != nil {
 		return ports.APITokenCredentials{}, err
 	}
-	err = a.store.InAccountTx(ctx, func(tx ports.AccountTx) error {
-		if err := tx.PutToken(ctx, t); err != nil {
-			return err
-		}
-		return tx.RecordAudit(ctx, rec)
-	})
+	err = a.withAudit(ctx, rec, func(tx ports.AccountTx) error { return tx.PutToken(ctx, t) })
 	if errors.Is(err, domain.ErrNotFound) {
 		// The principal's user was removed after it authenticated.
 		return ports.APITokenCredentials{}, domain.ErrUnauthorized
