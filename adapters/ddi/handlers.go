@@ -201,11 +201,7 @@ func (a *Adapter) deploymentBase(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := newDeploymentView(d.TaskView, d.Window)
-	if err := a.withHosted(c, &v, d.TaskView); err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, v)
+	return a.answerDeployment(c, d.TaskView, d.Window)
 }
 
 func (a *Adapter) installedBase(c echo.Context) error {
@@ -217,7 +213,13 @@ func (a *Adapter) installedBase(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d := newDeploymentView(v, ddiapp.NoWindow)
+	return a.answerDeployment(c, v, ddiapp.NoWindow)
+}
+
+// answerDeployment answers a task as a deployment: the deployment base and
+// the installed base read alike, the hosted artifact's links included.
+func (a *Adapter) answerDeployment(c echo.Context, v ports.TaskView, w ddiapp.Window) error {
+	d := newDeploymentView(v, w)
 	if err := a.withHosted(c, &d, v); err != nil {
 		return err
 	}
