@@ -139,6 +139,12 @@ var sentinelReplies = []struct {
 	{domain.ErrChecksumMismatch, reply{status: http.StatusUnprocessableEntity, code: CodeChecksumMismatch, message: "the upload does not match its declared sha256; nothing was kept"}},
 }
 
+// busy is the SERVICE_BUSY answer: 503 with the wait err suggests, so that
+// every kind of busy tells the client alike when to retry.
+func busy(err error, message string) reply {
+	return reply{status: http.StatusServiceUnavailable, code: CodeServiceBusy, message: message, retryAfter: retryAfter(err)}
+}
+
 // classify maps any error a handler or middleware returns to its reply.
 // It is the only place that knows which error is which status.
 func classify(err error) reply {
@@ -155,14 +161,11 @@ func classify(err error) reply {
 	case errors.As(err, &mbe):
 		return tooLarge()
 	case errors.Is(err, domain.ErrArtifactStoreFull):
-		return reply{status: http.StatusServiceUnavailable, code: CodeServiceBusy,
-			message: "the artifact store is full; nothing was kept: retry once space is freed", retryAfter: retryAfter(err)}
+		return busy(err, "the artifact store is full; nothing was kept: retry once space is freed")
 	case errors.Is(err, domain.ErrArtifactStoreUnavailable):
-		return reply{status: http.StatusServiceUnavailable, code: CodeServiceBusy,
-			message: "the artifact store is unavailable; nothing was kept: retry later", retryAfter: retryAfter(err)}
+		return busy(err, "the artifact store is unavailable; nothing was kept: retry later")
 	case errors.Is(err, domain.ErrServiceBusy):
-		return reply{status: http.StatusServiceUnavailable, code: CodeServiceBusy,
-			message: "the service is busy, retry later", retryAfter: retryAfter(err)}
+		return busy(err, "the service is busy, retry later")
 	case errors.Is(err, domain.ErrRateLimited):
 		return reply{status: http.StatusTooManyRequests, code: CodeRateLimited,
 			message: "too many requests, retry later", retryAfter: retryAfter(err)}
