@@ -68,6 +68,13 @@ configuration comes from OTA_* environment variables (see docs/CONFIGURATION.md)
 // already been printed with the command's usage, and the exit code is 2.
 var errUsage = errors.New("usage")
 
+// refuse prints why a command line is refused, then the command's usage,
+// and returns errUsage: every refusal reads "otad: why" and shows the usage.
+func refuse(stderr io.Writer, synopsis, format string, args ...any) error {
+	fmt.Fprintf(stderr, "otad: "+format+"\nusage: %s\n", append(args, synopsis)...)
+	return errUsage
+}
+
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, usage)
@@ -309,12 +316,9 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	if fs.NArg() != 1 || !bootstrap.IsMigrateCommand(fs.Arg(0)) {
 		if fs.NArg() == 0 {
-			fmt.Fprintln(stderr, "otad: migrate needs a subcommand")
-		} else {
-			fmt.Fprintf(stderr, "otad: migrate: unknown subcommand %q\n", strings.Join(fs.Args(), " "))
+			return refuse(stderr, migrateSynopsis, "migrate needs a subcommand")
 		}
-		fmt.Fprintf(stderr, "usage: %s\n", migrateSynopsis)
-		return errUsage
+		return refuse(stderr, migrateSynopsis, "migrate: unknown subcommand %q", strings.Join(fs.Args(), " "))
 	}
 	db, closeDB, err := openMaintenanceDB(getenv)
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"io"
 	"slices"
 	"time"
@@ -26,15 +25,13 @@ func partitions(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	if !slices.Contains(bootstrap.PartitionedTables(), *table) {
-		fmt.Fprintf(stderr, "otad: partitions: --table %q is not task_events or audit_log\nusage: %s\n", *table, synopsis)
-		return errUsage
+		return refuse(stderr, synopsis, "partitions: --table %q is not task_events or audit_log", *table)
 	}
 	var before time.Time
 	if *dropBefore != "" {
 		var err error
 		if before, err = time.Parse("2006-01", *dropBefore); err != nil {
-			fmt.Fprintf(stderr, "otad: partitions: --drop-before %q is not a month such as 2026-01\nusage: %s\n", *dropBefore, synopsis)
-			return errUsage
+			return refuse(stderr, synopsis, "partitions: --drop-before %q is not a month such as 2026-01", *dropBefore)
 		}
 	}
 	db, closeDB, err := openMaintenanceDB(getenv)

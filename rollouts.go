@@ -36,15 +36,13 @@ func rolloutsCommand(ctx context.Context, args []string, getenv func(string) str
 		return err
 	}
 	if verb == "" || fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "otad: rollouts needs the subcommand verify\nusage: %s\n", rolloutsSynopsis)
-		return errUsage
+		return refuse(stderr, rolloutsSynopsis, "rollouts needs the subcommand verify")
 	}
 	var id domain.UUID
 	if *only != "" {
 		var err error
 		if id, err = domain.ParseUUID("rollout", *only); err != nil {
-			fmt.Fprintf(stderr, "otad: rollouts verify: --rollout %q is not a rollout id\nusage: %s\n", *only, rolloutsSynopsis)
-			return errUsage
+			return refuse(stderr, rolloutsSynopsis, "rollouts verify: --rollout %q is not a rollout id", *only)
 		}
 	}
 	db, closeDB, err := openMaintenanceDB(getenv)

@@ -34,8 +34,7 @@ func users(ctx context.Context, args []string, getenv func(string) string, stdou
 			fmt.Fprintf(stdout, "usage: %s\n", usersSynopsis)
 			return flag.ErrHelp
 		}
-		fmt.Fprintf(stderr, "otad: users needs the subcommand create\nusage: %s\n", usersSynopsis)
-		return errUsage
+		return refuse(stderr, usersSynopsis, "users needs the subcommand create")
 	}
 	fs := flag.NewFlagSet("users create", flag.ContinueOnError)
 	username := fs.String("username", "", "the account's name: 1-64 of [a-z0-9._-]")
@@ -44,8 +43,7 @@ func users(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	if *username == "" || *role == "" || fs.NArg() != 0 {
-		fmt.Fprintf(stderr, "otad: users create needs --username and --role\nusage: %s\n", usersSynopsis)
-		return errUsage
+		return refuse(stderr, usersSynopsis, "users create needs --username and --role")
 	}
 	password := getenv("OTA_NEW_USER_PASSWORD")
 	if password == "" {
