@@ -149,10 +149,7 @@ func (l *AuditLog) ListAudit(ctx context.Context, f ports.AuditFilter) ([]ports.
 	if f.After != nil {
 		cond.where = append(cond.where, "(at, seq) < ("+arg(dbTime(f.After.At))+"::timestamptz, "+arg(f.After.Seq)+"::bigint)")
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = DefaultAuditLimit
-	}
+	limit := positiveOr(f.Limit, DefaultAuditLimit)
 	q := `SELECT seq, at, actor_kind, actor_user, actor_token::text AS actor_token, action, target, before, after, request_id, source FROM audit_log`
 	if len(cond.where) > 0 {
 		q += ` WHERE ` + strings.Join(cond.where, " AND ")

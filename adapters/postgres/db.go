@@ -517,3 +517,13 @@ func (c *conditions) arg(v any) string {
 	c.args = append(c.args, v)
 	return "$" + strconv.Itoa(len(c.args))
 }
+
+// positiveOr is n, or def when n is not positive: a listing's filter
+// without a limit, or with a nonsense one, gets the listing's default
+// rather than no rows or all of them.
+func positiveOr(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return n
+}

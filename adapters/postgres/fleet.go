@@ -76,10 +76,7 @@ func NewFleetReader(db *sqlx.DB) (*FleetReader, error) {
 // ListRollouts returns rollouts newest first with their firmware's model
 // and version and their task counts.
 func (s *FleetReader) ListRollouts(ctx context.Context, f ports.RolloutFilter) ([]ports.RolloutSummary, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = DefaultRolloutLimit
-	}
+	limit := positiveOr(f.Limit, DefaultRolloutLimit)
 	rows, err := s.rollouts.QueryContext(ctx, f.Model, limit)
 	if err != nil {
 		return nil, fmt.Errorf("listing rollouts: %w", unavailable(err))

@@ -604,10 +604,7 @@ func (s *TaskRepository) List(ctx context.Context, f ports.TaskFilter) ([]domain
 		}
 		cond.where = append(cond.where, "(created_at, id) > ("+arg(dbTime(f.After.CreatedAt))+"::timestamptz, "+arg(uid)+"::uuid)")
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = DefaultListLimit
-	}
+	limit := positiveOr(f.Limit, DefaultListLimit)
 	q := `SELECT ` + taskColumns + ` FROM tasks`
 	if len(cond.where) > 0 {
 		q += ` WHERE ` + strings.Join(cond.where, " AND ")
