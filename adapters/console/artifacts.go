@@ -145,10 +145,7 @@ func (c *Console) publishArtifact(w http.ResponseWriter, r *http.Request, s sess
 		c.failErr(w, r, err)
 		return
 	}
-	form := startForm{Values: map[string]string{}, Errors: map[string]string{}}
-	for _, f := range artifactPublishFields {
-		form.Values[f] = r.PostFormValue(f)
-	}
+	form := postedForm(r, artifactPublishFields)
 	v := func(name string) string { return strings.TrimSpace(r.PostFormValue(name)) }
 	fw, err := c.admin.PublishFirmware(r.Context(), s.actor, domain.FirmwareSpec{
 		Model: v("model"), Version: v("version"), ArtifactID: a.ID(), Signature: v("signature"),

@@ -172,6 +172,16 @@ type startForm struct {
 	Stages []stageInput
 }
 
+// postedForm is a form as posted, its fields' values kept to show it again
+// with the errors beside them when the change is refused.
+func postedForm(r *http.Request, fields []string) startForm {
+	form := startForm{Values: map[string]string{}, Errors: map[string]string{}}
+	for _, f := range fields {
+		form.Values[f] = r.PostFormValue(f)
+	}
+	return form
+}
+
 // stageInput is one stage row of the start form, as typed.
 type stageInput struct{ Percentage, MinFinished, SuccessPercent, Soak string }
 
@@ -314,10 +324,8 @@ var startFields = append([]string{"firmware_id", "percentage", "max_attempts", "
 	policyFields...)
 
 func (c *Console) startRollout(w http.ResponseWriter, r *http.Request, s session) {
-	form := startForm{Values: map[string]string{}, Errors: map[string]string{}, Stages: stageInputs(r)}
-	for _, f := range startFields {
-		form.Values[f] = r.PostFormValue(f)
-	}
+	form := postedForm(r, startFields)
+	form.Stages = stageInputs(r)
 	id, err := c.tryStart(r, s)
 	if err != nil {
 		status, general := c.fieldError(r, err, form.Errors, startFields...)
@@ -616,10 +624,7 @@ func (c *Console) showFirmwares(w http.ResponseWriter, r *http.Request, s sessio
 }
 
 func (c *Console) publishFirmware(w http.ResponseWriter, r *http.Request, s session) {
-	form := startForm{Values: map[string]string{}, Errors: map[string]string{}}
-	for _, f := range publishFields {
-		form.Values[f] = r.PostFormValue(f)
-	}
+	form := postedForm(r, publishFields)
 	fw, err := c.tryPublish(r, s)
 	if err != nil {
 		status, general := c.fieldError(r, err, form.Errors, publishFields...)
