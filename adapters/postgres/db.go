@@ -422,8 +422,16 @@ type statements struct {
 	stmts []*sqlx.Stmt
 }
 
-func newStatements(db *sqlx.DB) *statements {
-	return &statements{db: db}
+// prepared builds a repository with build, whose statements p prepares,
+// and hands it out only when every one of them prepared: a repository
+// holding a nil statement would fail at its first use, far from the cause.
+func prepared[T any](db *sqlx.DB, what string, build func(p *statements) *T) (*T, error) {
+	p := &statements{db: db}
+	r := build(p)
+	if err := p.done(what); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // prepare prepares q, or does nothing after an earlier failure (see done).

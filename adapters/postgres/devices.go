@@ -30,17 +30,14 @@ var _ ports.DeviceRepository = (*DeviceRepository)(nil)
 // NewDeviceRepository stores devices through the given pool, preparing its
 // hot statements; it fails when they cannot be prepared (no schema).
 func NewDeviceRepository(db *sqlx.DB) (*DeviceRepository, error) {
-	p := newStatements(db)
-	r := &DeviceRepository{
-		db:        db,
-		get:       p.prepare(`SELECT ` + deviceColumns + ` FROM devices WHERE device_id = $1`),
-		seen:      p.prepare(recordSeenSQL),
-		seenBatch: p.prepare(recordSeenBatchSQL),
-	}
-	if err := p.done("device repository"); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return prepared(db, "device repository", func(p *statements) *DeviceRepository {
+		return &DeviceRepository{
+			db:        db,
+			get:       p.prepare(`SELECT ` + deviceColumns + ` FROM devices WHERE device_id = $1`),
+			seen:      p.prepare(recordSeenSQL),
+			seenBatch: p.prepare(recordSeenBatchSQL),
+		}
+	})
 }
 
 type deviceRow struct {

@@ -26,12 +26,9 @@ var _ ports.FirmwareRepository = (*FirmwareRepository)(nil)
 // NewFirmwareRepository stores firmware through the given pool, preparing
 // its hot statement; it fails when that cannot be prepared (no schema).
 func NewFirmwareRepository(db *sqlx.DB) (*FirmwareRepository, error) {
-	p := newStatements(db)
-	r := &FirmwareRepository{db: db, get: p.prepare(`SELECT ` + firmwareColumns + ` FROM firmwares WHERE id = $1`)}
-	if err := p.done("firmware repository"); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return prepared(db, "firmware repository", func(p *statements) *FirmwareRepository {
+		return &FirmwareRepository{db: db, get: p.prepare(`SELECT ` + firmwareColumns + ` FROM firmwares WHERE id = $1`)}
+	})
 }
 
 type firmwareRow struct {

@@ -61,16 +61,13 @@ const recentFailuresSQL = `SELECT ` + taskColumns + ` FROM tasks
 // NewFleetReader reads through the given pool, preparing its statements; it
 // fails when they cannot be prepared (no schema).
 func NewFleetReader(db *sqlx.DB) (*FleetReader, error) {
-	p := newStatements(db)
-	r := &FleetReader{
-		rollouts: p.prepare(listRolloutsSQL),
-		versions: p.prepare(versionCountsSQL),
-		failures: p.prepare(recentFailuresSQL),
-	}
-	if err := p.done("fleet reader"); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return prepared(db, "fleet reader", func(p *statements) *FleetReader {
+		return &FleetReader{
+			rollouts: p.prepare(listRolloutsSQL),
+			versions: p.prepare(versionCountsSQL),
+			failures: p.prepare(recentFailuresSQL),
+		}
+	})
 }
 
 // ListRollouts returns rollouts newest first with their firmware's model

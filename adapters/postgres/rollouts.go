@@ -28,17 +28,14 @@ var _ ports.RolloutRepository = (*RolloutRepository)(nil)
 // NewRolloutRepository stores rollouts through the given pool, preparing
 // its hot statements; it fails when they cannot be prepared (no schema).
 func NewRolloutRepository(db *sqlx.DB) (*RolloutRepository, error) {
-	p := newStatements(db)
-	r := &RolloutRepository{
-		db:        db,
-		get:       p.prepare(`SELECT ` + rolloutColumns + ` FROM rollouts WHERE id = $1`),
-		offers:    p.prepare(offersQuery),
-		allOffers: p.prepare(allOffersQuery),
-	}
-	if err := p.done("rollout repository"); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return prepared(db, "rollout repository", func(p *statements) *RolloutRepository {
+		return &RolloutRepository{
+			db:        db,
+			get:       p.prepare(`SELECT ` + rolloutColumns + ` FROM rollouts WHERE id = $1`),
+			offers:    p.prepare(offersQuery),
+			allOffers: p.prepare(allOffersQuery),
+		}
+	})
 }
 
 type rolloutRow struct {

@@ -50,39 +50,36 @@ type TaskRepository struct {
 // NewTaskRepository stores tasks through the given pool, preparing its hot
 // statements; it fails when they cannot be prepared (no schema).
 func NewTaskRepository(db *sqlx.DB) (*TaskRepository, error) {
-	p := newStatements(db)
-	r := &TaskRepository{
-		db:              db,
-		get:             p.prepare(`SELECT ` + taskColumns + ` FROM tasks WHERE id = $1`),
-		active:          p.prepare(activeTaskSQL),
-		activeForUpdate: p.prepare(activeTaskSQL + ` FOR UPDATE`),
-		checkByToken:    p.prepare(checkViewByTokenSQL),
-		checkByID:       p.prepare(checkViewByIDSQL),
-		offerOf:         p.prepare(offerOfSQL),
-		offerForShare:   p.prepare(offerOfSQL + ` FOR SHARE OF f, r`),
-		lockRollout:     p.prepare(`SELECT ` + rolloutColumns + ` FROM rollouts WHERE id = $1 FOR NO KEY UPDATE`),
-		failed: p.prepare(`SELECT firmware_id, count(*) FROM tasks
-			WHERE device_id = $1 AND status = 'failed' GROUP BY firmware_id`),
-		insert:          p.prepare(insertTaskSQL),
-		insertUnchanged: p.prepare(insertUnchangedSQL),
-		update: p.prepare(`UPDATE tasks SET status = $2, progress = $3, attempt = $4, error_code = $5,
-				error_message = $6, updated_at = $7
-			WHERE id = $1
-			RETURNING ` + taskColumns),
-		lock:            p.prepare(`SELECT ` + taskColumns + ` FROM tasks WHERE id = $1 FOR UPDATE`),
-		event:           p.prepare(selectEventSQL),
-		insertEvent:     p.prepare(insertEventSQL),
-		stats:           p.prepare(countersSQL),
-		counted:         p.prepare(countedTaskSQL("")),
-		countedInStage:  p.prepare(countedTaskSQL(` AND stage_started_at = $3`)),
-		addCounts:       p.prepare(addCountsSQL),
-		installed:       p.prepare(installedSQL),
-		latestForUpdate: p.prepare(latestTaskSQL),
-	}
-	if err := p.done("task repository"); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return prepared(db, "task repository", func(p *statements) *TaskRepository {
+		return &TaskRepository{
+			db:              db,
+			get:             p.prepare(`SELECT ` + taskColumns + ` FROM tasks WHERE id = $1`),
+			active:          p.prepare(activeTaskSQL),
+			activeForUpdate: p.prepare(activeTaskSQL + ` FOR UPDATE`),
+			checkByToken:    p.prepare(checkViewByTokenSQL),
+			checkByID:       p.prepare(checkViewByIDSQL),
+			offerOf:         p.prepare(offerOfSQL),
+			offerForShare:   p.prepare(offerOfSQL + ` FOR SHARE OF f, r`),
+			lockRollout:     p.prepare(`SELECT ` + rolloutColumns + ` FROM rollouts WHERE id = $1 FOR NO KEY UPDATE`),
+			failed: p.prepare(`SELECT firmware_id, count(*) FROM tasks
+				WHERE device_id = $1 AND status = 'failed' GROUP BY firmware_id`),
+			insert:          p.prepare(insertTaskSQL),
+			insertUnchanged: p.prepare(insertUnchangedSQL),
+			update: p.prepare(`UPDATE tasks SET status = $2, progress = $3, attempt = $4, error_code = $5,
+					error_message = $6, updated_at = $7
+				WHERE id = $1
+				RETURNING ` + taskColumns),
+			lock:            p.prepare(`SELECT ` + taskColumns + ` FROM tasks WHERE id = $1 FOR UPDATE`),
+			event:           p.prepare(selectEventSQL),
+			insertEvent:     p.prepare(insertEventSQL),
+			stats:           p.prepare(countersSQL),
+			counted:         p.prepare(countedTaskSQL("")),
+			countedInStage:  p.prepare(countedTaskSQL(` AND stage_started_at = $3`)),
+			addCounts:       p.prepare(addCountsSQL),
+			installed:       p.prepare(installedSQL),
+			latestForUpdate: p.prepare(latestTaskSQL),
+		}
+	})
 }
 
 // countersSQL reads a scope's counters (rollout_counters, migration
