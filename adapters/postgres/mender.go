@@ -349,30 +349,16 @@ func (s *AuthRequestRepository) List(ctx context.Context, status domain.AuthRequ
 
 // Update locks a request, lets fn change it, and stores it.
 func (s *AuthRequestRepository) Update(ctx context.Context, id domain.UUID, fn func(*domain.AuthRequest) error, rec domain.AuditRecord) (domain.AuthRequest, error) {
-	if id.IsZero() {
-		return domain.AuthRequest{}, fmt.Errorf("loading auth request: %w", domain.ErrNotFound)
-	}
-	uid := id.String()
-	var out domain.AuthRequest
-	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
-		var r authRequestRow
-		if err := tx.GetContext(ctx, &r, `SELECT `+authRequestColumns+` FROM device_auth_requests WHERE id = $1 FOR UPDATE`, uid); err != nil {
-			return fmt.Errorf("loading auth request %s: %w", uid, notFound(err))
-		}
-		q, err := r.toDomain()
-		if err != nil {
-			return err
-		}
-		if err := fn(&q); err != nil {
-			return err
-		}
-		out = q
-		if err := putAuthRequest(ctx, tx, q); err != nil {
-			return err
-		}
-		return writeAudit(ctx, tx, rec)
-	})
-	return out, err
+	return updateByID(ctx, s.db, "auth request", `SELECT `+authRequestColumns+` FROM device_auth_requests WHERE id = $1 FOR UPDATE`, id,
+		func(tx *sqlx.Tx, _ authRequestRow, q domain.AuthRequest) (domain.AuthRequest, error) {
+			if err := fn(&q); err != nil {
+				return domain.AuthRequest{}, err
+			}
+			if err := putAuthRequest(ctx, tx, q); err != nil {
+				return domain.AuthRequest{}, err
+			}
+			return q, writeAudit(ctx, tx, rec)
+		})
 }
 
 // Accept registers the device if dev is set, stores what admit makes of
