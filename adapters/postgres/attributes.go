@@ -55,50 +55,40 @@ func (s *AttributeRepository) Get(ctx context.Context, device domain.DeviceID) (
 // and stores them. When fn fails the transaction rolls back, the created
 // row with it.
 func (s *AttributeRepository) Update(ctx context.Context, device domain.DeviceID, fn func(*domain.DeviceAttributes) error) (domain.DeviceAttributes, error) {
-	deviceID := device.String()
-	if device.IsZero() {
-		return domain.DeviceAttributes{}, fmt.Errorf("loading device: %w", domain.ErrNotFound)
-	}
-	var out domain.DeviceAttributes
-	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
+	return inDeviceTx(ctx, s.db, device, func(tx *sqlx.Tx, deviceID string) (domain.DeviceAttributes, error) {
 		// The foreign key refuses an unknown device: told apart from other
 		// failures by a plain existence check first.
 		var one int
 		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM devices WHERE device_id = $1`, deviceID).Scan(&one); err != nil {
-			return fmt.Errorf("loading device %q: %w", deviceID, notFound(err))
+			return domain.DeviceAttributes{}, fmt.Errorf("loading device %q: %w", deviceID, notFound(err))
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO device_attributes (device_id) VALUES ($1) ON CONFLICT (device_id) DO NOTHING`, deviceID); err != nil {
-			return fmt.Errorf("creating attributes of device %q: %w", deviceID, mapWriteErr(err))
+			return domain.DeviceAttributes{}, fmt.Errorf("creating attributes of device %q: %w", deviceID, mapWriteErr(err))
 		}
 		var (
 			raw []byte
 			at  sql.NullTime
 		)
 		if err := tx.QueryRowContext(ctx, `SELECT attributes, updated_at FROM device_attributes WHERE device_id = $1 FOR UPDATE`, deviceID).Scan(&raw, &at); err != nil {
-			return fmt.Errorf("loading attributes of device %q: %w", deviceID, notFound(err))
+			return domain.DeviceAttributes{}, fmt.Errorf("loading attributes of device %q: %w", deviceID, notFound(err))
 		}
 		a, err := attributesFrom(raw, at)
 		if err != nil {
-			return err
+			return domain.DeviceAttributes{}, err
 		}
 		if err := fn(&a); err != nil {
-			return err
+			return domain.DeviceAttributes{}, err
 		}
 		encoded, err := json.Marshal(a.Values())
 		if err != nil {
-			return fmt.Errorf("encoding attributes: %w", err)
+			return domain.DeviceAttributes{}, fmt.Errorf("encoding attributes: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE device_attributes SET attributes = $2, updated_at = $3 WHERE device_id = $1`,
 			deviceID, encoded, nullTime(a.UpdatedAt())); err != nil {
-			return fmt.Errorf("storing attributes of device %q: %w", deviceID, mapWriteErr(err))
+			return domain.DeviceAttributes{}, fmt.Errorf("storing attributes of device %q: %w", deviceID, mapWriteErr(err))
 		}
-		out = domain.RehydrateDeviceAttributes(a.Values(), dbTime(a.UpdatedAt()))
-		return nil
+		return domain.RehydrateDeviceAttributes(a.Values(), dbTime(a.UpdatedAt())), nil
 	})
-	if err != nil {
-		return domain.DeviceAttributes{}, err
-	}
-	return out, nil
 }
 
 // TaskActionRepository finds tasks by action id and keeps their cancel

@@ -339,6 +339,26 @@ func updateByID[T any, R interface{ toDomain() (T, error) }](ctx context.Context
 	return out, nil
 }
 
+// inDeviceTx runs change in one read-committed transaction on a device's
+// behalf and returns what it made. The zero device id names no device:
+// domain.ErrNotFound without a round trip, as for every device's change.
+func inDeviceTx[T any](ctx context.Context, db *sqlx.DB, device domain.DeviceID, change func(tx *sqlx.Tx, deviceID string) (T, error)) (T, error) {
+	var out T
+	if device.IsZero() {
+		return out, fmt.Errorf("loading device: %w", domain.ErrNotFound)
+	}
+	err := inTx(ctx, db, readCommitted, func(tx *sqlx.Tx) error {
+		var err error
+		out, err = change(tx, device.String())
+		return err
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return out, nil
+}
+
 // domainOf turns stored rows into their domain values; never nil.
 func domainOf[T any, R interface{ toDomain() (T, error) }](rows []R) ([]T, error) {
 	out := make([]T, 0, len(rows))

@@ -121,39 +121,29 @@ func (s *DeviceRepository) Get(ctx context.Context, devID domain.DeviceID) (doma
 // up the foreign-key checks of tasks being created for it. fn's error is returned as is and nothing is written. A token
 // rotated here stops working as soon as the transaction commits.
 func (s *DeviceRepository) Update(ctx context.Context, devID domain.DeviceID, fn func(*domain.Device) error, rec domain.AuditRecord) (domain.Device, error) {
-	id := devID.String()
-	if devID.IsZero() {
-		return domain.Device{}, fmt.Errorf("loading device: %w", domain.ErrNotFound)
-	}
-	var out domain.Device
-	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
+	return inDeviceTx(ctx, s.db, devID, func(tx *sqlx.Tx, id string) (domain.Device, error) {
 		var r deviceRow
 		if err := tx.GetContext(ctx, &r, `SELECT `+deviceColumns+` FROM devices WHERE device_id = $1 FOR NO KEY UPDATE`, id); err != nil {
-			return fmt.Errorf("loading device %q: %w", id, notFound(err))
+			return domain.Device{}, fmt.Errorf("loading device %q: %w", id, notFound(err))
 		}
 		d, err := r.toDomain()
 		if err != nil {
-			return err
+			return domain.Device{}, err
 		}
 		if err := fn(&d); err != nil {
-			return err
+			return domain.Device{}, err
 		}
 		w := newDeviceRow(d)
 		if _, err := tx.ExecContext(ctx, `UPDATE devices SET model = $2, current_version = $3, token_hash = $4, last_seen_at = $5
 			WHERE device_id = $1`, id, w.Model, w.CurrentVersion, w.TokenHash, w.LastSeenAt); err != nil {
-			return fmt.Errorf("storing device %q: %w", id, mapWriteErr(err))
+			return domain.Device{}, fmt.Errorf("storing device %q: %w", id, mapWriteErr(err))
 		}
 		if err := writeAudit(ctx, tx, rec); err != nil {
-			return err
+			return domain.Device{}, err
 		}
 		w.DeviceID, w.CreatedAt = r.DeviceID, r.CreatedAt
-		out, err = w.toDomain()
-		return err
+		return w.toDomain()
 	})
-	if err != nil {
-		return domain.Device{}, err
-	}
-	return out, nil
 }
 
 // recordSeenSQL records one check. Reports may arrive out of order (two

@@ -116,19 +116,13 @@ func (s *AdmissionRepository) CreateDevice(ctx context.Context, d domain.Device,
 // Admit locks the device row, lets fn decide its admission, and stores it.
 func (s *AdmissionRepository) Admit(ctx context.Context, device domain.DeviceID, fn func(*domain.DeviceAdmission) (domain.DeviceAdmission, error),
 	rec domain.AuditRecord) (domain.DeviceAdmission, error) {
-	deviceID := device.String()
-	if device.IsZero() {
-		return domain.DeviceAdmission{}, fmt.Errorf("loading device: %w", domain.ErrNotFound)
-	}
-	var out domain.DeviceAdmission
-	err := inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
-		var err error
-		if out, err = admitTx(ctx, tx, deviceID, fn); err != nil {
-			return err
+	return inDeviceTx(ctx, s.db, device, func(tx *sqlx.Tx, deviceID string) (domain.DeviceAdmission, error) {
+		out, err := admitTx(ctx, tx, deviceID, fn)
+		if err != nil {
+			return domain.DeviceAdmission{}, err
 		}
-		return writeAudit(ctx, tx, rec)
+		return out, writeAudit(ctx, tx, rec)
 	})
-	return out, err
 }
 
 // admitTx stores what fn makes of the device's admission (nil if none)
