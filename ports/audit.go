@@ -1,6 +1,7 @@
 package ports
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -62,4 +63,30 @@ type AuditPage struct {
 // principal holding audit:read.
 type AuditService interface {
 	ListAudit(ctx context.Context, who domain.Principal, q AuditQuery) (AuditPage, error)
+}
+
+// Selects is the filter as a test of one entry, paging aside: the meaning
+// of each field, for a store that filters in Go rather than in SQL. An
+// Actor that names no one is an error.
+func (f AuditFilter) Selects() (func(AuditEntry) bool, error) {
+	var want domain.AuditActorRecord
+	if f.Actor != "" {
+		a, err := domain.ParseAuditActor(f.Actor)
+		if err != nil {
+			return nil, err
+		}
+		want = a
+	}
+	return func(e AuditEntry) bool {
+		r, a := e.Record, e.Record.ActorRecord()
+		return (f.Actor == "" || want.Kind == "root" && a.Kind == "root" || !want.Token.IsZero() && a.Token == want.Token ||
+			want.User != "" && a.User == want.User) && (f.Target == "" || r.Target() == f.Target) &&
+			(f.Action == "" || r.Action() == f.Action) && (f.Since.IsZero() || !r.At().Before(f.Since)) &&
+			(f.Until.IsZero() || r.At().Before(f.Until)) && (f.After == nil || f.After.Precedes(e))
+	}, nil
+}
+
+// Precedes reports whether e comes after the cursor, newest first.
+func (c AuditCursor) Precedes(e AuditEntry) bool {
+	return cmp.Or(e.Record.At().Compare(c.At), cmp.Compare(e.Seq, c.Seq)) < 0
 }

@@ -1,9 +1,7 @@
 package memory
 
 import (
-	"cmp"
 	"context"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -42,29 +40,21 @@ func (s *Store) announce(a domain.Announcement) {
 // ListAudit is ports.AuditLog over the records in write order (seq is the
 // index + 1), filtered and paged as the Postgres adapter does.
 func (s *Store) ListAudit(ctx context.Context, f ports.AuditFilter) ([]ports.AuditEntry, error) {
-	var want domain.AuditActorRecord
-	if f.Actor != "" {
-		a, err := domain.ParseAuditActor(f.Actor)
-		if err != nil {
-			return nil, err
-		}
-		want = a
+	f.Since, f.Until = us(f.Since), us(f.Until)
+	if f.After != nil {
+		f.After = &ports.AuditCursor{At: us(f.After.At), Seq: f.After.Seq}
 	}
-	// older reports whether e comes after (at, seq) newest first.
-	older := func(e ports.AuditEntry, at time.Time, seq int64) bool {
-		return cmp.Or(e.Record.At().Compare(at), cmp.Compare(e.Seq, seq)) < 0
+	selects, err := f.Selects()
+	if err != nil {
+		return nil, err
 	}
 	return locked(ctx, s, func() ([]ports.AuditEntry, error) {
 		out := []ports.AuditEntry{}
 		for i, r := range s.audit {
-			e, a := ports.AuditEntry{Seq: int64(i + 1), Record: r}, r.ActorRecord()
-			if (f.Actor == "" || want.Kind == "root" && a.Kind == "root" || !want.Token.IsZero() && a.Token == want.Token ||
-				want.User != "" && a.User == want.User) && (f.Target == "" || r.Target() == f.Target) &&
-				(f.Action == "" || r.Action() == f.Action) && (f.Since.IsZero() || !r.At().Before(us(f.Since))) &&
-				(f.Until.IsZero() || r.At().Before(us(f.Until))) && (f.After == nil || older(e, us(f.After.At), f.After.Seq)) {
+			if e := (ports.AuditEntry{Seq: int64(i + 1), Record: r}); selects(e) {
 				out = append(out, e)
 			}
 		}
-		return page(out, f.Limit, DefaultListLimit, func(a, b ports.AuditEntry) bool { return older(b, a.Record.At(), a.Seq) }), nil
+		return page(out, f.Limit, DefaultListLimit, func(a, b ports.AuditEntry) bool { return ports.AuditCursor{At: a.Record.At(), Seq: a.Seq}.Precedes(b) }), nil
 	})
 }
