@@ -2,6 +2,7 @@ package ports
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/ai-device/ota/domain"
@@ -71,4 +72,20 @@ type DeviceTargeting interface {
 	ChangeDeviceTags(ctx context.Context, actor domain.Actor, change TagChange) (map[string][]string, error)
 	// ListDevices pages through devices by model, tags and attributes.
 	ListDevices(ctx context.Context, q DeviceQuery) (DevicePage, error)
+}
+
+// Admits reports whether the filter selects l, paging aside: the meaning
+// of each field, for a store that filters in Go rather than in SQL.
+func (f DeviceFilter) Admits(l DeviceListing) bool {
+	d, seen := l.Device, l.Device.LastSeenAt()
+	ok := (f.Model == "" || d.Model() == f.Model) && (f.Version.IsZero() || d.CurrentVersion().Key() == f.Version.Key()) &&
+		(f.SeenBefore.IsZero() || seen.IsZero() || seen.Before(f.SeenBefore))
+	for _, t := range f.Tags {
+		ok = ok && slices.Contains(l.Tags, t)
+	}
+	for k, v := range f.Attributes {
+		got, has := l.Attributes.Get(k)
+		ok = ok && has && got == v
+	}
+	return ok
 }

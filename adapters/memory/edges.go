@@ -17,7 +17,7 @@ type Admissions struct{ s *Store }
 func NewAdmissions(s *Store) *Admissions { return &Admissions{s: s} }
 
 func (r *Admissions) Get(ctx context.Context, device domain.DeviceID) (domain.DeviceAdmission, error) {
-	return locked(ctx, r.s, func() (domain.DeviceAdmission, error) { return found(r.s.admissions, device.String()) })
+	return get(ctx, r.s, r.s.admissions, device)
 }
 
 func (r *Admissions) Generation(ctx context.Context, device domain.DeviceID) (int64, error) {
@@ -126,7 +126,7 @@ func (r *AuthRequests) DeleteExpired(ctx context.Context, cutoff time.Time) (int
 }
 
 func (r *AuthRequests) Get(ctx context.Context, id domain.UUID) (domain.AuthRequest, error) {
-	return locked(ctx, r.s, func() (domain.AuthRequest, error) { return found(r.s.requests, id.String()) })
+	return get(ctx, r.s, r.s.requests, id)
 }
 
 func (r *AuthRequests) List(ctx context.Context, status domain.AuthRequestStatus, limit int) ([]domain.AuthRequest, error) {
@@ -203,7 +203,7 @@ func (r *TaskLogs) Put(ctx context.Context, l domain.TaskLog) error {
 }
 
 func (r *TaskLogs) Get(ctx context.Context, taskID domain.UUID) (domain.TaskLog, error) {
-	return locked(ctx, r.s, func() (domain.TaskLog, error) { return found(r.s.logs, taskID.String()) })
+	return get(ctx, r.s, r.s.logs, taskID)
 }
 
 // Attributes is the in-memory ports.DeviceAttributes over a Store.
@@ -341,20 +341,9 @@ func (r *Directory) Tags(ctx context.Context, device domain.DeviceID) ([]string,
 func (r *Directory) List(ctx context.Context, f ports.DeviceFilter) ([]ports.DeviceListing, error) {
 	return locked(ctx, r.s, func() ([]ports.DeviceListing, error) {
 		out := []ports.DeviceListing{}
-		for _, d := range r.s.devices {
-			facts := domain.DeviceFacts{Tags: r.s.tags[d.ID().String()], Attributes: r.s.attrs[d.ID().String()].Values()}
-			ok := d.ID().String() > f.After.String() && (f.Model == "" || d.Model() == f.Model) &&
-				(f.Version.IsZero() || d.CurrentVersion().Key() == f.Version.Key()) &&
-				(f.SeenBefore.IsZero() || d.LastSeenAt().IsZero() || d.LastSeenAt().Before(f.SeenBefore))
-			for _, t := range f.Tags {
-				ok = ok && facts.HasTag(t)
-			}
-			for k, v := range f.Attributes {
-				got, has := facts.Attributes[k]
-				ok = ok && has && got == v
-			}
-			if ok {
-				out = append(out, ports.DeviceListing{Device: d, Tags: append([]string{}, facts.Tags...), Attributes: r.s.attrs[d.ID().String()]})
+		for id, d := range r.s.devices {
+			if l := (ports.DeviceListing{Device: d, Tags: append([]string{}, r.s.tags[id]...), Attributes: r.s.attrs[id]}); id > f.After.String() && f.Admits(l) {
+				out = append(out, l)
 			}
 		}
 		return page(out, f.Limit, DefaultListLimit, func(a, b ports.DeviceListing) bool { return a.Device.ID().String() < b.Device.ID().String() }), nil

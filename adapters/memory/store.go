@@ -122,6 +122,11 @@ func update[V any](ctx context.Context, s *Store, m map[string]V, id string, fn 
 	})
 }
 
+// get is m[k] under the lock, or domain.ErrNotFound.
+func get[V any](ctx context.Context, s *Store, m map[string]V, k fmt.Stringer) (V, error) {
+	return locked(ctx, s, func() (V, error) { return found(m, k.String()) })
+}
+
 // remove deletes m[id], or says it is not there.
 func remove[V any](m map[string]V, what string, id domain.UUID) error {
 	if !has(m, id.String()) {
@@ -220,7 +225,7 @@ func (s *Store) createDevice(d domain.Device) error {
 }
 
 func (r *Devices) Get(ctx context.Context, id domain.DeviceID) (domain.Device, error) {
-	return locked(ctx, r.s, func() (domain.Device, error) { return found(r.s.devices, id.String()) })
+	return get(ctx, r.s, r.s.devices, id)
 }
 
 func (r *Devices) Update(ctx context.Context, id domain.DeviceID, fn func(*domain.Device) error, rec domain.AuditRecord) (domain.Device, error) {
@@ -277,7 +282,7 @@ func (r *Firmwares) Create(ctx context.Context, f domain.Firmware, rec domain.Au
 }
 
 func (r *Firmwares) Get(ctx context.Context, id domain.UUID) (domain.Firmware, error) {
-	return locked(ctx, r.s, func() (domain.Firmware, error) { return found(r.s.firmwares, id.String()) })
+	return get(ctx, r.s, r.s.firmwares, id)
 }
 
 func (r *Firmwares) List(ctx context.Context, model string) ([]domain.Firmware, error) {
@@ -334,7 +339,7 @@ func (r *Rollouts) Create(ctx context.Context, ro domain.Rollout, rec domain.Aud
 }
 
 func (r *Rollouts) Get(ctx context.Context, id domain.UUID) (domain.Rollout, error) {
-	return locked(ctx, r.s, func() (domain.Rollout, error) { return found(r.s.rollouts, id.String()) })
+	return get(ctx, r.s, r.s.rollouts, id)
 }
 
 func (r *Rollouts) Offers(ctx context.Context, model string) ([]domain.Offer, error) {
@@ -371,7 +376,7 @@ func (r *Artifacts) Create(ctx context.Context, a domain.Artifact, rec domain.Au
 }
 
 func (r *Artifacts) Get(ctx context.Context, id domain.UUID) (domain.Artifact, error) {
-	return locked(ctx, r.s, func() (domain.Artifact, error) { return found(r.s.artifacts, id.String()) })
+	return get(ctx, r.s, r.s.artifacts, id)
 }
 
 func (r *Artifacts) List(ctx context.Context) ([]domain.Artifact, error) {

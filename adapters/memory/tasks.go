@@ -33,7 +33,7 @@ func (s *Store) active(deviceID string) (domain.Task, error) {
 }
 
 func (r *Tasks) Get(ctx context.Context, id domain.UUID) (domain.Task, error) {
-	return locked(ctx, r.s, func() (domain.Task, error) { return found(r.s.tasks, id.String()) })
+	return get(ctx, r.s, r.s.tasks, id)
 }
 
 func (r *Tasks) Active(ctx context.Context, deviceID domain.DeviceID) (domain.Task, error) {
