@@ -26,11 +26,10 @@ func (r *Admissions) Generation(ctx context.Context, device domain.DeviceID) (in
 }
 
 func (r *Admissions) CreateDevice(ctx context.Context, d domain.Device, a domain.DeviceAdmission, rec domain.AuditRecord) error {
-	return do(ctx, r.s, func() error {
+	return write(ctx, r.s, rec, func() error {
 		err := r.s.createDevice(d)
 		if err == nil {
 			r.s.admissions[d.ID().String()] = a
-			r.s.record(rec)
 		}
 		return err
 	})
@@ -104,13 +103,7 @@ func (r *AuthRequests) Ask(ctx context.Context, device domain.DeviceID, key doma
 }
 
 func (r *AuthRequests) Delete(ctx context.Context, id domain.UUID, rec domain.AuditRecord) error {
-	return do(ctx, r.s, func() error {
-		err := remove(r.s.requests, "auth request", id)
-		if err == nil {
-			r.s.record(rec)
-		}
-		return err
-	})
+	return write(ctx, r.s, rec, func() error { return remove(r.s.requests, "auth request", id) })
 }
 
 func (r *AuthRequests) DeleteExpired(ctx context.Context, cutoff time.Time) (int, error) {
@@ -144,7 +137,7 @@ func (r *AuthRequests) Update(ctx context.Context, id domain.UUID, fn func(*doma
 
 func (r *AuthRequests) Accept(ctx context.Context, id domain.UUID, dev *domain.Device, admit func(*domain.DeviceAdmission) (domain.DeviceAdmission, error),
 	rec domain.AuditRecord) error {
-	return do(ctx, r.s, func() error {
+	return write(ctx, r.s, rec, func() error {
 		s := r.s
 		q, err := found(s.requests, id.String())
 		if err != nil {
@@ -165,7 +158,6 @@ func (r *AuthRequests) Accept(ctx context.Context, id domain.UUID, dev *domain.D
 		if err == nil {
 			s.admissions[a.DeviceID().String()] = a
 			delete(s.requests, id.String())
-			s.record(rec)
 		}
 		return err
 	})

@@ -98,6 +98,19 @@ func do(ctx context.Context, s *Store, f func() error) error {
 	return err
 }
 
+// write runs f holding the lock and, if f succeeds, records rec: the
+// change's audit record, written with it as Postgres writes it in the
+// change's transaction.
+func write(ctx context.Context, s *Store, rec domain.AuditRecord, f func() error) error {
+	return do(ctx, s, func() error {
+		err := f()
+		if err == nil {
+			s.record(rec)
+		}
+		return err
+	})
+}
+
 // update is every Update: fn changes a copy of the stored row m[id], which
 // is stored unless fn fails, ctx ends, or check (if any) refuses it; then
 // *rec (nil: none), which fn may have set, is recorded with it.
@@ -204,13 +217,7 @@ func (s *Store) byToken(h domain.TokenHash) (domain.Device, error) {
 }
 
 func (r *Devices) Create(ctx context.Context, d domain.Device, rec domain.AuditRecord) error {
-	return do(ctx, r.s, func() error {
-		err := r.s.createDevice(d)
-		if err == nil {
-			r.s.record(rec)
-		}
-		return err
-	})
+	return write(ctx, r.s, rec, func() error { return r.s.createDevice(d) })
 }
 
 func (s *Store) createDevice(d domain.Device) error {
@@ -263,7 +270,7 @@ func sameRelease(a, b domain.Firmware) bool {
 
 func (r *Firmwares) Create(ctx context.Context, f domain.Firmware, rec domain.AuditRecord) error {
 	id := f.ID().String()
-	return do(ctx, r.s, func() error {
+	return write(ctx, r.s, rec, func() error {
 		for _, o := range r.s.firmwares {
 			if sameRelease(o, f) || (f.ArtifactName() != "" && o.Model() == f.Model() && o.ArtifactName() == f.ArtifactName()) {
 				return domain.ErrFirmwareExists
@@ -276,7 +283,6 @@ func (r *Firmwares) Create(ctx context.Context, f domain.Firmware, rec domain.Au
 			return fmt.Errorf("the artifact does not exist: %w", domain.ErrNotFound) // the foreign key
 		}
 		r.s.firmwares[id] = f
-		r.s.record(rec)
 		return nil
 	})
 }
@@ -322,7 +328,7 @@ func NewRollouts(s *Store) *Rollouts { return &Rollouts{s: s} }
 
 func (r *Rollouts) Create(ctx context.Context, ro domain.Rollout, rec domain.AuditRecord) error {
 	id := ro.ID().String()
-	return do(ctx, r.s, func() error {
+	return write(ctx, r.s, rec, func() error {
 		fw, err := found(r.s.firmwares, ro.FirmwareID().String())
 		switch {
 		case err != nil:
@@ -333,7 +339,6 @@ func (r *Rollouts) Create(ctx context.Context, ro domain.Rollout, rec domain.Aud
 			return errDuplicateID("rollout", id)
 		}
 		r.s.rollouts[id] = ro
-		r.s.record(rec)
 		return nil
 	})
 }
@@ -389,14 +394,10 @@ func (r *Artifacts) List(ctx context.Context) ([]domain.Artifact, error) {
 }
 
 func (r *Artifacts) Delete(ctx context.Context, id domain.UUID, rec domain.AuditRecord) error {
-	return do(ctx, r.s, func() error {
+	return write(ctx, r.s, rec, func() error {
 		if len(where(r.s.firmwares, func(f domain.Firmware) bool { return f.ArtifactID() == id })) > 0 && has(r.s.artifacts, id.String()) {
 			return domain.ErrArtifactInUse
 		}
-		err := remove(r.s.artifacts, "artifact", id)
-		if err == nil {
-			r.s.record(rec)
-		}
-		return err
+		return remove(r.s.artifacts, "artifact", id)
 	})
 }
