@@ -1,7 +1,9 @@
 package ports
 
 import (
+	"cmp"
 	"context"
+	"strings"
 	"time"
 
 	"github.com/ai-device/ota/domain"
@@ -91,6 +93,20 @@ type TaskFilter struct {
 type TaskCursor struct {
 	CreatedAt time.Time
 	ID        domain.UUID
+}
+
+// Admits reports whether the filter selects t, the cursor included and
+// the limit aside: the meaning of each field, for a store that filters in
+// Go rather than in SQL.
+func (f TaskFilter) Admits(t domain.Task) bool {
+	return (f.DeviceID.IsZero() || t.DeviceID() == f.DeviceID) && (f.RolloutID.IsZero() || t.RolloutID() == f.RolloutID) &&
+		(f.Status == nil || t.Status() == *f.Status) && (f.After == nil || f.After.Precedes(t))
+}
+
+// Precedes reports whether t comes after the cursor, oldest first (ids
+// compared as their canonical strings, as Postgres orders uuid values).
+func (c TaskCursor) Precedes(t domain.Task) bool {
+	return cmp.Or(t.CreatedAt().Compare(c.CreatedAt), strings.Compare(t.ID().String(), c.ID.String())) > 0
 }
 
 // DeviceTasks is what a check needs to know of a device's tasks: its

@@ -293,15 +293,12 @@ func countKey(rollout domain.UUID, stage time.Time) string {
 const DefaultListLimit = 50
 
 func (r *Tasks) List(ctx context.Context, f ports.TaskFilter) ([]domain.Task, error) {
+	if f.After != nil {
+		f.After = &ports.TaskCursor{CreatedAt: us(f.After.CreatedAt), ID: f.After.ID}
+	}
 	return locked(ctx, r.s, func() ([]domain.Task, error) {
-		out := where(r.s.tasks, func(t domain.Task) bool {
-			return (f.DeviceID.IsZero() || t.DeviceID().String() == f.DeviceID.String()) &&
-				(f.RolloutID.IsZero() || t.RolloutID().String() == f.RolloutID.String()) &&
-				(f.Status == nil || t.Status() == *f.Status) &&
-				(f.After == nil || newer(t.CreatedAt(), us(f.After.CreatedAt), t.ID().String(), f.After.ID.String()))
-		})
-		return page(out, f.Limit, DefaultListLimit, func(a, b domain.Task) bool {
-			return newer(b.CreatedAt(), a.CreatedAt(), b.ID().String(), a.ID().String()) // oldest first
+		return page(where(r.s.tasks, f.Admits), f.Limit, DefaultListLimit, func(a, b domain.Task) bool {
+			return ports.TaskCursor{CreatedAt: a.CreatedAt(), ID: a.ID()}.Precedes(b)
 		}), nil
 	})
 }
