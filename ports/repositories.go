@@ -79,6 +79,14 @@ type RolloutRepository interface {
 	Offers(ctx context.Context, model string) ([]domain.Offer, error)
 }
 
+// DefaultListLimit is the page size of the task, device and audit
+// listings, and DefaultRolloutLimit the rollout listing's, in every store,
+// when the filter sets no limit.
+const (
+	DefaultListLimit    = 50
+	DefaultRolloutLimit = 100
+)
+
 // TaskFilter selects tasks for the admin listing. Zero fields match all.
 type TaskFilter struct {
 	DeviceID  domain.DeviceID

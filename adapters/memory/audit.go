@@ -55,6 +55,6 @@ func (s *Store) ListAudit(ctx context.Context, f ports.AuditFilter) ([]ports.Aud
 				out = append(out, e)
 			}
 		}
-		return page(out, f.Limit, DefaultListLimit, func(a, b ports.AuditEntry) bool { return ports.AuditCursor{At: a.Record.At(), Seq: a.Seq}.Precedes(b) }), nil
+		return page(out, f.Limit, ports.DefaultListLimit, func(a, b ports.AuditEntry) bool { return ports.AuditCursor{At: a.Record.At(), Seq: a.Seq}.Precedes(b) }), nil
 	})
 }

@@ -338,7 +338,7 @@ func (r *Directory) List(ctx context.Context, f ports.DeviceFilter) ([]ports.Dev
 				out = append(out, l)
 			}
 		}
-		return page(out, f.Limit, DefaultListLimit, func(a, b ports.DeviceListing) bool { return a.Device.ID().String() < b.Device.ID().String() }), nil
+		return page(out, f.Limit, ports.DefaultListLimit, func(a, b ports.DeviceListing) bool { return a.Device.ID().String() < b.Device.ID().String() }), nil
 	})
 }
 
@@ -347,10 +347,6 @@ func (r *Directory) List(ctx context.Context, f ports.DeviceFilter) ([]ports.Dev
 type Fleet struct{ s *Store }
 
 func NewFleet(s *Store) *Fleet { return &Fleet{s: s} }
-
-// DefaultRolloutLimit is how many rollouts ListRollouts returns when the
-// filter sets no limit, the same as the Postgres adapter's.
-const DefaultRolloutLimit = 100
 
 func (r *Fleet) ListRollouts(ctx context.Context, f ports.RolloutFilter) ([]ports.RolloutSummary, error) {
 	return locked(ctx, r.s, func() ([]ports.RolloutSummary, error) {
@@ -361,7 +357,7 @@ func (r *Fleet) ListRollouts(ctx context.Context, f ports.RolloutFilter) ([]port
 					Stats: r.s.counts[countKey(ro.ID(), time.Time{})]})
 			}
 		}
-		return page(out, f.Limit, DefaultRolloutLimit, func(a, b ports.RolloutSummary) bool {
+		return page(out, f.Limit, ports.DefaultRolloutLimit, func(a, b ports.RolloutSummary) bool {
 			return newer(a.Rollout.CreatedAt(), b.Rollout.CreatedAt(), a.Rollout.ID().String(), b.Rollout.ID().String())
 		}), nil
 	})

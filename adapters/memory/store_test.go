@@ -229,13 +229,13 @@ func TestWriteLockWaitHonoursDeadline(t *testing.T) {
 func TestListEdges(t *testing.T) {
 	f := newStoreFixture(t)
 	o := f.offer(uuid.NewString(), "2.0.0")
-	for i := range DefaultListLimit + 1 {
+	for i := range ports.DefaultListLimit + 1 {
 		f.insert(f.task(f.device(fmt.Sprintf("d%03d", i)).ID(), o))
 	}
 	all, err := f.tk.List(t.Context(), ports.TaskFilter{})
 	f.must(err)
-	if len(all) != DefaultListLimit {
-		t.Errorf("limit 0 listed %d tasks, want the default page of %d", len(all), DefaultListLimit)
+	if len(all) != ports.DefaultListLimit {
+		t.Errorf("limit 0 listed %d tasks, want the default page of %d", len(all), ports.DefaultListLimit)
 	}
 	// Filter ids are typed: the application parses them (and refuses a
 	// malformed one) before a store sees the filter. A rollout that does

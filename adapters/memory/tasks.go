@@ -288,16 +288,12 @@ func countKey(rollout domain.UUID, stage time.Time) string {
 	return rollout.String() + " " + us(stage).Format(time.RFC3339Nano)
 }
 
-// DefaultListLimit is the page size List uses when the filter sets none,
-// the same as the Postgres adapter's.
-const DefaultListLimit = 50
-
 func (r *Tasks) List(ctx context.Context, f ports.TaskFilter) ([]domain.Task, error) {
 	if f.After != nil {
 		f.After = &ports.TaskCursor{CreatedAt: us(f.After.CreatedAt), ID: f.After.ID}
 	}
 	return locked(ctx, r.s, func() ([]domain.Task, error) {
-		return page(where(r.s.tasks, f.Admits), f.Limit, DefaultListLimit, func(a, b domain.Task) bool {
+		return page(where(r.s.tasks, f.Admits), f.Limit, ports.DefaultListLimit, func(a, b domain.Task) bool {
 			return ports.TaskCursor{CreatedAt: a.CreatedAt(), ID: a.ID()}.Precedes(b)
 		}), nil
 	})

@@ -94,10 +94,6 @@ type AuditLog struct{ db *sqlx.DB }
 // NewAuditLog reads the audit log on db.
 func NewAuditLog(db *sqlx.DB) *AuditLog { return &AuditLog{db: db} }
 
-// DefaultAuditLimit is the page size ListAudit uses when the filter sets
-// none.
-const DefaultAuditLimit = 50
-
 type auditRow struct {
 	Seq       int64          `db:"seq"`
 	At        time.Time      `db:"at"`
@@ -149,7 +145,7 @@ func (l *AuditLog) ListAudit(ctx context.Context, f ports.AuditFilter) ([]ports.
 	if f.After != nil {
 		cond.where = append(cond.where, "(at, seq) < ("+arg(dbTime(f.After.At))+"::timestamptz, "+arg(f.After.Seq)+"::bigint)")
 	}
-	limit := positiveOr(f.Limit, DefaultAuditLimit)
+	limit := positiveOr(f.Limit, ports.DefaultListLimit)
 	q := `SELECT seq, at, actor_kind, actor_user, actor_token::text AS actor_token, action, target, before, after, request_id, source FROM audit_log`
 	if len(cond.where) > 0 {
 		q += ` WHERE ` + strings.Join(cond.where, " AND ")

@@ -20,10 +20,6 @@ type FleetReader struct {
 	failures *sqlx.Stmt
 }
 
-// DefaultRolloutLimit is how many rollouts ListRollouts returns when the
-// filter sets no limit.
-const DefaultRolloutLimit = 100
-
 // listRolloutsSQL picks the page of rollouts first and only then reads
 // their counters (the whole rollout's, countersSQL), so old rollouts
 // beyond the limit cost nothing and a rollout's size costs nothing.
@@ -73,7 +69,7 @@ func NewFleetReader(db *sqlx.DB) (*FleetReader, error) {
 // ListRollouts returns rollouts newest first with their firmware's model
 // and version and their task counts.
 func (s *FleetReader) ListRollouts(ctx context.Context, f ports.RolloutFilter) ([]ports.RolloutSummary, error) {
-	limit := positiveOr(f.Limit, DefaultRolloutLimit)
+	limit := positiveOr(f.Limit, ports.DefaultRolloutLimit)
 	rows, err := s.rollouts.QueryContext(ctx, f.Model, limit)
 	if err != nil {
 		return nil, fmt.Errorf("listing rollouts: %w", unavailable(err))

@@ -143,7 +143,7 @@ func (s *DeviceDirectory) List(ctx context.Context, f ports.DeviceFilter) ([]por
 	if !f.After.IsZero() {
 		cond.where = append(cond.where, "d.device_id > "+arg(f.After.String()))
 	}
-	limit := positiveOr(f.Limit, DefaultListLimit)
+	limit := positiveOr(f.Limit, ports.DefaultListLimit)
 	// The page's ids, tags and attributes first; then the devices by the
 	// repository's own row reader, so the device columns stay in one place.
 	q := `SELECT d.device_id, d.tags, a.attributes, a.updated_at

@@ -571,11 +571,8 @@ func statsIn(ctx context.Context, stmt *sqlx.Stmt, uid string, since ...any) (do
 	return stats, nil
 }
 
-// DefaultListLimit is the page size List uses when the filter sets none.
-const DefaultListLimit = 50
-
 // List returns tasks matching f in (created_at, id) order, at most f.Limit
-// (DefaultListLimit when not positive), continuing after f.After. It is
+// (ports.DefaultListLimit when not positive), continuing after f.After. It is
 // keyset pagination — WHERE (created_at, id) > (cursor) ORDER BY created_at,
 // id — so a page costs the same however deep it is, and each filter has an
 // index that leads with it. Only placeholders are added to the query, never
@@ -601,7 +598,7 @@ func (s *TaskRepository) List(ctx context.Context, f ports.TaskFilter) ([]domain
 		}
 		cond.where = append(cond.where, "(created_at, id) > ("+arg(dbTime(f.After.CreatedAt))+"::timestamptz, "+arg(uid)+"::uuid)")
 	}
-	limit := positiveOr(f.Limit, DefaultListLimit)
+	limit := positiveOr(f.Limit, ports.DefaultListLimit)
 	q := `SELECT ` + taskColumns + ` FROM tasks`
 	if len(cond.where) > 0 {
 		q += ` WHERE ` + strings.Join(cond.where, " AND ")
