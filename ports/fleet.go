@@ -46,6 +46,20 @@ type VersionCountQuery struct {
 	DayAgo  time.Time
 }
 
+// Count adds to c, the count of its model and version, one device last
+// seen at lastSeen (zero: never), as the query counts it: for a store
+// that counts in Go rather than in SQL.
+func (q VersionCountQuery) Count(c VersionCount, lastSeen time.Time) VersionCount {
+	c.Devices++
+	if !lastSeen.IsZero() && !lastSeen.Before(q.HourAgo) {
+		c.SeenSinceHour++
+	}
+	if !lastSeen.IsZero() && !lastSeen.Before(q.DayAgo) {
+		c.SeenSinceDay++
+	}
+	return c
+}
+
 // RolloutQuery is the rollout listing's filter, as received.
 type RolloutQuery struct {
 	Model string

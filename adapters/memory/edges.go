@@ -109,11 +109,7 @@ func (r *AuthRequests) Delete(ctx context.Context, id domain.UUID, rec domain.Au
 func (r *AuthRequests) DeleteExpired(ctx context.Context, cutoff time.Time) (int, error) {
 	return locked(ctx, r.s, func() (int, error) {
 		n := len(r.s.requests)
-		for id, q := range r.s.requests {
-			if q.ExpiredBy(cutoff) {
-				delete(r.s.requests, id)
-			}
-		}
+		maps.DeleteFunc(r.s.requests, func(_ string, q domain.AuthRequest) bool { return q.ExpiredBy(cutoff) })
 		return n - len(r.s.requests), nil
 	})
 }
@@ -364,19 +360,14 @@ func (r *Fleet) ListRollouts(ctx context.Context, f ports.RolloutFilter) ([]port
 }
 
 func (r *Fleet) VersionCounts(ctx context.Context, q ports.VersionCountQuery) ([]ports.VersionCount, error) {
-	since := func(seen, t time.Time) int {
-		if seen.IsZero() || seen.Before(t) {
-			return 0
-		}
-		return 1
-	}
+	q.HourAgo, q.DayAgo = us(q.HourAgo), us(q.DayAgo)
 	return locked(ctx, r.s, func() ([]ports.VersionCount, error) {
 		counts := map[[2]string]ports.VersionCount{}
 		for _, d := range r.s.devices {
 			if k := [2]string{d.Model(), d.CurrentVersion().String()}; q.Model == "" || d.Model() == q.Model {
 				c := counts[k]
-				counts[k] = ports.VersionCount{Model: k[0], Version: k[1], Devices: c.Devices + 1,
-					SeenSinceHour: c.SeenSinceHour + since(d.LastSeenAt(), us(q.HourAgo)), SeenSinceDay: c.SeenSinceDay + since(d.LastSeenAt(), us(q.DayAgo))}
+				c.Model, c.Version = k[0], k[1]
+				counts[k] = q.Count(c, d.LastSeenAt())
 			}
 		}
 		return slices.AppendSeq([]ports.VersionCount{}, maps.Values(counts)), nil
