@@ -351,9 +351,8 @@ func (r *Rollouts) Offers(ctx context.Context, model string) ([]domain.Offer, er
 	return locked(ctx, r.s, func() ([]domain.Offer, error) {
 		out := []domain.Offer{}
 		for _, ro := range r.s.rollouts {
-			fw, ok := r.s.firmwares[ro.FirmwareID().String()]
-			if ok && ro.Status() == domain.RolloutActive && fw.Model() == model && fw.Status() == domain.FirmwareReleased {
-				out = append(out, domain.Offer{Firmware: fw, Rollout: ro})
+			if o := (domain.Offer{Firmware: r.s.firmwares[ro.FirmwareID().String()], Rollout: ro}); o.Firmware.Model() == model && o.Open() {
+				out = append(out, o)
 			}
 		}
 		domain.SortOffers(out)
