@@ -249,7 +249,7 @@ func (r *TaskActions) PendingCancel(ctx context.Context, deviceID domain.DeviceI
 		var best *domain.CancelNotice
 		for _, t := range r.s.tasks {
 			n := r.s.notice(t)
-			if t.DeviceID().String() != deviceID.String() || t.Status() != domain.TaskCancelled || !n.Pending() {
+			if t.DeviceID().String() != deviceID.String() || !n.Pending() {
 				continue
 			}
 			if best == nil || newer(t.UpdatedAt(), best.Task().UpdatedAt(), t.ID().String(), best.Task().ID().String()) {
