@@ -41,6 +41,10 @@ type DeliveryQueue interface {
 type RequestLoad interface {
 	// InFlight is the number of HTTP requests being served now.
 	InFlight() int
+	// Served is the time spent serving the requests finished so far: its
+	// growth over an interval, divided by the interval, is how many were
+	// in flight on average, which a snapshot of InFlight can miss.
+	Served() time.Duration
 }
 
 // WebhookPoster posts a delivery's body with its headers to url and says
@@ -127,12 +131,13 @@ func (d *WebhookDeliverer) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for range max(d.cfg.Workers, 0) {
 		wg.Go(func() {
+			last := loadSample{time.Now(), d.load.Served()}
 			for ctx.Err() == nil {
 				n, err := d.Once(ctx)
 				if err != nil && ctx.Err() == nil {
 					d.logger.Warn("webhook delivery: claiming", "error", err)
 				}
-				wait := d.pause(n)
+				wait := d.pause(n, &last)
 				if err != nil || n < d.cfg.Batch {
 					wait = max(wait, d.cfg.Poll)
 				}
@@ -149,12 +154,23 @@ func (d *WebhookDeliverer) Run(ctx context.Context) {
 	wg.Wait()
 }
 
+// loadSample is the request load a worker saw after its previous batch.
+type loadSample struct {
+	at     time.Time
+	served time.Duration
+}
+
 // pause is how long a worker that just attempted n deliveries waits before
 // its next claim: none while the replica is not busy; while it is, as
 // long as n deliveries take at BusyRate shared by the workers, so that
 // they go on (no backlog starves) at a pace the check path hardly feels.
-func (d *WebhookDeliverer) pause(n int) time.Duration {
-	if n == 0 || d.cfg.BusyRate < 0 || d.load.InFlight() < d.cfg.BusyAt {
+// Busy is BusyAt requests in flight now or on average since last: wall
+// time, not the clock port, as it measures this process's real load.
+func (d *WebhookDeliverer) pause(n int, last *loadSample) time.Duration {
+	now, served := time.Now(), d.load.Served()
+	average := float64(served-last.served) / float64(max(now.Sub(last.at), 1))
+	*last = loadSample{now, served}
+	if n == 0 || d.cfg.BusyRate < 0 || d.load.InFlight() < d.cfg.BusyAt && average < float64(d.cfg.BusyAt) {
 		return 0
 	}
 	return time.Duration(float64(n*max(d.cfg.Workers, 1)) / d.cfg.BusyRate * float64(time.Second))

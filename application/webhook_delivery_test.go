@@ -66,10 +66,25 @@ func (a answers) Post(_ context.Context, url string, _ map[string]string, _ []by
 	return a[url], nil
 }
 
-// load is a replica with a fixed number of requests in flight.
+// load is a replica with a fixed number of requests in flight at every
+// look, none of them ever finishing.
 type load int
 
 func (l load) InFlight() int { return int(l) }
+
+func (load) Served() time.Duration { return 0 }
+
+// steady is a replica serving many short requests: none in flight at any
+// look, but on average n, its served time growing n times as fast as the
+// wall clock.
+type steady struct {
+	start time.Time
+	n     int
+}
+
+func (steady) InFlight() int { return 0 }
+
+func (s steady) Served() time.Duration { return time.Since(s.start) * time.Duration(s.n) }
 
 func subscription(t *testing.T, url string, failingSince time.Time) domain.WebhookSubscription {
 	t.Helper()
@@ -125,7 +140,7 @@ func TestDeliveryYieldsToABusyReplica(t *testing.T) {
 	sub := subscription(t, "https://a.example/ok", time.Time{})
 	// Two deliveries a claim at one a second: two seconds between claims.
 	cfg := application.DeliveryConfig{Workers: 1, Batch: 2, BusyRate: 1, BusyAt: 8}
-	run := func(l load, cfg application.DeliveryConfig) *queueSpy {
+	run := func(l application.RequestLoad, cfg application.DeliveryConfig) *queueSpy {
 		q := &queueSpy{subs: []domain.WebhookSubscription{sub, sub}}
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
@@ -144,13 +159,16 @@ func TestDeliveryYieldsToABusyReplica(t *testing.T) {
 		}
 	}
 
-	busy := run(load(8), cfg)
-	waitClaims(busy, 1)
-	time.Sleep(300 * time.Millisecond)
-	if c := busy.claimed(); c != 1 {
-		t.Fatalf("busy: %d claims within 300 ms; want one, then a 2 s pause", c)
+	for name, l := range map[string]application.RequestLoad{"8 in flight": load(8), "10 on average": steady{time.Now(), 10}} {
+		busy := run(l, cfg)
+		waitClaims(busy, 1)
+		time.Sleep(300 * time.Millisecond)
+		if c := busy.claimed(); c != 1 {
+			t.Fatalf("busy (%s): %d claims within 300 ms; want one, then a 2 s pause", name, c)
+		}
 	}
 	waitClaims(run(load(7), cfg), 5)
+	waitClaims(run(steady{time.Now(), 6}, cfg), 5)
 	off := cfg
 	off.BusyRate = -1
 	waitClaims(run(load(100), off), 5)

@@ -33,6 +33,9 @@ type Metrics struct {
 	// ObserveRequest): the ota_http_requests_in_flight gauge, and how busy
 	// the replica is to the webhook delivery, which yields to requests.
 	inFlight atomic.Int64
+	// served sums the durations of finished requests (nanoseconds), so
+	// that the delivery can tell the average load between two looks.
+	served atomic.Int64
 }
 
 // requestLabels is one label set of ota_http_request_duration_seconds.
@@ -99,10 +102,14 @@ func (m *Metrics) RequestStarted() { m.inFlight.Add(1) }
 // InFlight is the number of requests being served.
 func (m *Metrics) InFlight() int { return int(m.inFlight.Load()) }
 
+// Served is the time spent serving the requests finished so far.
+func (m *Metrics) Served() time.Duration { return time.Duration(m.served.Load()) }
+
 // ObserveRequest records one HTTP request's duration; it is no longer in
 // flight.
 func (m *Metrics) ObserveRequest(method, route string, code int, d time.Duration) {
 	m.inFlight.Add(-1)
+	m.served.Add(int64(d))
 	key := requestLabels{method, route, code}
 	o, ok := m.observers.Load(key)
 	if !ok {

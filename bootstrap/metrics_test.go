@@ -99,4 +99,12 @@ func TestInFlightCountsRequestsBeingServed(t *testing.T) {
 	if n := m.InFlight(); n != 0 {
 		t.Fatalf("%d in flight after a 404; want 0", n)
 	}
+	if s := m.Served(); s <= 0 {
+		t.Fatalf("served %v after three requests; want their time", s)
+	}
+	before := m.Served()
+	m.ObserveRequest(http.MethodGet, "/x", 200, time.Second)
+	if got := m.Served() - before; got != time.Second {
+		t.Fatalf("a request of 1 s added %v to the time served", got)
+	}
 }

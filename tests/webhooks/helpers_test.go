@@ -114,6 +114,8 @@ type quiet struct{}
 
 func (quiet) InFlight() int { return 0 }
 
+func (quiet) Served() time.Duration { return 0 }
+
 // deliverer is a worker on r's store posting through the real client.
 func (r *rig) deliverer(t *testing.T, allowPrivate bool, cfg application.DeliveryConfig) *application.WebhookDeliverer {
 	d, err := application.NewWebhookDeliverer(r.store.hooks, webhookhttp.NewPoster(webhookhttp.Config{AllowPrivate: allowPrivate}),
