@@ -28,8 +28,10 @@
 # fan-out writes them (one event row, one due delivery row each), and
 #   drain:  the backlog delivered with nothing else running (events/s)
 #   beside: for no update and reuse, BENCH_RUNS pairs of the same wrk +
-#           pgbench run, one with no delivery due, one with a fresh backlog
-#           being delivered meanwhile (interleaved; medians compared)
+#           pgbench run, each after a fresh backlog is written: due a day
+#           later (idle: nothing delivered), or due now (busy: delivered
+#           meanwhile), so that both pay alike for writing it
+#           (interleaved; medians compared)
 #
 # The seeded database is kept and reused while its row counts are right, so
 # only the first run pays for seeding. Missing tools (wrk, pgbench, jq) are
@@ -396,13 +398,14 @@ EOF
     cat "$WORK/truncate.err" >&2
     die "could not clear the outbox"
   }
-  backlog() { # a fresh backlog of BACKLOG due deliveries
+  backlog() { # [delay] → a fresh backlog of BACKLOG deliveries, due after delay (none: now)
+    local due="now() + interval '${1:-0 s}'"
     clear_outbox
     psql_db "$DB_URL" -c "WITH e AS (INSERT INTO outbox_events (type, at, payload)
           SELECT 'task.succeeded', now(), jsonb_build_object('task_id', gen_random_uuid(), 'device_id', 'bench-' || i,
             'firmware_id', '$FW_CREATE', 'rollout_id', gen_random_uuid(), 'attempt', 1)
           FROM generate_series(1, $BACKLOG) i RETURNING id)
-        INSERT INTO webhook_deliveries (subscription_id, event_id, next_attempt_at) SELECT '$SUB', id, now() FROM e" \
+        INSERT INTO webhook_deliveries (subscription_id, event_id, next_attempt_at) SELECT '$SUB', id, $due FROM e" \
       -c "VACUUM ANALYZE webhook_deliveries" -c "VACUUM ANALYZE outbox_events" >/dev/null
   }
   delivered() { psql_db "$DB_URL" -c "SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'"; }
@@ -424,7 +427,7 @@ EOF
   for run in $(seq 1 "$RUNS"); do
     for sc in "${OPEN_SCENARIOS[@]}"; do
       for mode in idle busy; do
-        [[ $mode == idle ]] || backlog
+        if [[ $mode == idle ]]; then backlog '1 day'; else backlog; fi
         # The deliveries made while the pair runs, counted from a tenth of
         # its time after its start to a tenth before its end: before the
         # load arrives the replica is idle and delivers at full speed.
