@@ -490,7 +490,7 @@ cpu=$(lscpu 2>/dev/null | awk -F: '/Model name/ { gsub(/^ +/, "", $2); print $2;
   if [[ $DELIVERY == 1 ]]; then
     echo
     echo "Webhook delivery (OTA_WEBHOOK_WORKERS=${OTA_WEBHOOK_WORKERS:-4}) to nginx answering 204 on loopback: a backlog of $BACKLOG task.succeeded events delivered alone in $DRAIN_S s, **$DRAIN_EPS events/s**."
-    echo "The same wrk + pgbench pair with no delivery due (idle) and while a fresh backlog is delivered (busy), interleaved; medians of $RUNS:"
+    echo "The same wrk + pgbench pair after a fresh backlog is written, due a day later (idle) or due now and delivered meanwhile (busy), interleaved; medians of $RUNS:"
     echo
     echo "| scenario | checks/s idle | checks/s busy | busy ÷ idle | pgbench tps idle | busy | events delivered/s beside | target (≥ 0.9) |"
     echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
