@@ -2,6 +2,7 @@ package application_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -183,4 +184,39 @@ func actorFor(p domain.Principal) domain.Actor {
 		panic(err)
 	}
 	return a
+}
+
+// TestAccountChangesAreAudited: each account change keeps its audit record,
+// naming who did what to which account, and a refused change keeps none.
+func TestAccountChangesAreAudited(t *testing.T) {
+	ctx := t.Context()
+	store := memory.NewStore()
+	clock := &fixedClock{now: time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)}
+	a, err := application.NewAccounts(memory.NewAccounts(store), clock, local.NewUUIDs(), rootSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := createUser(t, a, "rel", domain.RoleReleaser)
+	cred, err := a.CreateToken(ctx, actorFor(rel), ports.NewAPIToken{Name: "ci", Scopes: []string{"firmware:write"}, ExpiresAt: clock.now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.CreateUser(ctx, testActor, ports.NewUser{Username: "rel", Role: "viewer", Password: "correct horse battery"}); err == nil {
+		t.Fatal("a second user named rel was created")
+	}
+	if err := a.RemoveUser(ctx, testActor, "rel"); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := store.ListAudit(ctx, ports.AuditFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, string(e.Record.Action())+" "+e.Record.Target()+" by "+e.Record.Actor())
+	}
+	want := []string{"user.remove rel by root", "api_token.create " + cred.Token.ID().String() + " by user:rel", "user.create rel by root"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the audit log, newest first:\n%q\nwant\n%q", got, want)
+	}
 }
