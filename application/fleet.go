@@ -191,7 +191,6 @@ func (f *Fleet) FleetOverview(ctx context.Context, model string) ([]ports.ModelF
 	return out, nil
 }
 
-// parseLimit reads a listing's page size as received ("" for the default).
 // parsePage reads a listing's page size (def when not given, at most max)
 // and its opaque cursor (nil when not given), which decode reads.
 func parsePage[C any](limit, after string, def, max int, decode func(string) (C, error)) (int, *C, error) {
@@ -220,6 +219,7 @@ func listPage[T any](limit *int, list func() ([]T, error), next func(last T) str
 	return items, next(items[want-1]), nil
 }
 
+// parseLimit reads a listing's page size as received ("" for the default).
 func parseLimit(s string, def, max int) (int, error) {
 	if s == "" {
 		return def, nil

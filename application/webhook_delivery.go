@@ -65,11 +65,11 @@ type DeliveryConfig struct {
 	FirstRetry   time.Duration // the backoff's base (default 5s), doubled per attempt
 	MaxRetry     time.Duration // the backoff's cap (default 1h)
 	// BusyRate bounds the deliveries per second of this replica while it
-	// is busy (BusyAt requests or more in flight), so that a backlog
-	// draining does not slow the check path (OTA_WEBHOOK_BUSY_RATE,
-	// default 100; negative: never paced).
+	// is busy (BusyAt requests or more in flight, now or on average since
+	// a worker's last batch), so that a backlog draining does not slow the
+	// check path (OTA_WEBHOOK_BUSY_RATE, default 100; negative: never paced).
 	BusyRate float64
-	BusyAt   int // in-flight requests from which the replica is busy (default 8)
+	BusyAt   int // requests in flight from which the replica is busy (default 8)
 }
 
 func (c DeliveryConfig) withDefaults() DeliveryConfig {
