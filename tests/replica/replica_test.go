@@ -5,6 +5,7 @@
 package replica
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -65,21 +66,34 @@ func TestOtadReadsChecksFromTheReplica(t *testing.T) {
 		t.Fatal("no task handed out")
 	}
 	time.Sleep(1500 * time.Millisecond) // the replica has the task
-	before, err := o.Metric("ota_read_replica_reads_total")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 5 {
-		if got := check(); got != created {
-			t.Fatalf("check handed %q, want the task the primary created, %s", got, created)
+	// A probe that times out on a loaded machine (CI runs every package
+	// at once) rightly sends reads to the primary until the next one
+	// succeeds, so a round of 5 checks may be split; the claim is that a
+	// replica within its bound answers the checks, so up to 5 rounds are
+	// tried, each begun with the replica measured within its bound, and
+	// one whole round must be read from it.
+	var rounds []string
+	for round := 0; round < 5 && (len(rounds) == round); round++ {
+		if lag, err := o.Metric("ota_read_replica_lag_seconds"); err != nil || lag < 0 || lag >= 1 {
+			rounds = append(rounds, fmt.Sprintf("lag %v (%v)", lag, err))
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
+		before, err := o.Metric("ota_read_replica_reads_total")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 5 {
+			if got := check(); got != created {
+				t.Fatalf("check handed %q, want the task the primary created, %s", got, created)
+			}
+		}
+		if after, _ := o.Metric("ota_read_replica_reads_total"); after < before+5 {
+			rounds = append(rounds, fmt.Sprintf("replica reads %v → %v", before, after))
 		}
 	}
-	if after, _ := o.Metric("ota_read_replica_reads_total"); after < before+5 {
-		t.Errorf("ota_read_replica_reads_total went from %v to %v over 5 checks: they were not read from the replica", before, after)
-	}
-
-	if lag, err := o.Metric("ota_read_replica_lag_seconds"); err != nil || lag < 0 || lag >= 1 {
-		t.Errorf("ota_read_replica_lag_seconds = %v (%v), want a lag within the 1s bound", lag, err)
+	if len(rounds) == 5 {
+		t.Errorf("no round of 5 checks was read from the replica: %v", rounds)
 	}
 
 	pair.KillReplica(t)
