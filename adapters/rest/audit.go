@@ -58,18 +58,11 @@ func newAuditRecordView(e ports.AuditEntry) auditRecordView {
 
 func (s *server) listAudit(c echo.Context) error {
 	var q ports.AuditQuery
-	for _, p := range []struct {
-		name string
-		dst  *string
-	}{
+	if err := queryParams(c, []queryField{
 		{"actor", &q.Actor}, {"target", &q.Target}, {"action", &q.Action}, {"since", &q.Since}, {"until", &q.Until},
 		{"limit", &q.Limit}, {"after", &q.After},
-	} {
-		v, err := queryParam(c, p.name)
-		if err != nil {
-			return err
-		}
-		*p.dst = v
+	}); err != nil {
+		return err
 	}
 	page, err := s.ext.audit.ListAudit(c.Request().Context(), principalOf(c), q)
 	if err != nil {

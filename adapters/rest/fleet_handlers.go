@@ -78,11 +78,7 @@ func (s *server) addMounts(e *echo.Echo) {
 
 func (s *server) listRollouts(c echo.Context) error {
 	var q ports.RolloutQuery
-	var err error
-	if q.Model, err = queryParam(c, "model"); err != nil {
-		return err
-	}
-	if q.Limit, err = queryParam(c, "limit"); err != nil {
+	if err := queryParams(c, []queryField{{"model", &q.Model}, {"limit", &q.Limit}}); err != nil {
 		return err
 	}
 	list, err := s.ext.fleet.ListRollouts(c.Request().Context(), q)

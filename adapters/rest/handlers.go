@@ -222,18 +222,11 @@ func (s *server) getRollout(c echo.Context) error {
 
 func (s *server) listTasks(c echo.Context) error {
 	var q ports.TaskQuery
-	for _, p := range []struct {
-		name string
-		dst  *string
-	}{
+	if err := queryParams(c, []queryField{
 		{"device_id", &q.DeviceID}, {"rollout_id", &q.RolloutID}, {"status", &q.Status},
 		{"limit", &q.Limit}, {"after", &q.After},
-	} {
-		v, err := queryParam(c, p.name)
-		if err != nil {
-			return err
-		}
-		*p.dst = v
+	}); err != nil {
+		return err
 	}
 	page, err := s.admin.ListTasks(c.Request().Context(), q)
 	if err != nil {
@@ -261,6 +254,25 @@ func queryParam(c echo.Context, name string) (string, error) {
 		return "", &domain.ValidationError{Field: name, Reason: "must be valid UTF-8"}
 	}
 	return v, nil
+}
+
+// queryField is a query parameter and the string it is read into.
+type queryField struct {
+	name string
+	dst  *string
+}
+
+// queryParams reads each field's parameter with queryParam, in order:
+// the first that is not UTF-8 is the error.
+func queryParams(c echo.Context, fields []queryField) error {
+	for _, f := range fields {
+		v, err := queryParam(c, f.name)
+		if err != nil {
+			return err
+		}
+		*f.dst = v
+	}
+	return nil
 }
 
 // ---- devices ----

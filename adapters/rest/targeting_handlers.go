@@ -142,15 +142,10 @@ func (s *server) bulkTagDevices(c echo.Context) error {
 
 func (s *server) listDevices(c echo.Context) error {
 	q := ports.DeviceQuery{}
-	for _, p := range []struct {
-		name string
-		dst  *string
-	}{{"model", &q.Model}, {"version", &q.Version}, {"seen_before", &q.SeenBefore}, {"limit", &q.Limit}, {"after", &q.After}} {
-		v, err := queryParam(c, p.name)
-		if err != nil {
-			return err
-		}
-		*p.dst = v
+	if err := queryParams(c, []queryField{
+		{"model", &q.Model}, {"version", &q.Version}, {"seen_before", &q.SeenBefore}, {"limit", &q.Limit}, {"after", &q.After},
+	}); err != nil {
+		return err
 	}
 	params := c.QueryParams()
 	for _, name := range []string{"tag", "attribute"} {

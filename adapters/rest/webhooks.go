@@ -198,12 +198,8 @@ type deliveryPageView struct {
 }
 
 func (s *server) webhookDeliveries(c echo.Context) error {
-	limit, err := queryParam(c, "limit")
-	if err != nil {
-		return err
-	}
-	after, err := queryParam(c, "after")
-	if err != nil {
+	var limit, after string
+	if err := queryParams(c, []queryField{{"limit", &limit}, {"after", &after}}); err != nil {
 		return err
 	}
 	id, err := webhookID(c)
