@@ -136,9 +136,5 @@ func (s *server) revokeToken(c echo.Context) error {
 // itemsOf answers a listing: every item through view, under "items"
 // (never null).
 func itemsOf[T, V any](c echo.Context, items []T, view func(T) V) error {
-	out := make([]V, 0, len(items))
-	for _, it := range items {
-		out = append(out, view(it))
-	}
-	return c.JSON(http.StatusOK, map[string]any{"items": out})
+	return c.JSON(http.StatusOK, map[string]any{"items": viewsOf(items, view)})
 }

@@ -138,11 +138,7 @@ func (s *server) listArtifacts(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := artifactListView{Items: make([]artifactView, 0, len(list))}
-	for _, a := range list {
-		out.Items = append(out.Items, newArtifactView(a))
-	}
-	return c.JSON(http.StatusOK, out)
+	return c.JSON(http.StatusOK, artifactListView{Items: viewsOf(list, newArtifactView)})
 }
 
 func (s *server) getArtifact(c echo.Context) error {

@@ -68,9 +68,5 @@ func (s *server) listAudit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := auditPageView{Items: make([]auditRecordView, 0, len(page.Items)), Next: optString(page.Next)}
-	for _, e := range page.Items {
-		v.Items = append(v.Items, newAuditRecordView(e))
-	}
-	return c.JSON(http.StatusOK, v)
+	return c.JSON(http.StatusOK, auditPageView{Items: viewsOf(page.Items, newAuditRecordView), Next: optString(page.Next)})
 }

@@ -85,14 +85,7 @@ func (s *server) listRollouts(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := rolloutListView{Items: make([]rolloutSummaryView, 0, len(list))}
-	for _, r := range list {
-		out.Items = append(out.Items, rolloutSummaryView{
-			rolloutView: newRolloutStatsView(ports.RolloutView{Rollout: r.Rollout, Stats: r.Stats}),
-			Model:       r.Model, Version: r.Version,
-		})
-	}
-	return c.JSON(http.StatusOK, out)
+	return c.JSON(http.StatusOK, rolloutListView{Items: viewsOf(list, newRolloutSummaryView)})
 }
 
 func (s *server) rolloutFailures(c echo.Context) error {
@@ -116,19 +109,7 @@ func (s *server) fleetOverview(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := fleetView{Items: make([]modelFleetView, 0, len(fleet))}
-	for _, m := range fleet {
-		v := modelFleetView{
-			Model: m.Model, Devices: m.Devices, PolledLastHour: m.PolledLastHour, PolledLastDay: m.PolledLastDay,
-			NewestVersion: optString(m.NewestVersion), OnNewest: m.OnNewest,
-			Versions: make([]versionShareView, 0, len(m.Versions)),
-		}
-		for _, vs := range m.Versions {
-			v.Versions = append(v.Versions, versionShareView{Version: optString(vs.Version), Devices: vs.Devices})
-		}
-		out.Items = append(out.Items, v)
-	}
-	return c.JSON(http.StatusOK, out)
+	return c.JSON(http.StatusOK, fleetView{Items: viewsOf(fleet, newModelFleetView)})
 }
 
 // rolloutSummaryView is a rollout with its stats and its firmware's model
@@ -137,6 +118,13 @@ type rolloutSummaryView struct {
 	rolloutView
 	Model   string `json:"model"`
 	Version string `json:"version"`
+}
+
+func newRolloutSummaryView(r ports.RolloutSummary) rolloutSummaryView {
+	return rolloutSummaryView{
+		rolloutView: newRolloutStatsView(ports.RolloutView{Rollout: r.Rollout, Stats: r.Stats}),
+		Model:       r.Model, Version: r.Version,
+	}
 }
 
 type rolloutListView struct {
@@ -163,6 +151,16 @@ type modelFleetView struct {
 type versionShareView struct {
 	Version *string `json:"version"`
 	Devices int     `json:"devices"`
+}
+
+func newModelFleetView(m ports.ModelFleet) modelFleetView {
+	return modelFleetView{
+		Model: m.Model, Devices: m.Devices, PolledLastHour: m.PolledLastHour, PolledLastDay: m.PolledLastDay,
+		NewestVersion: optString(m.NewestVersion), OnNewest: m.OnNewest,
+		Versions: viewsOf(m.Versions, func(vs ports.VersionShare) versionShareView {
+			return versionShareView{Version: optString(vs.Version), Devices: vs.Devices}
+		}),
+	}
 }
 
 type fleetView struct {

@@ -160,11 +160,13 @@ func (s *server) listDevices(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := devicePageView{Items: make([]deviceView, 0, len(page.Items)), Next: optString(page.Next)}
-	for _, l := range page.Items {
-		out.Items = append(out.Items, newDeviceView(ports.DeviceView{Device: l.Device, Tags: l.Tags, Attributes: l.Attributes}))
-	}
-	return c.JSON(http.StatusOK, out)
+	return c.JSON(http.StatusOK, devicePageView{Items: viewsOf(page.Items, newListedDeviceView), Next: optString(page.Next)})
+}
+
+// newListedDeviceView is a device of the listing, which carries no active
+// task.
+func newListedDeviceView(l ports.DeviceListing) deviceView {
+	return newDeviceView(ports.DeviceView{Device: l.Device, Tags: l.Tags, Attributes: l.Attributes})
 }
 
 // deviceTagsView is a device's tags after a change.

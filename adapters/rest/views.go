@@ -298,16 +298,16 @@ type taskEventsView struct {
 }
 
 func newTaskEventsView(evs []ports.TaskEvent) taskEventsView {
-	out := taskEventsView{Items: make([]taskEventView, 0, len(evs))}
-	for _, e := range evs {
-		v := taskEventView{EventID: e.Event.ID(), Status: e.Event.Status().String(), At: timestamp(e.At),
-			ErrorCode: optString(e.Event.ErrorCode()), ErrorMessage: optString(e.Event.ErrorMessage())}
-		if p, ok := e.Event.Progress(); ok {
-			v.Progress = &p
-		}
-		out.Items = append(out.Items, v)
+	return taskEventsView{Items: viewsOf(evs, newTaskEventView)}
+}
+
+func newTaskEventView(e ports.TaskEvent) taskEventView {
+	v := taskEventView{EventID: e.Event.ID(), Status: e.Event.Status().String(), At: timestamp(e.At),
+		ErrorCode: optString(e.Event.ErrorCode()), ErrorMessage: optString(e.Event.ErrorMessage())}
+	if p, ok := e.Event.Progress(); ok {
+		v.Progress = &p
 	}
-	return out
+	return v
 }
 
 // viewsOf renders each item with view: a listing's items, never nil (an
