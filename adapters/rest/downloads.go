@@ -57,12 +57,16 @@ func (s *server) downloadByLink(c echo.Context) error {
 	return httpedge.ServeDownload(c, dl)
 }
 
-// hostedURL points a task's firmware view at the device route of its
-// hosted image, when the firmware is hosted here (its row has no url).
-func (s *server) hostedURL(v *taskFirmwareView, t ports.TaskView) {
+// taskForDevice is a task as its device sees it, in every answer that
+// hands a device its task (the check, the task, an event's answer): the
+// firmware's url points at the device route of its hosted image when the
+// firmware is hosted here (its row has no url).
+func (s *server) taskForDevice(t ports.TaskView) deviceTaskView {
+	v := newDeviceTaskView(t)
 	if t.Firmware.Spec().ArtifactID.IsZero() || s.ext.downloads == nil {
-		return
+		return v
 	}
-	v.URL = s.ext.publicURL + APIPrefix + "/devices/" + url.PathEscape(t.Task.DeviceID().String()) +
+	v.Firmware.URL = s.ext.publicURL + APIPrefix + "/devices/" + url.PathEscape(t.Task.DeviceID().String()) +
 		"/ota/firmwares/" + url.PathEscape(t.Firmware.ID().String()) + "/artifact"
+	return v
 }

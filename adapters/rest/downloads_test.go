@@ -301,22 +301,37 @@ func TestSignedLinkDownload(t *testing.T) {
 // answer is the device route under the public URL.
 func TestCheckAnswersTheDeviceRoute(t *testing.T) {
 	r := newDownloadRig(t)
+	hosted := ports.TaskView{Task: testTask(domain.TaskPending), Firmware: r.fws[hostedFwID]}
 	fake := &fakeServices{checkFn: func(ports.CheckRequest) (ports.CheckResult, error) {
-		tv := ports.TaskView{Task: testTask(domain.TaskPending), Firmware: r.fws[hostedFwID]}
-		return ports.CheckResult{Task: &tv}, nil
-	}}
+		return ports.CheckResult{Task: &hosted}, nil
+	}, eventFn: func(ports.EventRequest) (ports.TaskView, error) { return hosted, nil }}
 	e := NewServer(Config{AdminToken: testAdminToken}, fake, fake, nil, nil, nil, nil, WithDownloads(r.dl, publicURL))
-	req := httptest.NewRequest(http.MethodPost, "/api/v1/devices/"+dev1+"/ota/check", strings.NewReader(`{"model":"cam-x1","current_version":"1.0.0"}`))
-	req.Header.Set("Authorization", "Bearer "+tokenDev1)
-	req.Header.Set("Content-Type", "application/json")
-	rec := httptest.NewRecorder()
-	e.ServeHTTP(rec, req)
-	var v checkView
-	if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil || v.Task == nil {
-		t.Fatalf("check: %d %s", rec.Code, rec.Body)
+	post := func(path, body string) []byte {
+		req := httptest.NewRequest(http.MethodPost, "/api/v1/devices/"+dev1+"/ota"+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tokenDev1)
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("%s: %d %s", path, rec.Code, rec.Body)
+		}
+		return rec.Body.Bytes()
 	}
-	if want := publicURL + devicePath(hostedFwID); v.Task.Firmware.URL != want {
-		t.Errorf("url = %q, want %q", v.Task.Firmware.URL, want)
+	want := publicURL + devicePath(hostedFwID)
+	var v checkView
+	if err := json.Unmarshal(post("/check", `{"model":"cam-x1","current_version":"1.0.0"}`), &v); err != nil || v.Task == nil {
+		t.Fatalf("check: %v", err)
+	}
+	if v.Task.Firmware.URL != want {
+		t.Errorf("check: url = %q, want %q", v.Task.Firmware.URL, want)
+	}
+	// An event's answer is the task again, with the same url.
+	var ev deviceTaskView
+	if err := json.Unmarshal(post("/tasks/"+taskID+"/events", `{"event_id":"e1","status":"downloading"}`), &ev); err != nil {
+		t.Fatalf("event: %v", err)
+	}
+	if ev.Firmware.URL != want {
+		t.Errorf("event: url = %q, want %q", ev.Firmware.URL, want)
 	}
 }
 

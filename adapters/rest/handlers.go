@@ -298,11 +298,7 @@ func (s *server) check(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	view := newCheckView(res)
-	if view.Task != nil {
-		s.hostedURL(&view.Task.Firmware, *res.Task)
-	}
-	return c.JSON(http.StatusOK, view)
+	return c.JSON(http.StatusOK, newCheckView(res, s.taskForDevice))
 }
 
 func (s *server) getTask(c echo.Context) error {
@@ -314,9 +310,7 @@ func (s *server) getTask(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	view := newDeviceTaskView(v)
-	s.hostedURL(&view.Firmware, v)
-	return c.JSON(http.StatusOK, view)
+	return c.JSON(http.StatusOK, s.taskForDevice(v))
 }
 
 func (s *server) reportEvent(c echo.Context) error {
@@ -334,7 +328,5 @@ func (s *server) reportEvent(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	view := newDeviceTaskView(v)
-	s.hostedURL(&view.Firmware, v)
-	return c.JSON(http.StatusOK, view)
+	return c.JSON(http.StatusOK, s.taskForDevice(v))
 }

@@ -252,10 +252,12 @@ type checkView struct {
 	PollAfterSeconds int64           `json:"poll_after_seconds"`
 }
 
-func newCheckView(r ports.CheckResult) checkView {
+// newCheckView renders the task, if any, with taskView (the server's
+// taskForDevice, which knows where hosted images are served).
+func newCheckView(r ports.CheckResult, taskView func(ports.TaskView) deviceTaskView) checkView {
 	out := checkView{PollAfterSeconds: wholeSeconds(r.PollAfter)}
 	if r.Task != nil {
-		t := newDeviceTaskView(*r.Task)
+		t := taskView(*r.Task)
 		out.Task = &t
 		out.UpdateAvailable = true
 	}
