@@ -16,8 +16,22 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
+// AddRoute registers a route with its own middleware (first listed
+// outermost) in a group the caller chose: a prefix and the group's
+// middleware, which run before the route's own (the REST server's admin
+// routes, for one).
+type AddRoute = func(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc)
+
 // Mount registers another protocol's routes through add.
-type Mount func(add func(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc))
+type Mount func(add AddRoute)
+
+// Group is Add for the routes under prefix, each behind mw and then its
+// own middleware.
+func (ed *Edge) Group(e *echo.Echo, prefix string, mw ...echo.MiddlewareFunc) AddRoute {
+	return func(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+		ed.Add(e, method, prefix+path, h, append(append([]echo.MiddlewareFunc{}, mw...), m...)...)
+	}
+}
 
 // RequestObserver is told when each HTTP request starts (RequestStarted:
 // the requests in flight) and receives one observation as it ends, for

@@ -13,17 +13,16 @@ import (
 )
 
 // addAccountRoutes serves operators' accounts and API tokens.
-func (s *server) addAccountRoutes(e *echo.Echo, adminMW ...echo.MiddlewareFunc) {
+func (s *server) addAccountRoutes(admin httpedge.AddRoute) {
 	if s.ext.accounts == nil {
 		return
 	}
-	a := APIPrefix + "/admin"
-	s.edge.Add(e, http.MethodPost, a+"/users", s.createUser, adminMW...)
-	s.edge.Add(e, http.MethodGet, a+"/users", s.listUsers, adminMW...)
-	s.edge.Add(e, http.MethodDelete, a+"/users/:name", s.removeUser, adminMW...)
-	s.edge.Add(e, http.MethodPost, a+"/tokens", s.createToken, adminMW...)
-	s.edge.Add(e, http.MethodGet, a+"/tokens", s.listTokens, adminMW...)
-	s.edge.Add(e, http.MethodDelete, a+"/tokens/:id", s.revokeToken, adminMW...)
+	admin(http.MethodPost, "/users", s.createUser)
+	admin(http.MethodGet, "/users", s.listUsers)
+	admin(http.MethodDelete, "/users/:name", s.removeUser)
+	admin(http.MethodPost, "/tokens", s.createToken)
+	admin(http.MethodGet, "/tokens", s.listTokens)
+	admin(http.MethodDelete, "/tokens/:id", s.revokeToken)
 }
 
 type userView struct {

@@ -21,15 +21,14 @@ func WithArtifacts(a ports.ArtifactService) Option {
 	return func(x *extensions) { x.artifacts = a }
 }
 
-func (s *server) addArtifactRoutes(e *echo.Echo, adminMW ...echo.MiddlewareFunc) {
+func (s *server) addArtifactRoutes(admin httpedge.AddRoute) {
 	if s.ext.artifacts == nil {
 		return
 	}
-	a := APIPrefix + "/admin/artifacts"
-	s.edge.Add(e, http.MethodPost, a, s.uploadArtifact, adminMW...)
-	s.edge.Add(e, http.MethodGet, a, s.listArtifacts, adminMW...)
-	s.edge.Add(e, http.MethodGet, a+"/:id", s.getArtifact, adminMW...)
-	s.edge.Add(e, http.MethodDelete, a+"/:id", s.deleteArtifact, adminMW...)
+	admin(http.MethodPost, "/artifacts", s.uploadArtifact)
+	admin(http.MethodGet, "/artifacts", s.listArtifacts)
+	admin(http.MethodGet, "/artifacts/:id", s.getArtifact)
+	admin(http.MethodDelete, "/artifacts/:id", s.deleteArtifact)
 }
 
 // uploadArtifact streams the body to the artifact service. It does not go

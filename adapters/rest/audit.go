@@ -7,6 +7,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ai-device/ota/ports"
+
+	"github.com/ai-device/ota/adapters/httpedge"
 )
 
 // WithAudit serves the audit log's listing (GET /api/v1/admin/audit),
@@ -15,11 +17,11 @@ func WithAudit(a ports.AuditService) Option {
 	return func(x *extensions) { x.audit = a }
 }
 
-func (s *server) addAuditRoutes(e *echo.Echo, adminMW ...echo.MiddlewareFunc) {
+func (s *server) addAuditRoutes(admin httpedge.AddRoute) {
 	if s.ext.audit == nil {
 		return
 	}
-	s.edge.Add(e, http.MethodGet, APIPrefix+"/admin/audit", s.listAudit, adminMW...)
+	admin(http.MethodGet, "/audit", s.listAudit)
 }
 
 // auditRecordView is one record as the API answers it. before and after

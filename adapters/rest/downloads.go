@@ -27,13 +27,15 @@ func WithDownloads(dl ports.DownloadService, publicURL string) Option {
 // the device routes (so deviceAuth admits only the device in the path).
 const artifactPath = "/firmwares/:firmware_id/artifact"
 
-func (s *server) addDownloadRoutes(e *echo.Echo, devicePrefix string, deviceMW ...echo.MiddlewareFunc) {
+// addDownloadRoutes serves a device its image among the device routes,
+// and a signed link (no credentials) at the root.
+func (s *server) addDownloadRoutes(device, root httpedge.AddRoute) {
 	if s.ext.downloads == nil {
 		return
 	}
 	for _, m := range []string{http.MethodGet, http.MethodHead} {
-		s.edge.Add(e, m, devicePrefix+artifactPath, s.downloadArtifact, deviceMW...)
-		s.edge.Add(e, m, httpedge.SignedLinkPath, s.downloadByLink)
+		device(m, artifactPath, s.downloadArtifact)
+		root(m, httpedge.SignedLinkPath, s.downloadByLink)
 	}
 }
 

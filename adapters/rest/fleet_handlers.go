@@ -7,6 +7,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ai-device/ota/ports"
+
+	"github.com/ai-device/ota/adapters/httpedge"
 )
 
 // Option adds an optional part to the server NewServer builds.
@@ -49,14 +51,13 @@ func WithMount(prefix string, h http.Handler) Option {
 	}
 }
 
-func (s *server) addFleetRoutes(e *echo.Echo, adminMW ...echo.MiddlewareFunc) {
+func (s *server) addFleetRoutes(admin httpedge.AddRoute) {
 	if s.ext.fleet == nil {
 		return
 	}
-	a := APIPrefix + "/admin"
-	s.edge.Add(e, http.MethodGet, a+"/rollouts", s.listRollouts, adminMW...)
-	s.edge.Add(e, http.MethodGet, a+"/rollouts/:id/failures", s.rolloutFailures, adminMW...)
-	s.edge.Add(e, http.MethodGet, a+"/fleet", s.fleetOverview, adminMW...)
+	admin(http.MethodGet, "/rollouts", s.listRollouts)
+	admin(http.MethodGet, "/rollouts/:id/failures", s.rolloutFailures)
+	admin(http.MethodGet, "/fleet", s.fleetOverview)
 }
 
 // mountMethods are the methods a mounted handler receives; it answers
@@ -66,12 +67,12 @@ var mountMethods = []string{
 	http.MethodDelete, http.MethodOptions,
 }
 
-func (s *server) addMounts(e *echo.Echo) {
+func (s *server) addMounts(root httpedge.AddRoute) {
 	for _, m := range s.ext.mounts {
 		h := echo.WrapHandler(m.h)
 		for _, method := range mountMethods {
-			s.edge.Add(e, method, m.prefix, h)
-			s.edge.Add(e, method, m.prefix+"/*", h)
+			root(method, m.prefix, h)
+			root(method, m.prefix+"/*", h)
 		}
 	}
 }

@@ -136,49 +136,48 @@ func NewServer(cfg Config, devices ports.DeviceService, admin ports.AdminService
 	// request id, the answer headers and their access line too.
 	e.Pre(s.edge.Serve)
 
-	s.edge.Add(e, http.MethodGet, "/healthz", s.healthz)
-	s.edge.Add(e, http.MethodGet, "/readyz", s.readyz)
-	s.edge.Add(e, http.MethodGet, "/metrics", s.serveMetrics)
-	s.edge.Add(e, http.MethodGet, "/openapi.yaml", serveOpenAPI)
+	// Each group's prefix and middleware are stated once, here: every
+	// operator route, the API's own, its options' and other adapters'
+	// (AdminMounts), is under /admin behind adminAuth and knownFieldsOnly.
+	rootRoute := s.edge.Group(e, "")
+	adminRoute := s.edge.Group(e, APIPrefix+"/admin", s.adminAuth, knownFieldsOnly)
+	deviceRoute := s.edge.Group(e, APIPrefix+"/devices/:device_id/ota", s.deviceAuth)
 
-	adminMW := []echo.MiddlewareFunc{s.adminAuth, knownFieldsOnly}
-	a := APIPrefix + "/admin"
-	s.edge.Add(e, http.MethodPost, a+"/devices", s.registerDevice, adminMW...)
-	s.edge.Add(e, http.MethodPost, a+"/devices/:device_id/token", s.rotateDeviceToken, adminMW...)
-	s.edge.Add(e, http.MethodGet, a+"/devices/:device_id", s.getDevice, adminMW...)
-	s.edge.Add(e, http.MethodGet, a+"/devices", s.listDevices, adminMW...)
-	s.edge.Add(e, http.MethodPut, a+"/devices/:device_id/tags", s.setDeviceTags, adminMW...)
-	s.edge.Add(e, http.MethodPost, a+"/devices/tags", s.bulkTagDevices, adminMW...)
-	s.edge.Add(e, http.MethodPost, a+"/firmwares", s.publishFirmware, adminMW...)
-	s.edge.Add(e, http.MethodGet, a+"/firmwares", s.listFirmwares, adminMW...)
-	s.edge.Add(e, http.MethodPost, a+"/firmwares/:id/revoke", s.revokeFirmware, adminMW...)
-	s.edge.Add(e, http.MethodPost, a+"/rollouts", s.startRollout, adminMW...)
-	s.edge.Add(e, http.MethodPatch, a+"/rollouts/:id", s.updateRollout, adminMW...)
-	s.edge.Add(e, http.MethodGet, a+"/rollouts/:id", s.getRollout, adminMW...)
-	s.edge.Add(e, http.MethodGet, a+"/tasks", s.listTasks, adminMW...)
-	s.edge.Add(e, http.MethodGet, a+"/tasks/:task_id/events", s.taskEvents, adminMW...)
-	s.addFleetRoutes(e, adminMW...)
-	s.addArtifactRoutes(e, adminMW...)
-	s.addAccountRoutes(e, adminMW...)
-	s.addAuditRoutes(e, adminMW...)
-	s.addWebhookRoutes(e, adminMW...)
-	s.addMounts(e)
+	rootRoute(http.MethodGet, "/healthz", s.healthz)
+	rootRoute(http.MethodGet, "/readyz", s.readyz)
+	rootRoute(http.MethodGet, "/metrics", s.serveMetrics)
+	rootRoute(http.MethodGet, "/openapi.yaml", serveOpenAPI)
 
-	deviceMW := []echo.MiddlewareFunc{s.deviceAuth}
-	d := APIPrefix + "/devices/:device_id/ota"
-	s.edge.Add(e, http.MethodPost, d+"/check", s.check, deviceMW...)
-	s.edge.Add(e, http.MethodGet, d+"/tasks/:task_id", s.getTask, deviceMW...)
-	s.edge.Add(e, http.MethodPost, d+"/tasks/:task_id/events", s.reportEvent, deviceMW...)
-	s.addDownloadRoutes(e, d, deviceMW...)
+	adminRoute(http.MethodPost, "/devices", s.registerDevice)
+	adminRoute(http.MethodPost, "/devices/:device_id/token", s.rotateDeviceToken)
+	adminRoute(http.MethodGet, "/devices/:device_id", s.getDevice)
+	adminRoute(http.MethodGet, "/devices", s.listDevices)
+	adminRoute(http.MethodPut, "/devices/:device_id/tags", s.setDeviceTags)
+	adminRoute(http.MethodPost, "/devices/tags", s.bulkTagDevices)
+	adminRoute(http.MethodPost, "/firmwares", s.publishFirmware)
+	adminRoute(http.MethodGet, "/firmwares", s.listFirmwares)
+	adminRoute(http.MethodPost, "/firmwares/:id/revoke", s.revokeFirmware)
+	adminRoute(http.MethodPost, "/rollouts", s.startRollout)
+	adminRoute(http.MethodPatch, "/rollouts/:id", s.updateRollout)
+	adminRoute(http.MethodGet, "/rollouts/:id", s.getRollout)
+	adminRoute(http.MethodGet, "/tasks", s.listTasks)
+	adminRoute(http.MethodGet, "/tasks/:task_id/events", s.taskEvents)
+	s.addFleetRoutes(adminRoute)
+	s.addArtifactRoutes(adminRoute)
+	s.addAccountRoutes(adminRoute)
+	s.addAuditRoutes(adminRoute)
+	s.addWebhookRoutes(adminRoute)
+	s.addMounts(rootRoute)
+
+	deviceRoute(http.MethodPost, "/check", s.check)
+	deviceRoute(http.MethodGet, "/tasks/:task_id", s.getTask)
+	deviceRoute(http.MethodPost, "/tasks/:task_id/events", s.reportEvent)
+	s.addDownloadRoutes(deviceRoute, rootRoute)
 	for _, mount := range s.cfg.AdminMounts {
-		mount(func(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
-			s.edge.Add(e, method, a+path, h, append(append([]echo.MiddlewareFunc{}, adminMW...), m...)...)
-		})
+		mount(adminRoute)
 	}
 	for _, mount := range s.cfg.Mounts {
-		mount(func(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
-			s.edge.Add(e, method, path, h, m...)
-		})
+		mount(rootRoute)
 	}
 	checkAdminRoutes(e, s.perms)
 	return e

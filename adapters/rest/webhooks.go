@@ -8,6 +8,8 @@ import (
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
+
+	"github.com/ai-device/ota/adapters/httpedge"
 )
 
 // WithWebhooks serves operators' webhook subscriptions under
@@ -18,18 +20,17 @@ func WithWebhooks(w ports.WebhookService) Option {
 	return func(x *extensions) { x.webhooks = w }
 }
 
-func (s *server) addWebhookRoutes(e *echo.Echo, adminMW ...echo.MiddlewareFunc) {
+func (s *server) addWebhookRoutes(admin httpedge.AddRoute) {
 	if s.ext.webhooks == nil {
 		return
 	}
-	a := APIPrefix + "/admin/webhooks"
-	s.edge.Add(e, http.MethodPost, a, s.createWebhook, adminMW...)
-	s.edge.Add(e, http.MethodGet, a, s.listWebhooks, adminMW...)
-	s.edge.Add(e, http.MethodGet, a+"/:id", s.getWebhook, adminMW...)
-	s.edge.Add(e, http.MethodPatch, a+"/:id", s.changeWebhook, adminMW...)
-	s.edge.Add(e, http.MethodDelete, a+"/:id", s.deleteWebhook, adminMW...)
-	s.edge.Add(e, http.MethodGet, a+"/:id/deliveries", s.webhookDeliveries, adminMW...)
-	s.edge.Add(e, http.MethodPost, a+"/:id/test", s.testWebhook, adminMW...)
+	admin(http.MethodPost, "/webhooks", s.createWebhook)
+	admin(http.MethodGet, "/webhooks", s.listWebhooks)
+	admin(http.MethodGet, "/webhooks/:id", s.getWebhook)
+	admin(http.MethodPatch, "/webhooks/:id", s.changeWebhook)
+	admin(http.MethodDelete, "/webhooks/:id", s.deleteWebhook)
+	admin(http.MethodGet, "/webhooks/:id/deliveries", s.webhookDeliveries)
+	admin(http.MethodPost, "/webhooks/:id/test", s.testWebhook)
 }
 
 type webhookView struct {
