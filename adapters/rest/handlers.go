@@ -45,12 +45,12 @@ type startRolloutBody struct {
 	FailureThresholdPercent *int    `json:"failure_threshold_percent"`
 	MinSample               *int    `json:"min_sample"`
 	// Issue 12 (targeting_handlers.go).
-	Selector           *selectorBody `json:"selector"`
-	Stages             []stageBody   `json:"stages"`
-	StartsAt           *string       `json:"starts_at"`
-	Window             *windowBody   `json:"window"`
-	TaskTimeoutSeconds *int64        `json:"task_timeout_seconds"`
-	AllowDowngrade     *bool         `json:"allow_downgrade"`
+	Selector           *rolloutSelector `json:"selector"`
+	Stages             []stageBody      `json:"stages"`
+	StartsAt           *string          `json:"starts_at"`
+	Window             *windowBody      `json:"window"`
+	TaskTimeoutSeconds *int64           `json:"task_timeout_seconds"`
+	AllowDowngrade     *bool            `json:"allow_downgrade"`
 }
 
 type updateRolloutBody struct {

@@ -15,7 +15,9 @@ import (
 // Hands-off rollouts' request bodies: what a rollout may add to its percentage, and
 // the operators' tags.
 
-type selectorBody struct {
+// rolloutSelector is the document's RolloutSelector, one schema for the
+// start request and every rollout answer, so one type.
+type rolloutSelector struct {
 	TagsAll    []string          `json:"tags_all"`
 	TagsAny    []string          `json:"tags_any"`
 	Attributes map[string]string `json:"attributes"`
@@ -187,13 +189,6 @@ type devicePageView struct {
 
 // Rollout policy views.
 
-type selectorView struct {
-	TagsAll    []string          `json:"tags_all"`
-	TagsAny    []string          `json:"tags_any"`
-	Attributes map[string]string `json:"attributes"`
-	Versions   *string           `json:"versions"`
-}
-
 type stageView struct {
 	Percentage     int   `json:"percentage"`
 	MinFinished    int   `json:"min_finished"`
@@ -228,7 +223,7 @@ func addPolicy(out *rolloutView, rec domain.RolloutRecord) {
 	if attrs == nil {
 		attrs = map[string]string{}
 	}
-	out.Selector = selectorView{TagsAll: nonNil(rec.Selector.TagsAll), TagsAny: nonNil(rec.Selector.TagsAny),
+	out.Selector = rolloutSelector{TagsAll: nonNil(rec.Selector.TagsAll), TagsAny: nonNil(rec.Selector.TagsAny),
 		Attributes: attrs, Versions: optString(rec.Selector.Versions)}
 	out.Stages = []stageView{}
 	for _, s := range rec.Stages {

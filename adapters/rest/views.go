@@ -150,7 +150,7 @@ type rolloutView struct {
 	UpdatedAt               string         `json:"updated_at"`
 	Stats                   *taskStatsView `json:"stats,omitempty"`
 	// Hands-off rollouts (targeting_handlers.go).
-	Selector           selectorView     `json:"selector"`
+	Selector           rolloutSelector  `json:"selector"`
 	Stages             []stageView      `json:"stages"`
 	Stage              *int             `json:"stage"`
 	GateMetAt          *string          `json:"gate_met_at"`
