@@ -153,8 +153,7 @@ func (c *Console) publishArtifact(w http.ResponseWriter, r *http.Request, s sess
 		MinSourceVersion: v("min_source_version"),
 	})
 	if err != nil {
-		status, general := c.fieldError(r, err, form.Errors, artifactPublishFields...)
-		form.Error = general
+		status := c.fieldError(r, err, form.Errors, &form.Error, artifactPublishFields...)
 		c.showArtifact(w, r, s, status, a, form)
 		return
 	}

@@ -297,9 +297,11 @@ func formInt(r *http.Request, name string) (*int, error) {
 	return &n, nil
 }
 
-// fieldError places an error beside its field when it names one (with the
-// API's message), or above the form otherwise; internal errors are logged.
-func (c *Console) fieldError(r *http.Request, err error, errs map[string]string, fields ...string) (status int, general string) {
+// fieldError places an error on a form: in errs beside its field when it
+// names one of fields (with the API's message), or in general, above the
+// form, otherwise; internal errors are logged. It returns the status to
+// show the form again with.
+func (c *Console) fieldError(r *http.Request, err error, errs map[string]string, general *string, fields ...string) int {
 	d := httpedge.DescribeError(err)
 	if d.Internal {
 		c.logger.ErrorContext(r.Context(), "console form failed", "path", r.URL.Path,
@@ -315,9 +317,10 @@ func (c *Console) fieldError(r *http.Request, err error, errs map[string]string,
 	}
 	if field != "" && slices.Contains(fields, field) {
 		errs[field] = d.Message
-		return d.Status, ""
+	} else {
+		*general = sentence(d.Message)
 	}
-	return d.Status, sentence(d.Message)
+	return d.Status
 }
 
 var startFields = append([]string{"firmware_id", "percentage", "max_attempts", "failure_threshold_percent", "min_sample"},
@@ -328,8 +331,7 @@ func (c *Console) startRollout(w http.ResponseWriter, r *http.Request, s session
 	form.Stages = stageInputs(r)
 	id, err := c.tryStart(r, s)
 	if err != nil {
-		status, general := c.fieldError(r, err, form.Errors, startFields...)
-		form.Error = general
+		status := c.fieldError(r, err, form.Errors, &form.Error, startFields...)
 		c.showRollouts(w, r, s, status, form)
 		return
 	}
@@ -627,8 +629,7 @@ func (c *Console) publishFirmware(w http.ResponseWriter, r *http.Request, s sess
 	form := postedForm(r, publishFields)
 	fw, err := c.tryPublish(r, s)
 	if err != nil {
-		status, general := c.fieldError(r, err, form.Errors, publishFields...)
-		form.Error = general
+		status := c.fieldError(r, err, form.Errors, &form.Error, publishFields...)
 		c.showFirmwares(w, r, s, status, form)
 		return
 	}

@@ -75,8 +75,7 @@ func (c *Console) createWebhook(w http.ResponseWriter, r *http.Request, s sessio
 	cred, err := c.webhooks.CreateWebhook(r.Context(), s.actor, ports.NewWebhook{URL: r.PostFormValue("url"), EventTypes: types,
 		Secret: r.PostFormValue("secret")})
 	if err != nil {
-		status, general := c.fieldError(r, err, form.Errors, "url", "event_types", "secret")
-		form.Error = general
+		status := c.fieldError(r, err, form.Errors, &form.Error, "url", "event_types", "secret")
 		c.showWebhooks(w, r, s, status, form, nil)
 		return
 	}
