@@ -215,6 +215,20 @@ func (a *Adapter) log(c echo.Context) error {
 
 // ---- operators ----
 
+// decodeOperatorBody reads an operator's JSON body into v. A declared
+// media type other than JSON is 415, and a field v does not know refuses
+// the whole body, as on the REST API's admin routes: a typo must not pass
+// as a default.
+func decodeOperatorBody(c echo.Context, body []byte, v any, shape string) error {
+	if ct := c.Request().Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
+		return echo.ErrUnsupportedMediaType
+	}
+	if err := decodeBytes(body, v, shape); err != nil {
+		return err
+	}
+	return httpedge.KnownFieldsOnly(body, v)
+}
+
 // PendingView is a device waiting to be admitted, as operators see it.
 type PendingView struct {
 	ID             string `json:"id"`
@@ -288,14 +302,8 @@ func (a *Adapter) accept(c echo.Context) error {
 		ReplaceKey bool    `json:"replace_key"`
 	}
 	if len(strings.TrimSpace(string(body))) > 0 {
-		if ct := c.Request().Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
-			return echo.ErrUnsupportedMediaType
-		}
-		if err := decodeBytes(body, &b, `{"model"?, "replace_key"?}`); err != nil {
+		if err := decodeOperatorBody(c, body, &b, `{"model"?, "replace_key"?}`); err != nil {
 			return err
-		}
-		if err := httpedge.KnownFieldsOnly(body, &b); err != nil {
-			return err // an operator's body, refused whole for a typo
 		}
 	}
 	req := menderapp.AcceptRequest{ReplaceKey: b.ReplaceKey}
@@ -360,17 +368,11 @@ func (a *Adapter) setKey(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if ct := c.Request().Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
-		return echo.ErrUnsupportedMediaType
-	}
 	var b struct {
 		PublicKey *string `json:"public_key"`
 	}
-	if err := decodeBytes(body, &b, `{"public_key"}`); err != nil {
+	if err := decodeOperatorBody(c, body, &b, `{"public_key"}`); err != nil {
 		return err
-	}
-	if err := httpedge.KnownFieldsOnly(body, &b); err != nil {
-		return err // an operator's body, refused whole for a typo
 	}
 	if b.PublicKey == nil {
 		return &domain.ValidationError{Field: "public_key", Reason: "is required"}

@@ -830,6 +830,33 @@ func TestOperatorsSetAndRotateADeviceKey(t *testing.T) {
 	h.admin(http.MethodPut, "/devices/dev-1/public_key", map[string]any{}, http.StatusBadRequest)
 }
 
+// TestOperatorBodiesAreJSONWithKnownFieldsOnly: an operator's body
+// (setting a key, accepting a request) is refused if it declares another
+// media type (415), and whole if it carries a field the route does not
+// know (a typo must not pass as a default), before anything is looked up.
+func TestOperatorBodiesAreJSONWithKnownFieldsOnly(t *testing.T) {
+	h := newHarness(t, false)
+	k := newKey(t, "ed25519")
+	h.admin(http.MethodPost, "/devices", map[string]any{"device_id": "dev-1", "model": model}, http.StatusCreated)
+	key := `"public_key":` + jsonString(k.pub)
+	accept := "/devices/pending/00000000-0000-4000-8000-000000000001/accept"
+	for _, c := range []struct {
+		method, path, contentType, body string
+		want                            int
+	}{
+		{http.MethodPut, "/devices/dev-1/public_key", "text/plain", "{" + key + "}", http.StatusUnsupportedMediaType},
+		{http.MethodPut, "/devices/dev-1/public_key", "application/json", "{" + key + `,"replace":true}`, http.StatusBadRequest},
+		{http.MethodPost, accept, "text/plain", `{"replace_key":true}`, http.StatusUnsupportedMediaType},
+		{http.MethodPost, accept, "application/json", `{"replace_kye":true}`, http.StatusBadRequest},
+	} {
+		r := h.do(c.method, "/api/v1/admin"+c.path, map[string]string{"Authorization": "Bearer " + adminToken,
+			"Content-Type": c.contentType}, c.body, false)
+		if r.status != c.want {
+			t.Errorf("%s %s (%s) %s: %d %s, want %d", c.method, c.path, c.contentType, c.body, r.status, r.body, c.want)
+		}
+	}
+}
+
 // TestAdminRoutesAreDocumented keeps openapi.yaml's x-served-by operations
 // and the routes MountAdmin registers in step (the edge's own test skips
 // them).
