@@ -36,8 +36,8 @@ func (a *Adapter) mountArtifacts(add func(method, path string, h echo.HandlerFun
 // file is ever looked up by a name the caller sent.
 func (a *Adapter) artifact(c echo.Context) error {
 	ctx := c.Request().Context()
-	fw, _ := domain.ParseUUID("module", param(c, "module"))
-	file := param(c, "file")
+	fw, _ := domain.ParseUUID("module", httpedge.PathParam(c, "module"))
+	file := httpedge.PathParam(c, "file")
 	dev := authenticated(c).Device
 	art, err := a.dl.Describe(ctx, dev, fw)
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ai-device/ota/adapters/httpedge"
 	ddiapp "github.com/ai-device/ota/application/ddi"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -95,23 +96,13 @@ func (a *Adapter) Mount(add func(method, path string, h echo.HandlerFunc, m ...e
 	a.mountArtifacts(add, mw...)
 }
 
-// param returns a path parameter percent-decoded once (the edge routes on
-// the escaped path).
-func param(c echo.Context, name string) string {
-	v := c.Param(name)
-	if u, err := url.PathUnescape(v); err == nil {
-		return u
-	}
-	return v
-}
-
-func deviceID(c echo.Context) string { return param(c, "device_id") }
+func deviceID(c echo.Context) string { return httpedge.PathParam(c, "device_id") }
 
 // actionID reads the numeric action id; anything else names no action.
 func actionID(c echo.Context) (int64, error) {
-	id, err := strconv.ParseInt(param(c, "action_id"), 10, 64)
+	id, err := strconv.ParseInt(httpedge.PathParam(c, "action_id"), 10, 64)
 	if err != nil || id <= 0 {
-		return 0, fmt.Errorf("action %q: %w", param(c, "action_id"), domain.ErrNotFound)
+		return 0, fmt.Errorf("action %q: %w", httpedge.PathParam(c, "action_id"), domain.ErrNotFound)
 	}
 	return id, nil
 }
@@ -126,7 +117,7 @@ const maxTokenLen = 1024
 // is then 404, as hawkBit answers).
 func (a *Adapter) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if !strings.EqualFold(param(c, "tenant"), a.cfg.Tenant) {
+		if !strings.EqualFold(httpedge.PathParam(c, "tenant"), a.cfg.Tenant) {
 			return echo.ErrNotFound
 		}
 		values := c.Request().Header.Values("Authorization")
@@ -181,7 +172,7 @@ func authenticated(c echo.Context) ports.AuthenticatedDevice {
 // public URL: agents follow the _links hrefs verbatim (SWUpdate appends
 // "/feedback" to the cancelAction href, so hrefs carry no query).
 func (a *Adapter) base(c echo.Context) string {
-	return a.cfg.PublicURL + "/" + url.PathEscape(param(c, "tenant")) +
+	return a.cfg.PublicURL + "/" + url.PathEscape(httpedge.PathParam(c, "tenant")) +
 		"/controller/v1/" + url.PathEscape(deviceID(c))
 }
 

@@ -679,3 +679,15 @@ func TestSelfPausedRolloutCancelsPendingAction(t *testing.T) {
 		t.Fatalf("task %v", ts[0])
 	}
 }
+
+// TestPathParametersAreDecodedOnce: the edge routes on the escaped path,
+// so the controller id is percent-decoded once, here as in the REST API
+// ("dev%2D1" is dev-1), and never twice ("dev%252D1" is not).
+func TestPathParametersAreDecodedOnce(t *testing.T) {
+	h := newHarness(t)
+	auth := h.register("dev-1", "1.0.0")
+	h.poll("dev%2D1", auth)
+	if r := h.do(http.MethodGet, root("dev%252D1"), auth, nil); r.status == http.StatusOK {
+		t.Fatalf("dev%%252D1 (decoded twice would be dev-1) answered 200: %s", r.body)
+	}
+}

@@ -21,12 +21,12 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ai-device/ota/adapters/httpedge"
 	menderapp "github.com/ai-device/ota/application/mender"
 	"github.com/ai-device/ota/domain"
 )
@@ -122,22 +122,12 @@ func decodeBytes(body []byte, v any, shape string) error {
 	return nil
 }
 
-// param returns a path parameter percent-decoded once (the edge routes on
-// the escaped path).
-func param(c echo.Context, name string) string {
-	v := c.Param(name)
-	if u, err := url.PathUnescape(v); err == nil {
-		return u
-	}
-	return v
-}
-
 // pathUUID parses the path parameter name as a UUID, once, at the edge.
 // An id that is not a UUID names nothing: the zero UUID, which the use
 // cases answer with domain.ErrNotFound without a read, after judging the
 // request's body (so a bad body is still VALIDATION_FAILED).
 func pathUUID(c echo.Context, name string) domain.UUID {
-	id, _ := domain.ParseUUID(name, param(c, name))
+	id, _ := domain.ParseUUID(name, httpedge.PathParam(c, name))
 	return id
 }
 
@@ -145,7 +135,7 @@ func pathUUID(c echo.Context, name string) domain.UUID {
 // id that breaks the device id rule becomes the zero DeviceID, which the
 // use cases answer with domain.ErrNotFound without a read.
 func pathDeviceID(c echo.Context) domain.DeviceID {
-	id, _ := domain.ParseDeviceID(param(c, "device_id"))
+	id, _ := domain.ParseDeviceID(httpedge.PathParam(c, "device_id"))
 	return id
 }
 

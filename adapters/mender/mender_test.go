@@ -828,6 +828,10 @@ func TestOperatorsSetAndRotateADeviceKey(t *testing.T) {
 	h.admin(http.MethodPut, "/devices/bad%20id/public_key", map[string]any{"public_key": "nope"}, http.StatusBadRequest)
 	h.admin(http.MethodPut, "/devices/dev-1/public_key", map[string]any{"public_key": "nope"}, http.StatusBadRequest)
 	h.admin(http.MethodPut, "/devices/dev-1/public_key", map[string]any{}, http.StatusBadRequest)
+	// The edge routes on the escaped path: the id is decoded once
+	// ("dev%2D1" is dev-1), never twice.
+	h.admin(http.MethodPut, "/devices/dev%2D1/public_key", map[string]any{"public_key": k1.pub}, http.StatusOK)
+	h.admin(http.MethodPut, "/devices/dev%252D1/public_key", map[string]any{"public_key": k1.pub}, http.StatusNotFound)
 }
 
 // TestOperatorBodiesAreJSONWithKnownFieldsOnly: an operator's body
