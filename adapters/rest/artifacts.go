@@ -25,10 +25,11 @@ func (s *server) addArtifactRoutes(admin httpedge.AddRoute) {
 	if s.ext.artifacts == nil {
 		return
 	}
-	admin(http.MethodPost, "/artifacts", s.uploadArtifact)
-	admin(http.MethodGet, "/artifacts", s.listArtifacts)
-	admin(http.MethodGet, "/artifacts/:id", s.getArtifact)
-	admin(http.MethodDelete, "/artifacts/:id", s.deleteArtifact)
+	a := "/artifacts"
+	admin(http.MethodPost, a, s.uploadArtifact)
+	admin(http.MethodGet, a, s.listArtifacts)
+	admin(http.MethodGet, a+"/:id", s.getArtifact)
+	admin(http.MethodDelete, a+"/:id", s.deleteArtifact)
 }
 
 // uploadArtifact streams the body to the artifact service. It does not go

@@ -24,13 +24,14 @@ func (s *server) addWebhookRoutes(admin httpedge.AddRoute) {
 	if s.ext.webhooks == nil {
 		return
 	}
-	admin(http.MethodPost, "/webhooks", s.createWebhook)
-	admin(http.MethodGet, "/webhooks", s.listWebhooks)
-	admin(http.MethodGet, "/webhooks/:id", s.getWebhook)
-	admin(http.MethodPatch, "/webhooks/:id", s.changeWebhook)
-	admin(http.MethodDelete, "/webhooks/:id", s.deleteWebhook)
-	admin(http.MethodGet, "/webhooks/:id/deliveries", s.webhookDeliveries)
-	admin(http.MethodPost, "/webhooks/:id/test", s.testWebhook)
+	a := "/webhooks"
+	admin(http.MethodPost, a, s.createWebhook)
+	admin(http.MethodGet, a, s.listWebhooks)
+	admin(http.MethodGet, a+"/:id", s.getWebhook)
+	admin(http.MethodPatch, a+"/:id", s.changeWebhook)
+	admin(http.MethodDelete, a+"/:id", s.deleteWebhook)
+	admin(http.MethodGet, a+"/:id/deliveries", s.webhookDeliveries)
+	admin(http.MethodPost, a+"/:id/test", s.testWebhook)
 }
 
 type webhookView struct {
