@@ -133,15 +133,7 @@ func (r *WebhookRepository) Webhooks(ctx context.Context) ([]domain.WebhookSubsc
 	if err := r.db.SelectContext(ctx, &rows, `SELECT `+webhookColumns+` FROM webhook_subscriptions s ORDER BY s.created_at, s.id`); err != nil {
 		return nil, fmt.Errorf("listing webhooks: %w", unavailable(err))
 	}
-	out := make([]domain.WebhookSubscription, 0, len(rows))
-	for _, row := range rows {
-		s, err := row.toDomain()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, nil
+	return domainOf(rows)
 }
 
 // Webhook reads one subscription.
