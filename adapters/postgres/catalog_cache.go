@@ -53,24 +53,11 @@ const (
 )
 
 func (c CatalogCacheConfig) withDefaults() CatalogCacheConfig {
-	if c.MaxStaleness <= 0 {
-		c.MaxStaleness = DefaultCatalogMaxStaleness
-	}
-	if c.PingInterval <= 0 {
-		c.PingInterval = DefaultCatalogPingInterval
-	}
-	if c.PingInterval > c.MaxStaleness/2 {
-		c.PingInterval = c.MaxStaleness / 2
-	}
-	if c.RefreshInterval <= 0 {
-		c.RefreshInterval = DefaultCatalogRefreshInterval
-	}
-	if c.ConnectTimeout <= 0 {
-		c.ConnectTimeout = DefaultCatalogConnectTimeout
-	}
-	if c.ReadIdleTimeout <= 0 {
-		c.ReadIdleTimeout = DefaultCatalogReadIdleTimeout
-	}
+	c.MaxStaleness = positiveOr(c.MaxStaleness, DefaultCatalogMaxStaleness)
+	c.PingInterval = min(positiveOr(c.PingInterval, DefaultCatalogPingInterval), c.MaxStaleness/2)
+	c.RefreshInterval = positiveOr(c.RefreshInterval, DefaultCatalogRefreshInterval)
+	c.ConnectTimeout = positiveOr(c.ConnectTimeout, DefaultCatalogConnectTimeout)
+	c.ReadIdleTimeout = positiveOr(c.ReadIdleTimeout, DefaultCatalogReadIdleTimeout)
 	return c
 }
 

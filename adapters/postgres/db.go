@@ -95,33 +95,23 @@ func Open(cfg Config) (*sqlx.DB, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("postgres: invalid URL for %s: %w", where, err)
 	}
-	maxOpen := cfg.MaxOpenConns
-	if maxOpen <= 0 {
-		maxOpen = DefaultMaxOpenConns
-	}
+	maxOpen := positiveOr(cfg.MaxOpenConns, DefaultMaxOpenConns)
 	maxIdle := cfg.MaxIdleConns
 	if maxIdle <= 0 || maxIdle > maxOpen {
 		maxIdle = maxOpen
 	}
 	db.SetMaxOpenConns(maxOpen)
 	db.SetMaxIdleConns(maxIdle)
-	db.SetConnMaxLifetime(orDefault(cfg.ConnMaxLifetime, DefaultConnMaxLifetime))
-	db.SetConnMaxIdleTime(orDefault(cfg.ConnMaxIdleTime, DefaultConnMaxIdleTime))
+	db.SetConnMaxLifetime(positiveOr(cfg.ConnMaxLifetime, DefaultConnMaxLifetime))
+	db.SetConnMaxIdleTime(positiveOr(cfg.ConnMaxIdleTime, DefaultConnMaxIdleTime))
 
-	ctx, cancel := context.WithTimeout(context.Background(), orDefault(cfg.PingTimeout, DefaultPingTimeout))
+	ctx, cancel := context.WithTimeout(context.Background(), positiveOr(cfg.PingTimeout, DefaultPingTimeout))
 	defer cancel()
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
 		return nil, nil, fmt.Errorf("postgres: cannot reach %s: %w", where, err)
 	}
 	return db, func() { _ = db.Close() }, nil
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
 }
 
 // describe names the database and host of a URL or key=value DSN for
@@ -546,10 +536,11 @@ func (c *conditions) arg(v any) string {
 	return "$" + strconv.Itoa(len(c.args))
 }
 
-// positiveOr is n, or def when n is not positive: a listing's filter
-// without a limit, or with a nonsense one, gets the listing's default
-// rather than no rows or all of them.
-func positiveOr(n, def int) int {
+// positiveOr is n, or def when n is not positive: the one rule of every
+// setting and limit here, so that a Config left zero (or set to nonsense)
+// gets its documented default, and a listing's filter without a limit gets
+// the listing's default rather than no rows or all of them.
+func positiveOr[N ~int | ~int64](n, def N) N {
 	if n <= 0 {
 		return def
 	}

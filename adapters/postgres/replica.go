@@ -113,11 +113,9 @@ func OpenReadReplica(cfg ReadReplicaConfig, primary *sqlx.DB, logger *slog.Logge
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	cfg.MaxLag = orDefault(cfg.MaxLag, DefaultReadMaxLag)
-	cfg.Probe = orDefault(cfg.Probe, DefaultReadProbe)
-	if cfg.MaxOpenConns <= 0 {
-		cfg.MaxOpenConns = DefaultMaxOpenConns
-	}
+	cfg.MaxLag = positiveOr(cfg.MaxLag, DefaultReadMaxLag)
+	cfg.Probe = positiveOr(cfg.Probe, DefaultReadProbe)
+	cfg.MaxOpenConns = positiveOr(cfg.MaxOpenConns, DefaultMaxOpenConns)
 	db, err := sqlx.Open("postgres", string(cfg.URL))
 	if err != nil {
 		return nil, nil, fmt.Errorf("postgres: invalid read replica URL for %s: %w", describe(cfg.URL), err)

@@ -60,21 +60,13 @@ const (
 )
 
 func (c WriteBehindConfig) withDefaults() WriteBehindConfig {
-	if c.Interval <= 0 {
-		c.Interval = DefaultSeenInterval
-	}
-	if c.BatchSize <= 0 {
-		c.BatchSize = DefaultSeenBatchSize
-	}
-	if c.MaxPending <= 0 {
-		c.MaxPending = DefaultSeenMaxPending
-	}
-	if c.MaxRetries <= 0 {
-		c.MaxRetries = DefaultSeenMaxRetries
-	}
-	if c.FlushTimeout <= 0 {
-		c.FlushTimeout = DefaultSeenFlushTimeout
-	}
+	c.Interval = positiveOr(c.Interval, DefaultSeenInterval)
+	c.BatchSize = positiveOr(c.BatchSize, DefaultSeenBatchSize)
+	c.MaxPending = positiveOr(c.MaxPending, DefaultSeenMaxPending)
+	c.MaxRetries = positiveOr(c.MaxRetries, DefaultSeenMaxRetries)
+	c.FlushTimeout = positiveOr(c.FlushTimeout, DefaultSeenFlushTimeout)
+	// Resolution's negative values mean something (SeenEveryCheck): only
+	// the zero one is unset.
 	if c.Resolution == 0 {
 		c.Resolution = DefaultSeenResolution
 	}
