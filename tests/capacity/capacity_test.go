@@ -481,8 +481,16 @@ func TestStagedRolloutAt1M(t *testing.T) {
 	}
 	pg := testenv.StartPrivatePrimary(t)
 	redisURL, _ := privateRedis(t)
+	// The devices poll as real agents do, every OTA_POLL_INTERVAL while
+	// nothing is offered: a second per thousand devices by default, so a
+	// waiting fleet checks ~1,000 times a second whatever its size and
+	// the cores go to the devices walking their tasks.
+	poll := time.Duration(max(1, devices/1000)) * time.Second
+	if v, err := time.ParseDuration(os.Getenv("OTA_CAPACITY_POLL_INTERVAL")); err == nil && v >= time.Second {
+		poll = v
+	}
 	replicas := testenv.StartOtads(t, testenv.OtadConfig{DatabaseURL: pg.PrimaryURL, RedisURL: redisURL, AdminToken: adminToken,
-		Env: map[string]string{"OTA_DEVICE_RATE_LIMIT": "0", "OTA_LOG_LEVEL": "error"}}, "rollout-a", "rollout-b")
+		Env: map[string]string{"OTA_DEVICE_RATE_LIMIT": "0", "OTA_LOG_LEVEL": "error", "OTA_POLL_INTERVAL": poll.String()}}, "rollout-a", "rollout-b")
 	defer func() { // at error level they do not log their clean stop
 		for _, r := range replicas {
 			_ = r.Kill()
@@ -495,11 +503,12 @@ func TestStagedRolloutAt1M(t *testing.T) {
 	cpu0 := cpuOf(replicas[0].Pid(), replicas[1].Pid())
 	cmd := exec.Command(sim, "-urls", replicas[0].URL+","+replicas[1].URL, "-admin-token", adminToken, "-database-url", pg.PrimaryURL,
 		"-seed", "-devices", strconv.Itoa(devices), "-model", "rollout1m", "-publish", "-stages", "1,10,50,100", "-stage-min-finished", strconv.Itoa(max(1, devices/1000)),
-		"-mode", "mixed", "-fail-rate", "0", "-until-complete", "-duration", "3h", "-concurrency", "128", "-quiet")
+		"-mode", "mixed", "-fail-rate", "0", "-until-complete", "-honour-poll", "-duration", "3h", "-concurrency", "128", "-quiet")
 	cmd.Env = append(os.Environ(), "OTA_LOAD_TOKEN_SECRET=capacity")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("simulator: %v\n%s", err, out)
 	}
-	t.Logf("staged rollout across %d devices, two replicas: otad CPU %.0f s in all\n%s", devices, cpuOf(replicas[0].Pid(), replicas[1].Pid())-cpu0, out)
+	t.Logf("staged rollout across %d devices, two replicas, devices polling every %s while nothing is offered: otad CPU %.0f s in all\n%s",
+		devices, poll, cpuOf(replicas[0].Pid(), replicas[1].Pid())-cpu0, out)
 }

@@ -50,9 +50,14 @@ type config struct {
 	Publish       bool
 	Version       string  // the firmware version -publish creates ("" picks one)
 	Rate          float64 // device steps per second over the fleet, 0 for as fast as the workers go
-	Timeout       time.Duration
-	JSON          bool
-	Quiet         bool // no live progress line
+	// HonourPoll has a device answered no update wait the answer's
+	// poll_after_seconds before its next check, as a real agent does:
+	// a fleet waiting for its stage then costs what a real one costs
+	// (OTA_POLL_INTERVAL on otad paces it), not a check per free worker.
+	HonourPoll bool
+	Timeout    time.Duration
+	JSON       bool
+	Quiet      bool // no live progress line
 }
 
 const (
@@ -115,6 +120,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Second, "per-request timeout")
 	fs.BoolVar(&cfg.JSON, "json", false, "print the final report as JSON")
 	fs.BoolVar(&cfg.Quiet, "quiet", false, "no live progress line")
+	fs.BoolVar(&cfg.HonourPoll, "honour-poll", false, "a device answered no update waits the answer's poll_after_seconds before it checks again (set OTA_POLL_INTERVAL on otad to pace the fleet)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}

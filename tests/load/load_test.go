@@ -326,6 +326,20 @@ func TestSimulatorSmoke(t *testing.T) {
 		}
 	})
 
+	t.Run("honour-poll", func(t *testing.T) {
+		// Nothing is offered, so every answer says no update and to poll
+		// again in an hour (OTA_POLL_INTERVAL's default): each device
+		// checks once and rests, where it would otherwise check once per
+		// free worker for the whole run.
+		cfg := base
+		cfg.Model, cfg.Devices, cfg.Seed = "smoke-rest", 10, true
+		cfg.Mode, cfg.Duration, cfg.HonourPoll = modePoll, 2*time.Second, true
+		r := runOK(t, cfg)
+		if got := r.Calls["check"]; got.Count != 10 || got.OK != 10 {
+			t.Fatalf("with -honour-poll 10 resting devices sent %+v checks in %.1fs, want 10, one each", got, r.Seconds)
+		}
+	})
+
 	t.Run("registered-json", func(t *testing.T) {
 		args := []string{
 			"-urls", strings.Join(urls, ","), "-database-url", dbURL, "-devices", "10", "-model", "smoke-api",

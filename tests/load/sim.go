@@ -102,11 +102,17 @@ func (s *sim) dispatch(ctx context.Context, jobs chan<- *device) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
 	for ctx.Err() == nil {
-		sent := 0
-		for _, i := range rng.Perm(n) {
+		sent, began := 0, time.Now()
+		rng.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
+		now := began.UnixNano()
+		for _, i := range order {
 			d := s.fleet.devices[i]
-			if time.Now().UnixNano() < d.notBefore.Load() || !d.busy.CompareAndSwap(false, true) {
+			if now < d.notBefore.Load() || !d.busy.CompareAndSwap(false, true) {
 				continue
 			}
 			if interval > 0 {
@@ -124,6 +130,7 @@ func (s *sim) dispatch(ctx context.Context, jobs chan<- *device) {
 			select {
 			case jobs <- d:
 				sent++
+				now = time.Now().UnixNano()
 			case <-ctx.Done():
 				d.busy.Store(false)
 				return
@@ -133,10 +140,12 @@ func (s *sim) dispatch(ctx context.Context, jobs chan<- *device) {
 				due = time.Now() // do not burst to catch up
 			}
 		}
-		if sent == 0 {
-			// Every device is busy or backing off: wait a little rather
-			// than spin.
-			timer.Reset(5 * time.Millisecond)
+		if sent == 0 || sent < n/64 {
+			// Every device, or nearly, is busy or resting (a Retry-After,
+			// -honour-poll): wait rather than spin. The wait grows with
+			// the pass, so scanning a million resting devices (a few ms
+			// a pass) takes a twentieth of a core, not the whole of one.
+			timer.Reset(min(100*time.Millisecond, max(5*time.Millisecond, 20*time.Since(began))))
 			select {
 			case <-ctx.Done():
 				return
@@ -270,6 +279,9 @@ func (s *sim) adopt(rng *rand.Rand, d *device, out checkWire) {
 	t := out.Task
 	if t == nil {
 		d.noUpdate = true
+		if s.cfg.HonourPoll && out.PollAfterSeconds > 0 {
+			d.notBefore.Store(time.Now().Add(time.Duration(out.PollAfterSeconds) * time.Second).UnixNano())
+		}
 		if d.task != nil {
 			s.vanished.Add(1)
 			d.task = nil
