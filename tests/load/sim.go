@@ -107,7 +107,7 @@ func (s *sim) dispatch(ctx context.Context, jobs chan<- *device) {
 		order[i] = i
 	}
 	for ctx.Err() == nil {
-		sent, began := 0, time.Now()
+		sent, began, waited := 0, time.Now(), time.Duration(0) // waited: on the workers or -rate, not scanning
 		rng.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
 		now := began.UnixNano()
 		for _, i := range order {
@@ -115,6 +115,7 @@ func (s *sim) dispatch(ctx context.Context, jobs chan<- *device) {
 			if now < d.notBefore.Load() || !d.busy.CompareAndSwap(false, true) {
 				continue
 			}
+			t0 := time.Now()
 			if interval > 0 {
 				due = due.Add(time.Duration(rng.ExpFloat64() * interval * float64(time.Second)))
 				if wait := time.Until(due); wait > 0 {
@@ -131,6 +132,7 @@ func (s *sim) dispatch(ctx context.Context, jobs chan<- *device) {
 			case jobs <- d:
 				sent++
 				now = time.Now().UnixNano()
+				waited += time.Duration(now - t0.UnixNano())
 			case <-ctx.Done():
 				d.busy.Store(false)
 				return
@@ -142,10 +144,11 @@ func (s *sim) dispatch(ctx context.Context, jobs chan<- *device) {
 		}
 		if sent == 0 || sent < n/64 {
 			// Every device, or nearly, is busy or resting (a Retry-After,
-			// -honour-poll): wait rather than spin. The wait grows with
-			// the pass, so scanning a million resting devices (a few ms
-			// a pass) takes a twentieth of a core, not the whole of one.
-			timer.Reset(min(100*time.Millisecond, max(5*time.Millisecond, 20*time.Since(began))))
+			// -honour-poll): wait rather than spin. The wait is twenty
+			// times the pass's own scanning (up to a second), so scanning
+			// a million resting devices (some 25 ms a pass) takes a
+			// twentieth of a core, not the whole of one.
+			timer.Reset(min(time.Second, max(5*time.Millisecond, 20*(time.Since(began)-waited))))
 			select {
 			case <-ctx.Done():
 				return
