@@ -150,6 +150,10 @@ func RunAuditLogs(t *testing.T, newLog func(t *testing.T) (ports.AuditLog, ports
 			{ports.AuditFilter{Until: t1}, "[r0]"},
 			{ports.AuditFilter{Since: t1, Until: t2}, "[r3 r2 r1]"},
 			{ports.AuditFilter{Since: t2.Add(time.Microsecond)}, "[]"},
+			// Bounds finer than the stored microseconds count at microseconds,
+			// as Postgres reads them: t1 and 400ns is t1.
+			{ports.AuditFilter{Since: t1.Add(400 * time.Nanosecond)}, "[r4 r3 r2 r1]"},
+			{ports.AuditFilter{Until: t1.Add(400 * time.Nanosecond)}, "[r0]"},
 		} {
 			if got := names(list(t, c.f)); got != c.want {
 				t.Errorf("%+v: %s, want %s", c.f, got, c.want)
@@ -177,6 +181,10 @@ func RunAuditLogs(t *testing.T, newLog func(t *testing.T) (ports.AuditLog, ports
 		mid := es[2] // r2, the second of t1 newest first
 		if got := names(list(t, ports.AuditFilter{After: &ports.AuditCursor{At: mid.Record.At(), Seq: mid.Seq}})); got != "[r1 r0]" {
 			t.Errorf("after r2: %s, want [r1 r0]", got)
+		}
+		// ... also when the cursor's time carries nanoseconds past r2's microsecond.
+		if got := names(list(t, ports.AuditFilter{After: &ports.AuditCursor{At: mid.Record.At().Add(400 * time.Nanosecond), Seq: mid.Seq}})); got != "[r1 r0]" {
+			t.Errorf("after r2, the cursor at nanoseconds: %s, want [r1 r0]", got)
 		}
 		if got := names(list(t, ports.AuditFilter{Limit: 1, Actor: "root", After: &ports.AuditCursor{At: t2, Seq: es[0].Seq}})); got != "[r3]" {
 			t.Errorf("root after r4, limit 1: %s, want [r3]", got)

@@ -762,6 +762,11 @@ func (s *repoSuite) list(t *testing.T) {
 	check("rollout, limit 3", ports.TaskFilter{RolloutID: r1.ID(), Limit: 3}, byRollout[:3])
 	check("rollout, after the 7th", ports.TaskFilter{RolloutID: r1.ID(), Limit: 4,
 		After: &ports.TaskCursor{CreatedAt: stored[byRollout[6]].CreatedAt(), ID: asUUID(byRollout[6])}}, byRollout[7:11])
+	// A cursor's time finer than the stored microseconds counts at
+	// microseconds, as Postgres reads it: the tasks sharing the 7th's
+	// created_at and after it by id are still listed.
+	check("rollout, after the 7th, the cursor at nanoseconds", ports.TaskFilter{RolloutID: r1.ID(), Limit: 4,
+		After: &ports.TaskCursor{CreatedAt: stored[byRollout[6]].CreatedAt().Add(400 * time.Nanosecond), ID: asUUID(byRollout[6])}}, byRollout[7:11])
 	check("rollout, after the last", ports.TaskFilter{RolloutID: r1.ID(), Limit: 5,
 		After: &ports.TaskCursor{CreatedAt: stored[byRollout[23]].CreatedAt(), ID: asUUID(byRollout[23])}}, []string{})
 	check("other rollout", ports.TaskFilter{RolloutID: r2.ID(), Limit: 100}, order(r2ids))
