@@ -9,14 +9,19 @@ import (
 	"github.com/ai-device/ota/ports"
 )
 
-// storedEvent is an event in the outbox, with the id the store gave it
-// and its deliveries: a rolled back change truncates the outbox, and its
-// events' deliveries go with them.
+// storedEvent is an event in the outbox, with the id the store gave it,
+// its seq (its index + 1) and its deliveries: a rolled back change
+// truncates the outbox, and its events' deliveries go with them.
 type storedEvent struct {
 	id  domain.UUID
 	seq int64
 	domain.Announcement
 	deliveries []*delivery
+}
+
+// envelope is ev as the sinks and the webhooks send it.
+func (ev storedEvent) envelope() ports.WebhookEnvelope {
+	return ports.WebhookEnvelope{ID: ev.id, Type: ev.Type(), Time: ev.At(), Version: domain.EventSchemaVersion, Data: ev.Payload()}
 }
 
 // record appends rec to the audit log, and the events it announces to

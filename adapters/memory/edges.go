@@ -128,7 +128,7 @@ func (r *AuthRequests) List(ctx context.Context, status domain.AuthRequestStatus
 }
 
 func (r *AuthRequests) Update(ctx context.Context, id domain.UUID, fn func(*domain.AuthRequest) error, rec domain.AuditRecord) (domain.AuthRequest, error) {
-	return update(ctx, r.s, r.s.requests, id.String(), fn, nil, &rec)
+	return update(ctx, r.s, r.s.requests, id.String(), fn, nil, recorded[domain.AuthRequest](rec))
 }
 
 func (r *AuthRequests) Accept(ctx context.Context, id domain.UUID, dev *domain.Device, admit func(*domain.DeviceAdmission) (domain.DeviceAdmission, error),

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/ai-device/ota/domain"
@@ -38,29 +39,17 @@ func (e *EventSinks) InSinkTx(ctx context.Context, name string, limit int,
 	e.mu.Unlock()
 	defer func() { e.mu.Lock(); delete(e.held, name); e.mu.Unlock() }()
 
-	type pendingEvent struct {
-		env ports.WebhookEnvelope
-		seq int64
-	}
-	pending, err := locked(ctx, e.s, func() ([]pendingEvent, error) {
-		var out []pendingEvent
-		for _, ev := range e.s.outbox[min(int(after), len(e.s.outbox)):] {
-			if len(out) == limit {
-				break
-			}
-			if ev.Type() != domain.EventTest && ev.seq > after {
-				out = append(out, pendingEvent{ports.WebhookEnvelope{ID: ev.id, Type: ev.Type(), Time: ev.At(),
-					Version: domain.EventSchemaVersion, Data: ev.Payload()}, ev.seq})
-			}
-		}
-		return out, nil
+	pending, err := locked(ctx, e.s, func() ([]storedEvent, error) {
+		out := slices.DeleteFunc(slices.Clone(e.s.outbox[min(int(after), len(e.s.outbox)):]), // seq is the index + 1
+			func(ev storedEvent) bool { return ev.Type() == domain.EventTest })
+		return out[:min(len(out), max(limit, 0))], nil
 	})
 	if err != nil {
 		return true, err
 	}
 	envs := make([]ports.WebhookEnvelope, len(pending))
-	for i, p := range pending {
-		envs[i] = p.env
+	for i, ev := range pending {
+		envs[i] = ev.envelope()
 	}
 	n, err := fn(envs)
 	if n = min(max(n, 0), len(pending)); n > 0 {

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"time"
 
@@ -45,6 +46,8 @@ type Store struct {
 	outbox     []storedEvent               // events, in the order written, each with its deliveries
 	webhooks   map[string]domain.WebhookSubscription
 	deliveries int64 // the last delivery id given
+	users      map[string]domain.User
+	tokens     map[string]domain.APIToken
 }
 
 // loggedEvent is a stored event as a task's history reads it.
@@ -60,7 +63,7 @@ func NewStore() *Store {
 		attrs: map[string]domain.DeviceAttributes{}, confirmed: map[string]time.Time{}, tags: map[string][]string{},
 		admissions: map[string]domain.DeviceAdmission{}, requests: map[string]domain.AuthRequest{}, logs: map[string]domain.TaskLog{},
 		artifacts: map[string]domain.Artifact{}, counts: map[string]domain.TaskStats{},
-		webhooks: map[string]domain.WebhookSubscription{}}
+		webhooks: map[string]domain.WebhookSubscription{}, users: map[string]domain.User{}, tokens: map[string]domain.APIToken{}}
 }
 
 // errTokenTaken refuses a token hash another device has. Tokens are 256
@@ -98,6 +101,36 @@ func do(ctx context.Context, s *Store, f func() error) error {
 	return err
 }
 
+// tx runs fn holding the lock and, when fn fails, puts back the tables a
+// task or account transaction writes, and the audit log and outbox, as
+// they were: copies taken at the start, cheap at the sizes of tests and
+// dev mode. Ids given meanwhile (action, delivery) stay given, as a
+// Postgres sequence's do.
+func (s *Store) tx(ctx context.Context, fn func() error) error {
+	return do(ctx, s, func() error {
+		restores := []func(){saved(s.devices), saved(s.rollouts), saved(s.tasks), saved(s.events), saved(s.counts), saved(s.users), saved(s.tokens)}
+		audit, outbox := s.audit, s.outbox
+		err := fn()
+		if err != nil {
+			for _, restore := range restores {
+				restore()
+			}
+			s.audit, s.outbox = audit, outbox
+		}
+		return err
+	})
+}
+
+// saved copies m and returns what puts the copy back, in place: the
+// repositories take a table's map before they take the lock.
+func saved[V any](m map[string]V) func() {
+	c := maps.Clone(m)
+	return func() {
+		clear(m)
+		maps.Copy(m, c)
+	}
+}
+
 // write runs f holding the lock and, if f succeeds, records rec: the
 // change's audit record, written with it as Postgres writes it in the
 // change's transaction.
@@ -113,26 +146,33 @@ func write(ctx context.Context, s *Store, rec domain.AuditRecord, f func() error
 
 // update is every Update: fn changes a copy of the stored row m[id], which
 // is stored unless fn fails, ctx ends, or check (if any) refuses it; then
-// *rec (nil: none), which fn may have set, is recorded with it.
+// audit's record of the change (nil: none) is recorded with it.
 func update[V any](ctx context.Context, s *Store, m map[string]V, id string, fn func(*V) error, check func(V) error,
-	rec *domain.AuditRecord) (V, error) {
+	audit ports.Audit[V]) (V, error) {
 	return locked(ctx, s, func() (V, error) {
 		v, err := found(m, id)
+		before, rec := v, domain.AuditRecord{}
 		if err == nil {
 			err = cmp.Or(fn(&v), ctx.Err()) // fn first, then whether ctx ended meanwhile
 		}
 		if err == nil && check != nil {
 			err = check(v)
 		}
+		if err == nil && audit != nil {
+			rec, err = audit(before, v)
+		}
 		if err != nil {
 			return *new(V), err
 		}
 		m[id] = v
-		if rec != nil {
-			s.record(*rec)
-		}
+		s.record(rec)
 		return v, nil
 	})
+}
+
+// recorded is the audit of a change whose record is made before it.
+func recorded[V any](rec domain.AuditRecord) ports.Audit[V] {
+	return func(V, V) (domain.AuditRecord, error) { return rec, nil }
 }
 
 // get is m[k] under the lock, or domain.ErrNotFound.
@@ -236,7 +276,7 @@ func (r *Devices) Get(ctx context.Context, id domain.DeviceID) (domain.Device, e
 }
 
 func (r *Devices) Update(ctx context.Context, id domain.DeviceID, fn func(*domain.Device) error, rec domain.AuditRecord) (domain.Device, error) {
-	return update(ctx, r.s, r.s.devices, id.String(), fn, r.s.tokenFree, &rec)
+	return update(ctx, r.s, r.s.devices, id.String(), fn, r.s.tokenFree, recorded[domain.Device](rec))
 }
 
 // RecordSeen writes every report at once: writing costs nothing here.
@@ -301,22 +341,14 @@ func (r *Firmwares) List(ctx context.Context, model string) ([]domain.Firmware, 
 }
 
 func (r *Firmwares) Update(ctx context.Context, id domain.UUID, fn func(*domain.Firmware) error, audit ports.Audit[domain.Firmware]) (domain.Firmware, error) {
-	var rec domain.AuditRecord
-	return update(ctx, r.s, r.s.firmwares, id.String(), func(f *domain.Firmware) error {
-		before := *f
-		err := fn(f)
-		if err == nil && audit != nil {
-			rec, err = audit(before, *f)
-		}
-		return err
-	}, func(c domain.Firmware) error {
+	return update(ctx, r.s, r.s.firmwares, id.String(), fn, func(c domain.Firmware) error {
 		for oid, o := range r.s.firmwares {
 			if oid != id.String() && sameRelease(o, c) {
 				return domain.ErrFirmwareExists
 			}
 		}
 		return nil
-	}, &rec)
+	}, audit)
 }
 
 // Rollouts is the in-memory ports.RolloutRepository over a Store.

@@ -77,45 +77,16 @@ func (s *Store) failed(deviceID string) map[string]int {
 	return out
 }
 
-// InTaskTx runs fn holding the store's lock, so that nothing sees the
-// transaction half done; what fn wrote is undone when fn fails or ctx
-// ends first.
+// InTaskTx runs fn in a transaction of the store (Store.tx); it fails
+// too when ctx ended while fn ran.
 func (r *Tasks) InTaskTx(ctx context.Context, fn func(tx ports.TaskTx) error) error {
-	return do(ctx, r.s, func() error {
-		tx := &taskTx{s: r.s}
-		err := fn(tx)
-		if err == nil {
-			err = ctx.Err()
-		}
-		for i := len(tx.undo) - 1; err != nil && i >= 0; i-- {
-			tx.undo[i]()
-		}
-		return err
-	})
+	return r.s.tx(ctx, func() error { return cmp.Or(fn(&taskTx{s: r.s}), ctx.Err()) })
 }
 
-// taskTx is ports.TaskTx over a Store whose lock it holds. Every write
-// first keeps what it overwrites, to be put back on a rollback.
-type taskTx struct {
-	s    *Store
-	undo []func()
-}
+// taskTx is ports.TaskTx over a Store whose lock it holds.
+type taskTx struct{ s *Store }
 
 var _ ports.TaskTx = (*taskTx)(nil)
-
-// put sets m[k] = v, keeping what it overwrites (or its absence) for the
-// rollback.
-func put[V any](tx *taskTx, m map[string]V, k string, v V) {
-	old, had := m[k]
-	tx.undo = append(tx.undo, func() {
-		if had {
-			m[k] = old
-		} else {
-			delete(m, k)
-		}
-	})
-	m[k] = v
-}
 
 // withOffer pairs a task with its firmware and rollout.
 func (tx *taskTx) withOffer(t domain.Task) *domain.ActiveTask {
@@ -183,7 +154,7 @@ func (tx *taskTx) UpdateTask(t domain.Task) (domain.Task, error) {
 	if _, err := found(tx.s.tasks, t.ID().String()); err != nil {
 		return domain.Task{}, err
 	}
-	put(tx, tx.s.tasks, t.ID().String(), t)
+	tx.s.tasks[t.ID().String()] = t
 	return t, nil
 }
 
@@ -192,7 +163,7 @@ func (tx *taskTx) StoreEvent(t domain.Task, ev domain.Event) error {
 		return errEventRecorded
 	}
 	id := t.ID().String()
-	put(tx, tx.s.events, id, append(slices.Clip(tx.s.events[id]), loggedEvent{id: ev.ID(), fingerprint: ev.Fingerprint(), at: t.UpdatedAt()}))
+	tx.s.events[id] = append(slices.Clip(tx.s.events[id]), loggedEvent{id: ev.ID(), fingerprint: ev.Fingerprint(), at: t.UpdatedAt()})
 	return nil
 }
 
@@ -212,7 +183,7 @@ func (tx *taskTx) InsertUnlessActive(t domain.Task) (domain.Task, bool, error) {
 	}
 	s.lastAction++
 	rec.ActionID = s.lastAction
-	put(tx, s.tasks, rec.ID, domain.RehydrateTask(rec))
+	s.tasks[rec.ID] = domain.RehydrateTask(rec)
 	return s.tasks[rec.ID], true, nil
 }
 
@@ -245,7 +216,7 @@ func (tx *taskTx) SetDeviceVersion(deviceID domain.DeviceID, v domain.Version, a
 		at = d.LastSeenAt()
 	}
 	d.Seen(v, at)
-	put(tx, tx.s.devices, deviceID.String(), d)
+	tx.s.devices[deviceID.String()] = d
 	return nil
 }
 
@@ -253,7 +224,7 @@ func (tx *taskTx) StoreRollout(r domain.Rollout) (domain.Rollout, error) {
 	if _, err := found(tx.s.rollouts, r.ID().String()); err != nil {
 		return domain.Rollout{}, err
 	}
-	put(tx, tx.s.rollouts, r.ID().String(), r)
+	tx.s.rollouts[r.ID().String()] = r
 	return r, nil
 }
 
@@ -278,7 +249,7 @@ func (tx *taskTx) CountedTask(rolloutID domain.UUID, deviceID domain.DeviceID, s
 func (tx *taskTx) AddCounts(_ domain.DeviceID, changes []domain.CountChange) error {
 	for _, c := range changes {
 		k := countKey(c.Rollout, c.Stage)
-		put(tx, tx.s.counts, k, tx.s.counts[k].Plus(c.Delta))
+		tx.s.counts[k] = tx.s.counts[k].Plus(c.Delta)
 	}
 	return nil
 }
@@ -317,15 +288,11 @@ func (r *Tasks) Events(ctx context.Context, taskID domain.UUID, limit int) ([]po
 }
 
 func (tx *taskTx) RecordAudit(rec domain.AuditRecord) error {
-	n, m := len(tx.s.audit), len(tx.s.outbox)
-	tx.undo = append(tx.undo, func() { tx.s.audit, tx.s.outbox = tx.s.audit[:n], tx.s.outbox[:m] })
 	tx.s.record(rec)
 	return nil
 }
 
 func (tx *taskTx) Announce(a domain.Announcement) error {
-	n := len(tx.s.outbox)
-	tx.undo = append(tx.undo, func() { tx.s.outbox = tx.s.outbox[:n] })
 	tx.s.announce(a)
 	return nil
 }

@@ -49,15 +49,7 @@ func (r *Webhooks) InsertWebhook(ctx context.Context, w domain.WebhookSubscripti
 
 func (r *Webhooks) UpdateWebhook(ctx context.Context, id domain.UUID, fn func(*domain.WebhookSubscription) error,
 	audit ports.Audit[domain.WebhookSubscription]) (domain.WebhookSubscription, error) {
-	var rec domain.AuditRecord
-	return update(ctx, r.s, r.s.webhooks, id.String(), func(w *domain.WebhookSubscription) error {
-		before := *w
-		err := fn(w)
-		if err == nil && audit != nil {
-			rec, err = audit(before, *w)
-		}
-		return err
-	}, nil, &rec)
+	return update(ctx, r.s, r.s.webhooks, id.String(), fn, nil, audit)
 }
 
 func (r *Webhooks) DeleteWebhook(ctx context.Context, id domain.UUID, audit ports.Audit[domain.WebhookSubscription]) error {
@@ -132,8 +124,7 @@ func (r *Webhooks) ClaimDeliveries(ctx context.Context, now time.Time, limit int
 		r.s.each(func(ev storedEvent, d *delivery) {
 			if w := r.s.webhooks[d.sub]; len(out) < limit && w.Enabled() && d.Status == ports.DeliveryPending && !d.NextAttemptAt.After(now) {
 				d.Attempts, d.NextAttemptAt = d.Attempts+1, us(leaseUntil)
-				out = append(out, ports.ClaimedDelivery{ID: d.ID, Attempts: d.Attempts, Subscription: w, Envelope: ports.WebhookEnvelope{
-					ID: ev.id, Type: ev.Type(), Time: ev.At(), Version: domain.EventSchemaVersion, Data: ev.Payload()}})
+				out = append(out, ports.ClaimedDelivery{ID: d.ID, Attempts: d.Attempts, Subscription: w, Envelope: ev.envelope()})
 			}
 		})
 		return out, nil
