@@ -167,7 +167,7 @@ func NewArtifactCatalog(s *Store) *ArtifactCatalog { return &ArtifactCatalog{s: 
 func (r *ArtifactCatalog) ByArtifactName(ctx context.Context, model, name string) (domain.Firmware, error) {
 	return locked(ctx, r.s, func() (domain.Firmware, error) {
 		for _, f := range r.s.firmwares {
-			if name != "" && f.Model() == model && f.ArtifactName() == name {
+			if named(f, model, name) {
 				return f, nil
 			}
 		}

@@ -108,7 +108,8 @@ func do(ctx context.Context, s *Store, f func() error) error {
 // Postgres sequence's do.
 func (s *Store) tx(ctx context.Context, fn func() error) error {
 	return do(ctx, s, func() error {
-		restores := []func(){saved(s.devices), saved(s.rollouts), saved(s.tasks), saved(s.events), saved(s.counts), saved(s.users), saved(s.tokens)}
+		restores := []func(){saved(s.devices), saved(s.rollouts), saved(s.tasks), saved(s.events), saved(s.counts),
+			saved(s.users), saved(s.tokens)}
 		audit, outbox := s.audit, s.outbox
 		err := fn()
 		if err != nil {
@@ -308,11 +309,17 @@ func sameRelease(a, b domain.Firmware) bool {
 	return a.Model() == b.Model() && a.Version().Key() == b.Version().Key()
 }
 
+// named reports whether f is the model's firmware of the named artifact
+// (no firmware is that of the empty name).
+func named(f domain.Firmware, model, name string) bool {
+	return name != "" && f.Model() == model && f.ArtifactName() == name
+}
+
 func (r *Firmwares) Create(ctx context.Context, f domain.Firmware, rec domain.AuditRecord) error {
 	id := f.ID().String()
 	return write(ctx, r.s, rec, func() error {
 		for _, o := range r.s.firmwares {
-			if sameRelease(o, f) || (f.ArtifactName() != "" && o.Model() == f.Model() && o.ArtifactName() == f.ArtifactName()) {
+			if sameRelease(o, f) || named(o, f.Model(), f.ArtifactName()) {
 				return domain.ErrFirmwareExists
 			}
 		}

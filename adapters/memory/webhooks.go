@@ -37,12 +37,11 @@ type Webhooks struct{ s *Store }
 func NewWebhooks(s *Store) *Webhooks { return &Webhooks{s: s} }
 
 func (r *Webhooks) InsertWebhook(ctx context.Context, w domain.WebhookSubscription, rec domain.AuditRecord) error {
-	return do(ctx, r.s, func() error {
+	return write(ctx, r.s, rec, func() error {
 		if has(r.s.webhooks, w.ID().String()) {
 			return errDuplicateID("webhook", w.ID().String())
 		}
 		r.s.webhooks[w.ID().String()] = w
-		r.s.record(rec)
 		return nil
 	})
 }
@@ -99,13 +98,12 @@ func (r *Webhooks) WebhookDeliveries(ctx context.Context, id domain.UUID, limit 
 }
 
 func (r *Webhooks) AnnounceTo(ctx context.Context, id, eventID domain.UUID, a domain.Announcement, rec domain.AuditRecord) error {
-	return do(ctx, r.s, func() error {
-		if _, err := found(r.s.webhooks, id.String()); err != nil {
-			return err
+	return write(ctx, r.s, rec, func() error {
+		_, err := found(r.s.webhooks, id.String())
+		if err == nil {
+			r.s.announceTo(eventID, a, func(w domain.WebhookSubscription) bool { return w.ID() == id })
 		}
-		r.s.announceTo(eventID, a, func(w domain.WebhookSubscription) bool { return w.ID() == id })
-		r.s.record(rec)
-		return nil
+		return err
 	})
 }
 
