@@ -22,7 +22,8 @@ import (
 // the same microsecond, without a skip or a repeat; the limit bounds a
 // page. newLog returns an empty log and the firmware store of the same
 // database: each record is written as the stores write them, in the
-// transaction of a change (a firmware's creation).
+// transaction of a change (a firmware's creation, or for a revoke an
+// Update, whose audit func makes the record from before and after).
 func RunAuditLogs(t *testing.T, newLog func(t *testing.T) (ports.AuditLog, ports.FirmwareRepository)) {
 	t.Parallel()
 	log, firmwares := newLog(t)
@@ -32,7 +33,23 @@ func RunAuditLogs(t *testing.T, newLog func(t *testing.T) (ports.AuditLog, ports
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := firmwares.Create(t.Context(), f, rec); err != nil {
+		if rec.Action() != domain.AuditFirmwareRevoke {
+			if err := firmwares.Create(t.Context(), f, rec); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		if err := firmwares.Create(t.Context(), f, domain.AuditRecord{}); err != nil { // the zero record: none
+			t.Fatal(err)
+		}
+		_, err = firmwares.Update(t.Context(), f.ID(), func(x *domain.Firmware) error { x.Revoke(rec.At()); return nil },
+			func(before, after domain.Firmware) (domain.AuditRecord, error) {
+				if before.Revoked() || !after.Revoked() {
+					t.Errorf("the audit func got before revoked %t, after revoked %t", before.Revoked(), after.Revoked())
+				}
+				return rec, nil
+			})
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
