@@ -54,14 +54,12 @@ func (r *Webhooks) UpdateWebhook(ctx context.Context, id domain.UUID, fn func(*d
 func (r *Webhooks) DeleteWebhook(ctx context.Context, id domain.UUID, audit ports.Audit[domain.WebhookSubscription]) error {
 	return do(ctx, r.s, func() error {
 		w, err := found(r.s.webhooks, id.String())
+		rec := domain.AuditRecord{}
+		if err == nil && audit != nil {
+			rec, err = audit(w, domain.WebhookSubscription{})
+		}
 		if err != nil {
 			return err
-		}
-		var rec domain.AuditRecord
-		if audit != nil {
-			if rec, err = audit(w, domain.WebhookSubscription{}); err != nil {
-				return err
-			}
 		}
 		delete(r.s.webhooks, id.String())
 		for i := range r.s.outbox {
