@@ -44,7 +44,7 @@ type startRolloutBody struct {
 	MaxAttempts             *int    `json:"max_attempts"`
 	FailureThresholdPercent *int    `json:"failure_threshold_percent"`
 	MinSample               *int    `json:"min_sample"`
-	// Issue 12 (targeting_handlers.go).
+	// Targeting: whom and when (targeting_handlers.go reads them).
 	Selector           *rolloutSelector `json:"selector"`
 	Stages             []stageBody      `json:"stages"`
 	StartsAt           *string          `json:"starts_at"`

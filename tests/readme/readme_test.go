@@ -94,7 +94,7 @@ func TestRunnableBlocksParsing(t *testing.T) {
 // OTA_STORE=memory on a free port; the README's API and OTA_ADMIN_TOKEN
 // defaults are overridden through the environment, as a reader could.
 // Then the console of that same otad is read in a browser: its pages must
-// agree with the API on the state the blocks left (issue 20).
+// agree with the API on the state the blocks left.
 func TestReadmeRunsAsPasted(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "jq"} {
 		if _, err := exec.LookPath(tool); err != nil {
