@@ -52,3 +52,23 @@ func TestWebhookSignature(t *testing.T) {
 		t.Fatalf("signature %q", got)
 	}
 }
+
+// W6: a receiver accepts a delivery whose timestamp is up to five minutes
+// from its clock, either way, the bounds included, and refuses one a
+// second further.
+func TestWebhookReplayWindowBounds(t *testing.T) {
+	sent := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	body := []byte(`{"id":"e2"}`)
+	const secret = "whsec_window_secret_24ch"
+	header := domain.WebhookSignature([]string{secret}, sent, body)
+	for _, skew := range []time.Duration{5 * time.Minute, -5 * time.Minute, 0} {
+		if err := domain.VerifyWebhook(header, []string{secret}, body, sent.Add(skew), domain.WebhookReplayWindow); err != nil {
+			t.Errorf("a receiver %v off the sender: %v", skew, err)
+		}
+	}
+	for _, skew := range []time.Duration{5*time.Minute + time.Second, -5*time.Minute - time.Second} {
+		if err := domain.VerifyWebhook(header, []string{secret}, body, sent.Add(skew), domain.WebhookReplayWindow); !errors.Is(err, domain.ErrWebhookSignature) {
+			t.Errorf("a receiver %v off the sender: %v, want ErrWebhookSignature", skew, err)
+		}
+	}
+}
