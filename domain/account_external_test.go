@@ -82,3 +82,21 @@ func TestRoleFromClaim(t *testing.T) {
 		}
 	}
 }
+
+// An external user has the role it was made with, under its name; a role
+// that is none of Roles is refused.
+func TestNewExternalUserRole(t *testing.T) {
+	u, err := domain.NewExternalUser("oidc-role-check", domain.RoleDeviceAdmin, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Name() != "oidc-role-check" || u.Role() != domain.RoleDeviceAdmin || !u.CreatedAt().Equal(t0) {
+		t.Errorf("external user %s, %s, created %v; want oidc-role-check, device_admin, %v", u.Name(), u.Role(), u.CreatedAt(), t0)
+	}
+	if _, err := domain.NewExternalUser("oidc-role-check", domain.Role("wizard"), t0); err == nil {
+		t.Error("an external user with a role that does not exist")
+	}
+	if _, err := domain.NewExternalUser("oidc-Not Valid", domain.RoleViewer, t0); err == nil {
+		t.Error("an external user whose name is no username")
+	}
+}

@@ -92,3 +92,25 @@ func TestStageAt(t *testing.T) {
 		t.Errorf("a task joined another rollout's stage: %v", other.Stage())
 	}
 }
+
+// Of reads each status's count back as Add counted it, and Plus adds two
+// sets status by status: a rollout's totals are its stages' sums.
+func TestTaskStatsOfAndPlus(t *testing.T) {
+	var a, b domain.TaskStats
+	for i, st := range domain.AllTaskStatuses {
+		a.Add(st, i+1)
+		b.Add(st, 10*(i+1))
+	}
+	sum := a.Plus(b)
+	for i, st := range domain.AllTaskStatuses {
+		if got := a.Of(st); got != i+1 {
+			t.Errorf("Of(%s) = %d, want %d", st, got, i+1)
+		}
+		if got := sum.Of(st); got != 11*(i+1) {
+			t.Errorf("Plus: Of(%s) = %d, want %d", st, got, 11*(i+1))
+		}
+	}
+	if got := a.Of(domain.TaskStatus{}); got != 0 {
+		t.Errorf("Of(no status) = %d, want 0", got)
+	}
+}

@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -146,5 +147,40 @@ func TestParseEventType(t *testing.T) {
 	}
 	if _, err := domain.ParseEventType("task.exploded"); err == nil {
 		t.Error("an unknown type parsed")
+	}
+}
+
+// A staged rollout announces each stage it advances to, and completes
+// when it reaches its last stage, not before.
+func TestStagedRolloutAnnouncesCompletion(t *testing.T) {
+	fw := mustFirmware(t, "fw", "cam-x1", "1.2.0", "")
+	gate := func(p int) domain.StageRequest {
+		return domain.StageRequest{Percentage: intp(p), MinFinished: intp(1), SuccessPercent: intp(0)}
+	}
+	r := mustRollout(t, rolloutC, fw, domain.RolloutSpec{Stages: []domain.StageRequest{gate(10), gate(50), {Percentage: intp(100)}}}, t0)
+	want := [][]domain.EventType{
+		{domain.EventRolloutStageAdvanced},
+		{domain.EventRolloutStageAdvanced, domain.EventRolloutCompleted},
+	}
+	at := t1
+	for i, w := range want {
+		before := r
+		for r.Stage() == before.Stage() {
+			if !r.Evaluate(domain.TaskStats{}, domain.TaskStats{Succeeded: 1}, at) {
+				t.Fatalf("stage %d: the gate holds and nothing changed", r.Stage())
+			}
+			at = at.Add(time.Second)
+		}
+		as, err := domain.RolloutAnnouncements(before, r, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []domain.EventType
+		for _, a := range as {
+			got = append(got, a.Type())
+		}
+		if !slices.Equal(got, w) {
+			t.Errorf("advance %d to stage %d announced %v, want %v", i+1, r.Stage(), got, w)
+		}
 	}
 }

@@ -244,3 +244,14 @@ func TestRolloutCopiesShareNoHistory(t *testing.T) {
 		t.Errorf("the resumed rollout's history changed with another copy: %+v", h)
 	}
 }
+
+// A stage's stored outcome reads back as itself; "" is a running stage.
+func TestParseStageOutcome(t *testing.T) {
+	for s, want := range map[string]domain.StageOutcome{"": {}, "advanced": domain.StageAdvanced, "paused": domain.StagePaused} {
+		if got, err := domain.ParseStageOutcome(s); err != nil || got != want || got.String() != s {
+			t.Errorf("ParseStageOutcome(%q) = %v, %v; want %v", s, got, err, want)
+		}
+	}
+	_, err := domain.ParseStageOutcome("skipped")
+	wantField(t, "outcome skipped", err, "outcome")
+}
