@@ -204,6 +204,9 @@ func TestAccountChangesAreAudited(t *testing.T) {
 	if _, err := a.CreateUser(ctx, testActor, ports.NewUser{Username: "rel", Role: "viewer", Password: "correct horse battery"}); err == nil {
 		t.Fatal("a second user named rel was created")
 	}
+	if _, err := a.RevokeToken(ctx, actorFor(rel), cred.Token.ID()); err != nil {
+		t.Fatal(err)
+	}
 	if err := a.RemoveUser(ctx, testActor, "rel"); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +218,7 @@ func TestAccountChangesAreAudited(t *testing.T) {
 	for _, e := range entries {
 		got = append(got, string(e.Record.Action())+" "+e.Record.Target()+" by "+e.Record.Actor())
 	}
-	want := []string{"user.remove rel by root", "api_token.create " + cred.Token.ID().String() + " by user:rel", "user.create rel by root"}
+	want := []string{"user.remove rel by root", "api_token.revoke " + cred.Token.ID().String() + " by user:rel", "api_token.create " + cred.Token.ID().String() + " by user:rel", "user.create rel by root"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("the audit log, newest first:\n%q\nwant\n%q", got, want)
 	}

@@ -3,6 +3,7 @@ package application_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,10 +59,16 @@ func TestListAuditParsesTheQuery(t *testing.T) {
 		!f.Since.Equal(time.Date(2026, 11, 30, 23, 0, 0, 0, time.UTC)) || !f.Until.Equal(time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)) || f.After != nil {
 		t.Errorf("filter %+v", f)
 	}
+	// A target of 256 characters is the longest asked for; 257 is refused.
+	long := strings.Repeat("t", 256)
+	if _, err := a.ListAudit(t.Context(), root, ports.AuditQuery{Target: long}); err != nil || log.last.Target != long {
+		t.Errorf("a 256-character target: %v (store asked for %d characters)", err, len(log.last.Target))
+	}
 	for name, c := range map[string]struct {
 		q     ports.AuditQuery
 		field string
 	}{
+		"target too long":    {ports.AuditQuery{Target: long + "t"}, "target"},
 		"unknown action":     {ports.AuditQuery{Action: "firmware.delete"}, "action"},
 		"actor not a name":   {ports.AuditQuery{Actor: "Alice Smith"}, "actor"},
 		"since not RFC 3339": {ports.AuditQuery{Since: "2026-12-01"}, "since"},
