@@ -346,3 +346,36 @@ func (s *stopping) Post(context.Context, string, map[string]string, []byte) (int
 	}
 	return 204, nil
 }
+
+// TestDeliveryPaceIsShared: BusyRate bounds the replica's deliveries, not
+// each worker's: while busy, each of W workers waits as long as its batch
+// takes at BusyRate/W (W3).
+func TestDeliveryPaceIsShared(t *testing.T) {
+	t.Parallel()
+	sub := subscription(t, "https://a.example/ok", time.Time{})
+	q := &queueSpy{subs: []domain.WebhookSubscription{sub, sub}}
+	// Two workers, two deliveries a claim, four a second: each worker
+	// claims once a second.
+	cfg := application.DeliveryConfig{Workers: 2, Batch: 2, BusyRate: 4, BusyAt: 8}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { deliverer(t, q, answers{"https://a.example/ok": 204}, load(8), cfg).Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	start := time.Now()
+	for q.claimed() < 2 {
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("the two workers did not claim within 5 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if c := q.claimed(); c != 2 {
+		t.Fatalf("%d claims within 500 ms; want the two workers' first, then a 1 s pause", c)
+	}
+	for q.claimed() < 3 {
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("no claim after the pause within 5 s; want one after 1 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
