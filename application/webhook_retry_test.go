@@ -379,3 +379,35 @@ func TestDeliveryPaceIsShared(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestDeliveryClaimsAgainAfterAFullBatch: a worker whose claim came back
+// full claims again at once, one whose claim was short waits Poll; and a
+// replica is busy from 8 requests in flight unless BusyAt says otherwise.
+func TestDeliveryClaimsAgainAfterAFullBatch(t *testing.T) {
+	t.Parallel()
+	sub := subscription(t, "https://a.example/ok", time.Time{})
+	run := func(subs int, l application.RequestLoad, cfg application.DeliveryConfig, wait time.Duration) int {
+		q := &queueSpy{subs: make([]domain.WebhookSubscription, subs)}
+		for i := range q.subs {
+			q.subs[i] = sub
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { deliverer(t, q, answers{"https://a.example/ok": 204}, l, cfg).Run(ctx); close(done) }()
+		time.Sleep(wait)
+		cancel()
+		<-done
+		return q.claimed()
+	}
+	// A long Poll: any wait for it would hold the worker past the test.
+	cfg := application.DeliveryConfig{Workers: 1, Batch: 2, Poll: time.Hour, BusyRate: 1}
+	if c := run(2, load(7), cfg, time.Second); c < 5 {
+		t.Errorf("full batches, 7 in flight: %d claims in 1 s; want one after another", c)
+	}
+	if c := run(1, load(0), cfg, 300*time.Millisecond); c != 1 {
+		t.Errorf("a short batch: %d claims in 300 ms; want one, then Poll", c)
+	}
+	if c := run(2, load(8), cfg, 300*time.Millisecond); c != 1 {
+		t.Errorf("full batches, 8 in flight: %d claims in 300 ms; want one, then a 2 s pause", c)
+	}
+}
