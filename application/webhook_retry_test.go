@@ -404,6 +404,11 @@ func TestDeliveryClaimsAgainAfterAFullBatch(t *testing.T) {
 	if c := run(2, load(7), cfg, time.Second); c < 5 {
 		t.Errorf("full batches, 7 in flight: %d claims in 1 s; want one after another", c)
 	}
+	// Many short requests, 6 on average since the worker's previous look
+	// (a served time that has been growing for an hour), are not busy.
+	if c := run(2, steady{time.Now().Add(-time.Hour), 6}, cfg, time.Second); c < 5 {
+		t.Errorf("full batches, 6 on average: %d claims in 1 s; want one after another", c)
+	}
 	if c := run(1, load(0), cfg, 300*time.Millisecond); c != 1 {
 		t.Errorf("a short batch: %d claims in 300 ms; want one, then Poll", c)
 	}
