@@ -1,9 +1,9 @@
 package architecture
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -22,24 +22,7 @@ var foreignCitation = regexp.MustCompile(`(?i)\bissues?\s*#?\d+\b|\btask\s*#\d+\
 func citations(t *testing.T, root string) []string {
 	t.Helper()
 	var found []string
-	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if e.IsDir() {
-			if name := e.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	eachGoFile(t, root, true, parser.ParseComments|parser.SkipObjectResolution, func(path string, fset *token.FileSet, f *ast.File) {
 		for _, g := range f.Comments {
 			for _, c := range g.List {
 				for i, line := range strings.Split(c.Text, "\n") {
@@ -50,11 +33,7 @@ func citations(t *testing.T, root string) []string {
 				}
 			}
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return found
 }
 

@@ -32,30 +32,7 @@ func declarations(t *testing.T, root string) declared {
 		members:  map[string]map[string]bool{},
 		embeds:   map[string][]string{},
 	}
-	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if e.IsDir() {
-			if name := e.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		d.add(f)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eachGoFile(t, root, false, parser.SkipObjectResolution, func(_ string, _ *token.FileSet, f *ast.File) { d.add(f) })
 	return d
 }
 
@@ -289,5 +266,35 @@ func TestArchitectureNamesCatches(t *testing.T) {
 		if got := d.missing(span) != ""; got != stale {
 			t.Errorf("`%s`: stale %v, want %v (%s)", span, got, stale, d.missing(span))
 		}
+	}
+}
+
+// eachGoFile parses every Go file under root (test files too when tests),
+// skipping hidden, testdata and vendor folders, and hands each to fn.
+func eachGoFile(t *testing.T, root string, tests bool, mode parser.Mode, fn func(path string, fset *token.FileSet, f *ast.File)) {
+	t.Helper()
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() {
+			if name := e.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || !tests && strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, mode)
+		if err != nil {
+			return err
+		}
+		fn(path, fset, f)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
