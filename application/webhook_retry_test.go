@@ -354,9 +354,10 @@ func TestDeliveryPaceIsShared(t *testing.T) {
 	t.Parallel()
 	sub := subscription(t, "https://a.example/ok", time.Time{})
 	q := &queueSpy{subs: []domain.WebhookSubscription{sub, sub}}
-	// Two workers, two deliveries a claim, four a second: each worker
-	// claims once a second.
-	cfg := application.DeliveryConfig{Workers: 2, Batch: 2, BusyRate: 4, BusyAt: 8}
+	// Two workers, two deliveries a claim, one a second: each worker
+	// waits 4 s after its claim (2 s if each had the whole rate, which the
+	// check at 3 s tells apart with a second's margin either way).
+	cfg := application.DeliveryConfig{Workers: 2, Batch: 2, BusyRate: 1, BusyAt: 8}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { deliverer(t, q, answers{"https://a.example/ok": 204}, load(8), cfg).Run(ctx); close(done) }()
@@ -368,13 +369,13 @@ func TestDeliveryPaceIsShared(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(3 * time.Second)
 	if c := q.claimed(); c != 2 {
-		t.Fatalf("%d claims within 500 ms; want the two workers' first, then a 1 s pause", c)
+		t.Fatalf("%d claims within 3 s; want the two workers' first, then a 4 s pause", c)
 	}
 	for q.claimed() < 3 {
-		if time.Since(start) > 5*time.Second {
-			t.Fatal("no claim after the pause within 5 s; want one after 1 s")
+		if time.Since(start) > 15*time.Second {
+			t.Fatal("no claim after the pause within 15 s; want one after 4 s")
 		}
 		time.Sleep(time.Millisecond)
 	}
