@@ -1,11 +1,13 @@
 package application_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/ai-device/ota/adapters/local"
+	"github.com/ai-device/ota/adapters/memory"
 	"github.com/ai-device/ota/adapters/postgres"
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
@@ -77,5 +79,76 @@ func TestSignInExternalOnPostgres(t *testing.T) {
 	}
 	if _, err := a.SessionUser(ctx, "oidc-alice"); !errors.Is(err, domain.ErrUnauthorized) {
 		t.Fatalf("a removed SSO user's session: %v", err)
+	}
+}
+
+// failingAccounts is the in-memory accounts whose transactions fail.
+type failingAccounts struct {
+	*memory.Accounts
+	err error
+}
+
+func (f failingAccounts) InAccountTx(context.Context, func(ports.AccountTx) error) error {
+	return f.err
+}
+
+// The same rules over the in-memory accounts, without a database: who the
+// provider vouched for, with which role, and never over a password
+// account or past a store that failed.
+func TestSignInExternal(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	clock := &fixedClock{now: time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)}
+	store := memory.NewAccounts(memory.NewStore())
+	a, err := application.NewAccounts(store, clock, local.NewUUIDs(), rootSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signIn := func(sub string, roles []string, def domain.Role) (domain.Principal, error) {
+		return a.SignInExternal(ctx, ports.ExternalIdentity{Subject: sub, Roles: roles, DefaultRole: def})
+	}
+
+	if _, err := signIn("", []string{"admin"}, ""); !errors.Is(err, domain.ErrUnauthorized) {
+		t.Errorf("no subject: %v, want ErrUnauthorized", err)
+	}
+	p, err := signIn("alice", []string{"rollout_manager"}, domain.RoleViewer)
+	if name, _ := p.Username(); err != nil || name != "oidc-alice" || !p.Can(domain.PermRolloutsWrite) || p.Can(domain.PermFirmwareWrite) {
+		t.Fatalf("a claimed role with a default: %v %v, want the claimed role", p, err)
+	}
+	if s, err := a.SessionUser(ctx, "oidc-alice"); err != nil || !s.Can(domain.PermRolloutsWrite) {
+		t.Fatalf("the provisioned account: %v %v", s, err)
+	}
+	if _, err := signIn("bob", []string{"wizard"}, ""); !errors.Is(err, domain.ErrForbidden) {
+		t.Errorf("no valid role, no default: %v, want ErrForbidden", err)
+	}
+	if _, err := a.SessionUser(ctx, "oidc-bob"); !errors.Is(err, domain.ErrUnauthorized) {
+		t.Errorf("a refused user was provisioned: %v", err)
+	}
+	if p, err := signIn("bob", []string{"wizard"}, domain.RoleReleaser); err != nil || !p.Can(domain.PermFirmwareWrite) || p.Can(domain.PermUsersWrite) {
+		t.Errorf("default role: %v %v", p, err)
+	}
+
+	if _, err := signIn("erin", nil, "wizard"); err == nil {
+		t.Error("signed in with a default role that is none")
+	}
+	if _, err := a.SessionUser(ctx, "oidc-erin"); !errors.Is(err, domain.ErrUnauthorized) {
+		t.Errorf("a user with no valid role was provisioned: %v", err)
+	}
+
+	if err := store.InsertUser(ctx, domain.RehydrateUser("oidc-carol", domain.RoleViewer, "a-hash", clock.now)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := signIn("carol", []string{"admin"}, ""); !errors.Is(err, domain.ErrForbidden) {
+		t.Errorf("SSO over a password account: %v, want ErrForbidden", err)
+	}
+
+	boom := errors.New("boom")
+	down, err := application.NewAccounts(failingAccounts{Accounts: store, err: boom}, clock, local.NewUUIDs(), rootSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := down.SignInExternal(ctx, ports.ExternalIdentity{Subject: "dave", Roles: []string{"admin"}}); !errors.Is(err, boom) ||
+		errors.Is(err, domain.ErrForbidden) || p.Can(domain.PermRead) {
+		t.Errorf("a failing store: %v %v", p, err)
 	}
 }
