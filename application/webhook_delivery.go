@@ -45,6 +45,10 @@ type RequestLoad interface {
 	// growth over an interval, divided by the interval, is how many were
 	// in flight on average, which a snapshot of InFlight can miss.
 	Served() time.Duration
+	// Finished is the number of requests finished so far: its growth over
+	// an interval is the replica's request rate, which the pace of a busy
+	// replica's deliveries follows.
+	Finished() int64
 }
 
 // WebhookPoster posts a delivery's body with its headers to url and says
@@ -64,12 +68,19 @@ type DeliveryConfig struct {
 	DisableAfter time.Duration // a subscription failing this long is disabled (OTA_WEBHOOK_DISABLE_AFTER, default 24h)
 	FirstRetry   time.Duration // the backoff's base (default 5s), doubled per attempt
 	MaxRetry     time.Duration // the backoff's cap (default 1h)
-	// BusyRate bounds the deliveries per second of this replica while it
-	// is busy (BusyAt requests or more in flight, now or on average since
-	// a worker's last batch), so that a backlog draining does not slow the
-	// check path (OTA_WEBHOOK_BUSY_RATE, default 100; negative: never paced).
-	BusyRate float64
-	BusyAt   int // requests in flight from which the replica is busy (default 8)
+	// BusyEvery and BusyRate pace this replica's deliveries while it is
+	// busy (BusyAt requests or more in flight, now or on average since a
+	// worker's last batch): one delivery per BusyEvery requests it served
+	// meanwhile, and never fewer than BusyRate a second. A delivery costs
+	// a few checks' work wherever it runs, so a share of the requests
+	// bounds the check path's slowdown on a small machine and a large one
+	// alike, where a fixed rate is too costly on the one and too slow on
+	// the other; the floor keeps a backlog moving behind slow requests
+	// (OTA_WEBHOOK_BUSY_EVERY, default 100; OTA_WEBHOOK_BUSY_RATE, default
+	// 10, negative: never paced).
+	BusyEvery int
+	BusyRate  float64
+	BusyAt    int // requests in flight from which the replica is busy (default 8)
 }
 
 func (c DeliveryConfig) withDefaults() DeliveryConfig {
@@ -90,7 +101,10 @@ func (c DeliveryConfig) withDefaults() DeliveryConfig {
 	c.RetryFor, c.DisableAfter = or(c.RetryFor, 24*time.Hour), or(c.DisableAfter, 24*time.Hour)
 	c.FirstRetry, c.MaxRetry = or(c.FirstRetry, 5*time.Second), or(c.MaxRetry, time.Hour)
 	if c.BusyRate == 0 {
-		c.BusyRate = 100
+		c.BusyRate = 10
+	}
+	if c.BusyEvery <= 0 {
+		c.BusyEvery = 100
 	}
 	if c.BusyAt <= 0 {
 		c.BusyAt = 8
@@ -131,7 +145,7 @@ func (d *WebhookDeliverer) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for range max(d.cfg.Workers, 0) {
 		wg.Go(func() {
-			last := loadSample{time.Now(), d.load.Served()}
+			last := loadSample{time.Now(), d.load.Served(), d.load.Finished()}
 			for ctx.Err() == nil {
 				n, err := d.Once(ctx)
 				if err != nil && ctx.Err() == nil {
@@ -156,24 +170,28 @@ func (d *WebhookDeliverer) Run(ctx context.Context) {
 
 // loadSample is the request load a worker saw after its previous batch.
 type loadSample struct {
-	at     time.Time
-	served time.Duration
+	at       time.Time
+	served   time.Duration
+	finished int64
 }
 
 // pause is how long a worker that just attempted n deliveries waits before
 // its next claim: none while the replica is not busy; while it is, as
-// long as n deliveries take at BusyRate shared by the workers, so that
-// they go on (no backlog starves) at a pace the check path hardly feels.
-// Busy is BusyAt requests in flight now or on average since last: wall
-// time, not the clock port, as it measures this process's real load.
+// long as n deliveries take at the busy pace shared by the workers (one
+// per BusyEvery requests served since last, at least BusyRate a second),
+// so that they go on (no backlog starves) at a cost the check path hardly
+// feels. Busy is BusyAt requests in flight now or on average since last:
+// wall time, not the clock port, as it measures this process's real load.
 func (d *WebhookDeliverer) pause(n int, last *loadSample) time.Duration {
-	now, served := time.Now(), d.load.Served()
-	average := float64(served-last.served) / float64(max(now.Sub(last.at), 1))
-	*last = loadSample{now, served}
+	now, served, finished := time.Now(), d.load.Served(), d.load.Finished()
+	elapsed := max(now.Sub(last.at), 1)
+	average := float64(served-last.served) / float64(elapsed)
+	rate := max(d.cfg.BusyRate, float64(finished-last.finished)/float64(d.cfg.BusyEvery)/elapsed.Seconds())
+	*last = loadSample{now, served, finished}
 	if n == 0 || d.cfg.BusyRate < 0 || d.load.InFlight() < d.cfg.BusyAt && average < float64(d.cfg.BusyAt) {
 		return 0
 	}
-	return time.Duration(float64(n*max(d.cfg.Workers, 1)) / d.cfg.BusyRate * float64(time.Second))
+	return time.Duration(float64(n*max(d.cfg.Workers, 1)) / rate * float64(time.Second))
 }
 
 // Once claims one batch of due deliveries and attempts each, and says how

@@ -74,6 +74,8 @@ func (l load) InFlight() int { return int(l) }
 
 func (load) Served() time.Duration { return 0 }
 
+func (load) Finished() int64 { return 0 }
+
 // steady is a replica serving many short requests: none in flight at any
 // look, but on average n, its served time growing n times as fast as the
 // wall clock.
@@ -85,6 +87,22 @@ type steady struct {
 func (steady) InFlight() int { return 0 }
 
 func (s steady) Served() time.Duration { return time.Since(s.start) * time.Duration(s.n) }
+
+func (steady) Finished() int64 { return 0 }
+
+// serving is a replica with inFlight requests in flight at every look,
+// finishing perSecond requests a second.
+type serving struct {
+	start     time.Time
+	inFlight  int
+	perSecond float64
+}
+
+func (s serving) InFlight() int { return s.inFlight }
+
+func (serving) Served() time.Duration { return 0 }
+
+func (s serving) Finished() int64 { return int64(time.Since(s.start).Seconds() * s.perSecond) }
 
 func subscription(t *testing.T, url string, failingSince time.Time) domain.WebhookSubscription {
 	t.Helper()
@@ -172,4 +190,44 @@ func TestDeliveryYieldsToABusyReplica(t *testing.T) {
 	off := cfg
 	off.BusyRate = -1
 	waitClaims(run(load(100), off), 5)
+}
+
+// TestBusyPaceIsAShareOfTheRequests: a busy replica makes one delivery per
+// BusyEvery requests it serves, and never fewer than BusyRate a second
+// (W3): a replica serving 4,000 requests a second with one delivery per
+// 1,000 delivers 4 a second (two deliveries, then 0.5 s); one serving 400
+// a second, 0.4, below the floor of 1 (two, then 2 s rather than 5).
+func TestBusyPaceIsAShareOfTheRequests(t *testing.T) {
+	t.Parallel()
+	sub := subscription(t, "https://a.example/ok", time.Time{})
+	cfg := application.DeliveryConfig{Workers: 1, Batch: 2, BusyRate: 1, BusyEvery: 1000, BusyAt: 8}
+	// From the second claim to the third: the first pause follows the
+	// requests served during one batch, too short a look to count them.
+	between := func(perSecond float64) time.Duration {
+		q := &queueSpy{subs: []domain.WebhookSubscription{sub, sub}}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			deliverer(t, q, answers{"https://a.example/ok": 204}, serving{time.Now(), 8, perSecond}, cfg).Run(ctx)
+			close(done)
+		}()
+		defer func() { cancel(); <-done }()
+		var from time.Time
+		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			switch c := q.claimed(); {
+			case c >= 3:
+				return time.Since(from)
+			case c == 2 && from.IsZero():
+				from = time.Now()
+			}
+		}
+		t.Fatalf("at %v requests/s: no third claim within 15 s", perSecond)
+		return 0
+	}
+	if d := between(4000); d < 200*time.Millisecond || d > 1500*time.Millisecond {
+		t.Errorf("at 4,000 requests/s, one delivery per 1,000: %v between claims; want about 0.5 s", d)
+	}
+	if d := between(400); d < 1500*time.Millisecond || d > 3500*time.Millisecond {
+		t.Errorf("at 400 requests/s, below the floor of 1/s: %v between claims; want about 2 s", d)
+	}
 }

@@ -20,7 +20,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		cfg.RedisURL != bootstrap.DefaultRedisURL || cfg.LockMajority != 1 || !cfg.Migrate ||
 		cfg.LastSeenResolution != bootstrap.DefaultLastSeenResolution ||
 		cfg.ConsoleSessionKey != "" || cfg.SignInRate != 0.1 || cfg.SignInBurst != 10 ||
-		cfg.Webhooks != (bootstrap.WebhookSettings{Workers: 4, RetryFor: 24 * time.Hour, DisableAfter: 24 * time.Hour, BusyRate: 100}) {
+		cfg.Webhooks != (bootstrap.WebhookSettings{Workers: 4, RetryFor: 24 * time.Hour, DisableAfter: 24 * time.Hour, BusyEvery: 100, BusyRate: 10}) {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 }
@@ -47,6 +47,7 @@ func TestLoadConfigRefusesBadValuesNamingTheVariable(t *testing.T) {
 		"OTA_CONSOLE_SIGNIN_RATE_BURST":  {"OTA_CONSOLE_SIGNIN_RATE_BURST": "0"},
 		"OTA_WEBHOOK_WORKERS":            {"OTA_WEBHOOK_WORKERS": "-1"},
 		"OTA_WEBHOOK_BUSY_RATE":          {"OTA_WEBHOOK_BUSY_RATE": "fast"},
+		"OTA_WEBHOOK_BUSY_EVERY":         {"OTA_WEBHOOK_BUSY_EVERY": "0"},
 		"OTA_WEBHOOK_RETRY_FOR":          {"OTA_WEBHOOK_RETRY_FOR": "10s"},
 		"OTA_WEBHOOK_DISABLE_AFTER":      {"OTA_WEBHOOK_DISABLE_AFTER": "forever"},
 		"OTA_WEBHOOK_ALLOW_PRIVATE":      {"OTA_WEBHOOK_ALLOW_PRIVATE": "perhaps"},
@@ -115,8 +116,8 @@ func TestWebhookDeliveryConfigOffIsOff(t *testing.T) {
 	if d := bootstrap.WebhookDeliveryConfigFrom(cfg); d.Workers >= 0 || d.BusyRate >= 0 {
 		t.Fatalf("0 and 0: %+v; want both negative (off)", d)
 	}
-	cfg.Webhooks.Workers, cfg.Webhooks.BusyRate = 3, 250
-	if d := bootstrap.WebhookDeliveryConfigFrom(cfg); d.Workers != 3 || d.BusyRate != 250 {
-		t.Fatalf("3 and 250: %+v", d)
+	cfg.Webhooks.Workers, cfg.Webhooks.BusyRate, cfg.Webhooks.BusyEvery = 3, 250, 40
+	if d := bootstrap.WebhookDeliveryConfigFrom(cfg); d.Workers != 3 || d.BusyRate != 250 || d.BusyEvery != 40 {
+		t.Fatalf("3, 250 and 40: %+v", d)
 	}
 }

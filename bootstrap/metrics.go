@@ -36,6 +36,9 @@ type Metrics struct {
 	// served sums the durations of finished requests (nanoseconds), so
 	// that the delivery can tell the average load between two looks.
 	served atomic.Int64
+	// finished counts the finished requests: the rate a busy replica's
+	// webhook deliveries are a share of.
+	finished atomic.Int64
 }
 
 // requestLabels is one label set of ota_http_request_duration_seconds.
@@ -67,7 +70,7 @@ func NewMetrics() *Metrics {
 		}, []string{"method", "route", "code"}),
 	}
 	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ota_http_requests_in_flight",
-		Help: "HTTP requests being served; webhook delivery slows to OTA_WEBHOOK_BUSY_RATE while there are 8 or more."},
+		Help: "HTTP requests being served; webhook delivery slows to one per OTA_WEBHOOK_BUSY_EVERY requests while there are 8 or more."},
 		func() float64 { return float64(m.inFlight.Load()) })
 	m.registry.MustRegister(m.checks, m.lockWait, m.lockFailures, m.transitions, m.requests, inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -105,11 +108,15 @@ func (m *Metrics) InFlight() int { return int(m.inFlight.Load()) }
 // Served is the time spent serving the requests finished so far.
 func (m *Metrics) Served() time.Duration { return time.Duration(m.served.Load()) }
 
+// Finished is the number of requests finished so far.
+func (m *Metrics) Finished() int64 { return m.finished.Load() }
+
 // ObserveRequest records one HTTP request's duration; it is no longer in
 // flight.
 func (m *Metrics) ObserveRequest(method, route string, code int, d time.Duration) {
 	m.inFlight.Add(-1)
 	m.served.Add(int64(d))
+	m.finished.Add(1)
 	key := requestLabels{method, route, code}
 	o, ok := m.observers.Load(key)
 	if !ok {

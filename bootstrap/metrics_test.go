@@ -102,9 +102,15 @@ func TestInFlightCountsRequestsBeingServed(t *testing.T) {
 	if s := m.Served(); s <= 0 {
 		t.Fatalf("served %v after three requests; want their time", s)
 	}
+	if n := m.Finished(); n != 3 {
+		t.Fatalf("%d finished after three requests; want 3", n)
+	}
 	before := m.Served()
 	m.ObserveRequest(http.MethodGet, "/x", 200, time.Second)
 	if got := m.Served() - before; got != time.Second {
 		t.Fatalf("a request of 1 s added %v to the time served", got)
+	}
+	if n := m.Finished(); n != 4 {
+		t.Fatalf("%d finished after a fourth request; want 4", n)
 	}
 }

@@ -23,8 +23,11 @@ type WebhookSettings struct {
 	// DisableAfter is how long a subscription's deliveries may keep
 	// failing before it is disabled (OTA_WEBHOOK_DISABLE_AFTER).
 	DisableAfter time.Duration
-	// BusyRate bounds a replica's deliveries per second while it is busy
-	// serving requests (OTA_WEBHOOK_BUSY_RATE; 0: never paced).
+	// BusyEvery paces a replica's deliveries while it is busy serving
+	// requests: one per this many requests served (OTA_WEBHOOK_BUSY_EVERY).
+	BusyEvery int
+	// BusyRate is the fewest deliveries per second a busy replica makes
+	// (OTA_WEBHOOK_BUSY_RATE; 0: never paced).
 	BusyRate int
 	// AllowPrivate lets deliveries reach loopback, private and link-local
 	// addresses (OTA_WEBHOOK_ALLOW_PRIVATE).
@@ -36,7 +39,8 @@ func loadWebhookConfig(cfg *Config, get func(name, def string) string, bad func(
 	cfg.Webhooks.Workers = whole("OTA_WEBHOOK_WORKERS", "4", 0, 256)
 	cfg.Webhooks.RetryFor = duration("OTA_WEBHOOK_RETRY_FOR", "24h", time.Minute, 30*24*time.Hour)
 	cfg.Webhooks.DisableAfter = duration("OTA_WEBHOOK_DISABLE_AFTER", "24h", time.Minute, 30*24*time.Hour)
-	cfg.Webhooks.BusyRate = whole("OTA_WEBHOOK_BUSY_RATE", "100", 0, 1_000_000)
+	cfg.Webhooks.BusyEvery = whole("OTA_WEBHOOK_BUSY_EVERY", "100", 1, 1_000_000)
+	cfg.Webhooks.BusyRate = whole("OTA_WEBHOOK_BUSY_RATE", "10", 0, 1_000_000)
 	raw := get("OTA_WEBHOOK_ALLOW_PRIVATE", "false")
 	allow, err := strconv.ParseBool(raw)
 	if err != nil {
@@ -64,7 +68,7 @@ func WebhookDeliveryConfigFrom(cfg Config) application.DeliveryConfig {
 		return n
 	}
 	return application.DeliveryConfig{Workers: off(cfg.Webhooks.Workers), RetryFor: cfg.Webhooks.RetryFor,
-		DisableAfter: cfg.Webhooks.DisableAfter, BusyRate: float64(off(cfg.Webhooks.BusyRate))}
+		DisableAfter: cfg.Webhooks.DisableAfter, BusyEvery: cfg.Webhooks.BusyEvery, BusyRate: float64(off(cfg.Webhooks.BusyRate))}
 }
 
 // WebhookPosterFrom is the outbound HTTP client of deliveries.

@@ -116,6 +116,8 @@ func (quiet) InFlight() int { return 0 }
 
 func (quiet) Served() time.Duration { return 0 }
 
+func (quiet) Finished() int64 { return 0 }
+
 // deliverer is a worker on r's store posting through the real client.
 func (r *rig) deliverer(t *testing.T, allowPrivate bool, cfg application.DeliveryConfig) *application.WebhookDeliverer {
 	d, err := application.NewWebhookDeliverer(r.store.hooks, webhookhttp.NewPoster(webhookhttp.Config{AllowPrivate: allowPrivate}),
