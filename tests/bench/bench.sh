@@ -27,11 +27,14 @@
 # backlog of BENCH_DELIVERY_BACKLOG events written as the outbox's
 # fan-out writes them (one event row, one due delivery row each), and
 #   drain:  the backlog delivered with nothing else running (events/s)
-#   beside: for no update and reuse, BENCH_RUNS pairs of the same wrk +
-#           pgbench run, each after a fresh backlog is written: due a day
-#           later (idle: nothing delivered), or due now (busy: delivered
-#           meanwhile), so that both pay alike for writing it
-#           (interleaved; medians compared)
+#   beside: for no update and reuse, BENCH_RUNS runs of the same wrk
+#           (alone: pgbench beside it takes a share of the CPU that
+#           varies by a third from run to run, far more than the
+#           deliveries cost; BENCH_DELIVERY_PGBENCH=1 runs it too), each
+#           after a fresh backlog is written: due a day later (idle:
+#           nothing delivered), or due now (busy: delivered meanwhile), so
+#           that both pay alike for writing it (interleaved; medians
+#           compared)
 #
 # The seeded database is kept and reused while its row counts are right, so
 # only the first run pays for seeding. Missing tools (wrk, pgbench, jq) are
@@ -62,6 +65,7 @@
 #   BENCH_OTAD, BENCH_LOADSIM  use these binaries instead of building
 #   BENCH_DELIVERY [1]        0 skips the webhook delivery runs
 #   BENCH_DELIVERY_BACKLOG [60000]  events in each delivery backlog
+#   BENCH_DELIVERY_PGBENCH [0]  1 runs pgbench beside wrk in the delivery runs
 # Any OTA_* variable set by the caller (OTA_DB_MAX_CONNS, say) reaches otad,
 # except the few fixed above.
 set -euo pipefail
@@ -94,6 +98,8 @@ OPEN_CONC=${BENCH_OPEN_CONCURRENCY:-256}
 CLEANUP=${BENCH_CLEANUP:-0}
 DELIVERY=${BENCH_DELIVERY:-1}
 BACKLOG=${BENCH_DELIVERY_BACKLOG:-60000}
+DELIVERY_ALONE=alone
+[[ ${BENCH_DELIVERY_PGBENCH:-0} != 1 ]] || DELIVERY_ALONE=
 INSTALL=${BENCH_INSTALL:-1}
 SECRET=ota-load-simulator # the load simulator's default token key
 ADMIN_TOKEN=bench-admin-token-0123456789
@@ -284,15 +290,20 @@ done
 otad_usage() { echo "$(awk '{ print $14 + $15 }' "/proc/$OTAD_PID/stat") $(awk '/^syscw:/ { print $2 }' "/proc/$OTAD_PID/io")"; }
 TICK=$(getconf CLK_TCK)
 
-pair() { # scenario run offset seconds → one result line
-  local sc=$1 run=$2 off=$3 secs=$4 w=$WORK/wrk-$1-$2.txt p=$WORK/pgbench-$1-$2.txt
-  local cpu0 wr0 cpu1 wr1
+pair() { # scenario run offset seconds [alone] → one result line (alone: wrk without pgbench, tps 0)
+  local sc=$1 run=$2 off=$3 secs=$4 alone=${5:-} w=$WORK/wrk-$1-$2.txt p=$WORK/pgbench-$1-$2.txt
+  local cpu0 wr0 cpu1 wr1 pg
   read -r cpu0 wr0 <<<"$(otad_usage)"
-  pgbench -n "${PGB_SCRIPT[$sc]}" -c "$PGB_CLIENTS" -j "$PGB_JOBS" -T "$secs" "$PGB_URL" >"$p" 2>&1 &
-  local pg=$!
+  if [[ -n $alone ]]; then
+    echo "tps = 0" >"$p"
+    pg=
+  else
+    pgbench -n "${PGB_SCRIPT[$sc]}" -c "$PGB_CLIENTS" -j "$PGB_JOBS" -T "$secs" "$PGB_URL" >"$p" 2>&1 &
+    pg=$!
+  fi
   wrk -t"$THREADS" -c"$CONNS" -d"${secs}s" --latency -s "$here/check.lua" "$BASE" \
     -- "$WORK/tokens-$DB-${MODEL[$sc]}.txt" "${MODEL[$sc]}" "$off" "$THREADS" >"$w" 2>&1 || { cat "$w" >&2; die "wrk failed"; }
-  wait "$pg" || { cat "$p" >&2; die "pgbench failed"; }
+  [[ -z $pg ]] || wait "$pg" || { cat "$p" >&2; die "pgbench failed"; }
   read -r cpu1 wr1 <<<"$(otad_usage)"
   local rps tps non2xx repeats p99 errs reqs cpu wr
   reqs=$(awk '/ requests in / { print $1 }' "$w")
@@ -431,7 +442,7 @@ EOF
         # The deliveries made while the pair runs, counted from a tenth of
         # its time after its start to a tenth before its end: before the
         # load arrives the replica is idle and delivers at full speed.
-        pair "$sc" "$mode-$run" $((k * ${FLEET[${MODEL[$sc]}]} / (4 * RUNS))) "$DURATION" >"$WORK/pair.out" &
+        pair "$sc" "$mode-$run" $((k * ${FLEET[${MODEL[$sc]}]} / (4 * RUNS))) "$DURATION" "$DELIVERY_ALONE" >"$WORK/pair.out" &
         pair_pid=$!
         sleep "$(awk -v d="$DURATION" 'BEGIN { print d / 10 }')"
         d0=$(delivered) t0=$EPOCHREALTIME
@@ -490,7 +501,7 @@ cpu=$(lscpu 2>/dev/null | awk -F: '/Model name/ { gsub(/^ +/, "", $2); print $2;
   if [[ $DELIVERY == 1 ]]; then
     echo
     echo "Webhook delivery (OTA_WEBHOOK_WORKERS=${OTA_WEBHOOK_WORKERS:-4}) to nginx answering 204 on loopback: a backlog of $BACKLOG task.succeeded events delivered alone in $DRAIN_S s, **$DRAIN_EPS events/s**."
-    echo "The same wrk + pgbench pair after a fresh backlog is written, due a day later (idle) or due now and delivered meanwhile (busy), interleaved; medians of $RUNS:"
+    echo "The same $([[ -n $DELIVERY_ALONE ]] && echo "wrk alone" || echo "wrk + pgbench pair") after a fresh backlog is written, due a day later (idle) or due now and delivered meanwhile (busy), interleaved; medians of $RUNS:"
     echo
     echo "| scenario | checks/s idle | checks/s busy | busy ÷ idle | pgbench tps idle | busy | events delivered/s beside | target (≥ 0.9) |"
     echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
