@@ -507,8 +507,10 @@ cpu=$(lscpu 2>/dev/null | awk -F: '/Model name/ { gsub(/^ +/, "", $2); print $2;
     echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
     for sc in "${OPEN_SCENARIOS[@]}"; do
       q=$(awk -v a="$(med "${BUSY_RPS[$sc]}")" -v b="$(med "${IDLE_RPS[$sc]}")" 'BEGIN { printf "%.3f", a / b }')
-      printf '| %s | %.0f | %.0f | **%s** | %.0f | %.0f | %s | %s |\n' "$sc" "$(med "${IDLE_RPS[$sc]}")" "$(med "${BUSY_RPS[$sc]}")" "$q" \
-        "$(med "${IDLE_TPS[$sc]}")" "$(med "${BUSY_TPS[$sc]}")" "$(med "${BUSY_EPS[$sc]}")" "$(awk -v q="$q" 'BEGIN { print (q >= 0.9 ? "yes" : "no") }')"
+      tps_idle=— tps_busy=—
+      [[ -n $DELIVERY_ALONE ]] || tps_idle=$(printf '%.0f' "$(med "${IDLE_TPS[$sc]}")") tps_busy=$(printf '%.0f' "$(med "${BUSY_TPS[$sc]}")")
+      printf '| %s | %.0f | %.0f | **%s** | %s | %s | %s | %s |\n' "$sc" "$(med "${IDLE_RPS[$sc]}")" "$(med "${BUSY_RPS[$sc]}")" "$q" \
+        "$tps_idle" "$tps_busy" "$(med "${BUSY_EPS[$sc]}")" "$(awk -v q="$q" 'BEGIN { print (q >= 0.9 ? "yes" : "no") }')"
     done
   fi
   echo
