@@ -462,7 +462,8 @@ EOF
           BUSY_EPS[$sc]+="$(awk -v d=$((d1 - d0)) -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", d / (b - a) }') "
           clear_outbox
         fi
-        note "$sc $mode run $run: $(printf '%.0f' "$rps") checks/s, pgbench $(printf '%.0f' "$tps") tps, delivered $((d1 - d0))"
+        pgb=; [[ -n $DELIVERY_ALONE ]] || pgb=", pgbench $(printf '%.0f' "$tps") tps"
+        note "$sc $mode run $run: $(printf '%.0f' "$rps") checks/s$pgb, delivered $((d1 - d0))"
       done
     done
   done
