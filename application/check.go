@@ -23,17 +23,24 @@ type CheckStore interface {
 	// TaskTransactor is the transaction ReplaceActive, next to the
 	// check, replaces the device's active task in.
 	TaskTransactor
-	// InsertIfUnchanged inserts t in one statement, its own transaction,
-	// only if what a plan made on an earlier read depends on still holds
-	// as that statement sees it: t's device has no active task (neither
-	// in its snapshot nor at its insert) and no task at all in t's
-	// rollout, its failed tasks of t's firmware number failed, and t's
-	// firmware and rollout (of that firmware) have the statuses of seen's,
-	// the rollout unchanged since (its updated_at: t joined the stage seen
-	// gives) — read FOR SHARE, so that a revoke or pause in progress is
-	// waited for and wins. With t it adds counts to the rollout's
-	// counters. It compares, it does not judge: created false means
-	// nothing was stored, whichever guard failed, and the full
+}
+
+// UnchangedInserter is a store's creation in one statement, its own
+// transaction, which a CheckStore may also be: a creation is then two round
+// trips (the check view and this) instead of the check view and a whole
+// transaction. A store with no round trips to save (memory) has none, and
+// its creations all go through ReplaceActive, which decides the same.
+type UnchangedInserter interface {
+	// InsertIfUnchanged inserts t only if what a plan made on an earlier
+	// read depends on still holds as the statement sees it: t's device
+	// has no active task (neither in its snapshot nor at its insert) and
+	// no task at all in t's rollout, its failed tasks of t's firmware
+	// number failed, and t's firmware and rollout (of that firmware) have
+	// the statuses of seen's, the rollout unchanged since (its updated_at:
+	// t joined the stage seen gives) — read FOR SHARE, so that a revoke or
+	// pause in progress is waited for and wins. With t it adds counts to
+	// the rollout's counters. It compares, it does not judge: created
+	// false means nothing was stored, whichever guard failed, and the full
 	// transaction (ReplaceActive) decides.
 	InsertIfUnchanged(ctx context.Context, t domain.Task, seen domain.Offer, failed int, counts []domain.CountChange) (stored domain.Task, created bool, err error)
 }
@@ -44,6 +51,7 @@ type Checks struct {
 	firmwares ports.FirmwareRepository
 	rollouts  ports.RolloutRepository
 	tasks     CheckStore
+	unchanged UnchangedInserter // the store's creation in one statement; nil if it has none
 	locker    ports.Locker
 	clock     ports.Clock
 	ids       ports.IDGenerator
@@ -62,7 +70,9 @@ type Checks struct {
 // (possibly written behind), rollouts offers what to install, tasks holds
 // the device's tasks, locker serialises creation per device and firmware,
 // firmwares describes tasks whose firmware is not on offer any more, attrs
-// stores the attributes devices report with their polls.
+// stores the attributes devices report with their polls. When tasks is an
+// UnchangedInserter too, a creation with nothing to end tries its one
+// statement first.
 func NewChecks(devices ports.DeviceRepository, firmwares ports.FirmwareRepository, rollouts ports.RolloutRepository,
 	tasks CheckStore, locker ports.Locker, clock ports.Clock, ids ports.IDGenerator, metrics ports.Metrics,
 	limiter ports.RateLimiter, attrs ports.DeviceAttributes, poll PollInterval) (*Checks, error) {
@@ -72,7 +82,8 @@ func NewChecks(devices ports.DeviceRepository, firmwares ports.FirmwareRepositor
 	if poll <= 0 {
 		return nil, errors.New("application: poll interval must be positive")
 	}
-	return &Checks{devices: devices, firmwares: firmwares, rollouts: rollouts, tasks: tasks, locker: locker,
+	unchanged, _ := tasks.(UnchangedInserter)
+	return &Checks{devices: devices, firmwares: firmwares, rollouts: rollouts, tasks: tasks, unchanged: unchanged, locker: locker,
 		clock: clock, ids: ids, metrics: metrics, limiter: limiter, attrs: attrs, pollAfter: time.Duration(poll)}, nil
 }
 
@@ -287,7 +298,8 @@ func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current doma
 // create is the critical section of check rule 7: under the lock, plan
 // again on what the transaction sees, and reuse, keep or replace. seen,
 // when not nil, is the device's task state read before the lock, with no
-// active task: the short path (createUnchanged) is tried first.
+// active task: the short path (createUnchanged) is tried first, on a
+// store that has it.
 func (s *Checks) create(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, delivery domain.Delivery, offers []domain.Offer, offer domain.Offer, seen *ports.DeviceTasks) (ports.CheckResult, error) {
 	var res ports.CheckResult
 	err := s.locker.WithLock(ctx, dev.ID().String()+":"+offer.Firmware.ID().String(), func(ctx context.Context) error {
@@ -295,7 +307,7 @@ func (s *Checks) create(ctx context.Context, dev domain.Device, current domain.V
 			err  error
 			done bool
 		)
-		if seen != nil {
+		if seen != nil && s.unchanged != nil {
 			if res, done, err = s.createUnchanged(ctx, dev, current, facts, delivery, offers, *seen, offer.Firmware.ID()); err != nil || done {
 				return err
 			}
@@ -352,7 +364,7 @@ func (s *Checks) createUnchanged(ctx context.Context, dev domain.Device, current
 		return ports.CheckResult{}, false, err
 	}
 	t.JoinStage(plan.Offer.Rollout) // the statement stores t only if the rollout is still as read
-	stored, created, err := s.tasks.InsertIfUnchanged(ctx, t, plan.Offer, seen.Failed[locked.String()], firstCounts(t))
+	stored, created, err := s.unchanged.InsertIfUnchanged(ctx, t, plan.Offer, seen.Failed[locked.String()], firstCounts(t))
 	if err != nil || !created {
 		return ports.CheckResult{}, false, err
 	}

@@ -69,7 +69,7 @@ var errForeignDevice = errors.New("the new task belongs to another device")
 // lock anyway; for the others, and for progress events, the store spreads
 // a count over shard rows so that devices seldom queue on one.
 // A creation with no task to end, for a device with no task in the
-// rollout yet, may instead be one statement (CheckStore.InsertIfUnchanged,
+// rollout yet, may instead be one statement (UnchangedInserter.InsertIfUnchanged,
 // tried by Checks.createUnchanged): it reads the offer FOR SHARE, inserts,
 // and adds the new task to the counters, in this order.
 //

@@ -187,26 +187,6 @@ func (tx *taskTx) InsertUnlessActive(t domain.Task) (domain.Task, bool, error) {
 	return s.tasks[rec.ID], true, nil
 }
 
-func (r *Tasks) InsertIfUnchanged(ctx context.Context, t domain.Task, seen domain.Offer, failed int, counts []domain.CountChange) (out domain.Task, created bool, err error) {
-	err = r.InTaskTx(ctx, func(tx ports.TaskTx) error {
-		o, err := tx.Offer(t.FirmwareID(), t.RolloutID())
-		if err != nil || o.Firmware.Status() != seen.Firmware.Status() || o.Rollout.Status() != seen.Rollout.Status() ||
-			!o.Rollout.UpdatedAt().Equal(seen.Rollout.UpdatedAt()) || o.Rollout.FirmwareID() != o.Firmware.ID() ||
-			r.s.failed(t.DeviceID().String())[t.FirmwareID().String()] != failed {
-			return nil
-		}
-		if prior, err := tx.CountedTask(t.RolloutID(), t.DeviceID(), time.Time{}); err != nil || prior != nil {
-			return err
-		}
-		if out, created, err = tx.InsertUnlessActive(t); !created || err != nil {
-			out, created = domain.Task{}, false
-			return err
-		}
-		return tx.AddCounts(t.DeviceID(), counts)
-	})
-	return out, created, err
-}
-
 func (tx *taskTx) SetDeviceVersion(deviceID domain.DeviceID, v domain.Version, at time.Time) error {
 	d, err := found(tx.s.devices, deviceID.String())
 	if err != nil {
