@@ -65,6 +65,7 @@ var protocolCases = []struct {
 	{"DDIPollCancelsAPendingTaskItCannotDeliver", ddiPollCancelsAPendingTaskItCannotDeliver},
 	{"MenderAlreadyInstalledIsRecordedAsSuch", menderAlreadyInstalledIsRecordedAsSuch},
 	{"AdminReadsATaskStatusHistory", adminReadsATaskStatusHistory},
+	{"RevertedSuccessIsCaughtFromAnotherRollout", revertedSuccessIsCaughtFromAnotherRollout},
 }
 
 // protocolEnv is the application over one adapter's stores.
@@ -420,5 +421,39 @@ func adminReadsATaskStatusHistory(t *testing.T, e *protocolEnv) {
 	}
 	if _, err := e.admin.TaskEvents(e.ctx, domain.UUIDOf([16]byte{1})); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("history of an unknown task: %v, want ErrNotFound", err)
+	}
+}
+
+// A device that succeeded and then reports its old version reverted the
+// install (event rule 7), also when its firmware is offered again by
+// another rollout than the one it succeeded in: the check marks the
+// success failed (INSTALL_REVERTED) and hands out the next attempt, never
+// attempt 1 again. Only the check's transaction reads the success
+// (domain.CheckPlan.Recheck): a store's one-statement creation, which
+// finds no task of the device in the new rollout, must not be tried.
+func revertedSuccessIsCaughtFromAnotherRollout(t *testing.T, e *protocolEnv) {
+	dev := e.device("1.0.0")
+	fw := e.release("2.0.0")
+	first := e.restCheck(dev, "1.0.0")
+	if first == nil {
+		t.Fatal("no task for the release")
+	}
+	if _, err := e.devices.ReportEvent(e.ctx, dev, first.Task.ID(), ports.EventRequest{EventID: "done", Status: "succeeded"}); err != nil {
+		t.Fatalf("success: %v", err)
+	}
+	cancelled := domain.RolloutCancelled.String()
+	if _, err := e.admin.UpdateRollout(e.ctx, testActor, first.Task.RolloutID(), ports.RolloutChange{Status: &cancelled}); err != nil {
+		t.Fatalf("cancel the first rollout: %v", err)
+	}
+	second, err := e.admin.StartRollout(e.ctx, testActor, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: domain.RolloutSpec{Percentage: 100}})
+	if err != nil {
+		t.Fatalf("second rollout: %v", err)
+	}
+	next := e.restCheck(dev, "1.0.0") // the device fell back to the old slot
+	if got := e.task(first.Task.ID()); got.Status() != domain.TaskFailed || got.ErrorCode() != domain.CodeInstallReverted {
+		t.Errorf("the reverted success is %s (%q), want failed (%s)", got.Status(), got.ErrorCode(), domain.CodeInstallReverted)
+	}
+	if next == nil || next.Task.RolloutID() != second.ID() || next.Task.Attempt() != 2 {
+		t.Fatalf("after the revert the device got %+v, want attempt 2 in the second rollout %s", next, second.ID())
 	}
 }
