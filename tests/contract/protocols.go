@@ -456,4 +456,7 @@ func revertedSuccessIsCaughtFromAnotherRollout(t *testing.T, e *protocolEnv) {
 	if next == nil || next.Task.RolloutID() != second.ID() || next.Task.Attempt() != 2 {
 		t.Fatalf("after the revert the device got %+v, want attempt 2 in the second rollout %s", next, second.ID())
 	}
+	if d, err := e.devices.IdentifyDevice(e.ctx, dev); err != nil || d.Device.CurrentVersion().String() != "1.0.0" {
+		t.Errorf("after the revert the device runs %v (%v), want the version it reported, 1.0.0", d.Device.CurrentVersion(), err)
+	}
 }
