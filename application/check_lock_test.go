@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,6 +126,74 @@ func TestCheckWhosePlanMovedCreatesUnderTheNewFirmwaresLock(t *testing.T) {
 				if got, ok := locker.under[id]; !ok || got != want {
 					t.Errorf("task %s created under lock %q (held: %v), want %q", id, got, ok, want)
 				}
+			}
+		})
+	}
+}
+
+// heldLocker holds the first lock taken once it is armed until released:
+// the checks that plan the same creation meanwhile join its flight.
+type heldLocker struct {
+	inner   ports.Locker
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (l *heldLocker) WithLock(ctx context.Context, name string, fn func(context.Context) error) error {
+	return l.inner.WithLock(ctx, name, func(ctx context.Context) error {
+		if l.armed.Load() {
+			l.once.Do(func() { close(l.entered); <-l.release })
+		}
+		return fn(ctx)
+	})
+}
+
+// Concurrent checks of one device that plan the same creation share one
+// flight, and one task; exactly one of them reports the creation (or the
+// supersede), the others a reuse, so that counting outcomes counts tasks.
+func TestJoinedChecksReportOneCreation(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		pending bool // the device has a pending task of another firmware, which the creation supersedes
+		want    string
+	}{
+		{"created", false, ports.CheckCreated},
+		{"superseded", true, ports.CheckSuperseded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			gate := &heldLocker{inner: local.NewLocker(defaultWait, ports.NopLockMetrics{}), entered: make(chan struct{}), release: make(chan struct{})}
+			e := newEnv(t, gate)
+			d := e.device("1.0.0")
+			if tc.pending {
+				e.rollout(e.firmware("1.1.0"), 100)
+				e.check(d, "1.0.0")
+			}
+			e.rollout(e.firmware("1.2.0"), 100)
+			gate.armed.Store(true)
+			const callers = 8
+			results := make([]ports.CheckResult, callers)
+			errs := make([]error, callers)
+			var wg sync.WaitGroup
+			for i := range callers {
+				wg.Go(func() { results[i], errs[i] = e.devices.Check(e.ctx, e.req(d, model, "1.0.0")) })
+			}
+			<-gate.entered
+			time.Sleep(200 * time.Millisecond) // the other callers plan the same creation and join its flight
+			close(gate.release)
+			wg.Wait()
+			counts := map[string]int{}
+			for i, res := range results {
+				if errs[i] != nil || res.Task == nil || res.Task.Task.ID() != results[0].Task.Task.ID() {
+					t.Fatalf("caller %d: %+v, %v; want the task caller 0 got", i, res, errs[i])
+				}
+				counts[res.Outcome]++
+			}
+			if counts[tc.want] != 1 || counts[ports.CheckReused] != callers-1 {
+				t.Fatalf("outcomes %v: want one %s and %d reused", counts, tc.want, callers-1)
 			}
 		})
 	}
