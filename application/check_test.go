@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -414,5 +415,59 @@ func TestACheckWhoseCallerHungUpIsNotCountedAsAnError(t *testing.T) {
 	}
 	if len(rec.got) != 1 || rec.got[0] != ports.CheckCancelled {
 		t.Fatalf("outcomes %v, want [cancelled]", rec.got)
+	}
+}
+
+// switchLocker grants locks through inner until busy is set, then refuses
+// every one, as Redis would when it goes down.
+type switchLocker struct {
+	inner ports.Locker
+	busy  atomic.Bool
+}
+
+func (l *switchLocker) WithLock(ctx context.Context, name string, fn func(context.Context) error) error {
+	if l.busy.Load() {
+		return &ports.BusyError{Reason: ports.LockUnavailable, Err: errors.New("redis: connection refused")}
+	}
+	return l.inner.WithLock(ctx, name, fn)
+}
+
+// A creation refused by a busy lock hands out the device's active task
+// only when it is a task of the firmware the check wanted (check rule 7):
+// a pending task of another firmware, which the creation would have
+// superseded, is not answered as that firmware's.
+func TestBusyLockReusesOnlyATaskOfTheWantedFirmware(t *testing.T) {
+	t.Parallel()
+	locker := &switchLocker{inner: local.NewLocker(defaultWait, ports.NopLockMetrics{})}
+	e := newEnv(t, locker)
+	e.rollout(e.firmware("1.1.0"), 100)
+	d := e.device("1.0.0")
+	old := e.check(d, "1.0.0").Task.Task
+	e.rollout(e.firmware("1.2.0"), 100)
+	locker.busy.Store(true)
+	res, err := e.devices.Check(e.ctx, e.req(d, model, "1.0.0"))
+	if !errors.Is(err, domain.ErrServiceBusy) || res.Task != nil {
+		t.Fatalf("got %+v, %v; want SERVICE_BUSY, not the 1.1.0 task %s", res, err, old.ID())
+	}
+}
+
+// ReplaceActive inserts only a task of the device whose state it read and
+// locked: a task of another device would dodge that device's one-active-
+// task check, so it is refused and nothing is stored.
+func TestReplaceActiveRefusesAnotherDevicesTask(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	fw := e.firmware("1.1.0")
+	o := domain.Offer{Firmware: fw, Rollout: e.rollout(fw, 100)}
+	mine, other := asDeviceID(e.device("1.0.0")), asDeviceID(e.device("1.0.0"))
+	_, created, err := application.ReplaceActive(e.ctx, e.deps.Tasks, mine, func(application.TaskState) (*domain.Task, error) {
+		tk, err := domain.NewTask(domain.UUIDOf([16]byte{1, 2, 3}), other, o, 1, time.Now())
+		return &tk, err
+	}, nil)
+	if err == nil || created {
+		t.Fatalf("created %v, err %v; want the other device's task refused", created, err)
+	}
+	if n := len(e.tasksOf(other)); n != 0 {
+		t.Fatalf("the other device has %d tasks, want none", n)
 	}
 }
