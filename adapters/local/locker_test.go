@@ -88,11 +88,7 @@ func TestAlwaysGrantLockerExcludesNobody(t *testing.T) {
 }
 
 // inUse counts the names the Locker still keeps state for.
-func (l *Locker) inUse() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.names)
-}
+func (l *Locker) inUse() int { return l.names.inUse() }
 
 type lockMetricsRecorder struct {
 	mu       sync.Mutex
