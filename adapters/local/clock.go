@@ -1,8 +1,6 @@
 // Package local holds the in-process services that are not stores: the
 // system clock and id generator, the named-mutex Locker and the per-key
-// RateLimiter. Every wiring may use them, the Postgres one included. Names,
-// the per-name table the Locker keeps its waits in, serves redislock's
-// Locker as well.
+// RateLimiter. Every wiring may use them, the Postgres one included.
 package local
 
 import (

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ai-device/ota/ports"
@@ -22,12 +23,15 @@ import (
 type Locker struct {
 	wait    time.Duration
 	metrics ports.LockMetrics
-	names   *Names[lockSlot]
+
+	mu    sync.Mutex
+	names map[string]*lockSlot
 }
 
-// lockSlot is one name's semaphore.
+// lockSlot is one name's semaphore and how many callers hold or await it.
 type lockSlot struct {
-	sem chan struct{}
+	sem   chan struct{}
+	users int
 }
 
 // NewLocker returns a Locker whose WithLock waits at most wait for a name
@@ -36,8 +40,7 @@ func NewLocker(wait time.Duration, metrics ports.LockMetrics) *Locker {
 	if metrics == nil {
 		metrics = ports.NopLockMetrics{}
 	}
-	return &Locker{wait: wait, metrics: metrics,
-		names: NewNames(func() *lockSlot { return &lockSlot{sem: make(chan struct{}, 1)} })}
+	return &Locker{wait: wait, metrics: metrics, names: make(map[string]*lockSlot)}
 }
 
 var _ ports.Locker = (*Locker)(nil)
@@ -52,8 +55,8 @@ func (l *Locker) WithLock(ctx context.Context, name string, fn func(ctx context.
 		return err
 	}
 	start := time.Now()
-	s := l.names.Join(name)
-	defer l.names.Leave(name)
+	s := l.join(name)
+	defer l.leave(name, s)
 
 	select {
 	case s.sem <- struct{}{}:
@@ -77,6 +80,28 @@ func (l *Locker) WithLock(ctx context.Context, name string, fn func(ctx context.
 	}
 	l.metrics.LockAcquired(time.Since(start))
 	return fn(ctx)
+}
+
+// join returns name's slot, creating it, and counts the caller in.
+func (l *Locker) join(name string) *lockSlot {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.names[name]
+	if s == nil {
+		s = &lockSlot{sem: make(chan struct{}, 1)}
+		l.names[name] = s
+	}
+	s.users++
+	return s
+}
+
+// leave counts the caller out and forgets the name when nobody uses it.
+func (l *Locker) leave(name string, s *lockSlot) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s.users--; s.users == 0 {
+		delete(l.names, name)
+	}
 }
 
 // AlwaysGrantLocker is a ports.Locker that excludes nobody: WithLock just

@@ -88,7 +88,11 @@ func TestAlwaysGrantLockerExcludesNobody(t *testing.T) {
 }
 
 // inUse counts the names the Locker still keeps state for.
-func (l *Locker) inUse() int { return l.names.inUse() }
+func (l *Locker) inUse() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.names)
+}
 
 type lockMetricsRecorder struct {
 	mu       sync.Mutex

@@ -13,8 +13,6 @@ import (
 	"github.com/redis/rueidis/rueidislock"
 
 	"github.com/ai-device/ota/ports"
-
-	"github.com/ai-device/ota/adapters/local"
 )
 
 // ErrClosed is the cause of the BusyError WithLock returns after Close.
@@ -70,7 +68,7 @@ func New(cfg Config, metrics ports.LockMetrics) (*Locker, func(), error) {
 	if cfg.Majority > 1 {
 		prefix += "{"
 	}
-	names := newNameTable(prefix + ":")
+	names := &nameTable{prefix: prefix + ":", states: make(map[string]*nameState)}
 	lk, err := rueidislock.NewLocker(rueidislock.LockerOption{
 		ClientOption: opt,
 		ClientBuilder: func(o rueidis.ClientOption) (rueidis.Client, error) {
@@ -190,7 +188,7 @@ func (l *Locker) acquire(ctx context.Context, name string) (context.Context, fun
 		cancelWait(nil)
 	}
 
-	st := l.names.Join(name)
+	st := l.names.join(name)
 	got := make(chan attempt)
 	abandoned := make(chan struct{})
 	go func() {
@@ -242,12 +240,12 @@ func (l *Locker) obtain(ctx context.Context, name string, st *nameState) attempt
 	select {
 	case st.turn <- struct{}{}:
 	case <-ctx.Done():
-		l.names.Leave(name)
+		l.names.leave(name, st)
 		return attempt{err: ctx.Err()}
 	}
 	endTurn := func() {
 		<-st.turn
-		l.names.Leave(name)
+		l.names.leave(name, st)
 	}
 	for {
 		// Anything heard from here on may postdate the try below.
@@ -380,13 +378,9 @@ func (l *Locker) Close() {
 // turn and wake-up signal. A name's entry goes when its last user leaves.
 type nameTable struct {
 	prefix string // KeyPrefix + ":"; keys are prefix + index + ":" + name
-	*local.Names[nameState]
-}
 
-func newNameTable(prefix string) *nameTable {
-	return &nameTable{prefix: prefix, Names: local.NewNames(func() *nameState {
-		return &nameState{turn: make(chan struct{}, 1), woken: make(chan struct{}, 1)}
-	})}
+	mu     sync.Mutex
+	states map[string]*nameState
 }
 
 // nameState is one name's local queue.
@@ -394,14 +388,39 @@ type nameState struct {
 	turn   chan struct{} // holds a token while a caller works with rueidislock
 	woken  chan struct{} // holds a token when the key may have changed
 	asking atomic.Bool   // the turn's holder awaits Redis's answer to a try
+	users  int           // callers holding or awaiting the turn; under mu
+}
+
+func (t *nameTable) join(name string) *nameState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.states[name]
+	if st == nil {
+		st = &nameState{turn: make(chan struct{}, 1), woken: make(chan struct{}, 1)}
+		t.states[name] = st
+	}
+	st.users++
+	return st
+}
+
+func (t *nameTable) leave(name string, st *nameState) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if st.users--; st.users == 0 {
+		delete(t.states, name)
+	}
 }
 
 // invalidated wakes the waiter of every lock key in msgs; nil msgs (the
 // connection was lost, or the database flushed) wake them all, so they try
 // again and find out.
 func (t *nameTable) invalidated(msgs []rueidis.RedisMessage) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if msgs == nil {
-		t.Each((*nameState).wake)
+		for _, st := range t.states {
+			st.wake()
+		}
 		return
 	}
 	for _, m := range msgs {
@@ -414,7 +433,9 @@ func (t *nameTable) invalidated(msgs []rueidis.RedisMessage) {
 			continue
 		}
 		if _, name, ok := strings.Cut(rest, ":"); ok {
-			t.Find(name, (*nameState).wake)
+			if st := t.states[name]; st != nil {
+				st.wake()
+			}
 		}
 	}
 }

@@ -48,7 +48,7 @@ func (f *lateLocker) Close()                 {}
 var _ rueidislock.Locker = (*lateLocker)(nil)
 
 func lateTestLocker(f *lateLocker, wait time.Duration) *Locker {
-	return &Locker{lk: f, names: newNameTable("t:"), wait: wait, metrics: ports.NopLockMetrics{}}
+	return &Locker{lk: f, names: &nameTable{prefix: "t:", states: map[string]*nameState{}}, wait: wait, metrics: ports.NopLockMetrics{}}
 }
 
 // TestWaitBoundedWhenTheLockArrivesLate: a lock that arrives just as the
