@@ -30,10 +30,7 @@ var (
 
 // ParseAttributeMode reads a reported mode; empty means merge, as in hawkBit.
 func ParseAttributeMode(s string) (AttributeMode, error) {
-	if s == "" {
-		return AttributesMerge, nil
-	}
-	return named("mode", s, AttributesMerge, AttributesReplace, AttributesRemove)
+	return namedOr("mode", s, AttributesMerge, AttributesMerge, AttributesReplace, AttributesRemove)
 }
 
 // String is the wire form.

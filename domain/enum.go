@@ -28,3 +28,14 @@ func named[T enum](field, s string, all ...T) (T, error) {
 	last := len(names) - 1
 	return none, invalid(field, "must be %s or %s", strings.Join(names[:last], ", "), names[last])
 }
+
+// namedOr reads s as named does, except that an empty s reads as empty.
+// It serves the enums whose stored or reported value may be left out (not
+// paused, a stage still running, hawkBit's default mode), so that each
+// names only what "" stands for.
+func namedOr[T enum](field, s string, empty T, all ...T) (T, error) {
+	if s == "" {
+		return empty, nil
+	}
+	return named(field, s, all...)
+}

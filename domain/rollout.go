@@ -37,10 +37,7 @@ var (
 
 // ParsePausedReason reads a stored reason ("" is none).
 func ParsePausedReason(s string) (PausedReason, error) {
-	if s == "" {
-		return PausedReason{}, nil
-	}
-	return named("paused_reason", s, PausedManual, PausedAuto)
+	return namedOr("paused_reason", s, PausedReason{}, PausedManual, PausedAuto)
 }
 
 // String is the wire and storage form ("" when not paused).

@@ -47,10 +47,7 @@ var (
 
 // ParseStageOutcome reads a stored outcome ("" is running).
 func ParseStageOutcome(s string) (StageOutcome, error) {
-	if s == "" {
-		return StageOutcome{}, nil
-	}
-	return named("outcome", s, StageAdvanced, StagePaused)
+	return namedOr("outcome", s, StageOutcome{}, StageAdvanced, StagePaused)
 }
 
 // String is the wire and storage form ("" while running).

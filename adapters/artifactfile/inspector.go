@@ -173,6 +173,23 @@ func formatErrorf(format string, args ...any) error {
 	return &domain.ArtifactFormatError{Reason: fmt.Sprintf(format, args...)}
 }
 
+// readFailure words what every format's reader (a Mender archive's tar
+// entries and their compressed contents, an SWUpdate image's cpio entries)
+// makes of a failed read at where, so that a cut file reads alike whatever
+// its format: a format error passes as it is, and a read that ended early
+// says the file is truncated there. It answers nil for any other error,
+// which the caller words for its own format.
+func readFailure(err error, where string) error {
+	var fe *domain.ArtifactFormatError
+	switch {
+	case errors.As(err, &fe):
+		return err
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return formatErrorf("truncated: the file ends inside %s", where)
+	}
+	return nil
+}
+
 // readAllBounded reads all of r, refusing more than limit bytes with
 // "<what> is larger than N bytes" so no claimed size is ever allocated.
 func readAllBounded(r io.Reader, limit int64, what string) ([]byte, error) {

@@ -458,13 +458,10 @@ func jsonKind(k string) string {
 // tarError turns a failure reading the outer archive at where into a
 // reason; a format error passes as it is.
 func tarError(err error, where string) error {
-	var fe *domain.ArtifactFormatError
-	switch {
-	case errors.As(err, &fe):
-		return err
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		return formatErrorf("truncated: the file ends inside %s", where)
-	case errors.Is(err, tar.ErrHeader):
+	if r := readFailure(err, where); r != nil {
+		return r
+	}
+	if errors.Is(err, tar.ErrHeader) {
 		return formatErrorf("not a tar archive (reading %s)", where)
 	}
 	return formatErrorf("%s: %v", where, err)
@@ -473,12 +470,10 @@ func tarError(err error, where string) error {
 // decompressError turns a failure reading the header entry name into a
 // reason.
 func decompressError(err error, name string) error {
-	var fe *domain.ArtifactFormatError
+	if r := readFailure(err, name); r != nil {
+		return r
+	}
 	switch {
-	case errors.As(err, &fe):
-		return err
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		return formatErrorf("truncated: the file ends inside %s", name)
 	case errors.Is(err, gzip.ErrHeader):
 		return formatErrorf("%s: not gzip data", name)
 	case errors.Is(err, gzip.ErrChecksum):

@@ -1,7 +1,6 @@
 package artifactfile
 
 import (
-	"errors"
 	"io"
 	"strconv"
 
@@ -96,8 +95,8 @@ func pad4(n uint32) uint32 { return (4 - n%4) % 4 }
 
 // swuReadError turns a short read at where into a reason.
 func swuReadError(err error, where string) error {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return formatErrorf("truncated: the file ends inside %s", where)
+	if r := readFailure(err, where); r != nil {
+		return r
 	}
 	return err
 }

@@ -136,6 +136,11 @@ func TestUploadShowsTheFileAndPublishesFromIt(t *testing.T) {
 	if !strings.Contains(page.body, `<textarea id="release_notes" name="release_notes"`) || !strings.Contains(page.body, `name="mandatory" value="1"`) {
 		t.Errorf("the artifact's publish form lacks the release notes or the mandatory box")
 	}
+	for _, f := range []string{"min_source_version", "signature"} {
+		if fieldBlock(page.body, f) == "" {
+			t.Errorf("the artifact's publish form lacks the field %s", f)
+		}
+	}
 	if m, v := inputValue(page.body, "model"), inputValue(page.body, "version"); m != "cam-x7" || v != "3.2.1" {
 		t.Errorf("publish form pre-filled with model %q, version %q", m, v)
 	}

@@ -461,6 +461,9 @@ func TestPublishFirmwareShowsErrorsBesideFields(t *testing.T) {
 			!strings.Contains(res.body, `name="mandatory" value="1" checked`) {
 			t.Errorf("%s=%q: the release notes or the mandatory box typed were lost", c.field, c.value)
 		}
+		if fieldBlock(res.body, "signature") == "" {
+			t.Errorf("%s=%q: the form lacks the signature field", c.field, c.value)
+		}
 	}
 	// The words are the API's: the same request there says the same.
 	api := httpedge.DescribeError(&domain.ValidationError{Field: "sha256", Reason: "must be 64 lowercase hex characters"})

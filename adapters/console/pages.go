@@ -286,15 +286,24 @@ func (c *Console) rolloutRows(w http.ResponseWriter, r *http.Request, _ session)
 
 // formInt reads an optional integer field: nil when empty.
 func formInt(r *http.Request, name string) (*int, error) {
-	v := strings.TrimSpace(r.PostFormValue(name))
-	if v == "" {
+	return optionalField(name, r.PostFormValue(name), strconv.Atoi, "must be a whole number")
+}
+
+// optionalField reads the value s of an optional form field with parse:
+// nil when it is empty once trimmed, and a ValidationError naming field
+// with reason when it does not parse. Every optional number and duration
+// of the console's forms is read this way, so that an empty box always
+// means "not given" and a bad one is always placed beside its field.
+func optionalField[T any](field, s string, parse func(string) (T, error), reason string) (*T, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
 		return nil, nil
 	}
-	n, err := strconv.Atoi(v)
+	v, err := parse(s)
 	if err != nil {
-		return nil, &domain.ValidationError{Field: name, Reason: "must be a whole number"}
+		return nil, &domain.ValidationError{Field: field, Reason: reason}
 	}
-	return &n, nil
+	return &v, nil
 }
 
 // fieldError places an error on a form: in errs beside its field when it
@@ -643,12 +652,13 @@ func (c *Console) tryPublish(r *http.Request, s session) (domain.Firmware, error
 		Signature: v("signature"), ReleaseNotes: r.PostFormValue("release_notes"),
 		Mandatory: r.PostFormValue("mandatory") != "", MinSourceVersion: v("min_source_version"),
 	}
-	if size := v("size_bytes"); size != "" {
-		n, err := strconv.ParseInt(size, 10, 64)
-		if err != nil {
-			return domain.Firmware{}, &domain.ValidationError{Field: "size_bytes", Reason: "must be a whole number of bytes"}
-		}
-		spec.SizeBytes = n
+	size, err := optionalField("size_bytes", v("size_bytes"), func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) },
+		"must be a whole number of bytes")
+	if err != nil {
+		return domain.Firmware{}, err
+	}
+	if size != nil {
+		spec.SizeBytes = *size
 	}
 	return c.admin.PublishFirmware(r.Context(), s.actor, spec)
 }

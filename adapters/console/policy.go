@@ -267,15 +267,7 @@ func words(s string) []string {
 
 // formDuration reads an optional duration such as 30m or 2h (nil: empty).
 func formDuration(field, s string) (*time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return nil, &domain.ValidationError{Field: field, Reason: "must be a duration such as 30m, 2h or 1h30m"}
-	}
-	return &d, nil
+	return optionalField(field, s, time.ParseDuration, "must be a duration such as 30m, 2h or 1h30m")
 }
 
 // readPolicy adds the start form's policy fields to spec. It only reads
@@ -313,15 +305,7 @@ func readPolicy(r *http.Request, spec *domain.RolloutSpec) error {
 		}
 		n := len(spec.Stages)
 		num := func(col int, name string) (*int, error) {
-			s := cell(col, row)
-			if s == "" {
-				return nil, nil
-			}
-			x, err := strconv.Atoi(s)
-			if err != nil {
-				return nil, &domain.ValidationError{Field: fmt.Sprintf("stages[%d].%s", n, name), Reason: "must be a whole number"}
-			}
-			return &x, nil
+			return optionalField(fmt.Sprintf("stages[%d].%s", n, name), cell(col, row), strconv.Atoi, "must be a whole number")
 		}
 		var st domain.StageRequest
 		var err error

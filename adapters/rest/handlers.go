@@ -250,10 +250,31 @@ func (s *server) taskEvents(c echo.Context) error {
 // them, and they must not reach a log line or a database as-is.
 func queryParam(c echo.Context, name string) (string, error) {
 	v := c.QueryParam(name)
-	if !utf8.ValidString(v) {
-		return "", &domain.ValidationError{Field: name, Reason: "must be valid UTF-8"}
+	if err := utf8Query(name, v); err != nil {
+		return "", err
 	}
 	return v, nil
+}
+
+// queryValues returns every value of a repeated query parameter (nil when
+// it is absent), refusing them as queryParam does.
+func queryValues(c echo.Context, name string) ([]string, error) {
+	vs := c.QueryParams()[name]
+	for _, v := range vs {
+		if err := utf8Query(name, v); err != nil {
+			return nil, err
+		}
+	}
+	return vs, nil
+}
+
+// utf8Query is the one refusal of a query value that is not UTF-8, for
+// single and repeated parameters alike.
+func utf8Query(name, v string) error {
+	if !utf8.ValidString(v) {
+		return &domain.ValidationError{Field: name, Reason: "must be valid UTF-8"}
+	}
+	return nil
 }
 
 // queryField is a query parameter and the string it is read into.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -643,6 +644,19 @@ func TestBodyValuesPassedThrough(t *testing.T) {
 	t.Run("query with invalid UTF-8", func(t *testing.T) {
 		rec := h.do(t, req{method: http.MethodGet, path: "/api/v1/admin/tasks?device_id=%ff", token: testAdminToken})
 		wantError(t, rec, 400, httpedge.CodeValidationFailed)
+	})
+	t.Run("device listing by tags and attributes", func(t *testing.T) {
+		h.do(t, req{method: http.MethodGet, path: "/api/v1/admin/devices?tag=eu&tag=beta&attribute=hw%3Drev2", token: testAdminToken})
+		got := h.fake.lastDevices
+		if !slices.Equal(got.Tags, []string{"eu", "beta"}) || !slices.Equal(got.Attributes, []string{"hw=rev2"}) {
+			t.Errorf("device query = %+v", got)
+		}
+	})
+	t.Run("repeated query parameter with invalid UTF-8", func(t *testing.T) {
+		for _, path := range []string{"/api/v1/admin/devices?tag=eu&tag=%ff", "/api/v1/admin/devices?attribute=hw%3D%ff"} {
+			rec := h.do(t, req{method: http.MethodGet, path: path, token: testAdminToken})
+			wantError(t, rec, 400, httpedge.CodeValidationFailed)
+		}
 	})
 	t.Run("escaped path parameters are decoded", func(t *testing.T) {
 		// %37 is "7" and %44 is "D": the task id is decoded once, then

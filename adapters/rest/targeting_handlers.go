@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"time"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -149,15 +148,13 @@ func (s *server) listDevices(c echo.Context) error {
 	}); err != nil {
 		return err
 	}
-	params := c.QueryParams()
-	for _, name := range []string{"tag", "attribute"} {
-		for _, v := range params[name] {
-			if !utf8.ValidString(v) {
-				return &domain.ValidationError{Field: name, Reason: "must be valid UTF-8"}
-			}
-		}
+	var err error
+	if q.Tags, err = queryValues(c, "tag"); err != nil {
+		return err
 	}
-	q.Tags, q.Attributes = params["tag"], params["attribute"]
+	if q.Attributes, err = queryValues(c, "attribute"); err != nil {
+		return err
+	}
 	page, err := s.admin.ListDevices(c.Request().Context(), q)
 	if err != nil {
 		return err
