@@ -471,3 +471,41 @@ func TestReplaceActiveRefusesAnotherDevicesTask(t *testing.T) {
 		t.Fatalf("the other device has %d tasks, want none", n)
 	}
 }
+
+// transitions counts the task transitions a use case reports.
+type transitions struct {
+	ports.NopMetrics
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (m *transitions) TaskTransition(status string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.n[status]++
+}
+
+// A replayed event changes nothing, and reports no transition: the
+// tasks-by-status counter counts tasks entering a status, once each.
+func TestReplayedEventCountsNoTransition(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.rollout(e.firmware("1.1.0"), 100)
+	d := e.device("1.0.0")
+	tk := e.check(d, "1.0.0").Task.Task
+	m := &transitions{n: map[string]int{}}
+	deps := e.deps
+	deps.Metrics = m
+	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // the first is applied, the others are replays
+		if _, err := devices.ReportEvent(e.ctx, asDeviceID(d), tk.ID(), ports.EventRequest{EventID: "e1", Status: "downloading"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m.n["downloading"] != 1 || len(m.n) != 1 {
+		t.Fatalf("transitions %v, want downloading once", m.n)
+	}
+}

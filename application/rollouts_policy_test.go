@@ -386,3 +386,33 @@ func TestCreationCountsInItsStage(t *testing.T) {
 		t.Fatalf("after one creation: stats %+v, stage stats %+v; want one pending device in each", v.Stats, v.StageStats)
 	}
 }
+
+// A success reported after the service timed the task out is refused
+// (TASK_FINISHED) but records the version the device now runs (stuck-task
+// rule K1, domain.Task.InstalledLate), and never moves the device's last
+// report back: a replica whose clock is behind the one that served the
+// last check leaves last_seen_at as it was.
+func TestLateInstallRecordsTheVersionNotAnEarlierSighting(t *testing.T) {
+	e, clock := newPolicyEnv(t, policyStart)
+	fw := e.firmware("2.0.0")
+	e.rollout(fw, 100, func(s *domain.RolloutSpec) { timeout := time.Hour; s.TaskTimeout = &timeout })
+	d := e.device("1.0.0")
+	first := e.check(d, "1.0.0").Task.Task
+	clock.Add(61 * time.Minute)
+	e.check(d, "1.0.0") // times the first task out
+	seen, err := e.deps.Devices.Get(e.ctx, asDeviceID(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(-30 * time.Minute)
+	if _, err := e.event(asDeviceID(d), first.ID(), "late", "succeeded", nil); !errors.Is(err, domain.ErrTaskFinished) {
+		t.Fatalf("late success: %v, want TASK_FINISHED", err)
+	}
+	got, err := e.deps.Devices.Get(e.ctx, asDeviceID(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.CurrentVersion().String() != "2.0.0" || !got.LastSeenAt().Equal(seen.LastSeenAt()) {
+		t.Fatalf("device runs %s, last seen %v; want 2.0.0, still last seen %v", got.CurrentVersion(), got.LastSeenAt(), seen.LastSeenAt())
+	}
+}
