@@ -66,6 +66,7 @@ var protocolCases = []struct {
 	{"MenderAlreadyInstalledIsRecordedAsSuch", menderAlreadyInstalledIsRecordedAsSuch},
 	{"AdminReadsATaskStatusHistory", adminReadsATaskStatusHistory},
 	{"RevertedSuccessIsCaughtFromAnotherRollout", revertedSuccessIsCaughtFromAnotherRollout},
+	{"DDIAsksForConfigDataUntilItKnowsTheVersion", ddiAsksForConfigDataUntilItKnowsTheVersion},
 }
 
 // protocolEnv is the application over one adapter's stores.
@@ -458,5 +459,43 @@ func revertedSuccessIsCaughtFromAnotherRollout(t *testing.T, e *protocolEnv) {
 	}
 	if d, err := e.devices.IdentifyDevice(e.ctx, dev); err != nil || d.Device.CurrentVersion().String() != "1.0.0" {
 		t.Errorf("after the revert the device runs %v (%v), want the version it reported, 1.0.0", d.Device.CurrentVersion(), err)
+	}
+}
+
+// A hawkBit device registered without a version is asked for its
+// configData (the poll's config link) until the service knows both its
+// attributes and its version: attributes without the version attribute
+// do not stop the asking, since its polls check with the version it
+// reports there.
+func ddiAsksForConfigDataUntilItKnowsTheVersion(t *testing.T, e *protocolEnv) {
+	c, err := e.admin.RegisterDevice(e.ctx, testActor, ports.RegisterDevice{DeviceID: repoName("dev"), Model: e.model})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := c.Device.ID()
+	if !e.ddiPoll(dev).WantConfigData {
+		t.Fatal("a device that reported nothing is not asked for its configData")
+	}
+	for _, tc := range []struct {
+		data map[string]string
+		want bool
+	}{
+		{map[string]string{"hw": "rev-b"}, true}, // attributes, but no version
+		{map[string]string{"sw_version": "1.0.0"}, false},
+	} {
+		if _, err := e.ddi.ConfigData(e.ctx, dev, "merge", tc.data); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.ddiPoll(dev).WantConfigData; got != tc.want {
+			t.Fatalf("after configData %v the poll asks for it: %v, want %v", tc.data, got, tc.want)
+		}
+	}
+	// A removal names the attributes to drop; its values report nothing,
+	// so the version it happens to carry is not the device's.
+	if _, err := e.ddi.ConfigData(e.ctx, dev, "remove", map[string]string{"sw_version": "0.5.0"}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := e.devices.IdentifyDevice(e.ctx, dev); err != nil || d.Device.CurrentVersion().String() != "1.0.0" {
+		t.Fatalf("after removing the version attribute the device runs %v (%v), want 1.0.0 still", d.Device.CurrentVersion(), err)
 	}
 }
