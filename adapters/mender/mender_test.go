@@ -1078,6 +1078,15 @@ func TestRequestForARegisteredDeviceIsFlaggedAndNeedsReplaceKey(t *testing.T) {
 	if r := h.auth("dev-1", genuine, genuine, true); r.status != http.StatusOK {
 		t.Fatalf("the admitted key after a refused accept: %d", r.status)
 	}
+	// A registered device keeps its model: an accept naming another is
+	// refused, and the key stays as it was.
+	r = h.admin(http.MethodPost, "/devices/pending/"+list[0].ID+"/accept", map[string]any{"replace_key": true, "model": "cam-z9"}, http.StatusConflict)
+	if !strings.Contains(string(r.body), "MODEL_MISMATCH") {
+		t.Fatalf("accept naming another model: %s", r.body)
+	}
+	if r := h.auth("dev-1", genuine, genuine, true); r.status != http.StatusOK {
+		t.Fatalf("the admitted key after an accept naming another model: %d", r.status)
+	}
 	h.admin(http.MethodPost, "/devices/pending/"+list[0].ID+"/accept", map[string]any{"replace_key": true}, http.StatusOK)
 	if r := h.auth("dev-1", other, other, true); r.status != http.StatusOK {
 		t.Fatalf("the key accepted with replace_key: %d", r.status)
