@@ -387,8 +387,9 @@ func TestPatchPercentageAndCancelTogether(t *testing.T) {
 // outcomes records check outcomes, to see what the metrics would count.
 type outcomes struct {
 	ports.NopMetrics
-	mu  sync.Mutex
-	got []string
+	mu          sync.Mutex
+	got         []string
+	transitions map[string]int // task transitions by the status entered
 }
 
 func (o *outcomes) CheckDone(outcome string) {
@@ -397,16 +398,20 @@ func (o *outcomes) CheckDone(outcome string) {
 	o.got = append(o.got, outcome)
 }
 
+func (o *outcomes) TaskTransition(status string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.transitions == nil {
+		o.transitions = map[string]int{}
+	}
+	o.transitions[status]++
+}
+
 func TestACheckWhoseCallerHungUpIsNotCountedAsAnError(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	rec := &outcomes{}
-	deps := e.deps
-	deps.Metrics = rec
-	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
+	devices := e.devicesWith(func(d *application.Deps) { d.Metrics = rec })
 	d := e.device("1.0.0")
 	ctx, cancel := context.WithCancel(e.ctx)
 	cancel()
@@ -472,19 +477,6 @@ func TestReplaceActiveRefusesAnotherDevicesTask(t *testing.T) {
 	}
 }
 
-// transitions counts the task transitions a use case reports.
-type transitions struct {
-	ports.NopMetrics
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (m *transitions) TaskTransition(status string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.n[status]++
-}
-
 // A replayed event changes nothing, and reports no transition: the
 // tasks-by-status counter counts tasks entering a status, once each.
 func TestReplayedEventCountsNoTransition(t *testing.T) {
@@ -493,19 +485,14 @@ func TestReplayedEventCountsNoTransition(t *testing.T) {
 	e.rollout(e.firmware("1.1.0"), 100)
 	d := e.device("1.0.0")
 	tk := e.check(d, "1.0.0").Task.Task
-	m := &transitions{n: map[string]int{}}
-	deps := e.deps
-	deps.Metrics = m
-	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := &outcomes{}
+	devices := e.devicesWith(func(d *application.Deps) { d.Metrics = m })
 	for range 3 { // the first is applied, the others are replays
 		if _, err := devices.ReportEvent(e.ctx, asDeviceID(d), tk.ID(), ports.EventRequest{EventID: "e1", Status: "downloading"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if m.n["downloading"] != 1 || len(m.n) != 1 {
-		t.Fatalf("transitions %v, want downloading once", m.n)
+	if m.transitions["downloading"] != 1 || len(m.transitions) != 1 {
+		t.Fatalf("transitions %v, want downloading once", m.transitions)
 	}
 }

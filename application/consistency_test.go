@@ -318,12 +318,7 @@ func TestCheckReadsTheTaskStateOnlyWhenNotGiven(t *testing.T) {
 	d := e.device("1.0.0")
 	created := e.check(d, "1.0.0").Task.Task
 	calls := 0
-	deps := e.deps
-	deps.Tasks = countingTasks{TaskStore: e.deps.Tasks, calls: &calls}
-	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
+	devices := e.devicesWith(func(d *application.Deps) { d.Tasks = countingTasks{TaskStore: e.deps.Tasks, calls: &calls} })
 	withState := e.req(d, model, "1.0.0")
 	res, err := devices.Check(e.ctx, withState)
 	if err != nil || res.Task == nil || res.Task.Task.ID() != created.ID() || res.Outcome != ports.CheckReused {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ai-device/ota/adapters/local"
 	"github.com/ai-device/ota/adapters/memory"
@@ -87,6 +88,19 @@ func (e *env) req(deviceID, model, version string) ports.CheckRequest {
 		e.t.Fatalf("identify %s: %v", deviceID, err)
 	}
 	return ports.CheckRequest{Device: dev, Model: model, CurrentVersion: version}
+}
+
+// devicesWith builds the device use cases over e's ports as change leaves
+// them: a test's own metrics, store wrapper or locker.
+func (e *env) devicesWith(change func(*application.Deps)) *application.Devices {
+	e.t.Helper()
+	deps := e.deps
+	change(&deps)
+	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return devices
 }
 
 func (e *env) check(deviceID, version string) ports.CheckResult {
