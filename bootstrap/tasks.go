@@ -30,6 +30,11 @@ func taskPortsOf(s application.TaskStore) TaskPorts {
 // MemoryTaskPorts are the in-process store's task ports.
 func MemoryTaskPorts(t *memory.Tasks) TaskPorts { return taskPortsOf(t) }
 
+// Checks finds the Postgres store's creation in one statement (two round
+// trips a creation instead of a transaction's) by asking its CheckStore;
+// losing the method would silently take the long path on every creation.
+var _ application.UnchangedInserter = (*postgres.TaskRepository)(nil)
+
 // PostgresTaskPorts are the Postgres task ports (the serving repository:
 // the check's reads on the read replica when there is one).
 func PostgresTaskPorts(t *postgres.TaskRepository) TaskPorts { return taskPortsOf(t) }
