@@ -149,3 +149,39 @@ func TestPrincipal(t *testing.T) {
 		t.Errorf("viewer %v", v)
 	}
 }
+
+// TestUsernameBounds pins the edges of ParseUsername: 64 characters is the
+// longest name, and 'z' and '9' are letters and digits like any other.
+func TestUsernameBounds(t *testing.T) {
+	for _, ok := range []string{strings.Repeat("a", 64), "z", "zed", "9lives", "a.b_c-z"} {
+		if got, err := domain.ParseUsername(ok); err != nil || got != ok {
+			t.Errorf("ParseUsername(%q) = %q, %v", ok, got, err)
+		}
+	}
+	for _, bad := range []string{strings.Repeat("a", 65), "{", "a{", "Z", ".z"} {
+		if _, err := domain.ParseUsername(bad); !errors.Is(err, domain.ErrValidation) {
+			t.Errorf("ParseUsername(%q) = %v, want a validation error", bad, err)
+		}
+	}
+}
+
+// TestPasswordLengthBounds pins MinPasswordLen and the 1024-character cap
+// at both ends, for hashing and for verifying.
+func TestPasswordLengthBounds(t *testing.T) {
+	for _, n := range []int{domain.MinPasswordLen, 1024} {
+		pw := strings.Repeat("p", n)
+		u, err := domain.NewUser("alice", "viewer", pw, at0)
+		if err != nil {
+			t.Errorf("%d-character password: %v", n, err)
+			continue
+		}
+		if !u.PasswordMatches(pw) {
+			t.Errorf("%d-character password does not match its own hash", n)
+		}
+	}
+	for _, n := range []int{domain.MinPasswordLen - 1, 1025} {
+		if _, err := domain.HashPassword(strings.Repeat("p", n)); !errors.Is(err, domain.ErrValidation) {
+			t.Errorf("%d-character password: %v, want a validation error", n, err)
+		}
+	}
+}
