@@ -185,3 +185,30 @@ func TestPasswordLengthBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestAPITokenEdges pins the longest token name (64) and the longest
+// lifetime (MaxTokenLifetime exactly), each accepted at the edge and refused
+// one past it.
+func TestAPITokenEdges(t *testing.T) {
+	owner := domain.UserPrincipal(mustUser(t, "alice", domain.RoleViewer))
+	id := domain.UUIDOf([16]byte{3})
+	read := domain.PermissionsOf(domain.PermRead)
+	for _, tc := range []struct {
+		name string
+		exp  time.Time
+		ok   bool
+	}{
+		{strings.Repeat("n", 64), at0.Add(time.Hour), true},
+		{strings.Repeat("n", 65), at0.Add(time.Hour), false},
+		{"x", at0.Add(domain.MaxTokenLifetime), true},
+		{"x", at0.Add(domain.MaxTokenLifetime + time.Microsecond), false},
+	} {
+		_, _, err := domain.NewAPIToken(id, owner, tc.name, read, tc.exp, at0)
+		if tc.ok && err != nil {
+			t.Errorf("name of %d, expiry %v: %v", len(tc.name), tc.exp, err)
+		}
+		if !tc.ok && !errors.Is(err, domain.ErrValidation) {
+			t.Errorf("name of %d, expiry %v: %v, want a validation error", len(tc.name), tc.exp, err)
+		}
+	}
+}
