@@ -458,6 +458,20 @@ func TestRolloutSharesNoThresholdWithItsRecords(t *testing.T) {
 	}
 }
 
+// TestRehydrateRolloutDefaultsTaskTimeout: a stored rollout without a task
+// timeout (0, from before the column) times its tasks out after the
+// default, not at once.
+func TestRehydrateRolloutDefaultsTaskTimeout(t *testing.T) {
+	for _, stored := range []time.Duration{0, -time.Second} {
+		if got := domain.RehydrateRollout(domain.RolloutRecord{ID: rolloutA, Percentage: 5, TaskTimeout: stored}).TaskTimeout(); got != domain.DefaultTaskTimeout {
+			t.Errorf("stored %v: task timeout %v, want %v", stored, got, domain.DefaultTaskTimeout)
+		}
+	}
+	if got := domain.RehydrateRollout(domain.RolloutRecord{ID: rolloutA, Percentage: 5, TaskTimeout: time.Hour}).TaskTimeout(); got != time.Hour {
+		t.Errorf("stored 1h: task timeout %v", got)
+	}
+}
+
 func TestRolloutRecordEqual(t *testing.T) {
 	base := domain.RolloutRecord{ID: rolloutA, Percentage: 5, FailureThresholdPercent: intp(10)}
 	same := base
