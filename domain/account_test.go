@@ -149,3 +149,66 @@ func TestPrincipal(t *testing.T) {
 		t.Errorf("viewer %v", v)
 	}
 }
+
+// TestUsernameBounds pins the edges of ParseUsername: 64 characters is the
+// longest name, and 'z' and '9' are letters and digits like any other.
+func TestUsernameBounds(t *testing.T) {
+	for _, ok := range []string{strings.Repeat("a", 64), "z", "zed", "9lives", "a.b_c-z"} {
+		if got, err := domain.ParseUsername(ok); err != nil || got != ok {
+			t.Errorf("ParseUsername(%q) = %q, %v", ok, got, err)
+		}
+	}
+	for _, bad := range []string{strings.Repeat("a", 65), "{", "a{", "Z", ".z"} {
+		if _, err := domain.ParseUsername(bad); !errors.Is(err, domain.ErrValidation) {
+			t.Errorf("ParseUsername(%q) = %v, want a validation error", bad, err)
+		}
+	}
+}
+
+// TestPasswordLengthBounds pins MinPasswordLen and the 1024-character cap
+// at both ends, for hashing and for verifying.
+func TestPasswordLengthBounds(t *testing.T) {
+	for _, n := range []int{domain.MinPasswordLen, 1024} {
+		pw := strings.Repeat("p", n)
+		u, err := domain.NewUser("alice", "viewer", pw, at0)
+		if err != nil {
+			t.Errorf("%d-character password: %v", n, err)
+			continue
+		}
+		if !u.PasswordMatches(pw) {
+			t.Errorf("%d-character password does not match its own hash", n)
+		}
+	}
+	for _, n := range []int{domain.MinPasswordLen - 1, 1025} {
+		if _, err := domain.HashPassword(strings.Repeat("p", n)); !errors.Is(err, domain.ErrValidation) {
+			t.Errorf("%d-character password: %v, want a validation error", n, err)
+		}
+	}
+}
+
+// TestAPITokenEdges pins the longest token name (64) and the longest
+// lifetime (MaxTokenLifetime exactly), each accepted at the edge and refused
+// one past it.
+func TestAPITokenEdges(t *testing.T) {
+	owner := domain.UserPrincipal(mustUser(t, "alice", domain.RoleViewer))
+	id := domain.UUIDOf([16]byte{3})
+	read := domain.PermissionsOf(domain.PermRead)
+	for _, tc := range []struct {
+		name string
+		exp  time.Time
+		ok   bool
+	}{
+		{strings.Repeat("n", 64), at0.Add(time.Hour), true},
+		{strings.Repeat("n", 65), at0.Add(time.Hour), false},
+		{"x", at0.Add(domain.MaxTokenLifetime), true},
+		{"x", at0.Add(domain.MaxTokenLifetime + time.Microsecond), false},
+	} {
+		_, _, err := domain.NewAPIToken(id, owner, tc.name, read, tc.exp, at0)
+		if tc.ok && err != nil {
+			t.Errorf("name of %d, expiry %v: %v", len(tc.name), tc.exp, err)
+		}
+		if !tc.ok && !errors.Is(err, domain.ErrValidation) {
+			t.Errorf("name of %d, expiry %v: %v, want a validation error", len(tc.name), tc.exp, err)
+		}
+	}
+}

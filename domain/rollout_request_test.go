@@ -41,6 +41,10 @@ func TestNewRolloutAppliesTheRequestDefaults(t *testing.T) {
 			func(r domain.RolloutRecord) bool {
 				return slices.Equal(r.Stages, []domain.StageSpec{{Percentage: 5, MinFinished: 7, SuccessPercent: 0, Soak: time.Hour}})
 			}},
+		{"a task timeout of exactly one minute is kept", domain.RolloutSpec{Percentage: 1, TaskTimeout: new(time.Minute)},
+			func(r domain.RolloutRecord) bool { return r.TaskTimeout == time.Minute }},
+		{"a task timeout of exactly 30 days is kept", domain.RolloutSpec{Percentage: 1, TaskTimeout: new(30 * 24 * time.Hour)},
+			func(r domain.RolloutRecord) bool { return r.TaskTimeout == 30*24*time.Hour }},
 		{"a window's time zone defaults to UTC", domain.RolloutSpec{Percentage: 1, Window: &domain.WindowSpec{Daily: "02:00-04:00"}},
 			func(r domain.RolloutRecord) bool {
 				return r.Window != nil && *r.Window == domain.WindowSpec{Daily: "02:00-04:00", TimeZone: "UTC"}

@@ -28,6 +28,10 @@ func TestNewRollout(t *testing.T) {
 		{"threshold 1", domain.RolloutSpec{Percentage: 50, FailureThresholdPercent: intp(1)}, "", 3, intp(1), 20},
 		{"threshold 100", domain.RolloutSpec{Percentage: 50, FailureThresholdPercent: intp(100)}, "", 3, intp(100), 20},
 		{"min sample 1", domain.RolloutSpec{Percentage: 50, MinSample: intp(1)}, "", 3, nil, 1},
+		{"max attempts 100", domain.RolloutSpec{Percentage: 50, MaxAttempts: intp(100)}, "", 100, nil, 20},
+		{"max attempts 101", domain.RolloutSpec{Percentage: 50, MaxAttempts: intp(101)}, "max_attempts", 0, nil, 0},
+		{"min sample 1000000", domain.RolloutSpec{Percentage: 50, MinSample: intp(1_000_000)}, "", 3, nil, 1_000_000},
+		{"min sample 1000001", domain.RolloutSpec{Percentage: 50, MinSample: intp(1_000_001)}, "min_sample", 0, nil, 0},
 		{"percent -1", domain.RolloutSpec{Percentage: -1}, "percentage", 0, nil, 0},
 		{"percent 101", domain.RolloutSpec{Percentage: 101}, "percentage", 0, nil, 0},
 		{"max attempts 0", domain.RolloutSpec{Percentage: 10, MaxAttempts: intp(0)}, "max_attempts", 0, nil, 0},
@@ -451,6 +455,20 @@ func TestRolloutSharesNoThresholdWithItsRecords(t *testing.T) {
 	}
 	if got := *back.FailureThresholdPercent(); got != 12 {
 		t.Fatalf("rehydrated threshold %d after changing its record, want 12", got)
+	}
+}
+
+// TestRehydrateRolloutDefaultsTaskTimeout: a stored rollout without a task
+// timeout (0, from before the column) times its tasks out after the
+// default, not at once.
+func TestRehydrateRolloutDefaultsTaskTimeout(t *testing.T) {
+	for _, stored := range []time.Duration{0, -time.Second} {
+		if got := domain.RehydrateRollout(domain.RolloutRecord{ID: rolloutA, Percentage: 5, TaskTimeout: stored}).TaskTimeout(); got != domain.DefaultTaskTimeout {
+			t.Errorf("stored %v: task timeout %v, want %v", stored, got, domain.DefaultTaskTimeout)
+		}
+	}
+	if got := domain.RehydrateRollout(domain.RolloutRecord{ID: rolloutA, Percentage: 5, TaskTimeout: time.Hour}).TaskTimeout(); got != time.Hour {
+		t.Errorf("stored 1h: task timeout %v", got)
 	}
 }
 
