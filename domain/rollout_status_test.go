@@ -107,6 +107,20 @@ func TestRolloutWaitingFor(t *testing.T) {
 		{"last stage reached", func(t *testing.T) domain.Rollout {
 			return at(staged(t), func(rec *domain.RolloutRecord) { rec.Stage = 2 })
 		}, &domain.TaskStats{}, domain.RolloutWait{Kind: domain.WaitNothing}},
+		{"unusable: a stored stage past the plan's last", func(t *testing.T) domain.Rollout {
+			return at(staged(t), func(rec *domain.RolloutRecord) { rec.Stage = len(plan) })
+		}, nil, domain.RolloutWait{Kind: domain.WaitUnusable}},
+		{"unusable: a stored window that no longer parses", func(t *testing.T) domain.Rollout {
+			r := start(t, domain.RolloutSpec{Percentage: 20, Window: &domain.WindowSpec{Daily: "12:00-13:00", TimeZone: "Europe/Berlin"}})
+			return at(r, func(rec *domain.RolloutRecord) { rec.Window.TimeZone = "Nowhere/Else" })
+		}, nil, domain.RolloutWait{Kind: domain.WaitUnusable}},
+		{"usable as stored: a window that parses", func(t *testing.T) domain.Rollout {
+			r := start(t, domain.RolloutSpec{Percentage: 20, Window: &domain.WindowSpec{Daily: "12:00-13:00", TimeZone: "Europe/Berlin"}})
+			return at(r, func(*domain.RolloutRecord) {})
+		}, nil, domain.RolloutWait{Kind: domain.WaitNothing}},
+		{"usable as stored: no stages", func(t *testing.T) domain.Rollout {
+			return at(start(t, domain.RolloutSpec{Percentage: 20}), func(*domain.RolloutRecord) {})
+		}, nil, domain.RolloutWait{Kind: domain.WaitNothing}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

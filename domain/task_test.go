@@ -577,3 +577,19 @@ func TestNewEntitiesRefuseTheZeroID(t *testing.T) {
 	_, err = domain.NewRollout(domain.UUID{}, fw, domain.RolloutSpec{Percentage: 100}, t0)
 	wantValidation(t, err, "id")
 }
+
+// A success carries no error code, except the mark that the device had the
+// firmware already (which a device's other codes never become).
+func TestSucceededKeepsOnlyTheAlreadyInstalledMark(t *testing.T) {
+	for code, want := range map[string]string{"": "", "E_VENDOR": "", domain.CodeAlreadyInstalled: domain.CodeAlreadyInstalled} {
+		t.Run("code "+code, func(t *testing.T) {
+			task := taskIn(domain.TaskInstalling, 70)
+			if changed, err := task.ApplyEvent(mustEvent(t, "ev", "succeeded", nil, code, ""), nil, t1); err != nil || !changed {
+				t.Fatalf("ApplyEvent = %v, %v", changed, err)
+			}
+			if task.Status() != domain.TaskSucceeded || task.ErrorCode() != want {
+				t.Fatalf("status %s, error code %q; want succeeded with %q", task.Status(), task.ErrorCode(), want)
+			}
+		})
+	}
+}
