@@ -23,6 +23,11 @@ func TestStageValidation(t *testing.T) {
 		{"success over 100", domain.RolloutSpec{Stages: []domain.StageRequest{{Percentage: new(1), SuccessPercent: new(101)}}}, "stages[0].success_percent", 0},
 		{"negative min", domain.RolloutSpec{Stages: []domain.StageRequest{{Percentage: new(1), MinFinished: new(-1)}}}, "stages[0].min_finished", 0},
 		{"soak too long", domain.RolloutSpec{Stages: []domain.StageRequest{{Percentage: new(1), Soak: 31 * 24 * time.Hour}}}, "stages[0].soak_seconds", 0},
+		{"soak of the longest allowed", domain.RolloutSpec{Stages: []domain.StageRequest{{Percentage: new(1), Soak: domain.MaxSoak}}}, "", 1},
+		{"min finished of the most allowed", domain.RolloutSpec{Stages: []domain.StageRequest{{Percentage: new(1), MinFinished: new(1_000_000)}}}, "", 1},
+		{"min finished over the most allowed", domain.RolloutSpec{Stages: []domain.StageRequest{{Percentage: new(1), MinFinished: new(1_000_001)}}}, "stages[0].min_finished", 0},
+		{"as many stages as allowed", domain.RolloutSpec{Stages: increasing(domain.MaxStages)}, "", 1},
+		{"one stage too many", domain.RolloutSpec{Stages: increasing(domain.MaxStages + 1)}, "stages", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -39,6 +44,15 @@ func TestStageValidation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// increasing is a plan of n stages at 1, 2, … n per cent.
+func increasing(n int) []domain.StageRequest {
+	plan := make([]domain.StageRequest, n)
+	for i := range plan {
+		plan[i] = domain.StageRequest{Percentage: new(i + 1)}
+	}
+	return plan
 }
 
 func stats(succeeded, failed int) domain.TaskStats {
