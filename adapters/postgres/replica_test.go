@@ -129,10 +129,13 @@ func TestReadReplicaBoundsStalenessAndFallsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the proxied replica to be usable", 5*time.Second, slow.Usable)
-	if _, err := slowTasks.CheckViewOf(ctx, d.ID()); err != nil || slow.Stats().Reads.Load() == 0 {
-		t.Fatalf("a read through the proxy: %v (%d replica reads)", err, slow.Stats().Reads.Load())
-	}
+	// A probe on a loaded machine can see the fresh replica lag for a
+	// moment, and a read then rightly goes to the primary: what matters
+	// is that reads reach the proxied replica once it keeps up.
+	waitFor(t, "a read through the proxy to reach the replica", 5*time.Second, func() bool {
+		_, err := slowTasks.CheckViewOf(ctx, d.ID())
+		return err == nil && slow.Stats().Reads.Load() > 0
+	})
 	proxy.SetLatency(3 * time.Second)
 	start := time.Now()
 	if v, err := slowTasks.CheckViewOf(ctx, d.ID()); err != nil || v.Device.ID() != d.ID() {
