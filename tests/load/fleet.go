@@ -39,6 +39,26 @@ type device struct {
 	task     *simTask  // the task it is working on, nil when none
 	handed   []handout // every task the service handed it, once each
 	noUpdate bool      // some check was answered update_available false
+	// phase, in (0, 1], is the share of the poll interval the device's
+	// first rest takes (-honour-poll). The simulator starts every device
+	// at once, where a real fleet's polls are spread over the interval;
+	// left in step, the whole fleet would poll in one burst a poll
+	// interval apart and sit idle between, so a stage that opened in the
+	// lull would wait for the next burst. From its second check on, the
+	// fleet polls evenly.
+	phase  float64
+	rested bool // the first rest is behind it
+}
+
+// rest is how long the device waits, answered no update, before it checks
+// again: the answer's poll interval, the first time its phase of it.
+// Called with d.mu held.
+func (d *device) rest(poll time.Duration) time.Duration {
+	if d.rested {
+		return poll
+	}
+	d.rested = true
+	return time.Duration(float64(poll) * d.phase)
 }
 
 // simTask is a task a device walks through its events.
@@ -116,7 +136,7 @@ func (f *fleet) index(id string) (int, bool) {
 func newFleet(model, baseVersion string, n int) *fleet {
 	f := &fleet{model: model, devices: make([]*device, n)}
 	for i := range f.devices {
-		f.devices[i] = &device{id: deviceID(model, i), version: baseVersion}
+		f.devices[i] = &device{id: deviceID(model, i), version: baseVersion, phase: float64(i+1) / float64(n)}
 	}
 	return f
 }

@@ -329,8 +329,9 @@ func TestSimulatorSmoke(t *testing.T) {
 	t.Run("honour-poll", func(t *testing.T) {
 		// Nothing is offered, so every answer says no update and to poll
 		// again in an hour (OTA_POLL_INTERVAL's default): each device
-		// checks once and rests, where it would otherwise check once per
-		// free worker for the whole run.
+		// checks once and rests (the first rest at least a tenth of the
+		// hour, its phase in a fleet of 10), where it would otherwise check
+		// once per free worker for the whole run.
 		cfg := base
 		cfg.Model, cfg.Devices, cfg.Seed = "smoke-rest", 10, true
 		cfg.Mode, cfg.Duration, cfg.HonourPoll = modePoll, 2*time.Second, true

@@ -283,7 +283,7 @@ func (s *sim) adopt(rng *rand.Rand, d *device, out checkWire) {
 	if t == nil {
 		d.noUpdate = true
 		if s.cfg.HonourPoll && out.PollAfterSeconds > 0 {
-			d.notBefore.Store(time.Now().Add(time.Duration(out.PollAfterSeconds) * time.Second).UnixNano())
+			d.notBefore.Store(time.Now().Add(d.rest(time.Duration(out.PollAfterSeconds) * time.Second)).UnixNano())
 		}
 		if d.task != nil {
 			s.vanished.Add(1)
