@@ -482,6 +482,15 @@ func TestStagedRolloutAt1M(t *testing.T) {
 		devices = v
 	}
 	pg := testenv.StartPrivatePrimary(t)
+	// A rollout writes every task several times: without autovacuum the
+	// tasks table held four dead rows to a live one by the end of a
+	// 500,000-device run, and 16 MB of shared_buffers sent its reads to the
+	// page cache. The run measures the server a deployment has.
+	pg.RestartPrimaryWith(t, "autovacuum = on\nshared_buffers = 1GB")
+	var av, sb string
+	if err := pg.Open(t, pg.PrimaryURL).QueryRowx(`SELECT current_setting('autovacuum'), current_setting('shared_buffers')`).Scan(&av, &sb); err != nil || av != "on" || sb != "1GB" {
+		t.Fatalf("the private server restarted with autovacuum %q, shared_buffers %q (%v); want on, 1GB", av, sb, err)
+	}
 	redisURL, _ := privateRedis(t)
 	// The devices poll as real agents do, every OTA_POLL_INTERVAL while
 	// nothing is offered: a second per thousand devices by default, so a

@@ -158,6 +158,18 @@ func (p *StreamingPair) KillReplica(t testing.TB) {
 	p.run(t, "pg_ctl", "-D", p.replicaData, "-m", "immediate", "-w", "stop")
 }
 
+// RestartPrimaryWith restarts the private primary with settings appended
+// to its postgresql.conf (later lines win), for a run that needs the
+// server a deployment would have rather than the one the per-request
+// measurements want: StartPrivatePrimary turns autovacuum off and keeps
+// shared_buffers small, which a long run pays for in dead rows and
+// page-cache reads. It needs no replica.
+func (p *StreamingPair) RestartPrimaryWith(t testing.TB, settings string) {
+	t.Helper()
+	p.appendFile(t, filepath.Join(p.primaryData, "postgresql.conf"), "\n"+settings+"\n")
+	p.run(t, "pg_ctl", "-D", p.primaryData, "-l", filepath.Join(p.dir, "primary.log"), "-w", "-t", "60", "restart")
+}
+
 // Logs are both servers' logs, for a failing test's message.
 func (p *StreamingPair) Logs() string {
 	var b strings.Builder
