@@ -120,7 +120,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Second, "per-request timeout")
 	fs.BoolVar(&cfg.JSON, "json", false, "print the final report as JSON")
 	fs.BoolVar(&cfg.Quiet, "quiet", false, "no live progress line")
-	fs.BoolVar(&cfg.HonourPoll, "honour-poll", false, "a device answered no update waits the answer's poll_after_seconds before it checks again (set OTA_POLL_INTERVAL on otad to pace the fleet)")
+	fs.BoolVar(&cfg.HonourPoll, "honour-poll", false, "a device answered no update waits the answer's poll_after_seconds before it checks again, its first wait a share of it so that the fleet does not poll in step (set OTA_POLL_INTERVAL on otad to pace the fleet)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
