@@ -334,7 +334,16 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	app := bootstrap.NewPostgresApp(cfg, echo, logger, metrics, writeBehindDevices, catalogCache, readReplica, webhookDeliverer, eventRelay)
+	rolloutSweep, err := bootstrap.NewRolloutSweep(cfg, rolloutRepository, taskTransactor, clock, logger)
+	if err != nil {
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	app := bootstrap.NewPostgresApp(cfg, echo, logger, metrics, writeBehindDevices, catalogCache, readReplica, webhookDeliverer, eventRelay, rolloutSweep)
 	return app, func() {
 		cleanup5()
 		cleanup4()
@@ -510,7 +519,12 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, f
 	if err != nil {
 		return nil, nil, err
 	}
-	app := bootstrap.NewMemoryApp(cfg, echo, logger, webhookDeliverer, eventRelay)
+	rolloutSweep, err := bootstrap.NewRolloutSweep(cfg, rollouts, taskTransactor, clock, logger)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	app := bootstrap.NewMemoryApp(cfg, echo, logger, webhookDeliverer, eventRelay, rolloutSweep)
 	return app, func() {
 		cleanup()
 	}, nil

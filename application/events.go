@@ -56,9 +56,9 @@ func (s *Events) GetTask(ctx context.Context, deviceID domain.DeviceID, taskID d
 // ReportEvent applies a device's progress event once per event id (event
 // rules 1–3) and, on a final status, lets the rollout pause itself when its
 // failure threshold is reached (rule 5), and a staged rollout advance or
-// pause by its gate (stage rules G2–G3) — in the event's own transaction,
-// so that the evaluation happens exactly when the event is stored, whether
-// or not the device waits for the answer.
+// pause by its gate (stage rules G2–G3) — judged right after the event's
+// commit, whether or not the device waits for the answer, and without
+// the rollout's lock unless the judgement changes it (ApplyEvent).
 //
 // The event is judged before the task id: a malformed event is
 // VALIDATION_FAILED whatever the id, and the zero id (one the edge could
@@ -132,9 +132,10 @@ func (s *Events) recordLateInstall(ctx context.Context, t domain.Task) error {
 	return nil
 }
 
-// judgeRollout is the evaluation ReplaceActive and ApplyEvent run in the
-// transaction that ends one of a rollout's tasks, whether a device's final
-// event or a check ended it (event rule 5, stage rules G2–G3, stuck-task rule K1).
+// judgeRollout is the evaluation of a rollout one of whose tasks ended,
+// whether a device's final event (ApplyEvent, after its commit) or a check
+// (ReplaceActive, in its transaction) ended it, and of the sweep's
+// re-judgement (event rule 5, stage rules G2–G3, stuck-task rule K1).
 func judgeRollout(clock ports.Clock) RolloutEvaluation {
 	return func(r *domain.Rollout, stats func(since time.Time) (domain.TaskStats, error)) (bool, error) {
 		return evaluateRollout(r, stats, clock.Now())

@@ -35,10 +35,11 @@ type TaskState struct {
 	Latest func() (*domain.ActiveTask, error)
 }
 
-// RolloutEvaluation judges a rollout, locked, in the transaction that
-// stores one of its tasks' final status (event rule 5, stage rules G2–G3),
-// counting its tasks created at or after since (zero: all of them) as that
-// transaction sees them; it reports whether it changed the rollout.
+// RolloutEvaluation judges a rollout when one of its tasks ended (event
+// rule 5, stage rules G2–G3), counting its tasks created at or after since
+// (zero: all of them) as the judging transaction sees them; it reports
+// whether it changed the rollout. It may be called on a copy read without
+// a lock (JudgeRollout), so it changes only the rollout it is given.
 type RolloutEvaluation func(r *domain.Rollout, stats func(since time.Time) (domain.TaskStats, error)) (bool, error)
 
 // errForeignDevice refuses a task inserted through another device's
@@ -64,10 +65,10 @@ var errForeignDevice = errors.New("the new task belongs to another device")
 // in key order): every change of a task's status and every insert
 // changes them (domain.Recount, on the device's counted task read before
 // the change), so two transactions meet on a counter row only after all
-// their other locks, and never wait for each other in a cycle. Final
-// events of one rollout with something to judge are serialised by its row
-// lock anyway; for the others, and for progress events, the store spreads
-// a count over shard rows so that devices seldom queue on one.
+// their other locks, and never wait for each other in a cycle. The store
+// spreads a count over shard rows so that devices seldom queue on one;
+// a device's final event judges its rollout after its commit
+// (ApplyEvent), so a rollout's final events do not queue on its row.
 // A creation with no task to end, for a device with no task in the
 // rollout yet, may instead be one statement (UnchangedInserter.InsertIfUnchanged,
 // tried by Checks.createUnchanged): it reads the offer FOR SHARE, inserts,
@@ -178,7 +179,7 @@ func ReplaceActive(ctx context.Context, tasks TaskTransactor, device domain.Devi
 			result = active.Task
 		}
 		if !judge.IsZero() {
-			r, err := judgeLocked(tx, c, judged, onRollout)
+			r, _, err := judgeLocked(tx, c, judged, onRollout)
 			if err != nil {
 				return err
 			}
@@ -216,15 +217,17 @@ func ReplaceActive(ctx context.Context, tasks TaskTransactor, device domain.Devi
 
 // ApplyEvent loads the task locked, with the event already recorded under
 // ev's id (nil if none), and calls fn. When fn reports a change, the task
-// and the event are stored together; a success (domain.Task.Installs)
-// stores the device's version with them (event rule 6); and when onRollout
-// is not nil it judges the task's rollout, locked before the task changes
-// (ReplaceActive gives the lock order), counting its tasks with the change.
-// So the evaluation depends neither on the caller staying connected after
-// the commit nor on a retry of the event. When fn reports no change
-// nothing is stored and the task is returned as stored, whatever fn did to
-// its copy. The change's counters are written last (ReplaceActive's lock
-// order), and the evaluation reads them with the change.
+// and the event are stored together, with the change's counters, and a
+// success (domain.Task.Installs) stores the device's version with them
+// (event rule 6). When fn reports no change nothing is stored and the
+// task is returned as stored, whatever fn did to its copy.
+//
+// When onRollout is not nil and the task, as stored, is final, its
+// rollout is judged after the commit (JudgeRollout), whether or not the
+// caller is still connected, and also for a replay: a device that resends
+// its final report after a failed judgement gets the judgement made. The event's transaction takes no rollout lock, so
+// a rollout's final events do not queue behind each other (event rule 5,
+// "Judged after the commit").
 func ApplyEvent(ctx context.Context, tasks TaskTransactor, taskID domain.UUID, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout RolloutEvaluation) (domain.Task, error) {
 	if taskID.IsZero() {
 		return domain.Task{}, fmt.Errorf("loading task: %w", domain.ErrNotFound)
@@ -234,12 +237,6 @@ func ApplyEvent(ctx context.Context, tasks TaskTransactor, taskID domain.UUID, e
 		t, err := tx.LockTask(taskID)
 		if err != nil {
 			return err
-		}
-		var judged domain.Rollout
-		if onRollout != nil {
-			if judged, err = tx.LockRollout(t.RolloutID()); err != nil {
-				return err
-			}
 		}
 		prior, err := tx.Event(t, ev.ID())
 		if err != nil {
@@ -270,32 +267,89 @@ func ApplyEvent(ctx context.Context, tasks TaskTransactor, taskID domain.UUID, e
 				return err
 			}
 		}
-		if onRollout != nil {
-			if _, err := judgeLocked(tx, c, judged, onRollout); err != nil {
-				return err
-			}
-		}
 		return c.flush(out.DeviceID())
 	})
 	if err != nil {
 		return domain.Task{}, err
 	}
+	if onRollout != nil && !out.Status().IsActive() {
+		// The event is stored: a device that hangs up now must not cut
+		// its judgement short.
+		jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), judgeTimeout)
+		defer cancel()
+		if _, _, err := JudgeRollout(jctx, tasks, out.FirmwareID(), out.RolloutID(), onRollout); err != nil {
+			// Busy, whatever the cause: the event is stored, and its
+			// resend judges again.
+			return domain.Task{}, fmt.Errorf("judging rollout %s after task %s ended: %w: %w", out.RolloutID(), out.ID(), domain.ErrServiceBusy, err)
+		}
+	}
 	return out, nil
+}
+
+// judgeTimeout bounds a final event's judgement once the event is stored,
+// whether or not its caller is still connected: long enough to wait for a
+// rollout's row behind an operator's change, short enough that a stuck
+// database cannot hold the request for ever (the sweep judges later).
+const judgeTimeout = 10 * time.Second
+
+// JudgeRollout lets eval judge a rollout on its counters as committed, and
+// stores what eval changed. It first judges a copy read without a lock;
+// only when that judgement would change the rollout does it lock the row
+// and judge again, on the rollout and counters as they are then, in a
+// second transaction. Called after a final event's commit, the read sees
+// every change committed before it, so of two final events committed
+// concurrently, the later one's judgement sees both: no crossing of a
+// threshold or gate is missed for good, while the judgements that change
+// nothing — almost all of them — never queue on the rollout's row. It
+// returns the rollout as it now is, and whether this judgement changed it.
+func JudgeRollout(ctx context.Context, tasks TaskTransactor, firmwareID, rolloutID domain.UUID, eval RolloutEvaluation) (domain.Rollout, bool, error) {
+	var (
+		seen  domain.Rollout
+		would bool
+	)
+	err := tasks.InTaskTx(ctx, func(tx ports.TaskTx) error {
+		o, err := tx.Offer(firmwareID, rolloutID)
+		if err != nil {
+			return err
+		}
+		seen = o.Rollout
+		r := seen
+		would, err = eval(&r, func(since time.Time) (domain.TaskStats, error) { return tx.RolloutStats(rolloutID, since) })
+		return err
+	})
+	if err != nil || !would {
+		return seen, false, err
+	}
+	var (
+		out     domain.Rollout
+		changed bool
+	)
+	err = tasks.InTaskTx(ctx, func(tx ports.TaskTx) error {
+		r, err := tx.LockRollout(rolloutID)
+		if err != nil {
+			return err
+		}
+		out, changed, err = judgeLocked(tx, &counts{tx: tx}, r, eval)
+		return err
+	})
+	return out, changed, err
 }
 
 // judgeLocked lets eval judge r, locked by tx.LockRollout, reading its
 // counters in tx, with the changes c holds, only if eval asks, and stores
-// what eval changed; it returns the rollout as it now is.
-func judgeLocked(tx ports.TaskTx, c *counts, r domain.Rollout, eval RolloutEvaluation) (domain.Rollout, error) {
+// what eval changed; it returns the rollout as it now is, and whether eval
+// changed it.
+func judgeLocked(tx ports.TaskTx, c *counts, r domain.Rollout, eval RolloutEvaluation) (domain.Rollout, bool, error) {
 	ro := r
 	changed, err := eval(&ro, func(since time.Time) (domain.TaskStats, error) {
 		st, err := tx.RolloutStats(r.ID(), since)
 		return c.with(st, r.ID(), since), err
 	})
 	if err != nil || !changed {
-		return r, err
+		return r, false, err
 	}
-	return storeRollout(tx, r, ro)
+	stored, err := storeRollout(tx, r, ro)
+	return stored, err == nil, err
 }
 
 // UpdateTask loads the task locked, lets fn change it and stores it with

@@ -33,6 +33,9 @@ type Config struct {
 	LockTTL      time.Duration
 	LockWait     time.Duration
 	PollInterval time.Duration
+	// RolloutSweep is how often each replica re-judges the open rollouts
+	// (OTA_ROLLOUT_SWEEP_INTERVAL; application.RolloutSweep).
+	RolloutSweep time.Duration
 	Store        Store
 	LogLevel     slog.Level
 	// DeviceRate is each device's sustained budget of checks and non-final
@@ -196,6 +199,7 @@ func LoadConfig(getenv func(string) string, requireAdminToken bool) (Config, err
 	cfg.LockTTL = duration("OTA_LOCK_TTL", "5s", 100*time.Millisecond, time.Hour)
 	cfg.LockWait = duration("OTA_LOCK_WAIT", "500ms", time.Millisecond, time.Minute)
 	cfg.PollInterval = duration("OTA_POLL_INTERVAL", "1h", time.Second, 7*24*time.Hour)
+	cfg.RolloutSweep = duration("OTA_ROLLOUT_SWEEP_INTERVAL", "1m", time.Second, 24*time.Hour)
 	switch s := Store(get("OTA_STORE", string(StorePostgres))); s {
 	case StorePostgres, StoreMemory:
 		cfg.Store = s

@@ -16,7 +16,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.HTTPAddr != ":8080" || cfg.LockTTL != 5*time.Second || cfg.LockWait != 500*time.Millisecond ||
-		cfg.PollInterval != time.Hour || cfg.Store != bootstrap.StorePostgres || cfg.DatabaseURL != bootstrap.DefaultDatabaseURL ||
+		cfg.PollInterval != time.Hour || cfg.RolloutSweep != time.Minute || cfg.Store != bootstrap.StorePostgres || cfg.DatabaseURL != bootstrap.DefaultDatabaseURL ||
 		cfg.RedisURL != bootstrap.DefaultRedisURL || cfg.LockMajority != 1 || !cfg.Migrate ||
 		cfg.LastSeenResolution != bootstrap.DefaultLastSeenResolution ||
 		cfg.ConsoleSessionKey != "" || cfg.SignInRate != 0.1 || cfg.SignInBurst != 10 ||
@@ -31,6 +31,7 @@ func TestLoadConfigRefusesBadValuesNamingTheVariable(t *testing.T) {
 		"OTA_LOCK_TTL":                   {"OTA_LOCK_TTL": "soon"},
 		"OTA_LOCK_WAIT":                  {"OTA_LOCK_WAIT": "-1s"},
 		"OTA_POLL_INTERVAL":              {"OTA_POLL_INTERVAL": "0s"},
+		"OTA_ROLLOUT_SWEEP_INTERVAL":     {"OTA_ROLLOUT_SWEEP_INTERVAL": "0s"},
 		"OTA_STORE":                      {"OTA_STORE": "sqlite"},
 		"OTA_LOG_LEVEL":                  {"OTA_LOG_LEVEL": "loud"},
 		"OTA_HTTP_ADDR":                  {"OTA_HTTP_ADDR": "8080"},

@@ -36,6 +36,7 @@ var ApplicationSet = wire.NewSet(
 	application.NewAudit, wire.Bind(new(ports.AuditService), new(*application.Audit)),
 	PollIntervalFrom,
 	RateLimiterFrom,
+	NewRolloutSweep,
 	fleetSet,
 	ArtifactSet,
 	taskPortSet,
@@ -64,8 +65,9 @@ var EdgeSet = wire.NewSet(edgeBaseSet, NewMemoryApp)
 // NewMemoryApp is NewApp for the single-process wiring: it delivers
 // webhooks, and relays events to NATS when configured, while it serves.
 func NewMemoryApp(cfg Config, server *echo.Echo, logger *slog.Logger, webhooks *application.WebhookDeliverer,
-	relay *application.EventRelay) *App {
+	relay *application.EventRelay, sweep *application.RolloutSweep) *App {
 	app := NewApp(cfg, server, logger)
+	app.InBackground(sweep.Run)
 	app.InBackground(webhooks.Run)
 	if relay != nil {
 		app.InBackground(relay.Run)
@@ -84,6 +86,7 @@ var PostgresEdgeSet = wire.NewSet(edgeBaseSet, NewPostgresApp)
 var PostgresSet = wire.NewSet(
 	postgres.ServingSet,
 	PostgresTaskPorts,
+	wire.Bind(new(application.OpenRollouts), new(*postgres.RolloutRepository)),
 	postgresFleetSet,
 	WriteBehindConfigFrom,
 	CatalogCacheConfigFrom,
@@ -130,13 +133,17 @@ func ReadReplicaConfigFrom(cfg Config) postgres.ReadReplicaConfig {
 // NewPostgresApp is NewApp for the production wiring: on shutdown, after
 // requests drained, it stores the device checks still written behind
 // (before wire's cleanup closes the pool), and its metrics count the
-// write-behind's and the catalog cache's work. It delivers webhooks
-// (none: not) while it serves, as every replica does, and relays events to
-// NATS when configured (one replica at a time holds the cursor).
+// write-behind's and the catalog cache's work. It sweeps the open
+// rollouts (none: not) and delivers webhooks (none: not) while it serves, as every
+// replica does, and relays events to NATS when configured (one replica at
+// a time holds the cursor).
 func NewPostgresApp(cfg Config, server *echo.Echo, logger *slog.Logger, m *Metrics,
 	seen *postgres.WriteBehindDevices, catalog *postgres.CatalogCache, reads *postgres.ReadReplica,
-	webhooks *application.WebhookDeliverer, relay *application.EventRelay) *App {
+	webhooks *application.WebhookDeliverer, relay *application.EventRelay, sweep *application.RolloutSweep) *App {
 	app := NewApp(cfg, server, logger)
+	if sweep != nil {
+		app.InBackground(sweep.Run)
+	}
 	if webhooks != nil {
 		app.InBackground(webhooks.Run)
 	}
@@ -196,6 +203,7 @@ func registerHotPathMetrics(m *Metrics, seen *postgres.WriteBehindStats, catalog
 var MemorySet = wire.NewSet(
 	memory.ProviderSet,
 	MemoryTaskPorts,
+	wire.Bind(new(application.OpenRollouts), new(*memory.Rollouts)),
 	memoryFleetSet,
 	local.SystemSet,
 	MemoryLocker,
@@ -213,6 +221,14 @@ var MemorySet = wire.NewSet(
 
 // RootTokenFrom is the break-glass root secret, OTA_ADMIN_TOKEN.
 func RootTokenFrom(cfg Config) application.RootToken { return application.RootToken(cfg.AdminToken) }
+
+// NewRolloutSweep re-judges the open rollouts every
+// OTA_ROLLOUT_SWEEP_INTERVAL, on the uncached catalog: it reads each
+// rollout again in its judgement anyway.
+func NewRolloutSweep(cfg Config, open application.OpenRollouts, tasks application.TaskTransactor, clock ports.Clock,
+	logger *slog.Logger) (*application.RolloutSweep, error) {
+	return application.NewRolloutSweep(open, tasks, clock, cfg.RolloutSweep, logger)
+}
 
 // PollIntervalFrom extracts the devices' poll hint.
 func PollIntervalFrom(cfg Config) application.PollInterval {

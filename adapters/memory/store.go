@@ -387,14 +387,23 @@ func (r *Rollouts) Get(ctx context.Context, id domain.UUID) (domain.Rollout, err
 }
 
 func (r *Rollouts) Offers(ctx context.Context, model string) ([]domain.Offer, error) {
-	return locked(ctx, r.s, func() ([]domain.Offer, error) {
-		out := []domain.Offer{}
+	all, err := r.AllOffers(ctx)
+	return append([]domain.Offer{}, all[model]...), err
+}
+
+// AllOffers is Offers for every model, by model (models without offers
+// are absent).
+func (r *Rollouts) AllOffers(ctx context.Context) (map[string][]domain.Offer, error) {
+	return locked(ctx, r.s, func() (map[string][]domain.Offer, error) {
+		out := map[string][]domain.Offer{}
 		for _, ro := range r.s.rollouts {
-			if o := (domain.Offer{Firmware: r.s.firmwares[ro.FirmwareID().String()], Rollout: ro}); o.Firmware.Model() == model && o.Open() {
-				out = append(out, o)
+			if o := (domain.Offer{Firmware: r.s.firmwares[ro.FirmwareID().String()], Rollout: ro}); o.Open() {
+				out[o.Firmware.Model()] = append(out[o.Firmware.Model()], o)
 			}
 		}
-		domain.SortOffers(out)
+		for _, offers := range out {
+			domain.SortOffers(offers)
+		}
 		return out, nil
 	})
 }

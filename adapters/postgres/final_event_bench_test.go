@@ -133,29 +133,47 @@ func seedFinalEvents(b *testing.B, n, k int, threshold bool) (*postgres.TaskRepo
 }
 
 // BenchmarkFinalEventsInParallel ends many devices' tasks of one rollout
-// without a judgement (no row lock orders them) from parallel goroutines:
-// what queues on the counter rows, which a count spreads over shards.
+// from parallel goroutines: "plain" without a judgement, what queues on
+// the counter rows, which a count spreads over shards; "judged" on a
+// rollout with a failure threshold the events never reach, judged as the
+// events use case judges it, which locks the rollout's row only when the
+// judgement would change it (event rule 5).
 //
 //	go test -run '^$' -bench BenchmarkFinalEventsInParallel -benchtime 2000x -cpu 8 ./adapters/postgres/
 func BenchmarkFinalEventsInParallel(b *testing.B) {
-	ctx := context.Background()
-	tasks, ids := seedFinalEvents(b, 10_000, b.N, false)
-	ev, err := domain.NewEvent("done", "succeeded", nil, "", "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	now := time.Now()
-	var next atomic.Int64
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			id := ids[next.Add(1)-1]
-			if _, err := application.ApplyEvent(ctx, tasks, id, ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
-				return t.ApplyEvent(ev, prior, now)
-			}, nil); err != nil {
-				b.Error(err)
-				return
+	for _, judged := range []bool{false, true} {
+		name := map[bool]string{false: "plain", true: "judged"}[judged]
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			tasks, ids := seedFinalEvents(b, 10_000, b.N, judged)
+			ev, err := domain.NewEvent("done", "succeeded", nil, "", "")
+			if err != nil {
+				b.Fatal(err)
 			}
-		}
-	})
+			now := time.Now()
+			var judge application.RolloutEvaluation
+			if judged {
+				judge = func(r *domain.Rollout, stats func(time.Time) (domain.TaskStats, error)) (bool, error) {
+					if !r.Evaluates() {
+						return false, nil
+					}
+					total, err := stats(time.Time{})
+					return r.Evaluate(total, domain.TaskStats{}, now), err
+				}
+			}
+			var next atomic.Int64
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					id := ids[next.Add(1)-1]
+					if _, err := application.ApplyEvent(ctx, tasks, id, ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
+						return t.ApplyEvent(ev, prior, now)
+					}, judge); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
 }

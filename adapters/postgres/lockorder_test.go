@@ -19,23 +19,14 @@ import (
 // change: the ender waits for the rollout, the inserter for the ender.
 // Postgres then kills one of them after deadlock_timeout, which surfaced
 // as a 500 on a device's final event in the frozen-holder
-// linearizability run.
+// linearizability run. (A device's final event takes no rollout lock in
+// its transaction: TestFinalEventJudgesAfterItsCommit.)
 func TestEndingATaskLocksItsRolloutBeforeChangingTheTask(t *testing.T) {
 	judge := func(r *domain.Rollout, stats func(time.Time) (domain.TaskStats, error)) (bool, error) {
 		_, err := stats(time.Time{})
 		return false, err
 	}
 	enders := map[string]func(e *env, tk domain.Task) error{
-		"final event": func(e *env, tk domain.Task) error {
-			ev, err := domain.NewEvent("end-"+tk.ID().String(), "succeeded", nil, "", "")
-			if err != nil {
-				return err
-			}
-			_, err = application.ApplyEvent(context.Background(), e.tasks, tk.ID(), ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
-				return t.ApplyEvent(ev, prior, e.now.Add(time.Second))
-			}, judge)
-			return err
-		},
 		"check ending the task": func(e *env, tk domain.Task) error {
 			_, _, err := application.ReplaceActive(context.Background(), e.tasks, tk.DeviceID(), onActive(func(active *domain.Task) (*domain.Task, error) {
 				return nil, active.Succeed(e.now.Add(time.Second))
@@ -103,6 +94,99 @@ func TestEndingATaskLocksItsRolloutBeforeChangingTheTask(t *testing.T) {
 				t.Fatalf("task %s, %v; want succeeded", got.Status(), err)
 			}
 		})
+	}
+}
+
+// TestFinalEventJudgesAfterItsCommit: a device's final event judges its
+// rollout after its transaction commits, and locks the rollout's row only
+// when the judgement changes the rollout (event rule 5). While another
+// transaction holds the row (an operator's change, another judgement), a
+// final event that changes nothing finishes without waiting; one that
+// pauses the rollout has its task stored already, and waits for the row
+// only to store the pause.
+func TestFinalEventJudgesAfterItsCommit(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := e.firmware(t, "judged", "2.0.0")
+	threshold := 50
+	r, err := domain.NewRollout(domain.UUIDOf(uuid.New()), f, domain.RolloutSpec{Percentage: 100, FailureThresholdPercent: &threshold, MinSample: new(2)}, e.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rollouts.Create(ctx, r, domain.AuditRecord{}); err != nil {
+		t.Fatal(err)
+	}
+	o := domain.Offer{Firmware: f, Rollout: r}
+	judge := func(r *domain.Rollout, stats func(time.Time) (domain.TaskStats, error)) (bool, error) {
+		if !r.Evaluates() {
+			return false, nil
+		}
+		total, err := stats(time.Time{})
+		return r.Evaluate(total, domain.TaskStats{}, e.now.Add(time.Minute)), err
+	}
+	end := func(tk domain.Task, status string) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			ev, err := domain.NewEvent("end", status, nil, "", "")
+			if err == nil {
+				_, err = application.ApplyEvent(ctx, e.tasks, tk.ID(), ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
+					return t.ApplyEvent(ev, prior, e.now.Add(time.Second))
+				}, judge)
+			}
+			done <- err
+		}()
+		return done
+	}
+	first := e.createTask(t, e.device(t, "judged-"+uuid.NewString()[:8], "judged").ID().String(), o)
+	second := e.createTask(t, e.device(t, "judged-"+uuid.NewString()[:8], "judged").ID().String(), o)
+
+	holder, err := e.db.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback() }()
+	// As LockRollout and a rollout's UPDATE lock it: not FOR UPDATE, which
+	// would block the counters' foreign-key checks (FOR KEY SHARE) too.
+	if _, err := holder.ExecContext(ctx, `SELECT id FROM rollouts WHERE id = $1 FOR NO KEY UPDATE`, r.ID().String()); err != nil {
+		t.Fatal(err)
+	}
+
+	// One success: one finished task of a sample of two, nothing to change.
+	done := end(first, "succeeded")
+	for waited := false; ; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("the first final event: %v", err)
+			}
+		case <-time.After(10 * time.Millisecond):
+			if err := e.db.GetContext(ctx, &waited, `SELECT count(*) > 0 FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock'`); err != nil {
+				t.Fatal(err)
+			}
+			if !waited {
+				continue
+			}
+			t.Fatal("a final event that changes nothing waited for its rollout's row")
+		}
+		break
+	}
+
+	// One failure: 1 of 2 failed reaches 50 %; the pause waits for the row.
+	done = end(second, "failed")
+	waitForLockWait(t, e, ctx)
+	if got, err := e.tasks.Get(ctx, second.ID()); err != nil || got.Status() != domain.TaskFailed {
+		t.Fatalf("task %s, %v while the judgement waits; want failed, committed before it", got.Status(), err)
+	}
+	if err := holder.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the second final event: %v", err)
+	}
+	if got, err := e.rollouts.Get(ctx, r.ID()); err != nil || got.Status() != domain.RolloutPaused || got.PausedReason() != domain.PausedAuto {
+		t.Fatalf("rollout %s (%q), %v; want paused by its threshold", got.Status(), got.PausedReason(), err)
 	}
 }
 

@@ -241,7 +241,7 @@ func TestServeFlushesChecksOnShutdown(t *testing.T) {
 	e.device(t, "shut-1", "m")
 	seen := e.writeBehind(t, postgres.WriteBehindConfig{Interval: time.Hour}) // only a flush writes
 	catalog := e.replica(t, postgres.CatalogCacheConfig{}).cache
-	app := bootstrap.NewPostgresApp(bootstrap.Config{}, echo.New(), slog.New(slog.DiscardHandler), bootstrap.NewMetrics(), seen, catalog, nil, nil, nil)
+	app := bootstrap.NewPostgresApp(bootstrap.Config{}, echo.New(), slog.New(slog.DiscardHandler), bootstrap.NewMetrics(), seen, catalog, nil, nil, nil, nil)
 	at := e.now.Add(time.Hour)
 	must(t, seen.RecordSeen(ctx, unseen("shut-1"), version(t, "9.0.0"), at))
 

@@ -18,6 +18,7 @@ func TestMemoryRepositories(t *testing.T) {
 			Firmwares: memory.NewFirmwares(store),
 			Rollouts:  memory.NewRollouts(store),
 			Tasks:     memory.NewTasks(store),
+			Open:      memory.NewRollouts(store),
 		}
 	})
 }

@@ -24,6 +24,7 @@ func TestPostgresRepositories(t *testing.T) {
 			Firmwares: repos.Firmwares,
 			Rollouts:  repos.Rollouts,
 			Tasks:     repos.Tasks,
+			Open:      repos.Rollouts,
 		}
 	})
 }
@@ -61,6 +62,7 @@ func TestServingRepositories(t *testing.T) {
 			Firmwares: cache.Firmwares(),
 			Rollouts:  cache.Rollouts(),
 			Tasks:     tasks,
+			Open:      repos.Rollouts,
 		}
 	})
 }

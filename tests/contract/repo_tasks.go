@@ -419,6 +419,8 @@ func (s *repoSuite) tasks(t *testing.T) {
 	t.Run("ReplaceActiveOfferWithdrawn", func(t *testing.T) { s.offerWithdrawn(t) })
 	t.Run("InsertIfUnchanged", func(t *testing.T) { s.insertIfUnchanged(t) })
 	t.Run("ApplyEventEvaluatesRollout", func(t *testing.T) { s.applyEventRollout(t) })
+	t.Run("FinalEventsRacingAcrossAThreshold", func(t *testing.T) { s.finalEventsAcrossAThreshold(t) })
+	t.Run("SweepJudgesWhatAnEventLeft", func(t *testing.T) { s.sweepJudges(t) })
 	t.Run("ReplaceActiveEvaluatesRollout", func(t *testing.T) { s.replaceActiveRollout(t) })
 	t.Run("ReplaceActiveRolloutSwapRace", func(t *testing.T) { s.replaceActiveRolloutSwap(t) })
 	t.Run("ReplaceActiveJudgesTheLockedRollout", func(t *testing.T) { s.replaceActiveJudgesLocked(t) })
@@ -1140,9 +1142,11 @@ func (s *repoSuite) offerWithdrawn(t *testing.T) {
 	})
 }
 
-// applyEventRollout: onRollout judges the task's rollout in the event's
-// transaction, counting this change, and what it changes is stored with
-// the event — or nothing is.
+// applyEventRollout: onRollout judges the ended task's rollout after the
+// event's commit, on counters that include the change: first a copy, and,
+// only when that judgement changes it, the rollout locked, whose change is
+// stored. A failed judgement leaves the event stored and is made again by
+// a replay of the final report.
 func (s *repoSuite) applyEventRollout(t *testing.T) {
 	ctx := t.Context()
 	model := repoName("model")
@@ -1157,17 +1161,20 @@ func (s *repoSuite) applyEventRollout(t *testing.T) {
 	ev, err := domain.NewEvent("end", "failed", nil, "E", "")
 	repoNoErr(t, "event", err)
 
-	// A failing evaluation stores nothing: not the event, not the task.
+	// A failing judgement fails the call as busy (the device resends),
+	// but the event is stored: it was committed before the judgement.
 	_, err = application.ApplyEvent(ctx, s.Tasks, tk.ID(), ev, fail, func(*domain.Rollout, func(time.Time) (domain.TaskStats, error)) (bool, error) {
 		return false, errRepoBoom
 	})
-	if !errors.Is(err, errRepoBoom) {
-		t.Fatalf("failing evaluation: %v", err)
+	if !errors.Is(err, errRepoBoom) || !errors.Is(err, domain.ErrServiceBusy) {
+		t.Fatalf("failing evaluation: %v, want busy with its cause", err)
 	}
-	if got, _ := s.Tasks.Get(ctx, tk.ID()); got.Status() != domain.TaskPending {
-		t.Fatalf("task stored despite the failed evaluation: %s", got.Status())
+	if got, _ := s.Tasks.Get(ctx, tk.ID()); got.Status() != domain.TaskFailed {
+		t.Fatalf("task %s after a failed judgement, want the event stored (failed)", got.Status())
 	}
 
+	// The replay judges again: the copy, then the rollout locked, each
+	// on the counters with the failure.
 	calls := 0
 	got, err := application.ApplyEvent(ctx, s.Tasks, tk.ID(), ev, fail, func(r *domain.Rollout, stats func(time.Time) (domain.TaskStats, error)) (bool, error) {
 		calls++
@@ -1183,9 +1190,9 @@ func (s *repoSuite) applyEventRollout(t *testing.T) {
 		}
 		return true, r.ChangeStatus(domain.RolloutPaused, o.Firmware, s.at(13))
 	})
-	repoNoErr(t, "apply event", err)
-	if got.Status() != domain.TaskFailed || calls != 1 {
-		t.Fatalf("task %s, evaluation called %d times", got.Status(), calls)
+	repoNoErr(t, "replay", err)
+	if got.Status() != domain.TaskFailed || calls != 2 {
+		t.Fatalf("task %s, evaluation called %d times, want the copy's and the locked rollout's", got.Status(), calls)
 	}
 	r, err := s.Rollouts.Get(ctx, o.Rollout.ID())
 	repoNoErr(t, "rollout", err)
@@ -1196,12 +1203,30 @@ func (s *repoSuite) applyEventRollout(t *testing.T) {
 		t.Fatalf("a paused rollout is still offered: %d offers", len(offers))
 	}
 
-	// A replay changes nothing, so the evaluation is not run again.
-	_, err = application.ApplyEvent(ctx, s.Tasks, tk.ID(), ev, fail, func(*domain.Rollout, func(time.Time) (domain.TaskStats, error)) (bool, error) {
-		t.Error("evaluation run for a replay")
+	// A judgement that would change nothing is made on the copy only:
+	// what it did to the copy is not stored.
+	calls = 0
+	_, err = application.ApplyEvent(ctx, s.Tasks, tk.ID(), ev, fail, func(r *domain.Rollout, _ func(time.Time) (domain.TaskStats, error)) (bool, error) {
+		calls++
+		return false, r.ChangeStatus(domain.RolloutCancelled, o.Firmware, s.at(14))
+	})
+	repoNoErr(t, "replay judged unchanged", err)
+	if r, _ := s.Rollouts.Get(ctx, o.Rollout.ID()); calls != 1 || r.Status() != domain.RolloutPaused {
+		t.Fatalf("evaluation called %d times, rollout %s; want one call on the copy, the rollout still paused", calls, r.Status())
+	}
+	// A progress event (not final) is not judged.
+	d3 := s.device(t, model, "1.0.0")
+	o2 := s.offer(t, model, "2.1.0")
+	tk3 := s.insert(t, s.newTask(t, d3.ID(), o2, 1, s.at(15)))
+	prog, err := domain.NewEvent("p", "downloading", nil, "", "")
+	repoNoErr(t, "progress event", err)
+	_, err = application.ApplyEvent(ctx, s.Tasks, tk3.ID(), prog, func(x *domain.Task, prior *domain.Event) (bool, error) {
+		return x.ApplyEvent(prog, prior, s.at(16))
+	}, func(*domain.Rollout, func(time.Time) (domain.TaskStats, error)) (bool, error) {
+		t.Error("a task still active judged its rollout")
 		return false, nil
 	})
-	repoNoErr(t, "replay", err)
+	repoNoErr(t, "progress", err)
 }
 
 // replaceActiveRollout: when fn ends the active task, onRollout judges that

@@ -21,6 +21,9 @@ type Repos struct {
 	Firmwares ports.FirmwareRepository
 	Rollouts  ports.RolloutRepository
 	Tasks     application.TaskStore
+	// Open lists the open rollouts for the rollout sweep, as production
+	// wires it (the uncached store).
+	Open application.OpenRollouts
 }
 
 // RunRepositories runs the repository contract against the Repos that
