@@ -388,3 +388,57 @@ func TestCheckFollowsItsPlanToAnotherFirmware(t *testing.T) {
 		t.Fatalf("check answered %s with %+v, want a task created for 2.0.0", res.Outcome, res.Task)
 	}
 }
+
+// failJudgement is a task store whose transactions after the first fail
+// as a database gone away would: the event's commits, its judgement fails.
+type failJudgement struct {
+	application.TaskStore
+	calls *int
+}
+
+func (f failJudgement) InTaskTx(ctx context.Context, fn func(ports.TaskTx) error) error {
+	if *f.calls++; *f.calls > 1 {
+		return domain.ErrServiceBusy
+	}
+	return f.TaskStore.InTaskTx(ctx, fn)
+}
+
+// A final event whose judgement fails after the commit is answered
+// SERVICE_BUSY, its transition counted once, as it is stored; the resend,
+// a replay, makes the judgement (the rollout pauses) and counts nothing.
+func TestFinalEventWhoseJudgementFailsIsBusyAndStored(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	r := e.rollout(e.firmware("1.1.0"), 100, func(s *domain.RolloutSpec) {
+		s.FailureThresholdPercent = intp(50)
+		s.MinSample = intp(1)
+	})
+	d := e.device("1.0.0")
+	task := e.check(d, "1.0.0").Task.Task
+	m := &outcomes{}
+	calls := 0
+	failing := e.devicesWith(func(deps *application.Deps) {
+		deps.Metrics = m
+		deps.Tasks = failJudgement{TaskStore: e.deps.Tasks, calls: &calls}
+	})
+	_, err := failing.ReportEvent(e.ctx, asDeviceID(d), task.ID(), ports.EventRequest{EventID: "end", Status: "failed"})
+	if !errors.Is(err, domain.ErrServiceBusy) {
+		t.Fatalf("a failed judgement answered %v, want SERVICE_BUSY", err)
+	}
+	if got := e.task(task.ID()); got.Status() != domain.TaskFailed {
+		t.Fatalf("task %s, want the event stored before its judgement", got.Status())
+	}
+	if v, _ := e.admin.GetRollout(e.ctx, r.ID()); v.Rollout.Status() != domain.RolloutActive {
+		t.Fatalf("rollout %s, want active: its judgement failed", v.Rollout.Status())
+	}
+	resend := e.devicesWith(func(deps *application.Deps) { deps.Metrics = m })
+	if _, err := resend.ReportEvent(e.ctx, asDeviceID(d), task.ID(), ports.EventRequest{EventID: "end", Status: "failed"}); err != nil {
+		t.Fatalf("resend: %v", err)
+	}
+	if v, _ := e.admin.GetRollout(e.ctx, r.ID()); v.Rollout.Status() != domain.RolloutPaused {
+		t.Fatalf("rollout %s after the resend, want paused by its threshold", v.Rollout.Status())
+	}
+	if m.transitions["failed"] != 1 || len(m.transitions) != 1 {
+		t.Fatalf("transitions %v, want failed once", m.transitions)
+	}
+}

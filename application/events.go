@@ -95,6 +95,9 @@ func (s *Events) ReportEvent(ctx context.Context, deviceID domain.DeviceID, task
 		}
 		return changed, err
 	}, onRollout)
+	if changed && !t.ID().IsZero() { // stored, even when its judgement then failed
+		s.metrics.TaskTransition(t.Status().String())
+	}
 	if err != nil {
 		if late != nil {
 			// Refused (TASK_FINISHED), but the device runs the image.
@@ -103,9 +106,6 @@ func (s *Events) ReportEvent(ctx context.Context, deviceID domain.DeviceID, task
 			}
 		}
 		return ports.TaskView{}, fmt.Errorf("applying event: %w", err)
-	}
-	if changed {
-		s.metrics.TaskTransition(t.Status().String())
 	}
 	return taskView(ctx, s.firmwares, nil, t)
 }

@@ -225,8 +225,10 @@ func ReplaceActive(ctx context.Context, tasks TaskTransactor, device domain.Devi
 // When onRollout is not nil and the task, as stored, is final, its
 // rollout is judged after the commit (JudgeRollout), whether or not the
 // caller is still connected, and also for a replay: a device that resends
-// its final report after a failed judgement gets the judgement made. The event's transaction takes no rollout lock, so
-// a rollout's final events do not queue behind each other (event rule 5,
+// its final report after a failed judgement gets the judgement made. When
+// only that judgement fails, the error (domain.ErrServiceBusy) comes with
+// the task as stored. The event's transaction takes no rollout lock, so a
+// rollout's final events do not queue behind each other (event rule 5,
 // "Judged after the commit").
 func ApplyEvent(ctx context.Context, tasks TaskTransactor, taskID domain.UUID, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout RolloutEvaluation) (domain.Task, error) {
 	if taskID.IsZero() {
@@ -280,7 +282,7 @@ func ApplyEvent(ctx context.Context, tasks TaskTransactor, taskID domain.UUID, e
 		if _, _, err := JudgeRollout(jctx, tasks, out.FirmwareID(), out.RolloutID(), onRollout); err != nil {
 			// Busy, whatever the cause: the event is stored, and its
 			// resend judges again.
-			return domain.Task{}, fmt.Errorf("judging rollout %s after task %s ended: %w: %w", out.RolloutID(), out.ID(), domain.ErrServiceBusy, err)
+			return out, fmt.Errorf("judging rollout %s after task %s ended: %w: %w", out.RolloutID(), out.ID(), domain.ErrServiceBusy, err)
 		}
 	}
 	return out, nil
