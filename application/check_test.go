@@ -236,10 +236,7 @@ func TestRetriesStopAtMaxAttemptsThenNextLowerTarget(t *testing.T) {
 func TestAutoPauseAtFailureThreshold(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	r := e.rollout(e.firmware("1.1.0"), 100, func(s *domain.RolloutSpec) {
-		s.FailureThresholdPercent = intp(50)
-		s.MinSample = intp(4)
-	})
+	r := e.watchedRollout(4)
 	outcomes := []string{"succeeded", "failed", "failed"}
 	for _, status := range outcomes {
 		d := e.device("1.0.0")

@@ -34,10 +34,7 @@ func (h hangUpAfterEvent) InTaskTx(ctx context.Context, fn func(ports.TaskTx) er
 func TestAutoPauseSurvivesHangUpAfterTheFinalEvent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	r := e.rollout(e.firmware("1.1.0"), 100, func(s *domain.RolloutSpec) {
-		s.FailureThresholdPercent = intp(50)
-		s.MinSample = intp(2)
-	})
+	r := e.watchedRollout(2)
 	first := e.device("1.0.0")
 	e.mustEvent(asDeviceID(first), e.check(first, "1.0.0").Task.Task.ID(), "end", "failed") // 1 of 1: below min_sample
 
@@ -409,10 +406,7 @@ func (f failJudgement) InTaskTx(ctx context.Context, fn func(ports.TaskTx) error
 func TestFinalEventWhoseJudgementFailsIsBusyAndStored(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	r := e.rollout(e.firmware("1.1.0"), 100, func(s *domain.RolloutSpec) {
-		s.FailureThresholdPercent = intp(50)
-		s.MinSample = intp(1)
-	})
+	r := e.watchedRollout(1)
 	d := e.device("1.0.0")
 	task := e.check(d, "1.0.0").Task.Task
 	m := &outcomes{}

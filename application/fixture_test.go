@@ -78,6 +78,16 @@ func (e *env) rollout(fw domain.Firmware, pct int, mutate ...func(*domain.Rollou
 	return r
 }
 
+// watchedRollout starts a rollout of a new 1.1.0 to every device that
+// pauses itself once half of at least minSample finished tasks failed.
+func (e *env) watchedRollout(minSample int) domain.Rollout {
+	e.t.Helper()
+	return e.rollout(e.firmware("1.1.0"), 100, func(s *domain.RolloutSpec) {
+		s.FailureThresholdPercent = intp(50)
+		s.MinSample = intp(minSample)
+	})
+}
+
 // req is a check request of the device as the edge makes it: identified
 // (with its task state read alongside). An unknown device makes a request
 // with no device, which Check refuses.
