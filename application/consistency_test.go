@@ -387,7 +387,8 @@ func TestCheckFollowsItsPlanToAnotherFirmware(t *testing.T) {
 }
 
 // failJudgement is a task store whose transactions after the first fail
-// as a database gone away would: the event's commits, its judgement fails.
+// as a database gone away would: the event's transaction commits, the
+// judgement after it fails.
 type failJudgement struct {
 	application.TaskStore
 	calls *int

@@ -62,8 +62,9 @@ var edgeBaseSet = wire.NewSet(
 // EdgeSet provides the HTTP server, metrics and the app lifecycle.
 var EdgeSet = wire.NewSet(edgeBaseSet, NewMemoryApp)
 
-// NewMemoryApp is NewApp for the single-process wiring: it delivers
-// webhooks, and relays events to NATS when configured, while it serves.
+// NewMemoryApp is NewApp for the single-process wiring: it sweeps the open
+// rollouts, delivers webhooks, and relays events to NATS when configured,
+// while it serves.
 func NewMemoryApp(cfg Config, server *echo.Echo, logger *slog.Logger, webhooks *application.WebhookDeliverer,
 	relay *application.EventRelay, sweep *application.RolloutSweep) *App {
 	app := NewApp(cfg, server, logger)
@@ -134,9 +135,9 @@ func ReadReplicaConfigFrom(cfg Config) postgres.ReadReplicaConfig {
 // requests drained, it stores the device checks still written behind
 // (before wire's cleanup closes the pool), and its metrics count the
 // write-behind's and the catalog cache's work. It sweeps the open
-// rollouts (none: not) and delivers webhooks (none: not) while it serves, as every
-// replica does, and relays events to NATS when configured (one replica at
-// a time holds the cursor).
+// rollouts and delivers webhooks (either none: not) while it serves, as
+// every replica does, and relays events to NATS when configured (one
+// replica at a time holds the cursor).
 func NewPostgresApp(cfg Config, server *echo.Echo, logger *slog.Logger, m *Metrics,
 	seen *postgres.WriteBehindDevices, catalog *postgres.CatalogCache, reads *postgres.ReadReplica,
 	webhooks *application.WebhookDeliverer, relay *application.EventRelay, sweep *application.RolloutSweep) *App {

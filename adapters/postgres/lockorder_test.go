@@ -26,74 +26,69 @@ func TestEndingATaskLocksItsRolloutBeforeChangingTheTask(t *testing.T) {
 		_, err := stats(time.Time{})
 		return false, err
 	}
-	enders := map[string]func(e *env, tk domain.Task) error{
-		"check ending the task": func(e *env, tk domain.Task) error {
-			_, _, err := application.ReplaceActive(context.Background(), e.tasks, tk.DeviceID(), onActive(func(active *domain.Task) (*domain.Task, error) {
-				return nil, active.Succeed(e.now.Add(time.Second))
-			}), judge)
-			return err
-		},
+	// A check that ends the device's task (here an implicit success).
+	end := func(e *env, tk domain.Task) error {
+		_, _, err := application.ReplaceActive(context.Background(), e.tasks, tk.DeviceID(), onActive(func(active *domain.Task) (*domain.Task, error) {
+			return nil, active.Succeed(e.now.Add(time.Second))
+		}), judge)
+		return err
 	}
-	for name, end := range enders {
-		t.Run(name, func(t *testing.T) {
-			e := newEnv(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			// A rollout with a failure threshold: one its ended tasks judge.
-			f := e.firmware(t, "lockorder", "2.0.0")
-			threshold := 50
-			r, err := domain.NewRollout(domain.UUIDOf(uuid.New()), f, domain.RolloutSpec{Percentage: 100, FailureThresholdPercent: &threshold}, e.now)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := e.rollouts.Create(ctx, r, domain.AuditRecord{}); err != nil {
-				t.Fatal(err)
-			}
-			o := domain.Offer{Firmware: f, Rollout: r}
-			d := e.device(t, "lockorder-"+uuid.NewString()[:8], "lockorder")
-			tk := e.createTask(t, d.ID().String(), o)
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// A rollout with a failure threshold: one its ended tasks judge.
+	f := e.firmware(t, "lockorder", "2.0.0")
+	threshold := 50
+	r, err := domain.NewRollout(domain.UUIDOf(uuid.New()), f, domain.RolloutSpec{Percentage: 100, FailureThresholdPercent: &threshold}, e.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rollouts.Create(ctx, r, domain.AuditRecord{}); err != nil {
+		t.Fatal(err)
+	}
+	o := domain.Offer{Firmware: f, Rollout: r}
+	d := e.device(t, "lockorder-"+uuid.NewString()[:8], "lockorder")
+	tk := e.createTask(t, d.ID().String(), o)
 
-			// The creation: holds the rollout FOR SHARE, as ReplaceActive
-			// does before its insert.
-			inserter, err := e.db.BeginTxx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = inserter.Rollback() }()
-			if _, err := inserter.ExecContext(ctx, `SELECT id FROM rollouts WHERE id = $1 FOR SHARE`, o.Rollout.ID().String()); err != nil {
-				t.Fatal(err)
-			}
+	// The creation: holds the rollout FOR SHARE, as ReplaceActive
+	// does before its insert.
+	inserter, err := e.db.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = inserter.Rollback() }()
+	if _, err := inserter.ExecContext(ctx, `SELECT id FROM rollouts WHERE id = $1 FOR SHARE`, o.Rollout.ID().String()); err != nil {
+		t.Fatal(err)
+	}
 
-			ended := make(chan error, 1)
-			go func() { ended <- end(e, tk) }()
-			// The ender now waits for the rollout.
-			waitForLockWait(t, e, ctx)
+	ended := make(chan error, 1)
+	go func() { ended <- end(e, tk) }()
+	// The ender now waits for the rollout.
+	waitForLockWait(t, e, ctx)
 
-			// The insert meets the device's active task: with the task
-			// only locked, it does nothing at once; with the task changed
-			// and uncommitted, it would wait for the ender.
-			if _, err := inserter.ExecContext(ctx, `INSERT INTO tasks (id, device_id, firmware_id, rollout_id, status, progress, attempt, created_at, updated_at)
-				VALUES ($1, $2, $3, $4, 'pending', 0, 1, $5, $5)
-				ON CONFLICT (device_id) WHERE status IN ('pending', 'downloading', 'downloaded', 'installing') DO NOTHING`,
-				uuid.NewString(), d.ID().String(), o.Firmware.ID().String(), o.Rollout.ID().String(), e.now); err != nil {
-				t.Fatalf("the creation's insert: %v", err)
-			}
-			if err := inserter.Commit(); err != nil {
-				t.Fatalf("the creation's commit: %v", err)
-			}
-			select {
-			case err := <-ended:
-				if err != nil {
-					t.Fatalf("ending the task: %v", err)
-				}
-			case <-ctx.Done():
-				t.Fatal("ending the task did not finish")
-			}
-			got, err := e.tasks.Get(ctx, tk.ID())
-			if err != nil || got.Status() != domain.TaskSucceeded {
-				t.Fatalf("task %s, %v; want succeeded", got.Status(), err)
-			}
-		})
+	// The insert meets the device's active task: with the task
+	// only locked, it does nothing at once; with the task changed
+	// and uncommitted, it would wait for the ender.
+	if _, err := inserter.ExecContext(ctx, `INSERT INTO tasks (id, device_id, firmware_id, rollout_id, status, progress, attempt, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, 'pending', 0, 1, $5, $5)
+		ON CONFLICT (device_id) WHERE status IN ('pending', 'downloading', 'downloaded', 'installing') DO NOTHING`,
+		uuid.NewString(), d.ID().String(), o.Firmware.ID().String(), o.Rollout.ID().String(), e.now); err != nil {
+		t.Fatalf("the creation's insert: %v", err)
+	}
+	if err := inserter.Commit(); err != nil {
+		t.Fatalf("the creation's commit: %v", err)
+	}
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Fatalf("ending the task: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("ending the task did not finish")
+	}
+	got, err := e.tasks.Get(ctx, tk.ID())
+	if err != nil || got.Status() != domain.TaskSucceeded {
+		t.Fatalf("task %s, %v; want succeeded", got.Status(), err)
 	}
 }
 

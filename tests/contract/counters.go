@@ -149,10 +149,7 @@ func (s *repoSuite) counters(t *testing.T) {
 					}
 					var eval application.RolloutEvaluation
 					if status == end {
-						eval = func(r *domain.Rollout, stats func(time.Time) (domain.TaskStats, error)) (bool, error) {
-							total, err := stats(time.Time{})
-							return r.Evaluate(total, domain.TaskStats{}, s.at(20)), err
-						}
+						eval = evaluateAt(s.at(20))
 					}
 					if _, err := application.ApplyEvent(ctx, s.Tasks, id, ev, func(tk *domain.Task, prior *domain.Event) (bool, error) {
 						return tk.ApplyEvent(ev, prior, s.at(11+k))
