@@ -188,10 +188,12 @@ type TaskTx interface {
 	// rollout's, else the stage's started at since) as committed: the
 	// changes this transaction will add (AddCounts) are not in them.
 	RolloutStats(rolloutID domain.UUID, since time.Time) (domain.TaskStats, error)
-	// CountedTask reads the device's task that counts for it in the
-	// rollout (zero stage) or in the rollout's stage started at stage
-	// (domain.CountsOver among its tasks there); nil if none.
-	CountedTask(rolloutID domain.UUID, deviceID domain.DeviceID, stage time.Time) (*domain.Task, error)
+	// CountedTasks reads the device's task that counts for it in the
+	// rollout and, unless stage is zero, the one that counts in the
+	// rollout's stage started at stage (domain.CountsOver among its tasks
+	// there): both at once, as every change of a staged rollout's task
+	// needs both. Nil where none (inStage always, for the zero stage).
+	CountedTasks(rolloutID domain.UUID, deviceID domain.DeviceID, stage time.Time) (inRollout, inStage *domain.Task, err error)
 	// AddCounts adds the changes, all caused by one device's tasks, to the
 	// rollouts' counters, creating the missing ones at zero.
 	AddCounts(deviceID domain.DeviceID, changes []domain.CountChange) error

@@ -216,14 +216,19 @@ func (r *Tasks) RolloutStatsSince(ctx context.Context, rolloutID domain.UUID, si
 	return locked(ctx, r.s, func() (domain.TaskStats, error) { return r.s.counts[countKey(rolloutID, since)], nil })
 }
 
-func (tx *taskTx) CountedTask(rolloutID domain.UUID, deviceID domain.DeviceID, stage time.Time) (*domain.Task, error) {
-	var counted *domain.Task
+func (tx *taskTx) CountedTasks(rolloutID domain.UUID, deviceID domain.DeviceID, stage time.Time) (inRollout, inStage *domain.Task, err error) {
 	for _, t := range tx.s.tasks {
-		if t.RolloutID() == rolloutID && t.DeviceID() == deviceID && (stage.IsZero() || t.Stage().Equal(stage)) && (counted == nil || domain.CountsOver(t, *counted)) {
-			counted = &t
+		if t.RolloutID() != rolloutID || t.DeviceID() != deviceID {
+			continue
+		}
+		if inRollout == nil || domain.CountsOver(t, *inRollout) {
+			inRollout = &t
+		}
+		if !stage.IsZero() && t.Stage().Equal(stage) && (inStage == nil || domain.CountsOver(t, *inStage)) {
+			inStage = &t
 		}
 	}
-	return counted, nil
+	return inRollout, inStage, nil
 }
 
 func (tx *taskTx) AddCounts(_ domain.DeviceID, changes []domain.CountChange) error {

@@ -50,7 +50,18 @@ const announceSQL = `WITH ev AS (INSERT INTO outbox_events (type, at, payload) V
 
 // announce writes a in the transaction of the change that announces it.
 func announce(ctx context.Context, tx sqlx.ExecerContext, a domain.Announcement) error {
-	if _, err := tx.ExecContext(ctx, announceSQL, string(a.Type()), a.At(), string(a.Payload())); err != nil {
+	_, err := tx.ExecContext(ctx, announceSQL, announceArgs(a)...)
+	return announced(a, err)
+}
+
+// announceArgs are announceSQL's arguments for a.
+func announceArgs(a domain.Announcement) []any {
+	return []any{string(a.Type()), a.At(), string(a.Payload())}
+}
+
+// announced is the error of announcing a, if any.
+func announced(a domain.Announcement, err error) error {
+	if err != nil {
 		return fmt.Errorf("announcing %s: %w", a.Type(), unavailable(err))
 	}
 	return nil

@@ -39,12 +39,13 @@ type TaskRepository struct {
 	insertEvent     *sqlx.Stmt
 	stats           *sqlx.Stmt
 	counted         *sqlx.Stmt
-	countedInStage  *sqlx.Stmt
+	countedInBoth   *sqlx.Stmt
 	addCounts       *sqlx.Stmt
 	reads           *ReadReplica  // the check reads' replica, nil: none (replica.go)
 	catalog         *CatalogCache // told, after commit, of a rollout an event changed; nil: none
 	installed       *sqlx.Stmt
 	latestForUpdate *sqlx.Stmt
+	announce        *sqlx.Stmt // announceSQL: a task's end is announced in its event's transaction
 }
 
 // NewTaskRepository stores tasks through the given pool, preparing its hot
@@ -74,10 +75,11 @@ func NewTaskRepository(db *sqlx.DB) (*TaskRepository, error) {
 			insertEvent:     p.prepare(insertEventSQL),
 			stats:           p.prepare(countersSQL),
 			counted:         p.prepare(countedTaskSQL("")),
-			countedInStage:  p.prepare(countedTaskSQL(` AND stage_started_at = $3`)),
+			countedInBoth:   p.prepare(countedInBothSQL),
 			addCounts:       p.prepare(addCountsSQL),
 			installed:       p.prepare(installedSQL),
 			latestForUpdate: p.prepare(latestTaskSQL),
+			announce:        p.prepare(announceSQL),
 		}
 	})
 }
@@ -102,6 +104,13 @@ func countedTaskSQL(stage string) string {
 	return `SELECT ` + taskColumns + ` FROM tasks WHERE rollout_id = $1 AND device_id = $2` + stage +
 		` ORDER BY ` + countedOrder + ` LIMIT 1`
 }
+
+// countedInBothSQL reads, in one round trip, the task that counts for
+// device $2 in rollout $1 (first column false) and the one that counts
+// in its stage started at $3 (true): every change of a staged rollout's
+// task needs both.
+var countedInBothSQL = `(SELECT false, ` + countedTaskSQL("")[len(`SELECT `):] + `) UNION ALL (SELECT true, ` +
+	countedTaskSQL(` AND stage_started_at = $3`)[len(`SELECT `):] + `)`
 
 // addCountsSQL adds one device's changes to the counters of its shard
 // ($1), in one statement that takes the rows in key order: two
@@ -184,8 +193,13 @@ func newTaskRow(t domain.Task) taskRow {
 
 // scan reads a row selected with taskColumns.
 func (r *taskRow) scan(row interface{ Scan(...any) error }) error {
-	return row.Scan(&r.ID, &r.ActionID, &r.DeviceID, &r.FirmwareID, &r.RolloutID, &r.Status, &r.Progress,
-		&r.Attempt, &r.ErrorCode, &r.ErrorMessage, &r.CreatedAt, &r.UpdatedAt, &r.Stage)
+	return row.Scan(r.fields()...)
+}
+
+// fields are where a row selected with taskColumns is scanned to.
+func (r *taskRow) fields() []any {
+	return []any{&r.ID, &r.ActionID, &r.DeviceID, &r.FirmwareID, &r.RolloutID, &r.Status, &r.Progress,
+		&r.Attempt, &r.ErrorCode, &r.ErrorMessage, &r.CreatedAt, &r.UpdatedAt, &r.Stage}
 }
 
 func (r taskRow) toDomain() (domain.Task, error) {
@@ -791,22 +805,44 @@ func (t *taskTx) RolloutStats(rolloutID domain.UUID, since time.Time) (domain.Ta
 	return statsIn(t.ctx, t.stmt(t.s.stats), rolloutID.String(), dbTime(since))
 }
 
-// CountedTask reads the device's counted task (countedTaskSQL).
-func (t *taskTx) CountedTask(rolloutID domain.UUID, deviceID domain.DeviceID, stage time.Time) (*domain.Task, error) {
+// CountedTasks reads the device's counted tasks: countedTaskSQL for the
+// rollout alone, countedInBothSQL with its stage.
+func (t *taskTx) CountedTasks(rolloutID domain.UUID, deviceID domain.DeviceID, stage time.Time) (inRollout, inStage *domain.Task, err error) {
 	stmt, args := t.s.counted, []any{rolloutID.String(), deviceID.String()}
 	if !stage.IsZero() {
-		stmt, args = t.s.countedInStage, append(args, dbTime(stage))
+		stmt, args = t.s.countedInBoth, append(args, dbTime(stage))
 	}
-	var r taskRow
-	err := r.scan(t.stmt(stmt).QueryRowContext(t.ctx, args...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
+	rows, err := t.stmt(stmt).QueryContext(t.ctx, args...)
 	if err != nil {
-		return nil, fmt.Errorf("loading the counted task of device %q: %w", deviceID, unavailable(err))
+		return nil, nil, fmt.Errorf("loading the counted tasks of device %q: %w", deviceID, unavailable(err))
 	}
-	task, err := r.toDomain()
-	return &task, err
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			r      taskRow
+			staged bool // countedInBothSQL's first column; countedTaskSQL's row is the rollout's
+		)
+		dest := r.fields()
+		if !stage.IsZero() {
+			dest = append([]any{&staged}, dest...)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, nil, fmt.Errorf("loading the counted tasks of device %q: %w", deviceID, unavailable(err))
+		}
+		task, err := r.toDomain()
+		if err != nil {
+			return nil, nil, err
+		}
+		if staged {
+			inStage = &task
+		} else {
+			inRollout = &task
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("loading the counted tasks of device %q: %w", deviceID, unavailable(err))
+	}
+	return inRollout, inStage, nil
 }
 
 // AddCounts adds the changes, merged by counter row, to the device's
@@ -926,4 +962,9 @@ var _ ports.CounterAudit = (*TaskRepository)(nil)
 func (t *taskTx) RecordAudit(rec domain.AuditRecord) error { return writeAudit(t.ctx, t.tx, rec) }
 
 // Announce writes an event of the change this transaction makes to the outbox.
-func (t *taskTx) Announce(a domain.Announcement) error { return announce(t.ctx, t.tx, a) }
+// Announce writes a to the outbox with the prepared announceSQL: one round
+// trip where an unprepared statement costs two (Parse, then Bind).
+func (t *taskTx) Announce(a domain.Announcement) error {
+	_, err := t.stmt(t.s.announce).ExecContext(t.ctx, announceArgs(a)...)
+	return announced(a, err)
+}
