@@ -229,13 +229,19 @@ func ReplaceActive(ctx context.Context, tasks TaskTransactor, device domain.Devi
 // only that judgement fails, the error (domain.ErrServiceBusy) comes with
 // the task as stored. The event's transaction takes no rollout lock, so a
 // rollout's final events do not queue behind each other (event rule 5,
-// "Judged after the commit").
+// "Judged after the commit"). A success whose rollout has nothing to
+// judge (no failure threshold, no stages) is not judged: it reads the
+// rollout in its transaction anyway, for the firmware's version.
 func ApplyEvent(ctx context.Context, tasks TaskTransactor, taskID domain.UUID, ev domain.Event, fn func(t *domain.Task, prior *domain.Event) (bool, error), onRollout RolloutEvaluation) (domain.Task, error) {
 	if taskID.IsZero() {
 		return domain.Task{}, fmt.Errorf("loading task: %w", domain.ErrNotFound)
 	}
-	var out domain.Task
+	var (
+		out    domain.Task
+		judges bool // whether the rollout is to be judged once the event is stored
+	)
 	err := tasks.InTaskTx(ctx, func(tx ports.TaskTx) error {
+		judges = onRollout != nil
 		t, err := tx.LockTask(taskID)
 		if err != nil {
 			return err
@@ -268,13 +274,18 @@ func ApplyEvent(ctx context.Context, tasks TaskTransactor, taskID domain.UUID, e
 			if err := tx.SetDeviceVersion(out.DeviceID(), o.Firmware.Version(), out.UpdatedAt()); err != nil {
 				return err
 			}
+			// The offer read for the version says too whether the
+			// rollout has anything a task's end could change
+			// (Rollout.Judges, fixed at its start): if not, its
+			// judgement's transaction is spared.
+			judges = judges && o.Rollout.Judges()
 		}
 		return c.flush(out.DeviceID())
 	})
 	if err != nil {
 		return domain.Task{}, err
 	}
-	if onRollout != nil && !out.Status().IsActive() {
+	if judges && !out.Status().IsActive() {
 		// The event is stored: a device that hangs up now must not cut
 		// its judgement short.
 		jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), judgeTimeout)
@@ -403,13 +414,11 @@ type counts struct {
 // records what the change to what t became adds.
 func (c *counts) track(t domain.Task) (func(changed domain.Task), error) {
 	scopes := countScopes(t)
-	counted := make([]*domain.Task, len(scopes))
-	for i, stage := range scopes {
-		var err error
-		if counted[i], err = c.tx.CountedTask(t.RolloutID(), t.DeviceID(), stage); err != nil {
-			return nil, err
-		}
+	inRollout, inStage, err := c.tx.CountedTasks(t.RolloutID(), t.DeviceID(), t.Stage())
+	if err != nil {
+		return nil, err
 	}
+	counted := []*domain.Task{inRollout, inStage}[:len(scopes)]
 	return func(changed domain.Task) {
 		for i, stage := range scopes {
 			if d := domain.Recount(counted[i], changed); d != (domain.TaskStats{}) {

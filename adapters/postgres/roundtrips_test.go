@@ -198,3 +198,79 @@ func TestCheckRoundTrips(t *testing.T) {
 		})
 	}
 }
+
+// TestEventRoundTrips counts the database round trips of a device's
+// progress and final events (authentication and the event, as the HTTP
+// edge calls them) on the serving wiring, on a plain rollout and on a
+// staged one with a failure threshold, whose final events are judged after
+// their commit (event rule 5), and asserts them: each is what an event
+// costs a rollout's devices in a large rollout (docs/SCALING.md).
+func TestEventRoundTrips(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	db, writes := countingPool(t, e.url)
+	deps := servingDeps(t, e.url, db)
+	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
+	must(t, err)
+	admin, err := application.NewAdmin(deps)
+	must(t, err)
+	pct := func(n int) *int { return &n }
+
+	for _, tc := range []struct {
+		name string
+		spec domain.RolloutSpec
+		// exact round trips of a progress event and of a final one
+		progress, final int64
+	}{
+		// Progress: auth; BEGIN, the task FOR UPDATE, the event id, the
+		// device's counted task, the update, the event, the counters,
+		// COMMIT. A success adds its announcement, the offer and the
+		// device's version; the rollout, with nothing to judge, is not
+		// judged (three more: BEGIN, the offer, COMMIT).
+		{name: "plain", spec: domain.RolloutSpec{Percentage: 100}, progress: 9, final: 12},
+		// The counted tasks in the rollout and its stage in one statement
+		// (two: one more a change); the success judged after its commit:
+		// BEGIN, the offer, the counters of the rollout and of its stage,
+		// COMMIT (the judgement changes nothing, so nothing is locked).
+		{name: "staged with a threshold", spec: domain.RolloutSpec{FailureThresholdPercent: pct(50), MinSample: pct(1000),
+			Stages: []domain.StageRequest{{Percentage: pct(100)}}}, progress: 9, final: 17},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := "ev-" + newID()[:8]
+			fw, err := admin.PublishFirmware(ctx, testActor, domain.FirmwareSpec{Model: model, Version: "2.0.0",
+				URL: "https://fw.example/ev.bin", SizeBytes: 10, SHA256: sha(9)})
+			must(t, err)
+			_, err = admin.StartRollout(ctx, testActor, ports.StartRollout{FirmwareID: fw.ID().String(), Spec: tc.spec})
+			must(t, err)
+			c, err := admin.RegisterDevice(ctx, testActor, ports.RegisterDevice{DeviceID: model + "-1", Model: model, CurrentVersion: "1.0.0"})
+			must(t, err)
+			time.Sleep(50 * time.Millisecond) // the admin writes' notifications land
+			dev, err := devices.AuthenticateDevice(ctx, c.Token)
+			must(t, err)
+			res, err := devices.Check(ctx, ports.CheckRequest{Device: dev, Model: model, CurrentVersion: "1.0.0"})
+			must(t, err)
+			if res.Outcome != ports.CheckCreated {
+				t.Fatalf("check: %s", res.Outcome)
+			}
+			_, err = devices.GetTask(ctx, dev.Device.ID(), res.Task.Task.ID()) // the firmware in the cache, as in a fleet
+			must(t, err)
+			event := func(id, status string) int64 {
+				t.Helper()
+				before := writes.Load()
+				dev, err := devices.AuthenticateDevice(ctx, c.Token)
+				must(t, err)
+				v, err := devices.ReportEvent(ctx, dev.Device.ID(), res.Task.Task.ID(), ports.EventRequest{EventID: id, Status: status})
+				must(t, err)
+				if v.Task.Status().String() != status {
+					t.Fatalf("event %s: the task is %s", status, v.Task.Status())
+				}
+				return writes.Load() - before
+			}
+			progress, final := event("e1", "downloading"), event("e2", "succeeded")
+			t.Logf("%s: progress event %d round trips, final %d", tc.name, progress, final)
+			if progress != tc.progress || final != tc.final {
+				t.Errorf("progress %d, final %d round trips, want %d, %d", progress, final, tc.progress, tc.final)
+			}
+		})
+	}
+}
