@@ -2,6 +2,7 @@ package application
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -17,9 +18,26 @@ type EventStore interface {
 	TaskTransactor
 }
 
+// UnchangedUpdater is a store's progress event in one statement, its own
+// transaction, which an EventStore may also be: an event that leaves its
+// task active is then three round trips (authentication, the task, this)
+// instead of authentication and a transaction's eight. A store with no
+// round trips to save (memory) has none, and every event goes through
+// ApplyEvent, which decides the same.
+type UnchangedUpdater interface {
+	// UpdateIfUnchanged stores after over before, records ev for it and
+	// adds counts, only if the stored task is still before (a change in
+	// progress waited for and compared), no event is recorded for it under
+	// ev's id, and its device has no other task in its rollout. It
+	// compares, it does not judge: updated false means nothing was stored,
+	// whichever guard failed, and ApplyEvent decides.
+	UpdateIfUnchanged(ctx context.Context, before, after domain.Task, ev domain.Event, counts []domain.CountChange) (stored domain.Task, updated bool, err error)
+}
+
 // Events shows devices their tasks and applies their progress events.
 type Events struct {
 	tasks     EventStore
+	unchanged UnchangedUpdater // the store's progress event in one statement; nil if it has none
 	firmwares ports.FirmwareRepository
 	devices   ports.DeviceRepository
 	clock     ports.Clock
@@ -34,7 +52,8 @@ func NewEvents(tasks EventStore, firmwares ports.FirmwareRepository, devices por
 	if err := required(tasks, firmwares, devices, clock, metrics, limiter); err != nil {
 		return nil, err
 	}
-	return &Events{tasks: tasks, firmwares: firmwares, devices: devices, clock: clock, metrics: metrics, limiter: limiter}, nil
+	unchanged, _ := tasks.(UnchangedUpdater)
+	return &Events{tasks: tasks, unchanged: unchanged, firmwares: firmwares, devices: devices, clock: clock, metrics: metrics, limiter: limiter}, nil
 }
 
 // GetTask returns one of the device's own tasks; anyone else's is not found,
@@ -78,6 +97,13 @@ func (s *Events) ReportEvent(ctx context.Context, deviceID domain.DeviceID, task
 	if taskID.IsZero() {
 		return ports.TaskView{}, fmt.Errorf("task: %w", domain.ErrNotFound)
 	}
+	if t, done, err := s.applyUnchanged(ctx, deviceID, taskID, ev); err != nil || done {
+		if err != nil {
+			return ports.TaskView{}, fmt.Errorf("applying event: %w", err)
+		}
+		s.metrics.TaskTransition(t.Status().String())
+		return taskView(ctx, s.firmwares, nil, t)
+	}
 	var changed bool
 	var late *domain.Task // a success after the task timed out (Task.InstalledLate)
 	var onRollout RolloutEvaluation
@@ -108,6 +134,38 @@ func (s *Events) ReportEvent(ctx context.Context, deviceID domain.DeviceID, task
 		return ports.TaskView{}, fmt.Errorf("applying event: %w", err)
 	}
 	return taskView(ctx, s.firmwares, nil, t)
+}
+
+// applyUnchanged is a progress event's short path: the task read without
+// a lock and the event applied to it as ApplyEvent applies it to the
+// locked task (with no event recorded under its id: the statement checks),
+// and — when the task changes and stays active — stored by one statement
+// that writes only if the task is still as read, the event id is still
+// unrecorded and the device has no other task in the task's rollout, so
+// that the task counts for itself in every scope and its change adds
+// what domain.Recount of it says (soleCounts). ApplyEvent on the locked
+// task would then have done the same. Anything else — a final event
+// (judged, announced, installing a version), a refused or idle one, a
+// failed guard — is ApplyEvent's to decide. done false: nothing was
+// stored.
+func (s *Events) applyUnchanged(ctx context.Context, deviceID domain.DeviceID, taskID domain.UUID, ev domain.Event) (domain.Task, bool, error) {
+	if s.unchanged == nil || ev.IsFinal() {
+		return domain.Task{}, false, nil
+	}
+	before, err := s.tasks.Get(ctx, taskID)
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		return domain.Task{}, false, nil // ApplyEvent says so, as for another device's task
+	case err != nil:
+		return domain.Task{}, false, fmt.Errorf("loading task: %w", err)
+	case before.DeviceID() != deviceID:
+		return domain.Task{}, false, nil
+	}
+	t := before // a non-final event leaves it active, or refuses
+	if changed, err := t.ApplyEvent(ev, nil, s.clock.Now()); err != nil || !changed {
+		return domain.Task{}, false, nil
+	}
+	return s.unchanged.UpdateIfUnchanged(ctx, before, t, ev, soleCounts(before, t))
 }
 
 // recordLateInstall stores the firmware's version of t as its device's

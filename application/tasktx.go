@@ -490,6 +490,20 @@ func firstCounts(t domain.Task) []domain.CountChange {
 	return out
 }
 
+// soleCounts is what changing a task from before to after adds to its
+// rollout's counters when it is its device's only task in the rollout:
+// it then counts for itself in every scope (domain.Recount of it), as
+// counts.update would find on the locked task.
+func soleCounts(before, after domain.Task) []domain.CountChange {
+	var out []domain.CountChange
+	for _, stage := range countScopes(before) {
+		if d := domain.Recount(&before, after); d != (domain.TaskStats{}) {
+			out = append(out, domain.CountChange{Rollout: before.RolloutID(), Stage: stage, Delta: d})
+		}
+	}
+	return out
+}
+
 // with is st, a scope's counters as stored, with the changes c holds
 // (stage starts are kept to the microsecond, as the stores keep them).
 func (c *counts) with(st domain.TaskStats, rollout domain.UUID, since time.Time) domain.TaskStats {

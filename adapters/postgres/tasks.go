@@ -12,6 +12,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+	"github.com/lib/pq/pqerror"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -33,6 +34,7 @@ type TaskRepository struct {
 	failed          *sqlx.Stmt
 	insert          *sqlx.Stmt
 	insertUnchanged *sqlx.Stmt
+	updateUnchanged *sqlx.Stmt
 	update          *sqlx.Stmt
 	lock            *sqlx.Stmt
 	event           *sqlx.Stmt
@@ -66,6 +68,7 @@ func NewTaskRepository(db *sqlx.DB) (*TaskRepository, error) {
 				WHERE device_id = $1 AND status = 'failed' GROUP BY firmware_id`),
 			insert:          p.prepare(insertTaskSQL),
 			insertUnchanged: p.prepare(insertUnchangedSQL),
+			updateUnchanged: p.prepare(updateUnchangedSQL),
 			update: p.prepare(`UPDATE tasks SET status = $2, progress = $3, attempt = $4, error_code = $5,
 					error_message = $6, updated_at = $7
 				WHERE id = $1
@@ -426,6 +429,60 @@ const insertUnchangedSQL = `WITH ins AS (
 	ON CONFLICT (rollout_id, stage_started_at, status, shard) DO UPDATE SET devices = c.devices + excluded.devices
 )
 SELECT action_id FROM ins`
+
+// updateUnchangedSQL is a progress event's whole write in one statement
+// (UpdateIfUnchanged): task $1's mutable fields set ($2–$7) only if they
+// are still as read ($8–$13) — a change committed meanwhile, or one in
+// progress, which the UPDATE waits for and then compares against, fails
+// it — and its device has no other task in its rollout (so the task
+// counts for itself in every scope); then event $14 recorded ($15 its
+// fingerprint; an id recorded already fails the whole statement on the
+// unique key) and the counters added ($16–$20, addCountsSQL's), only when
+// the task was updated. It takes the task's row and then the counter
+// rows, the order of the event's transaction.
+const updateUnchangedSQL = `WITH upd AS (
+	UPDATE tasks t SET status = $2, progress = $3, attempt = $4, error_code = $5, error_message = $6, updated_at = $7
+	WHERE t.id = $1 AND t.status = $8 AND t.progress IS NOT DISTINCT FROM $9 AND t.attempt = $10
+		AND t.error_code IS NOT DISTINCT FROM $11 AND t.error_message IS NOT DISTINCT FROM $12 AND t.updated_at = $13
+		AND NOT EXISTS (SELECT FROM tasks o WHERE o.rollout_id = t.rollout_id AND o.device_id = t.device_id AND o.id <> t.id)
+	RETURNING ` + taskColumns + `
+), ev AS (
+	INSERT INTO task_events (task_id, event_id, fingerprint, created_at, task_created_at)
+	SELECT id, $14, $15, updated_at, created_at FROM upd
+), counted AS (
+	INSERT INTO rollout_counters AS c (rollout_id, stage_started_at, status, shard, devices)
+	SELECT d.rollout_id::uuid, d.stage::timestamptz, d.status, $16, d.n
+	FROM unnest($17::text[], $18::text[], $19::text[], $20::bigint[]) AS d(rollout_id, stage, status, n), upd
+	ORDER BY 1, 2, 3
+	ON CONFLICT (rollout_id, stage_started_at, status, shard) DO UPDATE SET devices = c.devices + excluded.devices
+)
+SELECT ` + taskColumns + ` FROM upd`
+
+// UpdateIfUnchanged stores after, records ev and adds counts in one
+// statement outside any transaction (updateUnchangedSQL): a progress event
+// is then three round trips (authentication, the task, this) instead of
+// nine. An event id recorded already (the unique key refuses it, and the
+// statement writes nothing) is no update either: the transaction sees the
+// event and answers as for a replay.
+func (s *TaskRepository) UpdateIfUnchanged(ctx context.Context, before, after domain.Task, ev domain.Event, counts []domain.CountChange) (domain.Task, bool, error) {
+	if before.ID() != after.ID() {
+		return domain.Task{}, false, fmt.Errorf("updating task %s: the change is of task %s", before.ID(), after.ID())
+	}
+	was, w := newTaskRow(before), newTaskRow(after)
+	args := append([]any{w.ID, w.Status, w.Progress, w.Attempt, w.ErrorCode, w.ErrorMessage, w.UpdatedAt,
+		was.Status, was.Progress, was.Attempt, was.ErrorCode, was.ErrorMessage, was.UpdatedAt, ev.ID(), ev.Fingerprint()},
+		counterRowsOf(after.DeviceID(), counts).args()...)
+	var r taskRow
+	err := r.scan(s.updateUnchanged.QueryRowxContext(ctx, args...))
+	switch {
+	case errors.Is(err, sql.ErrNoRows), pq.As(err, pqerror.UniqueViolation) != nil:
+		return domain.Task{}, false, nil
+	case err != nil:
+		return domain.Task{}, false, fmt.Errorf("storing task %s: %w", w.ID, mapWriteErr(err))
+	}
+	out, err := r.toDomain()
+	return out, err == nil, err
+}
 
 // InsertIfUnchanged inserts t and adds counts in one statement outside
 // any transaction (insertUnchangedSQL): a creation is then two round
