@@ -3,7 +3,10 @@ package contract
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,6 +70,8 @@ var protocolCases = []struct {
 	{"AdminReadsATaskStatusHistory", adminReadsATaskStatusHistory},
 	{"RevertedSuccessIsCaughtFromAnotherRollout", revertedSuccessIsCaughtFromAnotherRollout},
 	{"DDIAsksForConfigDataUntilItKnowsTheVersion", ddiAsksForConfigDataUntilItKnowsTheVersion},
+	{"RESTEventOnAnotherDevicesTaskIsNotFound", restEventOnAnotherDevicesTaskIsNotFound},
+	{"RESTProgressEventsRacingOnOneTask", restProgressEventsRacingOnOneTask},
 }
 
 // protocolEnv is the application over one adapter's stores.
@@ -497,5 +502,84 @@ func ddiAsksForConfigDataUntilItKnowsTheVersion(t *testing.T, e *protocolEnv) {
 	}
 	if d, err := e.devices.IdentifyDevice(e.ctx, dev); err != nil || d.Device.CurrentVersion().String() != "1.0.0" {
 		t.Fatalf("after removing the version attribute the device runs %v (%v), want 1.0.0 still", d.Device.CurrentVersion(), err)
+	}
+}
+
+// A device's progress event on another device's task is not found and
+// changes nothing, whichever path applies it (a store's one-statement
+// progress event reads the task before anything else).
+func restEventOnAnotherDevicesTaskIsNotFound(t *testing.T, e *protocolEnv) {
+	owner, other := e.device("1.0.0"), e.device("1.0.0")
+	e.release("2.0.0")
+	tk := e.restCheck(owner, "1.0.0")
+	if tk == nil {
+		t.Fatal("no task for the release")
+	}
+	_, err := e.devices.ReportEvent(e.ctx, other, tk.Task.ID(), ports.EventRequest{EventID: "dl", Status: "downloading"})
+	if !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("another device's event: %v, want ErrNotFound", err)
+	}
+	if got := e.task(tk.Task.ID()); got.Record() != tk.Task.Record() {
+		t.Fatalf("the task after another device's event: %+v, want it as created", got.Record())
+	}
+	// The owner's event of that id is its first, not a replay.
+	if v, err := e.devices.ReportEvent(e.ctx, owner, tk.Task.ID(), ports.EventRequest{EventID: "dl", Status: "downloading"}); err != nil ||
+		v.Task.Status() != domain.TaskDownloading {
+		t.Fatalf("the owner's event: %v, %v; want downloading", v.Task.Status(), err)
+	}
+}
+
+// Progress events racing on one task, each with its own id and progress,
+// are each applied once or refused as going back: the task ends at the
+// highest progress applied, its history holds exactly the applied events,
+// and the rollout counts the device once, downloading.
+func restProgressEventsRacingOnOneTask(t *testing.T, e *protocolEnv) {
+	dev := e.device("1.0.0")
+	e.release("2.0.0")
+	tk := e.restCheck(dev, "1.0.0")
+	if tk == nil {
+		t.Fatal("no task for the release")
+	}
+	const n = 16
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		applied []int
+	)
+	for i := range n {
+		wg.Go(func() {
+			progress := (i + 1) * 5
+			_, err := e.devices.ReportEvent(e.ctx, dev, tk.Task.ID(), ports.EventRequest{EventID: fmt.Sprintf("p%d", progress), Status: "downloading", Progress: &progress})
+			switch {
+			case err == nil:
+				mu.Lock()
+				applied = append(applied, progress)
+				mu.Unlock()
+			case !errors.Is(err, domain.ErrInvalidTransition):
+				t.Errorf("progress %d: %v, want applied or refused as going back", progress, err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(applied) == 0 {
+		t.Fatal("no event applied")
+	}
+	got := e.task(tk.Task.ID())
+	if got.Status() != domain.TaskDownloading || got.Progress() != slices.Max(applied) {
+		t.Errorf("the task is %s at %d%%, want downloading at %d%%, the highest applied of %v", got.Status(), got.Progress(), slices.Max(applied), applied)
+	}
+	evs, err := e.admin.TaskEvents(e.ctx, tk.Task.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != len(applied) {
+		t.Errorf("the history holds %d events, want the %d applied (%v)", len(evs), len(applied), applied)
+	}
+	st, err := e.admin.GetRollout(e.ctx, tk.Task.RolloutID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Stats != (domain.TaskStats{Downloading: 1}) {
+		t.Errorf("the rollout counts %+v, want the device once, downloading", st.Stats)
 	}
 }
