@@ -262,10 +262,10 @@ func admin(t *testing.T, base, path string, body any) map[string]any {
 	return out
 }
 
-// TestCapacityCosts measures per-request costs of the five requests the
+// TestCapacityCosts measures per-request costs of the requests the
 // capacity model counts: a poll that writes its last_seen_at, a poll
 // within OTA_LAST_SEEN_RESOLUTION (no write), a poll that creates a task,
-// a poll that reuses it, and a progress event.
+// a poll that reuses it, a progress event and a success.
 func TestCapacityCosts(t *testing.T) {
 	if os.Getenv("OTA_CAPACITY") != "1" {
 		t.Skip("a measurement, not a test: OTA_CAPACITY=1 runs it (docs/SCALING.md)")
@@ -334,6 +334,18 @@ func TestCapacityCosts(t *testing.T) {
 			map[string]any{"event_id": "p10", "status": "downloading", "progress": 10}, http.StatusOK
 	})
 	m.end("progress event", n)
+	for _, status := range []string{"downloaded", "installing"} {
+		fire(t, client, o.URL, devs, concurrency, func(d *device) (string, any, int) {
+			return "/api/v1/devices/" + d.id + "/ota/tasks/" + d.task + "/events",
+				map[string]any{"event_id": status, "status": status}, http.StatusOK
+		})
+	}
+	m.begin()
+	fire(t, client, o.URL, devs, concurrency, func(d *device) (string, any, int) {
+		return "/api/v1/devices/" + d.id + "/ota/tasks/" + d.task + "/events",
+			map[string]any{"event_id": "done", "status": "succeeded"}, http.StatusOK
+	})
+	m.end("success event (a rollout without threshold or stages)", n)
 
 	// At OTA_LOG_LEVEL=error otad does not log "stopped"; the numbers
 	// are taken, so end it without the clean-stop check.
