@@ -23,14 +23,8 @@ import (
 // (one statement), and the only other read is the pending cancel, which
 // lives in its own table.
 func TestDDIPollRoundTrips(t *testing.T) {
-	e := newEnv(t)
 	ctx := context.Background()
-	db, writes := countingPool(t, e.url)
-	deps := servingDeps(t, e.url, db)
-	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
-	must(t, err)
-	admin, err := application.NewAdmin(deps)
-	must(t, err)
+	deps, devices, admin, db, writes := servingRoundTrips(t)
 	uc, err := ddi.New(devices, deps.Devices, deps.Rollouts, deps.Attributes, postgres.NewTaskActionRepository(db), deps.Tasks, deps.Metrics,
 		deps.Clock, application.PollInterval(time.Hour), "sw_version")
 	must(t, err)

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -18,14 +17,8 @@ import (
 // whether it is selected or not, and whether it reports attributes it
 // already reported or none.
 func TestTargetedCheckRoundTrips(t *testing.T) {
-	e := newEnv(t)
 	ctx := context.Background()
-	db, writes := countingPool(t, e.url)
-	deps := servingDeps(t, e.url, db)
-	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
-	must(t, err)
-	admin, err := application.NewAdmin(deps)
-	must(t, err)
+	_, devices, admin, _, writes := servingRoundTrips(t)
 
 	model := "rtt-" + newID()[:8]
 	fw, err := admin.PublishFirmware(ctx, testActor, domain.FirmwareSpec{Model: model, Version: "2.0.0",

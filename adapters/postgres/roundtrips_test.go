@@ -93,6 +93,21 @@ func servingDeps(t *testing.T, url string, db *sqlx.DB) application.Deps {
 	}
 }
 
+// servingRoundTrips builds the device and admin use cases on the serving
+// wiring over a counted one-connection pool (countingPool), for a test that
+// counts a request's round trips; it returns the pool and its counter too.
+func servingRoundTrips(t *testing.T) (application.Deps, *application.Devices, *application.Admin, *sqlx.DB, *atomic.Int64) {
+	t.Helper()
+	e := newEnv(t)
+	db, writes := countingPool(t, e.url)
+	deps := servingDeps(t, e.url, db)
+	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
+	must(t, err)
+	admin, err := application.NewAdmin(deps)
+	must(t, err)
+	return deps, devices, admin, db, writes
+}
+
 func TestCheckRoundTrips(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -206,14 +221,8 @@ func TestCheckRoundTrips(t *testing.T) {
 // their commit (event rule 5), and asserts them: each is what an event
 // costs a rollout's devices in a large rollout (docs/SCALING.md).
 func TestEventRoundTrips(t *testing.T) {
-	e := newEnv(t)
 	ctx := context.Background()
-	db, writes := countingPool(t, e.url)
-	deps := servingDeps(t, e.url, db)
-	devices, err := application.NewDevices(deps, application.PollInterval(time.Hour))
-	must(t, err)
-	admin, err := application.NewAdmin(deps)
-	must(t, err)
+	_, devices, admin, _, writes := servingRoundTrips(t)
 	pct := func(n int) *int { return &n }
 
 	for _, tc := range []struct {
