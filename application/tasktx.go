@@ -482,23 +482,22 @@ func countScopes(t domain.Task) []time.Time {
 // has no task in the rollout yet (domain.Recount over none), in every
 // scope: a creation's short path (Checks.createUnchanged) inserts only
 // then, and adds these in the same statement.
-func firstCounts(t domain.Task) []domain.CountChange {
-	var out []domain.CountChange
-	for _, stage := range countScopes(t) {
-		out = append(out, domain.CountChange{Rollout: t.RolloutID(), Stage: stage, Delta: domain.Recount(nil, t)})
-	}
-	return out
-}
+func firstCounts(t domain.Task) []domain.CountChange { return recounted(nil, t) }
 
 // soleCounts is what changing a task from before to after adds to its
 // rollout's counters when it is its device's only task in the rollout:
-// it then counts for itself in every scope (domain.Recount of it), as
-// counts.update would find on the locked task.
-func soleCounts(before, after domain.Task) []domain.CountChange {
+// it then counts for itself in every scope, as counts.update would find
+// on the locked task; a progress event's short path
+// (Events.applyUnchanged) stores only then.
+func soleCounts(before, after domain.Task) []domain.CountChange { return recounted(&before, after) }
+
+// recounted is what t adds, in every scope it counts in, over counted,
+// the task that counted for its device there before (nil: none).
+func recounted(counted *domain.Task, t domain.Task) []domain.CountChange {
 	var out []domain.CountChange
-	for _, stage := range countScopes(before) {
-		if d := domain.Recount(&before, after); d != (domain.TaskStats{}) {
-			out = append(out, domain.CountChange{Rollout: before.RolloutID(), Stage: stage, Delta: d})
+	for _, stage := range countScopes(t) {
+		if d := domain.Recount(counted, t); d != (domain.TaskStats{}) {
+			out = append(out, domain.CountChange{Rollout: t.RolloutID(), Stage: stage, Delta: d})
 		}
 	}
 	return out

@@ -1018,9 +1018,9 @@ var _ ports.CounterAudit = (*TaskRepository)(nil)
 // RecordAudit writes an operator's record of the change in this transaction.
 func (t *taskTx) RecordAudit(rec domain.AuditRecord) error { return writeAudit(t.ctx, t.tx, rec) }
 
-// Announce writes an event of the change this transaction makes to the outbox.
-// Announce writes a to the outbox with the prepared announceSQL: one round
-// trip where an unprepared statement costs two (Parse, then Bind).
+// Announce writes an event of the change this transaction makes to the
+// outbox, with the prepared announceSQL: one round trip where an
+// unprepared statement costs two (Parse, then Bind).
 func (t *taskTx) Announce(a domain.Announcement) error {
 	_, err := t.stmt(t.s.announce).ExecContext(t.ctx, announceArgs(a)...)
 	return announced(a, err)
