@@ -72,6 +72,7 @@ var protocolCases = []struct {
 	{"DDIAsksForConfigDataUntilItKnowsTheVersion", ddiAsksForConfigDataUntilItKnowsTheVersion},
 	{"RESTEventOnAnotherDevicesTaskIsNotFound", restEventOnAnotherDevicesTaskIsNotFound},
 	{"RESTProgressEventsRacingOnOneTask", restProgressEventsRacingOnOneTask},
+	{"RESTProgressEventResentIsAReplay", restProgressEventResentIsAReplay},
 }
 
 // protocolEnv is the application over one adapter's stores.
@@ -581,5 +582,39 @@ func restProgressEventsRacingOnOneTask(t *testing.T, e *protocolEnv) {
 	}
 	if st.Stats != (domain.TaskStats{Downloading: 1}) {
 		t.Errorf("the rollout counts %+v, want the device once, downloading", st.Stats)
+	}
+}
+
+// A progress event resent as it was is a replay (the task as it stands,
+// one event in the history); resent with another body under its id it is
+// an idempotency conflict — also where the resend, at the task's own
+// status, reaches a store's one-statement progress event first.
+func restProgressEventResentIsAReplay(t *testing.T, e *protocolEnv) {
+	dev := e.device("1.0.0")
+	e.release("2.0.0")
+	tk := e.restCheck(dev, "1.0.0")
+	if tk == nil {
+		t.Fatal("no task for the release")
+	}
+	report := func(progress int) (ports.TaskView, error) {
+		return e.devices.ReportEvent(e.ctx, dev, tk.Task.ID(), ports.EventRequest{EventID: "dl", Status: "downloading", Progress: &progress})
+	}
+	first, err := report(40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := report(40)
+	if err != nil || again.Task.Record() != first.Task.Record() {
+		t.Fatalf("the resend: %+v, %v; want the task as the first made it, %+v", again.Task.Record(), err, first.Task.Record())
+	}
+	if _, err := report(60); !errors.Is(err, domain.ErrIdempotencyConflict) {
+		t.Fatalf("another body under the id: %v, want ErrIdempotencyConflict", err)
+	}
+	evs, err := e.admin.TaskEvents(e.ctx, tk.Task.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 {
+		t.Errorf("the history holds %d events, want the first alone", len(evs))
 	}
 }
