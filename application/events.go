@@ -145,9 +145,10 @@ func (s *Events) ReportEvent(ctx context.Context, deviceID domain.DeviceID, task
 // that the task counts for itself in every scope and its change adds
 // what domain.Recount of it says (soleCounts). ApplyEvent on the locked
 // task would then have done the same. Anything else — a final event
-// (judged, announced, installing a version), a refused or idle one, a
-// failed guard — is ApplyEvent's to decide. done false: nothing was
-// stored.
+// (judged, announced, installing a version), a refused one, a failed
+// guard (a resend at the task's own status among them: the domain sees a
+// change, the unique key refuses its id) — is ApplyEvent's to decide.
+// done false: nothing was stored.
 func (s *Events) applyUnchanged(ctx context.Context, deviceID domain.DeviceID, taskID domain.UUID, ev domain.Event) (domain.Task, bool, error) {
 	if s.unchanged == nil || ev.IsFinal() {
 		return domain.Task{}, false, nil
