@@ -107,7 +107,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		return nil, nil, err
 	}
 	eventStore := taskPorts.Events
-	events, err := application.NewEvents(eventStore, cachedFirmwares, writeBehindDevices, clock, metrics, rateLimiter)
+	events, err := application.NewEvents(eventStore, cachedFirmwares, cachedRollouts, writeBehindDevices, clock, metrics, rateLimiter)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -385,7 +385,7 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, f
 		return nil, nil, err
 	}
 	eventStore := taskPorts.Events
-	events, err := application.NewEvents(eventStore, firmwares, devices, clock, metrics, rateLimiter)
+	events, err := application.NewEvents(eventStore, firmwares, rollouts, devices, clock, metrics, rateLimiter)
 	if err != nil {
 		return nil, nil, err
 	}

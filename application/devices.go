@@ -30,7 +30,7 @@ func NewDevices(deps Deps, poll PollInterval) (*Devices, error) {
 	if err != nil {
 		return nil, err
 	}
-	events, err := NewEvents(deps.Tasks, deps.Firmwares, deps.Devices, deps.Clock, deps.Metrics, deps.Limiter)
+	events, err := NewEvents(deps.Tasks, deps.Firmwares, deps.Rollouts, deps.Devices, deps.Clock, deps.Metrics, deps.Limiter)
 	if err != nil {
 		return nil, err
 	}

@@ -18,20 +18,21 @@ type EventStore interface {
 	TaskTransactor
 }
 
-// UnchangedUpdater is a store's progress event in one statement, its own
-// transaction, which an EventStore may also be: an event that leaves its
-// task active is then three round trips (authentication, the task, this)
-// instead of authentication and a transaction's eight. A store with no
-// round trips to save (memory) has none, and every event goes through
-// ApplyEvent, which decides the same.
+// UnchangedUpdater is a store's device event in one statement, its own
+// transaction, which an EventStore may also be: an event is then three
+// round trips (authentication, the task, this) instead of authentication
+// and a transaction's eight (a progress event) or eleven (a success). A
+// store with no round trips to save (memory) has none, and every event
+// goes through ApplyEvent, which decides the same.
 type UnchangedUpdater interface {
-	// UpdateIfUnchanged stores after over before, records ev for it and
-	// adds counts, only if the stored task is still before (a change in
-	// progress waited for and compared), no event is recorded for it under
-	// ev's id, and its device has no other task in its rollout. It
-	// compares, it does not judge: updated false means nothing was stored,
-	// whichever guard failed, and ApplyEvent decides.
-	UpdateIfUnchanged(ctx context.Context, before, after domain.Task, ev domain.Event, counts []domain.CountChange) (stored domain.Task, updated bool, err error)
+	// UpdateIfUnchanged stores w.After over w.Before, records w.Event for
+	// it, adds w.Counts and writes w.Installed and w.Announce, only if the
+	// stored task is still w.Before (a change in progress waited for and
+	// compared), no event is recorded for it under the event's id, and
+	// its device has no other task in its rollout. It compares, it does
+	// not judge: updated false means nothing was stored, whichever guard
+	// failed, and ApplyEvent decides.
+	UpdateIfUnchanged(ctx context.Context, w ports.GuardedTaskWrite) (stored domain.Task, updated bool, err error)
 }
 
 // Events shows devices their tasks and applies their progress events.
@@ -39,6 +40,7 @@ type Events struct {
 	tasks     EventStore
 	unchanged UnchangedUpdater // the store's progress event in one statement; nil if it has none
 	firmwares ports.FirmwareRepository
+	rollouts  ports.RolloutRepository
 	devices   ports.DeviceRepository
 	clock     ports.Clock
 	metrics   ports.Metrics
@@ -46,14 +48,18 @@ type Events struct {
 }
 
 // NewEvents builds the task and event use cases; devices records the
-// version of a device whose success came after its task timed out.
-func NewEvents(tasks EventStore, firmwares ports.FirmwareRepository, devices ports.DeviceRepository, clock ports.Clock,
-	metrics ports.Metrics, limiter ports.RateLimiter) (*Events, error) {
-	if err := required(tasks, firmwares, devices, clock, metrics, limiter); err != nil {
+// version of a device whose success came after its task timed out. The
+// firmwares and rollouts are read often and never changed here (the
+// catalog cache, where there is one): the short path takes a success's
+// version, and whether its rollout is judged, from them.
+func NewEvents(tasks EventStore, firmwares ports.FirmwareRepository, rollouts ports.RolloutRepository, devices ports.DeviceRepository,
+	clock ports.Clock, metrics ports.Metrics, limiter ports.RateLimiter) (*Events, error) {
+	if err := required(tasks, firmwares, rollouts, devices, clock, metrics, limiter); err != nil {
 		return nil, err
 	}
 	unchanged, _ := tasks.(UnchangedUpdater)
-	return &Events{tasks: tasks, unchanged: unchanged, firmwares: firmwares, devices: devices, clock: clock, metrics: metrics, limiter: limiter}, nil
+	return &Events{tasks: tasks, unchanged: unchanged, firmwares: firmwares, rollouts: rollouts, devices: devices, clock: clock,
+		metrics: metrics, limiter: limiter}, nil
 }
 
 // GetTask returns one of the device's own tasks; anyone else's is not found,
@@ -97,19 +103,24 @@ func (s *Events) ReportEvent(ctx context.Context, deviceID domain.DeviceID, task
 	if taskID.IsZero() {
 		return ports.TaskView{}, fmt.Errorf("task: %w", domain.ErrNotFound)
 	}
+	var onRollout RolloutEvaluation
+	if ev.IsFinal() {
+		onRollout = judgeRollout(s.clock)
+	}
 	if t, done, err := s.applyUnchanged(ctx, deviceID, taskID, ev); err != nil || done {
 		if err != nil {
 			return ports.TaskView{}, fmt.Errorf("applying event: %w", err)
 		}
 		s.metrics.TaskTransition(t.Status().String())
+		if onRollout != nil && s.judges(ctx, t) {
+			if err := judgeEnded(ctx, s.tasks, t, onRollout); err != nil {
+				return ports.TaskView{}, fmt.Errorf("applying event: %w", err)
+			}
+		}
 		return taskView(ctx, s.firmwares, nil, t)
 	}
 	var changed bool
 	var late *domain.Task // a success after the task timed out (Task.InstalledLate)
-	var onRollout RolloutEvaluation
-	if ev.IsFinal() {
-		onRollout = judgeRollout(s.clock)
-	}
 	t, err := ApplyEvent(ctx, s.tasks, taskID, ev, func(t *domain.Task, prior *domain.Event) (bool, error) {
 		if t.DeviceID() != deviceID {
 			return false, fmt.Errorf("task %s: %w", taskID, domain.ErrNotFound)
@@ -136,21 +147,24 @@ func (s *Events) ReportEvent(ctx context.Context, deviceID domain.DeviceID, task
 	return taskView(ctx, s.firmwares, nil, t)
 }
 
-// applyUnchanged is a progress event's short path: the task read without
-// a lock and the event applied to it as ApplyEvent applies it to the
-// locked task (with no event recorded under its id: the statement checks),
-// and — when the task changes and stays active — stored by one statement
-// that writes only if the task is still as read, the event id is still
-// unrecorded and the device has no other task in the task's rollout, so
-// that the task counts for itself in every scope and its change adds
-// what domain.Recount of it says (soleCounts). ApplyEvent on the locked
-// task would then have done the same. Anything else — a final event
-// (judged, announced, installing a version), a refused one, a failed
-// guard (a resend at the task's own status among them: the domain sees a
-// change, the unique key refuses its id) — is ApplyEvent's to decide.
-// done false: nothing was stored.
+// applyUnchanged is an event's short path: the task read without a lock
+// and the event applied to it as ApplyEvent applies it to the locked task
+// (with no event recorded under its id: the statement checks), and — when
+// the task changes — stored by one statement that writes only if the task
+// is still as read, the event id is still unrecorded and the device has
+// no other task in the task's rollout, so that the task counts for itself
+// in every scope and its change adds what domain.Recount of it says
+// (soleCounts). With it go what ApplyEvent writes with a task's end: its
+// announcement (domain.TaskAnnouncement) and, for a success, the
+// firmware's version as the device's (a firmware's version never changes,
+// so the catalog's copy is exact). ApplyEvent on the locked task would
+// then have done the same. Anything else — a refused event (a late
+// install among them), a failed guard (a resend at the task's own status
+// among them: the domain sees a change, the unique key refuses its id), a
+// firmware that cannot be read — is ApplyEvent's to decide. done false:
+// nothing was stored. A final event's judgement is the caller's.
 func (s *Events) applyUnchanged(ctx context.Context, deviceID domain.DeviceID, taskID domain.UUID, ev domain.Event) (domain.Task, bool, error) {
-	if s.unchanged == nil || ev.IsFinal() {
+	if s.unchanged == nil {
 		return domain.Task{}, false, nil
 	}
 	before, err := s.tasks.Get(ctx, taskID)
@@ -162,11 +176,34 @@ func (s *Events) applyUnchanged(ctx context.Context, deviceID domain.DeviceID, t
 	case before.DeviceID() != deviceID:
 		return domain.Task{}, false, nil
 	}
-	t := before // a non-final event leaves it active, or refuses
+	t := before
 	if changed, err := t.ApplyEvent(ev, nil, s.clock.Now()); err != nil || !changed {
 		return domain.Task{}, false, nil
 	}
-	return s.unchanged.UpdateIfUnchanged(ctx, before, t, ev, soleCounts(before, t))
+	w := ports.GuardedTaskWrite{Before: before, After: t, Event: ev, Counts: soleCounts(before, t)}
+	if a, ok, err := domain.TaskAnnouncement(before, t); err != nil {
+		return domain.Task{}, false, nil
+	} else if ok {
+		w.Announce = &a
+	}
+	if t.Installs(before) {
+		fw, err := s.firmwares.Get(ctx, t.FirmwareID())
+		if err != nil {
+			return domain.Task{}, false, nil
+		}
+		v := fw.Version()
+		w.Installed = &v
+	}
+	return s.unchanged.UpdateIfUnchanged(ctx, w)
+}
+
+// judges reports whether t's end is to be judged: unless its rollout has
+// nothing a task's end could change (Rollout.Judges, fixed at the
+// rollout's start, so the catalog's copy is exact). A rollout that cannot
+// be read is judged: the judgement reads it again, and says.
+func (s *Events) judges(ctx context.Context, t domain.Task) bool {
+	r, err := s.rollouts.Get(ctx, t.RolloutID())
+	return err != nil || r.Judges()
 }
 
 // recordLateInstall stores the firmware's version of t as its device's

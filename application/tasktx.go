@@ -286,17 +286,23 @@ func ApplyEvent(ctx context.Context, tasks TaskTransactor, taskID domain.UUID, e
 		return domain.Task{}, err
 	}
 	if judges && !out.Status().IsActive() {
-		// The event is stored: a device that hangs up now must not cut
-		// its judgement short.
-		jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), judgeTimeout)
-		defer cancel()
-		if _, _, err := JudgeRollout(jctx, tasks, out.FirmwareID(), out.RolloutID(), onRollout); err != nil {
-			// Busy, whatever the cause: the event is stored, and its
-			// resend judges again.
-			return out, fmt.Errorf("judging rollout %s after task %s ended: %w: %w", out.RolloutID(), out.ID(), domain.ErrServiceBusy, err)
-		}
+		return out, judgeEnded(ctx, tasks, out, onRollout)
 	}
 	return out, nil
+}
+
+// judgeEnded judges the rollout of t, a task whose end is stored
+// (JudgeRollout), whether or not the caller is still connected: a device
+// that hangs up now must not cut its judgement short. A failure is
+// domain.ErrServiceBusy, whatever the cause: the end is stored, and its
+// resend judges again.
+func judgeEnded(ctx context.Context, tasks TaskTransactor, t domain.Task, eval RolloutEvaluation) error {
+	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), judgeTimeout)
+	defer cancel()
+	if _, _, err := JudgeRollout(jctx, tasks, t.FirmwareID(), t.RolloutID(), eval); err != nil {
+		return fmt.Errorf("judging rollout %s after task %s ended: %w: %w", t.RolloutID(), t.ID(), domain.ErrServiceBusy, err)
+	}
+	return nil
 }
 
 // judgeTimeout bounds a final event's judgement once the event is stored,

@@ -206,6 +206,20 @@ type TaskTx interface {
 	Announce(a domain.Announcement) error
 }
 
+// GuardedTaskWrite is a device event's whole write, for a store that
+// stores it in one statement over the task as read
+// (application.UnchangedUpdater): the task's change from Before to
+// After, the event applied, what the change adds to the counters and,
+// when After ends the task, its announcement and, for a success, the
+// version its device now runs.
+type GuardedTaskWrite struct {
+	Before, After domain.Task
+	Event         domain.Event
+	Counts        []domain.CountChange
+	Installed     *domain.Version      // the firmware's version when After installs it (domain.Task.Installs); nil otherwise
+	Announce      *domain.Announcement // After's end (domain.TaskAnnouncement); nil when it does not end
+}
+
 // RolloutCount is a rollout's count of devices by status, in one scope:
 // the whole rollout (zero Stage) or its stage started at Stage.
 type RolloutCount struct {

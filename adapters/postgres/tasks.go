@@ -430,16 +430,23 @@ const insertUnchangedSQL = `WITH ins AS (
 )
 SELECT action_id FROM ins`
 
-// updateUnchangedSQL is a progress event's whole write in one statement
+// updateUnchangedSQL is a device event's whole write in one statement
 // (UpdateIfUnchanged): task $1's mutable fields set ($2–$7) only if they
 // are still as read ($8–$13) — a change committed meanwhile, or one in
 // progress, which the UPDATE waits for and then compares against, fails
 // it — and its device has no other task in its rollout (so the task
-// counts for itself in every scope); then event $14 recorded ($15 its
-// fingerprint; an id recorded already fails the whole statement on the
-// unique key) and the counters added ($16–$20, addCountsSQL's), only when
-// the task was updated. It takes the task's row and then the counter
-// rows, the order of the event's transaction.
+// counts for itself in every scope); then, only when the task was
+// updated, event $14 recorded ($15 its fingerprint; an id recorded
+// already fails the whole statement on the unique key), the device's
+// version set to $21 (NULL: none installed; last_seen_at moved forward
+// to the task's update, as installedSQL does), the task's end announced
+// (announceSQL's outbox row and deliveries: $22 its type, NULL for none,
+// $23 its time, $24 its payload) and the counters added ($16–$20,
+// addCountsSQL's). It takes the task's row, then the device's, then the
+// counter rows — the order of the event's transaction (UpdateTask,
+// SetDeviceVersion, AddCounts): the counters' insert is gated on the
+// device's update having run (the InitPlan over dev), so no statement
+// holds counter rows while it waits for a device's row.
 const updateUnchangedSQL = `WITH upd AS (
 	UPDATE tasks t SET status = $2, progress = $3, attempt = $4, error_code = $5, error_message = $6, updated_at = $7
 	WHERE t.id = $1 AND t.status = $8 AND t.progress IS NOT DISTINCT FROM $9 AND t.attempt = $10
@@ -449,36 +456,57 @@ const updateUnchangedSQL = `WITH upd AS (
 ), ev AS (
 	INSERT INTO task_events (task_id, event_id, fingerprint, created_at, task_created_at)
 	SELECT id, $14, $15, updated_at, created_at FROM upd
+), dev AS (
+	UPDATE devices d SET current_version = $21::text, last_seen_at = GREATEST(d.last_seen_at, upd.updated_at)
+	FROM upd WHERE $21::text IS NOT NULL AND d.device_id = upd.device_id
+	RETURNING d.device_id
+), announced AS (
+	INSERT INTO outbox_events (type, at, payload) SELECT $22::text, $23::timestamptz, $24::jsonb FROM upd WHERE $22::text IS NOT NULL
+	RETURNING id, type
+), delivered AS (
+	INSERT INTO webhook_deliveries (subscription_id, event_id, next_attempt_at)
+	SELECT s.id, a.id, $23::timestamptz FROM webhook_subscriptions s, announced a
+	WHERE s.enabled AND (cardinality(s.event_types) = 0 OR a.type = ANY (s.event_types))
 ), counted AS (
 	INSERT INTO rollout_counters AS c (rollout_id, stage_started_at, status, shard, devices)
 	SELECT d.rollout_id::uuid, d.stage::timestamptz, d.status, $16, d.n
 	FROM unnest($17::text[], $18::text[], $19::text[], $20::bigint[]) AS d(rollout_id, stage, status, n), upd
+	WHERE (SELECT count(*) FROM dev) >= 0
 	ORDER BY 1, 2, 3
 	ON CONFLICT (rollout_id, stage_started_at, status, shard) DO UPDATE SET devices = c.devices + excluded.devices
 )
 SELECT ` + taskColumns + ` FROM upd`
 
-// UpdateIfUnchanged stores after, records ev and adds counts in one
-// statement outside any transaction (updateUnchangedSQL): a progress event
-// is then three round trips (authentication, the task, this) instead of
-// nine. An event id recorded already (the unique key refuses it, and the
+// UpdateIfUnchanged stores w in one statement outside any transaction
+// (updateUnchangedSQL): a progress event is then three round trips
+// (authentication, the task, this) instead of nine, and a success twelve
+// fewer. An event id recorded already (the unique key refuses it, and the
 // statement writes nothing) is no update either: the transaction sees the
 // event and answers as for a replay.
-func (s *TaskRepository) UpdateIfUnchanged(ctx context.Context, before, after domain.Task, ev domain.Event, counts []domain.CountChange) (domain.Task, bool, error) {
-	if before.ID() != after.ID() {
-		return domain.Task{}, false, fmt.Errorf("updating task %s: the change is of task %s", before.ID(), after.ID())
+func (s *TaskRepository) UpdateIfUnchanged(ctx context.Context, w ports.GuardedTaskWrite) (domain.Task, bool, error) {
+	if w.Before.ID() != w.After.ID() {
+		return domain.Task{}, false, fmt.Errorf("updating task %s: the change is of task %s", w.Before.ID(), w.After.ID())
 	}
-	was, w := newTaskRow(before), newTaskRow(after)
-	args := append([]any{w.ID, w.Status, w.Progress, w.Attempt, w.ErrorCode, w.ErrorMessage, w.UpdatedAt,
-		was.Status, was.Progress, was.Attempt, was.ErrorCode, was.ErrorMessage, was.UpdatedAt, ev.ID(), ev.Fingerprint()},
-		counterRowsOf(after.DeviceID(), counts).args()...)
+	was, to := newTaskRow(w.Before), newTaskRow(w.After)
+	var installed, typ, at, payload any // NULL: no version installed, nothing announced
+	if w.Installed != nil {
+		installed = w.Installed.String()
+	}
+	if w.Announce != nil {
+		a := announceArgs(*w.Announce)
+		typ, at, payload = a[0], a[1], a[2]
+	}
+	args := append([]any{to.ID, to.Status, to.Progress, to.Attempt, to.ErrorCode, to.ErrorMessage, to.UpdatedAt,
+		was.Status, was.Progress, was.Attempt, was.ErrorCode, was.ErrorMessage, was.UpdatedAt, w.Event.ID(), w.Event.Fingerprint()},
+		counterRowsOf(w.After.DeviceID(), w.Counts).args()...)
+	args = append(args, installed, typ, at, payload)
 	var r taskRow
 	err := r.scan(s.updateUnchanged.QueryRowxContext(ctx, args...))
 	switch {
 	case errors.Is(err, sql.ErrNoRows), pq.As(err, pqerror.UniqueViolation) != nil:
 		return domain.Task{}, false, nil
 	case err != nil:
-		return domain.Task{}, false, fmt.Errorf("storing task %s: %w", w.ID, mapWriteErr(err))
+		return domain.Task{}, false, fmt.Errorf("storing task %s: %w", to.ID, mapWriteErr(err))
 	}
 	out, err := r.toDomain()
 	return out, err == nil, err

@@ -72,7 +72,7 @@ var protocolCases = []struct {
 	{"DDIAsksForConfigDataUntilItKnowsTheVersion", ddiAsksForConfigDataUntilItKnowsTheVersion},
 	{"RESTEventOnAnotherDevicesTaskIsNotFound", restEventOnAnotherDevicesTaskIsNotFound},
 	{"RESTProgressEventsRacingOnOneTask", restProgressEventsRacingOnOneTask},
-	{"RESTProgressEventResentIsAReplay", restProgressEventResentIsAReplay},
+	{"RESTEventResentIsAReplay", restEventResentIsAReplay},
 }
 
 // protocolEnv is the application over one adapter's stores.
@@ -315,6 +315,19 @@ func (e *protocolEnv) restCheck(id domain.DeviceID, version string) *ports.TaskV
 	return res.Task
 }
 
+// restTask is a fresh device's REST task, from 1.0.0, for a fresh
+// release of version.
+func (e *protocolEnv) restTask(version string) (domain.DeviceID, ports.TaskView) {
+	e.t.Helper()
+	dev := e.device("1.0.0")
+	e.release(version)
+	tk := e.restCheck(dev, "1.0.0")
+	if tk == nil {
+		e.t.Fatalf("no task for the release of %s", version)
+	}
+	return dev, *tk
+}
+
 // Firmware a protocol cannot deliver gets no task over it: hawkBit agents
 // get the best firmware with a sha1, Mender devices the best with an
 // artifact name, REST devices the best of all.
@@ -535,12 +548,7 @@ func restEventOnAnotherDevicesTaskIsNotFound(t *testing.T, e *protocolEnv) {
 // highest progress applied, its history holds exactly the applied events,
 // and the rollout counts the device once, downloading.
 func restProgressEventsRacingOnOneTask(t *testing.T, e *protocolEnv) {
-	dev := e.device("1.0.0")
-	e.release("2.0.0")
-	tk := e.restCheck(dev, "1.0.0")
-	if tk == nil {
-		t.Fatal("no task for the release")
-	}
+	dev, tk := e.restTask("2.0.0")
 	const n = 16
 	var (
 		wg      sync.WaitGroup
@@ -585,36 +593,49 @@ func restProgressEventsRacingOnOneTask(t *testing.T, e *protocolEnv) {
 	}
 }
 
-// A progress event resent as it was is a replay (the task as it stands,
-// one event in the history); resent with another body under its id it is
-// an idempotency conflict — also where the resend, at the task's own
-// status, reaches a store's one-statement progress event first.
-func restProgressEventResentIsAReplay(t *testing.T, e *protocolEnv) {
-	dev := e.device("1.0.0")
-	e.release("2.0.0")
-	tk := e.restCheck(dev, "1.0.0")
-	if tk == nil {
-		t.Fatal("no task for the release")
+// An event resent as it was is a replay (the task as it stands, one
+// event in the history, the device counted once); resent with another
+// body under its id it is an idempotency conflict — also where the resend
+// reaches a store's one-statement event first: a progress event at the
+// task's own status, a success on the task it ended.
+func restEventResentIsAReplay(t *testing.T, e *protocolEnv) {
+	progress := func(p int) ports.EventRequest {
+		return ports.EventRequest{EventID: "dl", Status: "downloading", Progress: &p}
 	}
-	report := func(progress int) (ports.TaskView, error) {
-		return e.devices.ReportEvent(e.ctx, dev, tk.Task.ID(), ports.EventRequest{EventID: "dl", Status: "downloading", Progress: &progress})
-	}
-	first, err := report(40)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := report(40)
-	if err != nil || again.Task.Record() != first.Task.Record() {
-		t.Fatalf("the resend: %+v, %v; want the task as the first made it, %+v", again.Task.Record(), err, first.Task.Record())
-	}
-	if _, err := report(60); !errors.Is(err, domain.ErrIdempotencyConflict) {
-		t.Fatalf("another body under the id: %v, want ErrIdempotencyConflict", err)
-	}
-	evs, err := e.admin.TaskEvents(e.ctx, tk.Task.ID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(evs) != 1 {
-		t.Errorf("the history holds %d events, want the first alone", len(evs))
+	for _, c := range []struct {
+		version      string
+		event, other ports.EventRequest
+		counted      domain.TaskStats
+	}{
+		{"2.0.0", progress(40), progress(60), domain.TaskStats{Downloading: 1}},
+		{"3.0.0", ports.EventRequest{EventID: "end", Status: "succeeded"}, ports.EventRequest{EventID: "end", Status: "failed", ErrorCode: "E"},
+			domain.TaskStats{Succeeded: 1}},
+	} {
+		dev, tk := e.restTask(c.version)
+		first, err := e.devices.ReportEvent(e.ctx, dev, tk.Task.ID(), c.event)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := e.devices.ReportEvent(e.ctx, dev, tk.Task.ID(), c.event)
+		if err != nil || again.Task.Record() != first.Task.Record() {
+			t.Fatalf("the resend of %s: %+v, %v; want the task as the first made it, %+v", c.event.Status, again.Task.Record(), err, first.Task.Record())
+		}
+		if _, err := e.devices.ReportEvent(e.ctx, dev, tk.Task.ID(), c.other); !errors.Is(err, domain.ErrIdempotencyConflict) {
+			t.Fatalf("another body under the id of %s: %v, want ErrIdempotencyConflict", c.event.Status, err)
+		}
+		evs, err := e.admin.TaskEvents(e.ctx, tk.Task.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != 1 {
+			t.Errorf("%s: the history holds %d events, want the first alone", c.event.Status, len(evs))
+		}
+		st, err := e.admin.GetRollout(e.ctx, tk.Task.RolloutID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Stats != c.counted {
+			t.Errorf("%s: the rollout counts %+v, want %+v", c.event.Status, st.Stats, c.counted)
+		}
 	}
 }

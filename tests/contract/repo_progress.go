@@ -9,14 +9,16 @@ import (
 
 	"github.com/ai-device/ota/application"
 	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
 )
 
-// updateIfUnchanged: a progress event's one statement stores the task's
-// change, records the event and counts the change only if the task is
-// still as read, the event id is unrecorded and the device has no other
-// task in the rollout; of events racing from one read exactly one stores.
-// A store without the statement (memory) applies every event through
-// ApplyEvent, which the other cases pin.
+// updateIfUnchanged: an event's one statement stores the task's change,
+// records the event, counts the change and, for a success, sets the
+// device's version, only if the task is still as read, the event id is
+// unrecorded and the device has no other task in the rollout; of events
+// racing from one read exactly one stores. A store without the statement
+// (memory) applies every event through ApplyEvent, which the other cases
+// pin. (Its announcement: adapters/postgres, TestGuardedWriteAnnounces.)
 func (s *repoSuite) updateIfUnchanged(t *testing.T) {
 	up, ok := s.Tasks.(application.UnchangedUpdater)
 	if !ok {
@@ -58,7 +60,12 @@ func (s *repoSuite) updateIfUnchanged(t *testing.T) {
 	refused := func(t *testing.T, before, after domain.Task, ev domain.Event, want domain.Task) {
 		t.Helper()
 		counted := stats(t, want, time.Time{})
-		got, updated, err := up.UpdateIfUnchanged(ctx, before, after, ev, soleCounts(before, after))
+		dev, err := s.Devices.Get(ctx, want.DeviceID())
+		repoNoErr(t, "device", err)
+		w := write(before, after, ev)
+		v := domain.MustParseVersion("9.9.9")
+		w.Installed = &v // as a success's would: refused, it must not be written either
+		got, updated, err := up.UpdateIfUnchanged(ctx, w)
 		repoNoErr(t, "update if unchanged", err)
 		if updated || got.ID() != (domain.UUID{}) {
 			t.Fatalf("stored %s (updated %v), want nothing", got.ID(), updated)
@@ -68,6 +75,9 @@ func (s *repoSuite) updateIfUnchanged(t *testing.T) {
 		repoSameTask(t, stored, want.Record())
 		if st := stats(t, want, time.Time{}); st != counted {
 			t.Errorf("counters after a refused update: %+v, want %+v as before", st, counted)
+		}
+		if now, err := s.Devices.Get(ctx, want.DeviceID()); err != nil || now.CurrentVersion() != dev.CurrentVersion() {
+			t.Errorf("the device runs %s (%v) after a refused update, want %s as before", now.CurrentVersion(), err, dev.CurrentVersion())
 		}
 	}
 	// recorded reports whether ev is recorded for the task, as ApplyEvent
@@ -89,7 +99,7 @@ func (s *repoSuite) updateIfUnchanged(t *testing.T) {
 			before, _ := pending(t, staged)
 			ev := repoEvent(t, "dl", "downloading", nil)
 			after := change(t, before, ev, s.at(11))
-			got, updated, err := up.UpdateIfUnchanged(ctx, before, after, ev, soleCounts(before, after))
+			got, updated, err := up.UpdateIfUnchanged(ctx, write(before, after, ev))
 			repoNoErr(t, "update if unchanged", err)
 			if !updated {
 				t.Fatal("not stored")
@@ -109,6 +119,51 @@ func (s *repoSuite) updateIfUnchanged(t *testing.T) {
 				if st := stats(t, before, before.Stage()); st != want {
 					t.Errorf("the stage's counters: %+v, want %+v", st, want)
 				}
+			}
+		})
+	}
+	for _, tc := range []struct {
+		status  string
+		version string // the device's after the event
+		want    domain.TaskStats
+	}{
+		{status: "succeeded", version: "2.0.0", want: domain.TaskStats{Succeeded: 1}},
+		{status: "failed", version: "1.0.0", want: domain.TaskStats{Failed: 1}},
+	} {
+		t.Run("a final event, "+tc.status+": stored, counted, the device's version "+tc.version, func(t *testing.T) {
+			before, o := pending(t, true)
+			bystander := s.device(t, o.Firmware.Model(), "1.0.0")
+			ev := repoEvent(t, "end", tc.status, nil)
+			after := change(t, before, ev, s.at(11))
+			w := write(before, after, ev)
+			if after.Installs(before) {
+				v := o.Firmware.Version()
+				w.Installed = &v
+			}
+			got, updated, err := up.UpdateIfUnchanged(ctx, w)
+			repoNoErr(t, "update if unchanged", err)
+			if !updated {
+				t.Fatal("not stored")
+			}
+			repoSameTask(t, got, after.Record())
+			if !recorded(t, before.ID(), ev) {
+				t.Error("the final event is not recorded: its resend would be applied again")
+			}
+			for _, since := range []time.Time{{}, before.Stage()} {
+				if st := stats(t, before, since); st != tc.want {
+					t.Errorf("counters since %v: %+v, want %+v", since, st, tc.want)
+				}
+			}
+			d, err := s.Devices.Get(ctx, before.DeviceID())
+			repoNoErr(t, "device", err)
+			if d.CurrentVersion().String() != tc.version {
+				t.Errorf("the device runs %s, want %s", d.CurrentVersion(), tc.version)
+			}
+			if b, err := s.Devices.Get(ctx, bystander.ID()); err != nil || b.CurrentVersion().String() != "1.0.0" {
+				t.Errorf("another device of the model runs %s (%v), want 1.0.0 as before", b.CurrentVersion(), err)
+			}
+			if tc.status == "succeeded" && d.LastSeenAt().Before(repoUs(s.at(11))) {
+				t.Errorf("the device last seen %v, want at least the success's %v", d.LastSeenAt(), repoUs(s.at(11)))
 			}
 		})
 	}
@@ -153,7 +208,7 @@ func (s *repoSuite) updateIfUnchanged(t *testing.T) {
 			wg.Go(func() {
 				ev := repoEvent(t, uuid.NewString(), "downloading", new(i*10))
 				after := change(t, before, ev, s.at(11+i))
-				got, updated, err := up.UpdateIfUnchanged(ctx, before, after, ev, soleCounts(before, after))
+				got, updated, err := up.UpdateIfUnchanged(ctx, write(before, after, ev))
 				if err != nil {
 					t.Errorf("update if unchanged: %v", err)
 				}
@@ -180,6 +235,12 @@ func (s *repoSuite) updateIfUnchanged(t *testing.T) {
 			t.Errorf("%d events recorded, want the one stored", len(history))
 		}
 	})
+}
+
+// write is the statement's write of ev changing before to after, with
+// what it adds to the counters (soleCounts): no version, no announcement.
+func write(before, after domain.Task, ev domain.Event) ports.GuardedTaskWrite {
+	return ports.GuardedTaskWrite{Before: before, After: after, Event: ev, Counts: soleCounts(before, after)}
 }
 
 // soleCounts is what changing a task from before to after adds to the
