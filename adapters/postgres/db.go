@@ -91,10 +91,26 @@ func Open(cfg Config) (*sqlx.DB, func(), error) {
 		return nil, nil, errors.New("postgres: no database URL configured")
 	}
 	where := describe(cfg.URL)
-	db, err := sqlx.Open("postgres", string(cfg.URL))
+	pc, err := pq.NewConfig(string(cfg.URL))
 	if err != nil {
 		return nil, nil, fmt.Errorf("postgres: invalid URL for %s: %w", where, err)
 	}
+	// The guarded statements (a task's creation, an event's one statement)
+	// run outside a transaction and rely on READ COMMITTED's re-check after
+	// a lock wait: a lost race is a refused write, answered by the
+	// transaction path. A database or role defaulting to REPEATABLE READ or
+	// SERIALIZABLE would turn it into a serialization failure (40001), so
+	// every session of the pool starts at READ COMMITTED, whatever the
+	// server's default or the URL says.
+	if pc.Runtime == nil {
+		pc.Runtime = map[string]string{}
+	}
+	pc.Runtime["default_transaction_isolation"] = "read committed"
+	conn, err := pq.NewConnectorConfig(pc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("postgres: invalid URL for %s: %w", where, err)
+	}
+	db := sqlx.NewDb(sql.OpenDB(conn), "postgres")
 	maxOpen := positiveOr(cfg.MaxOpenConns, DefaultMaxOpenConns)
 	maxIdle := cfg.MaxIdleConns
 	if maxIdle <= 0 || maxIdle > maxOpen {
