@@ -322,20 +322,7 @@ const judgeTimeout = 10 * time.Second
 // nothing — almost all of them — never queue on the rollout's row. It
 // returns the rollout as it now is, and whether this judgement changed it.
 func JudgeRollout(ctx context.Context, tasks TaskTransactor, firmwareID, rolloutID domain.UUID, eval RolloutEvaluation) (domain.Rollout, bool, error) {
-	var (
-		seen  domain.Rollout
-		would bool
-	)
-	err := tasks.InTaskTx(ctx, func(tx ports.TaskTx) error {
-		o, err := tx.Offer(firmwareID, rolloutID)
-		if err != nil {
-			return err
-		}
-		seen = o.Rollout
-		r := seen
-		would, err = eval(&r, func(since time.Time) (domain.TaskStats, error) { return tx.RolloutStats(rolloutID, since) })
-		return err
-	})
+	seen, would, err := judgeUnlocked(ctx, tasks, firmwareID, rolloutID, eval)
 	if err != nil || !would {
 		return seen, false, err
 	}
@@ -352,6 +339,57 @@ func JudgeRollout(ctx context.Context, tasks TaskTransactor, firmwareID, rollout
 		return err
 	})
 	return out, changed, err
+}
+
+// JudgeReader is a store's read, in one statement, of what a judgement
+// without the rollout's lock reads: the offer, and the rollout's counters
+// in every scope (the whole rollout's, each stage's), all as of one
+// moment. A store without it is read in a transaction: BEGIN, the offer,
+// a scope's counters, another's, COMMIT.
+type JudgeReader interface {
+	JudgeView(ctx context.Context, firmwareID, rolloutID domain.UUID) (domain.Offer, []ports.RolloutCount, error)
+}
+
+// judgeUnlocked lets eval judge a copy of the rollout as committed, read
+// without its lock, and returns the rollout as read and whether eval
+// would change it.
+func judgeUnlocked(ctx context.Context, tasks TaskTransactor, firmwareID, rolloutID domain.UUID, eval RolloutEvaluation) (domain.Rollout, bool, error) {
+	if jr, ok := tasks.(JudgeReader); ok {
+		o, counts, err := jr.JudgeView(ctx, firmwareID, rolloutID)
+		if err != nil {
+			return domain.Rollout{}, false, err
+		}
+		r := o.Rollout
+		would, err := eval(&r, func(since time.Time) (domain.TaskStats, error) { return scopeOf(counts, since), nil })
+		return o.Rollout, would, err
+	}
+	var (
+		seen  domain.Rollout
+		would bool
+	)
+	err := tasks.InTaskTx(ctx, func(tx ports.TaskTx) error {
+		o, err := tx.Offer(firmwareID, rolloutID)
+		if err != nil {
+			return err
+		}
+		seen = o.Rollout
+		r := seen
+		would, err = eval(&r, func(since time.Time) (domain.TaskStats, error) { return tx.RolloutStats(rolloutID, since) })
+		return err
+	})
+	return seen, would, err
+}
+
+// scopeOf is the counts of the scope started at since (the zero time: the
+// whole rollout) among counts, every scope of one rollout: none when it is
+// not among them.
+func scopeOf(counts []ports.RolloutCount, since time.Time) domain.TaskStats {
+	for _, c := range counts {
+		if c.Stage.Equal(since) {
+			return c.Stats
+		}
+	}
+	return domain.TaskStats{}
 }
 
 // judgeLocked lets eval judge r, locked by tx.LockRollout, reading its

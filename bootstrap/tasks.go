@@ -39,6 +39,11 @@ var _ application.UnchangedInserter = (*postgres.TaskRepository)(nil)
 // event instead of nine) the same way, by asking its EventStore.
 var _ application.UnchangedUpdater = (*postgres.TaskRepository)(nil)
 
+// A final event's judgement after its commit reads the rollout and its
+// counters in one statement (one round trip instead of a read-only
+// transaction's four) the same way, by asking its TaskTransactor.
+var _ application.JudgeReader = (*postgres.TaskRepository)(nil)
+
 // PostgresTaskPorts are the Postgres task ports (the serving repository:
 // the check's reads on the read replica when there is one).
 func PostgresTaskPorts(t *postgres.TaskRepository) TaskPorts { return taskPortsOf(t) }

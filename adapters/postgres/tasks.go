@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,6 +49,7 @@ type TaskRepository struct {
 	installed       *sqlx.Stmt
 	latestForUpdate *sqlx.Stmt
 	announce        *sqlx.Stmt // announceSQL: a task's end is announced in its event's transaction
+	judgeView       *sqlx.Stmt // judgeViewSQL: a judgement's read without the rollout's lock
 }
 
 // NewTaskRepository stores tasks through the given pool, preparing its hot
@@ -83,6 +85,7 @@ func NewTaskRepository(db *sqlx.DB) (*TaskRepository, error) {
 			installed:       p.prepare(installedSQL),
 			latestForUpdate: p.prepare(latestTaskSQL),
 			announce:        p.prepare(announceSQL),
+			judgeView:       p.prepare(judgeViewSQL),
 		}
 	})
 }
@@ -631,6 +634,56 @@ func (s *TaskRepository) failedIn(ctx context.Context, stmt *sqlx.Stmt, deviceID
 		return nil, fmt.Errorf("counting failed tasks of device %q: %w", deviceID, unavailable(err))
 	}
 	return out, nil
+}
+
+// judgeViewSQL reads, in one statement and so in one snapshot, what a
+// rollout's judgement without its lock reads (application.JudgeReader):
+// the offer and the rollout's counters in every scope — the whole
+// rollout's and each stage's, a few statuses each — summed over their
+// shards as storedCountsSQL sums them: one element per (scope, status) in
+// each of three arrays aggregated over the same rows, the scope as
+// microseconds since the epoch. A rollout without counters has NULL arrays.
+var judgeViewSQL = `SELECT ` + columns("f", firmwareFields) + `, ` + columns("r", rolloutFields) + `,
+		c.stages AS "stages", c.statuses AS "statuses", c.devices AS "devices"
+	FROM firmwares f, rollouts r, LATERAL (
+		SELECT array_agg((extract(epoch FROM stage_started_at) * 1000000)::bigint) AS stages,
+			array_agg(status) AS statuses, array_agg(n) AS devices
+		FROM (SELECT stage_started_at, status, sum(devices)::bigint AS n FROM rollout_counters
+			WHERE rollout_id = r.id GROUP BY stage_started_at, status) s) c
+	WHERE f.id = $1 AND r.id = $2`
+
+// JudgeView reads a rollout's offer and its counters in every scope, in
+// one round trip (judgeViewSQL): a final event's judgement after its
+// commit without a transaction of four.
+func (s *TaskRepository) JudgeView(ctx context.Context, firmwareID, rolloutID domain.UUID) (domain.Offer, []ports.RolloutCount, error) {
+	var row struct {
+		offerRow
+		Stages   pq.Int64Array  `db:"stages"`
+		Statuses pq.StringArray `db:"statuses"`
+		Devices  pq.Int64Array  `db:"devices"`
+	}
+	fw, ro := firmwareID.String(), rolloutID.String()
+	if err := s.judgeView.GetContext(ctx, &row, fw, ro); err != nil {
+		return domain.Offer{}, nil, fmt.Errorf("loading firmware %s and rollout %s: %w", fw, ro, notFound(err))
+	}
+	offers, err := offersFrom([]offerRow{row.offerRow})
+	if err != nil {
+		return domain.Offer{}, nil, err
+	}
+	var counts []ports.RolloutCount
+	for i, us := range row.Stages {
+		st, err := domain.ParseTaskStatus(row.Statuses[i])
+		if err != nil {
+			return domain.Offer{}, nil, fmt.Errorf("rollout %s has tasks with a corrupt status: %w", ro, err)
+		}
+		stage := time.UnixMicro(us).UTC() // the whole rollout's is the zero time
+		j := slices.IndexFunc(counts, func(c ports.RolloutCount) bool { return c.Stage.Equal(stage) })
+		if j < 0 {
+			counts, j = append(counts, ports.RolloutCount{Rollout: rolloutID, Stage: stage}), len(counts)
+		}
+		counts[j].Stats.Add(st, int(row.Devices[i]))
+	}
+	return offers[0], counts, nil
 }
 
 // RolloutStatsSince reads a rollout's counters (countersSQL): the whole

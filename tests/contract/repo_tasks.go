@@ -419,6 +419,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 	t.Run("ReplaceActiveOfferWithdrawn", func(t *testing.T) { s.offerWithdrawn(t) })
 	t.Run("InsertIfUnchanged", func(t *testing.T) { s.insertIfUnchanged(t) })
 	t.Run("UpdateIfUnchanged", func(t *testing.T) { s.updateIfUnchanged(t) })
+	t.Run("JudgeView", func(t *testing.T) { s.judgeView(t) })
 	t.Run("ApplyEventEvaluatesRollout", func(t *testing.T) { s.applyEventRollout(t) })
 	t.Run("FinalEventsRacingAcrossAThreshold", func(t *testing.T) { s.finalEventsAcrossAThreshold(t) })
 	t.Run("SweepJudgesWhatAnEventLeft", func(t *testing.T) { s.sweepJudges(t) })
