@@ -414,8 +414,22 @@ func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Ve
 	result, created, err := ReplaceActive(ctx, s.tasks, dev.ID(), func(st TaskState) (*domain.Task, error) {
 		now := s.clock.Now()
 		seen = st.Active
+		d := dev
+		if st.Version != nil {
+			// No active task now: one may have been created and ended since
+			// the lock-free read, and a success moved the device's version
+			// (event rule 6). Decided on the read's version, the check would
+			// offer the image just installed again, as a first attempt,
+			// beside the success it never saw; on the version as committed,
+			// it is a check after that success (event rule 7).
+			v, err := st.Version()
+			if err != nil {
+				return nil, err
+			}
+			d.Seen(v, dev.LastSeenAt())
+		}
 		in := domain.CheckInput{
-			Device: dev, Reported: current, Active: st.Active, Offers: offers, Failed: st.Failed, Now: now, Facts: facts, Delivery: delivery,
+			Device: d, Reported: current, Active: st.Active, Offers: offers, Failed: st.Failed, Now: now, Facts: facts, Delivery: delivery,
 		}
 		if in.MayContradictSuccess() && st.Latest != nil {
 			// The device's last task, read only now: a success this

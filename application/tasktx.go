@@ -33,6 +33,12 @@ type TaskState struct {
 	// may end it as it may end the active task (set its Task): the change
 	// is stored, and judged, as that one's would be.
 	Latest func() (*domain.ActiveTask, error)
+	// Version reads, in the same transaction, the version the device runs
+	// as committed, when it has no active task (nil otherwise): a task
+	// created and ended since the check's lock-free read may have changed
+	// it (event rule 6), and the check is decided on the device as the
+	// transaction sees it, as it is on its tasks.
+	Version func() (domain.Version, error)
 }
 
 // RolloutEvaluation judges a rollout when one of its tasks ended (event
@@ -113,6 +119,7 @@ func ReplaceActive(ctx context.Context, tasks TaskTransactor, device domain.Devi
 		if active != nil {
 			before = active.Task
 		} else {
+			st.Version = func() (domain.Version, error) { return tx.DeviceVersion(device) }
 			st.Latest = func() (*domain.ActiveTask, error) {
 				if subject != nil {
 					return subject, nil
@@ -382,8 +389,10 @@ func judgeUnlocked(ctx context.Context, tasks TaskTransactor, firmwareID, rollou
 
 // scopeOf is the counts of the scope started at since (the zero time: the
 // whole rollout) among counts, every scope of one rollout: none when it is
-// not among them.
+// not among them. Scopes are kept at microseconds, as every stored time
+// is, so since is compared at that precision, as RolloutStats reads it.
 func scopeOf(counts []ports.RolloutCount, since time.Time) domain.TaskStats {
+	since = since.Truncate(time.Microsecond)
 	for _, c := range counts {
 		if c.Stage.Equal(since) {
 			return c.Stats

@@ -151,6 +151,10 @@ type TaskTx interface {
 	LatestFinal(deviceID domain.DeviceID) (*domain.ActiveTask, error)
 	// FailedCounts counts the device's failed tasks by firmware id (never nil).
 	FailedCounts(deviceID domain.DeviceID) (map[string]int, error)
+	// DeviceVersion reads the version the device runs as committed (not
+	// locked): a success stored since a check's lock-free read set it
+	// (event rule 6); domain.ErrNotFound for an unknown device.
+	DeviceVersion(deviceID domain.DeviceID) (domain.Version, error)
 	// LockTask reads a task locked; domain.ErrNotFound if there is none.
 	LockTask(id domain.UUID) (domain.Task, error)
 	// Event returns the event recorded for t under eventID, nil if none.

@@ -117,6 +117,11 @@ func (tx *taskTx) FailedCounts(deviceID domain.DeviceID) (map[string]int, error)
 	return tx.s.failed(deviceID.String()), nil
 }
 
+func (tx *taskTx) DeviceVersion(deviceID domain.DeviceID) (domain.Version, error) {
+	d, err := found(tx.s.devices, deviceID.String())
+	return d.CurrentVersion(), err
+}
+
 func (tx *taskTx) LockTask(id domain.UUID) (domain.Task, error) {
 	return found(tx.s.tasks, id.String())
 }

@@ -50,6 +50,7 @@ type TaskRepository struct {
 	latestForUpdate *sqlx.Stmt
 	announce        *sqlx.Stmt // announceSQL: a task's end is announced in its event's transaction
 	judgeView       *sqlx.Stmt // judgeViewSQL: a judgement's read without the rollout's lock
+	deviceVersion   *sqlx.Stmt
 }
 
 // NewTaskRepository stores tasks through the given pool, preparing its hot
@@ -86,6 +87,7 @@ func NewTaskRepository(db *sqlx.DB) (*TaskRepository, error) {
 			latestForUpdate: p.prepare(latestTaskSQL),
 			announce:        p.prepare(announceSQL),
 			judgeView:       p.prepare(judgeViewSQL),
+			deviceVersion:   p.prepare(`SELECT current_version FROM devices WHERE device_id = $1`),
 		}
 	})
 }
@@ -851,6 +853,18 @@ func (t *taskTx) LatestFinal(deviceID domain.DeviceID) (*domain.ActiveTask, erro
 		return nil, err
 	}
 	return t.withOffer(last)
+}
+
+// DeviceVersion reads the device's current_version in the transaction.
+func (t *taskTx) DeviceVersion(deviceID domain.DeviceID) (domain.Version, error) {
+	var v sql.NullString
+	if err := t.stmt(t.s.deviceVersion).QueryRowContext(t.ctx, deviceID.String()).Scan(&v); err != nil {
+		return domain.Version{}, fmt.Errorf("reading the version of device %q: %w", deviceID, notFound(err))
+	}
+	if !v.Valid {
+		return domain.Version{}, nil
+	}
+	return domain.ParseVersion("current_version", v.String)
 }
 
 // FailedCounts counts the device's failed tasks in the transaction.

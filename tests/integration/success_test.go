@@ -402,6 +402,47 @@ func TestCheckReadBeforeSuccessIsNoRevert(t *testing.T) {
 	})
 }
 
+// TestCheckReadBeforeATasksWholeLifeIsJudgedAfterIt: a check that read
+// the device with no task, waited (for the device's lock, behind a slow
+// replica), and writes after another check created a task that the
+// device then installed, is decided on the device as its transaction sees
+// it: a check after that success reporting the old version, a reverted
+// install (event rule 7) — the success re-marked failed, the image
+// offered again as the second attempt. Decided on the version it read, it
+// offered the image just installed again as a first attempt, beside the
+// success it never saw, so that max_attempts reverts later the device
+// was handed one attempt too many. Found by the linearizability run
+// (frozen-holder).
+func TestCheckReadBeforeATasksWholeLifeIsJudgedAfterIt(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, s *sstack) {
+		s.release("1.3.0", domain.RolloutSpec{})
+		id := s.register("whole-life", "1.1.0")
+		stale := s.read(id) // no task yet
+		first := s.check(s.read(id), "1.1.0")
+		if first.Task == nil {
+			t.Fatal("no task")
+		}
+		s.clock.Add(time.Minute)
+		if _, err := s.event(id, first.Task.Task.ID(), "ok", "succeeded"); err != nil {
+			t.Fatal(err)
+		}
+		s.clock.Add(time.Second)
+		res := s.check(stale, "1.1.0")
+		got, err := s.deps.Tasks.Get(s.ctx, first.Task.Task.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status() != domain.TaskFailed || got.ErrorCode() != domain.CodeInstallReverted {
+			t.Errorf("the success before the check's transaction: %s %q, want failed %s", got.Status(), got.ErrorCode(), domain.CodeInstallReverted)
+		}
+		if res.Task == nil {
+			t.Errorf("the check: no task, want the image again as attempt 2")
+		} else if a := res.Task.Task.Attempt(); a != 2 {
+			t.Errorf("the check: the image at attempt %d, want attempt 2", a)
+		}
+	})
+}
+
 // TestImplicitSuccessJudgesTheRolloutGate: a check whose device reports
 // its task's version ends the task as succeeded (check rule 3); like a
 // final event, that success judges its rollout in the same transaction
