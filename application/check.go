@@ -156,6 +156,7 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 	plan := domain.PlanCheck(domain.CheckInput{
 		Device: dev, Reported: current, Active: active, Offers: offers, Failed: tasks.Failed, Now: now, Facts: facts, Delivery: req.Delivery,
 	})
+	a := asking{dev: dev, current: current, stored: req.StoredVersion, facts: facts, delivery: req.Delivery}
 	// Stores may write this behind, in batches: the check goes on with the
 	// version the device reported, never with the stored one. A report
 	// below the version read may contradict a success (event rule 7, the
@@ -182,14 +183,14 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 		if tasks.Active == nil && plan.Ended == nil {
 			seen = tasks
 		}
-		res, err = s.createOnce(ctx, dev, current, facts, req.Delivery, offers, plan.Offer, seen)
+		res, err = s.createOnce(ctx, a, offers, plan.Offer, seen)
 	default:
 		// Only the active task changes (it succeeded, was cancelled or
 		// timed out), or the last success may be contradicted (Recheck:
 		// the transaction reads it): no task is created, so no lock is
 		// needed; the row lock of the transaction serialises this with
 		// any other writer.
-		res, err = s.write(ctx, dev, current, facts, req.Delivery, offers, domain.UUID{})
+		res, err = s.write(ctx, a, offers, domain.UUID{})
 	}
 	// The plan made again in a writing transaction may want to create a
 	// task for another firmware than the lock held, if any, was taken for
@@ -208,7 +209,7 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 			break
 		}
 		offers = moved.offers
-		res, err = s.createOnce(ctx, dev, current, facts, req.Delivery, offers, moved.offer, nil)
+		res, err = s.createOnce(ctx, a, offers, moved.offer, nil)
 	}
 	if err == nil && plan.Recheck {
 		if err = s.devices.RecordSeen(ctx, dev, current, now); err != nil {
@@ -253,6 +254,19 @@ func (s *Checks) reportAttributes(ctx context.Context, deviceID domain.DeviceID,
 // flightTimeout bounds one find-or-create, lock wait included.
 const flightTimeout = 10 * time.Second
 
+// asking is what one check request is decided on besides the store: the
+// device as read, the version it is checked with — the device's report,
+// or its stored version when the protocol's poll carries none
+// (ports.CheckRequest.StoredVersion) — its tags and attributes, and what
+// its protocol can deliver.
+type asking struct {
+	dev      domain.Device
+	current  domain.Version
+	stored   bool
+	facts    domain.DeviceFacts
+	delivery domain.Delivery
+}
+
 // flightResult is one creation's answer, shared by every caller that
 // joined the flight; exactly one of them reports it as the creation.
 type flightResult struct {
@@ -264,8 +278,8 @@ type flightResult struct {
 // reported version in this process, and shares its answer with the callers
 // that asked meanwhile (a caller reporting another version is planned
 // anew: rule 3 may succeed its task instead).
-func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, delivery domain.Delivery, offers []domain.Offer, offer domain.Offer, seen *ports.DeviceTasks) (ports.CheckResult, error) {
-	key := dev.ID().String() + ":" + offer.Firmware.ID().String() + ":" + current.String()
+func (s *Checks) createOnce(ctx context.Context, a asking, offers []domain.Offer, offer domain.Offer, seen *ports.DeviceTasks) (ports.CheckResult, error) {
+	key := a.dev.ID().String() + ":" + offer.Firmware.ID().String() + ":" + a.current.String()
 	ch := s.flights.DoChan(key, func() (any, error) {
 		// The flight outlives any one caller's cancellation, since the
 		// others still want its answer. The lock's wait bounds the wait;
@@ -273,7 +287,7 @@ func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current doma
 		// held, so neither the lock nor this goroutine is kept forever.
 		flightCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flightTimeout)
 		defer cancel()
-		res, err := s.create(flightCtx, dev, current, facts, delivery, offers, offer, seen)
+		res, err := s.create(flightCtx, a, offers, offer, seen)
 		if err != nil && flightCtx.Err() != nil && !errors.Is(err, domain.ErrServiceBusy) {
 			err = fmt.Errorf("%w: find-or-create ran out of time: %w", domain.ErrServiceBusy, err)
 		}
@@ -300,30 +314,30 @@ func (s *Checks) createOnce(ctx context.Context, dev domain.Device, current doma
 // when not nil, is the device's task state read before the lock, with no
 // active task: the short path (createUnchanged) is tried first, on a
 // store that has it.
-func (s *Checks) create(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, delivery domain.Delivery, offers []domain.Offer, offer domain.Offer, seen *ports.DeviceTasks) (ports.CheckResult, error) {
+func (s *Checks) create(ctx context.Context, a asking, offers []domain.Offer, offer domain.Offer, seen *ports.DeviceTasks) (ports.CheckResult, error) {
 	var res ports.CheckResult
-	err := s.locker.WithLock(ctx, dev.ID().String()+":"+offer.Firmware.ID().String(), func(ctx context.Context) error {
+	err := s.locker.WithLock(ctx, a.dev.ID().String()+":"+offer.Firmware.ID().String(), func(ctx context.Context) error {
 		var (
 			err  error
 			done bool
 		)
 		if seen != nil && s.unchanged != nil {
-			if res, done, err = s.createUnchanged(ctx, dev, current, facts, delivery, offers, *seen, offer.Firmware.ID()); err != nil || done {
+			if res, done, err = s.createUnchanged(ctx, a, offers, *seen, offer.Firmware.ID()); err != nil || done {
 				return err
 			}
 		}
-		res, err = s.write(ctx, dev, current, facts, delivery, offers, offer.Firmware.ID())
+		res, err = s.write(ctx, a, offers, offer.Firmware.ID())
 		if errors.Is(err, domain.ErrOfferWithdrawn) {
 			// Revoked or stopped between the plan and the insert: plan
 			// again as if it had never been offered.
-			res, err = s.write(ctx, dev, current, facts, delivery, withoutRollout(offers, offer.Rollout.ID()), offer.Firmware.ID())
+			res, err = s.write(ctx, a, withoutRollout(offers, offer.Rollout.ID()), offer.Firmware.ID())
 		}
 		return err
 	})
 	if errors.Is(err, domain.ErrServiceBusy) {
 		// Whoever held the lock may have created exactly the task we
 		// wanted; handing it out needs no lock (check rule 7).
-		if v, rerr := s.tasks.CheckViewOf(ctx, dev.ID()); rerr == nil && v.Tasks.Active != nil && v.Tasks.Active.FirmwareID() == offer.Firmware.ID() {
+		if v, rerr := s.tasks.CheckViewOf(ctx, a.dev.ID()); rerr == nil && v.Tasks.Active != nil && v.Tasks.Active.FirmwareID() == offer.Firmware.ID() {
 			return ports.CheckResult{Task: &ports.TaskView{Task: *v.Tasks.Active, Firmware: offer.Firmware}, Outcome: ports.CheckReused}, nil
 		}
 	}
@@ -347,10 +361,10 @@ func (s *Checks) create(ctx context.Context, dev domain.Device, current domain.V
 // than pass it. The statement takes its locks in ReplaceActive's order
 // (the offer FOR SHARE, then the insert). done false: nothing was
 // stored, and ReplaceActive decides.
-func (s *Checks) createUnchanged(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, delivery domain.Delivery, offers []domain.Offer, seen ports.DeviceTasks, locked domain.UUID) (res ports.CheckResult, done bool, err error) {
+func (s *Checks) createUnchanged(ctx context.Context, a asking, offers []domain.Offer, seen ports.DeviceTasks, locked domain.UUID) (res ports.CheckResult, done bool, err error) {
 	now := s.clock.Now()
 	plan := domain.PlanCheck(domain.CheckInput{
-		Device: dev, Reported: current, Offers: offers, Failed: seen.Failed, Now: now, Facts: facts, Delivery: delivery,
+		Device: a.dev, Reported: a.current, Offers: offers, Failed: seen.Failed, Now: now, Facts: a.facts, Delivery: a.delivery,
 	})
 	if plan.Action != domain.CheckCreate || plan.Ended != nil || plan.Recheck || plan.Offer.Firmware.ID() != locked {
 		return ports.CheckResult{}, false, nil
@@ -359,7 +373,7 @@ func (s *Checks) createUnchanged(ctx context.Context, dev domain.Device, current
 	if err != nil {
 		return ports.CheckResult{}, false, err
 	}
-	t, err := domain.NewTask(id, dev.ID(), plan.Offer, plan.Attempt, now)
+	t, err := domain.NewTask(id, a.dev.ID(), plan.Offer, plan.Attempt, now)
 	if err != nil {
 		return ports.CheckResult{}, false, err
 	}
@@ -406,30 +420,35 @@ func withoutRollout(offers []domain.Offer, rolloutID domain.UUID) []domain.Offer
 // (the zero UUID when none): the only firmware the transaction may create
 // a task of. A plan that would now create a task of another firmware
 // stores nothing and returns a planMovedError naming that offer.
-func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Version, facts domain.DeviceFacts, delivery domain.Delivery, offers []domain.Offer, locked domain.UUID) (ports.CheckResult, error) {
+func (s *Checks) write(ctx context.Context, a asking, offers []domain.Offer, locked domain.UUID) (ports.CheckResult, error) {
 	var (
 		plan domain.CheckPlan
 		seen *domain.ActiveTask
 	)
-	result, created, err := ReplaceActive(ctx, s.tasks, dev.ID(), func(st TaskState) (*domain.Task, error) {
+	result, created, err := ReplaceActive(ctx, s.tasks, a.dev.ID(), func(st TaskState) (*domain.Task, error) {
 		now := s.clock.Now()
 		seen = st.Active
-		d := dev
+		d, current := a.dev, a.current
 		if st.Version != nil {
 			// No active task now: one may have been created and ended since
 			// the lock-free read, and a success moved the device's version
 			// (event rule 6). Decided on the read's version, the check would
 			// offer the image just installed again, as a first attempt,
 			// beside the success it never saw; on the version as committed,
-			// it is a check after that success (event rule 7).
+			// it is a check after that success (event rule 7) — or, when
+			// the check carries no report of its own (a DDI poll, checked
+			// with the stored version), one with that version.
 			v, err := st.Version()
 			if err != nil {
 				return nil, err
 			}
-			d.Seen(v, dev.LastSeenAt())
+			d.Seen(v, a.dev.LastSeenAt())
+			if a.stored {
+				current = v
+			}
 		}
 		in := domain.CheckInput{
-			Device: d, Reported: current, Active: st.Active, Offers: offers, Failed: st.Failed, Now: now, Facts: facts, Delivery: delivery,
+			Device: d, Reported: current, Active: st.Active, Offers: offers, Failed: st.Failed, Now: now, Facts: a.facts, Delivery: a.delivery,
 		}
 		if in.MayContradictSuccess() && st.Latest != nil {
 			// The device's last task, read only now: a success this
@@ -457,7 +476,7 @@ func (s *Checks) write(ctx context.Context, dev domain.Device, current domain.Ve
 		if err != nil {
 			return nil, err
 		}
-		t, err := domain.NewTask(id, dev.ID(), plan.Offer, plan.Attempt, now)
+		t, err := domain.NewTask(id, a.dev.ID(), plan.Offer, plan.Attempt, now)
 		if err != nil {
 			return nil, err
 		}

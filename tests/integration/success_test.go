@@ -443,6 +443,47 @@ func TestCheckReadBeforeATasksWholeLifeIsJudgedAfterIt(t *testing.T) {
 	})
 }
 
+// TestStaleDDIPollAfterASuccessIsNoRevert: a DDI poll carries no version
+// and checks with the stored one. A poll that read the device with no
+// task and writes after a task was created and installed must not take
+// the old stored version for a report below the success (a revert), nor
+// offer the image again: it checks with the version as its transaction
+// reads it, the one the success stored.
+func TestStaleDDIPollAfterASuccessIsNoRevert(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, s *sstack) {
+		s.release("1.3.0", domain.RolloutSpec{})
+		id := s.register("stale-ddi", "1.1.0")
+		if _, err := s.ddi.ConfigData(s.ctx, id, "merge", map[string]string{"sw_version": "1.1.0"}); err != nil {
+			t.Fatal(err)
+		}
+		stale := s.read(id) // no task yet
+		p, err := s.ddi.Poll(s.ctx, s.read(id))
+		if err != nil || p.Deployment == nil {
+			t.Fatalf("first poll: %+v, %v", p, err)
+		}
+		task := p.Deployment.Task
+		s.clock.Add(time.Minute)
+		if _, err := s.ddi.DeploymentFeedback(s.ctx, id, task.ActionID(), ddi.Feedback{Execution: "closed", Finished: "success"}); err != nil {
+			t.Fatal(err)
+		}
+		s.clock.Add(time.Second)
+		if p, err := s.ddi.Poll(s.ctx, stale); err != nil {
+			t.Errorf("the stale poll: %v", err)
+		} else if p.Deployment != nil {
+			t.Errorf("the stale poll: the image again at attempt %d, want no deployment", p.Deployment.Task.Attempt())
+		}
+		if got, err := s.deps.Tasks.Get(s.ctx, task.ID()); err != nil || got.Status() != domain.TaskSucceeded {
+			t.Errorf("the success before the stale poll's transaction: %s %q (%v), want succeeded", got.Status(), got.ErrorCode(), err)
+		}
+		if v := s.version(id); v != "1.3.0" {
+			t.Errorf("version %q, want 1.3.0", v)
+		}
+		if ts := s.tasks(id); len(ts) != 1 {
+			t.Errorf("%d tasks, want 1", len(ts))
+		}
+	})
+}
+
 // TestImplicitSuccessJudgesTheRolloutGate: a check whose device reports
 // its task's version ends the task as succeeded (check rule 3); like a
 // final event, that success judges its rollout in the same transaction
