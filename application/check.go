@@ -156,7 +156,7 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 	plan := domain.PlanCheck(domain.CheckInput{
 		Device: dev, Reported: current, Active: active, Offers: offers, Failed: tasks.Failed, Now: now, Facts: facts, Delivery: req.Delivery,
 	})
-	a := asking{dev: dev, current: current, stored: req.StoredVersion, facts: facts, delivery: req.Delivery}
+	a := asking{dev: dev, current: current, facts: facts, delivery: req.Delivery}
 	// Stores may write this behind, in batches: the check goes on with the
 	// version the device reported, never with the stored one. A report
 	// below the version read may contradict a success (event rule 7, the
@@ -255,14 +255,12 @@ func (s *Checks) reportAttributes(ctx context.Context, deviceID domain.DeviceID,
 const flightTimeout = 10 * time.Second
 
 // asking is what one check request is decided on besides the store: the
-// device as read, the version it is checked with — the device's report,
-// or its stored version when the protocol's poll carries none
-// (ports.CheckRequest.StoredVersion) — its tags and attributes, and what
-// its protocol can deliver.
+// device as read, the version it is checked with (the device's report; a
+// DDI poll's, which carries none, the stored one), its tags and
+// attributes, and what its protocol can deliver.
 type asking struct {
 	dev      domain.Device
 	current  domain.Version
-	stored   bool
 	facts    domain.DeviceFacts
 	delivery domain.Delivery
 }
@@ -274,12 +272,14 @@ type flightResult struct {
 	claimed *atomic.Bool
 }
 
-// createOnce runs create at most once at a time per device, firmware and
-// reported version in this process, and shares its answer with the callers
-// that asked meanwhile (a caller reporting another version is planned
-// anew: rule 3 may succeed its task instead).
+// createOnce runs create at most once at a time per device, firmware,
+// reported version and version read in this process, and shares its
+// answer with the callers that asked meanwhile (a caller reporting another
+// version is planned anew: rule 3 may succeed its task instead; one that
+// read another — a success stored between their reads — may contradict
+// it where the other may not).
 func (s *Checks) createOnce(ctx context.Context, a asking, offers []domain.Offer, offer domain.Offer, seen *ports.DeviceTasks) (ports.CheckResult, error) {
-	key := a.dev.ID().String() + ":" + offer.Firmware.ID().String() + ":" + a.current.String()
+	key := a.dev.ID().String() + ":" + offer.Firmware.ID().String() + ":" + a.current.String() + ":" + a.dev.CurrentVersion().String()
 	ch := s.flights.DoChan(key, func() (any, error) {
 		// The flight outlives any one caller's cancellation, since the
 		// others still want its answer. The lock's wait bounds the wait;
@@ -430,20 +430,20 @@ func (s *Checks) write(ctx context.Context, a asking, offers []domain.Offer, loc
 		seen = st.Active
 		d, current := a.dev, a.current
 		if st.Version != nil {
-			// No active task now: one may have been created and ended since
-			// the lock-free read, and a success moved the device's version
-			// (event rule 6). Decided on the read's version, the check would
-			// offer the image just installed again, as a first attempt,
-			// beside the success it never saw; on the version as committed,
-			// it is a check after that success (event rule 7) — or, when
-			// the check carries no report of its own (a DDI poll, checked
-			// with the stored version), one with that version.
+			// No active task now: the task the read saw, or one created
+			// since, may have ended, and a success moved the device's
+			// version (event rule 6). A version moved since the read is the
+			// device's word after this check's report was read: the check
+			// was sent before the device knew better, contradicts nothing
+			// (event rule 7) and is decided with that version — decided on
+			// its own, it would offer the image just installed again as a
+			// first attempt beside the success it never saw.
 			v, err := st.Version()
 			if err != nil {
 				return nil, err
 			}
-			d.Seen(v, a.dev.LastSeenAt())
-			if a.stored {
+			if v.String() != a.dev.CurrentVersion().String() {
+				d.Seen(v, a.dev.LastSeenAt())
 				current = v
 			}
 		}

@@ -34,12 +34,6 @@ type CheckRequest struct {
 	Device         AuthenticatedDevice
 	Model          string
 	CurrentVersion string
-	// StoredVersion says CurrentVersion is the device's stored version,
-	// not a report of its own: a DDI poll carries none. A check that writes
-	// then checks with the version as its transaction reads it, which a
-	// success stored since its read has moved, rather than take the old
-	// one for a report contradicting that success (event rule 7).
-	StoredVersion bool
 	// Attributes the device reports in this poll (nil: none), merged over
 	// its stored ones (domain.DeviceAttributes limits) and used at once.
 	Attributes map[string]string

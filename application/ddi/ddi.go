@@ -123,7 +123,7 @@ func (s *UseCases) Poll(ctx context.Context, dev ports.AuthenticatedDevice) (Pol
 	res := Poll{PollAfter: time.Duration(s.poll), WantConfigData: !known || version.IsZero()}
 	if !version.IsZero() {
 		c, err := s.devices.Check(ctx, ports.CheckRequest{Device: dev, Model: dev.Device.Model(), CurrentVersion: version.String(),
-			StoredVersion: true, Delivery: domain.DeliverWithSHA1})
+			Delivery: domain.DeliverWithSHA1})
 		if err != nil {
 			return Poll{}, err
 		}

@@ -402,18 +402,16 @@ func TestCheckReadBeforeSuccessIsNoRevert(t *testing.T) {
 	})
 }
 
-// TestCheckReadBeforeATasksWholeLifeIsJudgedAfterIt: a check that read
+// TestCheckReadBeforeATasksWholeLifeOffersItNotAgain: a check that read
 // the device with no task, waited (for the device's lock, behind a slow
 // replica), and writes after another check created a task that the
-// device then installed, is decided on the device as its transaction sees
-// it: a check after that success reporting the old version, a reverted
-// install (event rule 7) — the success re-marked failed, the image
-// offered again as the second attempt. Decided on the version it read, it
-// offered the image just installed again as a first attempt, beside the
-// success it never saw, so that max_attempts reverts later the device
-// was handed one attempt too many. Found by the linearizability run
-// (frozen-holder).
-func TestCheckReadBeforeATasksWholeLifeIsJudgedAfterIt(t *testing.T) {
+// device then installed, was sent before the device knew better: it
+// contradicts nothing (event rule 7) and is decided with the version the
+// success stored — no update. Decided on the version it read, it offered
+// the image just installed again as a first attempt beside the success
+// it never saw, so that max_attempts reverts later the device was handed
+// one attempt too many. Found by the linearizability run (frozen-holder).
+func TestCheckReadBeforeATasksWholeLifeOffersItNotAgain(t *testing.T) {
 	onEveryStore(t, func(t *testing.T, s *sstack) {
 		s.release("1.3.0", domain.RolloutSpec{})
 		id := s.register("whole-life", "1.1.0")
@@ -427,20 +425,53 @@ func TestCheckReadBeforeATasksWholeLifeIsJudgedAfterIt(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.clock.Add(time.Second)
-		res := s.check(stale, "1.1.0")
-		got, err := s.deps.Tasks.Get(s.ctx, first.Task.Task.ID())
-		if err != nil {
+		if res := s.check(stale, "1.1.0"); res.Task != nil {
+			t.Errorf("the stale check: the image again at attempt %d, want no update", res.Task.Task.Attempt())
+		}
+		s.wantOneSuccess(t, id, first.Task.Task.ID())
+	})
+}
+
+// TestStaleTimeOutAfterASuccessIsNoRevert: a check that read its task
+// active past the rollout's task time-out plans to fail it (rule K1); if
+// the device's success commits before the check's transaction, the check
+// finds no task to time out and a version moved since its read — it was
+// sent before the device knew better, and changes nothing.
+func TestStaleTimeOutAfterASuccessIsNoRevert(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, s *sstack) {
+		timeout := time.Minute
+		s.release("1.3.0", domain.RolloutSpec{TaskTimeout: &timeout})
+		id := s.register("stale-timeout", "1.1.0")
+		first := s.check(s.read(id), "1.1.0")
+		if first.Task == nil {
+			t.Fatal("no task")
+		}
+		s.clock.Add(2 * time.Minute)
+		stale := s.read(id) // the task active, past its time-out
+		if _, err := s.event(id, first.Task.Task.ID(), "ok", "succeeded"); err != nil {
 			t.Fatal(err)
 		}
-		if got.Status() != domain.TaskFailed || got.ErrorCode() != domain.CodeInstallReverted {
-			t.Errorf("the success before the check's transaction: %s %q, want failed %s", got.Status(), got.ErrorCode(), domain.CodeInstallReverted)
+		s.clock.Add(time.Second)
+		if res := s.check(stale, "1.1.0"); res.Task != nil {
+			t.Errorf("the stale check: a task at attempt %d, want no update", res.Task.Task.Attempt())
 		}
-		if res.Task == nil {
-			t.Errorf("the check: no task, want the image again as attempt 2")
-		} else if a := res.Task.Task.Attempt(); a != 2 {
-			t.Errorf("the check: the image at attempt %d, want attempt 2", a)
-		}
+		s.wantOneSuccess(t, id, first.Task.Task.ID())
 	})
+}
+
+// wantOneSuccess asserts that the device's one task is task, succeeded,
+// and that the device runs 1.3.0.
+func (s *sstack) wantOneSuccess(t *testing.T, id domain.DeviceID, task domain.UUID) {
+	t.Helper()
+	if got, err := s.deps.Tasks.Get(s.ctx, task); err != nil || got.Status() != domain.TaskSucceeded {
+		t.Errorf("the success: %s %q (%v), want succeeded", got.Status(), got.ErrorCode(), err)
+	}
+	if v := s.version(id); v != "1.3.0" {
+		t.Errorf("version %q, want 1.3.0", v)
+	}
+	if ts := s.tasks(id); len(ts) != 1 {
+		t.Errorf("%d tasks, want 1", len(ts))
+	}
 }
 
 // TestStaleDDIPollAfterASuccessIsNoRevert: a DDI poll carries no version
@@ -472,15 +503,7 @@ func TestStaleDDIPollAfterASuccessIsNoRevert(t *testing.T) {
 		} else if p.Deployment != nil {
 			t.Errorf("the stale poll: the image again at attempt %d, want no deployment", p.Deployment.Task.Attempt())
 		}
-		if got, err := s.deps.Tasks.Get(s.ctx, task.ID()); err != nil || got.Status() != domain.TaskSucceeded {
-			t.Errorf("the success before the stale poll's transaction: %s %q (%v), want succeeded", got.Status(), got.ErrorCode(), err)
-		}
-		if v := s.version(id); v != "1.3.0" {
-			t.Errorf("version %q, want 1.3.0", v)
-		}
-		if ts := s.tasks(id); len(ts) != 1 {
-			t.Errorf("%d tasks, want 1", len(ts))
-		}
+		s.wantOneSuccess(t, id, task.ID())
 	})
 }
 

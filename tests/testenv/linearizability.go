@@ -268,9 +268,10 @@ func (s linState) fresh(id string) bool {
 	return !slices.ContainsFunc(s.Tasks, func(t linTask) bool { return t.ID == id })
 }
 
-// target is the version a check offers: the highest one whose rollout is
-// active and which the device has failed fewer than max_attempts times.
-func (s linState) target() string {
+// target is the version a check offers: the highest one above floor (""
+// for none) whose rollout is active and which the device has failed fewer
+// than max_attempts times.
+func (s linState) target(floor string) string {
 	best := ""
 	failed, maxes := listMap(s.Failed), listMap(s.Max)
 	for v, st := range listMap(s.Rollouts) {
@@ -278,7 +279,7 @@ func (s linState) target() string {
 		if m, ok := maxes[v]; ok {
 			limit = atoi(m)
 		}
-		if st == "active" && atoi(failed[v]) < limit && (best == "" || versionLess(best, v)) {
+		if st == "active" && atoi(failed[v]) < limit && (best == "" || versionLess(best, v)) && (floor == "" || versionLess(floor, v)) {
 			best = v
 		}
 	}
@@ -406,18 +407,27 @@ func stepCheck(s linState, out LinOutput, maybe bool) []linState {
 	// re-marked failed, a failed attempt, before the check decides — in
 	// a transaction of its own when the check then creates nothing, or
 	// creates under another lock, so an answer lost may have stored it
-	// alone.
+	// alone. Or the check was read before the success (sent before the
+	// device knew better): it contradicts nothing and is decided with the
+	// version the success stored, offering only what is above it.
 	if n := len(s.Tasks); n > 0 && s.Tasks[n-1].Status == "succeeded" {
 		t := s.Tasks[n-1]
 		t.Status = "failed"
-		base := s
-		s = s.withTask(n-1, t)
-		s.Failed = withKey(s.Failed, t.Fw, fmt.Sprint(atoi(listMap(s.Failed)[t.Fw])+1))
+		reverted := s.withTask(n-1, t)
+		reverted.Failed = withKey(s.Failed, t.Fw, fmt.Sprint(atoi(listMap(s.Failed)[t.Fw])+1))
+		next := append(decideCheck(reverted, out, maybe, ""), decideCheck(s, out, maybe, t.Fw)...)
 		if maybe {
-			return append(stepCheck(s, out, true), base)
+			next = append(next, s)
 		}
+		return next
 	}
-	act, tgt := s.active(), s.target()
+	return decideCheck(s, out, maybe, "")
+}
+
+// decideCheck is a check's answer on s, offering only versions above floor
+// ("" for any).
+func decideCheck(s linState, out LinOutput, maybe bool, floor string) []linState {
+	act, tgt := s.active(), s.target(floor)
 	// What the check does: hand out the active task, create one, or
 	// supersede a pending task for another version with one for the target.
 	// A pending task is superseded only by a higher version (docs/DOMAIN.md

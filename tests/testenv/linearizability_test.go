@@ -42,6 +42,20 @@ func TestLinModel(t *testing.T) {
 	}{
 		{"a check after a success reverts it: tasks until max_attempts, then none", revertedInstalls(LinOutput{Outcome: "none"}), porcupine.Ok},
 		{"a task past max_attempts of reverted installs", revertedInstalls(got("t4", "pending", 0)), porcupine.Illegal},
+		{"a check read before a success contradicts nothing: no update", []porcupine.Operation{
+			op(0, 0, 1, check("d"), got("t1", "pending", 0)),
+			op(0, 2, 3, event("d", "t1", "e1", "succeeded", 100), got("t1", "succeeded", 100)),
+			op(1, 1, 10, check("d"), LinOutput{Outcome: "none"}),
+		}, porcupine.Ok},
+		{"a check after a success offers it again as a first attempt", []porcupine.Operation{
+			op(0, 0, 1, check("d"), got("t1", "pending", 0)),
+			op(0, 2, 3, event("d", "t1", "e1", "succeeded", 100), got("t1", "succeeded", 100)),
+			op(1, 4, 10, check("d"), got("t2", "pending", 0)),
+			op(0, 11, 12, event("d", "t2", "e2", "failed", 0), got("t2", "failed", 0)),
+			op(0, 13, 14, check("d"), got("t3", "pending", 0)),
+			op(0, 15, 16, event("d", "t3", "e3", "failed", 0), got("t3", "failed", 0)),
+			op(0, 17, 18, check("d"), got("t4", "pending", 0)),
+		}, porcupine.Illegal},
 		{"concurrent checks share one new task", []porcupine.Operation{
 			op(0, 0, 10, check("d"), got("t1", "pending", 0)),
 			op(1, 1, 9, check("d"), got("t1", "pending", 0)),
