@@ -433,16 +433,17 @@ func (s *Checks) write(ctx context.Context, a asking, offers []domain.Offer, loc
 			// No active task now: the task the read saw, or one created
 			// since, may have ended, and a success moved the device's
 			// version (event rule 6). A version moved since the read is the
-			// device's word after this check's report was read: the check
-			// was sent before the device knew better, contradicts nothing
-			// (event rule 7) and is decided with that version — decided on
-			// its own, it would offer the image just installed again as a
-			// first attempt beside the success it never saw.
+			// device's word after this check's report was read: a report
+			// below it was sent before the device knew better, contradicts
+			// nothing (event rule 7), and the check is decided with that
+			// version — decided on its own, it would offer the image just
+			// installed again as a first attempt beside the success it
+			// never saw. A report at or above it stands.
 			v, err := st.Version()
 			if err != nil {
 				return nil, err
 			}
-			if v.String() != a.dev.CurrentVersion().String() {
+			if v.String() != a.dev.CurrentVersion().String() && a.current.Less(v) {
 				d.Seen(v, a.dev.LastSeenAt())
 				current = v
 			}

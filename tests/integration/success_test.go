@@ -459,6 +459,35 @@ func TestStaleTimeOutAfterASuccessIsNoRevert(t *testing.T) {
 	})
 }
 
+// TestStaleCheckReportingAboveASuccessKeepsItsReport: a check whose
+// report is above the version a success stored since its read is not
+// decided with that version: the device's report stands, and nothing
+// below it is offered (here 1.3.5, above the success's 1.3.0 and below
+// the 1.4.0 the device reports).
+func TestStaleCheckReportingAboveASuccessKeepsItsReport(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, s *sstack) {
+		s.release("1.3.0", domain.RolloutSpec{})
+		id := s.register("stale-above", "1.1.0")
+		first := s.check(s.read(id), "1.1.0")
+		if first.Task == nil {
+			t.Fatal("no task")
+		}
+		s.clock.Add(time.Minute)
+		s.release("1.3.5", domain.RolloutSpec{})
+		stale := s.read(id) // its pending 1.3.0 task, below the 1.4.0 it will report
+		if _, err := s.event(id, first.Task.Task.ID(), "ok", "succeeded"); err != nil {
+			t.Fatal(err)
+		}
+		s.clock.Add(time.Second)
+		if res := s.check(stale, "1.4.0"); res.Task != nil {
+			t.Errorf("a check reporting 1.4.0: %s offered, want no update", res.Task.Firmware.Version())
+		}
+		if ts := s.tasks(id); len(ts) != 1 {
+			t.Errorf("%d tasks, want 1", len(ts))
+		}
+	})
+}
+
 // wantOneSuccess asserts that the device's one task is task, succeeded,
 // and that the device runs 1.3.0.
 func (s *sstack) wantOneSuccess(t *testing.T, id domain.DeviceID, task domain.UUID) {
