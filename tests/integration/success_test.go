@@ -402,61 +402,55 @@ func TestCheckReadBeforeSuccessIsNoRevert(t *testing.T) {
 	})
 }
 
-// TestCheckReadBeforeATasksWholeLifeOffersItNotAgain: a check that read
-// the device with no task, waited (for the device's lock, behind a slow
-// replica), and writes after another check created a task that the
-// device then installed, was sent before the device knew better: it
-// contradicts nothing (event rule 7) and is decided with the version the
-// success stored — no update. Decided on the version it read, it offered
-// the image just installed again as a first attempt beside the success
-// it never saw, so that max_attempts reverts later the device was handed
-// one attempt too many. Found by the linearizability run (frozen-holder).
-func TestCheckReadBeforeATasksWholeLifeOffersItNotAgain(t *testing.T) {
-	onEveryStore(t, func(t *testing.T, s *sstack) {
-		s.release("1.3.0", domain.RolloutSpec{})
-		id := s.register("whole-life", "1.1.0")
-		stale := s.read(id) // no task yet
-		first := s.check(s.read(id), "1.1.0")
-		if first.Task == nil {
-			t.Fatal("no task")
-		}
-		s.clock.Add(time.Minute)
-		if _, err := s.event(id, first.Task.Task.ID(), "ok", "succeeded"); err != nil {
-			t.Fatal(err)
-		}
-		s.clock.Add(time.Second)
-		if res := s.check(stale, "1.1.0"); res.Task != nil {
-			t.Errorf("the stale check: the image again at attempt %d, want no update", res.Task.Task.Attempt())
-		}
-		s.wantOneSuccess(t, id, first.Task.Task.ID())
-	})
-}
-
-// TestStaleTimeOutAfterASuccessIsNoRevert: a check that read its task
-// active past the rollout's task time-out plans to fail it (rule K1); if
-// the device's success commits before the check's transaction, the check
-// finds no task to time out and a version moved since its read — it was
-// sent before the device knew better, and changes nothing.
-func TestStaleTimeOutAfterASuccessIsNoRevert(t *testing.T) {
-	onEveryStore(t, func(t *testing.T, s *sstack) {
-		timeout := time.Minute
-		s.release("1.3.0", domain.RolloutSpec{TaskTimeout: &timeout})
-		id := s.register("stale-timeout", "1.1.0")
-		first := s.check(s.read(id), "1.1.0")
-		if first.Task == nil {
-			t.Fatal("no task")
-		}
-		s.clock.Add(2 * time.Minute)
-		stale := s.read(id) // the task active, past its time-out
-		if _, err := s.event(id, first.Task.Task.ID(), "ok", "succeeded"); err != nil {
-			t.Fatal(err)
-		}
-		s.clock.Add(time.Second)
-		if res := s.check(stale, "1.1.0"); res.Task != nil {
-			t.Errorf("the stale check: a task at attempt %d, want no update", res.Task.Task.Attempt())
-		}
-		s.wantOneSuccess(t, id, first.Task.Task.ID())
-	})
+// TestStaleCheckAfterASuccessChangesNothing: a check read before a
+// success it never saw, and written after it, was sent before the device
+// knew better: it contradicts nothing (event rule 7) and is decided with
+// the version the success stored — no update, the success kept.
+//   - read with no task, waiting (for the device's lock, behind a slow
+//     replica) while another check created a task that the device then
+//     installed: decided on the version it read, it offered the image
+//     again as a first attempt beside the success, so that max_attempts
+//     reverts later the device was handed one attempt too many (found by
+//     the linearizability run, frozen-holder);
+//   - read with its task active past the rollout's task time-out, so
+//     planning to fail it (rule K1), the success committed first: it finds
+//     no task to time out, and must not revert the success.
+func TestStaleCheckAfterASuccessChangesNothing(t *testing.T) {
+	timeout := time.Minute
+	for _, tc := range []struct {
+		name       string
+		spec       domain.RolloutSpec
+		readBefore bool          // the stale read before the task's creation, else after wait
+		wait       time.Duration // between the creation and the stale read
+	}{
+		{name: "read before the task", readBefore: true},
+		{name: "read with the task past its time-out", spec: domain.RolloutSpec{TaskTimeout: &timeout}, wait: 2 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			onEveryStore(t, func(t *testing.T, s *sstack) {
+				s.release("1.3.0", tc.spec)
+				id := s.register("stale", "1.1.0")
+				stale := s.read(id)
+				first := s.check(s.read(id), "1.1.0")
+				if first.Task == nil {
+					t.Fatal("no task")
+				}
+				s.clock.Add(tc.wait)
+				if !tc.readBefore {
+					stale = s.read(id)
+				}
+				s.clock.Add(time.Minute)
+				if _, err := s.event(id, first.Task.Task.ID(), "ok", "succeeded"); err != nil {
+					t.Fatal(err)
+				}
+				s.clock.Add(time.Second)
+				if res := s.check(stale, "1.1.0"); res.Task != nil {
+					t.Errorf("the stale check: the image again at attempt %d, want no update", res.Task.Task.Attempt())
+				}
+				s.wantOneSuccess(t, id, first.Task.Task.ID())
+			})
+		})
+	}
 }
 
 // TestStaleCheckReportingAboveASuccessKeepsItsReport: a check whose
