@@ -428,28 +428,18 @@ func (s *Checks) write(ctx context.Context, a asking, offers []domain.Offer, loc
 	result, created, err := ReplaceActive(ctx, s.tasks, a.dev.ID(), func(st TaskState) (*domain.Task, error) {
 		now := s.clock.Now()
 		seen = st.Active
-		d, current := a.dev, a.current
+		in := domain.CheckInput{
+			Device: a.dev, Reported: a.current, Active: st.Active, Offers: offers, Failed: st.Failed, Now: now, Facts: a.facts, Delivery: a.delivery,
+		}
 		if st.Version != nil {
 			// No active task now: the task the read saw, or one created
-			// since, may have ended, and a success moved the device's
-			// version (event rule 6). A version moved since the read is the
-			// device's word after this check's report was read: a report
-			// below it was sent before the device knew better, contradicts
-			// nothing (event rule 7), and the check is decided with that
-			// version — decided on its own, it would offer the image just
-			// installed again as a first attempt beside the success it
-			// never saw. A report at or above it stands.
+			// since, may have ended in a success that moved the device's
+			// version.
 			v, err := st.Version()
 			if err != nil {
 				return nil, err
 			}
-			if v.String() != a.dev.CurrentVersion().String() && a.current.Less(v) {
-				d.Seen(v, a.dev.LastSeenAt())
-				current = v
-			}
-		}
-		in := domain.CheckInput{
-			Device: d, Reported: current, Active: st.Active, Offers: offers, Failed: st.Failed, Now: now, Facts: a.facts, Delivery: a.delivery,
+			in = in.WithCommitted(v)
 		}
 		if in.MayContradictSuccess() && st.Latest != nil {
 			// The device's last task, read only now: a success this

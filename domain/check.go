@@ -114,6 +114,22 @@ func (in CheckInput) MayContradictSuccess() bool {
 		in.Reported.Less(in.Device.CurrentVersion())
 }
 
+// WithCommitted is in as the transaction of a check that finds no active
+// task decides it, given the device's version as committed there. A
+// version moved since in.Device was read is the device's word after the
+// check's report: a task the read never saw, or the one it saw, ended in a
+// success (event rule 6). A report below it was sent before the device
+// knew better and contradicts nothing (event rule 7): the check is decided
+// with the committed version, so it neither reverts that success nor
+// offers its image again as a first attempt. A report at or above it
+// stands, as does an unmoved version.
+func (in CheckInput) WithCommitted(v Version) CheckInput {
+	if v.String() != in.Device.currentVersion.String() && in.Reported.Less(v) {
+		in.Device.currentVersion, in.Reported = v, v
+	}
+	return in
+}
+
 // CheckAction is what a check answers with.
 type CheckAction int
 

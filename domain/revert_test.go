@@ -54,3 +54,27 @@ func TestPlanCheckRevertsAContradictedSuccess(t *testing.T) {
 		t.Error("a check repeating the version it read must not ask for a transaction")
 	}
 }
+
+// TestWithCommittedDecidesAStaleReportWithTheNewVersion: a check whose
+// transaction finds the device's version moved since its read (a success
+// it never saw) and whose report is below it is decided with that version;
+// a report at or above it, or an unmoved version, stands.
+func TestWithCommittedDecidesAStaleReportWithTheNewVersion(t *testing.T) {
+	for _, tc := range []struct {
+		name, read, reported, committed string
+		wantDevice, wantReported        string
+	}{
+		{"moved, report below", "1.1.0", "1.1.0", "1.3.0", "1.3.0", "1.3.0"},
+		{"moved, report above", "1.1.0", "1.4.0", "1.3.0", "1.1.0", "1.4.0"},
+		{"moved, report equal", "1.1.0", "1.3.0", "1.3.0", "1.1.0", "1.3.0"},
+		{"unmoved, report below (a revert to judge)", "1.3.0", "1.1.0", "1.3.0", "1.3.0", "1.1.0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := domain.CheckInput{Device: mustDevice(t, "cam-0001", "cam-x1", tc.read), Reported: domain.MustParseVersion(tc.reported)}
+			got := in.WithCommitted(domain.MustParseVersion(tc.committed))
+			if got.Device.CurrentVersion().String() != tc.wantDevice || got.Reported.String() != tc.wantReported {
+				t.Errorf("device %s, reported %s; want %s, %s", got.Device.CurrentVersion(), got.Reported, tc.wantDevice, tc.wantReported)
+			}
+		})
+	}
+}
