@@ -32,17 +32,18 @@ type CheckStore interface {
 // its creations all go through ReplaceActive, which decides the same.
 type UnchangedInserter interface {
 	// InsertIfUnchanged inserts t only if what a plan made on an earlier
-	// read depends on still holds as the statement sees it: t's device
-	// has no active task (neither in its snapshot nor at its insert) and
-	// no task at all in t's rollout, its failed tasks of t's firmware
-	// number failed, and t's firmware and rollout (of that firmware) have
-	// the statuses of seen's, the rollout unchanged since (its updated_at:
-	// t joined the stage seen gives) — read FOR SHARE, so that a revoke or
-	// pause in progress is waited for and wins. With t it adds counts to
-	// the rollout's counters. It compares, it does not judge: created
-	// false means nothing was stored, whichever guard failed, and the full
-	// transaction (ReplaceActive) decides.
-	InsertIfUnchanged(ctx context.Context, t domain.Task, seen domain.Offer, failed int, counts []domain.CountChange) (stored domain.Task, created bool, err error)
+	// read depends on still holds as the statement sees it (seen): t's
+	// device has no active task (neither in its snapshot nor at its
+	// insert) and no task at all in t's rollout, its failed tasks of t's
+	// firmware number seen.Failed, its version is one of seen.Versions,
+	// and t's firmware and rollout (of that firmware) have the statuses
+	// of seen.Offer's, the rollout unchanged since (its updated_at: t
+	// joined the stage seen.Offer gives) — read FOR SHARE, so that a
+	// revoke or pause in progress is waited for and wins. With t it adds
+	// counts to the rollout's counters. It compares, it does not judge:
+	// created false means nothing was stored, whichever guard failed, and
+	// the full transaction (ReplaceActive) decides.
+	InsertIfUnchanged(ctx context.Context, t domain.Task, seen ports.GuardedInsert, counts []domain.CountChange) (stored domain.Task, created bool, err error)
 }
 
 // Checks answers devices' polls.
@@ -352,20 +353,21 @@ func (s *Checks) create(ctx context.Context, a asking, offers []domain.Offer, of
 // again, now, on seen, and the task it wants — if of the locked firmware,
 // ending nothing — inserted by one statement that stores it only if what
 // that plan read of the store still holds (InsertIfUnchanged: no active
-// task, as many failed tasks of its firmware, the offer's statuses as
-// judged, read FOR SHARE). The transaction would then have planned the
-// same: with no active task its plan reads nothing else of the store
-// (the latest task only on a Recheck, not taken here), and more failures
-// of another firmware only drop an offer the plan did not pick. Failed
+// task, as many failed tasks of its firmware, a version under which the
+// plan stands, the offer's statuses as judged, read FOR SHARE). The
+// transaction would then have planned the same: with no active task its
+// plan reads nothing else of the store but the device's version
+// (CheckInput.WithCommitted; a success since the read moves it), the
+// latest task only on a Recheck, not taken here, and more failures of
+// another firmware only drop an offer the plan did not pick. Failed
 // counts only grow, so a stale read (a replica's) fails the guard rather
 // than pass it. The statement takes its locks in ReplaceActive's order
 // (the offer FOR SHARE, then the insert). done false: nothing was
 // stored, and ReplaceActive decides.
 func (s *Checks) createUnchanged(ctx context.Context, a asking, offers []domain.Offer, seen ports.DeviceTasks, locked domain.UUID) (res ports.CheckResult, done bool, err error) {
 	now := s.clock.Now()
-	plan := domain.PlanCheck(domain.CheckInput{
-		Device: a.dev, Reported: a.current, Offers: offers, Failed: seen.Failed, Now: now, Facts: a.facts, Delivery: a.delivery,
-	})
+	in := domain.CheckInput{Device: a.dev, Reported: a.current, Offers: offers, Failed: seen.Failed, Now: now, Facts: a.facts, Delivery: a.delivery}
+	plan := domain.PlanCheck(in)
 	if plan.Action != domain.CheckCreate || plan.Ended != nil || plan.Recheck || plan.Offer.Firmware.ID() != locked {
 		return ports.CheckResult{}, false, nil
 	}
@@ -378,7 +380,8 @@ func (s *Checks) createUnchanged(ctx context.Context, a asking, offers []domain.
 		return ports.CheckResult{}, false, err
 	}
 	t.JoinStage(plan.Offer.Rollout) // the statement stores t only if the rollout is still as read
-	stored, created, err := s.unchanged.InsertIfUnchanged(ctx, t, plan.Offer, seen.Failed[locked.String()], firstCounts(t))
+	stored, created, err := s.unchanged.InsertIfUnchanged(ctx, t,
+		ports.GuardedInsert{Offer: plan.Offer, Failed: seen.Failed[locked.String()], Versions: in.StandingVersions()}, firstCounts(t))
 	if err != nil || !created {
 		return ports.CheckResult{}, false, err
 	}

@@ -130,6 +130,16 @@ func (in CheckInput) WithCommitted(v Version) CheckInput {
 	return in
 }
 
+// StandingVersions are committed versions of the device under which in
+// stands as it is (WithCommitted changes nothing): the version read, and
+// the version reported. A guard that compares versions as text, not as
+// semantic versions, checks the committed one against these; any other
+// version may or may not move the plan, and such a guard leaves it to the
+// transaction to decide.
+func (in CheckInput) StandingVersions() []Version {
+	return []Version{in.Device.currentVersion, in.Reported}
+}
+
 // CheckAction is what a check answers with.
 type CheckAction int
 

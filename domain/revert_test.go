@@ -78,3 +78,31 @@ func TestWithCommittedDecidesAStaleReportWithTheNewVersion(t *testing.T) {
 		})
 	}
 }
+
+// TestStandingVersionsLeaveTheCheckAsItIs: every version StandingVersions
+// names leaves the check unchanged under WithCommitted, and a version that
+// would move it (a success above the report) is not among them.
+func TestStandingVersionsLeaveTheCheckAsItIs(t *testing.T) {
+	for _, tc := range []struct{ read, reported, moving string }{
+		{"1.1.0", "1.1.0", "1.3.0"},
+		{"1.1.0", "1.4.0", "1.5.0"},
+		{"1.3.0", "1.1.0", "1.2.0"},
+	} {
+		in := domain.CheckInput{Device: mustDevice(t, "cam-0001", "cam-x1", tc.read), Reported: domain.MustParseVersion(tc.reported)}
+		names := map[string]bool{}
+		for _, v := range in.StandingVersions() {
+			names[v.String()] = true
+			got := in.WithCommitted(v)
+			if got.Device.CurrentVersion().String() != tc.read || got.Reported.String() != tc.reported {
+				t.Errorf("read %s, reported %s: committed %s moves the check to %s, %s", tc.read, tc.reported, v,
+					got.Device.CurrentVersion(), got.Reported)
+			}
+		}
+		if !names[tc.read] || !names[tc.reported] {
+			t.Errorf("read %s, reported %s: standing %v, want both", tc.read, tc.reported, in.StandingVersions())
+		}
+		if names[tc.moving] {
+			t.Errorf("read %s, reported %s: %s stands, but it moves the check", tc.read, tc.reported, tc.moving)
+		}
+	}
+}

@@ -224,6 +224,18 @@ type GuardedTaskWrite struct {
 	Announce      *domain.Announcement // After's end (domain.TaskAnnouncement); nil when it does not end
 }
 
+// GuardedInsert is what a creation's plan read of the store, which a
+// store that inserts its task in one statement
+// (application.UnchangedInserter) compares: the offer as judged, the
+// device's failed tasks of its firmware, and the device's versions under
+// which the plan stands (domain.CheckInput.StandingVersions; the zero
+// Version: none stored).
+type GuardedInsert struct {
+	Offer    domain.Offer
+	Failed   int
+	Versions []domain.Version
+}
+
 // RolloutCount is a rollout's count of devices by status, in one scope:
 // the whole rollout (zero Stage) or its stage started at Stage.
 type RolloutCount struct {

@@ -410,7 +410,8 @@ const insertTaskSQL = `INSERT INTO tasks (id, device_id, firmware_id, rollout_id
 // revoke, pause or stage change in progress is waited for, and the row it
 // committed is what is compared — and, as the statement's snapshot has
 // them, the device must have no active task and no task in the rollout,
-// and its failed tasks of the firmware must number $16. The snapshot is
+// its failed tasks of the firmware must number $16, and its version must
+// be one of $22 (text; '' for none stored). The snapshot is
 // taken before any wait for those locks: a task active in it that fails
 // while the statement waits would be missing from the count and gone from
 // the unique index by the insert, so such a task refuses the insert here
@@ -425,6 +426,7 @@ const insertUnchangedSQL = `WITH ins AS (
 	WHERE f.id = $3 AND r.id = $4 AND r.firmware_id = f.id AND f.status = $13 AND r.status = $14 AND r.updated_at = $15
 		AND NOT EXISTS (SELECT FROM tasks WHERE device_id = $2 AND (` + activeStatusSQL + ` OR rollout_id = $4))
 		AND (SELECT count(*) FROM tasks WHERE device_id = $2 AND firmware_id = $3 AND status = 'failed') = $16
+		AND (SELECT coalesce(current_version, '') FROM devices WHERE device_id = $2) = ANY($22::text[])
 	FOR SHARE OF f, r
 	ON CONFLICT (device_id) WHERE ` + activeStatusSQL + ` DO NOTHING
 	RETURNING action_id
@@ -543,14 +545,18 @@ func (s *TaskRepository) UpdateIfUnchanged(ctx context.Context, w ports.GuardedT
 // any transaction (insertUnchangedSQL): a creation is then two round
 // trips, the check view and this, instead of the check view and a
 // transaction's eight.
-func (s *TaskRepository) InsertIfUnchanged(ctx context.Context, t domain.Task, seen domain.Offer, failed int, counts []domain.CountChange) (domain.Task, bool, error) {
+func (s *TaskRepository) InsertIfUnchanged(ctx context.Context, t domain.Task, seen ports.GuardedInsert, counts []domain.CountChange) (domain.Task, bool, error) {
 	if t.FirmwareID().IsZero() || t.RolloutID().IsZero() {
 		return domain.Task{}, false, nil // names no offer: nothing to compare
 	}
 	r := newTaskRow(t)
+	versions := make([]string, len(seen.Versions))
+	for i, v := range seen.Versions {
+		versions[i] = v.String()
+	}
 	args := append([]any{r.ID, r.DeviceID, r.FirmwareID, r.RolloutID, r.Status, r.Progress, r.Attempt,
-		r.ErrorCode, r.ErrorMessage, r.CreatedAt, r.UpdatedAt, r.Stage, seen.Firmware.Status().String(), seen.Rollout.Status().String(),
-		dbTime(seen.Rollout.UpdatedAt()), failed}, counterRowsOf(t.DeviceID(), counts).args()...)
+		r.ErrorCode, r.ErrorMessage, r.CreatedAt, r.UpdatedAt, r.Stage, seen.Offer.Firmware.Status().String(), seen.Offer.Rollout.Status().String(),
+		dbTime(seen.Offer.Rollout.UpdatedAt()), seen.Failed}, append(counterRowsOf(t.DeviceID(), counts).args(), pq.Array(versions))...)
 	err := s.insertUnchanged.QueryRowxContext(ctx, args...).Scan(&r.ActionID)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):

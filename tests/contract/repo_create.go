@@ -28,11 +28,16 @@ func (s *repoSuite) insertIfUnchanged(t *testing.T) {
 		model := repoName("model")
 		return s.device(t, model, "1.0.0"), s.offer(t, model, "2.0.0")
 	}
+	// guard is what a plan read of a fresh device: offer o, failed tasks
+	// of its firmware, the device at 1.0.0 reporting it.
+	guard := func(o domain.Offer, failed int) ports.GuardedInsert {
+		return ports.GuardedInsert{Offer: o, Failed: failed, Versions: []domain.Version{domain.MustParseVersion("1.0.0")}}
+	}
 	// refused asserts that inserting tk with the guard (seen, failed)
 	// stores nothing and leaves the device's active task as want (nil: none).
 	refused := func(t *testing.T, tk domain.Task, seen domain.Offer, failed int, want *domain.Task) {
 		t.Helper()
-		got, created, err := ins.InsertIfUnchanged(ctx, tk, seen, failed, firstCounts(tk)) // counted only if stored
+		got, created, err := ins.InsertIfUnchanged(ctx, tk, guard(seen, failed), firstCounts(tk)) // counted only if stored
 		repoNoErr(t, "insert if unchanged", err)
 		if created || got.ID() != (domain.UUID{}) {
 			t.Fatalf("insert stored %s (created %v), want nothing", got.ID(), created)
@@ -51,7 +56,7 @@ func (s *repoSuite) insertIfUnchanged(t *testing.T) {
 	t.Run("unchanged: inserted, and counted", func(t *testing.T) {
 		d, o := fresh(t)
 		tk := s.newTask(t, d.ID(), o, 1, s.at(20))
-		got, created, err := ins.InsertIfUnchanged(ctx, tk, o, 0, firstCounts(tk))
+		got, created, err := ins.InsertIfUnchanged(ctx, tk, guard(o, 0), firstCounts(tk))
 		repoNoErr(t, "insert if unchanged", err)
 		if !created || got.ActionID() <= 0 {
 			t.Fatalf("created %v, action id %d: want the task stored with an action id", created, got.ActionID())
@@ -66,6 +71,30 @@ func (s *repoSuite) insertIfUnchanged(t *testing.T) {
 		repoNoErr(t, "stats", err)
 		if st != (domain.TaskStats{Pending: 1}) {
 			t.Errorf("the rollout's counters after the insert: %+v, want one pending device", st)
+		}
+	})
+	t.Run("the device's version moved since it was read: refused", func(t *testing.T) {
+		// A success committed since the read (here its version written as
+		// an event's transaction writes it) may move the plan.
+		d, o := fresh(t)
+		repoNoErr(t, "install", s.Tasks.InTaskTx(ctx, func(tx ports.TaskTx) error {
+			return tx.SetDeviceVersion(d.ID(), domain.MustParseVersion("3.0.0"), s.at(10))
+		}))
+		refused(t, s.newTask(t, d.ID(), o, 1, s.at(20)), o, 0, nil)
+		// Among the versions under which the plan stands (the one it
+		// reported, say), it stores the task.
+		moved := ports.GuardedInsert{Offer: o, Versions: []domain.Version{domain.MustParseVersion("1.0.0"), domain.MustParseVersion("3.0.0")}}
+		if _, created, err := ins.InsertIfUnchanged(ctx, s.newTask(t, d.ID(), o, 1, s.at(21)), moved, nil); err != nil || !created {
+			t.Fatalf("insert with the stored version among the guard's: created %v, %v", created, err)
+		}
+	})
+	t.Run("a device with no version stored: compared as the zero version", func(t *testing.T) {
+		d := s.device(t, repoName("model"), "")
+		o := s.offer(t, d.Model(), "2.0.0")
+		refused(t, s.newTask(t, d.ID(), o, 1, s.at(20)), o, 0, nil) // guard's 1.0.0
+		none := ports.GuardedInsert{Offer: o, Versions: []domain.Version{{}}}
+		if _, created, err := ins.InsertIfUnchanged(ctx, s.newTask(t, d.ID(), o, 1, s.at(21)), none, nil); err != nil || !created {
+			t.Fatalf("insert for a device with no version, the guard's the zero one: created %v, %v", created, err)
 		}
 	})
 	t.Run("a task in the rollout already: refused", func(t *testing.T) {
@@ -93,7 +122,7 @@ func (s *repoSuite) insertIfUnchanged(t *testing.T) {
 		tk := s.newTask(t, d.ID(), o, 1, s.at(20))
 		ended, cancel := context.WithCancel(ctx)
 		cancel()
-		if _, created, err := ins.InsertIfUnchanged(ended, tk, o, 0, nil); err == nil || created {
+		if _, created, err := ins.InsertIfUnchanged(ended, tk, guard(o, 0), nil); err == nil || created {
 			t.Fatalf("insert under an ended context: created %v, err %v; want an error and nothing stored", created, err)
 		}
 		_, err := s.Tasks.Get(ctx, tk.ID())
@@ -112,7 +141,7 @@ func (s *repoSuite) insertIfUnchanged(t *testing.T) {
 		// A second rollout of the firmware: the device has no task in it.
 		o2 := domain.Offer{Firmware: o.Firmware, Rollout: s.rollout(t, o.Firmware, domain.RolloutSpec{Percentage: 100}, s.at(12), true)}
 		tk := s.newTask(t, d.ID(), o2, 2, s.at(21))
-		if _, created, err := ins.InsertIfUnchanged(ctx, tk, o2, 1, firstCounts(tk)); err != nil || !created {
+		if _, created, err := ins.InsertIfUnchanged(ctx, tk, guard(o2, 1), firstCounts(tk)); err != nil || !created {
 			t.Fatalf("insert with the failed count as stored: created %v, %v", created, err)
 		}
 	})
@@ -121,7 +150,7 @@ func (s *repoSuite) insertIfUnchanged(t *testing.T) {
 		other := s.offer(t, d.Model(), "1.5.0")
 		failed := s.insert(t, s.newTask(t, d.ID(), other, 1, s.at(10)))
 		s.drive(t, failed.ID(), domain.TaskFailed, s.at(11))
-		if _, created, err := ins.InsertIfUnchanged(ctx, s.newTask(t, d.ID(), o, 1, s.at(20)), o, 0, nil); err != nil || !created {
+		if _, created, err := ins.InsertIfUnchanged(ctx, s.newTask(t, d.ID(), o, 1, s.at(20)), guard(o, 0), nil); err != nil || !created {
 			t.Fatalf("created %v, %v; the guard counts the task's own firmware only", created, err)
 		}
 	})
@@ -167,7 +196,7 @@ func (s *repoSuite) insertIfUnchanged(t *testing.T) {
 			tk := s.newTask(t, d.ID(), o, 1, s.at(20))
 			inserted := make(chan bool, 1)
 			go func() {
-				_, created, err := ins.InsertIfUnchanged(ctx, tk, o, 0, nil)
+				_, created, err := ins.InsertIfUnchanged(ctx, tk, guard(o, 0), nil)
 				if err != nil {
 					t.Errorf("insert if unchanged: %v", err)
 				}
@@ -208,7 +237,7 @@ func (s *repoSuite) insertIfUnchanged(t *testing.T) {
 		tk := s.newTask(t, d.ID(), o, 1, s.at(20))
 		inserted := make(chan bool, 1)
 		go func() {
-			_, created, err := ins.InsertIfUnchanged(ctx, tk, o, 0, nil) // the plan saw no failure
+			_, created, err := ins.InsertIfUnchanged(ctx, tk, guard(o, 0), nil) // the plan saw no failure
 			if err != nil {
 				t.Errorf("insert if unchanged: %v", err)
 			}
@@ -257,7 +286,7 @@ func (s *repoSuite) insertIfUnchanged(t *testing.T) {
 		for i := range n {
 			wg.Go(func() {
 				var err error
-				if _, created[i], err = ins.InsertIfUnchanged(ctx, mine[i], o, 0, nil); err != nil {
+				if _, created[i], err = ins.InsertIfUnchanged(ctx, mine[i], guard(o, 0), nil); err != nil {
 					t.Errorf("insert %d: %v", i, err)
 				}
 			})

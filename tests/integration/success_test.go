@@ -482,6 +482,40 @@ func TestStaleCheckReportingAboveASuccessKeepsItsReport(t *testing.T) {
 	})
 }
 
+// TestStaleCheckIsOfferedNothingBelowASuccess: a check read the device at
+// 1.1.0 with no task; meanwhile another check's 1.3.0 task was created
+// and succeeded, and 1.3.0's rollout was paused. The stale check, still
+// reporting 1.1.0, plans on what it read: 1.2.0 is the one offer left. The
+// success is the device's word after that report (event rule 7), so
+// nothing is offered below it — on Postgres's one-statement creation as
+// in the transaction (bug: the statement compared no version, and the
+// device at 1.3.0 got a 1.2.0 task).
+func TestStaleCheckIsOfferedNothingBelowASuccess(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, s *sstack) {
+		s.release("1.2.0", domain.RolloutSpec{})
+		_, r13 := s.release("1.3.0", domain.RolloutSpec{})
+		id := s.register("stale-lower", "1.1.0")
+		stale := s.read(id)
+		first := s.check(s.read(id), "1.1.0")
+		if first.Task == nil || first.Task.Firmware.Version().String() != "1.3.0" {
+			t.Fatalf("first check: %+v, want a 1.3.0 task", first.Task)
+		}
+		s.clock.Add(time.Minute)
+		if _, err := s.event(id, first.Task.Task.ID(), "ok", "succeeded"); err != nil {
+			t.Fatal(err)
+		}
+		paused := "paused"
+		if _, err := s.admin.UpdateRollout(s.ctx, testActor, r13.ID(), ports.RolloutChange{Status: &paused}); err != nil {
+			t.Fatal(err)
+		}
+		s.clock.Add(time.Second)
+		if res := s.check(stale, "1.1.0"); res.Task != nil {
+			t.Errorf("the stale check: %s offered to a device that installed 1.3.0, want no update", res.Task.Firmware.Version())
+		}
+		s.wantOneSuccess(t, id, first.Task.Task.ID())
+	})
+}
+
 // wantOneSuccess asserts that the device's one task is task, succeeded,
 // and that the device runs 1.3.0.
 func (s *sstack) wantOneSuccess(t *testing.T, id domain.DeviceID, task domain.UUID) {
