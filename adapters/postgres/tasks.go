@@ -411,7 +411,7 @@ const insertTaskSQL = `INSERT INTO tasks (id, device_id, firmware_id, rollout_id
 // committed is what is compared — and, as the statement's snapshot has
 // them, the device must have no active task and no task in the rollout,
 // its failed tasks of the firmware must number $16, and its version must
-// be one of $22 (text; '' for none stored). The snapshot is
+// be one of $22 (text, the empty string for none stored). The snapshot is
 // taken before any wait for those locks: a task active in it that fails
 // while the statement waits would be missing from the count and gone from
 // the unique index by the insert, so such a task refuses the insert here
