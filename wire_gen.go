@@ -61,7 +61,8 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	}
 	taskPorts := bootstrap.PostgresTaskPorts(taskRepository)
 	authStore := taskPorts.Auth
-	auth, err := application.NewAuth(authStore)
+	clock := local.NewClock()
+	auth, err := application.NewAuth(authStore, clock)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -93,7 +94,6 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	clock := local.NewClock()
 	uuiDs := local.NewUUIDs()
 	rateLimiter := bootstrap.RateLimiterFrom(cfg)
 	attributeRepository := postgres.NewAttributeRepository(db)
@@ -365,7 +365,8 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, f
 	tasks := memory.NewTasks(store)
 	taskPorts := bootstrap.MemoryTaskPorts(tasks)
 	authStore := taskPorts.Auth
-	auth, err := application.NewAuth(authStore)
+	clock := local.NewClock()
+	auth, err := application.NewAuth(authStore, clock)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -375,7 +376,6 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, f
 	checkStore := taskPorts.Checks
 	metrics := bootstrap.NewMetrics()
 	locker := bootstrap.MemoryLocker(cfg, metrics)
-	clock := local.NewClock()
 	uuiDs := local.NewUUIDs()
 	rateLimiter := bootstrap.RateLimiterFrom(cfg)
 	attributes := memory.NewAttributes(store)

@@ -29,14 +29,16 @@ type AuthStore interface {
 // same request reads nothing more.
 type Auth struct {
 	tasks AuthStore
+	clock ports.Clock
 }
 
-// NewAuth builds the device authentication use case.
-func NewAuth(tasks AuthStore) (*Auth, error) {
-	if err := required(tasks); err != nil {
+// NewAuth builds the device authentication use case; clock stamps each
+// read (ports.AuthenticatedDevice.ReadAt).
+func NewAuth(tasks AuthStore, clock ports.Clock) (*Auth, error) {
+	if err := required(tasks, clock); err != nil {
 		return nil, err
 	}
-	return &Auth{tasks: tasks}, nil
+	return &Auth{tasks: tasks, clock: clock}, nil
 }
 
 // AuthenticateDevice maps a bearer token to its device by the token's hash,
@@ -48,6 +50,7 @@ func (s *Auth) AuthenticateDevice(ctx context.Context, token string) (ports.Auth
 		return ports.AuthenticatedDevice{}, domain.ErrUnauthorized
 	}
 	h := domain.HashToken(token)
+	at := s.clock.Now()
 	v, err := s.tasks.CheckView(ctx, h)
 	if errors.Is(err, domain.ErrNotFound) {
 		return ports.AuthenticatedDevice{}, domain.ErrUnauthorized
@@ -58,7 +61,7 @@ func (s *Auth) AuthenticateDevice(ctx context.Context, token string) (ports.Auth
 	if !v.Device.TokenHash().Matches(h) {
 		return ports.AuthenticatedDevice{}, domain.ErrUnauthorized
 	}
-	return ports.AuthenticatedDevice{Device: v.Device, Tasks: &v.Tasks}, nil
+	return ports.AuthenticatedDevice{Device: v.Device, Tasks: &v.Tasks, ReadAt: at}, nil
 }
 
 // IdentifyDevice loads a device that an edge authenticated by its own means,
@@ -68,9 +71,10 @@ func (s *Auth) IdentifyDevice(ctx context.Context, deviceID domain.DeviceID) (po
 	if deviceID.IsZero() {
 		return ports.AuthenticatedDevice{}, fmt.Errorf("device: %w", domain.ErrNotFound)
 	}
+	at := s.clock.Now()
 	v, err := s.tasks.CheckViewOf(ctx, deviceID)
 	if err != nil {
 		return ports.AuthenticatedDevice{}, fmt.Errorf("loading device: %w", err)
 	}
-	return ports.AuthenticatedDevice{Device: v.Device, Tasks: &v.Tasks}, nil
+	return ports.AuthenticatedDevice{Device: v.Device, Tasks: &v.Tasks, ReadAt: at}, nil
 }

@@ -154,19 +154,27 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 	if err != nil {
 		return ports.CheckResult{}, err
 	}
+	readAt := req.Device.ReadAt
+	if readAt.IsZero() {
+		readAt = now // after the read: a success the read missed may pass for one it saw
+	}
 	plan := domain.PlanCheck(domain.CheckInput{
 		Device: dev, Reported: current, Active: active, Offers: offers, Failed: tasks.Failed, Now: now, Facts: facts, Delivery: req.Delivery,
+		ReadAt: readAt,
 	})
-	a := asking{dev: dev, current: current, facts: facts, delivery: req.Delivery}
+	a := asking{dev: dev, current: current, facts: facts, delivery: req.Delivery, readAt: readAt}
 	// Stores may write this behind, in batches: the check goes on with the
-	// version the device reported, never with the stored one. A report
+	// version the device reported, never with the stored one. It is
+	// recorded as of the read, so that a success stored since (which the
+	// read did not see; its version is the device's later word) is not
+	// overwritten with a report made before it. A report
 	// below the version read may contradict a success (event rule 7, the
 	// plan's Recheck): it is recorded only once the transaction that judges
 	// it has committed, so that a check answered SERVICE_BUSY leaves the
 	// success's version for the next check to judge again, rather than
 	// hide the contradiction from it.
 	if !plan.Recheck {
-		if err := s.devices.RecordSeen(ctx, dev, current, now); err != nil {
+		if err := s.devices.RecordSeen(ctx, dev, current, readAt); err != nil {
 			return ports.CheckResult{}, fmt.Errorf("recording check: %w", err)
 		}
 	}
@@ -213,7 +221,7 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 		res, err = s.createOnce(ctx, a, offers, moved.offer, nil)
 	}
 	if err == nil && plan.Recheck {
-		if err = s.devices.RecordSeen(ctx, dev, current, now); err != nil {
+		if err = s.devices.RecordSeen(ctx, dev, current, readAt); err != nil {
 			return ports.CheckResult{}, fmt.Errorf("recording check: %w", err)
 		}
 	}
@@ -256,11 +264,12 @@ func (s *Checks) reportAttributes(ctx context.Context, deviceID domain.DeviceID,
 const flightTimeout = 10 * time.Second
 
 // asking is what one check request is decided on besides the store: the
-// device as read, the version it is checked with (the device's report; a
-// DDI poll's, which carries none, the stored one), its tags and
+// device as read and when, the version it is checked with (the device's
+// report; a DDI poll's, which carries none, the stored one), its tags and
 // attributes, and what its protocol can deliver.
 type asking struct {
 	dev      domain.Device
+	readAt   time.Time
 	current  domain.Version
 	facts    domain.DeviceFacts
 	delivery domain.Delivery
@@ -366,7 +375,7 @@ func (s *Checks) create(ctx context.Context, a asking, offers []domain.Offer, of
 // stored, and ReplaceActive decides.
 func (s *Checks) createUnchanged(ctx context.Context, a asking, offers []domain.Offer, seen ports.DeviceTasks, locked domain.UUID) (res ports.CheckResult, done bool, err error) {
 	now := s.clock.Now()
-	in := domain.CheckInput{Device: a.dev, Reported: a.current, Offers: offers, Failed: seen.Failed, Now: now, Facts: a.facts, Delivery: a.delivery}
+	in := domain.CheckInput{Device: a.dev, Reported: a.current, Offers: offers, Failed: seen.Failed, Now: now, Facts: a.facts, Delivery: a.delivery, ReadAt: a.readAt}
 	plan := domain.PlanCheck(in)
 	if plan.Action != domain.CheckCreate || plan.Ended != nil || plan.Recheck || plan.Offer.Firmware.ID() != locked {
 		return ports.CheckResult{}, false, nil
@@ -433,6 +442,7 @@ func (s *Checks) write(ctx context.Context, a asking, offers []domain.Offer, loc
 		seen = st.Active
 		in := domain.CheckInput{
 			Device: a.dev, Reported: a.current, Active: st.Active, Offers: offers, Failed: st.Failed, Now: now, Facts: a.facts, Delivery: a.delivery,
+			ReadAt: a.readAt,
 		}
 		if st.Version != nil {
 			// No active task now: the task the read saw, or one created

@@ -21,7 +21,7 @@ func NewDevices(deps Deps, poll PollInterval) (*Devices, error) {
 	if err := deps.validate(); err != nil {
 		return nil, err
 	}
-	auth, err := NewAuth(deps.Tasks)
+	auth, err := NewAuth(deps.Tasks, deps.Clock)
 	if err != nil {
 		return nil, err
 	}

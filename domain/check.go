@@ -97,6 +97,10 @@ type CheckInput struct {
 	// Delivery is what the protocol the device asks by can deliver (the
 	// zero value, the REST API's: anything).
 	Delivery Delivery
+	// ReadAt is when the device was read, at or before the state the
+	// check was asked on (the zero time: not known). A success after it is
+	// one the read did not see.
+	ReadAt time.Time
 	// Last is the device's most recent task when it has no active one
 	// (nil: none, or not read — see MayContradictSuccess): a success the
 	// check may contradict (event rule 7).
@@ -255,6 +259,13 @@ func PlanCheck(in CheckInput) CheckPlan {
 		}
 	}
 	switch {
+	case in.Last != nil && in.MayContradictSuccess() && in.Last.Task.succeededAfter(in.ReadAt):
+		// A success the read did not see, though the version it left is
+		// the one read (it moved and came back: a revert, then this
+		// success): the device's word after the check's report, which
+		// contradicts nothing (event rule 7). Decided as the success left
+		// the device.
+		in.Reported = in.Device.CurrentVersion()
 	case in.Last != nil && in.MayContradictSuccess():
 		if t := in.Last.Task; t.Revert(in.Device.CurrentVersion(), in.Reported, in.Last.Firmware, in.Now) {
 			// A contradicted success is a failed attempt, like a time-out.

@@ -46,6 +46,31 @@ func TestPlanCheckRevertsAContradictedSuccess(t *testing.T) {
 		t.Errorf("a success the device's own report replaced was reverted: %+v", plan.Ended)
 	}
 
+	// The success came after the device was read (its version moved and
+	// came back: a revert, then this success): the device's word after
+	// the report, not contradicted, and its image not offered again.
+	// Read after it, or at an unknown time, it is contradicted.
+	for _, tc := range []struct {
+		name    string
+		readAt  time.Time
+		reverts bool
+	}{
+		{"read before the success", t0.Add(-time.Microsecond), false},
+		{"read as it was stored", t0, true},
+		{"read after the success", t0.Add(time.Minute), true},
+		{"read at an unknown time", time.Time{}, true},
+	} {
+		in := input("1.3.0", &domain.ActiveTask{Task: won, Firmware: fw, Rollout: r}, offers)
+		in.ReadAt = tc.readAt
+		plan = domain.PlanCheck(in)
+		if got := plan.Ended != nil; got != tc.reverts {
+			t.Errorf("%s: reverted %v, want %v", tc.name, got, tc.reverts)
+		}
+		if !tc.reverts && plan.Action != domain.CheckNoUpdate {
+			t.Errorf("%s: %s, want no update", tc.name, plan.Action)
+		}
+	}
+
 	plan = domain.PlanCheck(input("1.3.0", nil, nil))
 	if !plan.Recheck || !plan.Writes() {
 		t.Errorf("lock-free, nothing on offer: recheck %v, writes %v; want the transaction to read the last task", plan.Recheck, plan.Writes())

@@ -252,6 +252,12 @@ func (t *Task) Revert(read, reported Version, fw Firmware, now time.Time) bool {
 	return true
 }
 
+// succeededAfter reports whether t is a success stored after at (the zero
+// time: never).
+func (t Task) succeededAfter(at time.Time) bool {
+	return t.status == TaskSucceeded && !at.IsZero() && t.updatedAt.After(at)
+}
+
 // Settle applies the check-time rules that end an active task before a
 // target is chosen: the device already runs the task's version (succeeded,
 // rule 3), or a pending task's firmware was revoked, its rollout cancelled

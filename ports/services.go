@@ -23,6 +23,10 @@ type AuthenticatedDevice struct {
 	// authenticated without reading it. A check decides on it and reads
 	// again, under the lock, only before it writes.
 	Tasks *DeviceTasks
+	// ReadAt is when the device was read: taken before the read, so a
+	// success stored after it is one the read may not have seen (the zero
+	// time: not known; the check takes its own start).
+	ReadAt time.Time
 }
 
 // ID is the authenticated device's id.

@@ -516,6 +516,57 @@ func TestStaleCheckIsOfferedNothingBelowASuccess(t *testing.T) {
 	})
 }
 
+// TestStaleRevertReportAfterTheRetrysSuccessChangesNothing: the device's
+// version moves and comes back. A check read the device at 1.3.0 after its
+// first success and reports 1.1.0; before it writes, a second check with
+// the same report reverts that success, the retry is created and
+// succeeds, and the device runs 1.3.0 again. The stale check finds the
+// version as it read it, but the retry's success came after its read: it
+// is the device's word after the report, not reverted (bug: it was, and
+// the device got a third attempt it never needed).
+func TestStaleRevertReportAfterTheRetrysSuccessChangesNothing(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, s *sstack) {
+		s.release("1.3.0", domain.RolloutSpec{})
+		id := s.register("aba", "1.1.0")
+		first := s.check(s.read(id), "1.1.0")
+		if first.Task == nil {
+			t.Fatal("no task")
+		}
+		s.clock.Add(time.Minute)
+		if _, err := s.event(id, first.Task.Task.ID(), "ok", "succeeded"); err != nil {
+			t.Fatal(err)
+		}
+		s.clock.Add(time.Minute)
+		stale := s.read(id) // 1.3.0, no active task
+		s.clock.Add(time.Second)
+		retry := s.check(s.read(id), "1.1.0") // reverts the first success
+		for i := 0; retry.Task == nil && i < 10; i++ {
+			s.clock.Add(time.Hour) // past any back-off before the next attempt
+			retry = s.check(s.read(id), "1.1.0")
+		}
+		if retry.Task == nil || retry.Task.Task.Attempt() != 2 {
+			t.Fatalf("after the revert: %+v, want attempt 2", retry.Task)
+		}
+		s.clock.Add(time.Minute)
+		if _, err := s.event(id, retry.Task.Task.ID(), "ok2", "succeeded"); err != nil {
+			t.Fatal(err)
+		}
+		s.clock.Add(time.Second)
+		if res := s.check(stale, "1.1.0"); res.Task != nil {
+			t.Errorf("the stale check: attempt %d of %s, want no update", res.Task.Task.Attempt(), res.Task.Firmware.Version())
+		}
+		if got, err := s.deps.Tasks.Get(s.ctx, retry.Task.Task.ID()); err != nil || got.Status() != domain.TaskSucceeded {
+			t.Errorf("the retry: %s %q (%v), want succeeded", got.Status(), got.ErrorCode(), err)
+		}
+		if v := s.version(id); v != "1.3.0" {
+			t.Errorf("version %q, want 1.3.0", v)
+		}
+		if ts := s.tasks(id); len(ts) != 2 {
+			t.Errorf("%d tasks, want 2", len(ts))
+		}
+	})
+}
+
 // wantOneSuccess asserts that the device's one task is task, succeeded,
 // and that the device runs 1.3.0.
 func (s *sstack) wantOneSuccess(t *testing.T, id domain.DeviceID, task domain.UUID) {
