@@ -37,7 +37,16 @@ import (
 //     progress never goes down within a status (else INVALID_TRANSITION);
 //     on a cancelled task, or another status on a finished one,
 //     TASK_FINISHED; the same final status again: 200, nothing changes;
-//   - rollout change: starts, pauses or resumes a version's rollout.
+//   - rollout change: starts, pauses or resumes a version's rollout;
+//   - a check after the device's last task succeeded (the workloads'
+//     devices report the version they started on, below every rollout's)
+//     contradicts that success, which is re-marked failed (an attempt)
+//     before the check decides, unless the check was called before the
+//     success had returned: then its read may predate the success, and it
+//     may instead answer as the success left the device (nothing at or
+//     below the success's version);
+//   - a task handed out carries its attempt: the device's failed tasks of
+//     its firmware, plus one, when it was created.
 //
 // An operation answered 503 SERVICE_BUSY, or not answered at all (timeout,
 // connection reset, killed process), may or may not have taken effect: the
@@ -55,6 +64,7 @@ const LinMaxAttempts = 3
 // LinInput is one operation as called.
 type LinInput struct {
 	Kind     string // "check", "event" or "rollout"
+	Call     int64  // when it was called (History.Record sets it)
 	Device   string // "" for a rollout change
 	TaskID   string // event
 	EventID  string // event
@@ -76,7 +86,11 @@ type LinOutput struct {
 	Firmware string // check: the version of the task handed out
 	Status   string
 	Progress int
+	Attempt  int    // check: the attempt of the task handed out (0: not known)
 	Detail   string // for the visualisation: what came back
+	// Returned is when it returned, or the history's end for no answer:
+	// by then it had taken effect, if it did (History sets it).
+	Returned int64
 }
 
 // History is a concurrent recorder of operations.
@@ -90,6 +104,7 @@ func (h *History) Record(client int, in LinInput, op func() LinOutput) LinOutput
 	call := time.Now().UnixNano()
 	out := op()
 	ret := time.Now().UnixNano()
+	in.Call, out.Returned = call, ret
 	h.mu.Lock()
 	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
 	h.mu.Unlock()
@@ -114,8 +129,10 @@ func (h *History) operations() []porcupine.Operation {
 		end = max(end, op.Return)
 	}
 	for i := range ops {
-		if ops[i].Output.(LinOutput).Outcome == "unknown" {
+		if out := ops[i].Output.(LinOutput); out.Outcome == "unknown" {
 			ops[i].Return = end + 1
+			out.Returned = end + 1
+			ops[i].Output = out
 		}
 	}
 	return ops
@@ -228,6 +245,7 @@ type linTask struct {
 	Fw       string
 	Status   string
 	Progress int
+	Attempt  int
 	Events   string // applied events as id:status:progress, sorted, ";"-separated
 }
 
@@ -239,6 +257,9 @@ type linState struct {
 	Rollouts string // version=active|paused
 	Failed   string // version=failed tasks of the device
 	Max      string // version=max_attempts, when not LinMaxAttempts
+	// SucceededBy is when the last task's success had certainly taken
+	// effect (its event's return; 0 while the last task is no success).
+	SucceededBy int64
 }
 
 var statusOrder = map[string]int{"pending": 0, "downloading": 1, "downloaded": 2, "installing": 3, "succeeded": 4}
@@ -247,9 +268,9 @@ func isFinal(s string) bool { return s == "succeeded" || s == "failed" || s == "
 
 func (s linState) key() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "r=%s f=%s m=%s", s.Rollouts, s.Failed, s.Max)
+	fmt.Fprintf(&b, "r=%s f=%s m=%s s=%d", s.Rollouts, s.Failed, s.Max, s.SucceededBy)
 	for _, t := range s.Tasks {
-		fmt.Fprintf(&b, " [%s %s %s %d %s]", t.ID, t.Fw, t.Status, t.Progress, t.Events)
+		fmt.Fprintf(&b, " [%s %s %s %d #%d %s]", t.ID, t.Fw, t.Status, t.Progress, t.Attempt, t.Events)
 	}
 	return b.String()
 }
@@ -381,7 +402,7 @@ func step(s linState, in LinInput, out LinOutput) []linState {
 	maybe := out.Outcome == "busy" || out.Outcome == "unknown"
 	switch in.Kind {
 	case "check":
-		return stepCheck(s, out, maybe)
+		return stepCheck(s, in, out, maybe)
 	case "event":
 		return stepEvent(s, in, out, maybe)
 	case "rollout":
@@ -400,7 +421,7 @@ func step(s linState, in LinInput, out LinOutput) []linState {
 	return nil
 }
 
-func stepCheck(s linState, out LinOutput, maybe bool) []linState {
+func stepCheck(s linState, in LinInput, out LinOutput, maybe bool) []linState {
 	// The workloads' devices always report the version they started on,
 	// below every rollout's: a check after a success contradicts it, a
 	// reverted install (docs/DOMAIN.md event rule 7). The success is
@@ -408,14 +429,19 @@ func stepCheck(s linState, out LinOutput, maybe bool) []linState {
 	// a transaction of its own when the check then creates nothing, or
 	// creates under another lock, so an answer lost may have stored it
 	// alone. Or the check was read before the success (sent before the
-	// device knew better): it contradicts nothing and is decided with the
-	// version the success stored, offering only what is above it.
+	// device knew better; only a check called before the success had
+	// returned can have been): it contradicts nothing and is decided with
+	// the version the success stored, offering only what is above it.
 	if n := len(s.Tasks); n > 0 && s.Tasks[n-1].Status == "succeeded" {
 		t := s.Tasks[n-1]
 		t.Status = "failed"
 		reverted := s.withTask(n-1, t)
+		reverted.SucceededBy = 0
 		reverted.Failed = withKey(s.Failed, t.Fw, fmt.Sprint(atoi(listMap(s.Failed)[t.Fw])+1))
-		next := append(decideCheck(reverted, out, maybe, ""), decideCheck(s, out, maybe, t.Fw)...)
+		next := decideCheck(reverted, out, maybe, "")
+		if in.Call < s.SucceededBy {
+			next = append(next, decideCheck(s, out, maybe, t.Fw)...)
+		}
 		if maybe {
 			next = append(next, s)
 		}
@@ -447,7 +473,7 @@ func decideCheck(s linState, out LinOutput, maybe bool, floor string) []linState
 			old.Status = "cancelled"
 			next = next.withTask(act, old)
 		}
-		return next.withTask(len(next.Tasks), linTask{ID: id, Fw: tgt, Status: "pending"})
+		return next.withTask(len(next.Tasks), linTask{ID: id, Fw: tgt, Status: "pending", Attempt: atoi(listMap(next.Failed)[tgt]) + 1})
 	}
 	if maybe {
 		if create || supersede {
@@ -458,8 +484,9 @@ func decideCheck(s linState, out LinOutput, maybe bool, floor string) []linState
 	switch out.Outcome {
 	case "ok":
 		if create || supersede {
-			if s.fresh(out.TaskID) && out.Firmware == tgt && out.Status == "pending" && out.Progress == 0 {
-				return []linState{after(out.TaskID)}
+			if n := after(out.TaskID); s.fresh(out.TaskID) && out.Firmware == tgt && out.Status == "pending" && out.Progress == 0 &&
+				attemptIs(out, n.Tasks[len(n.Tasks)-1]) {
+				return []linState{n}
 			}
 			return nil
 		}
@@ -470,7 +497,7 @@ func decideCheck(s linState, out LinOutput, maybe bool, floor string) []linState
 		if t.ID == "?" && s.fresh(out.TaskID) {
 			t.ID = out.TaskID
 		}
-		if t.ID == out.TaskID && t.Fw == out.Firmware && t.Status == out.Status && t.Progress == out.Progress {
+		if t.ID == out.TaskID && t.Fw == out.Firmware && t.Status == out.Status && t.Progress == out.Progress && attemptIs(out, t) {
 			return []linState{s.withTask(act, t)}
 		}
 	case "none":
@@ -506,6 +533,9 @@ func stepEvent(s linState, in LinInput, out LinOutput, maybe bool) []linState {
 		}
 		u.Status, u.Progress, u.Events = in.Status, max(u.Progress, in.Progress), addEvent(t.Events, eventBody(in))
 		next = s.withTask(i, u)
+		if in.Status == "succeeded" && i == len(s.Tasks)-1 {
+			next.SucceededBy = out.Returned
+		}
 		if in.Status == "failed" {
 			next.Failed = withKey(s.Failed, u.Fw, fmt.Sprint(atoi(listMap(s.Failed)[u.Fw])+1))
 		}
@@ -528,6 +558,11 @@ func stepEvent(s linState, in LinInput, out LinOutput, maybe bool) []linState {
 	}
 	return []linState{next}
 }
+
+// attemptIs reports whether out, a check's answer, carries t's attempt
+// (or none: the model's own tests may leave it out; the service always
+// gives one, see linDecode).
+func attemptIs(out LinOutput, t linTask) bool { return out.Attempt == 0 || out.Attempt == t.Attempt }
 
 // validTransition is event rule 2 for an active task.
 func validTransition(t linTask, in LinInput) bool {

@@ -6,9 +6,17 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
-// op builds a recorded operation of client c over [call, ret].
+// op builds a recorded operation of client c over [call, ret], with the
+// times History.Record gives it.
 func op(c int, call, ret int64, in LinInput, out LinOutput) porcupine.Operation {
+	in.Call, out.Returned = call, ret
 	return porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret}
+}
+
+// nth is out with the attempt the service gives the task it hands out.
+func nth(out LinOutput, attempt int) LinOutput {
+	out.Attempt = attempt
+	return out
 }
 
 func check(dev string) LinInput { return LinInput{Kind: "check", Device: dev} }
@@ -47,6 +55,31 @@ func TestLinModel(t *testing.T) {
 			op(0, 2, 3, event("d", "t1", "e1", "succeeded", 100), got("t1", "succeeded", 100)),
 			op(1, 1, 10, check("d"), LinOutput{Outcome: "none"}),
 		}, porcupine.Ok},
+		{"a check called after the success returned answers as if it had read before it", []porcupine.Operation{
+			op(0, 0, 1, check("d"), got("t1", "pending", 0)),
+			op(0, 2, 3, event("d", "t1", "e1", "succeeded", 100), got("t1", "succeeded", 100)),
+			op(1, 4, 10, check("d"), LinOutput{Outcome: "none"}),
+		}, porcupine.Illegal},
+		{"a check whose success's answer was lost may have read before it", []porcupine.Operation{
+			op(0, 0, 1, check("d"), got("t1", "pending", 0)),
+			op(0, 2, 11, event("d", "t1", "e1", "succeeded", 100), unknown), // open to the end, as History.operations leaves it
+			op(1, 4, 10, check("d"), LinOutput{Outcome: "none"}),
+		}, porcupine.Ok},
+		{"the retry of a reverted install is attempt 2", []porcupine.Operation{
+			op(0, 0, 1, check("d"), nth(got("t1", "pending", 0), 1)),
+			op(0, 2, 3, event("d", "t1", "e1", "succeeded", 100), got("t1", "succeeded", 100)),
+			op(1, 4, 10, check("d"), nth(got("t2", "pending", 0), 2)),
+			op(1, 11, 12, check("d"), nth(got("t2", "pending", 0), 2)),
+		}, porcupine.Ok},
+		{"the retry of a reverted install as attempt 1", []porcupine.Operation{
+			op(0, 0, 1, check("d"), nth(got("t1", "pending", 0), 1)),
+			op(0, 2, 3, event("d", "t1", "e1", "succeeded", 100), got("t1", "succeeded", 100)),
+			op(1, 4, 10, check("d"), nth(got("t2", "pending", 0), 1)),
+		}, porcupine.Illegal},
+		{"a task handed out again with another attempt", []porcupine.Operation{
+			op(0, 0, 1, check("d"), nth(got("t1", "pending", 0), 1)),
+			op(1, 2, 3, check("d"), nth(got("t1", "pending", 0), 2)),
+		}, porcupine.Illegal},
 		{"a check after a success offers it again as a first attempt", []porcupine.Operation{
 			op(0, 0, 1, check("d"), got("t1", "pending", 0)),
 			op(0, 2, 3, event("d", "t1", "e1", "succeeded", 100), got("t1", "succeeded", 100)),

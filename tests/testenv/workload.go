@@ -217,6 +217,7 @@ func linDecode(kind string, body []byte) LinOutput {
 			ID       string `json:"id"`
 			Status   string `json:"status"`
 			Progress int    `json:"progress"`
+			Attempt  int    `json:"attempt"`
 			Firmware struct {
 				Version string `json:"version"`
 			} `json:"firmware"`
@@ -237,7 +238,11 @@ func linDecode(kind string, body []byte) LinOutput {
 			}
 			return LinOutput{Outcome: "none"}
 		}
-		return LinOutput{Outcome: "ok", TaskID: v.Task.ID, Firmware: v.Task.Firmware.Version, Status: v.Task.Status, Progress: v.Task.Progress}
+		if v.Task.Attempt < 1 {
+			return LinOutput{Outcome: "bad", Detail: fmt.Sprintf("a task with attempt %d", v.Task.Attempt)}
+		}
+		return LinOutput{Outcome: "ok", TaskID: v.Task.ID, Firmware: v.Task.Firmware.Version, Status: v.Task.Status, Progress: v.Task.Progress,
+			Attempt: v.Task.Attempt}
 	case "event":
 		return LinOutput{Outcome: "ok", TaskID: v.ID, Status: v.Status, Progress: v.Progress}
 	}
