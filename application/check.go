@@ -287,9 +287,16 @@ type flightResult struct {
 // answer with the callers that asked meanwhile (a caller reporting another
 // version is planned anew: rule 3 may succeed its task instead; one that
 // read another — a success stored between their reads — may contradict
-// it where the other may not).
+// it where the other may not; so may one that reports below what it read
+// and read at another time).
 func (s *Checks) createOnce(ctx context.Context, a asking, offers []domain.Offer, offer domain.Offer, seen *ports.DeviceTasks) (ports.CheckResult, error) {
 	key := a.dev.ID().String() + ":" + offer.Firmware.ID().String() + ":" + a.current.String() + ":" + a.dev.CurrentVersion().String()
+	if a.current.Less(a.dev.CurrentVersion()) {
+		// It may contradict a success (event rule 7), which depends on
+		// when it read (CheckInput.ReadAt): a check that read after the
+		// success must not take the answer of one that read before it.
+		key += ":" + a.readAt.Format(time.RFC3339Nano)
+	}
 	ch := s.flights.DoChan(key, func() (any, error) {
 		// The flight outlives any one caller's cancellation, since the
 		// others still want its answer. The lock's wait bounds the wait;

@@ -259,7 +259,8 @@ func PlanCheck(in CheckInput) CheckPlan {
 		}
 	}
 	switch {
-	case in.Last != nil && in.MayContradictSuccess() && in.Last.Task.succeededAfter(in.ReadAt):
+	case in.Last != nil && in.MayContradictSuccess() && in.Last.Task.succeededAfter(in.ReadAt) &&
+		in.Last.Firmware.Version().Equal(in.Device.CurrentVersion()):
 		// A success the read did not see, though the version it left is
 		// the one read (it moved and came back: a revert, then this
 		// success): the device's word after the check's report, which

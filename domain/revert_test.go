@@ -71,6 +71,16 @@ func TestPlanCheckRevertsAContradictedSuccess(t *testing.T) {
 		}
 	}
 
+	// A success after the read of another version than the one read did
+	// not leave the device as read: the report stands (here 1.1.0, below
+	// the 1.3.0 on offer).
+	other := mustFirmware(t, "fw-1", "cam-x1", "1.2.0", "")
+	in := input("1.3.0", &domain.ActiveTask{Task: won, Firmware: other, Rollout: r}, offers)
+	in.ReadAt = t0.Add(-time.Second)
+	if plan = domain.PlanCheck(in); plan.Ended != nil || plan.Action != domain.CheckCreate {
+		t.Errorf("a success of 1.2.0 after a read of 1.3.0: ended %+v, %s; want 1.3.0 created for the 1.1.0 reported", plan.Ended, plan.Action)
+	}
+
 	plan = domain.PlanCheck(input("1.3.0", nil, nil))
 	if !plan.Recheck || !plan.Writes() {
 		t.Errorf("lock-free, nothing on offer: recheck %v, writes %v; want the transaction to read the last task", plan.Recheck, plan.Writes())

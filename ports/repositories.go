@@ -133,6 +133,11 @@ type DeviceTasks struct {
 type CheckView struct {
 	Device domain.Device
 	Tasks  DeviceTasks
+	// AsOf, when not zero, is an instant before the read by which every
+	// commit it shows had been made and after which it may miss some (a
+	// streaming replica's read: the newest primary position it had
+	// replayed was sampled then). Zero: the read itself.
+	AsOf time.Time
 }
 
 // TaskTx is what one transaction over tasks may do (a store's InTaskTx,

@@ -334,6 +334,7 @@ func (s *TaskRepository) routedCheckView(ctx context.Context, q string, primary 
 		v, late, err := s.replicaRead(ctx, stmt, key, until)
 		if err == nil {
 			s.reads.stats.Reads.Add(1)
+			v.AsOf = until.Add(-s.reads.cfg.MaxLag).Round(0) // the wall clock's reading: Auth compares it with its clock's
 			return v, nil
 		}
 		if ctx.Err() != nil {

@@ -52,8 +52,12 @@ func TestReadReplicaBoundsStalenessAndFallsBack(t *testing.T) {
 		t.Fatalf("an idle primary made the replica look %v behind (usable %v); it is up to date", lag, ok)
 	}
 	before := reads.Stats().Reads.Load()
+	start := time.Now()
 	if v, err := tasks.CheckView(ctx, d.TokenHash()); err != nil || v.Tasks.Active == nil || v.Tasks.Active.ID() != task.ID() {
 		t.Fatalf("CheckView from the replica: %+v %v, want active task %s", v.Tasks, err, task.ID())
+	} else if v.AsOf.IsZero() || v.AsOf.After(time.Now()) || !v.AsOf.After(start.Add(-maxLag)) {
+		// As of when it had replayed the primary: within the bound.
+		t.Fatalf("a replica read as of %v, started %v: want within %v before it", v.AsOf, start, maxLag)
 	}
 	if reads.Stats().Reads.Load() != before+1 {
 		t.Fatalf("the check's read did not go to the replica (%d replica reads)", reads.Stats().Reads.Load())
@@ -75,6 +79,14 @@ func TestReadReplicaBoundsStalenessAndFallsBack(t *testing.T) {
 		v, err := tasks.CheckViewOf(ctx, d.ID())
 		if err != nil {
 			t.Fatalf("CheckViewOf while replay is paused: %v", err)
+		}
+		switch {
+		case v.Tasks.Active == nil && !v.AsOf.IsZero():
+			t.Fatalf("a read from the primary (the replica does not know of the cancel) as of %v, want none", v.AsOf)
+		case v.Tasks.Active != nil && (v.AsOf.IsZero() || !v.AsOf.Before(cancelled)):
+			// Auth takes it for the read's time: a success it does not
+			// show must never pass for one it saw.
+			t.Fatalf("a replica read that misses the cancel as of %v, the cancel committed by %v", v.AsOf, cancelled)
 		}
 		if v.Tasks.Active != nil {
 			staleReads++
@@ -137,7 +149,7 @@ func TestReadReplicaBoundsStalenessAndFallsBack(t *testing.T) {
 		return err == nil && slow.Stats().Reads.Load() > 0
 	})
 	proxy.SetLatency(3 * time.Second)
-	start := time.Now()
+	start = time.Now()
 	if v, err := slowTasks.CheckViewOf(ctx, d.ID()); err != nil || v.Device.ID() != d.ID() {
 		t.Fatalf("a read while the replica hangs: %v %v", v.Device.ID(), err)
 	}

@@ -56,15 +56,23 @@ type sstack struct {
 	lock *busyLocker
 }
 
-// busyLocker is a locker that refuses the lock while busy is set.
+// busyLocker is a locker that refuses the lock while busy is set, and
+// holds every caller at its door while hold is set: each says so on
+// entered, then waits for hold to close.
 type busyLocker struct {
 	ports.Locker
-	busy atomic.Bool
+	busy    atomic.Bool
+	hold    atomic.Pointer[chan struct{}]
+	entered chan struct{}
 }
 
 func (l *busyLocker) WithLock(ctx context.Context, name string, fn func(context.Context) error) error {
 	if l.busy.Load() {
 		return &ports.BusyError{}
+	}
+	if h := l.hold.Load(); h != nil {
+		l.entered <- struct{}{}
+		<-*h
 	}
 	return l.Locker.WithLock(ctx, name, fn)
 }
@@ -112,7 +120,7 @@ func onEveryStore(t *testing.T, test func(t *testing.T, s *sstack)) {
 func newSStack(t *testing.T, deps application.Deps, actions ddi.TaskActions) *sstack {
 	t.Helper()
 	clock := &successClock{at: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	lock := &busyLocker{Locker: local.NewLocker(2*time.Second, ports.NopLockMetrics{})}
+	lock := &busyLocker{Locker: local.NewLocker(2*time.Second, ports.NopLockMetrics{}), entered: make(chan struct{}, 16)}
 	deps.Locker = lock
 	deps.Clock, deps.IDs, deps.Metrics, deps.Limiter = clock, local.NewUUIDs(), ports.NopMetrics{}, ports.Unlimited{}
 	devices, admin := testenv.UseCases(t, deps, time.Hour)
@@ -563,6 +571,54 @@ func TestStaleRevertReportAfterTheRetrysSuccessChangesNothing(t *testing.T) {
 		}
 		if ts := s.tasks(id); len(ts) != 2 {
 			t.Errorf("%d tasks, want 2", len(ts))
+		}
+	})
+}
+
+// TestChecksReadBeforeAndAfterTheRetrysSuccessAreDecidedApart: two checks
+// of one device reporting 1.1.0 wait for the same lock, one read before the
+// retry's success (it contradicts nothing), one after it (it reverts it).
+// A replica coalesces concurrent creations of one device and firmware into
+// one (createOnce); these two may not share an answer (bug: the later one
+// got the earlier one's "no update", and the revert was lost).
+func TestChecksReadBeforeAndAfterTheRetrysSuccessAreDecidedApart(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, s *sstack) {
+		s.release("1.3.0", domain.RolloutSpec{})
+		id := s.register("apart", "1.1.0")
+		first := s.check(s.read(id), "1.1.0")
+		s.clock.Add(time.Minute)
+		if _, err := s.event(id, first.Task.Task.ID(), "ok", "succeeded"); err != nil {
+			t.Fatal(err)
+		}
+		s.clock.Add(time.Minute)
+		before := s.read(id)
+		s.clock.Add(time.Second)
+		retry := s.check(s.read(id), "1.1.0") // reverts the first success
+		if retry.Task == nil || retry.Task.Task.Attempt() != 2 {
+			t.Fatalf("after the revert: %+v, want attempt 2", retry.Task)
+		}
+		s.clock.Add(time.Minute)
+		if _, err := s.event(id, retry.Task.Task.ID(), "ok2", "succeeded"); err != nil {
+			t.Fatal(err)
+		}
+		s.clock.Add(time.Minute)
+		after := s.read(id)
+
+		release := make(chan struct{})
+		s.lock.hold.Store(&release)
+		var wg sync.WaitGroup
+		wg.Go(func() { s.check(before, "1.1.0") })
+		<-s.lock.entered // the first holds the creation's flight
+		wg.Go(func() { s.check(after, "1.1.0") })
+		select {
+		case <-s.lock.entered: // a flight of its own
+		case <-time.After(time.Second): // joined the first's flight
+		}
+		s.lock.hold.Store(nil)
+		close(release)
+		wg.Wait()
+		if got, err := s.deps.Tasks.Get(s.ctx, retry.Task.Task.ID()); err != nil || got.ErrorCode() != domain.CodeInstallReverted {
+			t.Errorf("the retry after the check read after its success: %s %q (%v), want it reverted", got.Status(), got.ErrorCode(), err)
 		}
 	})
 }
