@@ -313,13 +313,18 @@ func (s *UseCases) ConfigData(ctx context.Context, deviceID domain.DeviceID, mod
 		return domain.DeviceAttributes{}, fmt.Errorf("storing device attributes: %w", err)
 	}
 	if !version.IsZero() {
-		if err := s.judgeLowerVersion(ctx, deviceID, version); err != nil {
+		read, err := s.judgeLowerVersion(ctx, deviceID, version)
+		if err != nil {
 			return domain.DeviceAttributes{}, err
 		}
 		// Stored at once rather than written behind: the next poll checks
-		// with it.
+		// with it. Unless a success moved the version since the read, above
+		// the report: the report was made before the device knew better
+		// (event rule 7, CheckInput.WithCommitted) and the success's
+		// version stands.
 		if _, err := s.repo.Update(ctx, deviceID, func(d *domain.Device) error {
-			d.Seen(version, now)
+			in := domain.CheckInput{Device: read, Reported: version}.WithCommitted(d.CurrentVersion())
+			d.Seen(in.Reported, now)
 			return nil
 		}, domain.AuditRecord{}); err != nil {
 			return domain.DeviceAttributes{}, fmt.Errorf("recording the reported version: %w", err)
@@ -333,19 +338,20 @@ func (s *UseCases) ConfigData(ctx context.Context, deviceID domain.DeviceID, mod
 // its polls check with the stored one: once this report is stored, no
 // poll could tell that it contradicts a success (event rule 7, a reverted
 // install), so the check that judges it runs first, on the device as
-// stored. Any other report needs no check before the next poll.
-func (s *UseCases) judgeLowerVersion(ctx context.Context, deviceID domain.DeviceID, version domain.Version) error {
+// stored. Any other report needs no check before the next poll. It
+// returns the device as it read it.
+func (s *UseCases) judgeLowerVersion(ctx context.Context, deviceID domain.DeviceID, version domain.Version) (domain.Device, error) {
 	dev, err := s.devices.IdentifyDevice(ctx, deviceID)
 	if err != nil {
-		return err
+		return domain.Device{}, err
 	}
 	if !version.Less(dev.Device.CurrentVersion()) {
-		return nil
+		return dev.Device, nil
 	}
 	if _, err := s.devices.Check(ctx, ports.CheckRequest{Device: dev, Model: dev.Device.Model(), CurrentVersion: version.String()}); err != nil {
-		return fmt.Errorf("judging the reported version: %w", err)
+		return domain.Device{}, fmt.Errorf("judging the reported version: %w", err)
 	}
-	return nil
+	return dev.Device, nil
 }
 
 // DDI feedback vocabulary (hawkBit's DDI API, plus "download", which newer

@@ -54,6 +54,8 @@ type sstack struct {
 	// lock is the stack's locker; lock.busy answers every creation
 	// SERVICE_BUSY, as a Redis outage does.
 	lock *busyLocker
+	// actions are the store's DDI action records.
+	actions ddi.TaskActions
 }
 
 // busyLocker is a locker that refuses the lock while busy is set, and
@@ -129,7 +131,7 @@ func newSStack(t *testing.T, deps application.Deps, actions ddi.TaskActions) *ss
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &sstack{t: t, ctx: context.Background(), clock: clock, deps: deps, devices: devices, admin: admin, ddi: dd, lock: lock,
+	return &sstack{t: t, ctx: context.Background(), clock: clock, deps: deps, devices: devices, admin: admin, ddi: dd, lock: lock, actions: actions,
 		model: "succ-" + strings.ReplaceAll(local.NewUUIDs().NewID().String()[:8], "-", ""), flush: func() {}}
 }
 
@@ -422,7 +424,11 @@ func TestCheckReadBeforeSuccessIsNoRevert(t *testing.T) {
 //     the linearizability run, frozen-holder);
 //   - read with its task active past the rollout's task time-out, so
 //     planning to fail it (rule K1), the success committed first: it finds
-//     no task to time out, and must not revert the success.
+//     no task to time out, and must not revert the success;
+//   - read before the task, with 1.2.0 on offer too and 1.3.0's rollout
+//     paused after the success: it plans 1.2.0, and must not offer it to
+//     a device that installed 1.3.0 (bug: Postgres's one-statement
+//     creation compared no version, and did).
 func TestStaleCheckAfterASuccessChangesNothing(t *testing.T) {
 	timeout := time.Minute
 	for _, tc := range []struct {
@@ -430,13 +436,18 @@ func TestStaleCheckAfterASuccessChangesNothing(t *testing.T) {
 		spec       domain.RolloutSpec
 		readBefore bool          // the stale read before the task's creation, else after wait
 		wait       time.Duration // between the creation and the stale read
+		lowerLeft  bool          // 1.2.0 on offer too, and 1.3.0 paused after the success
 	}{
 		{name: "read before the task", readBefore: true},
 		{name: "read with the task past its time-out", spec: domain.RolloutSpec{TaskTimeout: &timeout}, wait: 2 * time.Minute},
+		{name: "read before the task, a lower image left on offer", readBefore: true, lowerLeft: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			onEveryStore(t, func(t *testing.T, s *sstack) {
-				s.release("1.3.0", tc.spec)
+				if tc.lowerLeft {
+					s.release("1.2.0", domain.RolloutSpec{})
+				}
+				_, r13 := s.release("1.3.0", tc.spec)
 				id := s.register("stale", "1.1.0")
 				stale := s.read(id)
 				first := s.check(s.read(id), "1.1.0")
@@ -451,9 +462,15 @@ func TestStaleCheckAfterASuccessChangesNothing(t *testing.T) {
 				if _, err := s.event(id, first.Task.Task.ID(), "ok", "succeeded"); err != nil {
 					t.Fatal(err)
 				}
+				if tc.lowerLeft {
+					paused := "paused"
+					if _, err := s.admin.UpdateRollout(s.ctx, testActor, r13.ID(), ports.RolloutChange{Status: &paused}); err != nil {
+						t.Fatal(err)
+					}
+				}
 				s.clock.Add(time.Second)
 				if res := s.check(stale, "1.1.0"); res.Task != nil {
-					t.Errorf("the stale check: the image again at attempt %d, want no update", res.Task.Task.Attempt())
+					t.Errorf("the stale check: %s at attempt %d, want no update", res.Task.Firmware.Version(), res.Task.Task.Attempt())
 				}
 				s.wantOneSuccess(t, id, first.Task.Task.ID())
 			})
@@ -490,40 +507,6 @@ func TestStaleCheckReportingAboveASuccessKeepsItsReport(t *testing.T) {
 	})
 }
 
-// TestStaleCheckIsOfferedNothingBelowASuccess: a check read the device at
-// 1.1.0 with no task; meanwhile another check's 1.3.0 task was created
-// and succeeded, and 1.3.0's rollout was paused. The stale check, still
-// reporting 1.1.0, plans on what it read: 1.2.0 is the one offer left. The
-// success is the device's word after that report (event rule 7), so
-// nothing is offered below it — on Postgres's one-statement creation as
-// in the transaction (bug: the statement compared no version, and the
-// device at 1.3.0 got a 1.2.0 task).
-func TestStaleCheckIsOfferedNothingBelowASuccess(t *testing.T) {
-	onEveryStore(t, func(t *testing.T, s *sstack) {
-		s.release("1.2.0", domain.RolloutSpec{})
-		_, r13 := s.release("1.3.0", domain.RolloutSpec{})
-		id := s.register("stale-lower", "1.1.0")
-		stale := s.read(id)
-		first := s.check(s.read(id), "1.1.0")
-		if first.Task == nil || first.Task.Firmware.Version().String() != "1.3.0" {
-			t.Fatalf("first check: %+v, want a 1.3.0 task", first.Task)
-		}
-		s.clock.Add(time.Minute)
-		if _, err := s.event(id, first.Task.Task.ID(), "ok", "succeeded"); err != nil {
-			t.Fatal(err)
-		}
-		paused := "paused"
-		if _, err := s.admin.UpdateRollout(s.ctx, testActor, r13.ID(), ports.RolloutChange{Status: &paused}); err != nil {
-			t.Fatal(err)
-		}
-		s.clock.Add(time.Second)
-		if res := s.check(stale, "1.1.0"); res.Task != nil {
-			t.Errorf("the stale check: %s offered to a device that installed 1.3.0, want no update", res.Task.Firmware.Version())
-		}
-		s.wantOneSuccess(t, id, first.Task.Task.ID())
-	})
-}
-
 // TestStaleRevertReportAfterTheRetrysSuccessChangesNothing: the device's
 // version moves and comes back. A check read the device at 1.3.0 after its
 // first success and reports 1.1.0; before it writes, a second check with
@@ -534,36 +517,12 @@ func TestStaleCheckIsOfferedNothingBelowASuccess(t *testing.T) {
 // the device got a third attempt it never needed).
 func TestStaleRevertReportAfterTheRetrysSuccessChangesNothing(t *testing.T) {
 	onEveryStore(t, func(t *testing.T, s *sstack) {
-		s.release("1.3.0", domain.RolloutSpec{})
 		id := s.register("aba", "1.1.0")
-		first := s.check(s.read(id), "1.1.0")
-		if first.Task == nil {
-			t.Fatal("no task")
-		}
-		s.clock.Add(time.Minute)
-		if _, err := s.event(id, first.Task.Task.ID(), "ok", "succeeded"); err != nil {
-			t.Fatal(err)
-		}
-		s.clock.Add(time.Minute)
-		stale := s.read(id) // 1.3.0, no active task
-		s.clock.Add(time.Second)
-		retry := s.check(s.read(id), "1.1.0") // reverts the first success
-		for i := 0; retry.Task == nil && i < 10; i++ {
-			s.clock.Add(time.Hour) // past any back-off before the next attempt
-			retry = s.check(s.read(id), "1.1.0")
-		}
-		if retry.Task == nil || retry.Task.Task.Attempt() != 2 {
-			t.Fatalf("after the revert: %+v, want attempt 2", retry.Task)
-		}
-		s.clock.Add(time.Minute)
-		if _, err := s.event(id, retry.Task.Task.ID(), "ok2", "succeeded"); err != nil {
-			t.Fatal(err)
-		}
-		s.clock.Add(time.Second)
+		stale, retry := s.revertedAndRetried(t, id)
 		if res := s.check(stale, "1.1.0"); res.Task != nil {
 			t.Errorf("the stale check: attempt %d of %s, want no update", res.Task.Task.Attempt(), res.Task.Firmware.Version())
 		}
-		if got, err := s.deps.Tasks.Get(s.ctx, retry.Task.Task.ID()); err != nil || got.Status() != domain.TaskSucceeded {
+		if got, err := s.deps.Tasks.Get(s.ctx, retry.ID()); err != nil || got.Status() != domain.TaskSucceeded {
 			t.Errorf("the retry: %s %q (%v), want succeeded", got.Status(), got.ErrorCode(), err)
 		}
 		if v := s.version(id); v != "1.3.0" {
@@ -575,6 +534,35 @@ func TestStaleRevertReportAfterTheRetrysSuccessChangesNothing(t *testing.T) {
 	})
 }
 
+// revertedAndRetried rolls 1.3.0 out to device id (at 1.1.0): its first
+// task succeeds; between is the device read just after; a check reporting
+// 1.1.0 then reverts that success, and its retry (attempt 2) succeeds.
+func (s *sstack) revertedAndRetried(t *testing.T, id domain.DeviceID) (between ports.AuthenticatedDevice, retry domain.Task) {
+	t.Helper()
+	s.release("1.3.0", domain.RolloutSpec{})
+	first := s.check(s.read(id), "1.1.0")
+	if first.Task == nil {
+		t.Fatal("no task")
+	}
+	s.clock.Add(time.Minute)
+	if _, err := s.event(id, first.Task.Task.ID(), "ok", "succeeded"); err != nil {
+		t.Fatal(err)
+	}
+	s.clock.Add(time.Minute)
+	between = s.read(id) // 1.3.0, no active task
+	s.clock.Add(time.Second)
+	res := s.check(s.read(id), "1.1.0") // reverts the first success
+	if res.Task == nil || res.Task.Task.Attempt() != 2 {
+		t.Fatalf("after the revert: %+v, want attempt 2", res.Task)
+	}
+	s.clock.Add(time.Minute)
+	if _, err := s.event(id, res.Task.Task.ID(), "ok2", "succeeded"); err != nil {
+		t.Fatal(err)
+	}
+	s.clock.Add(time.Minute)
+	return between, res.Task.Task
+}
+
 // TestChecksReadBeforeAndAfterTheRetrysSuccessAreDecidedApart: two checks
 // of one device reporting 1.1.0 wait for the same lock, one read before the
 // retry's success (it contradicts nothing), one after it (it reverts it).
@@ -583,25 +571,8 @@ func TestStaleRevertReportAfterTheRetrysSuccessChangesNothing(t *testing.T) {
 // got the earlier one's "no update", and the revert was lost).
 func TestChecksReadBeforeAndAfterTheRetrysSuccessAreDecidedApart(t *testing.T) {
 	onEveryStore(t, func(t *testing.T, s *sstack) {
-		s.release("1.3.0", domain.RolloutSpec{})
 		id := s.register("apart", "1.1.0")
-		first := s.check(s.read(id), "1.1.0")
-		s.clock.Add(time.Minute)
-		if _, err := s.event(id, first.Task.Task.ID(), "ok", "succeeded"); err != nil {
-			t.Fatal(err)
-		}
-		s.clock.Add(time.Minute)
-		before := s.read(id)
-		s.clock.Add(time.Second)
-		retry := s.check(s.read(id), "1.1.0") // reverts the first success
-		if retry.Task == nil || retry.Task.Task.Attempt() != 2 {
-			t.Fatalf("after the revert: %+v, want attempt 2", retry.Task)
-		}
-		s.clock.Add(time.Minute)
-		if _, err := s.event(id, retry.Task.Task.ID(), "ok2", "succeeded"); err != nil {
-			t.Fatal(err)
-		}
-		s.clock.Add(time.Minute)
+		before, retry := s.revertedAndRetried(t, id)
 		after := s.read(id)
 
 		release := make(chan struct{})
@@ -617,7 +588,7 @@ func TestChecksReadBeforeAndAfterTheRetrysSuccessAreDecidedApart(t *testing.T) {
 		s.lock.hold.Store(nil)
 		close(release)
 		wg.Wait()
-		if got, err := s.deps.Tasks.Get(s.ctx, retry.Task.Task.ID()); err != nil || got.ErrorCode() != domain.CodeInstallReverted {
+		if got, err := s.deps.Tasks.Get(s.ctx, retry.ID()); err != nil || got.ErrorCode() != domain.CodeInstallReverted {
 			t.Errorf("the retry after the check read after its success: %s %q (%v), want it reverted", got.Status(), got.ErrorCode(), err)
 		}
 	})
@@ -666,6 +637,58 @@ func TestStaleDDIPollAfterASuccessIsNoRevert(t *testing.T) {
 			t.Errorf("the stale poll: %v", err)
 		} else if p.Deployment != nil {
 			t.Errorf("the stale poll: the image again at attempt %d, want no deployment", p.Deployment.Task.Attempt())
+		}
+		s.wantOneSuccess(t, id, task.ID())
+	})
+}
+
+// hookedDevices is a device repository that runs before ahead of every
+// Update: what lands between a use case's read and its write.
+type hookedDevices struct {
+	ports.DeviceRepository
+	before func()
+}
+
+func (h hookedDevices) Update(ctx context.Context, id domain.DeviceID, fn func(*domain.Device) error, rec domain.AuditRecord) (domain.Device, error) {
+	h.before()
+	return h.DeviceRepository.Update(ctx, id, fn, rec)
+}
+
+// TestDDIConfigDataReadBeforeASuccessKeepsTheSuccessVersion: a hawkBit
+// device's configData reports 1.1.0 while its 1.3.0 task is installing;
+// the task's success lands after configData read the device and before it
+// stores the report. The report was made before the device knew better:
+// the success's 1.3.0 stays stored, and the next poll offers nothing (bug:
+// configData stored 1.1.0 over it, and the poll handed 1.3.0 out again).
+func TestDDIConfigDataReadBeforeASuccessKeepsTheSuccessVersion(t *testing.T) {
+	onEveryStore(t, func(t *testing.T, s *sstack) {
+		s.release("1.3.0", domain.RolloutSpec{})
+		id := s.register("ddi-config", "1.1.0")
+		p, err := s.ddi.Poll(s.ctx, s.read(id))
+		if err != nil || p.Deployment == nil {
+			t.Fatalf("first poll: %+v, %v", p, err)
+		}
+		task := p.Deployment.Task
+		s.clock.Add(time.Minute)
+		var once sync.Once
+		succeed := func() {
+			once.Do(func() {
+				if _, err := s.ddi.DeploymentFeedback(s.ctx, id, task.ActionID(), ddi.Feedback{Execution: "closed", Finished: "success"}); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+		hooked, err := ddi.New(s.devices, hookedDevices{DeviceRepository: s.deps.Devices, before: succeed}, s.deps.Rollouts, s.deps.Attributes,
+			s.actions, s.deps.Tasks, s.deps.Metrics, s.clock, application.PollInterval(time.Hour), "sw_version")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := hooked.ConfigData(s.ctx, id, "merge", map[string]string{"sw_version": "1.1.0"}); err != nil {
+			t.Fatal(err)
+		}
+		s.clock.Add(time.Second)
+		if p, err := s.ddi.Poll(s.ctx, s.read(id)); err != nil || p.Deployment != nil {
+			t.Errorf("the next poll: %+v, %v; want no deployment", p.Deployment, err)
 		}
 		s.wantOneSuccess(t, id, task.ID())
 	})
