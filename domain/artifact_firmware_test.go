@@ -71,3 +71,20 @@ func TestFirmwareURLOrArtifact(t *testing.T) {
 		t.Errorf("neither url nor artifact_id: %v, want a validation error on url", err)
 	}
 }
+
+// TestNewArtifactRefusesAnEmptyFileAndKeepsItsFormat: an upload of no
+// bytes is no artifact; an inspected format stands, and an unknown one is
+// raw.
+func TestNewArtifactRefusesAnEmptyFileAndKeepsItsFormat(t *testing.T) {
+	id, _ := domain.ParseUUID("id", "0b0e4c1e-5a5a-4c4c-9d9d-000000000002")
+	digest := domain.ArtifactDigest{SHA256: strings.Repeat("a", 64), SHA1: strings.Repeat("b", 40), MD5: strings.Repeat("c", 32)}
+	if _, err := domain.NewArtifact(id, "empty.bin", digest, domain.ArtifactMeta{}, time.Now()); err == nil {
+		t.Error("an artifact of 0 bytes accepted")
+	}
+	if got := testArtifact(t, domain.ArtifactMeta{Format: domain.ArtifactMender}).Meta().Format; got != domain.ArtifactMender {
+		t.Errorf("a Mender artifact stored as %v", got)
+	}
+	if got := testArtifact(t, domain.ArtifactMeta{}).Meta().Format; got != domain.ArtifactRaw {
+		t.Errorf("an artifact of no known format stored as %v, want raw", got)
+	}
+}

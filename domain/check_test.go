@@ -223,15 +223,20 @@ func TestSortOffers(t *testing.T) {
 		f.full("fw-120", rolloutC),
 		f.offer("fw-130", rolloutD, domain.RolloutSpec{Percentage: 100}, t0, domain.RolloutActive),
 	}
-	domain.SortOffers(offers)
-	var got []string
-	for _, o := range offers {
-		got = append(got, o.Firmware.ID().String()+"/"+o.Rollout.ID().String())
-	}
 	fw130, fw120, fw110 := idOf("fw-130").String(), idOf("fw-120").String(), idOf("fw-110").String()
 	want := []string{fw130 + "/" + rolloutD, fw130 + "/" + rolloutB, fw120 + "/" + rolloutC, fw110 + "/" + rolloutA}
-	if !slices.Equal(got, want) {
-		t.Fatalf("SortOffers = %v, want %v", got, want)
+	// Whatever order they come in: equal versions by their rollouts' age.
+	reversed := slices.Clone(offers)
+	slices.Reverse(reversed)
+	for _, in := range [][]domain.Offer{offers, reversed} {
+		domain.SortOffers(in)
+		var got []string
+		for _, o := range in {
+			got = append(got, o.Firmware.ID().String()+"/"+o.Rollout.ID().String())
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("SortOffers = %v, want %v", got, want)
+		}
 	}
 }
 

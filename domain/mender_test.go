@@ -281,6 +281,13 @@ func TestFitInventory(t *testing.T) {
 	if l := got["long"]; len(l) > domain.MaxAttributeValueLen || len(l) < domain.MaxAttributeValueLen-1 || !strings.HasPrefix(l, "éé") {
 		t.Fatalf("cut value: %d bytes", len(l))
 	}
+	// At the limits exactly: kept whole.
+	edge := domain.FitInventory([]domain.InventoryItem{
+		{Name: strings.Repeat("n", domain.MaxAttributeKeyLen), Values: []string{strings.Repeat("v", domain.MaxAttributeValueLen)}},
+	})
+	if v, ok := edge[strings.Repeat("n", domain.MaxAttributeKeyLen)]; !ok || v != strings.Repeat("v", domain.MaxAttributeValueLen) {
+		t.Fatalf("a name and a value at the limits: %d attributes, value of %d bytes; want both kept whole", len(edge), len(v))
+	}
 	var many []domain.InventoryItem
 	for i := range 100 {
 		many = append(many, domain.InventoryItem{Name: fmt.Sprintf("a%03d", i), Values: []string{"v"}})
@@ -432,5 +439,21 @@ func TestParseDeviceKeyRefusesRSAKeysAbove4096Bits(t *testing.T) {
 	// A key stored before the bound existed still loads.
 	if _, err := domain.RehydrateDeviceAdmission("dev-1", rsaKeyOfBits(t, 8192), 1, t0); err != nil {
 		t.Fatalf("a stored 8192-bit key: %v", err)
+	}
+}
+
+// TestValidateArtifactName: a Mender device reports its artifact name back
+// verbatim, so a control character anywhere, or a leading or trailing
+// space, is refused; empty means none.
+func TestValidateArtifactName(t *testing.T) {
+	for _, ok := range []string{"", "release-1.4.0", "a b"} {
+		if err := domain.ValidateArtifactName(ok); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"\x01release", "rel\x7fease", "release\x00", " release", "release ", strings.Repeat("a", domain.MaxArtifactNameLen+1)} {
+		if err := domain.ValidateArtifactName(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
 	}
 }
