@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -62,16 +61,7 @@ func (s *Auth) AuthenticateDevice(ctx context.Context, token string) (ports.Auth
 	if !v.Device.TokenHash().Matches(h) {
 		return ports.AuthenticatedDevice{}, domain.ErrUnauthorized
 	}
-	return ports.AuthenticatedDevice{Device: v.Device, Tasks: &v.Tasks, ReadAt: readAt(at, v)}, nil
-}
-
-// readAt is when a read begun at at saw the store: at, or earlier when
-// the read came from a copy that may lag (ports.CheckView.AsOf).
-func readAt(at time.Time, v ports.CheckView) time.Time {
-	if !v.AsOf.IsZero() && v.AsOf.Before(at) {
-		return v.AsOf
-	}
-	return at
+	return ports.AuthenticatedDevice{Device: v.Device, Tasks: &v.Tasks, ReadAt: v.SawStoreAt(at)}, nil
 }
 
 // IdentifyDevice loads a device that an edge authenticated by its own means,
@@ -86,5 +76,5 @@ func (s *Auth) IdentifyDevice(ctx context.Context, deviceID domain.DeviceID) (po
 	if err != nil {
 		return ports.AuthenticatedDevice{}, fmt.Errorf("loading device: %w", err)
 	}
-	return ports.AuthenticatedDevice{Device: v.Device, Tasks: &v.Tasks, ReadAt: readAt(at, v)}, nil
+	return ports.AuthenticatedDevice{Device: v.Device, Tasks: &v.Tasks, ReadAt: v.SawStoreAt(at)}, nil
 }

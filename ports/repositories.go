@@ -140,6 +140,15 @@ type CheckView struct {
 	AsOf time.Time
 }
 
+// SawStoreAt is when a read of v begun at begun saw the store: begun, or
+// AsOf when the read came from a copy that lags (an earlier time).
+func (v CheckView) SawStoreAt(begun time.Time) time.Time {
+	if !v.AsOf.IsZero() && v.AsOf.Before(begun) {
+		return v.AsOf
+	}
+	return begun
+}
+
 // TaskTx is what one transaction over tasks may do (a store's InTaskTx,
 // application.TaskTransactor): primitives only, each a read or a write of
 // the store, none a judgement. Which of them to call, in what order (the
