@@ -129,11 +129,13 @@ func TestPlanCheckTimesOutStuckTasks(t *testing.T) {
 		task := domain.RehydrateTask(domain.TaskRecord{ID: "5c0c6f3e-4a5b-4c53-9d3e-4f1d7f9e0a11", DeviceID: "cam-0001", FirmwareID: idOf("fw-2").String(),
 			RolloutID: rolloutA, Status: st, Attempt: 1, CreatedAt: t0, UpdatedAt: t0})
 		active := &domain.ActiveTask{Task: task, Firmware: fw, Rollout: r}
-		p := domain.PlanCheck(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"), Active: active, Offers: offers, Now: t0.Add(59 * time.Minute)})
-		if p.Ended != nil || p.Action != domain.CheckReuse {
-			t.Fatalf("%s before the timeout: %s ended=%v", st, p.Action, p.Ended != nil)
+		for _, quiet := range []time.Duration{59 * time.Minute, hour} { // "longer than": not yet at exactly the timeout
+			p := domain.PlanCheck(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"), Active: active, Offers: offers, Now: t0.Add(quiet)})
+			if p.Ended != nil || p.Action != domain.CheckReuse {
+				t.Fatalf("%s %v after its last event: %s ended=%v", st, quiet, p.Action, p.Ended != nil)
+			}
 		}
-		p = domain.PlanCheck(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"), Active: active, Offers: offers, Now: t0.Add(61 * time.Minute)})
+		p := domain.PlanCheck(domain.CheckInput{Device: d, Reported: domain.MustParseVersion("1.0.0"), Active: active, Offers: offers, Now: t0.Add(61 * time.Minute)})
 		if p.Ended == nil || p.Ended.Status() != domain.TaskFailed || p.Ended.ErrorCode() != domain.CodeTimedOut {
 			t.Fatalf("%s after the timeout: %+v", st, p)
 		}
