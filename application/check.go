@@ -291,10 +291,10 @@ type flightResult struct {
 // and read at another time).
 func (s *Checks) createOnce(ctx context.Context, a asking, offers []domain.Offer, offer domain.Offer, seen *ports.DeviceTasks) (ports.CheckResult, error) {
 	key := a.dev.ID().String() + ":" + offer.Firmware.ID().String() + ":" + a.current.String() + ":" + a.dev.CurrentVersion().String()
-	if a.current.Less(a.dev.CurrentVersion()) {
-		// It may contradict a success (event rule 7), which depends on
-		// when it read (CheckInput.ReadAt): a check that read after the
-		// success must not take the answer of one that read before it.
+	if (domain.CheckInput{Device: a.dev, Reported: a.current}).MayContradictSuccess() {
+		// Whether it contradicts a success (event rule 7) depends on when
+		// it read (CheckInput.ReadAt): a check that read after the success
+		// must not take the answer of one that read before it.
 		key += ":" + a.readAt.Format(time.RFC3339Nano)
 	}
 	ch := s.flights.DoChan(key, func() (any, error) {
