@@ -129,7 +129,7 @@ func TaskAnnouncement(before, after Task) (Announcement, bool, error) {
 // RolloutAnnouncements are the events of a rollout's change from before
 // to after: paused (by an operator or by its failure threshold),
 // resumed, cancelled, its stage advanced, and completed when it reaches
-// its last stage or, unstaged, 100 %.
+// its last stage or, unstaged, 100 % (once: not again on a resume).
 func RolloutAnnouncements(before, after Rollout, at time.Time) ([]Announcement, error) {
 	data := map[string]any{"rollout_id": after.id.String(), "firmware_id": after.firmwareID.String(),
 		"percentage": after.percentage, "stage": after.stage}
@@ -160,12 +160,12 @@ func RolloutAnnouncements(before, after Rollout, at time.Time) ([]Announcement, 
 	return out, nil
 }
 
-// complete reports whether r admits every device it will ever admit: it
-// is active at its last stage, or unstaged at 100 %.
+// complete reports whether r has reached its end: its last stage, or
+// unstaged 100 %. A pause does not undo that (it is paused at its end),
+// so a pause and a resume do not complete it a second time; a rollout
+// widened to 100 % while paused completes then, as it reaches it. A
+// cancelled rollout changes no more, so its status need not be asked.
 func (r Rollout) complete() bool {
-	if r.status != RolloutActive {
-		return false
-	}
 	if len(r.stages) > 0 {
 		return r.stage == len(r.stages)-1
 	}
