@@ -108,6 +108,9 @@ func (a *Accounts) Authenticate(ctx context.Context, secret string) (domain.Prin
 			}
 			return tx.PutToken(ctx, t.Used(now))
 		})
+		if errors.Is(err, domain.ErrNotFound) { // the token or its user removed since the read: as if before it
+			return domain.Principal{}, domain.ErrUnauthorized
+		}
 		if err != nil {
 			return domain.Principal{}, fmt.Errorf("recording API token use: %w", err)
 		}
