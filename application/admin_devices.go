@@ -85,26 +85,41 @@ func NewDeviceCredentials(id domain.DeviceID, model, version string, now time.Ti
 // RotateDeviceToken issues a new token; the old one stops working as soon
 // as the change commits.
 func (s *DeviceAdmin) RotateDeviceToken(ctx context.Context, actor domain.Actor, deviceID domain.DeviceID) (ports.DeviceCredentials, error) {
-	if deviceID.IsZero() { // an id the edge could not parse names no device
-		return ports.DeviceCredentials{}, fmt.Errorf("device: %w", domain.ErrNotFound)
-	}
-	token, hash, err := domain.NewDeviceToken()
-	if err != nil {
-		return ports.DeviceCredentials{}, fmt.Errorf("making device token: %w", err)
-	}
-	// Neither token is shown: the record says that it changed.
-	rec, err := actor.Record(s.clock.Now(), domain.AuditDeviceTokenRotate, deviceID.String(), nil, nil)
+	r, err := newTokenRotation(actor, deviceID, s.clock.Now())
 	if err != nil {
 		return ports.DeviceCredentials{}, err
 	}
-	dev, err := s.devices.Update(ctx, deviceID, func(d *domain.Device) error {
-		d.RotateToken(hash)
-		return nil
-	}, rec)
+	dev, err := s.devices.Update(ctx, deviceID, r.apply, r.rec)
 	if err != nil {
 		return ports.DeviceCredentials{}, fmt.Errorf("rotating token: %w", err)
 	}
-	return ports.DeviceCredentials{Device: dev, Token: token}, nil
+	return ports.DeviceCredentials{Device: dev, Token: r.token}, nil
+}
+
+// tokenRotation is a device's new token, what stores it, and the change's
+// audit record.
+type tokenRotation struct {
+	token string
+	hash  domain.TokenHash
+	rec   domain.AuditRecord
+}
+
+func newTokenRotation(actor domain.Actor, deviceID domain.DeviceID, now time.Time) (tokenRotation, error) {
+	if deviceID.IsZero() { // an id the edge could not parse names no device
+		return tokenRotation{}, fmt.Errorf("device: %w", domain.ErrNotFound)
+	}
+	token, hash, err := domain.NewDeviceToken()
+	if err != nil {
+		return tokenRotation{}, fmt.Errorf("making device token: %w", err)
+	}
+	// Neither token is shown: the record says that it changed.
+	rec, err := actor.Record(now, domain.AuditDeviceTokenRotate, deviceID.String(), nil, nil)
+	return tokenRotation{token: token, hash: hash, rec: rec}, err
+}
+
+func (r tokenRotation) apply(d *domain.Device) error {
+	d.RotateToken(r.hash)
+	return nil
 }
 
 // GetDevice shows a device and its active task.

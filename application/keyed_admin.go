@@ -22,6 +22,11 @@ type KeyedAdmissions interface {
 	// device is not registered.
 	Admit(ctx context.Context, deviceID domain.DeviceID, fn func(current *domain.DeviceAdmission) (domain.DeviceAdmission, error),
 		rec domain.AuditRecord) (domain.DeviceAdmission, error)
+	// UpdateDevice changes a registered device (fn) and, if it has an
+	// admission, the admission too (admit), in one transaction with rec;
+	// domain.ErrNotFound if the device is not registered.
+	UpdateDevice(ctx context.Context, deviceID domain.DeviceID, fn func(*domain.Device) error, admit func(*domain.DeviceAdmission),
+		rec domain.AuditRecord) (domain.Device, error)
 }
 
 // KeyedAdmin is the operators' use cases with a device registration that
@@ -77,24 +82,17 @@ func (s *KeyedAdmin) RegisterDevice(ctx context.Context, actor domain.Actor, req
 // RotateDeviceToken issues the device a new token and ends its Mender
 // sessions (domain.DeviceAdmission.RevokeSessions): replacing a device's
 // credentials must lock out whoever holds the old ones, whichever protocol
-// they speak. The sessions end first, so a failure never leaves a new
-// token nobody was shown; a device without a key has none to end.
+// they speak. Both commit together, with the rotation's record, or
+// neither does; a device without a key has no sessions to end.
 func (s *KeyedAdmin) RotateDeviceToken(ctx context.Context, actor domain.Actor, deviceID domain.DeviceID) (ports.DeviceCredentials, error) {
 	now := s.clock.Now()
-	_, err := s.admissions.Admit(ctx, deviceID, func(cur *domain.DeviceAdmission) (domain.DeviceAdmission, error) {
-		if cur == nil {
-			return domain.DeviceAdmission{}, errNoAdmission
-		}
-		next := *cur
-		next.RevokeSessions(now)
-		return next, nil
-	}, domain.AuditRecord{}) // the rotation's record is written with the new token
-
-	if err != nil && !errors.Is(err, errNoAdmission) {
-		return ports.DeviceCredentials{}, fmt.Errorf("ending the device's sessions: %w", err)
+	r, err := newTokenRotation(actor, deviceID, now)
+	if err != nil {
+		return ports.DeviceCredentials{}, err
 	}
-	return s.AdminService.RotateDeviceToken(ctx, actor, deviceID)
+	dev, err := s.admissions.UpdateDevice(ctx, deviceID, r.apply, func(a *domain.DeviceAdmission) { a.RevokeSessions(now) }, r.rec)
+	if err != nil {
+		return ports.DeviceCredentials{}, fmt.Errorf("rotating token: %w", err)
+	}
+	return ports.DeviceCredentials{Device: dev, Token: r.token}, nil
 }
-
-// errNoAdmission stops an Admit that has nothing to change.
-var errNoAdmission = errors.New("the device has no key")

@@ -50,6 +50,32 @@ func (r *Admissions) Admit(ctx context.Context, device domain.DeviceID, fn func(
 	})
 }
 
+// UpdateDevice changes the device and its admission, if it has one,
+// together.
+func (r *Admissions) UpdateDevice(ctx context.Context, device domain.DeviceID, fn func(*domain.Device) error,
+	admit func(*domain.DeviceAdmission), rec domain.AuditRecord) (domain.Device, error) {
+	return locked(ctx, r.s, func() (domain.Device, error) {
+		d, err := found(r.s.devices, device.String())
+		if err != nil {
+			return domain.Device{}, fmt.Errorf("loading device: %w", err)
+		}
+		a, keyed := r.s.admissions[device.String()]
+		if err := fn(&d); err != nil {
+			return domain.Device{}, err
+		}
+		if err := r.s.tokenFree(d); err != nil {
+			return domain.Device{}, err
+		}
+		if keyed {
+			admit(&a)
+			r.s.admissions[device.String()] = a
+		}
+		r.s.devices[device.String()] = d
+		r.s.record(rec)
+		return d, nil
+	})
+}
+
 // admission is what fn makes of the device's admission, as it would be
 // stored; nothing is written yet.
 func (s *Store) admission(deviceID string, fn func(*domain.DeviceAdmission) (domain.DeviceAdmission, error)) (domain.DeviceAdmission, error) {

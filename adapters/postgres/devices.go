@@ -122,28 +122,35 @@ func (s *DeviceRepository) Get(ctx context.Context, devID domain.DeviceID) (doma
 // rotated here stops working as soon as the transaction commits.
 func (s *DeviceRepository) Update(ctx context.Context, devID domain.DeviceID, fn func(*domain.Device) error, rec domain.AuditRecord) (domain.Device, error) {
 	return inDeviceTx(ctx, s.db, devID, func(tx *sqlx.Tx, id string) (domain.Device, error) {
-		var r deviceRow
-		if err := tx.GetContext(ctx, &r, `SELECT `+deviceColumns+` FROM devices WHERE device_id = $1 FOR NO KEY UPDATE`, id); err != nil {
-			return domain.Device{}, fmt.Errorf("loading device %q: %w", id, notFound(err))
-		}
-		d, err := r.toDomain()
+		d, err := updateDeviceTx(ctx, tx, id, fn)
 		if err != nil {
 			return domain.Device{}, err
 		}
-		if err := fn(&d); err != nil {
-			return domain.Device{}, err
-		}
-		w := newDeviceRow(d)
-		if _, err := tx.ExecContext(ctx, `UPDATE devices SET model = $2, current_version = $3, token_hash = $4, last_seen_at = $5
-			WHERE device_id = $1`, id, w.Model, w.CurrentVersion, w.TokenHash, w.LastSeenAt); err != nil {
-			return domain.Device{}, fmt.Errorf("storing device %q: %w", id, mapWriteErr(err))
-		}
-		if err := writeAudit(ctx, tx, rec); err != nil {
-			return domain.Device{}, err
-		}
-		w.DeviceID, w.CreatedAt = r.DeviceID, r.CreatedAt
-		return w.toDomain()
+		return d, writeAudit(ctx, tx, rec)
 	})
+}
+
+// updateDeviceTx locks the device row, lets fn change the device and
+// stores it, in tx; it returns the device as stored.
+func updateDeviceTx(ctx context.Context, tx *sqlx.Tx, id string, fn func(*domain.Device) error) (domain.Device, error) {
+	var r deviceRow
+	if err := tx.GetContext(ctx, &r, `SELECT `+deviceColumns+` FROM devices WHERE device_id = $1 FOR NO KEY UPDATE`, id); err != nil {
+		return domain.Device{}, fmt.Errorf("loading device %q: %w", id, notFound(err))
+	}
+	d, err := r.toDomain()
+	if err != nil {
+		return domain.Device{}, err
+	}
+	if err := fn(&d); err != nil {
+		return domain.Device{}, err
+	}
+	w := newDeviceRow(d)
+	if _, err := tx.ExecContext(ctx, `UPDATE devices SET model = $2, current_version = $3, token_hash = $4, last_seen_at = $5
+		WHERE device_id = $1`, id, w.Model, w.CurrentVersion, w.TokenHash, w.LastSeenAt); err != nil {
+		return domain.Device{}, fmt.Errorf("storing device %q: %w", id, mapWriteErr(err))
+	}
+	w.DeviceID, w.CreatedAt = r.DeviceID, r.CreatedAt
+	return w.toDomain()
 }
 
 // recordSeenSQL records one check. Reports may arrive out of order (two

@@ -125,6 +125,35 @@ func (s *AdmissionRepository) Admit(ctx context.Context, device domain.DeviceID,
 	})
 }
 
+// UpdateDevice changes the device (fn) and, in the same transaction, its
+// admission if it has one (admit), with rec: the device row, locked
+// first, serialises both.
+func (s *AdmissionRepository) UpdateDevice(ctx context.Context, device domain.DeviceID, fn func(*domain.Device) error,
+	admit func(*domain.DeviceAdmission), rec domain.AuditRecord) (domain.Device, error) {
+	return inDeviceTx(ctx, s.db, device, func(tx *sqlx.Tx, deviceID string) (domain.Device, error) {
+		_, err := admitTx(ctx, tx, deviceID, func(cur *domain.DeviceAdmission) (domain.DeviceAdmission, error) {
+			if cur == nil {
+				return domain.DeviceAdmission{}, errNoAdmission
+			}
+			next := *cur
+			admit(&next)
+			return next, nil
+		})
+		if err != nil && !errors.Is(err, errNoAdmission) {
+			return domain.Device{}, err
+		}
+		d, err := updateDeviceTx(ctx, tx, deviceID, fn)
+		if err != nil {
+			return domain.Device{}, err
+		}
+		return d, writeAudit(ctx, tx, rec)
+	})
+}
+
+// errNoAdmission stops an admitTx that has nothing to change: it is
+// returned before anything is written.
+var errNoAdmission = errors.New("the device has no key")
+
 // admitTx stores what fn makes of the device's admission (nil if none)
 // and returns it as stored. The device row, locked first, serialises every
 // change of its admission, so fn decides from what is stored now.

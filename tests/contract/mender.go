@@ -51,6 +51,11 @@ func RunMenderStores(t *testing.T, newRepos func(t *testing.T) MenderRepos) {
 		r := newRepos(t)
 		revokeSessionsContract(t, newRepoSuite(r.Repos), r)
 	})
+	t.Run("UpdateDeviceChangesTheDeviceAndItsAdmissionTogether", func(t *testing.T) {
+		t.Parallel()
+		r := newRepos(t)
+		updateDeviceContract(t, newRepoSuite(r.Repos), r)
+	})
 	t.Run("AuthRequests", func(t *testing.T) {
 		t.Parallel()
 		r := newRepos(t)
@@ -191,6 +196,78 @@ func revokeSessionsContract(t *testing.T, s *repoSuite, r MenderRepos) {
 		if gen, err := r.Admissions.Generation(ctx, d.ID()); err != nil || gen != want {
 			t.Fatalf("stored generation after revocation: %d, %v, want %d", gen, err, want)
 		}
+	}
+}
+
+// updateDeviceContract: UpdateDevice stores the device's change and, for
+// a keyed device, its admission's, together; when the device's change
+// fails neither is stored; a device without a key stays without one.
+func updateDeviceContract(t *testing.T, s *repoSuite, r MenderRepos) {
+	ctx := t.Context()
+	keyed, err := domain.NewDevice(asDeviceID(repoName("keyed")), repoName("m"), "", s.hash(t), s.at(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := domain.NewDeviceAdmission(keyed.ID(), newDeviceKey(t), s.at(1))
+	if err := r.Admissions.CreateDevice(ctx, keyed, a, domain.AuditRecord{}); err != nil {
+		t.Fatal(err)
+	}
+	plain, err := domain.NewDevice(asDeviceID(repoName("plain")), repoName("m"), "", s.hash(t), s.at(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Devices.Create(ctx, plain, domain.AuditRecord{}); err != nil {
+		t.Fatal(err)
+	}
+	rotate := func(h domain.TokenHash) func(*domain.Device) error {
+		return func(d *domain.Device) error { d.RotateToken(h); return nil }
+	}
+	revoke := func(a *domain.DeviceAdmission) { a.RevokeSessions(s.at(2)) }
+	stored := func(id domain.DeviceID) (domain.TokenHash, int64) {
+		t.Helper()
+		d, err := r.Devices.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gen, err := r.Admissions.Generation(ctx, id)
+		if err != nil && !errors.Is(err, domain.ErrNotFound) {
+			t.Fatal(err)
+		}
+		return d.TokenHash(), gen
+	}
+
+	refused := errors.New("refused")
+	if _, err := r.Admissions.UpdateDevice(ctx, keyed.ID(), func(d *domain.Device) error {
+		d.RotateToken(s.hash(t))
+		return refused
+	}, revoke, domain.AuditRecord{}); !errors.Is(err, refused) {
+		t.Fatalf("a refused change: %v", err)
+	}
+	if h, gen := stored(keyed.ID()); h != keyed.TokenHash() || gen != a.Generation() {
+		t.Fatalf("after a refused change: generation %d (want %d), token changed: %v", gen, a.Generation(), h != keyed.TokenHash())
+	}
+
+	h := s.hash(t)
+	got, err := r.Admissions.UpdateDevice(ctx, keyed.ID(), rotate(h), revoke, domain.AuditRecord{})
+	if err != nil || got.TokenHash() != h {
+		t.Fatalf("UpdateDevice: %v, token stored: %v", err, got.TokenHash() == h)
+	}
+	if sh, gen := stored(keyed.ID()); sh != h || gen != a.Generation()+1 {
+		t.Fatalf("after UpdateDevice: generation %d (want %d), token stored: %v", gen, a.Generation()+1, sh == h)
+	}
+
+	h = s.hash(t)
+	if _, err := r.Admissions.UpdateDevice(ctx, plain.ID(), rotate(h), revoke, domain.AuditRecord{}); err != nil {
+		t.Fatal(err)
+	}
+	if sh, _ := stored(plain.ID()); sh != h {
+		t.Fatal("a device without a key: its change was not stored")
+	}
+	if _, err := r.Admissions.Get(ctx, plain.ID()); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("a device without a key has an admission after UpdateDevice: %v", err)
+	}
+	if _, err := r.Admissions.UpdateDevice(ctx, asDeviceID(repoName("nobody")), rotate(s.hash(t)), revoke, domain.AuditRecord{}); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("UpdateDevice of an unknown device: %v, want not found", err)
 	}
 }
 
