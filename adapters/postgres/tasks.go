@@ -647,23 +647,44 @@ func (s *TaskRepository) rolloutJudged(stored bool) {
 // bound to a transaction).
 func (s *TaskRepository) failedIn(ctx context.Context, stmt *sqlx.Stmt, deviceID string) (map[string]int, error) {
 	out := map[string]int{}
-	rows, err := stmt.QueryContext(ctx, deviceID)
+	err := scanCounts(ctx, stmt, []any{deviceID}, func(err error) error {
+		return fmt.Errorf("counting failed tasks of device %q: %w", deviceID, err)
+	}, func(fw string, n int) error {
+		out[fw] = n
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("counting failed tasks of device %q: %w", deviceID, unavailable(err))
+		return nil, err
+	}
+	return out, nil
+}
+
+// scanCounts runs stmt, a GROUP BY that yields (key, count) rows, and
+// hands each row to each. It exists so that every such read closes its
+// rows and checks rows.Err the same way: a failure of the database's is
+// unavailable, put in context by dbErr (called only on failure, so a read
+// on the check's path formats nothing when it succeeds); each's own error,
+// a corrupt row, is returned as is.
+func scanCounts(ctx context.Context, stmt *sqlx.Stmt, args []any, dbErr func(error) error, each func(key string, n int) error) error {
+	rows, err := stmt.QueryContext(ctx, args...)
+	if err != nil {
+		return dbErr(unavailable(err))
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var fw string
+		var key string
 		var n int
-		if err := rows.Scan(&fw, &n); err != nil {
-			return nil, fmt.Errorf("counting failed tasks of device %q: %w", deviceID, unavailable(err))
+		if err := rows.Scan(&key, &n); err != nil {
+			return dbErr(unavailable(err))
 		}
-		out[fw] = n
+		if err := each(key, n); err != nil {
+			return err
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("counting failed tasks of device %q: %w", deviceID, unavailable(err))
+		return dbErr(unavailable(err))
 	}
-	return out, nil
+	return nil
 }
 
 // judgeViewSQL reads, in one statement and so in one snapshot, what a
@@ -730,25 +751,18 @@ func (s *TaskRepository) RolloutStatsSince(ctx context.Context, rolloutID domain
 // statement, possibly bound to a transaction).
 func statsIn(ctx context.Context, stmt *sqlx.Stmt, uid string, since ...any) (domain.TaskStats, error) {
 	var stats domain.TaskStats
-	rows, err := stmt.QueryContext(ctx, append([]any{uid}, since...)...)
-	if err != nil {
-		return stats, fmt.Errorf("counting tasks of rollout %s: %w", uid, unavailable(err))
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var status string
-		var n int
-		if err := rows.Scan(&status, &n); err != nil {
-			return domain.TaskStats{}, fmt.Errorf("counting tasks of rollout %s: %w", uid, unavailable(err))
-		}
+	err := scanCounts(ctx, stmt, append([]any{uid}, since...), func(err error) error {
+		return fmt.Errorf("counting tasks of rollout %s: %w", uid, err)
+	}, func(status string, n int) error {
 		st, err := domain.ParseTaskStatus(status)
 		if err != nil {
-			return domain.TaskStats{}, fmt.Errorf("rollout %s has tasks with a corrupt status: %w", uid, err)
+			return fmt.Errorf("rollout %s has tasks with a corrupt status: %w", uid, err)
 		}
 		stats.Add(st, n)
-	}
-	if err := rows.Err(); err != nil {
-		return domain.TaskStats{}, fmt.Errorf("counting tasks of rollout %s: %w", uid, unavailable(err))
+		return nil
+	})
+	if err != nil {
+		return domain.TaskStats{}, err
 	}
 	return stats, nil
 }
