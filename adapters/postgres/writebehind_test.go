@@ -132,6 +132,37 @@ func TestWriteBehindFlushesOnShutdown(t *testing.T) {
 	w.Close() // twice is fine
 }
 
+// TestWriteBehindFlushesAFullBatchAtOnce holds the batch size to its
+// promise: a full batch is written without waiting for the interval (the
+// kick of the flush loop), which no other test sees, since the interval or
+// an explicit Flush writes it anyway.
+func TestWriteBehindFlushesAFullBatchAtOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	for _, id := range []string{"fb-1", "fb-2"} {
+		e.device(t, id, "m")
+	}
+	w := e.writeBehind(t, postgres.WriteBehindConfig{Interval: time.Hour, BatchSize: 2})
+	at := e.now.Add(time.Hour)
+	for _, id := range []string{"fb-1", "fb-2"} {
+		if err := w.RecordSeen(ctx, unseen(id), version(t, "2.0.0"), at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for w.Stats().Written.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a full batch not written within 5s of an hour's interval: %d written", w.Stats().Written.Load())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, id := range []string{"fb-1", "fb-2"} {
+		if v, seen := e.stored(t, id); v != "2.0.0" || !seen.Equal(at) {
+			t.Errorf("%s after the batch filled: %q %v", id, v, seen)
+		}
+	}
+}
+
 func TestWriteBehindKeepsTheNewestReport(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
