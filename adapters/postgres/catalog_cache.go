@@ -255,16 +255,7 @@ func (c *CatalogCache) consume() {
 // every runs fn every interval until the cache stops.
 func (c *CatalogCache) every(interval time.Duration, fn func()) {
 	defer c.wg.Done()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-t.C:
-			fn()
-		}
-	}
+	tickUntil(c.stop, interval, nil, fn)
 }
 
 // ping renews the cache's liveness when the listener answers.

@@ -562,3 +562,23 @@ func positiveOr[N ~int | ~int64](n, def N) N {
 	}
 	return n
 }
+
+// tickUntil calls fn every interval, and at once whenever kick yields (a
+// nil kick never does), until stop is closed. It is the one loop behind the
+// package's background work (the catalog cache's ping and refresh, the
+// write-behind's flush, the replica's probe), so that all of it stops the
+// same way: a closed stop ends the loop between two calls, fn never runs
+// concurrently with itself, and the ticker is released on return.
+func tickUntil(stop <-chan struct{}, interval time.Duration, kick <-chan struct{}, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		case <-kick:
+		}
+		fn()
+	}
+}

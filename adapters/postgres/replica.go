@@ -178,22 +178,15 @@ func (r *ReadReplica) close() {
 
 func (r *ReadReplica) run() {
 	defer close(r.done)
-	t := time.NewTicker(r.cfg.Probe)
-	defer t.Stop()
 	wasUsable := r.Usable()
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-t.C:
-		}
+	tickUntil(r.stop, r.cfg.Probe, nil, func() {
 		r.probe()
 		if u := r.Usable(); u != wasUsable {
 			lag, _ := r.Lag()
 			r.logger.Info("read replica", "usable", u, "lag", lag.String(), "max_lag", r.cfg.MaxLag.String())
 			wasUsable = u
 		}
-	}
+	})
 }
 
 // probe samples the primary's WAL position, then the replica's replay

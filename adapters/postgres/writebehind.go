@@ -245,17 +245,7 @@ func (w *WriteBehindDevices) Pending() int {
 
 func (w *WriteBehindDevices) run() {
 	defer close(w.done)
-	t := time.NewTicker(w.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-w.stop:
-			return
-		case <-t.C:
-		case <-w.kick:
-		}
-		_ = w.flushOnce(context.Background())
-	}
+	tickUntil(w.stop, w.cfg.Interval, w.kick, func() { _ = w.flushOnce(context.Background()) })
 }
 
 // Flush stores every check noted so far, retrying failed batches until
