@@ -131,9 +131,3 @@ func (s *server) revokeToken(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, newAPITokenView(t))
 }
-
-// itemsOf answers a listing: every item through view, under "items"
-// (never null).
-func itemsOf[T, V any](c echo.Context, items []T, view func(T) V) error {
-	return c.JSON(http.StatusOK, map[string]any{"items": viewsOf(items, view)})
-}

@@ -138,7 +138,7 @@ func (s *server) listArtifacts(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, artifactListView{Items: viewsOf(list, newArtifactView)})
+	return itemsOf(c, list, newArtifactView)
 }
 
 func (s *server) getArtifact(c echo.Context) error {
@@ -177,10 +177,6 @@ type artifactMetaView struct {
 	Provides     map[string]string `json:"provides,omitempty"`
 	Version      string            `json:"version,omitempty"`
 	Description  string            `json:"description,omitempty"`
-}
-
-type artifactListView struct {
-	Items []artifactView `json:"items"`
 }
 
 func newArtifactView(a domain.Artifact) artifactView {

@@ -86,7 +86,7 @@ func (s *server) listRollouts(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, rolloutListView{Items: viewsOf(list, newRolloutSummaryView)})
+	return itemsOf(c, list, newRolloutSummaryView)
 }
 
 func (s *server) rolloutFailures(c echo.Context) error {
@@ -98,7 +98,7 @@ func (s *server) rolloutFailures(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, adminTaskListView{Items: viewsOf(tasks, newAdminTaskView)})
+	return itemsOf(c, tasks, newAdminTaskView)
 }
 
 func (s *server) fleetOverview(c echo.Context) error {
@@ -110,7 +110,7 @@ func (s *server) fleetOverview(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, fleetView{Items: viewsOf(fleet, newModelFleetView)})
+	return itemsOf(c, fleet, newModelFleetView)
 }
 
 // rolloutSummaryView is a rollout with its stats and its firmware's model
@@ -126,14 +126,6 @@ func newRolloutSummaryView(r ports.RolloutSummary) rolloutSummaryView {
 		rolloutView: newRolloutStatsView(ports.RolloutView{Rollout: r.Rollout, Stats: r.Stats}),
 		Model:       r.Model, Version: r.Version,
 	}
-}
-
-type rolloutListView struct {
-	Items []rolloutSummaryView `json:"items"`
-}
-
-type adminTaskListView struct {
-	Items []adminTaskView `json:"items"`
 }
 
 // modelFleetView is one model's fleet at a glance.
@@ -162,8 +154,4 @@ func newModelFleetView(m ports.ModelFleet) modelFleetView {
 			return versionShareView{Version: optString(vs.Version), Devices: vs.Devices}
 		}),
 	}
-}
-
-type fleetView struct {
-	Items []modelFleetView `json:"items"`
 }

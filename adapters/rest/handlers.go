@@ -164,7 +164,7 @@ func (s *server) listFirmwares(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, firmwareListView{Items: viewsOf(list, newFirmwareView)})
+	return itemsOf(c, list, newFirmwareView)
 }
 
 func (s *server) revokeFirmware(c echo.Context) error {
@@ -242,7 +242,7 @@ func (s *server) taskEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, newTaskEventsView(evs))
+	return itemsOf(c, evs, newTaskEventView)
 }
 
 // queryParam returns a query parameter as given (the application checks

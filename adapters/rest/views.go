@@ -1,7 +1,10 @@
 package rest
 
 import (
+	"net/http"
 	"time"
+
+	"github.com/labstack/echo/v4"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -130,10 +133,6 @@ func newFirmwareView(f domain.Firmware) firmwareView {
 		ArtifactName: optString(spec.ArtifactName), ArtifactID: optString(spec.ArtifactID.String()),
 		Status: f.Status().String(), CreatedAt: timestamp(f.CreatedAt()), UpdatedAt: timestamp(f.UpdatedAt()),
 	}
-}
-
-type firmwareListView struct {
-	Items []firmwareView `json:"items"`
 }
 
 // rolloutView is a rollout; Stats is set only on GET.
@@ -294,15 +293,6 @@ type taskEventView struct {
 	At           string  `json:"at"`
 }
 
-// taskEventsView is a task's status history, oldest first.
-type taskEventsView struct {
-	Items []taskEventView `json:"items"`
-}
-
-func newTaskEventsView(evs []ports.TaskEvent) taskEventsView {
-	return taskEventsView{Items: viewsOf(evs, newTaskEventView)}
-}
-
 func newTaskEventView(e ports.TaskEvent) taskEventView {
 	v := taskEventView{EventID: e.Event.ID(), Status: e.Event.Status().String(), At: timestamp(e.At),
 		ErrorCode: optString(e.Event.ErrorCode()), ErrorMessage: optString(e.Event.ErrorMessage())}
@@ -320,4 +310,11 @@ func viewsOf[T, V any](items []T, view func(T) V) []V {
 		out = append(out, view(it))
 	}
 	return out
+}
+
+// itemsOf answers a listing that has no cursor: every item through view,
+// under "items" (never null). Every such listing of the contract is this
+// one shape, so it is answered here rather than by a type per listing.
+func itemsOf[T, V any](c echo.Context, items []T, view func(T) V) error {
+	return c.JSON(http.StatusOK, map[string]any{"items": viewsOf(items, view)})
 }
