@@ -39,11 +39,6 @@ type auditRecordView struct {
 	Source    string          `json:"source"`
 }
 
-type auditPageView struct {
-	Items []auditRecordView `json:"items"`
-	Next  *string           `json:"next"`
-}
-
 func newAuditRecordView(e ports.AuditEntry) auditRecordView {
 	r := e.Record
 	v := auditRecordView{Seq: e.Seq, At: timestamp(r.At()), Actor: r.Actor(), ActorKind: r.ActorRecord().Kind,
@@ -70,5 +65,5 @@ func (s *server) listAudit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, auditPageView{Items: viewsOf(page.Items, newAuditRecordView), Next: optString(page.Next)})
+	return c.JSON(http.StatusOK, newPageView(page.Items, page.Next, newAuditRecordView))
 }

@@ -159,7 +159,7 @@ func (s *server) listDevices(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, devicePageView{Items: viewsOf(page.Items, newListedDeviceView), Next: optString(page.Next)})
+	return c.JSON(http.StatusOK, newPageView(page.Items, page.Next, newListedDeviceView))
 }
 
 // newListedDeviceView is a device of the listing, which carries no active
@@ -176,12 +176,6 @@ type deviceTagsView struct {
 
 type bulkTagsView struct {
 	Items []deviceTagsView `json:"items"`
-}
-
-// devicePageView is one page of the admin device listing.
-type devicePageView struct {
-	Items []deviceView `json:"items"`
-	Next  *string      `json:"next"`
 }
 
 // Rollout policy views.

@@ -272,15 +272,23 @@ func wholeSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
-// taskPageView is one page of the admin task listing; Next is null on the
+// pageView is one page of a listing with a cursor; Next is null on the
 // last page.
-type taskPageView struct {
-	Items []adminTaskView `json:"items"`
-	Next  *string         `json:"next"`
+type pageView[V any] struct {
+	Items []V     `json:"items"`
+	Next  *string `json:"next"`
 }
 
-func newTaskPageView(p ports.TaskPage) taskPageView {
-	return taskPageView{Items: viewsOf(p.Items, newAdminTaskView), Next: optString(p.Next)}
+// newPageView renders one page: every paged listing of the contract (tasks,
+// devices, deliveries, audit records) is this one shape, so the rule that
+// the last page's cursor is null, not "", is kept here once.
+func newPageView[T, V any](items []T, next string, view func(T) V) pageView[V] {
+	return pageView[V]{Items: viewsOf(items, view), Next: optString(next)}
+}
+
+// newTaskPageView is one page of the admin task listing.
+func newTaskPageView(p ports.TaskPage) pageView[adminTaskView] {
+	return newPageView(p.Items, p.Next, newAdminTaskView)
 }
 
 // taskEventView is one stored event of a task's history.

@@ -194,11 +194,6 @@ func (s *server) deleteWebhook(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
-type deliveryPageView struct {
-	Items []webhookDeliveryView `json:"items"`
-	Next  *string               `json:"next"`
-}
-
 func (s *server) webhookDeliveries(c echo.Context) error {
 	var limit, after string
 	if err := queryParams(c, []queryField{{"limit", &limit}, {"after", &after}}); err != nil {
@@ -212,7 +207,7 @@ func (s *server) webhookDeliveries(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, deliveryPageView{Items: viewsOf(page.Items, newWebhookDeliveryView), Next: optString(page.Next)})
+	return c.JSON(http.StatusOK, newPageView(page.Items, page.Next, newWebhookDeliveryView))
 }
 
 type testEventView struct {
