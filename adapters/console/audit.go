@@ -3,7 +3,6 @@ package console
 import (
 	"errors"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/ai-device/ota/adapters/httpedge"
@@ -39,17 +38,8 @@ type auditData struct {
 }
 
 func (f auditFilters) link(after string) string {
-	v := url.Values{}
-	for k, s := range map[string]string{"actor": f.Actor, "target": f.Target, "action": f.Action, "since": f.Since,
-		"until": f.Until, "after": after} {
-		if s != "" {
-			v.Set(k, s)
-		}
-	}
-	if len(v) == 0 {
-		return Prefix + "/audit"
-	}
-	return Prefix + "/audit?" + v.Encode()
+	return listLink(Prefix+"/audit", map[string]string{"actor": f.Actor, "target": f.Target, "action": f.Action,
+		"since": f.Since, "until": f.Until, "after": after})
 }
 
 func (c *Console) auditPage(w http.ResponseWriter, r *http.Request, s session) {

@@ -81,17 +81,25 @@ func (f deviceFilters) query(now time.Time, after string) ports.DeviceQuery {
 
 // link is the list's address for f, continuing after the given cursor.
 func (f deviceFilters) link(after string) string {
+	return listLink(Prefix+"/devices", map[string]string{"model": f.Model, "tags": f.Tags, "attributes": f.Attributes,
+		"version": f.Version, "quiet": f.Quiet, "after": after})
+}
+
+// listLink is the address of a page of a filtered list (devices, audit):
+// path with every parameter that is not blank. A blank filter filters
+// nothing, so it is left out rather than sent back as an empty one, and
+// the lists' links stay alike.
+func listLink(path string, params map[string]string) string {
 	v := url.Values{}
-	for k, s := range map[string]string{"model": f.Model, "tags": f.Tags, "attributes": f.Attributes, "version": f.Version,
-		"quiet": f.Quiet, "after": after} {
+	for k, s := range params {
 		if strings.TrimSpace(s) != "" {
 			v.Set(k, s)
 		}
 	}
 	if len(v) == 0 {
-		return Prefix + "/devices"
+		return path
 	}
-	return Prefix + "/devices?" + v.Encode()
+	return path + "?" + v.Encode()
 }
 
 // deviceList reads one page of the list for r's query. A filter the use
