@@ -1,11 +1,9 @@
 package console
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 
-	"github.com/ai-device/ota/adapters/httpedge"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -52,14 +50,12 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request, s session) {
 	status := http.StatusOK
 	page, err := c.audit.ListAudit(r.Context(), s.who, ports.AuditQuery{Actor: f.Actor, Target: f.Target, Action: f.Action,
 		Since: f.Since, Until: f.Until, Limit: auditListPage, After: q.Get("after")})
-	var ve *domain.ValidationError
-	switch {
-	case errors.As(err, &ve):
-		desc := httpedge.DescribeError(err)
-		status, d.Error = desc.Status, sentence(desc.Message)
-	case err != nil:
-		c.failErr(w, r, err)
-		return
+	if err != nil {
+		var refused bool
+		if status, d.Error, refused = refusedFilter(err); !refused {
+			c.failErr(w, r, err)
+			return
+		}
 	}
 	d.Items = page.Items
 	if page.Next != "" {

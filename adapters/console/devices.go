@@ -85,6 +85,19 @@ func (f deviceFilters) link(after string) string {
 		"version": f.Version, "quiet": f.Quiet, "after": after})
 }
 
+// refusedFilter tells a filter the use case refused (a ValidationError)
+// from any other error: the refusal is the operator's to fix, so a list
+// shows it above itself with the API's status and words, where any other
+// error is the page's failure.
+func refusedFilter(err error) (status int, msg string, refused bool) {
+	var ve *domain.ValidationError
+	if !errors.As(err, &ve) {
+		return 0, "", false
+	}
+	desc := httpedge.DescribeError(err)
+	return desc.Status, sentence(desc.Message), true
+}
+
 // listLink is the address of a page of a filtered list (devices, audit):
 // path with every parameter that is not blank. A blank filter filters
 // nothing, so it is left out rather than sent back as an empty one, and
@@ -111,10 +124,8 @@ func (c *Console) deviceList(r *http.Request) (deviceListData, int, string, erro
 	d.Filtered = d.Filters != deviceFilters{}
 	page, err := c.admin.ListDevices(r.Context(), d.Filters.query(c.clock.Now(), q.Get("after")))
 	if err != nil {
-		var ve *domain.ValidationError
-		if errors.As(err, &ve) {
-			desc := httpedge.DescribeError(err)
-			return d, desc.Status, sentence(desc.Message), nil
+		if status, msg, refused := refusedFilter(err); refused {
+			return d, status, msg, nil
 		}
 		return d, 0, "", err
 	}
