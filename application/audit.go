@@ -64,8 +64,8 @@ func parseAuditQuery(q ports.AuditQuery) (ports.AuditFilter, error) {
 		}
 		f.Actor = q.Actor
 	}
-	if len(q.Target) > 256 {
-		return f, &domain.ValidationError{Field: "target", Reason: "must be at most 256 characters"}
+	if err := domain.ValidateText("target", q.Target, 256); err != nil { // a NUL would reach the query: Postgres refuses it
+		return f, err
 	}
 	if q.Action != "" {
 		act, err := domain.ParseAuditAction(q.Action)

@@ -329,6 +329,9 @@ func NewAPIToken(id UUID, grantor Principal, name string, scopes PermissionSet, 
 	if name == "" || len(name) > 64 {
 		return APIToken{}, "", invalid("name", "must be 1-64 characters")
 	}
+	if err := ValidateText("name", name, 64); err != nil {
+		return APIToken{}, "", err
+	}
 	if scopes.bits == 0 {
 		return APIToken{}, "", invalid("scopes", "must name at least one permission")
 	}

@@ -57,6 +57,9 @@ func NewWebhookSubscription(id UUID, rawURL string, types []string, secret strin
 	if len(secret) < minWebhookSecret || len(secret) > 256 {
 		return WebhookSubscription{}, invalid("secret", "must be %d to 256 characters", minWebhookSecret)
 	}
+	if err := ValidateText("secret", secret, 256); err != nil {
+		return WebhookSubscription{}, err
+	}
 	s.secret = secret
 	return s, nil
 }
