@@ -141,13 +141,13 @@ func (a *Accounts) SignIn(ctx context.Context, username, password string) (domai
 // session: their principal with the role they hold now, or
 // domain.ErrUnauthorized when the account is gone, so that removing a user
 // ends their sessions at once and a new role applies from the next request.
-func (a *Accounts) SessionUser(ctx context.Context, username string) (domain.Principal, error) {
+func (a *Accounts) SessionUser(ctx context.Context, username string, issued time.Time) (domain.Principal, error) {
 	users, err := a.store.Users(ctx)
 	if err != nil {
 		return domain.Principal{}, fmt.Errorf("reading session user: %w", err)
 	}
 	i := slices.IndexFunc(users, func(u domain.User) bool { return u.Name() == username })
-	if i < 0 {
+	if i < 0 || !users[i].SignedInSince(issued) {
 		return domain.Principal{}, domain.ErrUnauthorized
 	}
 	return domain.UserPrincipal(users[i]), nil

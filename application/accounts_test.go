@@ -159,21 +159,32 @@ func TestAccountsRemovalEndsTokensAtOnce(t *testing.T) {
 // A session's user is re-read: their current role's principal while the
 // account exists, ErrUnauthorized from the moment it is removed.
 func TestAccountsSessionUser(t *testing.T) {
-	a, _ := newAccounts(t)
+	a, clock := newAccounts(t)
 	ctx := t.Context()
 	createUser(t, a, "vic", domain.RoleViewer)
-	p, err := a.SessionUser(ctx, "vic")
+	p, err := a.SessionUser(ctx, "vic", clock.now)
 	if err != nil || p.String() != "user:vic" || p.Can(domain.PermFirmwareWrite) || !p.Can(domain.PermRead) {
 		t.Fatalf("vic's session: %v %v", p, err)
 	}
-	if _, err := a.SessionUser(ctx, "nobody"); !errors.Is(err, domain.ErrUnauthorized) {
+	if _, err := a.SessionUser(ctx, "nobody", clock.now); !errors.Is(err, domain.ErrUnauthorized) {
 		t.Errorf("an unknown user's session: %v, want ErrUnauthorized", err)
 	}
 	if err := a.RemoveUser(ctx, testActor, "vic"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.SessionUser(ctx, "vic"); !errors.Is(err, domain.ErrUnauthorized) {
+	if _, err := a.SessionUser(ctx, "vic", clock.now); !errors.Is(err, domain.ErrUnauthorized) {
 		t.Errorf("a removed user's session: %v, want ErrUnauthorized", err)
+	}
+	// A new account of the name is another account: a session issued
+	// before it existed is the removed one's (sessions keep seconds).
+	issued := clock.now.Add(500 * time.Millisecond)
+	clock.now = clock.now.Add(time.Second + 500*time.Millisecond)
+	createUser(t, a, "vic", domain.RoleAdmin)
+	if _, err := a.SessionUser(ctx, "vic", issued.Truncate(time.Second)); !errors.Is(err, domain.ErrUnauthorized) {
+		t.Errorf("a session issued before the account of its name was created: %v, want ErrUnauthorized", err)
+	}
+	if p, err := a.SessionUser(ctx, "vic", clock.now.Truncate(time.Second)); err != nil || !p.Can(domain.PermUsersWrite) {
+		t.Errorf("a session issued in the second the account was created: %v %v, want the account's", p, err)
 	}
 }
 

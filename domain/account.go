@@ -283,6 +283,15 @@ func (u User) PasswordHash() string { return u.passwordHash }
 // CreatedAt is when the account was made.
 func (u User) CreatedAt() time.Time { return u.createdAt }
 
+// SignedInSince reports whether a session issued at issued (to the
+// second, as a session keeps it) can be this account's: a session issued
+// before the account existed was another account's of the same name, one
+// since removed, and must not sign its holder in as this one. The
+// account's own second counts as after it.
+func (u User) SignedInSince(issued time.Time) bool {
+	return !u.createdAt.Truncate(time.Second).After(issued)
+}
+
 // PasswordMatches verifies a presented password, in constant time. A
 // single sign-on user has none: nothing matches, at the cost of a hash, so
 // that the password form's timing does not tell their names apart.

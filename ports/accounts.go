@@ -82,9 +82,11 @@ type AccountService interface {
 	// maps to (domain.ErrForbidden when it maps to none and no default is
 	// configured).
 	SignInExternal(ctx context.Context, id ExternalIdentity) (domain.Principal, error)
-	// SessionUser re-reads a signed-in user (a console session): their
-	// current role's principal, or domain.ErrUnauthorized once removed.
-	SessionUser(ctx context.Context, username string) (domain.Principal, error)
+	// SessionUser re-reads a signed-in user (a console session issued at
+	// issued): their current role's principal, or domain.ErrUnauthorized
+	// once removed — also when an account of the name was created since
+	// (domain.User.SignedInSince).
+	SessionUser(ctx context.Context, username string, issued time.Time) (domain.Principal, error)
 	CreateUser(ctx context.Context, actor domain.Actor, req NewUser) (domain.User, error)
 	RemoveUser(ctx context.Context, actor domain.Actor, name string) error
 	ListUsers(ctx context.Context, p domain.Principal) ([]domain.User, error)

@@ -232,7 +232,7 @@ func (c *Console) readSession(r *http.Request) (session, bool) {
 	if c.accounts == nil {
 		return session{}, false
 	}
-	p, err := c.accounts.SessionUser(r.Context(), s.user)
+	p, err := c.accounts.SessionUser(r.Context(), s.user, s.issued)
 	if err != nil {
 		if !errors.Is(err, domain.ErrUnauthorized) {
 			c.logger.ErrorContext(r.Context(), "console session user unreadable", "request_id",

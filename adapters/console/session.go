@@ -71,7 +71,8 @@ func newSessions(adminToken, sessionKey string, secure bool, ttl time.Duration, 
 type session struct {
 	payload []byte // expiry, issue time (Unix seconds, 8 bytes each), 16 random bytes, username
 	expires time.Time
-	user    string // "": the admin token's session
+	issued  time.Time // to the second
+	user    string    // "": the admin token's session
 	// who is the principal acting, as re-read for this request
 	// (Console.readSession).
 	who domain.Principal
@@ -161,7 +162,8 @@ func (s *sessions) read(r *http.Request) (session, bool) {
 	if gone {
 		return session{}, false
 	}
-	return session{payload: payload, expires: expires, user: user}, true
+	issued := time.Unix(int64(binary.BigEndian.Uint64(payload[8:])), 0)
+	return session{payload: payload, expires: expires, issued: issued, user: user}, true
 }
 
 // end signs a session out: the browser drops the cookie, and this replica
