@@ -5,11 +5,15 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ai-device/ota/bootstrap"
 )
 
 // TestUsersCreate makes the first admin on a fresh database, the password
@@ -76,5 +80,48 @@ func TestUsersCreate(t *testing.T) {
 		if code, out := create(tc.in, tc.args...); code != tc.code || strings.Contains(out, password) {
 			t.Errorf("users create %v: %d %q, want %d", tc.args, code, out, tc.code)
 		}
+	}
+}
+
+// The API's password route (POST /admin/tokens with HTTP Basic) spends
+// the sign-in budget (docs/DOMAIN.md S5) in the wired service, as the
+// console does: past OTA_CONSOLE_SIGNIN_RATE_BURST guesses at a user's
+// password, the right one too is 429 RATE_LIMITED with Retry-After,
+// before it is checked.
+func TestAPIPasswordRouteSpendsTheSignInBudget(t *testing.T) {
+	env := edgeEnv()
+	env["OTA_CONSOLE_SIGNIN_RATE_LIMIT"], env["OTA_CONSOLE_SIGNIN_RATE_BURST"] = "0.001", "3"
+	cfg, err := bootstrap.LoadConfig(func(k string) string { return env[k] }, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, cleanup, err := initMemoryApp(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	h := app.Handler()
+	const password = "correct horse battery"
+	if a := call(t, h, "POST", "/api/v1/admin/users", edgeAdminToken,
+		mustJSON(t, map[string]any{"username": "alice", "role": "releaser", "password": password})); a.status != 201 {
+		t.Fatalf("creating alice: %d %s", a.status, a.body)
+	}
+	mint := func(pw string) edgeAnswer {
+		req := httptest.NewRequest("POST", "/api/v1/admin/tokens", strings.NewReader(`{"name":"ci","scopes":["read"],"expires_at":"`+
+			time.Now().Add(time.Hour).UTC().Format(time.RFC3339)+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.SetBasicAuth("alice", pw)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return edgeAnswer{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+	}
+	for i := range 3 {
+		if a := mint("a guess"); a.status != 401 {
+			t.Fatalf("guess %d within the budget: %d %s, want 401", i+1, a.status, a.body)
+		}
+	}
+	a := mint(password)
+	if a.status != 429 || a.errorCode() != "RATE_LIMITED" || a.header.Get("Retry-After") == "" {
+		t.Fatalf("the right password past the budget: %d %s (Retry-After %q), want 429 RATE_LIMITED", a.status, a.body, a.header.Get("Retry-After"))
 	}
 }

@@ -251,6 +251,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 	healthCheck := postgres.NewHealthCheck(db)
 	v := bootstrap.HealthChecks(healthCheck, locker)
 	handler := bootstrap.MetricsHandler(metrics)
+	signInLimiter := bootstrap.NewSignInLimiter(cfg)
 	fleetReader, err := postgres.NewFleetReader(db)
 	if err != nil {
 		cleanup4()
@@ -305,7 +306,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	console, err := bootstrap.NewConsole(cfg, keyedAdmin, fleet, artifacts, accounts, audit, webhooks, clock, logger)
+	console, err := bootstrap.NewConsole(cfg, signInLimiter, keyedAdmin, fleet, artifacts, accounts, audit, webhooks, clock, logger)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -313,7 +314,7 @@ func initPostgresApp(cfg bootstrap.Config, db *sqlx.DB, logger *slog.Logger) (*b
 		cleanup()
 		return nil, nil, err
 	}
-	v2 := bootstrap.HTTPOptions(cfg, fleet, artifacts, console, downloads, accounts, audit, webhooks)
+	v2 := bootstrap.HTTPOptions(cfg, signInLimiter, fleet, artifacts, console, downloads, accounts, audit, webhooks)
 	echo := rest.NewServer(restConfig, devices, keyedAdmin, v, metrics, handler, logger, v2...)
 	poster := bootstrap.WebhookPosterFrom(cfg)
 	deliveryConfig := bootstrap.WebhookDeliveryConfigFrom(cfg)
@@ -476,6 +477,7 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, f
 	}
 	v := bootstrap.NoHealthChecks()
 	handler := bootstrap.MetricsHandler(metrics)
+	signInLimiter := bootstrap.NewSignInLimiter(cfg)
 	fleet := memory.NewFleet(store)
 	applicationFleet, err := application.NewFleet(fleet, firmwares, rollouts, clock)
 	if err != nil {
@@ -502,11 +504,11 @@ func initMemoryApp(cfg bootstrap.Config, logger *slog.Logger) (*bootstrap.App, f
 	if err != nil {
 		return nil, nil, err
 	}
-	console, err := bootstrap.NewConsole(cfg, keyedAdmin, applicationFleet, applicationArtifacts, applicationAccounts, audit, applicationWebhooks, clock, logger)
+	console, err := bootstrap.NewConsole(cfg, signInLimiter, keyedAdmin, applicationFleet, applicationArtifacts, applicationAccounts, audit, applicationWebhooks, clock, logger)
 	if err != nil {
 		return nil, nil, err
 	}
-	v2 := bootstrap.HTTPOptions(cfg, applicationFleet, applicationArtifacts, console, downloads, applicationAccounts, audit, applicationWebhooks)
+	v2 := bootstrap.HTTPOptions(cfg, signInLimiter, applicationFleet, applicationArtifacts, console, downloads, applicationAccounts, audit, applicationWebhooks)
 	echo := rest.NewServer(restConfig, applicationDevices, keyedAdmin, v, metrics, handler, logger, v2...)
 	poster := bootstrap.WebhookPosterFrom(cfg)
 	deliveryConfig := bootstrap.WebhookDeliveryConfigFrom(cfg)

@@ -35,7 +35,21 @@ var memoryFleetSet = wire.NewSet(
 
 // consoleSet provides the operator console and mounts it, with the fleet
 // views, on the HTTP server.
-var consoleSet = wire.NewSet(NewConsole, HTTPOptions)
+var consoleSet = wire.NewSet(NewSignInLimiter, NewConsole, HTTPOptions)
+
+// SignInLimiter is the budget of sign-in attempts (docs/DOMAIN.md S5), in
+// process and per replica as the devices' budget is: one limiter, which
+// the console's sign-in and the API's password route both spend.
+type SignInLimiter struct{ ports.RateLimiter }
+
+// NewSignInLimiter is OTA_CONSOLE_SIGNIN_RATE_LIMIT / _BURST's budget, or
+// none when the rate is 0.
+func NewSignInLimiter(cfg Config) SignInLimiter {
+	if cfg.SignInRate > 0 {
+		return SignInLimiter{local.NewRateLimiter(cfg.SignInRate, cfg.SignInBurst)}
+	}
+	return SignInLimiter{ports.Unlimited{}}
+}
 
 // NewConsole builds the operator console; it signs operators in with
 // their password (accounts), at the identity provider when OTA_OIDC_* is
@@ -44,12 +58,8 @@ var consoleSet = wire.NewSet(NewConsole, HTTPOptions)
 // per address and username (in-process, per replica, as the devices'
 // budget), uploads images through the same use case as the API, and shows
 // the audit log to those who may read it, and manages webhooks.
-func NewConsole(cfg Config, admin ports.AdminService, fleet ports.FleetService, artifacts ports.ArtifactService,
+func NewConsole(cfg Config, limiter SignInLimiter, admin ports.AdminService, fleet ports.FleetService, artifacts ports.ArtifactService,
 	accounts ports.AccountService, audit ports.AuditService, webhooks ports.WebhookService, clock ports.Clock, logger *slog.Logger) (*console.Console, error) {
-	var limiter ports.RateLimiter = ports.Unlimited{}
-	if cfg.SignInRate > 0 {
-		limiter = local.NewRateLimiter(cfg.SignInRate, cfg.SignInBurst)
-	}
 	opts := []console.Option{console.WithArtifacts(artifacts), console.WithAccounts(accounts), console.WithAudit(audit),
 		console.WithWebhooks(webhooks)}
 	sso, err := newOIDC(cfg)
@@ -60,7 +70,7 @@ func NewConsole(cfg Config, admin ports.AdminService, fleet ports.FleetService, 
 		opts = append(opts, console.WithOIDC(sso))
 	}
 	return console.New(console.Config{AdminToken: cfg.AdminToken, SessionKey: cfg.ConsoleSessionKey,
-		SecureCookies: strings.HasPrefix(cfg.PublicURL, "https://"), SignInLimiter: limiter},
+		SecureCookies: strings.HasPrefix(cfg.PublicURL, "https://"), SignInLimiter: limiter.RateLimiter},
 		admin, fleet, clock, logger, opts...)
 }
 
@@ -68,8 +78,8 @@ func NewConsole(cfg Config, admin ports.AdminService, fleet ports.FleetService, 
 // accounts, the audit log and webhook subscriptions to the admin API, serves the console at
 // /console/ on the same server, and the devices' downloads of hosted
 // artifacts.
-func HTTPOptions(cfg Config, fleet ports.FleetService, artifacts ports.ArtifactService, con *console.Console, dl ports.DownloadService,
+func HTTPOptions(cfg Config, limiter SignInLimiter, fleet ports.FleetService, artifacts ports.ArtifactService, con *console.Console, dl ports.DownloadService,
 	accounts ports.AccountService, audit ports.AuditService, webhooks ports.WebhookService) []rest.Option {
 	return []rest.Option{rest.WithFleet(fleet), rest.WithArtifacts(artifacts), rest.WithMount(console.Prefix, con),
-		rest.WithDownloads(dl, cfg.PublicURL), rest.WithAccounts(accounts), rest.WithAudit(audit), rest.WithWebhooks(webhooks)}
+		rest.WithDownloads(dl, cfg.PublicURL), rest.WithAccounts(accounts), rest.WithSignInLimiter(limiter.RateLimiter), rest.WithAudit(audit), rest.WithWebhooks(webhooks)}
 }

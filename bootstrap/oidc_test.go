@@ -70,7 +70,7 @@ func TestConsoleRefusesToStartWithoutTheProvider(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	con, err := bootstrap.NewConsole(cfg, nil, nil, nil, nil, nil, nil, local.Clock{}, nil)
+	con, err := bootstrap.NewConsole(cfg, bootstrap.NewSignInLimiter(cfg), nil, nil, nil, nil, nil, nil, local.Clock{}, nil)
 	if err == nil || con != nil || !strings.Contains(err.Error(), "OTA_OIDC_ISSUER") {
 		t.Fatalf("NewConsole with an unreachable provider: %v", err)
 	}

@@ -55,7 +55,8 @@ type Config struct {
 	// otherwise only those set over TLS are.
 	SecureCookies bool
 	// SignInLimiter is the budget of sign-in attempts per username and per
-	// client address (nil: unlimited).
+	// client address (httpedge.SpendSignIn; nil: unlimited), the one the
+	// API's password route spends too (rest.WithSignInLimiter).
 	SignInLimiter ports.RateLimiter
 	// SessionTTL is how long a sign-in lasts (DefaultSessionTTL).
 	SessionTTL time.Duration

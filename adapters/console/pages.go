@@ -69,31 +69,18 @@ func (c *Console) showSignIn(w http.ResponseWriter, r *http.Request, status int,
 		Accounts: c.accounts != nil, Username: username, SSO: c.oidc != nil}})
 }
 
-// clientAddress is the address a sign-in attempt came from, for its
-// budget: the connection's peer (a proxy's header would let a guesser
-// pick a fresh budget per attempt).
-func clientAddress(r *http.Request) string { return httpedge.SourceAddress(r) }
-
-// allowSignIn spends one sign-in attempt of the client address's budget
-// and, when a username is given, of that username's: a guesser is slowed
-// whether they try many passwords on one account or one password on
-// many. Over either budget the form answers 429 RATE_LIMITED with
-// Retry-After (docs/ERRORS.md), before any password is checked.
+// allowSignIn spends one sign-in attempt (httpedge.SpendSignIn). Over
+// budget the form answers 429 RATE_LIMITED with Retry-After
+// (docs/ERRORS.md), before any password is checked.
 func (c *Console) allowSignIn(w http.ResponseWriter, r *http.Request, next, username string) bool {
-	keys := []string{"console sign-in addr:" + clientAddress(r)}
-	if username != "" {
-		keys = append(keys, "console sign-in user:"+username[:min(len(username), maxUserLen)])
+	var e *ports.RateLimitedError
+	if !errors.As(httpedge.SpendSignIn(c.cfg.SignInLimiter, r, username), &e) {
+		return true
 	}
-	for _, k := range keys {
-		if ok, wait := c.cfg.SignInLimiter.Allow(k); !ok {
-			e := &ports.RateLimitedError{Wait: wait}
-			w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter()+time.Second-1)/time.Second)))
-			c.logger.WarnContext(r.Context(), "console sign-in rate limited", "request_id", httpedge.RequestIDFrom(r.Context()))
-			c.showSignIn(w, r, http.StatusTooManyRequests, next, username, "Too many sign-in attempts. Wait a moment and try again.")
-			return false
-		}
-	}
-	return true
+	w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter()+time.Second-1)/time.Second)))
+	c.logger.WarnContext(r.Context(), "console sign-in rate limited", "request_id", httpedge.RequestIDFrom(r.Context()))
+	c.showSignIn(w, r, http.StatusTooManyRequests, next, username, "Too many sign-in attempts. Wait a moment and try again.")
+	return false
 }
 
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {

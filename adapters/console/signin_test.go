@@ -78,8 +78,10 @@ func newAuditEnv(t *testing.T, users map[string]domain.Role, log ports.AuditLog)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The API's password route spends the console's budget, as bootstrap
+	// wires it (HTTPOptions).
 	e := rest.NewServer(rest.Config{AdminToken: adminToken}, svc.Devices, svc.Admin, nil, nil, nil, nil,
-		rest.WithFleet(svc.Fleet), rest.WithMount(console.Prefix, con), rest.WithAccounts(accounts))
+		rest.WithFleet(svc.Fleet), rest.WithMount(console.Prefix, con), rest.WithAccounts(accounts), rest.WithSignInLimiter(limiter))
 	srv := serve(t, e)
 	return &accountsEnv{env: &env{t: t, clock: clk, srv: srv, console: con, admin: svc.Admin, devices: svc.Devices,
 		artifacts: svc.Artifacts, client: newClient(t)}, accounts: accounts, fleet: svc.Fleet, audit: log}

@@ -19,6 +19,7 @@ type extensions struct {
 	fleet     ports.FleetService
 	artifacts ports.ArtifactService // artifacts.go
 	accounts  ports.AccountService  // accounts.go
+	signIn    ports.RateLimiter     // the password route's budget (permissions.go)
 	audit     ports.AuditService    // audit.go
 	webhooks  ports.WebhookService  // webhooks.go
 	mounts    []mount

@@ -134,6 +134,11 @@ func (s *server) authenticate(c echo.Context) (domain.Principal, error) {
 	r := c.Request()
 	if user, password, ok := r.BasicAuth(); ok && len(r.Header.Values("Authorization")) == 1 &&
 		routeShape(r.Method, c.Path()) == passwordRoute {
+		if s.ext.signIn != nil {
+			if err := httpedge.SpendSignIn(s.ext.signIn, r, user); err != nil {
+				return domain.Principal{}, err
+			}
+		}
 		return s.accounts.SignIn(r.Context(), user, password)
 	}
 	token, err := bearerToken(r)
@@ -185,4 +190,12 @@ type authenticator interface {
 // calls through them; without it only the root token is admitted.
 func WithAccounts(a ports.AccountService) Option {
 	return func(x *extensions) { x.accounts = a }
+}
+
+// WithSignInLimiter makes the password route (POST /admin/tokens with
+// HTTP Basic) spend the sign-in budget (httpedge.SpendSignIn) before it
+// checks the password: the console's limiter, so that the two routes to
+// a password share one budget. Without it the route is unlimited.
+func WithSignInLimiter(l ports.RateLimiter) Option {
+	return func(x *extensions) { x.signIn = l }
 }
