@@ -1,9 +1,12 @@
 package httpedge
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/ai-device/ota/domain"
 )
 
 // UploadIdleTimeout is how long an upload may go without a byte arriving.
@@ -48,8 +51,10 @@ func (u *Upload) Track(r io.Reader) *TrackedBody { return &TrackedBody{r: r} }
 
 // Done ends the upload: the answer gets its own write deadline. Given the
 // use case's error and the tracked body it read, it answers the error to
-// return: the caller's cancelled context when the caller hung up, 400
-// UPLOAD_INCOMPLETE when the body failed, else err as it is.
+// return: the caller's cancelled context when the caller hung up, the
+// body's own validation error when the edge refused what it carried (a
+// multipart field after the file), 400 UPLOAD_INCOMPLETE when the body
+// failed otherwise, else err as it is.
 func (u *Upload) Done(err error, body *TrackedBody) error {
 	_ = u.rc.SetWriteDeadline(time.Now().Add(UploadIdleTimeout))
 	if err == nil || body == nil || body.err == nil {
@@ -57,6 +62,9 @@ func (u *Upload) Done(err error, body *TrackedBody) error {
 	}
 	if cerr := u.r.Context().Err(); cerr != nil {
 		return cerr // the caller hung up: 499 in the log
+	}
+	if ve := (*domain.ValidationError)(nil); errors.As(body.err, &ve) {
+		return ve
 	}
 	return NewError(http.StatusBadRequest, CodeUploadIncomplete,
 		"the upload ended before its end (a broken connection, or a body shorter than announced); nothing was kept")

@@ -90,7 +90,10 @@ func rawUpload(c echo.Context, body io.Reader) (ports.ArtifactUpload, error) {
 
 // multipartUpload reads the fields before the "file" part and returns the
 // upload reading that part. Any other field is refused, as on every admin
-// route: a misspelt "sha256" silently dropped would skip the check.
+// route: a misspelt "sha256" silently dropped would skip the check. The
+// file is the last part: its body ends only where the multipart body
+// does (lastPart), so a field sent after it — a sha256 the stream has
+// passed — is refused too, not dropped.
 func multipartUpload(mr *multipart.Reader) (ports.ArtifactUpload, error) {
 	var up ports.ArtifactUpload
 	for {
@@ -112,12 +115,36 @@ func multipartUpload(mr *multipart.Reader) (ports.ArtifactUpload, error) {
 			// The name as sent: Part.FileName would cut a path down to
 			// its last element, turning "../x" into "x" unseen.
 			up.FileName = dispositionFileName(part.Header.Get("Content-Disposition"))
-			up.Body = part
+			up.Body = &lastPart{part: part, mr: mr}
 			return up, nil
 		default:
 			return up, &domain.ValidationError{Field: part.FormName(), Reason: "is not a field of an upload (file, sha256)"}
 		}
 	}
+}
+
+// lastPart reads the file part and, at its end, makes sure the multipart
+// body ends there: a part after it fails the read with a validation
+// error, so the use case stores nothing and the edge answers it
+// (httpedge.Upload.Done) rather than UPLOAD_INCOMPLETE.
+type lastPart struct {
+	part io.Reader
+	mr   *multipart.Reader
+}
+
+func (l *lastPart) Read(p []byte) (int, error) {
+	n, err := l.part.Read(p)
+	if !errors.Is(err, io.EOF) {
+		return n, err
+	}
+	next, err := l.mr.NextPart()
+	switch {
+	case errors.Is(err, io.EOF):
+		return n, io.EOF
+	case err != nil:
+		return n, err
+	}
+	return n, &domain.ValidationError{Field: next.FormName(), Reason: "must come before the file part: the file is the last part of an upload"}
 }
 
 // dispositionFileName is the filename parameter of a Content-Disposition

@@ -83,6 +83,12 @@ func (r rig) uploadRaw(t *testing.T, query string, body []byte, header http.Head
 // uploadMultipart sends fields (in order) then a file part named fileName.
 func (r rig) uploadMultipart(t *testing.T, fields [][2]string, fileName string, body []byte) answer {
 	t.Helper()
+	return r.uploadMultipartThen(t, fields, fileName, body, nil)
+}
+
+// uploadMultipartThen is uploadMultipart with fields after the file too.
+func (r rig) uploadMultipartThen(t *testing.T, fields [][2]string, fileName string, body []byte, after [][2]string) answer {
+	t.Helper()
 	var buf bytes.Buffer
 	w := multipart.NewWriter(&buf)
 	for _, f := range fields {
@@ -93,6 +99,9 @@ func (r rig) uploadMultipart(t *testing.T, fields [][2]string, fileName string, 
 	h.Set("Content-Type", "application/octet-stream")
 	p, _ := w.CreatePart(h)
 	_, _ = p.Write(body)
+	for _, f := range after {
+		_ = w.WriteField(f[0], f[1])
+	}
 	_ = w.Close()
 	req, _ := http.NewRequest(http.MethodPost, r.otad.URL+"/api/v1/admin/artifacts", &buf)
 	req.Header.Set("Content-Type", w.FormDataContentType())
@@ -241,6 +250,13 @@ func TestUploadRefusals(t *testing.T) {
 		{"no name", func() answer { return r.uploadRaw(t, "", body, nil) }, 400, "VALIDATION_FAILED"},
 		{"no file part", func() answer { return r.uploadMultipart(t, nil, "", nil) }, 400, "VALIDATION_FAILED"},
 		{"unknown multipart field", func() answer { return r.uploadMultipart(t, [][2]string{{"sha265", sum(body)}}, "a.bin", body) }, 400, "VALIDATION_FAILED"},
+		// The file streams to the store: a field after it comes too late.
+		{"sha256 after the file", func() answer {
+			return r.uploadMultipartThen(t, nil, "a.bin", body, [][2]string{{"sha256", sum([]byte("other"))}})
+		}, 400, "VALIDATION_FAILED"},
+		{"unknown field after the file", func() answer {
+			return r.uploadMultipartThen(t, nil, "a.bin", body, [][2]string{{"sha265", sum(body)}})
+		}, 400, "VALIDATION_FAILED"},
 		{"wrong declared checksum", func() answer {
 			return r.uploadRaw(t, "?filename=a.bin&sha256="+sum([]byte("other")), body, nil)
 		}, 422, "CHECKSUM_MISMATCH"},
