@@ -325,7 +325,9 @@ const MaxTokenLifetime = 366 * 24 * time.Hour
 
 // NewAPIToken mints a token for the grantor's user. The scopes must be
 // within what the grantor may do now (a token minting a token passes on
-// at most its own scopes): anything wider is an escalation, ErrForbidden.
+// at most its own scopes), and a token minting a token passes on at most
+// its own lifetime: anything wider or longer is an escalation,
+// ErrForbidden — a leaked token cannot be turned into a longer-lived one.
 // It returns the token and its secret, which is shown once.
 func NewAPIToken(id UUID, grantor Principal, name string, scopes PermissionSet, expiresAt, now time.Time) (APIToken, string, error) {
 	owner, ok := grantor.Username()
@@ -351,6 +353,10 @@ func NewAPIToken(id UUID, grantor Principal, name string, scopes PermissionSet, 
 	expiresAt = expiresAt.UTC().Truncate(time.Microsecond)
 	if !expiresAt.After(now) || expiresAt.Sub(now) > MaxTokenLifetime {
 		return APIToken{}, "", invalid("expires_at", "must be in the future, within 366 days")
+	}
+	if !grantor.until.IsZero() && expiresAt.After(grantor.until) {
+		return APIToken{}, "", fmt.Errorf("%w: the token would outlive the token minting it (expires %s)", ErrForbidden,
+			grantor.until.Format(time.RFC3339))
 	}
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -442,6 +448,9 @@ type Principal struct {
 	user  string
 	token UUID
 	perms PermissionSet
+	// until is when a token principal's token expires (zero for the
+	// others): a token it mints must not outlive it (NewAPIToken).
+	until time.Time
 }
 
 // RootPrincipal is the break-glass root: every permission, no account.
@@ -461,7 +470,8 @@ func TokenPrincipal(t APIToken, owner User) Principal {
 	if t.owner != owner.name {
 		return Principal{}
 	}
-	return Principal{kind: principalToken, user: owner.name, token: t.id, perms: t.scopes.intersect(RolePermissions(owner.role))}
+	return Principal{kind: principalToken, user: owner.name, token: t.id, perms: t.scopes.intersect(RolePermissions(owner.role)),
+		until: t.expiresAt}
 }
 
 // Can reports whether the principal holds the permission.

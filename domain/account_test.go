@@ -94,9 +94,17 @@ func TestAPITokenScopes(t *testing.T) {
 			t.Errorf("%s: %v, want ErrForbidden", name, err)
 		}
 	}
-	// A token within its own scopes may mint a narrower one.
+	// A token within its own scopes may mint a narrower one, living up to
+	// its own expiry, not a moment longer: a leaked token cannot be turned
+	// into one that outlives it.
 	if _, _, err := domain.NewAPIToken(id, p, "narrow", domain.PermissionsOf(domain.PermArtifactsWrite), at0.Add(time.Hour), at0); err != nil {
 		t.Errorf("narrower token: %v", err)
+	}
+	if _, _, err := domain.NewAPIToken(id, p, "longer", domain.PermissionsOf(domain.PermArtifactsWrite), at0.Add(time.Hour+time.Microsecond), at0); !errors.Is(err, domain.ErrForbidden) {
+		t.Errorf("a token outliving the token minting it: %v, want ErrForbidden", err)
+	}
+	if _, _, err := domain.NewAPIToken(id, domain.UserPrincipal(releaser), "long", ci, at0.Add(300*24*time.Hour), at0); err != nil {
+		t.Errorf("a user in person mints any lifetime within the limit: %v", err)
 	}
 	for _, exp := range []time.Time{{}, at0, at0.Add(-time.Second), at0.Add(domain.MaxTokenLifetime + time.Second)} {
 		if _, _, err := domain.NewAPIToken(id, domain.UserPrincipal(releaser), "x", ci, exp, at0); !errors.Is(err, domain.ErrValidation) {
