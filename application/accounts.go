@@ -183,7 +183,7 @@ func (a *Accounts) CreateUser(ctx context.Context, actor domain.Actor, req ports
 	if err != nil {
 		return domain.User{}, err
 	}
-	rec, err := actor.Record(u.CreatedAt(), domain.AuditUserCreate, u.Name(), nil, map[string]any{"role": string(u.Role())})
+	rec, err := actor.Record(u.CreatedAt(), domain.AuditUserCreate, u.Name(), nil, userFacts(u))
 	if err != nil {
 		return domain.User{}, err
 	}
@@ -203,11 +203,18 @@ func (a *Accounts) RemoveUser(ctx context.Context, actor domain.Actor, name stri
 	if _, err := domain.ParseUsername(name); err != nil {
 		return fmt.Errorf("user: %w", domain.ErrNotFound)
 	}
-	rec, err := actor.Record(a.clock.Now(), domain.AuditUserRemove, name, nil, nil)
-	if err != nil {
-		return err
-	}
-	err = a.withAudit(ctx, rec, func(tx ports.AccountTx) error { return tx.DeleteUser(ctx, name) })
+	now := a.clock.Now()
+	err := a.store.InAccountTx(ctx, func(tx ports.AccountTx) error {
+		u, err := tx.DeleteUser(ctx, name)
+		if err != nil {
+			return err
+		}
+		rec, err := actor.Record(now, domain.AuditUserRemove, name, userFacts(u), nil) // who was removed, with what role
+		if err != nil {
+			return err
+		}
+		return tx.RecordAudit(ctx, rec)
+	})
 	if err != nil {
 		return fmt.Errorf("removing user: %w", err)
 	}

@@ -233,4 +233,8 @@ func TestAccountChangesAreAudited(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("the audit log, newest first:\n%q\nwant\n%q", got, want)
 	}
+	// A removal says who was removed: the account as it was.
+	if b := string(entries[0].Record.Before()); b != `{"role":"releaser"}` {
+		t.Errorf("user.remove's before = %s, want the removed account's role", b)
+	}
 }

@@ -162,11 +162,11 @@ func (s *Artifacts) DeleteArtifact(ctx context.Context, actor domain.Actor, id d
 	if id.IsZero() { // an id the edge could not parse names no artifact
 		return fmt.Errorf("artifact: %w", domain.ErrNotFound)
 	}
-	rec, err := actor.Record(s.clock.Now(), domain.AuditArtifactDelete, id.String(), nil, nil)
-	if err != nil {
-		return err
+	now := s.clock.Now()
+	audit := func(before, _ domain.Artifact) (domain.AuditRecord, error) {
+		return actor.Record(now, domain.AuditArtifactDelete, id.String(), artifactFacts(before), nil)
 	}
-	if err := s.repo.Delete(ctx, id, rec); err != nil {
+	if err := s.repo.Delete(ctx, id, audit); err != nil {
 		return fmt.Errorf("deleting artifact: %w", err)
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)

@@ -102,6 +102,7 @@ func (f failingRepo) Create(context.Context, domain.Artifact, domain.AuditRecord
 }
 
 type artifactEnv struct {
+	store *memory.Store
 	blobs *mapBlobs
 	repo  ports.ArtifactRepository
 	svc   *application.Artifacts
@@ -119,7 +120,7 @@ func newArtifactEnv(t *testing.T, inspect application.ArtifactInspector, repo fu
 	if err != nil {
 		t.Fatal(err)
 	}
-	return artifactEnv{blobs: blobs, repo: r, svc: svc}
+	return artifactEnv{store: store, blobs: blobs, repo: r, svc: svc}
 }
 
 // nothingLeft asserts the failed upload left no object and no row.
@@ -232,6 +233,14 @@ func TestDeleteArtifact(t *testing.T) {
 		t.Fatalf("DeleteArtifact: %v", err)
 	}
 	e.nothingLeft(t)
+	// The delete's record says which file went: the artifact as it was.
+	entries, err := e.store.ListAudit(ctx, ports.AuditFilter{Action: domain.AuditArtifactDelete})
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("artifact.delete records: %d, %v", len(entries), err)
+	}
+	if b := string(entries[0].Record.Before()); !strings.Contains(b, `"file_name":"a.bin"`) || !strings.Contains(b, a.Digest().SHA256) {
+		t.Errorf("artifact.delete's before = %s, want the deleted artifact's file name and sha256", b)
+	}
 	if err := e.svc.DeleteArtifact(ctx, testActor, a.ID()); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("deleting it again = %v, want ErrNotFound", err)
 	}

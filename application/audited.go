@@ -39,6 +39,8 @@ func artifactFacts(a domain.Artifact) map[string]any {
 		"format": a.Meta().Format.String()}
 }
 
+func userFacts(u domain.User) map[string]any { return map[string]any{"role": string(u.Role())} }
+
 func tokenFacts(t domain.APIToken) map[string]any {
 	facts := map[string]any{"owner": t.Owner(), "name": t.Name(), "scopes": t.Scopes().List(),
 		"expires_at": t.ExpiresAt()}

@@ -14,9 +14,9 @@ import (
 type AccountTx interface {
 	// InsertUser stores a new account (domain.ErrUserExists).
 	InsertUser(ctx context.Context, u domain.User) error
-	// DeleteUser removes an account and every token it owns
-	// (domain.ErrNotFound).
-	DeleteUser(ctx context.Context, name string) error
+	// DeleteUser removes an account and every token it owns, and returns
+	// the account as it was, for the change's record (domain.ErrNotFound).
+	DeleteUser(ctx context.Context, name string) (domain.User, error)
 	// LockToken reads a token locked until the transaction ends
 	// (domain.ErrNotFound).
 	LockToken(ctx context.Context, id domain.UUID) (domain.APIToken, error)

@@ -56,8 +56,9 @@ type ArtifactRepository interface {
 	// Delete removes the artifact's row: domain.ErrArtifactInUse while a
 	// firmware refers to it, decided by the store at the delete itself (a
 	// firmware published concurrently either lands first and blocks the
-	// delete, or finds the artifact gone). rec is stored with the delete.
-	Delete(ctx context.Context, id domain.UUID, rec domain.AuditRecord) error
+	// delete, or finds the artifact gone). audit's record of the deleted
+	// artifact (before) is stored with the delete.
+	Delete(ctx context.Context, id domain.UUID, audit Audit[domain.Artifact]) error
 }
 
 // ArtifactUpload is one uploaded file as it arrives: its name, its bytes

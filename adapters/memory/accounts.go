@@ -58,11 +58,11 @@ func (a *Accounts) PutExternalUser(_ context.Context, u domain.User) error {
 	return nil
 }
 
-func (a *Accounts) DeleteUser(_ context.Context, name string) error {
-	_, err := found(a.s.users, name)
+func (a *Accounts) DeleteUser(_ context.Context, name string) (domain.User, error) {
+	u, err := found(a.s.users, name)
 	delete(a.s.users, name)
 	maps.DeleteFunc(a.s.tokens, func(_ string, t domain.APIToken) bool { return t.Owner() == name })
-	return err
+	return u, err
 }
 
 func (a *Accounts) PutToken(_ context.Context, t domain.APIToken) error {

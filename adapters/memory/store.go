@@ -440,11 +440,21 @@ func (r *Artifacts) List(ctx context.Context) ([]domain.Artifact, error) {
 	})
 }
 
-func (r *Artifacts) Delete(ctx context.Context, id domain.UUID, rec domain.AuditRecord) error {
-	return write(ctx, r.s, rec, func() error {
-		if len(where(r.s.firmwares, func(f domain.Firmware) bool { return f.ArtifactID() == id })) > 0 && has(r.s.artifacts, id.String()) {
+func (r *Artifacts) Delete(ctx context.Context, id domain.UUID, audit ports.Audit[domain.Artifact]) error {
+	return do(ctx, r.s, func() error {
+		a, err := found(r.s.artifacts, id.String())
+		if err != nil {
+			return fmt.Errorf("artifact %s: %w", id, err)
+		}
+		if len(where(r.s.firmwares, func(f domain.Firmware) bool { return f.ArtifactID() == id })) > 0 {
 			return domain.ErrArtifactInUse
 		}
-		return remove(r.s.artifacts, "artifact", id)
+		rec, err := audit(a, domain.Artifact{})
+		if err != nil {
+			return err
+		}
+		delete(r.s.artifacts, id.String())
+		r.s.record(rec)
+		return nil
 	})
 }

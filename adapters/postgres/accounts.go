@@ -142,15 +142,12 @@ func (a accountTx) PutExternalUser(ctx context.Context, u domain.User) error {
 	return unavailable(err)
 }
 
-func (a accountTx) DeleteUser(ctx context.Context, name string) error {
-	res, err := a.tx.ExecContext(ctx, `DELETE FROM users WHERE username = $1`, name)
-	if err != nil {
-		return unavailable(err)
+func (a accountTx) DeleteUser(ctx context.Context, name string) (domain.User, error) {
+	var r userRow
+	if err := a.tx.GetContext(ctx, &r, `DELETE FROM users WHERE username = $1 RETURNING `+userColumns, name); err != nil {
+		return domain.User{}, fmt.Errorf("user %s: %w", name, notFound(err))
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return fmt.Errorf("user %s: %w", name, domain.ErrNotFound)
-	}
-	return nil
+	return r.toDomain()
 }
 
 func (a accountTx) LockToken(ctx context.Context, id domain.UUID) (domain.APIToken, error) {

@@ -132,20 +132,26 @@ func (s *ArtifactRepository) List(ctx context.Context) ([]domain.Artifact, error
 // Delete removes the row. The foreign key of firmwares.artifact_id (ON
 // DELETE RESTRICT) refuses it while a firmware refers to the artifact,
 // whatever runs concurrently: domain.ErrArtifactInUse.
-func (s *ArtifactRepository) Delete(ctx context.Context, id domain.UUID, rec domain.AuditRecord) error {
+func (s *ArtifactRepository) Delete(ctx context.Context, id domain.UUID, audit ports.Audit[domain.Artifact]) error {
 	if id.IsZero() {
 		return fmt.Errorf("deleting artifact: %w", domain.ErrNotFound)
 	}
 	return inTx(ctx, s.db, readCommitted, func(tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM artifacts WHERE id = $1`, id.String())
+		var r artifactRow
+		err := tx.GetContext(ctx, &r, `DELETE FROM artifacts WHERE id = $1 RETURNING `+artifactColumns, id.String())
 		if err != nil {
 			if pqErr := pq.As(err, pqerror.ForeignKeyViolation); pqErr != nil && pqErr.Constraint == constraintFirmwareArtifact {
 				return fmt.Errorf("deleting artifact %s: %w", id, domain.ErrArtifactInUse)
 			}
-			return fmt.Errorf("deleting artifact %s: %w", id, unavailable(err))
+			return fmt.Errorf("deleting artifact %s: %w", id, notFound(err))
 		}
-		if n, err := res.RowsAffected(); err == nil && n == 0 {
-			return fmt.Errorf("deleting artifact %s: %w", id, domain.ErrNotFound)
+		before, err := r.toDomain()
+		if err != nil {
+			return err
+		}
+		rec, err := audit(before, domain.Artifact{})
+		if err != nil {
+			return err
 		}
 		return writeAudit(ctx, tx, rec)
 	})

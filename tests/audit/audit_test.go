@@ -152,7 +152,9 @@ func TestEveryChangeWritesOneRecord(t *testing.T) {
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	defer receiver.Close()
 	o := testenv.StartOtad(t, testenv.OtadConfig{Name: "audit", DatabaseURL: dbURL, RedisURL: testenv.RedisURL(t), AdminToken: rootToken,
-		Env: map[string]string{"OTA_WEBHOOK_ALLOW_PRIVATE": "true"}})
+		// Every token here is minted with a password, from this one address:
+		// more attempts than the sign-in budget's default burst.
+		Env: map[string]string{"OTA_WEBHOOK_ALLOW_PRIVATE": "true", "OTA_CONSOLE_SIGNIN_RATE_BURST": "1000"}})
 	r := rig{t: t, url: o.URL, db: db, reqs: postgres.NewAuthRequestRepository(db)}
 
 	callers := []caller{{name: "root", bearer: rootToken, perms: domain.RootPrincipal().Permissions(), kind: "root"}}
@@ -264,8 +266,9 @@ func TestEveryChangeWritesOneRecord(t *testing.T) {
 		}},
 		{method: "POST", route: "/api/v1/admin/tokens", prepare: func(c caller) (string, []byte, string) {
 			scope := c.perms.List()[0]
+			// Within the caller's own token's hour: a token mints none that outlives it.
 			return "/api/v1/admin/tokens", js(map[string]any{"name": uniq("tok"), "scopes": []string{string(scope)},
-				"expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}), ""
+				"expires_at": time.Now().Add(30 * time.Minute).UTC().Format(time.RFC3339)}), ""
 		}, refusedTo: func(c caller) bool { return c.user == "" }},
 		{method: "DELETE", route: "/api/v1/admin/tokens/{id}", prepare: func(c caller) (string, []byte, string) {
 			owner := c.user

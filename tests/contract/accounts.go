@@ -59,10 +59,14 @@ func RunAccountStores(t *testing.T, newStore func(t *testing.T) application.Acco
 		if i < 0 || users[i] != u || !users[i].PasswordMatches("correct horse battery") {
 			t.Fatalf("stored user %+v, want %+v", users, u)
 		}
-		if err := tx(t, s, func(tx ports.AccountTx) error { return tx.DeleteUser(ctx, u.Name()) }); err != nil {
+		var removed domain.User
+		if err := tx(t, s, func(tx ports.AccountTx) (err error) { removed, err = tx.DeleteUser(ctx, u.Name()); return err }); err != nil {
 			t.Fatal(err)
 		}
-		if err := tx(t, s, func(tx ports.AccountTx) error { return tx.DeleteUser(ctx, u.Name()) }); !errors.Is(err, domain.ErrNotFound) {
+		if removed != u {
+			t.Errorf("DeleteUser answered %+v, want the removed account %+v", removed, u)
+		}
+		if err := tx(t, s, func(tx ports.AccountTx) error { _, err := tx.DeleteUser(ctx, u.Name()); return err }); !errors.Is(err, domain.ErrNotFound) {
 			t.Fatalf("removing a removed user: %v", err)
 		}
 	})
@@ -174,7 +178,7 @@ func RunAccountStores(t *testing.T, newStore func(t *testing.T) application.Acco
 			t.Fatalf("locking an unknown token: %v", err)
 		}
 		// Removing a user removes its tokens, at once.
-		if err := tx(t, s, func(tx ports.AccountTx) error { return tx.DeleteUser(ctx, u.Name()) }); err != nil {
+		if err := tx(t, s, func(tx ports.AccountTx) error { _, err := tx.DeleteUser(ctx, u.Name()); return err }); err != nil {
 			t.Fatal(err)
 		}
 		if _, _, err := s.TokenByHash(ctx, domain.HashToken(secret)); !errors.Is(err, domain.ErrNotFound) {

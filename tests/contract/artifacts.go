@@ -141,7 +141,12 @@ func RunArtifacts(t *testing.T, newRepos func(t *testing.T) ArtifactRepos) {
 		if err != nil || stored.ArtifactID() != a.ID() || stored.Spec().URL != "" {
 			t.Fatalf("the firmware read back has artifact %q, url %q (%v); want %s, none", stored.ArtifactID(), stored.Spec().URL, err, a.ID())
 		}
-		if err := r.Artifacts.Delete(ctx, a.ID(), domain.AuditRecord{}); !errors.Is(err, domain.ErrArtifactInUse) {
+		var deleted []domain.Artifact // what each Delete handed its audit as the row before
+		audit := func(before, _ domain.Artifact) (domain.AuditRecord, error) {
+			deleted = append(deleted, before)
+			return domain.AuditRecord{}, nil
+		}
+		if err := r.Artifacts.Delete(ctx, a.ID(), audit); !errors.Is(err, domain.ErrArtifactInUse) {
 			t.Fatalf("Delete of an artifact a firmware refers to = %v, want ErrArtifactInUse", err)
 		}
 		if _, err := r.Artifacts.Get(ctx, a.ID()); err != nil {
@@ -151,14 +156,18 @@ func RunArtifacts(t *testing.T, newRepos func(t *testing.T) ArtifactRepos) {
 		if _, _, err := r.Artifacts.Create(ctx, unused, domain.AuditRecord{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.Artifacts.Delete(ctx, unused.ID(), domain.AuditRecord{}); err != nil {
+		deleted = nil
+		if err := r.Artifacts.Delete(ctx, unused.ID(), audit); err != nil {
 			t.Fatalf("Delete of an unused artifact: %v", err)
+		}
+		if len(deleted) != 1 || deleted[0].ID() != unused.ID() || deleted[0].FileName() != unused.FileName() || deleted[0].Digest() != unused.Digest() {
+			t.Errorf("the delete's audit was handed %+v as the row before, want the deleted artifact", deleted)
 		}
 		if _, err := r.Artifacts.Get(ctx, unused.ID()); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("Get after Delete = %v, want ErrNotFound", err)
 		}
 		for _, id := range []domain.UUID{unused.ID(), {}} {
-			if err := r.Artifacts.Delete(ctx, id, domain.AuditRecord{}); !errors.Is(err, domain.ErrNotFound) {
+			if err := r.Artifacts.Delete(ctx, id, audit); !errors.Is(err, domain.ErrNotFound) {
 				t.Errorf("Delete(%q) of no artifact = %v, want ErrNotFound", id, err)
 			}
 		}
