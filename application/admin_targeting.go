@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -225,9 +224,9 @@ func (s *TargetingAdmin) ListDevices(ctx context.Context, q ports.DeviceQuery) (
 		f.Version = v
 	}
 	if q.SeenBefore != "" {
-		at, err := time.Parse(time.RFC3339, q.SeenBefore)
+		at, err := domain.ParseInstant("seen_before", q.SeenBefore)
 		if err != nil {
-			return ports.DevicePage{}, &domain.ValidationError{Field: "seen_before", Reason: "must be an RFC 3339 time such as 2026-01-02T03:04:05Z"}
+			return ports.DevicePage{}, err
 		}
 		f.SeenBefore = at
 	}

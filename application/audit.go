@@ -81,11 +81,11 @@ func parseAuditQuery(q ports.AuditQuery) (ports.AuditFilter, error) {
 		if t.s == "" {
 			continue
 		}
-		v, err := time.Parse(time.RFC3339, t.s)
-		if err != nil || v.Year() < 1 || v.Year() > 9999 {
-			return f, &domain.ValidationError{Field: t.field, Reason: "must be an RFC 3339 time such as 2026-01-02T03:04:05Z"}
+		v, err := domain.ParseInstant(t.field, t.s)
+		if err != nil {
+			return f, err
 		}
-		*t.dst = v.UTC()
+		*t.dst = v
 	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
 		return f, &domain.ValidationError{Field: "until", Reason: "must be after since"}

@@ -54,6 +54,27 @@ func ValidateText(field, s string, max int) error {
 	return nil
 }
 
+// ParseInstant reads an operator's RFC 3339 time (a query parameter, a
+// form field) as an instant a store can keep: ValidateInstant's range.
+func ParseInstant(field, s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, invalid(field, "must be an RFC 3339 time such as 2026-01-02T03:04:05Z")
+	}
+	return t.UTC(), ValidateInstant(field, t)
+}
+
+// ValidateInstant checks a time an operator gives: in UTC, within years
+// 1–9999, the range RFC 3339 and Postgres's JSON and timestamp encodings
+// share — "9999-12-31T23:59:59-23:59" parses, yet is year 10000 in UTC,
+// which no store can write (it would surface as a 500).
+func ValidateInstant(field string, t time.Time) error {
+	if y := t.UTC().Year(); y < 1 || y > 9999 {
+		return invalid(field, "must be within years 1 to 9999 in UTC")
+	}
+	return nil
+}
+
 // stamp normalises a timestamp to UTC at microsecond precision, the
 // precision stores keep, so a value reads back exactly as it was made.
 // Every constructor, state change and Rehydrate applies it: no domain

@@ -188,6 +188,9 @@ func (r *Rollout) applyPolicy(spec RolloutSpec, now time.Time) error {
 		r.stages = nil
 	}
 	if spec.StartsAt != nil {
+		if err := ValidateInstant("starts_at", *spec.StartsAt); err != nil {
+			return err
+		}
 		r.startsAt = stamp(*spec.StartsAt)
 	}
 	if spec.Window != nil {
