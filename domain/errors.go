@@ -25,6 +25,11 @@ var (
 	ErrDeviceExists = errors.New("device already exists")
 	// ErrFirmwareExists means that (model, version) has already been published.
 	ErrFirmwareExists = errors.New("firmware already exists")
+	// ErrArtifactNameTaken means another firmware of the model has the
+	// artifact name (a Mender device is matched to its firmware by it): a
+	// firmware of that identity exists, so it is an ErrFirmwareExists,
+	// told apart so that the answer names what collides.
+	ErrArtifactNameTaken = fmt.Errorf("another firmware of this model has this artifact name: %w", ErrFirmwareExists)
 	// ErrFirmwareRevoked means the firmware was revoked and may not be rolled out.
 	ErrFirmwareRevoked = errors.New("firmware revoked")
 	// ErrModelMismatch means a device reported a model other than its registered one.

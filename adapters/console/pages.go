@@ -308,6 +308,8 @@ func (c *Console) fieldError(r *http.Request, err error, errs map[string]string,
 	switch {
 	case errors.As(err, &ve):
 		field = formFieldOf(ve.Field)
+	case errors.Is(err, domain.ErrArtifactNameTaken):
+		field = "artifact_name"
 	case errors.Is(err, domain.ErrFirmwareExists):
 		field = "version"
 	}

@@ -124,6 +124,7 @@ var sentinelReplies = []struct {
 	{domain.ErrNotFound, reply{status: http.StatusNotFound, code: CodeNotFound, message: "resource not found"}},
 	{domain.ErrDeviceExists, reply{status: http.StatusConflict, code: CodeDeviceExists, message: "a device with this id is already registered"}},
 	{domain.ErrUserExists, reply{status: http.StatusConflict, code: CodeUserExists, message: "an account with this username already exists"}},
+	{domain.ErrArtifactNameTaken, reply{status: http.StatusConflict, code: CodeFirmwareExists, message: "another firmware of this model has this artifact_name"}},
 	{domain.ErrFirmwareExists, reply{status: http.StatusConflict, code: CodeFirmwareExists, message: "firmware with this model and version is already published"}},
 	{domain.ErrFirmwareRevoked, reply{status: http.StatusConflict, code: CodeFirmwareRevoked, message: "the firmware is revoked"}},
 	{domain.ErrFirmwareGone, reply{status: http.StatusGone, code: CodeFirmwareGone, message: "the firmware was revoked: its image is no longer downloadable"}},

@@ -319,8 +319,11 @@ func (r *Firmwares) Create(ctx context.Context, f domain.Firmware, rec domain.Au
 	id := f.ID().String()
 	return write(ctx, r.s, rec, func() error {
 		for _, o := range r.s.firmwares {
-			if sameRelease(o, f) || named(o, f.Model(), f.ArtifactName()) {
+			switch {
+			case sameRelease(o, f):
 				return domain.ErrFirmwareExists
+			case named(o, f.Model(), f.ArtifactName()):
+				return domain.ErrArtifactNameTaken
 			}
 		}
 		if _, taken := r.s.firmwares[id]; taken {

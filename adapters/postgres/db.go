@@ -276,8 +276,10 @@ func mapWriteErr(err error) error {
 		switch pqErr.Constraint {
 		case constraintDevicesPK:
 			return domain.ErrDeviceExists
-		case constraintFirmwareVersion, constraintFirmwareArtifactName:
+		case constraintFirmwareVersion:
 			return domain.ErrFirmwareExists
+		case constraintFirmwareArtifactName:
+			return domain.ErrArtifactNameTaken
 		}
 		return err
 	}

@@ -589,8 +589,8 @@ func artifactContract(t *testing.T, s *repoSuite, r MenderRepos) {
 	dup := repoSpec(model, "2.0.0")
 	dup.ArtifactName = "release 1"
 	f2, _ := domain.NewFirmware(domain.UUIDOf(uuid.New()), dup, s.at(2))
-	if err := s.Firmwares.Create(ctx, f2, domain.AuditRecord{}); !errors.Is(err, domain.ErrFirmwareExists) {
-		t.Fatalf("duplicate artifact name: %v, want firmware exists", err)
+	if err := s.Firmwares.Create(ctx, f2, domain.AuditRecord{}); !errors.Is(err, domain.ErrArtifactNameTaken) || !errors.Is(err, domain.ErrFirmwareExists) {
+		t.Fatalf("duplicate artifact name: %v, want the artifact name taken (a firmware that exists)", err)
 	}
 	// Names are per model, and firmware without one never collide.
 	other := repoSpec(repoName("m"), "1.0.0")
