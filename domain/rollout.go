@@ -391,7 +391,7 @@ func (r *Rollout) ChangeStatus(to RolloutStatus, fw Firmware, now time.Time) err
 		}
 		if r.status == RolloutPaused && len(r.stages) > 0 {
 			// The stage starts over: its gate is judged on a fresh sample.
-			r.startStage(r.stage, now)
+			r.sampleStage(r.stage, now)
 		}
 		r.pausedReason = PausedReason{}
 	case RolloutPaused:

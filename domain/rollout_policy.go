@@ -209,12 +209,19 @@ func (r *Rollout) endStage(o StageOutcome, reason string, now time.Time) {
 	last.EndedAt, last.Outcome, last.Reason = stamp(now), o, reason
 }
 
-// startStage makes stage i current from now, with a fresh gate.
+// startStage makes stage i current from now, with a fresh gate, at no
+// less than its percentage: a next stage widens, never narrows (G1).
 func (r *Rollout) startStage(i int, now time.Time) {
+	r.percentage = max(r.percentage, r.stages[i].Percentage)
+	r.sampleStage(i, now)
+}
+
+// sampleStage makes stage i current from now with a fresh gate, at the
+// percentage the rollout has: a resume starts the stage's sample anew
+// (G3) and keeps an operator's narrowing, which stands until the next
+// stage starts (G1).
+func (r *Rollout) sampleStage(i int, now time.Time) {
 	r.stage = i
-	if r.stages[i].Percentage > r.percentage {
-		r.percentage = r.stages[i].Percentage
-	}
 	r.gateMetAt = time.Time{}
 	r.history = append(r.history, StageEvent{Stage: i, Percentage: r.percentage, StartedAt: stamp(now)})
 	if len(r.history) > MaxStageHistory {

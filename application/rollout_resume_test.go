@@ -1,0 +1,58 @@
+package application_test
+
+import (
+	"testing"
+
+	"github.com/ai-device/ota/domain"
+	"github.com/ai-device/ota/ports"
+)
+
+// Stage rule G1: an operator's PATCH of the percentage overrides the
+// current stage's until the NEXT stage starts. Resuming a paused staged
+// rollout restarts the current stage's sample (G3) but is not the next
+// stage: the operator's narrowing must stand, and a PATCH that narrows
+// and resumes in one request must answer what it asked for.
+func TestResumingAStagedRolloutKeepsTheOperatorsNarrowing(t *testing.T) {
+	e, _ := newPolicyEnv(t, policyStart)
+	fw := e.firmware("2.0.0")
+	r := e.rollout(fw, 0, func(s *domain.RolloutSpec) {
+		s.Stages = []domain.StageRequest{{Percentage: new(40)}, {Percentage: new(100)}}
+	})
+	paused, active := "paused", "active"
+	two := 2
+	if _, err := e.admin.UpdateRollout(e.ctx, testActor, r.ID(), ports.RolloutChange{Percentage: &two, Status: &paused}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.admin.UpdateRollout(e.ctx, testActor, r.ID(), ports.RolloutChange{Status: &active})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Percentage() != 2 {
+		t.Errorf("narrowed to 2%% while paused, resumed: percentage %d (the stage's 40%% came back)", got.Percentage())
+	}
+
+	// In one request: narrow and resume.
+	if _, err := e.admin.UpdateRollout(e.ctx, testActor, r.ID(), ports.RolloutChange{Status: &paused}); err != nil {
+		t.Fatal(err)
+	}
+	five := 5
+	got, err = e.admin.UpdateRollout(e.ctx, testActor, r.ID(), ports.RolloutChange{Percentage: &five, Status: &active})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Percentage() != 5 {
+		t.Errorf(`PATCH {"percentage":5,"status":"active"} answered percentage %d`, got.Percentage())
+	}
+	// A device outside the operator's 5% but inside the stage's 40% is
+	// not offered the image.
+	var outside string
+	for outside == "" {
+		d := e.device("1.0.0")
+		if b := domain.Bucket(r.ID().String(), d); b >= 5 && b < 40 {
+			outside = d
+		}
+	}
+	if res := e.check(outside, "1.0.0"); res.Task != nil {
+		t.Errorf("device in bucket %d offered the image after the operator narrowed to 5%%", domain.Bucket(r.ID().String(), outside))
+	}
+}
