@@ -21,11 +21,53 @@ func firmwareFacts(f domain.Firmware) map[string]any {
 	return facts
 }
 
+// rolloutFacts are a rollout's share and status, and its plan — whom it
+// targets and how it proceeds, under the API's names — so that two
+// rollouts of one firmware, to the whole fleet and a staged rollback to
+// tagged devices, are told apart. What the plan leaves at its default
+// is left out.
 func rolloutFacts(r domain.Rollout) map[string]any {
-	facts := map[string]any{"firmware_id": r.FirmwareID().String(), "status": r.Status().String(),
-		"percentage": r.Percentage(), "max_attempts": r.MaxAttempts()}
-	if reason := r.PausedReason().String(); reason != "" {
+	rec := r.Record()
+	facts := map[string]any{"firmware_id": rec.FirmwareID, "status": rec.Status.String(),
+		"percentage": rec.Percentage, "max_attempts": rec.MaxAttempts,
+		"task_timeout_seconds": int64(r.TaskTimeout() / time.Second)}
+	if reason := rec.PausedReason.String(); reason != "" {
 		facts["paused_reason"] = reason
+	}
+	if sel := rec.Selector; len(sel.TagsAll)+len(sel.TagsAny)+len(sel.Attributes) > 0 || sel.Versions != "" {
+		s := map[string]any{}
+		for k, v := range map[string][]string{"tags_all": sel.TagsAll, "tags_any": sel.TagsAny} {
+			if len(v) > 0 {
+				s[k] = v
+			}
+		}
+		if len(sel.Attributes) > 0 {
+			s["attributes"] = sel.Attributes
+		}
+		if sel.Versions != "" {
+			s["versions"] = sel.Versions
+		}
+		facts["selector"] = s
+	}
+	if len(rec.Stages) > 0 {
+		stages := make([]map[string]any, len(rec.Stages))
+		for i, st := range rec.Stages {
+			stages[i] = map[string]any{"percentage": st.Percentage, "min_finished": st.MinFinished,
+				"success_percent": st.SuccessPercent, "soak_seconds": int64(st.Soak / time.Second)}
+		}
+		facts["stages"], facts["stage"] = stages, rec.Stage
+	}
+	if w := rec.Window; w != nil {
+		facts["window"] = map[string]any{"daily": w.Daily, "time_zone": w.TimeZone}
+	}
+	if !rec.StartsAt.IsZero() {
+		facts["starts_at"] = rec.StartsAt
+	}
+	if rec.AllowDowngrade {
+		facts["allow_downgrade"] = true
+	}
+	if t := rec.FailureThresholdPercent; t != nil {
+		facts["failure_threshold_percent"], facts["min_sample"] = *t, rec.MinSample
 	}
 	return facts
 }

@@ -1,6 +1,7 @@
 package application_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/ai-device/ota/domain"
@@ -54,5 +55,43 @@ func TestResumingAStagedRolloutKeepsTheOperatorsNarrowing(t *testing.T) {
 	}
 	if res := e.check(outside, "1.0.0"); res.Task != nil {
 		t.Errorf("device in bucket %d offered the image after the operator narrowed to 5%%", domain.Bucket(r.ID().String(), outside))
+	}
+}
+
+// Audit rule A2: a record's after holds the fields an operator reviewing
+// the change needs. Two rollout starts of the same firmware, one to the
+// whole fleet and one a rollback (allow_downgrade) to devices tagged
+// "pilot" on >=2.0.0, staged, with a window, are different changes; their
+// records must not read the same.
+func TestRolloutStartRecordSaysWhomAndHow(t *testing.T) {
+	e, _ := newPolicyEnv(t, policyStart)
+	fw := e.firmware("2.0.0")
+	plain := e.rollout(fw, 100)
+	narrow := e.rollout(fw, 0, func(s *domain.RolloutSpec) {
+		s.Selector = domain.SelectorSpec{TagsAll: []string{"pilot"}, Versions: ">=2.0.0"}
+		s.AllowDowngrade = true
+		s.Stages = []domain.StageRequest{{Percentage: new(100)}}
+		s.Window = &domain.WindowSpec{Daily: "02:00-04:00", TimeZone: "Europe/Berlin"}
+	})
+	entries, err := e.store.ListAudit(e.ctx, ports.AuditFilter{Action: domain.AuditRolloutStart, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := map[string]string{}
+	for _, en := range entries {
+		after[en.Record.Target()] = string(en.Record.After())
+	}
+	a, b := after[plain.ID().String()], after[narrow.ID().String()]
+	if a == "" || b == "" {
+		t.Fatalf("records: %v", after)
+	}
+	// If they say the same, the reviewer cannot tell them apart.
+	if a == b {
+		t.Errorf("rollout.start records of a whole-fleet rollout and a staged, windowed rollback to tagged devices read the same: %s", a)
+	}
+	for _, want := range []string{"pilot", "allow_downgrade", "02:00-04:00"} {
+		if !strings.Contains(b, want) {
+			t.Errorf("the rollback's rollout.start record does not mention %q: %s", want, b)
+		}
 	}
 }
