@@ -1,8 +1,12 @@
 package application_test
 
 import (
+	"github.com/ai-device/ota/adapters/memory"
+	"github.com/ai-device/ota/application"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
@@ -93,5 +97,55 @@ func TestRolloutStartRecordSaysWhomAndHow(t *testing.T) {
 		if !strings.Contains(b, want) {
 			t.Errorf("the rollback's rollout.start record does not mention %q: %s", want, b)
 		}
+	}
+}
+
+// Event rule 5: a rollout that paused itself is "paused, not cancelled, so
+// an operator can look and resume"; the sweep (RolloutSweep) exists to make
+// a judgement a stopped replica lost, "late, never lost". An operator who
+// looked and resumed has judged the same counts the pause was made on:
+// with no device reporting anything since, the next sweep must not pause
+// the rollout again (announcing rollout.paused, reason auto, with nothing
+// new to judge). Here it does, within OTA_ROLLOUT_SWEEP_INTERVAL of the
+// resume.
+func TestSweepDoesNotUndoAnOperatorsResumeWithoutNewEvidence(t *testing.T) {
+	e, clock := newPolicyEnv(t, policyStart)
+	r := e.watchedRollout(4)
+	for i, status := range []string{"failed", "succeeded", "failed", "succeeded"} {
+		d := e.device("1.0.0")
+		res := e.check(d, "1.0.0")
+		if res.Task == nil {
+			t.Fatalf("device %d got no task", i)
+		}
+		e.mustEvent(asDeviceID(d), res.Task.Task.ID(), "end", status)
+	}
+	if v, _ := e.admin.GetRollout(e.ctx, r.ID()); v.Rollout.Status() != domain.RolloutPaused || v.Rollout.PausedReason() != domain.PausedAuto {
+		t.Fatalf("want the threshold's pause first: %s %q", v.Rollout.Status(), v.Rollout.PausedReason())
+	}
+	active := "active"
+	if _, err := e.admin.UpdateRollout(e.ctx, testActor, r.ID(), ports.RolloutChange{Status: &active}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(time.Minute)
+	sweep, err := application.NewRolloutSweep(memory.NewRollouts(e.store), memory.NewTasks(e.store), clock, time.Minute, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sweep.Once(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := e.admin.GetRollout(e.ctx, r.ID()); v.Rollout.Status() != domain.RolloutActive {
+		t.Errorf("one sweep after the operator's resume, no event since: rollout %s (%q)", v.Rollout.Status(), v.Rollout.PausedReason())
+	}
+	// The next failure is new evidence: judged on the whole count (3 of 5
+	// finished), the threshold pauses the rollout again.
+	d := e.device("1.0.0")
+	res := e.check(d, "1.0.0")
+	if res.Task == nil {
+		t.Fatal("no task after the resume")
+	}
+	e.mustEvent(asDeviceID(d), res.Task.Task.ID(), "end", "failed")
+	if v, _ := e.admin.GetRollout(e.ctx, r.ID()); v.Rollout.Status() != domain.RolloutPaused || v.Rollout.PausedReason() != domain.PausedAuto {
+		t.Errorf("a failure after the resume: rollout %s (%q), want paused by the threshold again", v.Rollout.Status(), v.Rollout.PausedReason())
 	}
 }

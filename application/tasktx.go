@@ -598,6 +598,13 @@ func UpdateRollout(ctx context.Context, tasks TaskTransactor, id domain.UUID, fn
 		if err := fn(&r, o.Firmware); err != nil {
 			return err
 		}
+		if r.ResumedFrom(before) {
+			s, err := tx.RolloutStats(id, time.Time{})
+			if err != nil {
+				return err
+			}
+			r.AcceptFailures(s)
+		}
 		if out, err = storeRollout(tx, before, r); err != nil || audit == nil {
 			return err
 		}

@@ -118,6 +118,10 @@ type Rollout struct {
 	window         *Window
 	taskTimeout    time.Duration
 	allowDowngrade bool
+	// failedAtResume is how many of its tasks had failed when an operator
+	// last resumed it (AcceptFailures): the threshold judges again only
+	// once more have.
+	failedAtResume int
 	// unusable marks a stored rollout whose policy no longer parses (a
 	// time zone gone from tzdata): it admits no device rather than more.
 	unusable bool
@@ -239,6 +243,7 @@ type RolloutRecord struct {
 	Window         *WindowSpec
 	TaskTimeout    time.Duration // 0: DefaultTaskTimeout
 	AllowDowngrade bool
+	FailedAtResume int
 }
 
 // RehydrateRollout rebuilds a stored rollout; only adapters call it. The
@@ -250,6 +255,7 @@ func RehydrateRollout(rec RolloutRecord) Rollout {
 		pausedReason: rec.PausedReason, createdAt: stamp(rec.CreatedAt), updatedAt: stamp(rec.UpdatedAt),
 		stages: slices.Clone(rec.Stages), stage: rec.Stage, gateMetAt: stamp(rec.GateMetAt), history: slices.Clone(rec.History),
 		startsAt: stamp(rec.StartsAt), taskTimeout: rec.TaskTimeout, allowDowngrade: rec.AllowDowngrade,
+		failedAtResume: rec.FailedAtResume,
 	}
 	if len(r.stages) == 0 {
 		r.stages = nil
@@ -284,6 +290,7 @@ func (r Rollout) Record() RolloutRecord {
 		PausedReason: r.pausedReason, CreatedAt: r.createdAt, UpdatedAt: r.updatedAt,
 		Selector: r.selector.Spec(), Stages: slices.Clone(r.stages), Stage: r.stage, GateMetAt: r.gateMetAt,
 		History: slices.Clone(r.history), StartsAt: r.startsAt, TaskTimeout: r.taskTimeout, AllowDowngrade: r.allowDowngrade,
+		FailedAtResume: r.failedAtResume,
 	}
 	if r.window != nil {
 		rec.Window = &WindowSpec{Daily: r.window.Daily(), TimeZone: r.window.Zone()}
@@ -482,6 +489,20 @@ func (r Rollout) CreatedAt() time.Time { return r.createdAt }
 // UpdatedAt is when it last changed.
 func (r Rollout) UpdatedAt() time.Time { return r.updatedAt }
 
+// ResumedFrom reports whether r, changed from before, is a resume of a
+// rollout that watches failures: one whose operator has looked at the
+// failures so far (AcceptFailures).
+func (r Rollout) ResumedFrom(before Rollout) bool {
+	return before.status == RolloutPaused && r.WatchesFailures()
+}
+
+// AcceptFailures records the failures counted when an operator resumes
+// the rollout (s, its counts then): a resume is the operator's judgement
+// of them, which the threshold does not overturn on the same evidence —
+// a rollout judged again with no task failed since (a sweep, a success)
+// stays active; the next failure is judged on the whole count again.
+func (r *Rollout) AcceptFailures(s TaskStats) { r.failedAtResume = s.Failed }
+
 // WatchesFailures reports whether the rollout may pause itself (event rule
 // 5): it is active and has a failure threshold. Only then are its tasks
 // worth counting when one of them finishes.
@@ -491,9 +512,10 @@ func (r Rollout) WatchesFailures() bool {
 
 // AutoPause pauses an active rollout whose failure rate among finished
 // tasks reached its threshold with at least MinSample finished tasks
-// (event rule 5). It reports whether it paused.
+// (event rule 5), once a task failed since an operator last resumed it
+// (AcceptFailures). It reports whether it paused.
 func (r *Rollout) AutoPause(s TaskStats, now time.Time) bool {
-	if !r.WatchesFailures() {
+	if !r.WatchesFailures() || s.Failed <= r.failedAtResume {
 		return false
 	}
 	finished := s.Succeeded + s.Failed

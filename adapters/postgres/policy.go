@@ -25,6 +25,7 @@ type policyDoc struct {
 	WindowZone     string            `json:"window_time_zone,omitempty"`
 	TaskTimeoutSec int64             `json:"task_timeout_seconds,omitempty"`
 	AllowDowngrade bool              `json:"allow_downgrade,omitempty"`
+	FailedAtResume int               `json:"failed_at_resume,omitempty"`
 }
 
 type stageDoc struct {
@@ -63,7 +64,7 @@ func encodePolicy(rec domain.RolloutRecord) []byte {
 	d := policyDoc{
 		TagsAll: rec.Selector.TagsAll, TagsAny: rec.Selector.TagsAny, Attributes: rec.Selector.Attributes,
 		Versions: rec.Selector.Versions, Stage: rec.Stage, GateMetAt: optTime(rec.GateMetAt), StartsAt: optTime(rec.StartsAt),
-		AllowDowngrade: rec.AllowDowngrade,
+		AllowDowngrade: rec.AllowDowngrade, FailedAtResume: rec.FailedAtResume,
 	}
 	if rec.TaskTimeout != domain.DefaultTaskTimeout {
 		d.TaskTimeoutSec = int64(rec.TaskTimeout / time.Second)
@@ -98,7 +99,7 @@ func decodePolicy(raw []byte, rec *domain.RolloutRecord) error {
 	rec.Selector = domain.SelectorSpec{TagsAll: d.TagsAll, TagsAny: d.TagsAny, Attributes: d.Attributes, Versions: d.Versions}
 	rec.Stage, rec.GateMetAt, rec.StartsAt = d.Stage, fromOpt(d.GateMetAt), fromOpt(d.StartsAt)
 	rec.TaskTimeout = time.Duration(d.TaskTimeoutSec) * time.Second
-	rec.AllowDowngrade = d.AllowDowngrade
+	rec.AllowDowngrade, rec.FailedAtResume = d.AllowDowngrade, d.FailedAtResume
 	if d.WindowDaily != "" {
 		rec.Window = &domain.WindowSpec{Daily: d.WindowDaily, TimeZone: d.WindowZone}
 	}

@@ -77,6 +77,7 @@ func rolloutPolicyContract(t *testing.T, s *repoSuite) {
 		if !ro.Evaluate(domain.TaskStats{Succeeded: 2}, domain.TaskStats{Succeeded: 2}, s.at(200)) {
 			return errors.New("the rollout did not advance")
 		}
+		ro.AcceptFailures(domain.TaskStats{Failed: 3}) // kept too: a resume's accepted failures
 		return nil
 	}, nil)
 	if err != nil {
@@ -86,7 +87,7 @@ func rolloutPolicyContract(t *testing.T, s *repoSuite) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Stage() != 1 || got.Percentage() != 10 || len(got.History()) != 2 || !got.Record().Equal(updated.Record()) {
+	if got.Stage() != 1 || got.Percentage() != 10 || len(got.History()) != 2 || !got.Record().Equal(updated.Record()) || got.Record().FailedAtResume != 3 {
 		t.Fatalf("after the advance: stage %d pct %d history %+v", got.Stage(), got.Percentage(), got.History())
 	}
 	if h := got.History(); h[0].Outcome != domain.StageAdvanced || h[0].Reason == "" || !h[1].StartedAt.Equal(repoUs(s.at(3).Add(time.Minute))) {
