@@ -212,6 +212,9 @@ func (r *Rollout) applyPolicy(spec RolloutSpec, now time.Time) error {
 		if t := *spec.TaskTimeout; t < MinTaskTimeout || t > MaxTaskTimeout {
 			return invalid("task_timeout_seconds", "must be between %d and %d", int(MinTaskTimeout/time.Second), int(MaxTaskTimeout/time.Second))
 		}
+		if *spec.TaskTimeout%time.Second != 0 { // stores keep seconds: one would drop the fraction, one keep it
+			return invalid("task_timeout_seconds", "must be whole seconds")
+		}
 		r.taskTimeout = *spec.TaskTimeout
 	}
 	if spec.AllowDowngrade && r.selector.Versions().IsZero() {

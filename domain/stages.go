@@ -99,6 +99,9 @@ func validStages(reqs []StageRequest) ([]StageSpec, error) {
 		if s.Soak < 0 || s.Soak > MaxSoak {
 			return nil, invalid(field+".soak_seconds", "must be between 0 and %d", int(MaxSoak/time.Second))
 		}
+		if s.Soak%time.Second != 0 { // stores keep seconds: one would drop the fraction, one keep it
+			return nil, invalid(field+".soak_seconds", "must be whole seconds")
+		}
 		out[i] = s
 	}
 	return out, nil

@@ -23,6 +23,10 @@ func TestStageValidation(t *testing.T) {
 		{"success over 100", domain.RolloutSpec{Stages: []domain.StageRequest{{Percentage: new(1), SuccessPercent: new(101)}}}, "stages[0].success_percent", 0},
 		{"negative min", domain.RolloutSpec{Stages: []domain.StageRequest{{Percentage: new(1), MinFinished: new(-1)}}}, "stages[0].min_finished", 0},
 		{"soak too long", domain.RolloutSpec{Stages: []domain.StageRequest{{Percentage: new(1), Soak: 31 * 24 * time.Hour}}}, "stages[0].soak_seconds", 0},
+		// Stores keep whole seconds: a fraction would be kept by one and
+		// dropped by the other (the console reads Go durations).
+		{"soak of a fraction of a second", domain.RolloutSpec{Stages: []domain.StageRequest{{Percentage: new(1), Soak: 1500 * time.Millisecond}}}, "stages[0].soak_seconds", 0},
+		{"task timeout of a fraction of a second", domain.RolloutSpec{Percentage: 1, TaskTimeout: new(time.Hour + time.Millisecond)}, "task_timeout_seconds", 0},
 		{"soak of the longest allowed", domain.RolloutSpec{Stages: []domain.StageRequest{{Percentage: new(1), Soak: domain.MaxSoak}}}, "", 1},
 		{"min finished of the most allowed", domain.RolloutSpec{Stages: []domain.StageRequest{{Percentage: new(1), MinFinished: new(1_000_000)}}}, "", 1},
 		{"min finished over the most allowed", domain.RolloutSpec{Stages: []domain.StageRequest{{Percentage: new(1), MinFinished: new(1_000_001)}}}, "stages[0].min_finished", 0},
