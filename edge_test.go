@@ -69,9 +69,11 @@ func edgeEnv() map[string]string {
 }
 
 // memoryEdge assembles otad on the memory store.
-func memoryEdge(t *testing.T) edgeApp {
+func memoryEdge(t *testing.T) edgeApp { t.Helper(); return memoryEdgeWith(t, edgeEnv()) }
+
+// memoryEdgeWith assembles otad on the memory store configured by env.
+func memoryEdgeWith(t *testing.T, env map[string]string) edgeApp {
 	t.Helper()
-	env := edgeEnv()
 	cfg, err := bootstrap.LoadConfig(func(k string) string { return env[k] }, true)
 	if err != nil {
 		t.Fatal(err)

@@ -5,15 +5,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"log/slog"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/ai-device/ota/bootstrap"
 )
 
 // TestUsersCreate makes the first admin on a fresh database, the password
@@ -91,16 +88,7 @@ func TestUsersCreate(t *testing.T) {
 func TestAPIPasswordRouteSpendsTheSignInBudget(t *testing.T) {
 	env := edgeEnv()
 	env["OTA_CONSOLE_SIGNIN_RATE_LIMIT"], env["OTA_CONSOLE_SIGNIN_RATE_BURST"] = "0.001", "3"
-	cfg, err := bootstrap.LoadConfig(func(k string) string { return env[k] }, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	app, cleanup, err := initMemoryApp(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cleanup)
-	h := app.Handler()
+	h := memoryEdgeWith(t, env).h
 	const password = "correct horse battery"
 	if a := call(t, h, "POST", "/api/v1/admin/users", edgeAdminToken,
 		mustJSON(t, map[string]any{"username": "alice", "role": "releaser", "password": password})); a.status != 201 {
