@@ -209,7 +209,7 @@ func LoadConfig(getenv func(string) string, requireAdminToken bool) (Config, err
 	number := func(name, def string, min, max float64) float64 {
 		raw := get(name, def)
 		v, err := strconv.ParseFloat(raw, 64)
-		if err != nil || v < min || v > max {
+		if err != nil || !(v >= min && v <= max) { // NaN compares false both ways: refused here, not let through
 			bad(name, "%q must be a number from %g to %g", raw, min, max)
 			return 0
 		}

@@ -122,3 +122,20 @@ func TestWebhookDeliveryConfigOffIsOff(t *testing.T) {
 		t.Fatalf("3, 250 and 40: %+v", d)
 	}
 }
+
+// TestLoadConfigRefusesNaNRates: a rate that is not a number is a bad
+// value like "fast" (docs/CONFIGURATION.md: "Every value is checked at
+// start: a bad one stops otad with a message naming the variable").
+// strconv.ParseFloat reads "NaN" as a float, and NaN compares false with
+// both bounds, so it slips past the range check; a token bucket filled at
+// NaN a second then admits every request — the sign-in budget (S5), the
+// devices' and Mender's all silently off.
+func TestLoadConfigRefusesNaNRates(t *testing.T) {
+	for _, name := range []string{"OTA_DEVICE_RATE_LIMIT", "OTA_CONSOLE_SIGNIN_RATE_LIMIT", "OTA_MENDER_AUTH_RATE_LIMIT"} {
+		cfg, err := bootstrap.LoadConfig(env(map[string]string{"OTA_ADMIN_TOKEN": "0123456789abcdef", name: "NaN"}), true)
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=NaN: accepted (device %v, sign-in %v, mender %v), want an error naming it",
+				name, cfg.DeviceRate, cfg.SignInRate, cfg.Mender.AuthRate)
+		}
+	}
+}

@@ -78,6 +78,10 @@ func loadDDIConfig(cfg *Config, get func(name, def string) string, getenv func(s
 	} else if u, err := url.Parse(cfg.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
 		u.User != nil || strings.ContainsAny(cfg.PublicURL, "?# \t\r\n") {
 		bad("OTA_PUBLIC_URL", "must be an absolute http or https URL (a path prefix allowed), without credentials, query or fragment")
+	} else {
+		// Schemes are case-insensitive: "HTTPS://" is https, for the links
+		// made from it and for the console's Secure cookies alike.
+		cfg.PublicURL = u.Scheme + cfg.PublicURL[len(u.Scheme):]
 	}
 }
 

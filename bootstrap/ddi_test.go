@@ -47,6 +47,9 @@ func TestPublicURL(t *testing.T) {
 		{map[string]string{"OTA_HTTP_ADDR": "0.0.0.0:9000"}, "http://localhost:9000"},
 		{map[string]string{"OTA_HTTP_ADDR": "10.0.0.5:9000"}, "http://10.0.0.5:9000"},
 		{map[string]string{"OTA_PUBLIC_URL": "https://ota.example.com/fleet/"}, "https://ota.example.com/fleet"},
+		// A scheme is case-insensitive: kept lowercase, as links and the
+		// console's Secure cookies read it.
+		{map[string]string{"OTA_PUBLIC_URL": "HTTPS://ota.example.com/Fleet"}, "https://ota.example.com/Fleet"},
 	} {
 		c.env["OTA_ADMIN_TOKEN"] = "0123456789abcdef"
 		cfg, err := bootstrap.LoadConfig(env(c.env), true)
