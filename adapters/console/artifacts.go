@@ -40,9 +40,14 @@ type uploadAnswer struct {
 // hashes, inspects and stores, exactly as for the API, and the upload
 // lasts as long as bytes keep arriving (httpedge.Upload, as the API's).
 func (c *Console) uploadArtifact(w http.ResponseWriter, r *http.Request) {
-	s, ok := c.readSession(r)
-	if !ok {
+	s, err := c.readSession(r)
+	if errors.Is(err, errNoSession) {
 		writeUploadAnswer(w, http.StatusUnauthorized, uploadAnswer{Error: "Your session has ended: sign in again, then upload."})
+		return
+	}
+	if err != nil {
+		d := httpedge.DescribeError(err)
+		writeUploadAnswer(w, d.Status, uploadAnswer{Error: sentence(d.Message)})
 		return
 	}
 	if !c.sessions.validCSRF(s, r.Header.Get("X-CSRF-Token")) {

@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -164,7 +165,7 @@ func (c *Console) routes() {
 	// read; a change, and the confirmation page leading to it, the
 	// change's permission.
 	read, rollouts, firmware := domain.PermRead, domain.PermRolloutsWrite, domain.PermFirmwareWrite
-	m.Handle(p+"/sign-out", methods(c, nil, c.authed("", c.signOut)))
+	m.Handle(p+"/sign-out", methods(c, nil, c.signOut))
 	m.Handle(p+"/{$}", methods(c, c.authed(read, c.fleetPage), nil))
 	m.Handle(p+"/rollouts", methods(c, c.authed(read, c.rolloutsPage), c.authed(rollouts, c.startRollout)))
 	m.Handle(p+"/rollouts/rows", methods(c, c.authed(read, c.rolloutRows), nil))
@@ -220,33 +221,39 @@ type sessionHandler func(w http.ResponseWriter, r *http.Request, s session)
 // readSession is the request's session with its principal: the root for
 // the admin token's, else the user re-read now, so that a removed user's
 // session ends at once and a changed role applies from the next request.
-func (c *Console) readSession(r *http.Request) (session, bool) {
+// errNoSession: the request has none (no cookie, a bad one, its user
+// removed); any other error is the account's store failing (an outage,
+// SERVICE_BUSY), which ends no session: the operator is told to retry,
+// not sent to sign in.
+func (c *Console) readSession(r *http.Request) (session, error) {
 	s, ok := c.sessions.read(r)
 	if !ok {
-		return session{}, false
+		return session{}, errNoSession
 	}
 	if s.user == "" {
 		s.who = domain.RootPrincipal()
 		s.actor, _ = httpedge.ActorOf(r, s.who) // the root is someone: no error
-		return s, true
+		return s, nil
 	}
 	if c.accounts == nil {
-		return session{}, false
+		return session{}, errNoSession
 	}
 	p, err := c.accounts.SessionUser(r.Context(), s.user, s.issued)
+	if errors.Is(err, domain.ErrUnauthorized) {
+		return session{}, errNoSession
+	}
 	if err != nil {
-		if !errors.Is(err, domain.ErrUnauthorized) {
-			c.logger.ErrorContext(r.Context(), "console session user unreadable", "request_id",
-				httpedge.RequestIDFrom(r.Context()), "error", err.Error())
-		}
-		return session{}, false
+		return session{}, fmt.Errorf("reading the session's user: %w", err)
 	}
 	s.who = p
 	if s.actor, err = httpedge.ActorOf(r, p); err != nil {
-		return session{}, false
+		return session{}, errNoSession
 	}
-	return s, true
+	return s, nil
 }
+
+// errNoSession is a request without a usable session.
+var errNoSession = errors.New("console: no session")
 
 // forbidden refuses a signed-in operator whose role lacks perm.
 func (c *Console) forbidden(w http.ResponseWriter, r *http.Request, s session, perm domain.Permission) bool {
@@ -266,8 +273,12 @@ func (c *Console) forbidden(w http.ResponseWriter, r *http.Request, s session, p
 // runs, so nothing changes.
 func (c *Console) authed(perm domain.Permission, h sessionHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		s, ok := c.readSession(r)
-		if !ok {
+		s, err := c.readSession(r)
+		if err != nil && !errors.Is(err, errNoSession) {
+			c.failErr(w, r, err)
+			return
+		}
+		if err != nil {
 			next := r.URL.Path
 			if r.Method == http.MethodGet && r.URL.RawQuery != "" {
 				next += "?" + r.URL.RawQuery
@@ -410,9 +421,9 @@ type errorData struct {
 
 // fail answers with the error page.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, message string) {
-	s, signedIn := c.readSession(r)
+	s, err := c.readSession(r)
 	c.render(w, r, status, "error", page{
-		Title: http.StatusText(status), SignedIn: signedIn, Who: s.who, Webhooks: c.webhooks != nil,
+		Title: http.StatusText(status), SignedIn: err == nil, Who: s.who, Webhooks: c.webhooks != nil,
 		Data: errorData{Status: status, Message: message, RequestID: httpedge.RequestIDFrom(r.Context())},
 	})
 }
@@ -425,6 +436,9 @@ func (c *Console) failErr(w http.ResponseWriter, r *http.Request, err error) {
 	if d.Internal {
 		c.logger.ErrorContext(r.Context(), "console request failed", "path", r.URL.Path,
 			"request_id", httpedge.RequestIDFrom(r.Context()), "error", err.Error())
+	}
+	if d.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((d.RetryAfter+time.Second-1)/time.Second)))
 	}
 	c.fail(w, r, d.Status, sentence(d.Message))
 }

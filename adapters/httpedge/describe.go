@@ -1,5 +1,7 @@
 package httpedge
 
+import "time"
+
 // ErrorReply is what the HTTP edge answers for an error: the status, the
 // contract's code and the caller-safe message.
 type ErrorReply struct {
@@ -9,6 +11,8 @@ type ErrorReply struct {
 	// Internal is true when nothing the caller did explains the error: log
 	// the cause, show only the message.
 	Internal bool
+	// RetryAfter is what Retry-After says (0: none is sent).
+	RetryAfter time.Duration
 }
 
 // DescribeError maps an error to its reply exactly as the JSON API does,
@@ -17,5 +21,5 @@ type ErrorReply struct {
 // same words, as the API. The mapping itself stays in errors.go.
 func DescribeError(err error) ErrorReply {
 	r := classify(err)
-	return ErrorReply{Status: r.status, Code: r.code, Message: r.message, Internal: r.internal}
+	return ErrorReply{Status: r.status, Code: r.code, Message: r.message, Internal: r.internal, RetryAfter: r.retryAfter}
 }
