@@ -24,6 +24,9 @@ func partitions(ctx context.Context, args []string, getenv func(string) string, 
 	if err := parseFlags(fs, synopsis, args, stdout, stderr); err != nil {
 		return err
 	}
+	if err := bootstrap.ValidPartitionsAhead(*ahead); err != nil {
+		return refuse(stderr, synopsis, "partitions: --%v", err)
+	}
 	if !slices.Contains(bootstrap.PartitionedTables(), *table) {
 		return refuse(stderr, synopsis, "partitions: --table %q is not task_events or audit_log", *table)
 	}

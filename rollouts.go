@@ -50,6 +50,17 @@ func rolloutsCommand(ctx context.Context, args []string, getenv func(string) str
 		return err
 	}
 	defer closeDB()
+	if !id.IsZero() {
+		// A rollout with no task has no counters either: without this, an
+		// id naming no rollout would "match" as one with nothing counted.
+		rollouts, err := postgres.NewRolloutRepository(db)
+		if err != nil {
+			return err
+		}
+		if _, err := rollouts.Get(ctx, id); err != nil {
+			return fmt.Errorf("rollouts verify: rollout %s: %w", id, err)
+		}
+	}
 	tasks, err := postgres.NewTaskRepository(db)
 	if err != nil {
 		return err

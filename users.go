@@ -45,6 +45,13 @@ func users(ctx context.Context, args []string, getenv func(string) string, stdou
 	if *username == "" || *role == "" || fs.NArg() != 0 {
 		return refuse(stderr, usersSynopsis, "users create needs --username and --role")
 	}
+	// The flags are judged before anything connects or migrates.
+	if _, err := domain.ParseUsername(*username); err != nil {
+		return refuse(stderr, usersSynopsis, "users create: --username: %v", err)
+	}
+	if _, err := domain.ParseRole(*role); err != nil {
+		return refuse(stderr, usersSynopsis, "users create: --role: %v", err)
+	}
 	password := getenv("OTA_NEW_USER_PASSWORD")
 	if password == "" {
 		line, err := bufio.NewReader(stdin).ReadString('\n')

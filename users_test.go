@@ -70,7 +70,7 @@ func TestUsersCreate(t *testing.T) {
 		code int
 	}{
 		{password, []string{"--username", "ada", "--role", "viewer"}, 1},
-		{password, []string{"--username", "bob", "--role", "root"}, 1},
+		{password, []string{"--username", "bob", "--role", "root"}, 2}, // a bad flag, refused before connecting
 		{"", []string{"--username", "bob", "--role", "viewer"}, 1},
 		{password, []string{"--username", "bob"}, 2},
 	} {

@@ -17,14 +17,23 @@ import (
 // partition, unpruned.
 const DefaultPartitionsAhead = 3
 
+// ValidPartitionsAhead refuses a number of months ahead out of range, so
+// that a command can refuse it before it connects.
+func ValidPartitionsAhead(ahead int) error {
+	if ahead < 0 || ahead > 120 {
+		return fmt.Errorf("ahead must be from 0 to 120 months, not %d", ahead)
+	}
+	return nil
+}
+
 // EnsurePartitions creates the monthly partitions of the partitioned
 // history tables (PartitionedTables: task_events, migration 00051, and
 // audit_log, 00130) from the current month to ahead months beyond it that
 // do not exist yet, and says how many it made. A schema older than a
 // table's migration has nothing of it to partition: no error.
 func EnsurePartitions(ctx context.Context, db *sql.DB, ahead int, out io.Writer) error {
-	if ahead < 0 || ahead > 120 {
-		return fmt.Errorf("partitions: ahead must be from 0 to 120 months, not %d", ahead)
+	if err := ValidPartitionsAhead(ahead); err != nil {
+		return fmt.Errorf("partitions: %w", err)
 	}
 	for _, t := range PartitionedTables() {
 		fn := ensureFunctions[t]
