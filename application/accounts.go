@@ -140,7 +140,9 @@ func (a *Accounts) SignIn(ctx context.Context, username, password string) (domai
 // SessionUser re-reads a signed-in user for one request of their
 // session: their principal with the role they hold now, or
 // domain.ErrUnauthorized when the account is gone, so that removing a user
-// ends their sessions at once and a new role applies from the next request.
+// ends their sessions at once and a new role applies from the next request
+// — or when it is another account of the name, created after the session
+// was issued (domain.User.SignedInSince).
 func (a *Accounts) SessionUser(ctx context.Context, username string, issued time.Time) (domain.Principal, error) {
 	users, err := a.store.Users(ctx)
 	if err != nil {
