@@ -71,6 +71,18 @@ func (a DeviceAttributes) Keys() []string { return slices.Sorted(maps.Keys(a.val
 // UpdatedAt is when the device last reported (zero if never).
 func (a DeviceAttributes) UpdatedAt() time.Time { return a.updatedAt }
 
+// MergedLen is how many attributes a merge of data would leave: the names
+// already stored count once.
+func (a DeviceAttributes) MergedLen(data map[string]string) int {
+	n := len(a.values)
+	for k := range data {
+		if _, stored := a.values[k]; !stored {
+			n++
+		}
+	}
+	return n
+}
+
 // Apply records a device's report. Every key must be 1–128 characters and
 // every value at most 512, both valid UTF-8 without NUL, and at most 64
 // attributes may remain; anything else is a ValidationError and changes

@@ -59,3 +59,25 @@ func TestOperatorTimesOutsideTheStoresRangeAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// A merge's size counts a stored name once: the bound (64) is judged on
+// what the merge would leave, not on the two reports added up.
+func TestMergedLenCountsStoredNamesOnce(t *testing.T) {
+	var a domain.DeviceAttributes
+	if err := a.Apply(domain.AttributesReplace, map[string]string{"a": "1", "b": "2"}, t0); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		data map[string]string
+		want int
+	}{
+		{map[string]string{}, 2},
+		{map[string]string{"a": "9"}, 2},
+		{map[string]string{"a": "9", "c": "3"}, 3},
+		{map[string]string{"c": "3", "d": "4"}, 4},
+	} {
+		if got := a.MergedLen(c.data); got != c.want {
+			t.Errorf("MergedLen(%v) = %d, want %d", c.data, got, c.want)
+		}
+	}
+}

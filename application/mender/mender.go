@@ -530,7 +530,7 @@ func (s *UseCases) Inventory(ctx context.Context, deviceID domain.DeviceID, item
 	data := domain.FitInventory(items)
 	now := s.p.Clock.Now()
 	if _, err := s.p.Attributes.Update(ctx, deviceID, func(a *domain.DeviceAttributes) error {
-		if mode == domain.AttributesMerge && len(a.Values())+len(data) > domain.MaxAttributes {
+		if mode == domain.AttributesMerge && a.MergedLen(data) > domain.MaxAttributes {
 			mode = domain.AttributesReplace
 		}
 		return a.Apply(mode, data, now)
