@@ -122,8 +122,7 @@ func (s *UseCases) Poll(ctx context.Context, dev ports.AuthenticatedDevice) (Pol
 	known := dev.Tasks.Facts.Attributes != nil
 	res := Poll{PollAfter: time.Duration(s.poll), WantConfigData: !known || version.IsZero()}
 	if !version.IsZero() {
-		c, err := s.devices.Check(ctx, ports.CheckRequest{Device: dev, Model: dev.Device.Model(), CurrentVersion: version.String(),
-			Delivery: domain.DeliverWithSHA1})
+		c, err := s.check(ctx, dev, version)
 		if err != nil {
 			return Poll{}, err
 		}
@@ -348,10 +347,19 @@ func (s *UseCases) judgeLowerVersion(ctx context.Context, deviceID domain.Device
 	if !version.Less(dev.Device.CurrentVersion()) {
 		return dev.Device, nil
 	}
-	if _, err := s.devices.Check(ctx, ports.CheckRequest{Device: dev, Model: dev.Device.Model(), CurrentVersion: version.String()}); err != nil {
+	if _, err := s.check(ctx, dev, version); err != nil {
 		return domain.Device{}, fmt.Errorf("judging the reported version: %w", err)
 	}
 	return dev.Device, nil
+}
+
+// check is a DDI device's check, whichever call makes it (a poll, or
+// configData reporting a version below the stored one): it offers only
+// firmware with the sha1 hawkBit agents verify (domain.DeliverWithSHA1),
+// so that no call creates a task the device's next poll cannot deliver.
+func (s *UseCases) check(ctx context.Context, dev ports.AuthenticatedDevice, version domain.Version) (ports.CheckResult, error) {
+	return s.devices.Check(ctx, ports.CheckRequest{Device: dev, Model: dev.Device.Model(), CurrentVersion: version.String(),
+		Delivery: domain.DeliverWithSHA1})
 }
 
 // DDI feedback vocabulary (hawkBit's DDI API, plus "download", which newer
