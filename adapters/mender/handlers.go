@@ -199,7 +199,11 @@ func (a *Adapter) log(c echo.Context) error {
 			Timestamp json.RawMessage `json:"timestamp"`
 		} `json:"messages"`
 	}
-	if err := decode(c, &b, `{"messages": [{"level", "message", "timestamp"}]}`); err != nil {
+	body, err := readBodyWithin(c, maxLogBody)
+	if err != nil {
+		return err
+	}
+	if err := decodeBytes(body, &b, `{"messages": [{"level", "message", "timestamp"}]}`); err != nil {
 		return err
 	}
 	lines := make([]domain.LogLine, 0, len(b.Messages))

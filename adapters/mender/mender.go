@@ -86,16 +86,25 @@ func (a *Adapter) MountAdmin(add func(method, path string, h echo.HandlerFunc, m
 // sends them so): the bound is enforced on what is read.
 const maxBody = 64 << 10
 
+// maxLogBody bounds a deployment log upload. A failed install's log is
+// what its operator needs most, and mender-client sends the whole of it:
+// refused at 64 KiB, a long one would be lost entirely. Its last lines are
+// kept (domain.NewTaskLog), so the bound only caps what is read.
+const maxLogBody = 4 << 20
+
 // readBody reads the whole body within maxBody.
-func readBody(c echo.Context) ([]byte, error) {
+func readBody(c echo.Context) ([]byte, error) { return readBodyWithin(c, maxBody) }
+
+// readBodyWithin reads the whole body within limit bytes.
+func readBodyWithin(c echo.Context, limit int64) ([]byte, error) {
 	req := c.Request()
-	if req.ContentLength > maxBody {
-		return nil, &http.MaxBytesError{Limit: maxBody}
+	if req.ContentLength > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
 	}
 	if req.Body == nil {
 		return nil, nil
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, maxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
