@@ -186,7 +186,7 @@ func ReplaceActive(ctx context.Context, tasks TaskTransactor, device domain.Devi
 			result = active.Task
 		}
 		if !judge.IsZero() {
-			r, _, err := judgeLocked(tx, c, judged, onRollout)
+			r, _, err := judgeLocked(tx, c, judged, afterEnd(subject.Task, onRollout))
 			if err != nil {
 				return err
 			}
@@ -306,10 +306,22 @@ func ApplyEvent(ctx context.Context, tasks TaskTransactor, taskID domain.UUID, e
 func judgeEnded(ctx context.Context, tasks TaskTransactor, t domain.Task, eval RolloutEvaluation) error {
 	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), judgeTimeout)
 	defer cancel()
-	if _, _, err := JudgeRollout(jctx, tasks, t.FirmwareID(), t.RolloutID(), eval); err != nil {
+	if _, _, err := JudgeRollout(jctx, tasks, t.FirmwareID(), t.RolloutID(), afterEnd(t, eval)); err != nil {
 		return fmt.Errorf("judging rollout %s after task %s ended: %w: %w", t.RolloutID(), t.ID(), domain.ErrServiceBusy, err)
 	}
 	return nil
+}
+
+// afterEnd is eval judging the rollout of t, a task that just ended: a
+// failure is new evidence for the threshold (domain.Rollout.FailureArrived).
+func afterEnd(t domain.Task, eval RolloutEvaluation) RolloutEvaluation {
+	if t.Status() != domain.TaskFailed {
+		return eval
+	}
+	return func(r *domain.Rollout, stats func(since time.Time) (domain.TaskStats, error)) (bool, error) {
+		r.FailureArrived()
+		return eval(r, stats)
+	}
 }
 
 // judgeTimeout bounds a final event's judgement once the event is stored,

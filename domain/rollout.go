@@ -503,8 +503,16 @@ func (r Rollout) ResumedFrom(before Rollout) bool {
 // the rollout (s, its counts then): a resume is the operator's judgement
 // of them, which the threshold does not overturn on the same evidence —
 // a rollout judged again with no task failed since (a sweep, a success)
-// stays active; the next failure is judged on the whole count again.
+// stays active; the next failure is judged on the whole count again
+// (FailureArrived).
 func (r *Rollout) AcceptFailures(s TaskStats) { r.failedAtResume = s.Failed }
+
+// FailureArrived is a judgement made because one of r's tasks has just
+// failed: new evidence, judged on the whole count whatever a resume
+// accepted. The counts alone cannot tell it: devices count once, by their
+// latest outcome, so a retry failing again, or a failure after a retry's
+// success, need not raise the count of failed devices.
+func (r *Rollout) FailureArrived() { r.failedAtResume = 0 }
 
 // WatchesFailures reports whether the rollout may pause itself (event rule
 // 5): it is active and has a failure threshold. Only then are its tasks
