@@ -119,7 +119,9 @@ func (s *DeviceRepository) Get(ctx context.Context, devID domain.DeviceID) (doma
 // it, all in one transaction; it returns the device as stored. The lock is
 // FOR NO KEY UPDATE: it serialises Updates of the device but does not hold
 // up the foreign-key checks of tasks being created for it. fn's error is returned as is and nothing is written. A token
-// rotated here stops working as soon as the transaction commits.
+// rotated here stops working as soon as the transaction commits — on the
+// primary; a read replica knows the old one for up to its lag bound
+// (docs/SCALING.md, "Read replicas").
 func (s *DeviceRepository) Update(ctx context.Context, devID domain.DeviceID, fn func(*domain.Device) error, rec domain.AuditRecord) (domain.Device, error) {
 	return inDeviceTx(ctx, s.db, devID, func(tx *sqlx.Tx, id string) (domain.Device, error) {
 		d, err := updateDeviceTx(ctx, tx, id, fn)
