@@ -30,13 +30,18 @@ func ValidPartitionsAhead(ahead int) error {
 // history tables (PartitionedTables: task_events, migration 00051, and
 // audit_log, 00130) from the current month to ahead months beyond it that
 // do not exist yet, and says how many it made. A schema older than a
-// table's migration has nothing of it to partition: no error.
+// table's migration has nothing of it to partition: no error. Each month
+// is made on its own: one that cannot be (its rows already in the DEFAULT
+// partition, after the job stopped for longer than its slack) is reported
+// with the others' errors, and keeps neither the later months nor the
+// other table from being made.
 func EnsurePartitions(ctx context.Context, db *sql.DB, ahead int, out io.Writer) error {
 	if err := ValidPartitionsAhead(ahead); err != nil {
 		return fmt.Errorf("partitions: %w", err)
 	}
+	var errs []error
 	for _, t := range PartitionedTables() {
-		fn := ensureFunctions[t]
+		fn := createFunctions[t]
 		var exists sql.NullString
 		if err := db.QueryRowContext(ctx, `SELECT to_regproc($1)::text`, fn).Scan(&exists); err != nil {
 			return fmt.Errorf("partitions: %w", err)
@@ -44,15 +49,25 @@ func EnsurePartitions(ctx context.Context, db *sql.DB, ahead int, out io.Writer)
 		if !exists.Valid {
 			continue
 		}
-		var made int
-		if err := db.QueryRowContext(ctx, `SELECT `+fn+`($1)`, ahead).Scan(&made); err != nil { // fn: a constant
-			return fmt.Errorf("partitions: creating %s partitions %d months ahead: %w", t, ahead, err)
+		made := 0
+		for i := range ahead + 1 {
+			var created bool
+			// fn is a constant; the month is the database's, in UTC, as the
+			// partitions' bounds are.
+			err := db.QueryRowContext(ctx, `SELECT `+fn+`((date_trunc('month', now() AT TIME ZONE 'UTC') + make_interval(months => $1))::date)`, i).
+				Scan(&created)
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("partitions: creating the %s partition %d months ahead: %w", t, i, err))
+			case created:
+				made++
+			}
 		}
 		if made > 0 && out != nil {
 			fmt.Fprintf(out, "created %d %s partitions (through %d months ahead)\n", made, t, ahead)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // The partitioned history tables, each dropped a month at a time by
@@ -65,10 +80,11 @@ const (
 // PartitionedTables lists the tables partitioned by month.
 func PartitionedTables() []string { return []string{TaskEventsTable, AuditLogTable} }
 
-// ensureFunctions names each table's partition-making function.
-var ensureFunctions = map[string]string{
-	TaskEventsTable: "ota_ensure_task_event_partitions",
-	AuditLogTable:   "ota_ensure_audit_partitions",
+// createFunctions names each table's function making one month's
+// partition (true when it made it, false when it was there).
+var createFunctions = map[string]string{
+	TaskEventsTable: "ota_create_task_event_partition",
+	AuditLogTable:   "ota_create_audit_partition",
 }
 
 // DropPartitionsBefore drops the monthly task_events partitions whose
@@ -88,7 +104,7 @@ func DropPartitionsBefore(ctx context.Context, db *sql.DB, before time.Time, out
 // the only way records leave: the table refuses UPDATE and DELETE, and a
 // DROP of a whole month is no row's change.
 func DropMonthsBefore(ctx context.Context, db *sql.DB, table string, before time.Time, out io.Writer) error {
-	if _, ok := ensureFunctions[table]; !ok {
+	if _, ok := createFunctions[table]; !ok {
 		return fmt.Errorf("partitions: %q is not a partitioned table (one of %v)", table, PartitionedTables())
 	}
 	now := time.Now().UTC()
