@@ -20,27 +20,32 @@ func TestEveryAnsweredErrorCodeIsInErrorsMD(t *testing.T) {
 		t.Fatal(err)
 	}
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, ".", func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	entries, err := os.ReadDir(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range pkgs {
-		for _, f := range p.Files {
-			ast.Inspect(f, func(n ast.Node) bool {
-				vs, ok := n.(*ast.ValueSpec)
-				if !ok || len(vs.Names) != 1 || len(vs.Values) != 1 || !strings.HasPrefix(vs.Names[0].Name, "Code") {
-					return true
-				}
-				lit, ok := vs.Values[0].(*ast.BasicLit)
-				if !ok || lit.Kind != token.STRING {
-					return true
-				}
-				code, _ := strconv.Unquote(lit.Value)
-				if !strings.Contains(string(doc), "| `"+code+"` |") {
-					t.Errorf("%s = %q is answered but has no row in docs/ERRORS.md's table", vs.Names[0].Name, code)
-				}
-				return true
-			})
+	for _, ent := range entries {
+		if !strings.HasSuffix(ent.Name(), ".go") || strings.HasSuffix(ent.Name(), "_test.go") {
+			continue
 		}
+		f, err := parser.ParseFile(fset, ent.Name(), nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			vs, ok := n.(*ast.ValueSpec)
+			if !ok || len(vs.Names) != 1 || len(vs.Values) != 1 || !strings.HasPrefix(vs.Names[0].Name, "Code") {
+				return true
+			}
+			lit, ok := vs.Values[0].(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			code, _ := strconv.Unquote(lit.Value)
+			if !strings.Contains(string(doc), "| `"+code+"` |") {
+				t.Errorf("%s = %q is answered but has no row in docs/ERRORS.md's table", vs.Names[0].Name, code)
+			}
+			return true
+		})
 	}
 }
