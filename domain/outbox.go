@@ -3,6 +3,7 @@ package domain
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"time"
 )
 
@@ -137,7 +138,6 @@ func RolloutAnnouncements(before, after Rollout, at time.Time) ([]Announcement, 
 	switch {
 	case before.status != RolloutPaused && after.status == RolloutPaused:
 		types = append(types, EventRolloutPaused)
-		data["reason"] = map[PausedReason]string{PausedAuto: "auto", PausedManual: "operator"}[after.pausedReason]
 	case before.status == RolloutPaused && after.status == RolloutActive:
 		types = append(types, EventRolloutResumed)
 	case before.status != RolloutCancelled && after.status == RolloutCancelled:
@@ -146,12 +146,19 @@ func RolloutAnnouncements(before, after Rollout, at time.Time) ([]Announcement, 
 	if after.stage > before.stage {
 		types = append(types, EventRolloutStageAdvanced)
 	}
-	if after.complete() && !before.complete() {
+	// A change that cancels the rollout never completes it, though it may
+	// widen it to 100 % in the same request (the percentage applies first).
+	if after.complete() && !before.complete() && after.status != RolloutCancelled {
 		types = append(types, EventRolloutCompleted)
 	}
 	out := make([]Announcement, 0, len(types))
 	for _, t := range types {
-		a, err := NewAnnouncement(t, at, data)
+		d := data
+		if t == EventRolloutPaused { // reason only on rollout.paused (the API's WebhookRolloutData)
+			d = maps.Clone(data)
+			d["reason"] = map[PausedReason]string{PausedAuto: "auto", PausedManual: "operator"}[after.pausedReason]
+		}
+		a, err := NewAnnouncement(t, at, d)
 		if err != nil {
 			return nil, err
 		}
@@ -164,7 +171,8 @@ func RolloutAnnouncements(before, after Rollout, at time.Time) ([]Announcement, 
 // unstaged 100 %. A pause does not undo that (it is paused at its end),
 // so a pause and a resume do not complete it a second time; a rollout
 // widened to 100 % while paused completes then, as it reaches it. A
-// cancelled rollout changes no more, so its status need not be asked.
+// cancelled rollout changes no more; a change that cancels it is not a
+// completion (RolloutAnnouncements).
 func (r Rollout) complete() bool {
 	if len(r.stages) > 0 {
 		return r.stage == len(r.stages)-1
