@@ -29,9 +29,12 @@ type DeliveryQueue interface {
 	// is not nil, lets it change the subscription (locked) and stores it,
 	// in one transaction.
 	FinishDelivery(ctx context.Context, o ports.DeliveryOutcome, settle func(*domain.WebhookSubscription)) error
-	// FinishDeliveries stores several outcomes that change no
-	// subscription, each unless its delivery was claimed again since, in
-	// one statement: a batch of successes costs one write, not one each.
+	// FinishDeliveries stores several outcomes, each unless its delivery
+	// was claimed again since, in one statement: a batch of successes
+	// costs one write, not one each. A delivered one ends its
+	// subscription's failing period as domain.WebhookSubscription.Succeeded
+	// does, should one have begun since the claim read the subscription (a
+	// failure of the same batch, or of another worker's claim).
 	FinishDeliveries(ctx context.Context, os []ports.DeliveryOutcome) error
 }
 

@@ -205,8 +205,13 @@ func (s *WebhookSubscription) Failed(now time.Time, giveUp time.Duration) {
 	s.updatedAt = stamp(now)
 }
 
-// Succeeded notes a delivered event: the subscription is not failing.
+// Succeeded notes an event delivered at now: the subscription is not
+// failing — unless its failing period began after now (a failure another
+// worker stored after this delivery), which stands. Stores that end
+// failing periods in bulk (FinishDeliveries) apply the same rule.
 func (s *WebhookSubscription) Succeeded(now time.Time) {
-	s.failingSince = time.Time{}
+	if !s.failingSince.After(now) {
+		s.failingSince = time.Time{}
+	}
 	s.updatedAt = stamp(now)
 }

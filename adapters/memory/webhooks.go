@@ -131,10 +131,20 @@ func (r *Webhooks) FinishDelivery(ctx context.Context, o ports.DeliveryOutcome, 
 	return do(ctx, r.s, func() error { r.s.finish(o, settle); return nil })
 }
 
+// FinishDeliveries stores os; a delivered one ends its subscription's
+// failing period (domain.WebhookSubscription.Succeeded).
 func (r *Webhooks) FinishDeliveries(ctx context.Context, os []ports.DeliveryOutcome) error {
 	return do(ctx, r.s, func() error {
 		for _, o := range os {
-			r.s.finish(o, nil)
+			var settle func(*domain.WebhookSubscription)
+			if o.Status == ports.DeliveryDelivered {
+				settle = func(w *domain.WebhookSubscription) {
+					if !w.FailingSince().IsZero() {
+						w.Succeeded(o.At)
+					}
+				}
+			}
+			r.s.finish(o, settle)
 		}
 		return nil
 	})

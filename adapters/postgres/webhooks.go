@@ -288,15 +288,22 @@ func (r *WebhookRepository) FinishDelivery(ctx context.Context, o ports.Delivery
 }
 
 // finishManySQL is finishSQL over arrays, one element per outcome.
-const finishManySQL = `UPDATE webhook_deliveries d SET status = o.status, next_attempt_at = o.next_at, last_attempt_at = o.at,
+const finishManySQL = `WITH done AS (
+	UPDATE webhook_deliveries d SET status = o.status, next_attempt_at = o.next_at, last_attempt_at = o.at,
 	last_status_code = NULLIF(o.code, 0), last_error = o.error
 	FROM unnest($1::bigint[], $2::int[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::int[], $7::text[])
 		AS o(id, attempts, status, next_at, at, code, error)
-	WHERE d.id = o.id AND d.attempts = o.attempts AND d.status = 'pending'`
+	WHERE d.id = o.id AND d.attempts = o.attempts AND d.status = 'pending'
+	RETURNING d.subscription_id, o.status, o.at)
+	UPDATE webhook_subscriptions s SET failing_since = NULL, updated_at = greatest(s.updated_at, x.at)
+	FROM (SELECT subscription_id, max(at) AS at FROM done WHERE status = 'delivered' GROUP BY subscription_id) x
+	WHERE s.id = x.subscription_id AND s.failing_since <= x.at`
 
-// FinishDeliveries stores outcomes that settle no subscription (the common
-// case: successes of a healthy one) in one statement, each unless its
-// delivery was claimed again since.
+// FinishDeliveries stores outcomes in one statement, each unless its
+// delivery was claimed again since; a delivered one ends its
+// subscription's failing period begun at or before it (Succeeded's rule,
+// here for a period begun since the claim read the subscription). A
+// healthy subscription's row is not written: its failing_since is NULL.
 func (r *WebhookRepository) FinishDeliveries(ctx context.Context, os []ports.DeliveryOutcome) error {
 	ids, attempts, codes := make([]int64, len(os)), make([]int64, len(os)), make([]int64, len(os))
 	statuses, nexts, ats, errs := make([]string, len(os)), make([]string, len(os)), make([]string, len(os)), make([]string, len(os))

@@ -333,6 +333,57 @@ func RunWebhookStores(t *testing.T, newStores func(t *testing.T) WebhookStores) 
 		}
 	})
 
+	// A batch's delivered outcome ends a failing period begun since its
+	// claim (a failure of another delivery, stored by another worker), as
+	// WebhookSubscription.Succeeded would; one begun after it stands.
+	t.Run("FinishManyEndsAFailingPeriodBegunBeforeIt", func(t *testing.T) {
+		t.Parallel()
+		st := newStores(t)
+		s, ctx := st.Webhooks, t.Context()
+		w := subscribe(t, s)
+		for range 4 {
+			announce(t, st, domain.EventTaskSucceeded, nil)
+		}
+		c, err := s.ClaimDeliveries(ctx, at, 10, at.Add(time.Hour))
+		if err != nil || len(c) != 4 || !c[0].Subscription.FailingSince().IsZero() {
+			t.Fatalf("claimed %+v, %v", c, err)
+		}
+		fail := func(d ports.ClaimedDelivery, when time.Time) {
+			t.Helper()
+			if err := s.FinishDelivery(ctx, ports.DeliveryOutcome{ID: d.ID, Attempts: d.Attempts, Status: ports.DeliveryPending, At: when,
+				NextAttemptAt: when.Add(time.Hour), StatusCode: 503, Error: "answered 503"},
+				func(x *domain.WebhookSubscription) { x.Failed(when, 24*time.Hour) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		deliver := func(d ports.ClaimedDelivery, when time.Time) {
+			t.Helper()
+			if err := s.FinishDeliveries(ctx, []ports.DeliveryOutcome{{ID: d.ID, Attempts: d.Attempts, Status: ports.DeliveryDelivered,
+				At: when, NextAttemptAt: when, StatusCode: 204}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		failing := func() time.Time {
+			t.Helper()
+			got, err := s.Webhook(ctx, w.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got.FailingSince()
+		}
+		fail(c[0], at.Add(time.Second))
+		deliver(c[1], at.Add(2*time.Second))
+		if f := failing(); !f.IsZero() {
+			t.Fatalf("a delivery after the failure left the failing period begun %v", f)
+		}
+		failedAt := at.Add(4 * time.Second)
+		fail(c[2], failedAt)
+		deliver(c[3], at.Add(3*time.Second)) // delivered before that failure, stored after it
+		if f := failing(); !f.Equal(failedAt) {
+			t.Fatalf("a delivery before the failure ended it: failing since %v, want %v", f, failedAt)
+		}
+	})
+
 	t.Run("DisabledNotClaimed", func(t *testing.T) {
 		t.Parallel()
 		st := newStores(t)
