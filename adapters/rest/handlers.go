@@ -2,6 +2,8 @@ package rest
 
 import (
 	"net/http"
+	"net/url"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
@@ -249,6 +251,9 @@ func (s *server) taskEvents(c echo.Context) error {
 // its value), refusing bytes that are not UTF-8: percent-decoding can make
 // them, and they must not reach a log line or a database as-is.
 func queryParam(c echo.Context, name string) (string, error) {
+	if err := escapedQuery(c, name); err != nil {
+		return "", err
+	}
 	v := c.QueryParam(name)
 	if err := utf8Query(name, v); err != nil {
 		return "", err
@@ -259,6 +264,9 @@ func queryParam(c echo.Context, name string) (string, error) {
 // queryValues returns every value of a repeated query parameter (nil when
 // it is absent), refusing them as queryParam does.
 func queryValues(c echo.Context, name string) ([]string, error) {
+	if err := escapedQuery(c, name); err != nil {
+		return nil, err
+	}
 	vs := c.QueryParams()[name]
 	for _, v := range vs {
 		if err := utf8Query(name, v); err != nil {
@@ -266,6 +274,27 @@ func queryValues(c echo.Context, name string) ([]string, error) {
 		}
 	}
 	return vs, nil
+}
+
+// escapedQuery refuses the parameter name when a value of it is not valid
+// percent-encoding (`?limit=%zz`): the query's parser drops such a pair, so
+// it would read as absent — a default page, a filter silently dropped —
+// where the client sent a bad value.
+func escapedQuery(c echo.Context, name string) error {
+	for pair := range strings.SplitSeq(c.Request().URL.RawQuery, "&") {
+		k, v, _ := strings.Cut(pair, "=")
+		key, err := url.QueryUnescape(k)
+		if err != nil {
+			key = k
+		}
+		if key != name {
+			continue
+		}
+		if _, err := url.QueryUnescape(v); err != nil {
+			return &domain.ValidationError{Field: name, Reason: "is not valid percent-encoding"}
+		}
+	}
+	return nil
 }
 
 // utf8Query is the one refusal of a query value that is not UTF-8, for
