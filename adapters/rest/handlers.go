@@ -277,9 +277,9 @@ func queryValues(c echo.Context, name string) ([]string, error) {
 }
 
 // escapedQuery refuses the parameter name when a value of it is not valid
-// percent-encoding (`?limit=%zz`): the query's parser drops such a pair, so
-// it would read as absent — a default page, a filter silently dropped —
-// where the client sent a bad value.
+// percent-encoding (`?limit=%zz`) or holds a raw `;` (`?tag=eu;lab`): the
+// query's parser drops such a pair, so it would read as absent — a default
+// page, a filter silently dropped — where the client sent a bad value.
 func escapedQuery(c echo.Context, name string) error {
 	for pair := range strings.SplitSeq(c.Request().URL.RawQuery, "&") {
 		k, v, _ := strings.Cut(pair, "=")
@@ -292,6 +292,9 @@ func escapedQuery(c echo.Context, name string) error {
 		}
 		if _, err := url.QueryUnescape(v); err != nil {
 			return &domain.ValidationError{Field: name, Reason: "is not valid percent-encoding"}
+		}
+		if strings.Contains(v, ";") {
+			return &domain.ValidationError{Field: name, Reason: "must not hold a raw ';' (send it encoded, %3B)"}
 		}
 	}
 	return nil
