@@ -1,10 +1,12 @@
 package httpedge
 
 import (
+	"fmt"
 	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -72,12 +74,78 @@ func ServeDownload(c echo.Context, dl ports.Download) error {
 	if dl.Redirect != "" {
 		return c.Redirect(http.StatusFound, dl.Redirect)
 	}
+	if zeroSuffixRange(c.Request().Header.Get("Range")) {
+		// "bytes=-0" asks for no byte: unsatisfiable (RFC 9110, 14.1.1);
+		// ServeContent would answer 206 with an inverted Content-Range.
+		h.Set("Content-Range", "bytes */"+strconv.FormatInt(dl.Artifact.Digest().Size, 10))
+		return NewError(http.StatusRequestedRangeNotSatisfiable, CodeRangeNotSatisfiable, "the range asks for no byte of the image")
+	}
 	h.Set(echo.HeaderContentType, "application/octet-stream")
 	h.Set(echo.HeaderContentDisposition, contentDisposition(dl.Artifact.FileName()))
-	w := &idleDeadlineWriter{ResponseWriter: c.Response(), rc: http.NewResponseController(c.Response())}
+	w := &errorStatusWriter{ResponseWriter: &idleDeadlineWriter{ResponseWriter: c.Response(), rc: http.NewResponseController(c.Response())}}
 	http.ServeContent(w, c.Request(), "", dl.Object.ModTime(), dl.Object)
-	return nil
+	if w.status < http.StatusBadRequest {
+		return nil
+	}
+	// ServeContent's own error answers (a range past the end, a failed
+	// precondition) are plain text and drop Cache-Control; they are
+	// answered as every error is: the JSON body, no-store.
+	h.Del(echo.HeaderContentDisposition)
+	h.Del(echo.HeaderContentType) // http.Error's text/plain: the JSON answer sets its own
+	h[echo.HeaderCacheControl] = noStore
+	switch w.status {
+	case http.StatusRequestedRangeNotSatisfiable:
+		return NewError(w.status, CodeRangeNotSatisfiable, "the range starts past the end of the image")
+	case http.StatusPreconditionFailed:
+		return NewError(w.status, CodePreconditionFailed, "a precondition of the request (If-Match, If-Unmodified-Since) does not hold")
+	}
+	return fmt.Errorf("serving artifact %s: answered %d", dl.Artifact.ID(), w.status)
 }
+
+// zeroSuffixRange reports whether a Range header asks for a suffix of no
+// byte in any of its ranges.
+func zeroSuffixRange(r string) bool {
+	spec, ok := strings.CutPrefix(r, "bytes=")
+	if !ok {
+		return false
+	}
+	for part := range strings.SplitSeq(spec, ",") {
+		if p := strings.TrimSpace(part); strings.HasPrefix(p, "-") && strings.Trim(p[1:], "0") == "" && len(p) > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// errorStatusWriter keeps an error answer of http.ServeContent (a status
+// of 400 or more, and its plain-text body) off the wire, so that the edge
+// answers it its own way.
+type errorStatusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *errorStatusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	if code < http.StatusBadRequest {
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (w *errorStatusWriter) Write(p []byte) (int, error) {
+	if w.status >= http.StatusBadRequest {
+		return len(p), nil
+	}
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *errorStatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // contentDisposition quotes a file name safely: mime.FormatMediaType
 // escapes quotes and backslashes, and writes a name that is not plain

@@ -48,6 +48,12 @@ const (
 // protocol needs to deliver it (sha1, for hawkBit's DDI agents).
 const CodeFirmwareNotDeliverable = "FIRMWARE_NOT_DELIVERABLE"
 
+// Codes of a download's conditional and range requests (docs/ERRORS.md).
+const (
+	CodeRangeNotSatisfiable = "RANGE_NOT_SATISFIABLE"
+	CodePreconditionFailed  = "PRECONDITION_FAILED"
+)
+
 // ErrorBody is the JSON shape of every error response:
 // {"error": {"code", "message", "request_id"}}. It is exported so that
 // tests of other packages can decode error responses without redeclaring it.
