@@ -13,12 +13,20 @@ type Device struct {
 	createdAt      time.Time
 }
 
+// ReservedDeviceID is the one id no device is registered under: the
+// admin API's GET /devices/pending lists Mender's pending devices, and a
+// device of that id could never be read there.
+const ReservedDeviceID = "pending"
+
 // NewDevice registers a device. currentVersion may be empty: a device's
 // version is learned from its first check. The id was parsed by the caller
-// (ParseDeviceID); only the zero id is refused here.
+// (ParseDeviceID); the zero id and ReservedDeviceID are refused here.
 func NewDevice(id DeviceID, model, currentVersion string, tokenHash TokenHash, now time.Time) (Device, error) {
 	if id.IsZero() {
 		return Device{}, invalid("device_id", "is required")
+	}
+	if id.String() == ReservedDeviceID {
+		return Device{}, invalid("device_id", "%q is reserved: GET /api/v1/admin/devices/%s is Mender's queue of pending devices", ReservedDeviceID, ReservedDeviceID)
 	}
 	if err := ValidateIdentifier("model", model); err != nil {
 		return Device{}, err
