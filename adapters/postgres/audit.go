@@ -42,11 +42,16 @@ func writeAudit(ctx context.Context, tx sqlx.ExecerContext, rec domain.AuditReco
 
 // announceSQL writes an event to the outbox (migration 00140) and, in the
 // same statement, a pending delivery to every enabled subscription that
-// wants its type.
+// wants its type. The subscriptions are read FOR KEY SHARE — the lock the
+// deliveries' foreign key takes anyway — so that one being deleted
+// meanwhile is waited for and then left out (READ COMMITTED re-checks a
+// locked row), rather than failing the foreign key and, with it, the
+// change announcing the event.
 const announceSQL = `WITH ev AS (INSERT INTO outbox_events (type, at, payload) VALUES ($1, $2, $3) RETURNING id, type)
 	INSERT INTO webhook_deliveries (subscription_id, event_id, next_attempt_at)
 	SELECT s.id, ev.id, $2 FROM webhook_subscriptions s, ev
-	WHERE s.enabled AND (cardinality(s.event_types) = 0 OR ev.type = ANY (s.event_types))`
+	WHERE s.enabled AND (cardinality(s.event_types) = 0 OR ev.type = ANY (s.event_types))
+	FOR KEY SHARE OF s`
 
 // announce writes a in the transaction of the change that announces it.
 func announce(ctx context.Context, tx sqlx.ExecerContext, a domain.Announcement) error {

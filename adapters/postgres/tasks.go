@@ -474,6 +474,7 @@ var updateEndedSQL = updateTaskCTEs + `, dev AS (
 	INSERT INTO webhook_deliveries (subscription_id, event_id, next_attempt_at)
 	SELECT s.id, a.id, $23::timestamptz FROM webhook_subscriptions s, announced a
 	WHERE s.enabled AND (cardinality(s.event_types) = 0 OR a.type = ANY (s.event_types))
+	FOR KEY SHARE OF s -- announceSQL's: a subscription deleted meanwhile is left out, not an error
 ), ` + countedCTE(`WHERE (SELECT count(*) FROM dev) >= 0`) + `
 SELECT ` + taskColumns + ` FROM upd`
 

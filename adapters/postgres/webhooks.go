@@ -187,7 +187,7 @@ func (r *WebhookRepository) AnnounceTo(ctx context.Context, id, eventID domain.U
 	return inTx(ctx, r.db, readCommitted, func(tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(ctx, `WITH ev AS (INSERT INTO outbox_events (id, type, at, payload) VALUES ($2, $3, $4, $5) RETURNING id)
 			INSERT INTO webhook_deliveries (subscription_id, event_id, next_attempt_at, created_at)
-			SELECT s.id, ev.id, $4, $4 FROM webhook_subscriptions s, ev WHERE s.id = $1`,
+			SELECT s.id, ev.id, $4, $4 FROM webhook_subscriptions s, ev WHERE s.id = $1 FOR KEY SHARE OF s`, // deleted meanwhile: none, NOT_FOUND
 			id.String(), eventID.String(), string(a.Type()), a.At(), string(a.Payload()))
 		if err != nil {
 			return fmt.Errorf("announcing %s to webhook %s: %w", a.Type(), id, unavailable(err))
