@@ -3,7 +3,7 @@
 //
 //	otad serve [--no-migrate] [--create-db]
 //	otad migrate up|down|status
-//	otad partitions [--ahead N] [--drop-before YYYY-MM]
+//	otad partitions [--ahead N] [--drop-before YYYY-MM [--table T]]
 //	otad rollouts verify [--rollout ID]
 //	otad healthcheck [--url URL]
 //	otad users create --username NAME --role ROLE
@@ -56,7 +56,7 @@ func main() {
 const usage = `usage:
   otad serve [--no-migrate] [--create-db]   serve the API (migrates on start)
   otad migrate up|down|status               manage the database schema
-  otad partitions [--ahead N] [--drop-before YYYY-MM]  keep task_events partitions ahead; drop old history
+  otad partitions [--ahead N] [--drop-before YYYY-MM [--table T]]  keep history partitions ahead; drop old months
   otad rollouts verify [--rollout ID]       recount rollouts' tasks; report counters that drifted (exit 1)
   otad healthcheck [--url URL]              exit 0 when the local otad answers /healthz
   otad users create --username NAME --role ROLE  make an operator's account (password: OTA_NEW_USER_PASSWORD or stdin)
