@@ -25,22 +25,7 @@ import (
 func TestAChangeAnnouncedWhileAWebhookIsDeletedStillCommits(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	hooks := postgres.NewWebhookRepository(e.db)
-	actor, err := domain.NewActor(domain.RootPrincipal(), "req-1", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, err := domain.NewWebhookSubscription(domain.UUIDOf(uuid.New()), "https://hooks.example.com/ota", nil, "", e.now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := actor.Record(e.now, domain.AuditWebhookCreate, sub.ID().String(), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := hooks.InsertWebhook(ctx, sub, rec); err != nil {
-		t.Fatal(err)
-	}
+	hooks, actor, sub := subscribedHooks(t, e)
 
 	// The publish to run while the delete is in its transaction.
 	fw, err := domain.NewFirmware(domain.UUIDOf(uuid.New()), domain.FirmwareSpec{
@@ -99,22 +84,7 @@ func TestAChangeAnnouncedWhileAWebhookIsDeletedStillCommits(t *testing.T) {
 func TestADevicesFinalEventWhileAWebhookIsDeletedIsStored(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	hooks := postgres.NewWebhookRepository(e.db)
-	actor, err := domain.NewActor(domain.RootPrincipal(), "req-1", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, err := domain.NewWebhookSubscription(domain.UUIDOf(uuid.New()), "https://hooks.example.com/ota", nil, "", e.now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := actor.Record(e.now, domain.AuditWebhookCreate, sub.ID().String(), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := hooks.InsertWebhook(ctx, sub, rec); err != nil {
-		t.Fatal(err)
-	}
+	hooks, actor, sub := subscribedHooks(t, e)
 	o := e.offer(t, "guarded", "2.0.0")
 	before := e.createTask(t, e.device(t, "guarded-"+uuid.NewString()[:8], "guarded").ID().String(), o)
 	w := e.ended(t, before, o, "end", "succeeded")
@@ -127,7 +97,7 @@ func TestADevicesFinalEventWhileAWebhookIsDeletedIsStored(t *testing.T) {
 	waiting := func() int {
 		return e.count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)
 	}
-	err = hooks.DeleteWebhook(ctx, sub.ID(), func(before, after domain.WebhookSubscription) (domain.AuditRecord, error) {
+	err := hooks.DeleteWebhook(ctx, sub.ID(), func(before, after domain.WebhookSubscription) (domain.AuditRecord, error) {
 		go func() {
 			_, updated, err := e.tasks.UpdateIfUnchanged(ctx, w)
 			stored <- result{updated, err}
@@ -152,4 +122,27 @@ func TestADevicesFinalEventWhileAWebhookIsDeletedIsStored(t *testing.T) {
 	if !r.updated {
 		t.Fatal("the device's success was not stored")
 	}
+}
+
+// subscribedHooks is e's webhook store with one subscription to every
+// event type, and the actor that made it.
+func subscribedHooks(t *testing.T, e *env) (*postgres.WebhookRepository, domain.Actor, domain.WebhookSubscription) {
+	t.Helper()
+	hooks := postgres.NewWebhookRepository(e.db)
+	actor, err := domain.NewActor(domain.RootPrincipal(), "req-1", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := domain.NewWebhookSubscription(domain.UUIDOf(uuid.New()), "https://hooks.example.com/ota", nil, "", e.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := actor.Record(e.now, domain.AuditWebhookCreate, sub.ID().String(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hooks.InsertWebhook(context.Background(), sub, rec); err != nil {
+		t.Fatal(err)
+	}
+	return hooks, actor, sub
 }
