@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/ai-device/ota/adapters/httpedge"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -48,8 +49,11 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request, s session) {
 	d.Filtered = d.Filters != auditFilters{}
 	f := d.Filters
 	status := http.StatusOK
-	page, err := c.audit.ListAudit(r.Context(), s.who, ports.AuditQuery{Actor: f.Actor, Target: f.Target, Action: f.Action,
-		Since: f.Since, Until: f.Until, Limit: auditListPage, After: q.Get("after")})
+	page, err := ports.AuditPage{}, httpedge.QueryPairError(r.URL.RawQuery, "") // a filter the parser dropped: refused, as the API does
+	if err == nil {
+		page, err = c.audit.ListAudit(r.Context(), s.who, ports.AuditQuery{Actor: f.Actor, Target: f.Target, Action: f.Action,
+			Since: f.Since, Until: f.Until, Limit: auditListPage, After: q.Get("after")})
+	}
 	if err != nil {
 		var refused bool
 		if status, d.Error, refused = refusedFilter(err); !refused {

@@ -121,6 +121,10 @@ func listLink(path string, params map[string]string) string {
 func (c *Console) deviceList(r *http.Request) (deviceListData, int, string, error) {
 	q := r.URL.Query()
 	d := deviceListData{Filters: readDeviceFilters(q), Quiet: quietSpans}
+	if err := httpedge.QueryPairError(r.URL.RawQuery, ""); err != nil { // a filter the parser dropped: refused, as the API does
+		status, msg, _ := refusedFilter(err)
+		return d, status, msg, nil
+	}
 	d.Filtered = d.Filters != deviceFilters{}
 	page, err := c.admin.ListDevices(r.Context(), d.Filters.query(c.clock.Now(), q.Get("after")))
 	if err != nil {

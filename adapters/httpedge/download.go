@@ -74,11 +74,15 @@ func ServeDownload(c echo.Context, dl ports.Download) error {
 	if dl.Redirect != "" {
 		return c.Redirect(http.StatusFound, dl.Redirect)
 	}
-	if zeroSuffixRange(c.Request().Header.Get("Range")) {
-		// "bytes=-0" asks for no byte: unsatisfiable (RFC 9110, 14.1.1);
-		// ServeContent would answer 206 with an inverted Content-Range.
-		h.Set("Content-Range", "bytes */"+strconv.FormatInt(dl.Artifact.Digest().Size, 10))
-		return NewError(http.StatusRequestedRangeNotSatisfiable, CodeRangeNotSatisfiable, "the range asks for no byte of the image")
+	if rng, dropped := withoutZeroSuffixes(c.Request().Header.Get("Range")); dropped {
+		// A zero suffix ("-0") asks for no byte: unsatisfiable (RFC 9110,
+		// 14.1.1), which ServeContent answers with a 206 and an inverted
+		// Content-Range. The set's other ranges are served; none left, 416.
+		if rng == "" {
+			h.Set("Content-Range", "bytes */"+strconv.FormatInt(dl.Artifact.Digest().Size, 10))
+			return NewError(http.StatusRequestedRangeNotSatisfiable, CodeRangeNotSatisfiable, "the range asks for no byte of the image")
+		}
+		c.Request().Header.Set("Range", rng)
 	}
 	h.Set(echo.HeaderContentType, "application/octet-stream")
 	h.Set(echo.HeaderContentDisposition, contentDisposition(dl.Artifact.FileName()))
@@ -102,19 +106,30 @@ func ServeDownload(c echo.Context, dl ports.Download) error {
 	return fmt.Errorf("serving artifact %s: answered %d", dl.Artifact.ID(), w.status)
 }
 
-// zeroSuffixRange reports whether a Range header asks for a suffix of no
-// byte in any of its ranges.
-func zeroSuffixRange(r string) bool {
+// withoutZeroSuffixes is a bytes Range header without its zero suffixes
+// ("-0", "-00"), and whether it had any: "" when none of its ranges is
+// left.
+func withoutZeroSuffixes(r string) (string, bool) {
 	spec, ok := strings.CutPrefix(r, "bytes=")
 	if !ok {
-		return false
+		return r, false
 	}
+	var kept []string
+	dropped := false
 	for part := range strings.SplitSeq(spec, ",") {
-		if p := strings.TrimSpace(part); strings.HasPrefix(p, "-") && strings.Trim(p[1:], "0") == "" && len(p) > 1 {
-			return true
+		if p := strings.TrimSpace(part); len(p) > 1 && p[0] == '-' && strings.Trim(p[1:], "0") == "" {
+			dropped = true
+			continue
 		}
+		kept = append(kept, part)
 	}
-	return false
+	if !dropped {
+		return r, false
+	}
+	if len(kept) == 0 {
+		return "", true
+	}
+	return "bytes=" + strings.Join(kept, ","), true
 }
 
 // errorStatusWriter keeps an error answer of http.ServeContent (a status

@@ -2,12 +2,11 @@ package rest
 
 import (
 	"net/http"
-	"net/url"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ai-device/ota/adapters/httpedge"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -276,28 +275,10 @@ func queryValues(c echo.Context, name string) ([]string, error) {
 	return vs, nil
 }
 
-// escapedQuery refuses the parameter name when a value of it is not valid
-// percent-encoding (`?limit=%zz`) or holds a raw `;` (`?tag=eu;lab`): the
-// query's parser drops such a pair, so it would read as absent — a default
-// page, a filter silently dropped — where the client sent a bad value.
+// escapedQuery refuses the parameter name when the query's parser would
+// drop it (httpedge.QueryPairError).
 func escapedQuery(c echo.Context, name string) error {
-	for pair := range strings.SplitSeq(c.Request().URL.RawQuery, "&") {
-		k, v, _ := strings.Cut(pair, "=")
-		key, err := url.QueryUnescape(k)
-		if err != nil {
-			key = k
-		}
-		if key != name {
-			continue
-		}
-		if _, err := url.QueryUnescape(v); err != nil {
-			return &domain.ValidationError{Field: name, Reason: "is not valid percent-encoding"}
-		}
-		if strings.Contains(v, ";") {
-			return &domain.ValidationError{Field: name, Reason: "must not hold a raw ';' (send it encoded, %3B)"}
-		}
-	}
-	return nil
+	return httpedge.QueryPairError(c.Request().URL.RawQuery, name)
 }
 
 // utf8Query is the one refusal of a query value that is not UTF-8, for
