@@ -16,6 +16,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -255,8 +256,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	defer closeDB()
 	if cfg.Migrate {
-		if err := bootstrap.Migrate(ctx, db.DB, bootstrap.MigrateUp, logWriter{logger}); err != nil {
-			return fmt.Errorf("migrating: %w", err)
+		if err := migrateAtStart(ctx, db.DB, logger); err != nil {
+			return err
 		}
 	}
 	app, cleanup, err := initPostgresApp(cfg, db, logger)
@@ -398,6 +399,23 @@ func healthzURL(addr string) (string, error) {
 		host = "127.0.0.1"
 	}
 	return "http://" + net.JoinHostPort(host, port) + "/healthz", nil
+}
+
+// migrateAtStart is serve's migrate up. History partitions that could not
+// all be made (bootstrap.ErrPartitionsBehind) do not stop the start — no
+// request needs them — and are logged as a warning, for the alerts that
+// watch for one: events land in the DEFAULT partition until
+// `otad partitions` succeeds.
+func migrateAtStart(ctx context.Context, db *sql.DB, logger *slog.Logger) error {
+	err := bootstrap.Migrate(ctx, db, bootstrap.MigrateUp, logWriter{logger})
+	if errors.Is(err, bootstrap.ErrPartitionsBehind) {
+		logger.Warn("history partitions behind: run otad partitions (docs/SCALING.md, History)", "error", err.Error())
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("migrating: %w", err)
+	}
+	return nil
 }
 
 // logWriter turns migration progress lines into log records.

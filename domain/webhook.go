@@ -210,8 +210,11 @@ func (s *WebhookSubscription) Failed(now time.Time, giveUp time.Duration) {
 // worker stored after this delivery), which stands. Stores that end
 // failing periods in bulk (FinishDeliveries) apply the same rule.
 func (s *WebhookSubscription) Succeeded(now time.Time) {
-	if !s.failingSince.After(now) {
-		s.failingSince = time.Time{}
+	if s.failingSince.After(now) {
+		return
 	}
-	s.updatedAt = stamp(now)
+	s.failingSince = time.Time{}
+	if now.After(s.updatedAt) { // a delivery stored late does not move the row back in time
+		s.updatedAt = stamp(now)
+	}
 }

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -56,14 +57,11 @@ func TestServeStartsWhileTheDefaultPartitionHoldsThisMonthsEvents(t *testing.T) 
 	// What `otad serve` runs at start (main.go: bootstrap.Migrate up; an
 	// error stops serve).
 	var out bytes.Buffer
-	if err := bootstrap.Migrate(ctx, e.db.DB, bootstrap.MigrateUp, &out); err != nil {
-		t.Errorf("serve's start-up migration fails, so otad cannot be restarted: %v", err)
+	if err := bootstrap.Migrate(ctx, e.db.DB, bootstrap.MigrateUp, &out); !errors.Is(err, bootstrap.ErrPartitionsBehind) {
+		t.Errorf("the start-up migration: %v, want ErrPartitionsBehind (the schema up; serve warns and starts)", err)
 	}
 	if n := e.count(t, `SELECT count(*) FROM pg_class WHERE relname = $1`, "audit_log_"+now.AddDate(0, 1, 0).Format("2006_01")); n != 1 {
 		t.Errorf("audit_log's next month's partition was not made: task_events' failure stopped it")
-	}
-	if !strings.Contains(out.String(), "warning: partitions: creating the task_events partition 0 months ahead") {
-		t.Errorf("the start-up migration does not warn of the month it could not make: %q", out.String())
 	}
 	// `otad partitions` is what fails, naming the month.
 	if err := bootstrap.EnsurePartitions(ctx, e.db.DB, bootstrap.DefaultPartitionsAhead, nil); err == nil ||

@@ -384,6 +384,42 @@ func RunWebhookStores(t *testing.T, newStores func(t *testing.T) WebhookStores) 
 		}
 	})
 
+	// A batch's delivered outcome older than a failure stored since
+	// leaves the subscription as that failure left it: Postgres's
+	// finishManySQL does not touch the row (failing_since <= at fails),
+	// so neither may the memory store, nor move updated_at backwards.
+	t.Run("FinishManyLeavesAStandingFailuresRowAsItWas", func(t *testing.T) {
+		t.Parallel()
+		st := newStores(t)
+		s, ctx := st.Webhooks, t.Context()
+		w := subscribe(t, s)
+		for range 2 {
+			announce(t, st, domain.EventTaskSucceeded, nil)
+		}
+		c, err := s.ClaimDeliveries(ctx, at, 10, at.Add(time.Hour))
+		if err != nil || len(c) != 2 {
+			t.Fatalf("claimed %+v, %v", c, err)
+		}
+		failedAt := at.Add(4 * time.Second)
+		if err := s.FinishDelivery(ctx, ports.DeliveryOutcome{ID: c[0].ID, Attempts: c[0].Attempts, Status: ports.DeliveryPending, At: failedAt,
+			NextAttemptAt: failedAt.Add(time.Hour), StatusCode: 503, Error: "answered 503"},
+			func(x *domain.WebhookSubscription) { x.Failed(failedAt, 24*time.Hour) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FinishDeliveries(ctx, []ports.DeliveryOutcome{{ID: c[1].ID, Attempts: c[1].Attempts, Status: ports.DeliveryDelivered,
+			At: at.Add(3 * time.Second), NextAttemptAt: at.Add(3 * time.Second), StatusCode: 204}}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Webhook(ctx, w.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.FailingSince().Equal(failedAt) || !got.UpdatedAt().Equal(failedAt) {
+			t.Fatalf("after a batch delivered before the standing failure: failing since %v, updated %v; want both %v (the failure's row untouched)",
+				got.FailingSince(), got.UpdatedAt(), failedAt)
+		}
+	})
+
 	t.Run("DisabledNotClaimed", func(t *testing.T) {
 		t.Parallel()
 		st := newStores(t)
