@@ -6,9 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/ai-device/ota/adapters/httpedge"
 	"github.com/ai-device/ota/domain"
@@ -50,7 +48,7 @@ func (c *Console) uploadArtifact(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		d := httpedge.DescribeError(err)
 		if d.RetryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int((d.RetryAfter+time.Second-1)/time.Second)))
+			w.Header().Set("Retry-After", httpedge.RetryAfterSeconds(d.RetryAfter))
 		}
 		writeUploadAnswer(w, d.Status, uploadAnswer{Error: sentence(d.Message)})
 		return

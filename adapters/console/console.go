@@ -23,7 +23,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -438,7 +437,7 @@ func (c *Console) failErr(w http.ResponseWriter, r *http.Request, err error) {
 			"request_id", httpedge.RequestIDFrom(r.Context()), "error", err.Error())
 	}
 	if d.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int((d.RetryAfter+time.Second-1)/time.Second)))
+		w.Header().Set("Retry-After", httpedge.RetryAfterSeconds(d.RetryAfter))
 	}
 	c.fail(w, r, d.Status, sentence(d.Message))
 }

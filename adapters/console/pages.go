@@ -77,7 +77,7 @@ func (c *Console) allowSignIn(w http.ResponseWriter, r *http.Request, next, user
 	if !errors.As(httpedge.SpendSignIn(c.cfg.SignInLimiter, r, username), &e) {
 		return true
 	}
-	w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter()+time.Second-1)/time.Second)))
+	w.Header().Set("Retry-After", httpedge.RetryAfterSeconds(e.RetryAfter()))
 	c.logger.WarnContext(r.Context(), "console sign-in rate limited", "request_id", httpedge.RequestIDFrom(r.Context()))
 	c.showSignIn(w, r, http.StatusTooManyRequests, next, username, "Too many sign-in attempts. Wait a moment and try again.")
 	return false

@@ -246,8 +246,10 @@ func retryAfter(err error) time.Duration {
 	return time.Second
 }
 
-// retryAfterSeconds renders a wait in whole seconds, rounded up, at least 1.
-func retryAfterSeconds(d time.Duration) string {
+// RetryAfterSeconds renders a wait as Retry-After says it: whole seconds,
+// rounded up, at least 1 — for every edge that answers a wait its own way
+// (the console's pages and upload).
+func RetryAfterSeconds(d time.Duration) string {
 	s := int64((d + time.Second - 1) / time.Second)
 	if s < 1 {
 		s = 1
@@ -285,7 +287,7 @@ func (e *Edge) HandleError(err error, c echo.Context) {
 	}
 	h := c.Response().Header()
 	if r.retryAfter > 0 {
-		h.Set("Retry-After", retryAfterSeconds(r.retryAfter))
+		h.Set("Retry-After", RetryAfterSeconds(r.retryAfter))
 	}
 	if r.status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="ota"`)
