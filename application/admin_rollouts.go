@@ -2,6 +2,7 @@ package application
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -42,7 +43,11 @@ func NewRolloutAdmin(firmwares ports.FirmwareRepository, rollouts ports.RolloutR
 // StartRollout starts an active rollout of a released firmware. The
 // firmware id is read here, once for every edge: a missing one is
 // VALIDATION_FAILED; a malformed one names no firmware, and docs/ERRORS.md
-// answers an unknown firmware with NOT_FOUND, so it is that.
+// answers an unknown firmware with NOT_FOUND, so it is that. A start with
+// an Idempotency-Key that a stored rollout was started with is answered
+// with that rollout (docs/DOMAIN.md, Rollout): before anything else, so
+// that a retry finds it even once its firmware is revoked, and again when
+// a racing retry stored it first.
 func (s *RolloutAdmin) StartRollout(ctx context.Context, actor domain.Actor, req ports.StartRollout) (domain.Rollout, error) {
 	if req.FirmwareID == "" {
 		return domain.Rollout{}, &domain.ValidationError{Field: "firmware_id", Reason: "is required"}
@@ -50,6 +55,16 @@ func (s *RolloutAdmin) StartRollout(ctx context.Context, actor domain.Actor, req
 	fwID, err := domain.ParseUUID("firmware_id", req.FirmwareID)
 	if err != nil {
 		return domain.Rollout{}, fmt.Errorf("firmware %.64q: %w", req.FirmwareID, domain.ErrNotFound)
+	}
+	if req.Spec.RequestKey, err = domain.ParseRequestKey(req.RequestKey); err != nil {
+		return domain.Rollout{}, err
+	}
+	key, err := req.Spec.KeyFor(fwID)
+	if err != nil {
+		return domain.Rollout{}, err
+	}
+	if r, started, err := s.started(ctx, key); started || err != nil {
+		return r, err
 	}
 	fw, err := s.firmwares.Get(ctx, fwID)
 	if err != nil {
@@ -73,10 +88,35 @@ func (s *RolloutAdmin) StartRollout(ctx context.Context, actor domain.Actor, req
 		return domain.Rollout{}, err
 	}
 	rec = rec.Announcing(done...)
-	if err := s.rollouts.Create(ctx, r, rec); err != nil {
+	err = s.rollouts.Create(ctx, r, rec)
+	if errors.Is(err, domain.ErrRequestKeyTaken) { // a racing retry stored its rollout first
+		if r, started, err := s.started(ctx, key); started || err != nil {
+			return r, err
+		}
+	}
+	if err != nil {
 		return domain.Rollout{}, fmt.Errorf("starting rollout: %w", err)
 	}
 	return r, nil
+}
+
+// started is the rollout a start with key already made, if one did: the
+// answer to a retry, or the conflict of a key reused for another request.
+func (s *RolloutAdmin) started(ctx context.Context, key domain.RequestKey) (domain.Rollout, bool, error) {
+	if key.IsZero() {
+		return domain.Rollout{}, false, nil
+	}
+	r, err := s.rollouts.ByRequestKey(ctx, key.Key())
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		return domain.Rollout{}, false, nil
+	case err != nil:
+		return domain.Rollout{}, true, fmt.Errorf("finding the rollout of an Idempotency-Key: %w", err)
+	}
+	if err := key.Repeats(r.RequestKey()); err != nil {
+		return domain.Rollout{}, true, err
+	}
+	return r, true, nil
 }
 
 // UpdateRollout widens, narrows, pauses, resumes or cancels a rollout.

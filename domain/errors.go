@@ -40,6 +40,12 @@ var (
 	ErrTaskFinished = errors.New("task finished")
 	// ErrIdempotencyConflict means an event id was reused with a different body.
 	ErrIdempotencyConflict = errors.New("event id reused with a different body")
+	// ErrRequestKeyConflict means an Idempotency-Key came with another
+	// request than the one it was first used for (RequestKey.Repeats).
+	ErrRequestKeyConflict = fmt.Errorf("an Idempotency-Key reused with another request: %w", ErrIdempotencyConflict)
+	// ErrRequestKeyTaken is a store's word for a row whose Idempotency-Key
+	// another row has: the use case then answers with that row.
+	ErrRequestKeyTaken = errors.New("another row has this Idempotency-Key")
 	// ErrServiceBusy means a dependency (the lock, Redis, Postgres) could not
 	// serve the request in time; the caller should retry later.
 	ErrServiceBusy = errors.New("service busy")

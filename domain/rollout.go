@@ -79,6 +79,24 @@ type RolloutSpec struct {
 	// AllowDowngrade lets the rollout offer a version below the device's
 	// (rollback rule R1); it needs a version range in Selector.
 	AllowDowngrade bool
+	// RequestKey is the request's Idempotency-Key (docs/DOMAIN.md,
+	// Rollout); the zero key: none.
+	RequestKey RequestKey
+}
+
+// KeyFor is the spec's request key bound to the request it came with: the
+// firmware and every field of the spec, as given. The zero key stays zero.
+func (spec RolloutSpec) KeyFor(firmware UUID) (RequestKey, error) {
+	key := spec.RequestKey
+	spec.RequestKey = RequestKey{}
+	if spec.StartsAt != nil {
+		at := spec.StartsAt.UTC() // one instant, whatever zone it was written in
+		spec.StartsAt = &at
+	}
+	return key.of(struct {
+		Firmware string
+		Spec     RolloutSpec
+	}{firmware.String(), spec})
 }
 
 // WindowSpec is a daily window "HH:MM-HH:MM" in TimeZone (IANA; "" is
@@ -122,6 +140,8 @@ type Rollout struct {
 	// last resumed it (AcceptFailures): the threshold judges again only
 	// once more have.
 	failedAtResume int
+	// requestKey is the Idempotency-Key it was started with, if any.
+	requestKey RequestKey
 	// unusable marks a stored rollout whose policy no longer parses (a
 	// time zone gone from tzdata): it admits no device rather than more.
 	unusable bool
@@ -167,6 +187,10 @@ func NewRollout(id UUID, fw Firmware, spec RolloutSpec, now time.Time) (Rollout,
 		r.minSample = *spec.MinSample
 	}
 	if err := r.applyPolicy(spec, now); err != nil {
+		return Rollout{}, err
+	}
+	var err error
+	if r.requestKey, err = spec.KeyFor(fw.ID()); err != nil {
 		return Rollout{}, err
 	}
 	return r, nil
@@ -247,6 +271,7 @@ type RolloutRecord struct {
 	TaskTimeout    time.Duration // 0: DefaultTaskTimeout
 	AllowDowngrade bool
 	FailedAtResume int
+	RequestKey     RequestKey
 }
 
 // RehydrateRollout rebuilds a stored rollout; only adapters call it. The
@@ -258,7 +283,7 @@ func RehydrateRollout(rec RolloutRecord) Rollout {
 		pausedReason: rec.PausedReason, createdAt: stamp(rec.CreatedAt), updatedAt: stamp(rec.UpdatedAt),
 		stages: slices.Clone(rec.Stages), stage: rec.Stage, gateMetAt: stamp(rec.GateMetAt), history: slices.Clone(rec.History),
 		startsAt: stamp(rec.StartsAt), taskTimeout: rec.TaskTimeout, allowDowngrade: rec.AllowDowngrade,
-		failedAtResume: rec.FailedAtResume,
+		failedAtResume: rec.FailedAtResume, requestKey: rec.RequestKey,
 	}
 	if len(r.stages) == 0 {
 		r.stages = nil
@@ -293,7 +318,7 @@ func (r Rollout) Record() RolloutRecord {
 		PausedReason: r.pausedReason, CreatedAt: r.createdAt, UpdatedAt: r.updatedAt,
 		Selector: r.selector.Spec(), Stages: slices.Clone(r.stages), Stage: r.stage, GateMetAt: r.gateMetAt,
 		History: slices.Clone(r.history), StartsAt: r.startsAt, TaskTimeout: r.taskTimeout, AllowDowngrade: r.allowDowngrade,
-		FailedAtResume: r.failedAtResume,
+		FailedAtResume: r.failedAtResume, RequestKey: r.requestKey,
 	}
 	if r.window != nil {
 		rec.Window = &WindowSpec{Daily: r.window.Daily(), TimeZone: r.window.Zone()}

@@ -40,6 +40,9 @@ func (r Rollout) TaskTimeout() time.Duration { return r.taskTimeout }
 // AllowDowngrade reports whether the rollout may offer a lower version.
 func (r Rollout) AllowDowngrade() bool { return r.allowDowngrade }
 
+// RequestKey is the Idempotency-Key it was started with (zero: none).
+func (r Rollout) RequestKey() RequestKey { return r.requestKey }
+
 // StageSince is when the current stage (re)started: its gate counts the
 // tasks created since then. Zero for a rollout without stages.
 func (r Rollout) StageSince() time.Time {

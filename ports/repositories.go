@@ -70,10 +70,15 @@ type FirmwareRepository interface {
 // RolloutRepository stores rollouts. Not-found is domain.ErrNotFound.
 type RolloutRepository interface {
 	// Create stores a new rollout, and the operator's record of it in the
-	// same transaction (the zero record: none).
+	// same transaction (the zero record: none). A rollout whose
+	// Idempotency-Key a stored one has is domain.ErrRequestKeyTaken.
 	Create(ctx context.Context, r domain.Rollout, rec domain.AuditRecord) error
 	// Get loads a rollout by id.
 	Get(ctx context.Context, id domain.UUID) (domain.Rollout, error)
+	// ByRequestKey loads the rollout started with an Idempotency-Key
+	// (domain.ErrNotFound: none), from the primary: a retry must see the
+	// start it repeats.
+	ByRequestKey(ctx context.Context, key string) (domain.Rollout, error)
 	// Offers returns every active rollout of released firmware of a model,
 	// with its firmware: the candidates of check rule 4.
 	Offers(ctx context.Context, model string) ([]domain.Offer, error)

@@ -131,6 +131,8 @@ type DeviceView struct {
 type StartRollout struct {
 	FirmwareID string
 	Spec       domain.RolloutSpec
+	// RequestKey is the request's Idempotency-Key as sent ("": none).
+	RequestKey string
 }
 
 // RolloutChange is an operator's change to a running rollout; nil fields stay.

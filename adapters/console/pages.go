@@ -1,6 +1,7 @@
 package console
 
 import (
+	"crypto/rand"
 	"errors"
 	"net/http"
 	"net/url"
@@ -264,6 +265,13 @@ func (c *Console) showRollouts(w http.ResponseWriter, r *http.Request, s session
 		return
 	}
 	released := slices.DeleteFunc(all, func(f domain.Firmware) bool { return f.Revoked() })
+	// The form's Idempotency-Key (docs/DOMAIN.md, Rollout): one per form
+	// shown, and kept when the form is shown again after a refusal, so
+	// that submitting it twice, or again after an answer that never came,
+	// starts one rollout.
+	if form.Values["idempotency_key"] == "" {
+		form.Values["idempotency_key"] = rand.Text()
+	}
 	p := c.base(s, "Rollouts", "rollouts")
 	p.Flash = flash(r)
 	p.Data = rolloutsData{Rows: rows, Firmwares: released, Form: form, Defaults: startDefaults}
@@ -333,8 +341,8 @@ func (c *Console) fieldError(r *http.Request, err error, errs map[string]string,
 	return d.Status
 }
 
-var startFields = append([]string{"firmware_id", "percentage", "max_attempts", "failure_threshold_percent", "min_sample"},
-	policyFields...)
+var startFields = append([]string{"firmware_id", "percentage", "max_attempts", "failure_threshold_percent", "min_sample",
+	"idempotency_key"}, policyFields...)
 
 func (c *Console) startRollout(w http.ResponseWriter, r *http.Request, s session) {
 	form := postedForm(r, startFields)
@@ -352,7 +360,7 @@ func (c *Console) startRollout(w http.ResponseWriter, r *http.Request, s session
 // and hands it on: the use case reads the firmware id and the domain
 // judges the policy (NewRollout).
 func (c *Console) tryStart(r *http.Request, s session) (string, error) {
-	req := ports.StartRollout{FirmwareID: r.PostFormValue("firmware_id")}
+	req := ports.StartRollout{FirmwareID: r.PostFormValue("firmware_id"), RequestKey: r.PostFormValue("idempotency_key")}
 	if err := readPolicy(r, &req.Spec); err != nil {
 		return "", err
 	}

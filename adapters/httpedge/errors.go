@@ -139,6 +139,7 @@ var sentinelReplies = []struct {
 	{domain.ErrModelMismatch, reply{status: http.StatusConflict, code: CodeModelMismatch, message: "model does not match the registered model"}},
 	{domain.ErrInvalidTransition, reply{status: http.StatusConflict, code: CodeInvalidTransition, message: "the requested state change is not allowed"}},
 	{domain.ErrTaskFinished, reply{status: http.StatusConflict, code: CodeTaskFinished, message: "the task is finished"}},
+	{domain.ErrRequestKeyConflict, reply{status: http.StatusConflict, code: CodeIdempotencyConflict, message: "this Idempotency-Key was used with another request: send a new key with a new request"}},
 	{domain.ErrIdempotencyConflict, reply{status: http.StatusConflict, code: CodeIdempotencyConflict, message: "event id reused with a different body"}},
 	{domain.ErrNotDeliverable, reply{status: http.StatusConflict, code: CodeFirmwareNotDeliverable, message: "the firmware cannot be delivered over this protocol"}},
 	{domain.ErrArtifactInUse, reply{status: http.StatusConflict, code: CodeArtifactInUse, message: "a firmware refers to this artifact, which is kept while any does"}},

@@ -379,6 +379,8 @@ func (r *Rollouts) Create(ctx context.Context, ro domain.Rollout, rec domain.Aud
 			return domain.ErrFirmwareRevoked
 		case has(r.s.rollouts, id):
 			return errDuplicateID("rollout", id)
+		case !ro.RequestKey().IsZero() && len(r.s.keyed(ro.RequestKey().Key())) > 0:
+			return domain.ErrRequestKeyTaken
 		}
 		r.s.rollouts[id] = ro
 		return nil
@@ -387,6 +389,20 @@ func (r *Rollouts) Create(ctx context.Context, ro domain.Rollout, rec domain.Aud
 
 func (r *Rollouts) Get(ctx context.Context, id domain.UUID) (domain.Rollout, error) {
 	return get(ctx, r.s, r.s.rollouts, id)
+}
+
+func (r *Rollouts) ByRequestKey(ctx context.Context, key string) (domain.Rollout, error) {
+	return locked(ctx, r.s, func() (domain.Rollout, error) {
+		for _, ro := range r.s.keyed(key) {
+			return ro, nil
+		}
+		return domain.Rollout{}, fmt.Errorf("the rollout of an Idempotency-Key: %w", domain.ErrNotFound)
+	})
+}
+
+// keyed lists the rollouts started with key (at most one).
+func (s *Store) keyed(key string) []domain.Rollout {
+	return where(s.rollouts, func(ro domain.Rollout) bool { return key != "" && ro.RequestKey().Key() == key })
 }
 
 func (r *Rollouts) Offers(ctx context.Context, model string) ([]domain.Offer, error) {

@@ -458,6 +458,12 @@ func (r *CachedRollouts) Get(ctx context.Context, id domain.UUID) (domain.Rollou
 	return r.c.rollout(ctx, id)
 }
 
+// ByRequestKey loads the rollout of an Idempotency-Key from the database:
+// a retry must see the start it repeats, however fresh.
+func (r *CachedRollouts) ByRequestKey(ctx context.Context, key string) (domain.Rollout, error) {
+	return r.c.rollouts.ByRequestKey(ctx, key)
+}
+
 // Offers returns a model's offers, from memory when the cache is live.
 func (r *CachedRollouts) Offers(ctx context.Context, model string) ([]domain.Offer, error) {
 	return r.c.offersOf(ctx, model)

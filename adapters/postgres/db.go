@@ -220,6 +220,8 @@ const (
 	constraintFirmwareVersion = "firmwares_model_version_key"
 	// constraintFirmwareArtifactName keeps artifact names unique per model.
 	constraintFirmwareArtifactName = "firmwares_model_artifact_name_key"
+	// constraintRolloutRequestKey keeps a rollout's Idempotency-Key unique.
+	constraintRolloutRequestKey = "rollouts_request_key_key"
 )
 
 // unavailable marks an error saying that Postgres cannot be reached, or is
@@ -280,6 +282,8 @@ func mapWriteErr(err error) error {
 			return domain.ErrFirmwareExists
 		case constraintFirmwareArtifactName:
 			return domain.ErrArtifactNameTaken
+		case constraintRolloutRequestKey:
+			return domain.ErrRequestKeyTaken
 		}
 		return err
 	}

@@ -50,12 +50,14 @@ type rolloutRow struct {
 	CreatedAt               time.Time      `db:"created_at"`
 	UpdatedAt               time.Time      `db:"updated_at"`
 	Policy                  []byte         `db:"policy"`
+	RequestKey              sql.NullString `db:"request_key"`
+	RequestFingerprint      sql.NullString `db:"request_fingerprint"`
 }
 
 // rolloutFields lists the rollouts columns in rolloutRow's order.
 var rolloutFields = []string{
 	"id", "firmware_id", "percentage", "max_attempts", "failure_threshold_percent", "min_sample",
-	"status", "paused_reason", "created_at", "updated_at", "policy",
+	"status", "paused_reason", "created_at", "updated_at", "policy", "request_key", "request_fingerprint",
 }
 
 var rolloutColumns = columns("", rolloutFields)
@@ -73,6 +75,9 @@ func newRolloutRow(ro domain.Rollout) rolloutRow {
 		CreatedAt:    dbTime(rec.CreatedAt),
 		UpdatedAt:    dbTime(rec.UpdatedAt),
 		Policy:       encodePolicy(rec),
+		RequestKey:   nullString(rec.RequestKey.Key()),
+		// The fingerprint goes with its key, as the table's check wants.
+		RequestFingerprint: sql.NullString{String: rec.RequestKey.Fingerprint(), Valid: rec.RequestKey.Key() != ""},
 	}
 	if rec.FailureThresholdPercent != nil {
 		r.FailureThresholdPercent = sql.NullInt32{Int32: int32(*rec.FailureThresholdPercent), Valid: true}
@@ -93,6 +98,7 @@ func (r rolloutRow) toDomain() (domain.Rollout, error) {
 		ID: r.ID, FirmwareID: r.FirmwareID, Percentage: r.Percentage, MaxAttempts: r.MaxAttempts,
 		MinSample: r.MinSample, Status: st, PausedReason: reason,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		RequestKey: domain.RehydrateRequestKey(r.RequestKey.String, r.RequestFingerprint.String),
 	}
 	if r.FailureThresholdPercent.Valid {
 		t := int(r.FailureThresholdPercent.Int32)
@@ -143,10 +149,10 @@ func (s *RolloutRepository) Create(ctx context.Context, ro domain.Rollout, rec d
 func (s *RolloutRepository) insert(ctx context.Context, tx *sqlx.Tx, r rolloutRow, rec domain.AuditRecord, inserted *int) error {
 	rows, err := tx.QueryContext(ctx, `WITH f AS (SELECT id, model FROM firmwares WHERE id = $2 AND status = 'released' FOR SHARE),
 		ins AS (INSERT INTO rollouts (`+rolloutColumns+`)
-			SELECT $1, f.id, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM f RETURNING firmware_id)
+			SELECT $1, f.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 FROM f RETURNING firmware_id)
 		SELECT pg_notify('`+catalogChannel+`', f.model) FROM ins JOIN f ON f.id = ins.firmware_id`,
 		r.ID, r.FirmwareID, r.Percentage, r.MaxAttempts, r.FailureThresholdPercent, r.MinSample,
-		r.Status, r.PausedReason, r.CreatedAt, r.UpdatedAt, r.Policy)
+		r.Status, r.PausedReason, r.CreatedAt, r.UpdatedAt, r.Policy, r.RequestKey, r.RequestFingerprint)
 	if err != nil {
 		return fmt.Errorf("storing rollout %s: %w", r.ID, mapWriteErr(err))
 	}
@@ -168,6 +174,17 @@ func (s *RolloutRepository) insert(ctx context.Context, tx *sqlx.Tx, r rolloutRo
 // Get loads a rollout by id (parsed, canonical); the zero id is not found.
 func (s *RolloutRepository) Get(ctx context.Context, id domain.UUID) (domain.Rollout, error) {
 	return loadByID[domain.Rollout]("rollout", id, func(r *rolloutRow) error { return s.get.GetContext(ctx, r, id.String()) })
+}
+
+// ByRequestKey loads the rollout started with an Idempotency-Key, from
+// the primary.
+func (s *RolloutRepository) ByRequestKey(ctx context.Context, key string) (domain.Rollout, error) {
+	var r rolloutRow
+	err := s.db.GetContext(ctx, &r, `SELECT `+rolloutColumns+` FROM rollouts WHERE request_key = $1`, key)
+	if err != nil {
+		return domain.Rollout{}, fmt.Errorf("loading the rollout of an Idempotency-Key: %w", notFound(err))
+	}
+	return r.toDomain()
 }
 
 // storeRollout writes the changeable fields of ro over the stored row

@@ -2,6 +2,7 @@ package rest
 
 import (
 	"net/http"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
@@ -193,7 +194,12 @@ func (s *server) startRollout(c echo.Context) error {
 	if err := b.policySpec(&spec); err != nil {
 		return err
 	}
-	r, err := s.admin.StartRollout(c.Request().Context(), actorOf(c), ports.StartRollout{FirmwareID: deref(b.FirmwareID), Spec: spec})
+	keys := c.Request().Header.Values("Idempotency-Key")
+	if len(keys) > 1 {
+		return &domain.ValidationError{Field: "Idempotency-Key", Reason: "must be given once"}
+	}
+	r, err := s.admin.StartRollout(c.Request().Context(), actorOf(c),
+		ports.StartRollout{FirmwareID: deref(b.FirmwareID), Spec: spec, RequestKey: strings.Join(keys, "")})
 	if err != nil {
 		return err
 	}

@@ -94,6 +94,35 @@ func (s *repoSuite) rollouts(t *testing.T) {
 		repoSameRollout(t, got, r)
 	})
 
+	t.Run("RequestKey", func(t *testing.T) {
+		// A rollout's Idempotency-Key is stored with it: found by it with
+		// the fingerprint it came with, and unique — a second rollout with
+		// the key is ErrRequestKeyTaken and nothing of it is stored.
+		fw := s.firmware(t, repoSpec(repoName("model"), "1.0.0"), s.at(0), true)
+		key, err := domain.ParseRequestKey(repoName("key"))
+		repoNoErr(t, "parse key", err)
+		r := s.rollout(t, fw, domain.RolloutSpec{Percentage: 10, RequestKey: key}, s.at(1), true)
+		got, err := s.Rollouts.ByRequestKey(ctx, key.Key())
+		repoNoErr(t, "by request key", err)
+		repoSameRollout(t, got, r)
+		if got.RequestKey() != r.RequestKey() || got.RequestKey().Fingerprint() == "" {
+			t.Errorf("stored key %+v, want %+v", got.RequestKey(), r.RequestKey())
+		}
+		again := s.rollout(t, fw, domain.RolloutSpec{Percentage: 20, RequestKey: key}, s.at(2), false)
+		if err := s.Rollouts.Create(ctx, again, domain.AuditRecord{}); !errors.Is(err, domain.ErrRequestKeyTaken) {
+			t.Fatalf("a second rollout with the key: %v, want ErrRequestKeyTaken", err)
+		}
+		_, err = s.Rollouts.Get(ctx, again.ID())
+		repoIsNotFound(t, "the refused rollout", err)
+		// Keyless rollouts share no key, and no rollout has an unknown one.
+		s.rollout(t, fw, domain.RolloutSpec{Percentage: 30}, s.at(3), true)
+		s.rollout(t, fw, domain.RolloutSpec{Percentage: 40}, s.at(4), true)
+		for _, k := range []string{"", repoName("unknown")} {
+			_, err := s.Rollouts.ByRequestKey(ctx, k)
+			repoIsNotFound(t, "by request key "+k, err)
+		}
+	})
+
 	t.Run("GetMissing", func(t *testing.T) {
 		for _, id := range []string{uuid.NewString(), "not-a-uuid", ""} {
 			_, err := s.Rollouts.Get(ctx, asUUID(id))
