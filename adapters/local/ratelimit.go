@@ -31,8 +31,8 @@ type bucket struct {
 var _ ports.RateLimiter = (*RateLimiter)(nil)
 
 // NewRateLimiter allows perSecond requests a second per key, in bursts of
-// up to burst. Buckets idle for a while are forgotten so memory follows the
-// active fleet, not the registered one.
+// up to burst. Buckets idle for a while and full again are forgotten, so
+// memory follows the active fleet, not the registered one.
 func NewRateLimiter(perSecond float64, burst int) *RateLimiter {
 	if burst < 1 {
 		burst = 1
@@ -47,7 +47,10 @@ func (l *RateLimiter) Allow(key string) (bool, time.Duration) {
 	defer l.mu.Unlock()
 	if now.Sub(l.sweep) > l.idle {
 		for k, b := range l.buckets {
-			if now.Sub(b.seen) > l.idle {
+			// Only a full bucket is forgotten: a new one starts full, so
+			// forgetting one still refilling would hand its key a fresh
+			// burst early (a slow budget refills over hours).
+			if now.Sub(b.seen) > l.idle && b.lim.TokensAt(now) >= float64(l.burst) {
 				delete(l.buckets, k)
 			}
 		}
