@@ -45,9 +45,10 @@ func NewRolloutAdmin(firmwares ports.FirmwareRepository, rollouts ports.RolloutR
 // VALIDATION_FAILED; a malformed one names no firmware, and docs/ERRORS.md
 // answers an unknown firmware with NOT_FOUND, so it is that. A start with
 // an Idempotency-Key that a stored rollout was started with is answered
-// with that rollout (docs/DOMAIN.md, Rollout): before anything else, so
-// that a retry finds it even once its firmware is revoked, and again when
-// a racing retry stored it first.
+// with that rollout (docs/DOMAIN.md, Rollout): looked for before anything
+// else, so that a retry finds it even once its firmware is revoked, and
+// again when the start fails, for a first start that committed meanwhile
+// (a racing retry's insert, or the first one's, before a revoke).
 func (s *RolloutAdmin) StartRollout(ctx context.Context, actor domain.Actor, req ports.StartRollout) (domain.Rollout, error) {
 	if req.FirmwareID == "" {
 		return domain.Rollout{}, &domain.ValidationError{Field: "firmware_id", Reason: "is required"}
@@ -66,11 +67,22 @@ func (s *RolloutAdmin) StartRollout(ctx context.Context, actor domain.Actor, req
 	if r, started, err := s.started(ctx, key); started || err != nil {
 		return r, err
 	}
+	r, err := s.start(ctx, actor, fwID, req.Spec)
+	if err != nil {
+		if prior, started, err := s.started(ctx, key); started || err != nil {
+			return prior, err
+		}
+	}
+	return r, err
+}
+
+// start makes and stores a new rollout of the firmware fwID.
+func (s *RolloutAdmin) start(ctx context.Context, actor domain.Actor, fwID domain.UUID, spec domain.RolloutSpec) (domain.Rollout, error) {
 	fw, err := s.firmwares.Get(ctx, fwID)
 	if err != nil {
 		return domain.Rollout{}, fmt.Errorf("loading firmware: %w", err)
 	}
-	r, err := domain.NewRollout(s.ids.NewID(), fw, req.Spec, s.clock.Now())
+	r, err := domain.NewRollout(s.ids.NewID(), fw, spec, s.clock.Now())
 	if err != nil {
 		return domain.Rollout{}, err
 	}
@@ -88,13 +100,7 @@ func (s *RolloutAdmin) StartRollout(ctx context.Context, actor domain.Actor, req
 		return domain.Rollout{}, err
 	}
 	rec = rec.Announcing(done...)
-	err = s.rollouts.Create(ctx, r, rec)
-	if errors.Is(err, domain.ErrRequestKeyTaken) { // a racing retry stored its rollout first
-		if r, started, err := s.started(ctx, key); started || err != nil {
-			return r, err
-		}
-	}
-	if err != nil {
+	if err := s.rollouts.Create(ctx, r, rec); err != nil {
 		return domain.Rollout{}, fmt.Errorf("starting rollout: %w", err)
 	}
 	return r, nil
