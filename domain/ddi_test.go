@@ -145,3 +145,46 @@ func TestApplyLeavesCopiesAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestSuccessAcknowledgesSkip: a success on a task its device reported no
+// progress on, while the rollout's window is closed for the device, is
+// the acknowledgement of update "skip", not an install; anything else is
+// a success.
+func TestSuccessAcknowledgesSkip(t *testing.T) {
+	w, err := domain.ParseWindow("02:00-04:00", "UTC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inside := time.Date(2026, 1, 5, 3, 0, 0, 0, time.UTC)
+	outside := time.Date(2026, 1, 5, 4, 0, 30, 0, time.UTC)
+	utc := domain.DeviceFacts{}
+	// The window is read in the device's zone (UTC-5 in January): 07:30
+	// UTC is 02:30 there, inside; 03:00 UTC is 22:00 there, outside.
+	newYork := domain.DeviceFacts{Attributes: map[string]string{domain.TimezoneAttribute: "America/New_York"}}
+	nyInside := time.Date(2026, 1, 5, 7, 30, 0, 0, time.UTC)
+	tests := []struct {
+		name   string
+		status domain.TaskStatus
+		w      *domain.Window
+		facts  domain.DeviceFacts
+		now    time.Time
+		skip   bool
+	}{
+		{"pending, window closed", domain.TaskPending, &w, utc, outside, true},
+		{"pending, window open", domain.TaskPending, &w, utc, inside, false},
+		{"pending, no window", domain.TaskPending, nil, utc, outside, false},
+		{"downloading, window closed: the device started", domain.TaskDownloading, &w, utc, outside, false},
+		{"installing, window closed", domain.TaskInstalling, &w, utc, outside, false},
+		{"pending, closed in UTC but open in the device's zone", domain.TaskPending, &w, newYork, nyInside, false},
+		{"pending, open in UTC but closed in the device's zone", domain.TaskPending, &w, newYork, inside, true},
+	}
+	for _, tc := range tests {
+		tk := taskIn(tc.status, 0)
+		if got := tk.SuccessAcknowledgesSkip(tc.w, tc.facts, tc.now); got != tc.skip {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.skip)
+		}
+		if tk.Status() != tc.status {
+			t.Errorf("%s: the judgement changed the task (%s)", tc.name, tk.Status())
+		}
+	}
+}

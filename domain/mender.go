@@ -74,6 +74,28 @@ func (t *Task) StopBeforeInstall(fw Firmware, r Rollout, now time.Time) bool {
 	default:
 		return false
 	}
+	return t.stopWithdrawn(fw, r, now)
+}
+
+// StopBeforeStart cancels a task still pending — its device has reported
+// nothing on it — when its firmware was revoked or its rollout cancelled,
+// and reports whether it did. It is check rule 5 as it stands, for
+// protocols whose device does not tell a download from an install
+// (hawkBit DDI: SWUpdate streams the image into its installer and reports
+// both as "proceeding", which maps to downloading): a task its device
+// reported any progress on may be half-written already, so it finishes
+// ("a started task always finishes").
+func (t *Task) StopBeforeStart(fw Firmware, r Rollout, now time.Time) bool {
+	if t.status != TaskPending {
+		return false
+	}
+	return t.stopWithdrawn(fw, r, now)
+}
+
+// stopWithdrawn cancels t when its firmware was revoked
+// (FIRMWARE_REVOKED) or its rollout cancelled (ROLLOUT_CANCELLED), and
+// reports whether it did; the caller has judged that t may be stopped.
+func (t *Task) stopWithdrawn(fw Firmware, r Rollout, now time.Time) bool {
 	code, msg := "", ""
 	switch {
 	case fw.Revoked():

@@ -344,6 +344,35 @@ func TestStopBeforeInstall(t *testing.T) {
 	}
 }
 
+// TestStopBeforeStart: DDI's stop point stops only a task its device has
+// reported nothing on; any progress means the device may be installing
+// (its agent reports download and install alike), so the task finishes.
+func TestStopBeforeStart(t *testing.T) {
+	fw := mustFirmware(t, "fw-1", "cam-x1", "2.0.0", "")
+	active := mustRollout(t, rolloutA, fw, domain.RolloutSpec{Percentage: 100}, t0)
+	cancelled := active
+	if err := cancelled.ChangeStatus(domain.RolloutCancelled, fw, t0); err != nil {
+		t.Fatal(err)
+	}
+	tk := taskIn(domain.TaskPending, 0)
+	if tk.StopBeforeStart(fw, active, t1) || tk.Status() != domain.TaskPending {
+		t.Errorf("pending: stopped for an active rollout and a released firmware")
+	}
+	if !tk.StopBeforeStart(fw, cancelled, t1) || tk.Status() != domain.TaskCancelled || tk.ErrorCode() != domain.CodeRolloutCancelled {
+		t.Errorf("pending: not stopped for a cancelled rollout: %s %s", tk.Status(), tk.ErrorCode())
+	}
+	tk = taskIn(domain.TaskPending, 0)
+	if !tk.StopBeforeStart(revoked(fw), active, t1) || tk.ErrorCode() != domain.CodeFirmwareRevoked || !tk.UpdatedAt().Equal(t1) {
+		t.Errorf("pending: not stopped for a revoked firmware: %s %s", tk.Status(), tk.ErrorCode())
+	}
+	for _, st := range []domain.TaskStatus{domain.TaskDownloading, domain.TaskDownloaded, domain.TaskInstalling, domain.TaskSucceeded, domain.TaskFailed} {
+		tk := taskIn(st, 10)
+		if tk.StopBeforeStart(revoked(fw), cancelled, t1) || tk.Status() != st {
+			t.Errorf("%s was stopped: a task its device reported progress on finishes", st)
+		}
+	}
+}
+
 func TestAuthRequests(t *testing.T) {
 	keys := keysOfEachType(t)
 	k1, _ := domain.ParseDeviceKey("pubkey", keys["rsa"].pem)

@@ -230,6 +230,26 @@ func (t Task) InstalledLate(ev Event) bool {
 	return t.status == TaskFailed && t.errorCode == CodeTimedOut && ev.status == TaskSucceeded
 }
 
+// SuccessAcknowledgesSkip reports whether a success the device reports on
+// t acknowledges being told to wait rather than an install: t is still
+// pending — the device reported no progress on it, so it wrote nothing —
+// and w, its rollout's maintenance window, is closed for the device at
+// now (schedule rule S2: Window.Open, in the device's zone). That is when
+// a DDI deploymentBase answers update "skip", and SWUpdate acknowledges a
+// skip with closed/success ("Skipped Update.") without installing. Such a
+// report changes nothing: the task stays active and is handed out again
+// when the window opens (K1: a device told to wait is not idle). Stored
+// as a success, it would record as the device's version an image the
+// device never installed (event rule 6), which it would never be offered
+// again. Without a window (w nil) no device is told to wait.
+func (t Task) SuccessAcknowledgesSkip(w *Window, f DeviceFacts, now time.Time) bool {
+	if t.status != TaskPending || w == nil {
+		return false
+	}
+	open, _ := w.Open(now, f)
+	return !open
+}
+
 // Revert re-marks a succeeded task failed (INSTALL_REVERTED) when a check
 // contradicts it (event rule 7): the device, read running fw's version —
 // the one the success recorded (Installs) — now reports a lower one. The

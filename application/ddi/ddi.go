@@ -62,7 +62,7 @@ var _ Service = (*UseCases)(nil)
 // New builds the DDI use cases over the device use cases and the ports
 // they read (rollouts: for their maintenance windows and cancels; tasks:
 // to stop a task whose firmware was revoked or rollout cancelled before
-// its device began installing).
+// its device began).
 func New(devices ports.DeviceService, repo ports.DeviceRepository, rollouts ports.RolloutRepository, attrs ports.DeviceAttributes,
 	actions TaskActions, tasks application.TaskTransactor, metrics ports.Metrics, clock ports.Clock, poll application.PollInterval, versionAttr VersionAttribute) (*UseCases, error) {
 	if devices == nil || repo == nil || rollouts == nil || attrs == nil || actions == nil || tasks == nil || metrics == nil || clock == nil {
@@ -156,10 +156,13 @@ func (s *UseCases) task(ctx context.Context, deviceID domain.DeviceID, actionID 
 // (judged on the attributes its authentication read). A cancelled task
 // (superseded, revoked, rollout cancelled) is not found, as hawkBit
 // answers for a cancelled action: the device learns of the cancel from
-// its next poll (cancelAction). A task whose firmware was revoked or
-// rollout cancelled before the device began installing is stopped here
-// first (domain.Task.StopBeforeInstall), as a Mender status report stops
-// it: handing it out would install what the operator withdrew.
+// its next poll (cancelAction). A task still pending whose firmware was
+// revoked or rollout cancelled is stopped here first
+// (domain.Task.StopBeforeStart): handing it out would install what the
+// operator withdrew. A task the device reported progress on is handed
+// back to finish: a DDI agent reports download and install alike, so it
+// may be installing, or rebooting into the image and looking up its
+// action to report the result.
 func (s *UseCases) Deployment(ctx context.Context, dev ports.AuthenticatedDevice, actionID int64) (Deployment, error) {
 	v, err := s.task(ctx, dev.ID(), actionID)
 	if err != nil {
@@ -169,7 +172,7 @@ func (s *UseCases) Deployment(ctx context.Context, dev ports.AuthenticatedDevice
 	if err != nil {
 		return Deployment{}, fmt.Errorf("loading the action's rollout: %w", err)
 	}
-	if v.Task, err = application.StopBeforeInstall(ctx, s.tasks, s.metrics, v, r, s.clock.Now()); err != nil {
+	if v.Task, err = application.StopBeforeInstall(ctx, s.tasks, s.metrics, v, r, s.clock.Now(), (*domain.Task).StopBeforeStart); err != nil {
 		return Deployment{}, err
 	}
 	if v.Task.Status() == domain.TaskCancelled {
@@ -216,11 +219,17 @@ func (s *UseCases) InstalledBase(ctx context.Context, deviceID domain.DeviceID, 
 // derived from the feedback itself, so a resent feedback is a replay.
 // Intermediate feedback that would move the task backwards (a late
 // progress report) is acknowledged without change: for hawkBit it is a log
-// line, and refusing it would make the agent resend it forever. A closed
-// success records the firmware's version as the device's running version
-// in the event's own transaction, as every success does
+// line, and refusing it would make the agent resend it forever. Progress
+// is applied even when the task's firmware was revoked or rollout
+// cancelled since: the device sending it has started, and a started task
+// finishes (check rule 5; deploymentBase stopped it if it had not). A
+// closed success records the firmware's version as the device's running
+// version in the event's own transaction, as every success does
 // (domain.Task.Installs): a DDI poll carries no version, and the next
-// check must not offer the same image again.
+// check must not offer the same image again — unless it acknowledges
+// update "skip" (domain.Task.SuccessAcknowledgesSkip, judged on the
+// window as deploymentBase judges it): then it is answered and applies
+// nothing.
 func (s *UseCases) DeploymentFeedback(ctx context.Context, deviceID domain.DeviceID, actionID int64, fb Feedback) (ports.TaskView, error) {
 	before, err := s.task(ctx, deviceID, actionID)
 	if err != nil {
@@ -230,20 +239,13 @@ func (s *UseCases) DeploymentFeedback(ctx context.Context, deviceID domain.Devic
 	if err != nil || !apply {
 		return before, err
 	}
-	final := application.EndsTask(ev.Status)
-	if !final {
-		// Progress on a task withdrawn before its device began installing
-		// stops it rather than moving it on (as deploymentBase does); the
-		// event is then refused as on any cancelled task (event rule 3:
-		// TASK_FINISHED).
-		r, err := s.rollouts.Get(ctx, before.Task.RolloutID())
-		if err != nil {
-			return ports.TaskView{}, fmt.Errorf("loading the action's rollout: %w", err)
-		}
-		if before.Task, err = application.StopBeforeInstall(ctx, s.tasks, s.metrics, before, r, s.clock.Now()); err != nil {
-			return ports.TaskView{}, err
+	if ev.Status == domain.TaskSucceeded.String() {
+		skip, err := s.acknowledgesSkip(ctx, deviceID, before.Task)
+		if err != nil || skip {
+			return before, err
 		}
 	}
+	final := application.EndsTask(ev.Status)
 	v, err := s.devices.ReportEvent(ctx, deviceID, before.Task.ID(), ev)
 	if err != nil {
 		if !final && errors.Is(err, domain.ErrInvalidTransition) {
@@ -252,6 +254,26 @@ func (s *UseCases) DeploymentFeedback(ctx context.Context, deviceID domain.Devic
 		return ports.TaskView{}, err
 	}
 	return v, nil
+}
+
+// acknowledgesSkip gathers what domain.Task.SuccessAcknowledgesSkip
+// judges a success on t by: its rollout's window and the device's facts
+// (read only when there is a window), now.
+func (s *UseCases) acknowledgesSkip(ctx context.Context, deviceID domain.DeviceID, t domain.Task) (bool, error) {
+	r, err := s.rollouts.Get(ctx, t.RolloutID())
+	if err != nil {
+		return false, fmt.Errorf("loading the action's rollout: %w", err)
+	}
+	w := r.Window()
+	var facts domain.DeviceFacts
+	if w != nil {
+		dev, err := s.devices.IdentifyDevice(ctx, deviceID)
+		if err != nil {
+			return false, err
+		}
+		facts = dev.Tasks.Facts
+	}
+	return t.SuccessAcknowledgesSkip(w, facts, s.clock.Now()), nil
 }
 
 // CancelAction returns the notice of a cancelled task.

@@ -506,7 +506,7 @@ func (s *UseCases) stopBeforeInstall(ctx context.Context, v ports.TaskView) (dom
 	if err != nil {
 		return domain.Task{}, fmt.Errorf("loading rollout: %w", err)
 	}
-	return application.StopBeforeInstall(ctx, s.p.Tasks, s.p.Metrics, v, r, s.p.Clock.Now())
+	return application.StopBeforeInstall(ctx, s.p.Tasks, s.p.Metrics, v, r, s.p.Clock.Now(), (*domain.Task).StopBeforeInstall)
 }
 
 // Log keeps the device's log on its task (bounded, see domain.NewTaskLog).

@@ -62,7 +62,7 @@ var protocolCases = []struct {
 	{"DDIDeploymentOfCancelledTaskIsNotFound", ddiDeploymentOfCancelledTaskIsNotFound},
 	{"DDIFeedbackOnCancelledTaskChangesNothing", ddiFeedbackOnCancelledTaskChangesNothing},
 	{"DDIDeploymentOfRevokedTaskStopsIt", ddiDeploymentOfRevokedTaskStopsIt},
-	{"DDIFeedbackOnRevokedTaskStopsIt", ddiFeedbackOnRevokedTaskStopsIt},
+	{"DDIProgressOnRevokedTaskFinishes", ddiProgressOnRevokedTaskFinishes},
 	{"DDIProgressWhileInstallingKeepsInstalling", ddiProgressWhileInstallingKeepsInstalling},
 	{"EachProtocolIsOfferedTheBestFirmwareItCanDeliver", eachProtocolIsOfferedTheBestFirmwareItCanDeliver},
 	{"DDIPollCancelsAPendingTaskItCannotDeliver", ddiPollCancelsAPendingTaskItCannotDeliver},
@@ -247,20 +247,31 @@ func ddiDeploymentOfRevokedTaskStopsIt(t *testing.T, e *protocolEnv) {
 	}
 }
 
-// Progress on a task whose firmware was revoked stops it instead of moving
-// it to downloading.
-func ddiFeedbackOnRevokedTaskStopsIt(t *testing.T, e *protocolEnv) {
+// Progress on a task whose firmware was revoked is applied: a DDI agent
+// reports download and install alike ("proceeding"), so a device sending
+// progress has started, and a started task finishes (check rule 5). Its
+// deploymentBase is still served (the device looks its action up again
+// after the reboot) and its success is the device's.
+func ddiProgressOnRevokedTaskFinishes(t *testing.T, e *protocolEnv) {
 	dev := e.device("1.0.0")
 	fw := e.release("2.0.0")
 	a := e.ddiAction(dev)
 	if _, err := e.admin.RevokeFirmware(e.ctx, testActor, fw.ID()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.ddi.DeploymentFeedback(e.ctx, dev, a.ActionID(), proceeding); !errors.Is(err, domain.ErrTaskFinished) {
-		t.Fatalf("feedback on a revoked action: %v, want ErrTaskFinished", err)
+	v, err := e.ddi.DeploymentFeedback(e.ctx, dev, a.ActionID(), proceeding)
+	if err != nil || v.Task.Status() != domain.TaskDownloading {
+		t.Fatalf("progress on a revoked action: %v %v, want it applied (downloading)", v.Task.Status(), err)
 	}
-	if got := e.task(a.ID()); got.Status() != domain.TaskCancelled || got.ErrorCode() != domain.CodeFirmwareRevoked {
-		t.Fatalf("the revoked task is %s (%s), want cancelled (FIRMWARE_REVOKED)", got.Status(), got.ErrorCode())
+	if _, err := e.deployment(dev, a.ActionID()); err != nil {
+		t.Fatalf("deploymentBase of a started revoked action: %v, want it served", err)
+	}
+	if got := e.task(a.ID()); got.Status() != domain.TaskDownloading {
+		t.Fatalf("the started task is %s (%s), want downloading", got.Status(), got.ErrorCode())
+	}
+	v, err = e.ddi.DeploymentFeedback(e.ctx, dev, a.ActionID(), ddi.Feedback{Execution: "closed", Finished: "success"})
+	if err != nil || v.Task.Status() != domain.TaskSucceeded {
+		t.Fatalf("success of a started revoked action: %v %v, want succeeded", v.Task.Status(), err)
 	}
 }
 
