@@ -145,7 +145,32 @@ func NewArtifact(id UUID, fileName string, d ArtifactDigest, meta ArtifactMeta, 
 	if meta.Format == (ArtifactFormat{}) {
 		meta.Format = ArtifactRaw
 	}
+	if err := meta.validText(); err != nil {
+		return Artifact{}, err
+	}
 	return Artifact{id: id, fileName: fileName, digest: d, meta: meta, createdAt: stamp(now)}, nil
+}
+
+// validText refuses a file whose metadata holds text no store keeps as
+// given (a NUL, invalid UTF-8): the file is unreadable as what it claims
+// to be, for every store alike, rather than kept by one and a 500 in the
+// other.
+func (m ArtifactMeta) validText() error {
+	type text struct{ field, s string }
+	texts := []text{{"artifact_name", m.ArtifactName}, {"payload_type", m.PayloadType}, {"version", m.Version},
+		{"description", m.Description}}
+	for _, t := range m.DeviceTypes {
+		texts = append(texts, text{"device types", t})
+	}
+	for k, v := range m.Provides { // the file's words are not repeated: they are what is broken
+		texts = append(texts, text{"provides", k}, text{"provides", v})
+	}
+	for _, t := range texts {
+		if err := ValidateText(t.field, t.s, len(t.s)); err != nil {
+			return &ArtifactFormatError{Format: m.Format, Reason: "its " + t.field + " holds a NUL character or is not valid UTF-8"}
+		}
+	}
+	return nil
 }
 
 // RehydrateArtifact rebuilds a stored artifact; only adapters call it.

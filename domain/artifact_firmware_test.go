@@ -88,3 +88,32 @@ func TestNewArtifactRefusesAnEmptyFileAndKeepsItsFormat(t *testing.T) {
 		t.Errorf("an artifact of no known format stored as %v, want raw", got)
 	}
 }
+
+// TestNewArtifactRefusesMetadataNoStoreKeeps: what a file says about
+// itself is kept as text; a NUL or invalid UTF-8 in any of it makes the
+// file unreadable as what it claims (ARTIFACT_UNREADABLE), on every store.
+func TestNewArtifactRefusesMetadataNoStoreKeeps(t *testing.T) {
+	id, _ := domain.ParseUUID("id", "0b0e4c1e-5a5a-4c4c-9d9d-000000000003")
+	digest := domain.ArtifactDigest{Size: 1, SHA256: strings.Repeat("a", 64), SHA1: strings.Repeat("b", 40), MD5: strings.Repeat("c", 32)}
+	good := domain.ArtifactMeta{Format: domain.ArtifactMender, ArtifactName: "release-1", DeviceTypes: []string{"cam"},
+		PayloadType: "rootfs-image", Provides: map[string]string{"rootfs-image.version": "1.0.0"}, Version: "1.0.0", Description: "d"}
+	if _, err := domain.NewArtifact(id, "a.mender", digest, good, time.Now()); err != nil {
+		t.Fatalf("good metadata: %v", err)
+	}
+	for name, bad := range map[string]func(*domain.ArtifactMeta){
+		"artifact_name":  func(m *domain.ArtifactMeta) { m.ArtifactName = "r\x00" },
+		"device type":    func(m *domain.ArtifactMeta) { m.DeviceTypes = []string{"cam", "\xff"} },
+		"payload_type":   func(m *domain.ArtifactMeta) { m.PayloadType = "\x00" },
+		"provides key":   func(m *domain.ArtifactMeta) { m.Provides = map[string]string{"k\x00": "v"} },
+		"provides value": func(m *domain.ArtifactMeta) { m.Provides = map[string]string{"k": "v\x00"} },
+		"version":        func(m *domain.ArtifactMeta) { m.Version = "1\x00" },
+		"description":    func(m *domain.ArtifactMeta) { m.Description = "bad \xc3" },
+	} {
+		m := good
+		bad(&m)
+		var fe *domain.ArtifactFormatError
+		if _, err := domain.NewArtifact(id, "a.mender", digest, m, time.Now()); !errors.As(err, &fe) || strings.ContainsRune(fe.Reason, 0) {
+			t.Errorf("%s: %v, want an ArtifactFormatError that does not repeat the bad text", name, err)
+		}
+	}
+}

@@ -167,6 +167,12 @@ func (a *Adapter) nextV1Post(c echo.Context) error {
 }
 
 func (a *Adapter) nextV1Get(c echo.Context) error {
+	// A pair the query's parser would drop reads as no artifact_name: the
+	// device would seem to run no known image and its success to be
+	// reverted (event rule 7). It is refused instead.
+	if err := httpedge.QueryPairError(c.Request().URL.RawQuery, ""); err != nil {
+		return err
+	}
 	q := c.QueryParams()
 	return a.next(c, menderapp.Provides{ArtifactName: q.Get("artifact_name"), DeviceType: q.Get("device_type")})
 }

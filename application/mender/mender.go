@@ -357,18 +357,22 @@ func (s *UseCases) Next(ctx context.Context, deviceID domain.DeviceID, p Provide
 	if err := domain.ValidateIdentifier("device_type", p.DeviceType); err != nil {
 		return nil, err
 	}
+	// Required, as Mender's server requires it: an absent name would read
+	// as an unknown image, and revert the device's last success (event
+	// rule 7) on a client's omission.
+	if p.ArtifactName == "" {
+		return nil, &domain.ValidationError{Field: "artifact_name", Reason: "is required"}
+	}
 	if err := domain.ValidateText("artifact_name", p.ArtifactName, domain.MaxArtifactNameLen); err != nil {
 		return nil, err
 	}
 	var named *domain.Firmware
-	if p.ArtifactName != "" {
-		fw, err := s.p.Catalog.ByArtifactName(ctx, p.DeviceType, p.ArtifactName)
-		switch {
-		case err == nil:
-			named = &fw
-		case !errors.Is(err, domain.ErrNotFound):
-			return nil, fmt.Errorf("looking up artifact %q: %w", p.ArtifactName, err)
-		}
+	fw, err := s.p.Catalog.ByArtifactName(ctx, p.DeviceType, p.ArtifactName)
+	switch {
+	case err == nil:
+		named = &fw
+	case !errors.Is(err, domain.ErrNotFound):
+		return nil, fmt.Errorf("looking up artifact %q: %w", p.ArtifactName, err)
 	}
 	dev, err := s.identify(ctx, deviceID)
 	if err != nil {
@@ -480,7 +484,11 @@ func (s *UseCases) Status(ctx context.Context, deviceID domain.DeviceID, taskID 
 		return err
 	}
 	final := application.EndsTask(ev.Status)
-	if !final {
+	// A failure before installing is judged as the withdrawal it may
+	// follow: a revoked image is refused mid-download (410), and the
+	// client then reports failure — the service's doing, not a failed
+	// attempt of the device's, to count against the rollout.
+	if !final || ev.Status == domain.TaskFailed.String() {
 		if v.Task, err = s.stopBeforeInstall(ctx, v); err != nil {
 			return err
 		}
