@@ -196,10 +196,15 @@ const (
 )
 
 // HashPassword hashes a new password (argon2id, above) after checking its
-// length.
+// length and that it is text (ValidateText: valid UTF-8, no NUL), as every
+// other operator text is: a password no form or terminal can type back is
+// refused before it is hashed, not stored.
 func HashPassword(password string) (string, error) {
 	if len(password) < MinPasswordLen || len(password) > maxPasswordLen {
 		return "", invalid("password", "must be %d-%d characters", MinPasswordLen, maxPasswordLen)
+	}
+	if err := ValidateText("password", password, maxPasswordLen); err != nil {
+		return "", err
 	}
 	salt := make([]byte, argonSaltLen)
 	if _, err := rand.Read(salt); err != nil {

@@ -2,7 +2,6 @@ package rest
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -93,10 +92,15 @@ func (s *server) removeUser(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
+// createTokenBody is POST /admin/tokens's body. expires_at is read as a
+// string and judged by the domain (domain.ParseInstant), as every other
+// operator time is: one that is not an RFC 3339 date-time is
+// VALIDATION_FAILED naming it, not MALFORMED_JSON (time.Time's own JSON
+// decoding would fail the whole body).
 type createTokenBody struct {
-	Name      *string    `json:"name"`
-	Scopes    *[]string  `json:"scopes"`
-	ExpiresAt *time.Time `json:"expires_at"`
+	Name      *string   `json:"name"`
+	Scopes    *[]string `json:"scopes"`
+	ExpiresAt *string   `json:"expires_at"`
 }
 
 func (s *server) createToken(c echo.Context) error {
@@ -107,7 +111,11 @@ func (s *server) createToken(c echo.Context) error {
 	if err := required(has("name", b.Name), has("scopes", b.Scopes), has("expires_at", b.ExpiresAt)); err != nil {
 		return err
 	}
-	cred, err := s.ext.accounts.CreateToken(c.Request().Context(), actorOf(c), ports.NewAPIToken{Name: *b.Name, Scopes: *b.Scopes, ExpiresAt: *b.ExpiresAt})
+	expires, err := domain.ParseInstant("expires_at", *b.ExpiresAt)
+	if err != nil {
+		return err
+	}
+	cred, err := s.ext.accounts.CreateToken(c.Request().Context(), actorOf(c), ports.NewAPIToken{Name: *b.Name, Scopes: *b.Scopes, ExpiresAt: expires})
 	if err != nil {
 		return err
 	}

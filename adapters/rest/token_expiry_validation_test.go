@@ -13,12 +13,11 @@ import (
 // is VALIDATION_FAILED naming the field — docs/ERRORS.md: "a field is
 // missing, of the wrong type, out of range ... VALIDATION_FAILED", and
 // "for VALIDATION_FAILED it names the field"; MALFORMED_JSON is for "the
-// body is not JSON". The create-token body decodes expires_at straight
-// into a time.Time, whose own parse error decodeJSONValue turns into
-// MALFORMED_JSON "request body is not valid JSON": the operator is told
-// their JSON is broken and not which field is wrong. Every other operator
-// time (a rollout's starts_at, the audit log's since/until) is a string
-// the domain judges, VALIDATION_FAILED naming it.
+// body is not JSON". expires_at is read as a string the domain judges
+// (domain.ParseInstant), as every other operator time is (a rollout's
+// starts_at, the audit log's since/until), not decoded into a time.Time,
+// whose own parse error would make the whole body MALFORMED_JSON and leave
+// the operator guessing which field is wrong. Nothing is called.
 func TestTokenExpiryThatIsNotADateTimeIsAValidationError(t *testing.T) {
 	fake := &fakeServices{}
 	e := NewServer(Config{AdminToken: testAdminToken}, fake, fake, nil, nil, nil, nil, WithAccounts(fakeAccounts{fake}))
