@@ -106,9 +106,16 @@ func (a *Accounts) Authenticate(ctx context.Context, secret string) (domain.Prin
 			if err != nil {
 				return err
 			}
+			// Judged again as it is now, under lock: a revocation committed
+			// since the read above is refused, and no use after it recorded.
+			if err := t.Usable(now); err != nil {
+				return err
+			}
 			return tx.PutToken(ctx, t.Used(now))
 		})
-		if errors.Is(err, domain.ErrNotFound) { // the token or its user removed since the read: as if before it
+		// The token revoked, or it or its user removed, since the read: as
+		// if before it.
+		if errors.Is(err, domain.ErrNotFound) || errors.Is(err, domain.ErrUnauthorized) {
 			return domain.Principal{}, domain.ErrUnauthorized
 		}
 		if err != nil {
