@@ -100,6 +100,9 @@ func (a *Accounts) Authenticate(ctx context.Context, secret string) (domain.Prin
 	if err := t.Usable(now); err != nil {
 		return domain.Principal{}, err
 	}
+	if !owner.Is(t.OwnerAccount()) { // not its very owner: a store that lost track of whose it is
+		return domain.Principal{}, domain.ErrUnauthorized
+	}
 	if t.UseNeedsRecord(now) {
 		err := a.store.InAccountTx(ctx, func(tx ports.AccountTx) error {
 			t, err := tx.LockToken(ctx, t.ID())
@@ -127,7 +130,11 @@ func (a *Accounts) Authenticate(ctx context.Context, secret string) (domain.Prin
 
 // SignIn checks a user's password. An unknown user costs a hash as a wrong
 // password does, so the answer's timing does not tell which names exist.
-// Accounts are few (operators): the user is found in the listing.
+// Accounts are few (operators): the user is found in the listing. The
+// principal is the very account the password was checked against
+// (domain.Principal.Account): if it is removed and its name given to a new
+// account meanwhile, what the principal goes on to do (a session, a token)
+// is refused, not done as the new account.
 func (a *Accounts) SignIn(ctx context.Context, username, password string) (domain.Principal, error) {
 	users, err := a.store.Users(ctx)
 	if err != nil {
@@ -146,17 +153,18 @@ func (a *Accounts) SignIn(ctx context.Context, username, password string) (domai
 
 // SessionUser re-reads a signed-in user for one request of their
 // session: their principal with the role they hold now, or
-// domain.ErrUnauthorized when the account is gone, so that removing a user
-// ends their sessions at once and a new role applies from the next request
-// — or when it is another account of the name, created after the session
-// was issued (domain.User.SignedInSince).
-func (a *Accounts) SessionUser(ctx context.Context, username string, issued time.Time) (domain.Principal, error) {
+// domain.ErrUnauthorized when the account the session was issued for is
+// gone, so that removing a user ends their sessions at once and a new role
+// applies from the next request — also when the name now belongs to
+// another account, created after it (domain.User.Is: the name and the
+// creation time both).
+func (a *Accounts) SessionUser(ctx context.Context, account domain.AccountRef) (domain.Principal, error) {
 	users, err := a.store.Users(ctx)
 	if err != nil {
 		return domain.Principal{}, fmt.Errorf("reading session user: %w", err)
 	}
-	i := slices.IndexFunc(users, func(u domain.User) bool { return u.Name() == username })
-	if i < 0 || !users[i].SignedInSince(issued) {
+	i := slices.IndexFunc(users, func(u domain.User) bool { return u.Is(account) })
+	if i < 0 {
 		return domain.Principal{}, domain.ErrUnauthorized
 	}
 	return domain.UserPrincipal(users[i]), nil
@@ -263,7 +271,8 @@ func (a *Accounts) CreateToken(ctx context.Context, actor domain.Actor, req port
 	}
 	err = a.withAudit(ctx, rec, func(tx ports.AccountTx) error { return tx.PutToken(ctx, t) })
 	if errors.Is(err, domain.ErrNotFound) {
-		// The principal's user was removed after it authenticated.
+		// The principal's account was removed after it authenticated
+		// (another account may hold its name now: the token is not its).
 		return ports.APITokenCredentials{}, domain.ErrUnauthorized
 	}
 	if err != nil {
@@ -272,8 +281,9 @@ func (a *Accounts) CreateToken(ctx context.Context, actor domain.Actor, req port
 	return ports.APITokenCredentials{Token: t, Secret: secret}, nil
 }
 
-// ListTokens lists the principal's own tokens, or everyone's for those who
-// manage accounts (users:write).
+// ListTokens lists the principal's own tokens — those of the very account
+// it acts for, none of another account created under its name since — or
+// everyone's for those who manage accounts (users:write).
 func (a *Accounts) ListTokens(ctx context.Context, p domain.Principal) ([]domain.APIToken, error) {
 	if err := authorize(p, domain.PermRead); err != nil {
 		return nil, err
@@ -285,15 +295,20 @@ func (a *Accounts) ListTokens(ctx context.Context, p domain.Principal) ([]domain
 		return []domain.APIToken{}, nil
 	}
 	tokens, err := a.store.APITokens(ctx, owner)
+	if owner != "" {
+		tokens = slices.DeleteFunc(tokens, func(t domain.APIToken) bool { return !t.OwnedBy(p) })
+	}
 	slices.SortFunc(tokens, func(x, y domain.APIToken) int {
 		return cmp.Or(x.CreatedAt().Compare(y.CreatedAt()), strings.Compare(x.ID().String(), y.ID().String()))
 	})
 	return tokens, err
 }
 
-// RevokeToken ends a token (api_tokens:write): one's own, or anyone's for
-// those who manage accounts. Another user's token is domain.ErrNotFound to
-// everyone else, as if it did not exist.
+// RevokeToken ends a token (api_tokens:write): one's own
+// (domain.APIToken.OwnedBy: the very account's, not that of another
+// account created under its name since), or anyone's for those who manage
+// accounts. Another user's token is domain.ErrNotFound to everyone else,
+// as if it did not exist.
 func (a *Accounts) RevokeToken(ctx context.Context, actor domain.Actor, id domain.UUID) (domain.APIToken, error) {
 	p := actor.Principal()
 	if err := authorize(p, domain.PermAPITokensWrite); err != nil {
@@ -308,7 +323,7 @@ func (a *Accounts) RevokeToken(ctx context.Context, actor domain.Actor, id domai
 		if err != nil {
 			return err
 		}
-		if user, _ := p.Username(); t.Owner() != user && !p.Can(domain.PermUsersWrite) {
+		if !t.OwnedBy(p) && !p.Can(domain.PermUsersWrite) {
 			return fmt.Errorf("API token: %w", domain.ErrNotFound)
 		}
 		now := a.clock.Now()

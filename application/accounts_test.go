@@ -64,7 +64,7 @@ func TestAccountsAuthenticate(t *testing.T) {
 	if err != nil || !p.Can(domain.PermFirmwareWrite) || p.Can(domain.PermRead) {
 		t.Fatalf("token principal %v (%v), %v", p, p.Permissions().List(), err)
 	}
-	tokens, err := a.ListTokens(ctx, domain.UserPrincipal(domain.RehydrateUser("rel", domain.RoleReleaser, "", time.Time{})))
+	tokens, err := a.ListTokens(ctx, rel)
 	if err != nil || len(tokens) != 1 || !tokens[0].LastUsedAt().Equal(clock.now) {
 		t.Fatalf("last use not recorded: %+v, %v", tokens, err)
 	}
@@ -161,30 +161,30 @@ func TestAccountsRemovalEndsTokensAtOnce(t *testing.T) {
 func TestAccountsSessionUser(t *testing.T) {
 	a, clock := newAccounts(t)
 	ctx := t.Context()
-	createUser(t, a, "vic", domain.RoleViewer)
-	p, err := a.SessionUser(ctx, "vic", clock.now)
+	vic, _ := createUser(t, a, "vic", domain.RoleViewer).Account()
+	p, err := a.SessionUser(ctx, vic)
 	if err != nil || p.String() != "user:vic" || p.Can(domain.PermFirmwareWrite) || !p.Can(domain.PermRead) {
 		t.Fatalf("vic's session: %v %v", p, err)
 	}
-	if _, err := a.SessionUser(ctx, "nobody", clock.now); !errors.Is(err, domain.ErrUnauthorized) {
+	if _, err := a.SessionUser(ctx, domain.NewAccountRef("nobody", clock.now)); !errors.Is(err, domain.ErrUnauthorized) {
 		t.Errorf("an unknown user's session: %v, want ErrUnauthorized", err)
 	}
 	if err := a.RemoveUser(ctx, testActor, "vic"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.SessionUser(ctx, "vic", clock.now); !errors.Is(err, domain.ErrUnauthorized) {
+	if _, err := a.SessionUser(ctx, vic); !errors.Is(err, domain.ErrUnauthorized) {
 		t.Errorf("a removed user's session: %v, want ErrUnauthorized", err)
 	}
-	// A new account of the name is another account: a session issued
-	// before it existed is the removed one's (sessions keep seconds).
-	issued := clock.now.Add(500 * time.Millisecond)
-	clock.now = clock.now.Add(time.Second + 500*time.Millisecond)
-	createUser(t, a, "vic", domain.RoleAdmin)
-	if _, err := a.SessionUser(ctx, "vic", issued.Truncate(time.Second)); !errors.Is(err, domain.ErrUnauthorized) {
-		t.Errorf("a session issued before the account of its name was created: %v, want ErrUnauthorized", err)
+	// A new account of the name is another account: a session of the
+	// removed one is not its, even within the second the new one was
+	// created (the creation time names an account to the microsecond).
+	clock.now = clock.now.Add(500 * time.Millisecond)
+	newVic, _ := createUser(t, a, "vic", domain.RoleAdmin).Account()
+	if _, err := a.SessionUser(ctx, vic); !errors.Is(err, domain.ErrUnauthorized) {
+		t.Errorf("a session of the removed account of the name: %v, want ErrUnauthorized", err)
 	}
-	if p, err := a.SessionUser(ctx, "vic", clock.now.Truncate(time.Second)); err != nil || !p.Can(domain.PermUsersWrite) {
-		t.Errorf("a session issued in the second the account was created: %v %v, want the account's", p, err)
+	if p, err := a.SessionUser(ctx, newVic); err != nil || !p.Can(domain.PermUsersWrite) {
+		t.Errorf("a session of the new account: %v %v, want the account's", p, err)
 	}
 }
 

@@ -35,7 +35,10 @@ func (a *Accounts) SignInExternal(ctx context.Context, id ports.ExternalIdentity
 	if err != nil {
 		return domain.Principal{}, err
 	}
-	err = a.store.InAccountTx(ctx, func(tx ports.AccountTx) error { return tx.PutExternalUser(ctx, u) })
+	err = a.store.InAccountTx(ctx, func(tx ports.AccountTx) error {
+		u, err = tx.PutExternalUser(ctx, u) // as stored: an existing account keeps its creation, which names it
+		return err
+	})
 	if errors.Is(err, domain.ErrUserExists) {
 		// A password account holds the name (made before names were
 		// reserved): it is not the provider's to sign in as.

@@ -42,14 +42,14 @@ func TestSignInExternalOnPostgres(t *testing.T) {
 	if _, err := signIn("alice", []string{"viewer"}, ""); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := a.SessionUser(ctx, "oidc-alice", clock.now); err != nil || s.Can(domain.PermRolloutsWrite) || !s.Can(domain.PermRead) {
+	if s, err := a.SessionUser(ctx, domain.NewAccountRef("oidc-alice", clock.now)); err != nil || s.Can(domain.PermRolloutsWrite) || !s.Can(domain.PermRead) {
 		t.Fatalf("after the role changed at the provider: %v %v, want a viewer", s, err)
 	}
 
 	if _, err := signIn("bob", []string{"wizard"}, ""); !errors.Is(err, domain.ErrForbidden) {
 		t.Fatalf("no valid role: %v, want ErrForbidden", err)
 	}
-	if _, err := a.SessionUser(ctx, "oidc-bob", clock.now); !errors.Is(err, domain.ErrUnauthorized) {
+	if _, err := a.SessionUser(ctx, domain.NewAccountRef("oidc-bob", clock.now)); !errors.Is(err, domain.ErrUnauthorized) {
 		t.Fatalf("a refused user was provisioned: %v", err)
 	}
 	if p, err := signIn("bob", nil, domain.RoleReleaser); err != nil || !p.Can(domain.PermFirmwareWrite) {
@@ -70,14 +70,14 @@ func TestSignInExternalOnPostgres(t *testing.T) {
 	if _, err := signIn("carol", []string{"admin"}, ""); !errors.Is(err, domain.ErrForbidden) {
 		t.Fatalf("SSO over a password account: %v, want ErrForbidden", err)
 	}
-	if s, err := a.SessionUser(ctx, "oidc-carol", clock.now); err != nil || s.Can(domain.PermUsersWrite) {
+	if s, err := a.SessionUser(ctx, domain.NewAccountRef("oidc-carol", clock.now)); err != nil || s.Can(domain.PermUsersWrite) {
 		t.Fatalf("the password account changed: %v %v", s, err)
 	}
 
 	if err := a.RemoveUser(ctx, testActor, "oidc-alice"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.SessionUser(ctx, "oidc-alice", clock.now); !errors.Is(err, domain.ErrUnauthorized) {
+	if _, err := a.SessionUser(ctx, domain.NewAccountRef("oidc-alice", clock.now)); !errors.Is(err, domain.ErrUnauthorized) {
 		t.Fatalf("a removed SSO user's session: %v", err)
 	}
 }
@@ -115,13 +115,13 @@ func TestSignInExternal(t *testing.T) {
 	if name, _ := p.Username(); err != nil || name != "oidc-alice" || !p.Can(domain.PermRolloutsWrite) || p.Can(domain.PermFirmwareWrite) {
 		t.Fatalf("a claimed role with a default: %v %v, want the claimed role", p, err)
 	}
-	if s, err := a.SessionUser(ctx, "oidc-alice", clock.now); err != nil || !s.Can(domain.PermRolloutsWrite) {
+	if s, err := a.SessionUser(ctx, domain.NewAccountRef("oidc-alice", clock.now)); err != nil || !s.Can(domain.PermRolloutsWrite) {
 		t.Fatalf("the provisioned account: %v %v", s, err)
 	}
 	if _, err := signIn("bob", []string{"wizard"}, ""); !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("no valid role, no default: %v, want ErrForbidden", err)
 	}
-	if _, err := a.SessionUser(ctx, "oidc-bob", clock.now); !errors.Is(err, domain.ErrUnauthorized) {
+	if _, err := a.SessionUser(ctx, domain.NewAccountRef("oidc-bob", clock.now)); !errors.Is(err, domain.ErrUnauthorized) {
 		t.Errorf("a refused user was provisioned: %v", err)
 	}
 	if p, err := signIn("bob", []string{"wizard"}, domain.RoleReleaser); err != nil || !p.Can(domain.PermFirmwareWrite) || p.Can(domain.PermUsersWrite) {
@@ -131,7 +131,7 @@ func TestSignInExternal(t *testing.T) {
 	if _, err := signIn("erin", nil, "wizard"); err == nil {
 		t.Error("signed in with a default role that is none")
 	}
-	if _, err := a.SessionUser(ctx, "oidc-erin", clock.now); !errors.Is(err, domain.ErrUnauthorized) {
+	if _, err := a.SessionUser(ctx, domain.NewAccountRef("oidc-erin", clock.now)); !errors.Is(err, domain.ErrUnauthorized) {
 		t.Errorf("a user with no valid role was provisioned: %v", err)
 	}
 

@@ -288,13 +288,45 @@ func (u User) PasswordHash() string { return u.passwordHash }
 // CreatedAt is when the account was made.
 func (u User) CreatedAt() time.Time { return u.createdAt }
 
-// SignedInSince reports whether a session issued at issued (to the
-// second, as a session keeps it) can be this account's: a session issued
-// before the account existed was another account's of the same name, one
-// since removed, and must not sign its holder in as this one. The
-// account's own second counts as after it.
-func (u User) SignedInSince(issued time.Time) bool {
-	return !u.createdAt.Truncate(time.Second).After(issued)
+// Ref is this account among every account that has had its name.
+func (u User) Ref() AccountRef { return AccountRef{name: u.name, createdAt: u.createdAt} }
+
+// Is reports whether u is the very account r names: the same name and the
+// same creation. An account created under the name after r's was removed
+// is not.
+func (u User) Is(r AccountRef) bool { return u.name == r.name && u.createdAt.Equal(r.createdAt) }
+
+// AccountRef names one account, told apart from every other account that
+// had or will have its name: its username and when it was created, to the
+// microsecond as stored. A name is free again once its account is removed
+// (a new hire given a freed name, the same person re-created with another
+// role), and what was checked against the removed account — a password, a
+// session, the owner of a token — must not act as the account created
+// after it: the creation time is the account's version. The zero
+// AccountRef names no account.
+type AccountRef struct {
+	name      string
+	createdAt time.Time
+}
+
+// NewAccountRef is the account named name created at createdAt, as an
+// edge carries it back (a console session's cookie) or a store reads it.
+func NewAccountRef(name string, createdAt time.Time) AccountRef {
+	return AccountRef{name: name, createdAt: createdAt.UTC().Truncate(time.Microsecond)}
+}
+
+// Name is the account's username.
+func (r AccountRef) Name() string { return r.name }
+
+// CreatedAt is when the account was created.
+func (r AccountRef) CreatedAt() time.Time { return r.createdAt }
+
+// IsZero reports whether r names no account.
+func (r AccountRef) IsZero() bool { return r.name == "" }
+
+// Equal reports whether r and o name the same account.
+func (r AccountRef) Equal(o AccountRef) bool {
+	return r.name == o.name && r.createdAt.Equal(o.createdAt)
 }
 
 // PasswordMatches verifies a presented password, in constant time. A
@@ -314,7 +346,7 @@ func (u User) PasswordMatches(password string) bool {
 // whether it was revoked.
 type APIToken struct {
 	id         UUID
-	owner      string
+	owner      AccountRef // the very account that minted it
 	name       string
 	hash       TokenHash
 	scopes     PermissionSet
@@ -335,7 +367,7 @@ const MaxTokenLifetime = 366 * 24 * time.Hour
 // ErrForbidden — a leaked token cannot be turned into a longer-lived one.
 // It returns the token and its secret, which is shown once.
 func NewAPIToken(id UUID, grantor Principal, name string, scopes PermissionSet, expiresAt, now time.Time) (APIToken, string, error) {
-	owner, ok := grantor.Username()
+	owner, ok := grantor.Account()
 	if !ok {
 		return APIToken{}, "", fmt.Errorf("%w: only a user's session or token can own API tokens", ErrForbidden)
 	}
@@ -376,8 +408,8 @@ func NewAPIToken(id UUID, grantor Principal, name string, scopes PermissionSet, 
 // recognisable (secret scanners) and never mistaken for a device token.
 const APITokenPrefix = "ota_"
 
-// RehydrateAPIToken rebuilds a stored token.
-func RehydrateAPIToken(id UUID, owner, name string, hash TokenHash, scopes PermissionSet,
+// RehydrateAPIToken rebuilds a stored token of the account owner.
+func RehydrateAPIToken(id UUID, owner AccountRef, name string, hash TokenHash, scopes PermissionSet,
 	createdAt, expiresAt, lastUsedAt, revokedAt time.Time) APIToken {
 	us := func(t time.Time) time.Time {
 		if t.IsZero() {
@@ -385,7 +417,7 @@ func RehydrateAPIToken(id UUID, owner, name string, hash TokenHash, scopes Permi
 		}
 		return t.UTC().Truncate(time.Microsecond)
 	}
-	return APIToken{id: id, owner: owner, name: name, hash: hash, scopes: scopes, createdAt: us(createdAt),
+	return APIToken{id: id, owner: NewAccountRef(owner.name, owner.createdAt), name: name, hash: hash, scopes: scopes, createdAt: us(createdAt),
 		expiresAt: us(expiresAt), lastUsedAt: us(lastUsedAt), revokedAt: us(revokedAt)}
 }
 
@@ -393,7 +425,19 @@ func RehydrateAPIToken(id UUID, owner, name string, hash TokenHash, scopes Permi
 func (t APIToken) ID() UUID { return t.id }
 
 // Owner is the username the token acts for.
-func (t APIToken) Owner() string { return t.owner }
+func (t APIToken) Owner() string { return t.owner.name }
+
+// OwnerAccount is the account the token belongs to: the one that minted
+// it, not another created later under its name.
+func (t APIToken) OwnerAccount() AccountRef { return t.owner }
+
+// OwnedBy reports whether p acts for the very account that owns t (in
+// person or through a token): not root, not another user, and not an
+// account created under the owner's name after the owner was removed.
+func (t APIToken) OwnedBy(p Principal) bool {
+	a, ok := p.Account()
+	return ok && t.owner.Equal(a)
+}
 
 // Name is the owner's label for the token ("ci").
 func (t APIToken) Name() string { return t.name }
@@ -449,10 +493,12 @@ const (
 // one, so that it can be judged (Can) and recorded. The zero Principal may
 // do nothing.
 type Principal struct {
-	kind  principalKind
-	user  string
-	token UUID
-	perms PermissionSet
+	kind principalKind
+	// account is the account the principal was checked against (a
+	// session's, a token's owner); the zero AccountRef for root.
+	account AccountRef
+	token   UUID
+	perms   PermissionSet
 	// until is when a token principal's token expires (zero for the
 	// others): a token it mints must not outlive it (NewAPIToken).
 	until time.Time
@@ -465,17 +511,18 @@ func RootPrincipal() Principal {
 
 // UserPrincipal is a user acting in person (a session): their role's permissions.
 func UserPrincipal(u User) Principal {
-	return Principal{kind: principalUser, user: u.name, perms: RolePermissions(u.role)}
+	return Principal{kind: principalUser, account: u.Ref(), perms: RolePermissions(u.role)}
 }
 
 // TokenPrincipal is a user acting through an API token: the token's scopes
 // as far as the owner's role still allows them, so a demoted user's tokens
-// shrink with the role.
+// shrink with the role. owner must be the very account that owns the token
+// (not another of its name): else the principal may do nothing.
 func TokenPrincipal(t APIToken, owner User) Principal {
-	if t.owner != owner.name {
+	if !owner.Is(t.owner) {
 		return Principal{}
 	}
-	return Principal{kind: principalToken, user: owner.name, token: t.id, perms: t.scopes.intersect(RolePermissions(owner.role)),
+	return Principal{kind: principalToken, account: owner.Ref(), token: t.id, perms: t.scopes.intersect(RolePermissions(owner.role)),
 		until: t.expiresAt}
 }
 
@@ -486,7 +533,13 @@ func (p Principal) Can(perm Permission) bool { return p.perms.Has(perm) }
 func (p Principal) Permissions() PermissionSet { return p.perms }
 
 // Username is the user acting (a session or a token's owner); root has none.
-func (p Principal) Username() (string, bool) { return p.user, p.user != "" }
+func (p Principal) Username() (string, bool) { return p.account.name, p.account.name != "" }
+
+// Account is the account the user acting was checked against (their
+// session's, or their token's owner), which stays that account: if it is
+// removed and another is created under its name, the principal is not the
+// new one's. Root has none.
+func (p Principal) Account() (AccountRef, bool) { return p.account, !p.account.IsZero() }
 
 // TokenID is the API token acting, if one is.
 func (p Principal) TokenID() (UUID, bool) { return p.token, p.kind == principalToken }
@@ -501,9 +554,9 @@ func (p Principal) String() string {
 	case principalRoot:
 		return "root"
 	case principalUser:
-		return "user:" + p.user
+		return "user:" + p.account.name
 	case principalToken:
-		return "token:" + p.token.String() + "(" + p.user + ")"
+		return "token:" + p.token.String() + "(" + p.account.name + ")"
 	}
 	return "nobody"
 }

@@ -220,3 +220,43 @@ func TestAPITokenEdges(t *testing.T) {
 		}
 	}
 }
+
+// An account is its name and its creation (domain.AccountRef): one created
+// later under a freed name, even a microsecond later, is another account.
+// A token of the first neither acts for it nor is owned by its principal.
+func TestAccountRefTellsAccountsOfOneNameApart(t *testing.T) {
+	first := mustUser(t, "rel", domain.RoleReleaser)
+	later, err := domain.NewUser("rel", string(domain.RoleReleaser), "another long password", at0.Add(time.Microsecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !first.Is(first.Ref()) || first.Is(later.Ref()) || later.Is(first.Ref()) || first.Ref().Equal(later.Ref()) {
+		t.Fatalf("%+v and %+v are not told apart", first.Ref(), later.Ref())
+	}
+	if ref := domain.NewAccountRef("rel", first.CreatedAt().In(time.FixedZone("CET", 3600))); !first.Is(ref) {
+		t.Errorf("the account's name and creation time in another zone do not name it: %+v", ref)
+	}
+	if a, ok := domain.UserPrincipal(first).Account(); !ok || !a.Equal(first.Ref()) {
+		t.Errorf("a user principal's account: %+v %v", a, ok)
+	}
+	if _, ok := domain.RootPrincipal().Account(); ok {
+		t.Error("root has an account")
+	}
+	tok, _, err := domain.NewAPIToken(domain.UUIDOf([16]byte{3}), domain.UserPrincipal(first), "ci",
+		domain.PermissionsOf(domain.PermFirmwareWrite), at0.Add(time.Hour), at0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tok.OwnerAccount().Equal(first.Ref()) || !tok.OwnedBy(domain.UserPrincipal(first)) {
+		t.Errorf("the token's owner %+v, want %+v", tok.OwnerAccount(), first.Ref())
+	}
+	if tok.OwnedBy(domain.UserPrincipal(later)) || tok.OwnedBy(domain.RootPrincipal()) {
+		t.Error("a token is owned by another account of its owner's name, or by root")
+	}
+	if p := domain.TokenPrincipal(tok, later); p.Can(domain.PermFirmwareWrite) {
+		t.Errorf("a token acts for a later account of its owner's name: %v", p)
+	}
+	if p := domain.TokenPrincipal(tok, first); !p.Can(domain.PermFirmwareWrite) || !tok.OwnedBy(p) {
+		t.Errorf("a token does not act for its owner: %v", p)
+	}
+}

@@ -158,9 +158,9 @@ func (r AuditRecord) ActorRecord() AuditActorRecord {
 	case principalRoot:
 		return AuditActorRecord{Kind: "root"}
 	case principalUser:
-		return AuditActorRecord{Kind: "user", User: p.user}
+		return AuditActorRecord{Kind: "user", User: p.account.name}
 	}
-	return AuditActorRecord{Kind: "token", User: p.user, Token: p.token}
+	return AuditActorRecord{Kind: "token", User: p.account.name, Token: p.token}
 }
 
 // RehydrateAuditRecord rebuilds a stored record.
@@ -171,9 +171,9 @@ func RehydrateAuditRecord(at time.Time, actor AuditActorRecord, action AuditActi
 	case "root":
 		p = Principal{kind: principalRoot}
 	case "user":
-		p = Principal{kind: principalUser, user: actor.User}
+		p = Principal{kind: principalUser, account: AccountRef{name: actor.User}}
 	case "token":
-		p = Principal{kind: principalToken, user: actor.User, token: actor.Token}
+		p = Principal{kind: principalToken, account: AccountRef{name: actor.User}, token: actor.Token}
 	default:
 		return AuditRecord{}, fmt.Errorf("stored audit record: unknown actor kind %q", actor.Kind)
 	}

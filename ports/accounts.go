@@ -21,12 +21,16 @@ type AccountTx interface {
 	// (domain.ErrNotFound).
 	LockToken(ctx context.Context, id domain.UUID) (domain.APIToken, error)
 	// PutExternalUser stores a single sign-on user (domain.User.External):
-	// a new one, or the role of one already stored. A password account of
-	// that name is left as it is (domain.ErrUserExists).
-	PutExternalUser(ctx context.Context, u domain.User) error
+	// a new one, or the role of one already stored, and returns the
+	// account as stored (an existing one keeps its creation time, which
+	// names it: domain.AccountRef). A password account of that name is left
+	// as it is (domain.ErrUserExists).
+	PutExternalUser(ctx context.Context, u domain.User) (domain.User, error)
 	// PutToken stores a new token, or one LockToken read and the use case
-	// changed (its last use, its revocation). Its owner must exist
-	// (domain.ErrNotFound otherwise).
+	// changed (its last use, its revocation). Its owner must exist: the
+	// very account of t.OwnerAccount(), name and creation time, not
+	// another account created under the name since (domain.ErrNotFound
+	// otherwise, and nothing is stored).
 	PutToken(ctx context.Context, t domain.APIToken) error
 	// RecordAudit writes the operator's record of the change this
 	// transaction makes.
@@ -82,11 +86,11 @@ type AccountService interface {
 	// maps to (domain.ErrForbidden when it maps to none and no default is
 	// configured).
 	SignInExternal(ctx context.Context, id ExternalIdentity) (domain.Principal, error)
-	// SessionUser re-reads a signed-in user (a console session issued at
-	// issued): their current role's principal, or domain.ErrUnauthorized
-	// once removed — also when an account of the name was created since
-	// (domain.User.SignedInSince).
-	SessionUser(ctx context.Context, username string, issued time.Time) (domain.Principal, error)
+	// SessionUser re-reads a signed-in user (the account a console
+	// session was issued for): their current role's principal, or
+	// domain.ErrUnauthorized once removed — also when another account of
+	// the name was created since (domain.User.Is).
+	SessionUser(ctx context.Context, account domain.AccountRef) (domain.Principal, error)
 	CreateUser(ctx context.Context, actor domain.Actor, req NewUser) (domain.User, error)
 	RemoveUser(ctx context.Context, actor domain.Actor, name string) error
 	ListUsers(ctx context.Context, p domain.Principal) ([]domain.User, error)

@@ -229,7 +229,7 @@ func (c *Console) readSession(r *http.Request) (session, error) {
 	if !ok {
 		return session{}, errNoSession
 	}
-	if s.user == "" {
+	if s.account.IsZero() {
 		s.who = domain.RootPrincipal()
 		s.actor, _ = httpedge.ActorOf(r, s.who) // the root is someone: no error
 		return s, nil
@@ -237,7 +237,7 @@ func (c *Console) readSession(r *http.Request) (session, error) {
 	if c.accounts == nil {
 		return session{}, errNoSession
 	}
-	p, err := c.accounts.SessionUser(r.Context(), s.user, s.issued)
+	p, err := c.accounts.SessionUser(r.Context(), s.account)
 	if errors.Is(err, domain.ErrUnauthorized) {
 		return session{}, errNoSession
 	}

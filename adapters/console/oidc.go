@@ -209,8 +209,8 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	user, _ := p.Username()
-	if _, err := c.sessions.start(w, r, user); err != nil {
+	account, _ := p.Account()
+	if _, err := c.sessions.start(w, r, account); err != nil {
 		c.failErr(w, r, err)
 		return
 	}

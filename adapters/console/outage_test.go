@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/ai-device/ota/adapters/console"
 	"github.com/ai-device/ota/adapters/local"
@@ -27,11 +26,11 @@ type outageAccounts struct {
 	down atomic.Bool
 }
 
-func (a *outageAccounts) SessionUser(ctx context.Context, username string, issued time.Time) (domain.Principal, error) {
+func (a *outageAccounts) SessionUser(ctx context.Context, account domain.AccountRef) (domain.Principal, error) {
 	if a.down.Load() {
 		return domain.Principal{}, fmt.Errorf("postgres: connection refused: %w", domain.ErrServiceBusy)
 	}
-	return a.AccountService.SessionUser(ctx, username, issued)
+	return a.AccountService.SessionUser(ctx, account)
 }
 
 // TestSignedInUserDuringAnOutageIsToldBusyNotSignedOut: docs/ERRORS.md

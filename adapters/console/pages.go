@@ -97,7 +97,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	if !c.allowSignIn(w, r, next, username) {
 		return
 	}
-	user := ""
+	var account domain.AccountRef // the zero AccountRef: the admin token's session
 	if username != "" && c.accounts != nil {
 		p, err := c.accounts.SignIn(r.Context(), username, r.PostFormValue("password"))
 		if errors.Is(err, domain.ErrUnauthorized) {
@@ -109,13 +109,16 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 			c.failErr(w, r, err)
 			return
 		}
-		user, _ = p.Username()
+		// The session is the very account the password was checked
+		// against: if it is removed meanwhile and its name given to
+		// another, the session is refused, not the new account's.
+		account, _ = p.Account()
 	} else if token := r.PostFormValue("token"); c.cfg.AdminToken == "" || !domain.SecretEqual(token, c.cfg.AdminToken) {
 		c.logger.WarnContext(r.Context(), "console sign-in refused", "request_id", httpedge.RequestIDFrom(r.Context()))
 		c.showSignIn(w, r, http.StatusUnauthorized, next, "", "That is not the admin token.")
 		return
 	}
-	if _, err := c.sessions.start(w, r, user); err != nil {
+	if _, err := c.sessions.start(w, r, account); err != nil {
 		c.failErr(w, r, err)
 		return
 	}

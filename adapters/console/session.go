@@ -26,15 +26,18 @@ const (
 // sessions issues and checks signed session cookies.
 //
 // A cookie holds no secret: it is its expiry, its issue time, a random
-// nonce and the signed-in username (none for the admin token), signed with
+// nonce and the signed-in account — its creation time and username, which
+// together name the very account whose credentials were checked
+// (domain.AccountRef), none for the admin token — signed with
 // HMAC-SHA256. The admin token's sessions are signed under a key derived
 // from the admin token, so rotating it ends them; users' sessions under
 // the session key (OTA_CONSOLE_SESSION_KEY, else derived from the admin
 // token under another label). Any replica that shares the keys accepts a
 // cookie (no session store, no sticky load balancing), and a stolen cookie
-// never reveals a credential. A user's cookie only names them: every
-// request re-reads the account (Console.readSession), so a removed user's
-// session ends at once and the role is the current one. Each session's
+// never reveals a credential. A user's cookie only names their account:
+// every request re-reads it (Console.readSession), so a removed user's
+// session ends at once, and stays ended when another account is created
+// under the name, and the role is the current one. Each session's
 // CSRF token is the HMAC of its payload under the same key, so forms need
 // no server-side state either. Signing out forgets the cookie in the
 // browser and, on the replica that served the sign-out, refuses it until
@@ -69,10 +72,13 @@ func newSessions(adminToken, sessionKey string, secure bool, ttl time.Duration, 
 
 // session is a signed-in operator's session.
 type session struct {
-	payload []byte // expiry, issue time (Unix seconds, 8 bytes each), 16 random bytes, username
+	// payload is the expiry and the issue time (Unix seconds, 8 bytes
+	// each), 16 random bytes, the account's creation time (Unix
+	// microseconds, 8 bytes; 0 for the admin token) and its username.
+	payload []byte
 	expires time.Time
-	issued  time.Time // to the second
-	user    string    // "": the admin token's session
+	issued  time.Time         // to the second
+	account domain.AccountRef // zero: the admin token's session
 	// who is the principal acting, as re-read for this request
 	// (Console.readSession).
 	who domain.Principal
@@ -83,8 +89,13 @@ type session struct {
 
 const (
 	nonceLen   = 16
-	payloadLen = 8 + 8 + nonceLen // before the username
+	payloadLen = 8 + 8 + nonceLen + 8 // before the username
 	maxUserLen = 64
+	// sessionLabel is what a session's MAC is made under. It names the
+	// payload's layout: a cookie of the layout before the account's
+	// creation time ("session") is no session, and its holder signs in
+	// again.
+	sessionLabel = "session v2"
 )
 
 var b64 = base64.RawURLEncoding
@@ -105,9 +116,10 @@ func (s *sessions) mac(key []byte, label string, payload []byte) []byte {
 	return m.Sum(nil)
 }
 
-// start makes a new session for user ("": the admin token) and sets its
-// cookie.
-func (s *sessions) start(w http.ResponseWriter, r *http.Request, user string) (session, error) {
+// start makes a new session for the account whose credentials were just
+// checked (the zero AccountRef: the admin token) and sets its cookie.
+func (s *sessions) start(w http.ResponseWriter, r *http.Request, account domain.AccountRef) (session, error) {
+	user := account.Name()
 	key := s.key(user)
 	if key == nil || len(user) > maxUserLen {
 		return session{}, errors.New("console: no key signs this session")
@@ -117,16 +129,19 @@ func (s *sessions) start(w http.ResponseWriter, r *http.Request, user string) (s
 	payload := make([]byte, payloadLen, payloadLen+len(user))
 	binary.BigEndian.PutUint64(payload, uint64(expires.Unix()))
 	binary.BigEndian.PutUint64(payload[8:], uint64(now.Unix()))
-	if _, err := rand.Read(payload[16:payloadLen]); err != nil {
+	if _, err := rand.Read(payload[16 : 16+nonceLen]); err != nil {
 		return session{}, err
 	}
+	if user != "" {
+		binary.BigEndian.PutUint64(payload[16+nonceLen:], uint64(account.CreatedAt().UnixMicro()))
+	}
 	payload = append(payload, user...)
-	value := b64.EncodeToString(payload) + "." + b64.EncodeToString(s.mac(key, "session", payload))
+	value := b64.EncodeToString(payload) + "." + b64.EncodeToString(s.mac(key, sessionLabel, payload))
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: value, Path: Prefix + "/", Expires: expires, MaxAge: int(s.ttl / time.Second),
 		HttpOnly: true, Secure: s.secureFor(r), SameSite: http.SameSiteStrictMode,
 	})
-	return session{payload: payload, expires: expires, user: user}, nil
+	return session{payload: payload, expires: expires, account: account}, nil
 }
 
 // read returns the request's session when its cookie is genuine, unexpired
@@ -148,7 +163,7 @@ func (s *sessions) read(r *http.Request) (session, bool) {
 	}
 	user := string(payload[payloadLen:])
 	key := s.key(user)
-	if key == nil || !hmac.Equal(sig, s.mac(key, "session", payload)) {
+	if key == nil || !hmac.Equal(sig, s.mac(key, sessionLabel, payload)) {
 		return session{}, false
 	}
 	expires := time.Unix(int64(binary.BigEndian.Uint64(payload)), 0)
@@ -163,7 +178,11 @@ func (s *sessions) read(r *http.Request) (session, bool) {
 		return session{}, false
 	}
 	issued := time.Unix(int64(binary.BigEndian.Uint64(payload[8:])), 0)
-	return session{payload: payload, expires: expires, issued: issued, user: user}, true
+	var account domain.AccountRef
+	if user != "" {
+		account = domain.NewAccountRef(user, time.UnixMicro(int64(binary.BigEndian.Uint64(payload[16+nonceLen:]))))
+	}
+	return session{payload: payload, expires: expires, issued: issued, account: account}, true
 }
 
 // end signs a session out: the browser drops the cookie, and this replica
@@ -186,13 +205,13 @@ func (s *sessions) end(w http.ResponseWriter, r *http.Request, sess session) {
 
 // csrf is the token a session's forms carry.
 func (s *sessions) csrf(sess session) string {
-	return b64.EncodeToString(s.mac(s.key(sess.user), "csrf", sess.payload))
+	return b64.EncodeToString(s.mac(s.key(sess.account.Name()), "csrf", sess.payload))
 }
 
 // validCSRF compares a form's token with the session's in constant time.
 func (s *sessions) validCSRF(sess session, token string) bool {
 	got, err := b64.DecodeString(token)
-	return err == nil && hmac.Equal(got, s.mac(s.key(sess.user), "csrf", sess.payload))
+	return err == nil && hmac.Equal(got, s.mac(s.key(sess.account.Name()), "csrf", sess.payload))
 }
 
 // signInToken sets the short-lived cookie the sign-in form must echo (a

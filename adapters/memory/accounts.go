@@ -47,15 +47,15 @@ func (a *Accounts) InsertUser(_ context.Context, u domain.User) error {
 	return nil
 }
 
-func (a *Accounts) PutExternalUser(_ context.Context, u domain.User) error {
+func (a *Accounts) PutExternalUser(_ context.Context, u domain.User) (domain.User, error) {
 	if old, ok := a.s.users[u.Name()]; ok {
 		if !old.External() {
-			return domain.ErrUserExists
+			return domain.User{}, domain.ErrUserExists
 		}
 		u = domain.RehydrateUser(u.Name(), u.Role(), "", old.CreatedAt())
 	}
 	a.s.users[u.Name()] = u
-	return nil
+	return u, nil
 }
 
 func (a *Accounts) DeleteUser(_ context.Context, name string) (domain.User, error) {
@@ -65,8 +65,10 @@ func (a *Accounts) DeleteUser(_ context.Context, name string) (domain.User, erro
 	return u, err
 }
 
+// PutToken writes the token only while its very owner exists (the
+// account of that name and creation time, domain.User.Is).
 func (a *Accounts) PutToken(_ context.Context, t domain.APIToken) error {
-	if !has(a.s.users, t.Owner()) {
+	if u, ok := a.s.users[t.Owner()]; !ok || !u.Is(t.OwnerAccount()) {
 		return domain.ErrNotFound
 	}
 	a.s.tokens[t.ID().String()] = t

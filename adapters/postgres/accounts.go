@@ -22,9 +22,13 @@ type AccountRepository struct{ db *sqlx.DB }
 // NewAccountRepository stores accounts through the given pool.
 func NewAccountRepository(db *sqlx.DB) *AccountRepository { return &AccountRepository{db: db} }
 
+// A token is read through its owner (tokensOfUsers), whose creation time
+// names the very account that owns it (domain.AccountRef).
 const (
 	userColumns  = `username, role, password_hash, created_at`
-	tokenColumns = `t.id, t.username, t.name, t.token_hash, t.scopes, t.created_at, t.expires_at, t.last_used_at, t.revoked_at`
+	tokenColumns = `t.id, t.username, u.created_at AS owner_created_at, t.name, t.token_hash, t.scopes, t.created_at,
+		t.expires_at, t.last_used_at, t.revoked_at`
+	tokensOfUsers = `api_tokens t JOIN users u ON u.username = t.username`
 )
 
 type userRow struct {
@@ -43,15 +47,16 @@ func (r userRow) toDomain() (domain.User, error) {
 }
 
 type tokenRow struct {
-	ID         string         `db:"id"`
-	Username   string         `db:"username"`
-	Name       string         `db:"name"`
-	TokenHash  []byte         `db:"token_hash"`
-	Scopes     pq.StringArray `db:"scopes"`
-	CreatedAt  time.Time      `db:"created_at"`
-	ExpiresAt  time.Time      `db:"expires_at"`
-	LastUsedAt sql.NullTime   `db:"last_used_at"`
-	RevokedAt  sql.NullTime   `db:"revoked_at"`
+	ID             string         `db:"id"`
+	Username       string         `db:"username"`
+	OwnerCreatedAt time.Time      `db:"owner_created_at"`
+	Name           string         `db:"name"`
+	TokenHash      []byte         `db:"token_hash"`
+	Scopes         pq.StringArray `db:"scopes"`
+	CreatedAt      time.Time      `db:"created_at"`
+	ExpiresAt      time.Time      `db:"expires_at"`
+	LastUsedAt     sql.NullTime   `db:"last_used_at"`
+	RevokedAt      sql.NullTime   `db:"revoked_at"`
 }
 
 func (r tokenRow) toDomain() (domain.APIToken, error) {
@@ -64,7 +69,7 @@ func (r tokenRow) toDomain() (domain.APIToken, error) {
 	if err != nil || copy(h[:], r.TokenHash) != len(h) {
 		return domain.APIToken{}, fmt.Errorf("API token %s is corrupt: %v", r.ID, err)
 	}
-	return domain.RehydrateAPIToken(id, r.Username, r.Name, h, scopes, r.CreatedAt, r.ExpiresAt,
+	return domain.RehydrateAPIToken(id, domain.NewAccountRef(r.Username, r.OwnerCreatedAt), r.Name, h, scopes, r.CreatedAt, r.ExpiresAt,
 		fromNullTime(r.LastUsedAt), fromNullTime(r.RevokedAt)), nil
 }
 
@@ -85,7 +90,7 @@ func (s *AccountRepository) Users(ctx context.Context) ([]domain.User, error) {
 // APITokens lists one owner's tokens ("": everyone's).
 func (s *AccountRepository) APITokens(ctx context.Context, owner string) ([]domain.APIToken, error) {
 	var rows []tokenRow
-	if err := s.db.SelectContext(ctx, &rows, `SELECT `+tokenColumns+` FROM api_tokens t WHERE $1 = '' OR t.username = $1`, owner); err != nil {
+	if err := s.db.SelectContext(ctx, &rows, `SELECT `+tokenColumns+` FROM `+tokensOfUsers+` WHERE $1 = '' OR t.username = $1`, owner); err != nil {
 		return nil, fmt.Errorf("listing API tokens: %w", unavailable(err))
 	}
 	return domainOf(rows)
@@ -96,12 +101,11 @@ func (s *AccountRepository) APITokens(ctx context.Context, owner string) ([]doma
 func (s *AccountRepository) TokenByHash(ctx context.Context, h domain.TokenHash) (domain.APIToken, domain.User, error) {
 	var row struct {
 		tokenRow
-		Role         string    `db:"role"`
-		PasswordHash string    `db:"password_hash"`
-		UserCreated  time.Time `db:"user_created_at"`
+		Role         string `db:"role"`
+		PasswordHash string `db:"password_hash"`
 	}
-	err := s.db.GetContext(ctx, &row, `SELECT `+tokenColumns+`, u.role, u.password_hash, u.created_at AS user_created_at
-		FROM api_tokens t JOIN users u ON u.username = t.username WHERE t.token_hash = $1`, h[:])
+	err := s.db.GetContext(ctx, &row, `SELECT `+tokenColumns+`, u.role, u.password_hash
+		FROM `+tokensOfUsers+` WHERE t.token_hash = $1`, h[:])
 	if err != nil {
 		return domain.APIToken{}, domain.User{}, fmt.Errorf("loading API token: %w", notFound(err))
 	}
@@ -109,7 +113,7 @@ func (s *AccountRepository) TokenByHash(ctx context.Context, h domain.TokenHash)
 	if err != nil {
 		return domain.APIToken{}, domain.User{}, err
 	}
-	u, err := userRow{Username: row.Username, Role: row.Role, PasswordHash: row.PasswordHash, CreatedAt: row.UserCreated}.toDomain()
+	u, err := userRow{Username: row.Username, Role: row.Role, PasswordHash: row.PasswordHash, CreatedAt: row.OwnerCreatedAt}.toDomain()
 	return t, u, err
 }
 
@@ -126,20 +130,24 @@ func (a accountTx) InsertUser(ctx context.Context, u domain.User) error {
 }
 
 // PutExternalUser inserts a single sign-on user, or updates the role of
-// one; a password account of the same name is not touched (the WHERE
-// leaves it, and no row comes back).
-func (a accountTx) PutExternalUser(ctx context.Context, u domain.User) error {
+// one (which keeps its creation time), and returns the stored row; a
+// password account of the same name is not touched (the WHERE leaves it,
+// and no row comes back).
+func (a accountTx) PutExternalUser(ctx context.Context, u domain.User) (domain.User, error) {
 	if !u.External() {
-		return fmt.Errorf("user %s has a password: not an external user", u.Name())
+		return domain.User{}, fmt.Errorf("user %s has a password: not an external user", u.Name())
 	}
-	var name string
-	err := a.tx.GetContext(ctx, &name, `INSERT INTO users (`+userColumns+`) VALUES ($1, $2, '', $3)
+	var r userRow
+	err := a.tx.GetContext(ctx, &r, `INSERT INTO users (`+userColumns+`) VALUES ($1, $2, '', $3)
 		ON CONFLICT (username) DO UPDATE SET role = EXCLUDED.role WHERE users.password_hash = ''
-		RETURNING username`, u.Name(), string(u.Role()), dbTime(u.CreatedAt()))
+		RETURNING `+userColumns, u.Name(), string(u.Role()), dbTime(u.CreatedAt()))
 	if errors.Is(err, sql.ErrNoRows) {
-		return domain.ErrUserExists
+		return domain.User{}, domain.ErrUserExists
 	}
-	return unavailable(err)
+	if err != nil {
+		return domain.User{}, unavailable(err)
+	}
+	return r.toDomain()
 }
 
 func (a accountTx) DeleteUser(ctx context.Context, name string) (domain.User, error) {
@@ -152,21 +160,36 @@ func (a accountTx) DeleteUser(ctx context.Context, name string) (domain.User, er
 
 func (a accountTx) LockToken(ctx context.Context, id domain.UUID) (domain.APIToken, error) {
 	return loadByID[domain.APIToken]("API token", id, func(r *tokenRow) error {
-		return a.tx.GetContext(ctx, r, `SELECT `+tokenColumns+` FROM api_tokens t WHERE t.id = $1 FOR UPDATE`, id.String())
+		return a.tx.GetContext(ctx, r, `SELECT `+tokenColumns+` FROM `+tokensOfUsers+` WHERE t.id = $1 FOR UPDATE OF t`, id.String())
 	})
 }
 
+// PutToken writes the token only while its very owner exists: the row is
+// selected from the user of that name and creation time, so a token of an
+// account since removed — even one whose name was given to a new account
+// — writes nothing (ErrNotFound). A removal committing concurrently fails
+// the foreign key, ErrNotFound too.
 func (a accountTx) PutToken(ctx context.Context, t domain.APIToken) error {
 	h := t.Hash()
-	_, err := a.tx.ExecContext(ctx, `INSERT INTO api_tokens (id, username, name, token_hash, scopes, created_at, expires_at, last_used_at, revoked_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+	owner := t.OwnerAccount()
+	res, err := a.tx.ExecContext(ctx, `INSERT INTO api_tokens (id, username, name, token_hash, scopes, created_at, expires_at, last_used_at, revoked_at)
+		SELECT $1::uuid, u.username, $3::text, $4::bytea, $5::text[], $6::timestamptz, $7::timestamptz, $8::timestamptz, $9::timestamptz
+		FROM users u WHERE u.username = $2 AND u.created_at = $10
 		ON CONFLICT (id) DO UPDATE SET last_used_at = EXCLUDED.last_used_at, revoked_at = EXCLUDED.revoked_at`,
-		t.ID().String(), t.Owner(), t.Name(), h[:], pq.StringArray(permissionNames(t.Scopes())), dbTime(t.CreatedAt()),
-		dbTime(t.ExpiresAt()), nullTime(t.LastUsedAt()), nullTime(t.RevokedAt()))
+		t.ID().String(), owner.Name(), t.Name(), h[:], pq.StringArray(permissionNames(t.Scopes())), dbTime(t.CreatedAt()),
+		dbTime(t.ExpiresAt()), nullTime(t.LastUsedAt()), nullTime(t.RevokedAt()), dbTime(owner.CreatedAt()))
 	if pq.As(err, pqerror.ForeignKeyViolation) != nil {
 		return fmt.Errorf("user %s: %w", t.Owner(), domain.ErrNotFound)
 	}
-	return unavailable(err)
+	if err != nil {
+		return unavailable(err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return unavailable(err)
+	} else if n == 0 {
+		return fmt.Errorf("user %s created %s: %w", owner.Name(), owner.CreatedAt().Format(time.RFC3339Nano), domain.ErrNotFound)
+	}
+	return nil
 }
 
 func permissionNames(s domain.PermissionSet) []string {

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -171,7 +170,7 @@ func (r rootOnly) Authenticate(_ context.Context, secret string) (domain.Princip
 	return domain.Principal{}, domain.ErrUnauthorized
 }
 
-func (rootOnly) SessionUser(context.Context, string, time.Time) (domain.Principal, error) {
+func (rootOnly) SessionUser(context.Context, domain.AccountRef) (domain.Principal, error) {
 	return domain.Principal{}, domain.ErrUnauthorized
 }
 

@@ -65,7 +65,7 @@ func (a fakeAccounts) Authenticate(_ context.Context, secret string) (domain.Pri
 // testPassword is the password fakeAccounts.SignIn admits, for any name.
 const testPassword = "hunter2-password"
 
-func (a fakeAccounts) SessionUser(context.Context, string, time.Time) (domain.Principal, error) {
+func (a fakeAccounts) SessionUser(context.Context, domain.AccountRef) (domain.Principal, error) {
 	return domain.Principal{}, domain.ErrUnauthorized
 }
 

@@ -17,7 +17,9 @@ import (
 // RunAccountStores runs the contract of the accounts store
 // (application.AccountStore): users are unique and removed with their
 // tokens; a token round-trips, is found by its hash through its owner, and
-// keeps its last use and revocation; a failed transaction leaves nothing.
+// keeps its last use and revocation; a token is written only while its
+// very owner exists, never onto another account created under its name;
+// a failed transaction leaves nothing.
 func RunAccountStores(t *testing.T, newStore func(t *testing.T) application.AccountStore) {
 	at := time.Date(2026, 12, 4, 12, 0, 0, 123456789, time.UTC)
 	user := func(t *testing.T, role domain.Role) domain.User {
@@ -78,12 +80,27 @@ func RunAccountStores(t *testing.T, newStore func(t *testing.T) application.Acco
 		if err != nil {
 			t.Fatal(err)
 		}
+		// put signs the user in at at, or — once they have an account —
+		// an hour later: the account keeps its creation time.
+		signedIn := false
 		put := func(role domain.Role) error {
-			u, err := domain.NewExternalUser(name, role, at)
+			when := at
+			if signedIn {
+				when = at.Add(time.Hour)
+			}
+			signedIn = true
+			u, err := domain.NewExternalUser(name, role, when)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return tx(t, s, func(tx ports.AccountTx) error { return tx.PutExternalUser(ctx, u) })
+			var got domain.User
+			err = tx(t, s, func(tx ports.AccountTx) (err error) { got, err = tx.PutExternalUser(ctx, u); return err })
+			// The account as stored: a new one, or the one already there
+			// with its own creation time, which names it.
+			if err == nil && (got.Name() != name || got.Role() != role || !got.CreatedAt().Equal(at.Truncate(time.Microsecond))) {
+				t.Errorf("PutExternalUser answered %+v, want %s, a %s created at %s", got, name, role, at)
+			}
+			return err
 		}
 		stored := func() domain.User {
 			t.Helper()
@@ -121,7 +138,7 @@ func RunAccountStores(t *testing.T, newStore func(t *testing.T) application.Acco
 			t.Fatal(err)
 		}
 		ext := domain.RehydrateUser(pw.Name(), domain.RoleAdmin, "", at)
-		if err := tx(t, s, func(tx ports.AccountTx) error { return tx.PutExternalUser(ctx, ext) }); !errors.Is(err, domain.ErrUserExists) {
+		if err := tx(t, s, func(tx ports.AccountTx) error { _, err := tx.PutExternalUser(ctx, ext); return err }); !errors.Is(err, domain.ErrUserExists) {
 			t.Fatalf("external user over a password account: %v, want ErrUserExists", err)
 		}
 		users, _ := s.Users(ctx)
@@ -189,6 +206,67 @@ func RunAccountStores(t *testing.T, newStore func(t *testing.T) application.Acco
 		}
 		if theirs, err := s.APITokens(ctx, other.Name()); err != nil || len(theirs) != 1 {
 			t.Fatalf("another user's tokens after a removal: %+v, %v", theirs, err)
+		}
+	})
+
+	// A token is its very owner's: minted by an account that is then
+	// removed, and whose name is given to a new account, it is written
+	// nowhere — not onto the new account (ErrNotFound) — while the new
+	// account's own tokens are written, read back as its, and updated.
+	t.Run("TokenOfARemovedAccountOfTheName", func(t *testing.T) {
+		t.Parallel()
+		s, ctx := newStore(t), t.Context()
+		old := user(t, domain.RoleReleaser)
+		if err := tx(t, s, func(tx ports.AccountTx) error { return tx.InsertUser(ctx, old) }); err != nil {
+			t.Fatal(err)
+		}
+		stale, staleSecret := token(t, old, domain.PermFirmwareWrite)
+		if err := tx(t, s, func(tx ports.AccountTx) error { _, err := tx.DeleteUser(ctx, old.Name()); return err }); err != nil {
+			t.Fatal(err)
+		}
+		successor, err := domain.NewUser(old.Name(), string(domain.RoleReleaser), "the new hire's own password", at.Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tx(t, s, func(tx ports.AccountTx) error { return tx.InsertUser(ctx, successor) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx(t, s, func(tx ports.AccountTx) error { return tx.PutToken(ctx, stale) }); !errors.Is(err, domain.ErrNotFound) {
+			t.Fatalf("a token of the removed account of the name: %v, want ErrNotFound", err)
+		}
+		if _, _, err := s.TokenByHash(ctx, domain.HashToken(staleSecret)); !errors.Is(err, domain.ErrNotFound) {
+			t.Fatalf("the removed account's token was stored: %v", err)
+		}
+		if mine, err := s.APITokens(ctx, successor.Name()); err != nil || len(mine) != 0 {
+			t.Fatalf("the new account owns %d tokens it never minted (%v)", len(mine), err)
+		}
+		own, ownSecret := token(t, successor, domain.PermFirmwareWrite)
+		if err := tx(t, s, func(tx ports.AccountTx) error { return tx.PutToken(ctx, own) }); err != nil {
+			t.Fatal(err)
+		}
+		got, owner, err := s.TokenByHash(ctx, domain.HashToken(ownSecret))
+		if err != nil || got != own || owner != successor || !got.OwnerAccount().Equal(successor.Ref()) {
+			t.Fatalf("TokenByHash = %+v, %+v, %v; want %+v of %+v", got, owner, err, own, successor)
+		}
+		if mine, err := s.APITokens(ctx, successor.Name()); err != nil || len(mine) != 1 || !mine[0].OwnerAccount().Equal(successor.Ref()) {
+			t.Fatalf("APITokens(%s) = %+v, %v; want its own token, of its account", successor.Name(), mine, err)
+		}
+		revoked := at.Add(2 * time.Minute)
+		err = tx(t, s, func(tx ports.AccountTx) error {
+			locked, err := tx.LockToken(ctx, own.ID())
+			if err != nil {
+				return err
+			}
+			if !locked.OwnerAccount().Equal(successor.Ref()) {
+				return fmt.Errorf("LockToken read the owner %+v, want %+v", locked.OwnerAccount(), successor.Ref())
+			}
+			return tx.PutToken(ctx, locked.Revoke(revoked))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mine, err := s.APITokens(ctx, successor.Name()); err != nil || len(mine) != 1 || !mine[0].RevokedAt().Equal(revoked.Truncate(time.Microsecond)) {
+			t.Fatalf("the new account's revoked token: %+v, %v", mine, err)
 		}
 	})
 

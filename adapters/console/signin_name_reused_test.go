@@ -38,10 +38,12 @@ func (a *accountsAfterPassword) SignIn(ctx context.Context, username, password s
 // is given to a new account, before the session starts must not sign its
 // holder in as the new account. docs/DOMAIN.md S3: "an account created
 // later under the same name is another account"; the removed account's
-// password is not the new one's. The console takes the session's issue
-// time when it writes the cookie, after the password check, so the
-// session looks issued after the new account was created
-// (domain.User.SignedInSince) and the removed viewer acts as the new admin.
+// password is not the new one's. The session's cookie names the very
+// account the password was checked against (its name and creation time,
+// domain.AccountRef), and Accounts.SessionUser admits only that account.
+// An issue time alone would not do: the console writes it after the
+// password check, so the session would look issued after the new account
+// was created, and the removed viewer would act as the new admin.
 func TestPasswordCheckedBeforeTheNameIsReusedDoesNotSignInAsTheNewAccount(t *testing.T) {
 	clk := &clock{}
 	svc := testenv.NewMemoryService(t, testenv.MemoryOptions{Clock: clk})
