@@ -2,7 +2,9 @@ package application_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -141,6 +143,14 @@ func TestSignInExternal(t *testing.T) {
 	if _, err := signIn("carol", []string{"admin"}, ""); !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("SSO over a password account: %v, want ErrForbidden", err)
 	}
+	// Nor does a provider granting no role remove it: it is not an SSO
+	// account (docs/DOMAIN.md S8).
+	if _, err := signIn("carol", nil, ""); !errors.Is(err, domain.ErrForbidden) {
+		t.Errorf("SSO granting no role over a password account: %v, want ErrForbidden", err)
+	}
+	if users, _ := store.Users(ctx); !slices.ContainsFunc(users, func(u domain.User) bool { return u.Name() == "oidc-carol" && !u.External() }) {
+		t.Errorf("an SSO sign-in granted no role removed the password account oidc-carol: %v", users)
+	}
 
 	boom := errors.New("boom")
 	down, err := application.NewAccounts(failingAccounts{Accounts: store, err: boom}, clock, local.NewUUIDs(), rootSecret)
@@ -151,4 +161,76 @@ func TestSignInExternal(t *testing.T) {
 		errors.Is(err, domain.ErrForbidden) || p.Can(domain.PermRead) {
 		t.Errorf("a failing store: %v %v", p, err)
 	}
+}
+
+// docs/DOMAIN.md S8: the role comes from the provider's claim "and is
+// stored at every sign-in: a change at the provider applies from the
+// user's next sign-in" — a session already running acts with the stored
+// role (S3). Demoting an SSO admin to viewer at the provider does that: at
+// their next sign-in every session of theirs is a viewer's. Withdrawing
+// every role at the provider is the stronger change: the next sign-in is
+// refused 403 and removes the account, so that the user's other running
+// sessions end rather than keep acting with the stored admin role until
+// they expire (8 h). The removal is audited as one.
+func TestSSORoleWithdrawnAtTheProviderDoesNotLeaveTheStoredRoleActing(t *testing.T) {
+	accountStores(t, func(t *testing.T, store application.AccountStore, audit ports.AuditLog) {
+		clock := &fixedClock{now: time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)}
+		a, err := application.NewAccounts(store, clock, local.NewUUIDs(), rootSecret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := t.Context()
+		signIn := func(sub string, roles []string) (domain.Principal, error) {
+			return a.SignInExternal(ctx, ports.ExternalIdentity{Subject: sub, Roles: roles})
+		}
+		// Two admins signed in by SSO at 12:00, each with a running session.
+		session := map[string]domain.AccountRef{}
+		for _, sub := range []string{"dora", "erin"} {
+			p, err := signIn(sub, []string{"admin"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			session[sub], _ = p.Account()
+		}
+		// At the provider, dora is demoted to viewer, and erin loses every
+		// role here; both sign in again ten minutes later.
+		clock.now = clock.now.Add(10 * time.Minute)
+		if _, err := signIn("dora", []string{"viewer"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := signIn("erin", nil); !errors.Is(err, domain.ErrForbidden) {
+			t.Fatalf("SSO sign-in of a user granted no role: %v, want domain.ErrForbidden", err)
+		}
+		if p, err := a.SessionUser(ctx, session["dora"]); err != nil || p.Can(domain.PermUsersWrite) {
+			t.Fatalf("dora's 12:00 session after her demotion: %v %v, want a viewer's", p, err)
+		}
+		if p, err := a.SessionUser(ctx, session["erin"]); err == nil && p.Can(domain.PermUsersWrite) {
+			t.Errorf("erin's 12:00 session after the provider withdrew every role and refused her sign-in still acts as admin (%v); "+
+				"want it ended, or at least no more than the demoted dora's", p.Permissions().List())
+		}
+		// The removal is recorded, as a removal, in its transaction.
+		removals := func() []ports.AuditEntry {
+			t.Helper()
+			es, err := audit.ListAudit(ctx, ports.AuditFilter{Action: domain.AuditUserRemove})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return es
+		}
+		es := removals()
+		var before struct{ Role string }
+		if len(es) == 1 {
+			_ = json.Unmarshal(es[0].Record.Before(), &before)
+		}
+		if len(es) != 1 || es[0].Record.Target() != "oidc-erin" || es[0].Record.Actor() != "user:oidc-erin" || before.Role != "admin" {
+			t.Errorf("audit records of removals: %+v, want one removing the admin oidc-erin", es)
+		}
+		// Refused again, with nothing left to remove: nothing more recorded.
+		if _, err := signIn("erin", nil); !errors.Is(err, domain.ErrForbidden) {
+			t.Fatalf("a second SSO sign-in granted no role: %v, want domain.ErrForbidden", err)
+		}
+		if es := removals(); len(es) != 1 {
+			t.Errorf("a refused sign-in of no account recorded a removal: %d removals, want the one", len(es))
+		}
+	})
 }

@@ -56,6 +56,11 @@ type ExternalIdentity struct {
 	// DefaultRole is the role of a user whose claim names none
 	// (OTA_OIDC_DEFAULT_ROLE); "": such a user is refused.
 	DefaultRole domain.Role
+	// RequestID and Source are the sign-in request's id and the address
+	// it came from, for the audit record of a change the sign-in makes
+	// (a user granted no role any more is removed: docs/DOMAIN.md S8).
+	RequestID string
+	Source    string
 }
 
 // NewAPIToken is a principal's request to mint an API token for itself.

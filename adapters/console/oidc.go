@@ -30,8 +30,10 @@ import (
 // exchanges the code (with the verifier and the client secret), verifies
 // the ID token (signature by the provider's keys, issuer, audience = our
 // client id, expiry, nonce), and hands the subject and role claim to
-// Accounts.SignInExternal, which provisions the local account. From then
-// on the session is an ordinary user's session (sessions).
+// Accounts.SignInExternal, which provisions the local account — or, when
+// the provider grants no role here any more, removes it and refuses the
+// sign-in (403), with the request's id and address for its audit record.
+// From then on the session is an ordinary user's session (sessions).
 
 // Route paths of single sign-on.
 const (
@@ -194,6 +196,7 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, c.sessions.flowCookie(r, "", -1))
 	var p domain.Principal
 	if err == nil {
+		id.RequestID, id.Source = httpedge.RequestIDFrom(r.Context()), httpedge.SourceAddress(r)
 		p, err = c.accounts.SignInExternal(r.Context(), id)
 	}
 	if err != nil {
