@@ -23,7 +23,9 @@ func TestNarrowingAfterTheSoakEndedIsNotIgnored(t *testing.T) {
 		r := e.rollout(fw, 0, func(s *domain.RolloutSpec) {
 			s.Stages = []domain.StageRequest{
 				{Percentage: new(10), MinFinished: new(1), SuccessPercent: new(100), Soak: time.Hour},
-				{Percentage: new(50)},
+				// The second stage soaks too: the next final event (a task
+				// of that stage) meets its gate, but may not start the third.
+				{Percentage: new(50), Soak: time.Hour},
 				{Percentage: new(100)},
 			}
 		})

@@ -398,6 +398,13 @@ func (r Rollout) PausedReason() PausedReason { return r.pausedReason }
 
 // SetPercentage widens or narrows the rollout. Tasks already created stay;
 // devices admitted at a lower percentage stay admitted at a higher one.
+// An operator's percentage overrides the current stage's until the next
+// stage starts (stage rule G1). A next stage whose advance is due — the
+// soak ended, checks admit its share (PercentageAt), but no final event
+// has stored it yet — has started: the advance is stored first, dated
+// when the soak ended, and p overrides that stage's percentage. Set on
+// the stage before it, p would be undone by the advance it was meant to
+// override (the next final event would store max(p, the next stage's)).
 func (r *Rollout) SetPercentage(p int, now time.Time) error {
 	if r.status == RolloutCancelled {
 		return transition(ErrInvalidTransition, "a cancelled rollout cannot be changed")
@@ -405,6 +412,9 @@ func (r *Rollout) SetPercentage(p int, now time.Time) error {
 	if err := validPercentage("percentage", p); err != nil {
 		return err
 	}
+	r.advanceDue(now, func() string {
+		return fmt.Sprintf("gate held, soaked %s (stored when an operator set the percentage)", r.stages[r.stage].Soak)
+	})
 	r.percentage = p
 	r.updatedAt = stamp(now)
 	return nil

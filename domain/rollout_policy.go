@@ -171,19 +171,31 @@ func (r *Rollout) Evaluate(total, stage TaskStats, now time.Time) bool {
 		if r.gateMetAt.IsZero() {
 			r.gateMetAt, r.updatedAt, changed = stamp(now), stamp(now), true
 		}
-		if r.soakOver(now) {
-			// The next stage began when the soak ended: checks admitted
-			// its devices from then on, so its sample counts from then.
-			at := r.gateMetAt.Add(g.Soak)
-			r.endStage(StageAdvanced, fmt.Sprintf("gate held: %d of %d finished tasks succeeded (at least %d%% of at least %d), soaked %s",
-				stage.Succeeded, finished, g.SuccessPercent, g.MinFinished, g.Soak), at)
-			r.startStage(r.stage+1, at)
-			r.updatedAt = stamp(now)
-			return true
-		}
-		return changed
+		return r.advanceDue(now, func() string {
+			return fmt.Sprintf("gate held: %d of %d finished tasks succeeded (at least %d%% of at least %d), soaked %s",
+				stage.Succeeded, finished, g.SuccessPercent, g.MinFinished, g.Soak)
+		}) || changed
 	}
 	return false
+}
+
+// advanceDue stores the advance to the next stage once it is due at now:
+// the rollout is active and the current stage's soak is over (stage rule
+// G2). The next stage began when the soak ended — checks admitted its
+// devices from then on (PercentageAt), and tasks created since joined it
+// (StageAt) — so the current stage ends, and the next starts, then. why
+// is the ended stage's reason, asked only when the advance is made. It
+// reports whether it advanced. Every advance is stored here: by a
+// judgement (Evaluate), and before an operator's percentage (SetPercentage).
+func (r *Rollout) advanceDue(now time.Time, why func() string) bool {
+	if r.status != RolloutActive || !r.soakOver(now) {
+		return false
+	}
+	at := r.gateMetAt.Add(r.stages[r.stage].Soak)
+	r.endStage(StageAdvanced, why(), at)
+	r.startStage(r.stage+1, at)
+	r.updatedAt = stamp(now)
+	return true
 }
 
 // judgedAt dates an evaluation made at now by one replica's clock: now, or

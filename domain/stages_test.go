@@ -147,6 +147,45 @@ func TestRolloutSoak(t *testing.T) {
 	}
 }
 
+// An operator's percentage set once the current stage's soak is over
+// (stage rules G1–G2): the due advance is stored first, dated when the
+// soak ended, and the percentage overrides the stage that began then —
+// not the one before it, whose advance would undo it. A paused rollout
+// advances nothing (Evaluate judges only active ones).
+func TestSetPercentageAfterTheSoakStoresTheAdvance(t *testing.T) {
+	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
+	plan := domain.RolloutSpec{Stages: []domain.StageRequest{
+		{Percentage: new(10), Soak: time.Hour},
+		{Percentage: new(50), Soak: time.Hour},
+		{Percentage: new(100)},
+	}}
+	r := mustRollout(t, rolloutA, fw, plan, t0)
+	r.Evaluate(stats(1, 0), stats(1, 0), t1) // the gate holds: the soak starts
+	paused := r
+	if err := r.SetPercentage(5, t1.Add(30*time.Minute)); err != nil || r.Stage() != 0 || r.Percentage() != 5 {
+		t.Fatalf("during the soak: stage %d percentage %d %v", r.Stage(), r.Percentage(), err)
+	}
+	if err := r.SetPercentage(5, t1.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	h := r.History()
+	if r.Stage() != 1 || r.Percentage() != 5 || r.PercentageAt(t1.Add(2*time.Hour)) != 5 || len(h) != 2 ||
+		h[0].Outcome != domain.StageAdvanced || !h[1].StartedAt.Equal(t1.Add(time.Hour).UTC()) || h[1].Percentage != 50 {
+		t.Fatalf("after the soak: stage %d percentage %d (at %d) history %+v", r.Stage(), r.Percentage(), r.PercentageAt(t1.Add(2*time.Hour)), h)
+	}
+	// The next stage's judgement starts from the operator's percentage.
+	if r.Evaluate(stats(2, 0), stats(1, 0), t1.Add(2*time.Hour)) && r.Percentage() != 5 {
+		t.Fatalf("the second stage's gate undid the narrowing: %d", r.Percentage())
+	}
+
+	if err := paused.ChangeStatus(domain.RolloutPaused, fw, t1.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := paused.SetPercentage(5, t1.Add(2*time.Hour)); err != nil || paused.Stage() != 0 || paused.Percentage() != 5 {
+		t.Fatalf("paused: stage %d percentage %d %v", paused.Stage(), paused.Percentage(), err)
+	}
+}
+
 // Resuming an auto-paused staged rollout restarts the stage's sample.
 func TestRolloutResumeRestartsStage(t *testing.T) {
 	fw := mustFirmware(t, "fw-2", "cam-x1", "2.0.0", "")
