@@ -26,7 +26,8 @@ type TaskState struct {
 	Active *domain.ActiveTask
 	Failed map[string]int
 	// Latest reads, in the same transaction, the device's most recent
-	// task when it has no active one and that task is final (nil
+	// task with an outcome (succeeded or failed; cancelled ones say
+	// nothing about the device) when it has no active one (nil
 	// otherwise), locked, with its firmware and rollout: a success a check
 	// may contradict (event rule 7). It costs a statement, so it is
 	// called only when needed (domain.CheckInput.MayContradictSuccess). fn

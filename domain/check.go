@@ -101,9 +101,11 @@ type CheckInput struct {
 	// check was asked on (the zero time: not known). A success after it is
 	// one the read did not see.
 	ReadAt time.Time
-	// Last is the device's most recent task when it has no active one
-	// (nil: none, or not read — see MayContradictSuccess): a success the
-	// check may contradict (event rule 7).
+	// Last is the device's most recent task with an outcome (succeeded
+	// or failed: a cancelled task says nothing about the device, check
+	// rule 4) when it has no active one (nil: none, or not read — see
+	// MayContradictSuccess): a success the check may contradict (event
+	// rule 7).
 	Last *ActiveTask
 }
 

@@ -164,9 +164,12 @@ type TaskTx interface {
 	// ActiveTask reads the device's active task, locked against concurrent
 	// changes, with its firmware and rollout as stored; nil if none.
 	ActiveTask(deviceID domain.DeviceID) (*domain.ActiveTask, error)
-	// LatestFinal reads the device's most recent task, locked, with its
-	// firmware and rollout, when that task is final; nil when the device
-	// has no task or its most recent one is active.
+	// LatestFinal reads the device's most recent task with an outcome
+	// (succeeded or failed), locked, with its firmware and rollout: a
+	// cancelled task (superseded, revoked, rollout cancelled or paused,
+	// not deliverable) says nothing about the device (check rule 4) and is
+	// passed over. Nil when the device has none, or has an active task
+	// (one inserted since the transaction's ActiveTask).
 	LatestFinal(deviceID domain.DeviceID) (*domain.ActiveTask, error)
 	// FailedCounts counts the device's failed tasks by firmware id (never nil).
 	FailedCounts(deviceID domain.DeviceID) (map[string]int, error)

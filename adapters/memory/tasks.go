@@ -100,14 +100,24 @@ func (tx *taskTx) ActiveTask(deviceID domain.DeviceID) (*domain.ActiveTask, erro
 	return nil, nil
 }
 
+// LatestFinal is the device's task with an outcome (succeeded or failed)
+// created last — action ids count up — passing over cancelled ones, which
+// say nothing about the device; none while the device has an active task
+// (one inserted since the caller's ActiveTask).
 func (tx *taskTx) LatestFinal(deviceID domain.DeviceID) (*domain.ActiveTask, error) {
-	var last *domain.Task // the device's task created last: action ids count up
+	var last *domain.Task
 	for _, t := range tx.s.tasks {
-		if t.DeviceID().String() == deviceID.String() && (last == nil || t.ActionID() > last.ActionID()) {
+		if t.DeviceID().String() != deviceID.String() {
+			continue
+		}
+		if t.Status().IsActive() {
+			return nil, nil
+		}
+		if (t.Status() == domain.TaskSucceeded || t.Status() == domain.TaskFailed) && (last == nil || t.ActionID() > last.ActionID()) {
 			last = &t
 		}
 	}
-	if last == nil || last.Status().IsActive() {
+	if last == nil {
 		return nil, nil
 	}
 	return tx.withOffer(*last), nil

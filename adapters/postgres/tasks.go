@@ -238,9 +238,13 @@ func (s *TaskRepository) Active(ctx context.Context, deviceID domain.DeviceID) (
 	return activeTask(ctx, s.active, deviceID.String())
 }
 
-// latestTaskSQL reads a device's most recent task, locked (on the index
-// of a device's tasks by creation).
-const latestTaskSQL = `SELECT ` + taskColumns + ` FROM tasks WHERE device_id = $1
+// latestTaskSQL reads a device's most recent task with an outcome
+// (succeeded or failed), locked, unless the device has an active task (on
+// the index of a device's tasks by creation). A cancelled task says
+// nothing about the device (check rule 4): it is passed over, not taken
+// for the device's last word.
+const latestTaskSQL = `SELECT ` + taskColumns + ` FROM tasks WHERE device_id = $1 AND status IN ('succeeded', 'failed')
+	AND NOT EXISTS (SELECT 1 FROM tasks a WHERE a.device_id = $1 AND a.` + activeStatusSQL + `)
 	ORDER BY created_at DESC, id DESC LIMIT 1 FOR UPDATE`
 
 // latestTask reads the device's most recent task with stmt (latestTaskSQL).
@@ -886,11 +890,12 @@ func (t *taskTx) ActiveTask(deviceID domain.DeviceID) (*domain.ActiveTask, error
 	return t.withOffer(cur)
 }
 
-// LatestFinal reads the device's most recent task FOR UPDATE, then its offer.
+// LatestFinal reads the device's most recent task with an outcome FOR
+// UPDATE, then its offer; none while the device has an active task.
 func (t *taskTx) LatestFinal(deviceID domain.DeviceID) (*domain.ActiveTask, error) {
 	last, err := latestTask(t.ctx, t.stmt(t.s.latestForUpdate), deviceID.String())
-	if errors.Is(err, domain.ErrNotFound) || err == nil && last.Status().IsActive() {
-		return nil, nil // none, or one inserted since: not a finished task
+	if errors.Is(err, domain.ErrNotFound) || err == nil && !last.Status().IsFinal() {
+		return nil, nil // none, or an active one inserted since: no outcome to judge
 	}
 	if err != nil {
 		return nil, err

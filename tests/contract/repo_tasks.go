@@ -416,6 +416,7 @@ func (s *repoSuite) tasks(t *testing.T) {
 	t.Run("FailedCounts", func(t *testing.T) { s.failedCounts(t) })
 	t.Run("CheckView", func(t *testing.T) { s.checkView(t) })
 	t.Run("ReplaceActiveState", func(t *testing.T) { s.replaceActiveState(t) })
+	t.Run("LatestFinalHasAnOutcome", func(t *testing.T) { s.latestFinal(t) })
 	t.Run("ReplaceActiveOfferWithdrawn", func(t *testing.T) { s.offerWithdrawn(t) })
 	t.Run("InsertIfUnchanged", func(t *testing.T) { s.insertIfUnchanged(t) })
 	t.Run("UpdateIfUnchanged", func(t *testing.T) { s.updateIfUnchanged(t) })
@@ -1055,6 +1056,57 @@ func (s *repoSuite) replaceActiveState(t *testing.T) {
 		return nil, nil
 	}, nil)
 	repoNoErr(t, "replace active without tasks", err)
+}
+
+// latestFinal: ports.TaskTx.LatestFinal is the device's latest task with
+// an outcome (succeeded or failed), passing over cancelled ones, which say
+// nothing about the device (check rule 4): the success a later report may
+// contradict (event rule 7) is found behind a task withdrawn since. A
+// device with an active task, or with no task with an outcome, has none.
+func (s *repoSuite) latestFinal(t *testing.T) {
+	ctx := t.Context()
+	model := repoName("model")
+	o1, o2, o3 := s.offer(t, model, "2.0.0"), s.offer(t, model, "3.0.0"), s.offer(t, model, "4.0.0")
+	d := s.device(t, model, "1.0.0")
+	latest := func(what string) *domain.ActiveTask {
+		t.Helper()
+		var got *domain.ActiveTask
+		repoNoErr(t, what, s.Tasks.InTaskTx(ctx, func(tx ports.TaskTx) error {
+			var err error
+			got, err = tx.LatestFinal(d.ID())
+			return err
+		}))
+		return got
+	}
+	if got := latest("no task"); got != nil {
+		t.Fatalf("a device without tasks: latest %+v", got.Task.Record())
+	}
+	withdrawn := s.insert(t, s.newTask(t, d.ID(), o1, 1, s.at(10)))
+	s.drive(t, withdrawn.ID(), domain.TaskCancelled, s.at(11))
+	if got := latest("only cancelled"); got != nil {
+		t.Fatalf("a device whose only task was cancelled: latest %+v", got.Task.Record())
+	}
+	failed := s.drive(t, s.insert(t, s.newTask(t, d.ID(), o1, 1, s.at(12))).ID(), domain.TaskFailed, s.at(13))
+	if got := latest("failed"); got == nil || got.Task.ID() != failed.ID() {
+		t.Fatalf("latest %+v, want the failed task %s", got, failed.ID())
+	}
+	success := s.drive(t, s.insert(t, s.newTask(t, d.ID(), o2, 1, s.at(14))).ID(), domain.TaskSucceeded, s.at(15))
+	// Withdrawn since the success: superseded, then cancelled with its rollout.
+	s.insert(t, s.newTask(t, d.ID(), o3, 1, s.at(16))) // superseded by the next insert
+	cancelled := s.insert(t, s.newTask(t, d.ID(), o2, 2, s.at(17)))
+	if got := latest("behind an active task"); got != nil {
+		t.Fatalf("a device with an active task: latest %+v", got.Task.Record())
+	}
+	s.drive(t, cancelled.ID(), domain.TaskCancelled, s.at(18))
+	got := latest("behind cancelled tasks")
+	if got == nil {
+		t.Fatalf("no latest task: want the success %s behind two cancelled ones", success.ID())
+	}
+	repoSameTask(t, got.Task, success.Record())
+	repoSameFirmware(t, got.Firmware, o2.Firmware)
+	if got.Rollout.ID() != o2.Rollout.ID() {
+		t.Errorf("latest task's rollout %s, want %s", got.Rollout.ID(), o2.Rollout.ID())
+	}
 }
 
 // offerWithdrawn: a task is inserted only if, at commit, its firmware is
