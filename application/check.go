@@ -168,8 +168,8 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 	// recorded as of the read, so that a success stored since (which the
 	// read did not see; its version is the device's later word) is not
 	// overwritten with a report made before it. A report
-	// below the version read may contradict a success (event rule 7, the
-	// plan's Recheck): it is recorded only once the transaction that judges
+	// below the version read (or above it, a rollback's) may contradict a
+	// success (event rule 7, the plan's Recheck): it is recorded only once the transaction that judges
 	// it has committed, so that a check answered SERVICE_BUSY leaves the
 	// success's version for the next check to judge again, rather than
 	// hide the contradiction from it.
@@ -287,11 +287,11 @@ type flightResult struct {
 // answer with the callers that asked meanwhile (a caller reporting another
 // version is planned anew: rule 3 may succeed its task instead; one that
 // read another — a success stored between their reads — may contradict
-// it where the other may not; so may one that reports below what it read
-// and read at another time).
+// it where the other may not; so may one whose report may contradict what
+// it read, event rule 7, and read at another time).
 func (s *Checks) createOnce(ctx context.Context, a asking, offers []domain.Offer, offer domain.Offer, seen *ports.DeviceTasks) (ports.CheckResult, error) {
 	key := a.dev.ID().String() + ":" + offer.Firmware.ID().String() + ":" + a.current.String() + ":" + a.dev.CurrentVersion().String()
-	if (domain.CheckInput{Device: a.dev, Reported: a.current}).MayContradictSuccess() {
+	if (domain.CheckInput{Device: a.dev, Reported: a.current, Offers: offers}).MayContradictSuccess() {
 		// Whether it contradicts a success (event rule 7) depends on when
 		// it read (CheckInput.ReadAt): a check that read after the success
 		// must not take the answer of one that read before it.

@@ -111,26 +111,66 @@ type CheckInput struct {
 
 // MayContradictSuccess reports whether the check might contradict the
 // device's last success (event rule 7): it has no active task and reports
-// a version below the one its read found — which a success sets. Only
-// then is the last task worth reading (CheckInput.Last); the lock-free
-// read does not carry it, so such a check is planned again in the
-// transaction that reads it (CheckPlan.Recheck).
+// a version that contradicts the one its read found — which a success
+// sets (Contradicts): below it, or above it when that success may be a
+// rollback's (the last task's rollout allows downgrades; with the last
+// task not read, a rollback rollout on offer installs the version read).
+// Only then is the last task worth reading (CheckInput.Last); the
+// lock-free read does not carry it, so such a check is planned again in
+// the transaction that reads it (CheckPlan.Recheck).
 func (in CheckInput) MayContradictSuccess() bool {
-	return (in.Active == nil || !in.Active.Task.status.IsActive()) && !in.Reported.IsZero() &&
-		in.Reported.Less(in.Device.CurrentVersion())
+	current := in.Device.CurrentVersion()
+	if in.Active != nil && in.Active.Task.status.IsActive() || in.Reported.IsZero() || current.IsZero() {
+		return false
+	}
+	if in.Last != nil {
+		return Contradicts(current, in.Reported, in.Last.Rollout.allowDowngrade)
+	}
+	return Contradicts(current, in.Reported, false) || Contradicts(current, in.Reported, in.rollbackOffers(current))
+}
+
+// rollbackOffers reports whether a rollback rollout on offer (rule R1)
+// installs version v on the device's model: only then may the device's
+// last success, which left it at v, be a rollback's. A report above every
+// stored version would otherwise cost a transaction to find out.
+func (in CheckInput) rollbackOffers(v Version) bool {
+	for _, o := range in.Offers {
+		if o.Rollout.allowDowngrade && o.Firmware.Model() == in.Device.Model() && o.Firmware.Version().Equal(v) {
+			return true
+		}
+	}
+	return false
+}
+
+// Contradicts reports whether a device that a success installed version
+// installed on and that now reports reported says the install did not
+// stay (event rule 7): it reports a lower version — or, when the success
+// was a rollback rollout's (rollback rule R1, a downgrade: its device
+// falls back to the higher version it left), a higher one too. A report
+// above a plain rollout's install is the device moving on (another
+// image, flashed some other way), not a revert. The zero version (no
+// report) is the lowest. The check's lock-free judgement
+// (MayContradictSuccess), the revert itself (Task.Revert) and the version
+// a check is decided with (WithCommitted) all judge by it.
+func Contradicts(installed, reported Version, rollback bool) bool {
+	c := reported.Compare(installed)
+	return c < 0 || c > 0 && rollback
 }
 
 // WithCommitted is in as the transaction of a check that finds no active
 // task decides it, given the device's version as committed there. A
 // version moved since in.Device was read is the device's word after the
 // check's report: a task the read never saw, or the one it saw, ended in a
-// success (event rule 6). A report below it was sent before the device
-// knew better and contradicts nothing (event rule 7): the check is decided
-// with the committed version, so it neither reverts that success nor
-// offers its image again as a first attempt. A report at or above it
-// stands, as does an unmoved version.
+// success (event rule 6). A report that would contradict that success
+// (Contradicts: below it; above it too when it moved down, which only a
+// rollback rollout's success does) was sent before the device knew better
+// and contradicts nothing (event rule 7): the check is decided with the
+// committed version, so it neither reverts that success nor offers its
+// image again as a first attempt. Any other report stands, as does an
+// unmoved version.
 func (in CheckInput) WithCommitted(v Version) CheckInput {
-	if v.String() != in.Device.currentVersion.String() && in.Reported.Less(v) {
+	read := in.Device.currentVersion
+	if v.String() != read.String() && Contradicts(v, in.Reported, v.Less(read)) {
 		in.Device.currentVersion, in.Reported = v, v
 	}
 	return in
@@ -270,7 +310,7 @@ func PlanCheck(in CheckInput) CheckPlan {
 		// the device.
 		in.Reported = in.Device.CurrentVersion()
 	case in.Last != nil && in.MayContradictSuccess():
-		if t := in.Last.Task; t.Revert(in.Device.CurrentVersion(), in.Reported, in.Last.Firmware, in.Now) {
+		if t := in.Last.Task; t.Revert(in.Device.CurrentVersion(), in.Reported, in.Last.Firmware, in.Last.Rollout, in.Now) {
 			// A contradicted success is a failed attempt, like a time-out.
 			plan.Ended = &t
 			in.Failed = withFailure(in.Failed, t.firmwareID)

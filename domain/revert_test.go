@@ -141,3 +141,101 @@ func TestStandingVersionsLeaveTheCheckAsItIs(t *testing.T) {
 		}
 	}
 }
+
+// TestRevertedRollbackIsContradictedAbove pins event rule 7 for a
+// rollback rollout's success (rule R1: a downgrade): the device falls back
+// to the higher version it left, so a report above the version the
+// rollback installed contradicts it, as a report below contradicts any
+// success; a report above a plain rollout's install is the device moving
+// on. Without the last task at hand, a check reporting above the version
+// read asks for the transaction only when a rollback rollout on offer
+// installs that version.
+func TestRevertedRollbackIsContradictedAbove(t *testing.T) {
+	good := mustFirmware(t, "fw-1", "cam-x1", "1.0.0", "")
+	rollback := mustRollout(t, rolloutA, good, domain.RolloutSpec{Percentage: 100, AllowDowngrade: true,
+		Selector: domain.SelectorSpec{Versions: ">=2.0.0"}}, t0)
+	plain := mustRollout(t, rolloutA, good, domain.RolloutSpec{Percentage: 100}, t0)
+	now := t0.Add(time.Hour)
+	for _, tc := range []struct {
+		name     string
+		r        domain.Rollout
+		reported string
+		reverts  bool
+	}{
+		{"rollback, report above", rollback, "2.0.0", true},
+		{"rollback, report below", rollback, "0.9.0", true},
+		{"rollback, report equal", rollback, "1.0.0", false},
+		{"plain, report above", plain, "2.0.0", false},
+		{"plain, report below", plain, "0.9.0", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reported := domain.MustParseVersion(tc.reported)
+			if got := domain.Contradicts(good.Version(), reported, tc.r.AllowDowngrade()); got != tc.reverts {
+				t.Errorf("Contradicts = %v, want %v", got, tc.reverts)
+			}
+			won := taskIn(domain.TaskSucceeded, 100)
+			if got := won.Revert(good.Version(), reported, good, tc.r, now); got != tc.reverts {
+				t.Errorf("Revert = %v, want %v", got, tc.reverts)
+			}
+			if tc.reverts && (won.Status() != domain.TaskFailed || won.ErrorCode() != domain.CodeInstallReverted) {
+				t.Errorf("reverted task: %s %q", won.Status(), won.ErrorCode())
+			}
+			in := domain.CheckInput{Device: mustDevice(t, "cam-0001", "cam-x1", "1.0.0"), Reported: reported,
+				Last:   &domain.ActiveTask{Task: taskIn(domain.TaskSucceeded, 100), Firmware: good, Rollout: tc.r},
+				Offers: []domain.Offer{{Firmware: good, Rollout: tc.r}}, Failed: map[string]int{}, Now: now}
+			if got := in.MayContradictSuccess(); got != tc.reverts {
+				t.Errorf("MayContradictSuccess = %v, want %v", got, tc.reverts)
+			}
+			plan := domain.PlanCheck(in)
+			if got := plan.Ended != nil; got != tc.reverts {
+				t.Errorf("PlanCheck ended %+v, want reverted %v", plan.Ended, tc.reverts)
+			}
+			if tc.reverts && tc.name == "rollback, report above" && (plan.Action != domain.CheckCreate || plan.Attempt != 2) {
+				t.Errorf("reverted rollback: %s attempt %d, want the rollback again as attempt 2", plan.Action, plan.Attempt)
+			}
+			// The lock-free read: no last task.
+			in.Last = nil
+			if got, want := domain.PlanCheck(in).Recheck, tc.reverts; got != want {
+				t.Errorf("lock-free: recheck %v, want %v", got, want)
+			}
+		})
+	}
+	// A report above the version read, with no rollback of that version on
+	// offer, asks for no transaction: the last success cannot be a
+	// rollback's that is still being rolled out.
+	in := domain.CheckInput{Device: mustDevice(t, "cam-0001", "cam-x1", "1.0.0"), Reported: domain.MustParseVersion("2.0.0"),
+		Offers: []domain.Offer{{Firmware: good, Rollout: plain}}, Failed: map[string]int{}, Now: now}
+	if plan := domain.PlanCheck(in); plan.Recheck || plan.Writes() {
+		t.Errorf("report above, no rollback on offer: recheck %v writes %v", plan.Recheck, plan.Writes())
+	}
+}
+
+// TestWithCommittedAfterARollbackSuccess: a check whose transaction finds
+// the device's version moved down since its read — a rollback's success it
+// never saw — and whose report is above it (the version the rollback
+// replaced) is decided with the committed version, as one below a
+// success that moved the version up is.
+func TestWithCommittedAfterARollbackSuccess(t *testing.T) {
+	for _, tc := range []struct {
+		name, read, reported, committed string
+		wantDevice, wantReported        string
+	}{
+		{"moved down, report above", "2.0.0", "2.0.0", "1.0.0", "1.0.0", "1.0.0"},
+		{"moved down, report below", "2.0.0", "0.9.0", "1.0.0", "1.0.0", "1.0.0"},
+		{"moved down, report equal", "2.0.0", "1.0.0", "1.0.0", "2.0.0", "1.0.0"},
+		{"unmoved, report above (a reverted rollback to judge)", "1.0.0", "2.0.0", "1.0.0", "1.0.0", "2.0.0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := domain.CheckInput{Device: mustDevice(t, "cam-0001", "cam-x1", tc.read), Reported: domain.MustParseVersion(tc.reported)}
+			got := in.WithCommitted(domain.MustParseVersion(tc.committed))
+			if got.Device.CurrentVersion().String() != tc.wantDevice || got.Reported.String() != tc.wantReported {
+				t.Errorf("device %s, reported %s; want %s, %s", got.Device.CurrentVersion(), got.Reported, tc.wantDevice, tc.wantReported)
+			}
+			for _, v := range in.StandingVersions() {
+				if s := in.WithCommitted(v); s.Device.CurrentVersion().String() != tc.read || s.Reported.String() != tc.reported {
+					t.Errorf("standing version %s moves the check", v)
+				}
+			}
+		})
+	}
+}

@@ -63,8 +63,8 @@ const (
 	// it keeps it on the task; any other code on a success is dropped.
 	CodeAlreadyInstalled = "ALREADY_INSTALLED"
 	// CodeInstallReverted re-marks failed a success the device then
-	// contradicted, reporting a version below the one it installed
-	// (event rule 7).
+	// contradicted, reporting a version below the one it installed — or,
+	// for a rollback rollout's success, above it (event rule 7).
 	CodeInstallReverted = "INSTALL_REVERTED"
 )
 
@@ -252,17 +252,19 @@ func (t Task) SuccessAcknowledgesSkip(w *Window, f DeviceFacts, now time.Time) b
 
 // Revert re-marks a succeeded task failed (INSTALL_REVERTED) when a check
 // contradicts it (event rule 7): the device, read running fw's version —
-// the one the success recorded (Installs) — now reports a lower one. The
-// image did not stay: a bootloader fell back, or the device was flashed
-// back. As a failure, it counts as an attempt (event rule 4: the next
-// task for fw is the next attempt, bounded by max_attempts) and in its
-// rollout's threshold and gates, where it no longer counts as a success.
-// A check whose read predates the success (it read another version) is
-// not a contradiction: it was sent before the device knew better. It
-// reports whether the task changed.
-func (t *Task) Revert(read, reported Version, fw Firmware, now time.Time) bool {
+// the one the success recorded (Installs) — now reports a lower one, or,
+// when r (the task's rollout) is a rollback (rule R1: the success was a
+// downgrade), a higher one (Contradicts). The image did not stay: a
+// bootloader fell back, or the device was flashed back. As a failure, it
+// counts as an attempt (event rule 4: the next task for fw is the next
+// attempt, bounded by max_attempts) and in its rollout's threshold and
+// gates, where it no longer counts as a success. A check whose read
+// predates the success (it read another version) is not a contradiction:
+// it was sent before the device knew better. It reports whether the task
+// changed.
+func (t *Task) Revert(read, reported Version, fw Firmware, r Rollout, now time.Time) bool {
 	if t.status != TaskSucceeded || t.firmwareID != fw.ID() || reported.IsZero() ||
-		!read.Equal(fw.Version()) || !reported.Less(fw.Version()) {
+		!read.Equal(fw.Version()) || !Contradicts(fw.Version(), reported, r.allowDowngrade) {
 		return false
 	}
 	t.status = TaskFailed

@@ -334,15 +334,15 @@ func (s *UseCases) ConfigData(ctx context.Context, deviceID domain.DeviceID, mod
 		return domain.DeviceAttributes{}, fmt.Errorf("storing device attributes: %w", err)
 	}
 	if !version.IsZero() {
-		read, err := s.judgeLowerVersion(ctx, deviceID, version)
+		read, err := s.judgeReportedVersion(ctx, deviceID, version)
 		if err != nil {
 			return domain.DeviceAttributes{}, err
 		}
 		// Stored at once rather than written behind: the next poll checks
-		// with it. Unless a success moved the version since the read, above
-		// the report: the report was made before the device knew better
-		// (event rule 7, CheckInput.WithCommitted) and the success's
-		// version stands.
+		// with it. Unless a success moved the version since the read, past
+		// the report (above it; below it, a rollback's): the report was
+		// made before the device knew better (event rule 7,
+		// CheckInput.WithCommitted) and the success's version stands.
 		if _, err := s.repo.Update(ctx, deviceID, func(d *domain.Device) error {
 			in := domain.CheckInput{Device: read, Reported: version}.WithCommitted(d.CurrentVersion())
 			d.Seen(in.Reported, now)
@@ -354,19 +354,22 @@ func (s *UseCases) ConfigData(ctx context.Context, deviceID domain.DeviceID, mod
 	return attrs, nil
 }
 
-// judgeLowerVersion runs the check with a version the device reports
-// below its stored one. A DDI device reports its version only here, and
-// its polls check with the stored one: once this report is stored, no
-// poll could tell that it contradicts a success (event rule 7, a reverted
-// install), so the check that judges it runs first, on the device as
-// stored. Any other report needs no check before the next poll. It
-// returns the device as it read it.
-func (s *UseCases) judgeLowerVersion(ctx context.Context, deviceID domain.DeviceID, version domain.Version) (domain.Device, error) {
+// judgeReportedVersion runs the check with a version the device reports
+// that may contradict a success: below its stored one, or above it, which
+// contradicts a rollback's success (domain.Contradicts; the check, which
+// has the offers and the last task, decides whether it does). A DDI
+// device reports its version only here, and its polls check with the
+// stored one: once this report is stored, no poll could tell that it
+// contradicts a success (event rule 7, a reverted install), so the check
+// that judges it runs first, on the device as stored. Any other report
+// needs no check before the next poll. It returns the device as it read
+// it.
+func (s *UseCases) judgeReportedVersion(ctx context.Context, deviceID domain.DeviceID, version domain.Version) (domain.Device, error) {
 	dev, err := s.devices.IdentifyDevice(ctx, deviceID)
 	if err != nil {
 		return domain.Device{}, err
 	}
-	if !version.Less(dev.Device.CurrentVersion()) {
+	if stored := dev.Device.CurrentVersion(); stored.IsZero() || !domain.Contradicts(stored, version, true) {
 		return dev.Device, nil
 	}
 	if _, err := s.check(ctx, dev, version); err != nil {
@@ -376,7 +379,7 @@ func (s *UseCases) judgeLowerVersion(ctx context.Context, deviceID domain.Device
 }
 
 // check is a DDI device's check, whichever call makes it (a poll, or
-// configData reporting a version below the stored one): it offers only
+// configData reporting a version that may contradict a success): it offers only
 // firmware with the sha1 hawkBit agents verify (domain.DeliverWithSHA1),
 // so that no call creates a task the device's next poll cannot deliver.
 func (s *UseCases) check(ctx context.Context, dev ports.AuthenticatedDevice, version domain.Version) (ports.CheckResult, error) {

@@ -111,7 +111,7 @@ func (s *repoSuite) counters(t *testing.T) {
 		// A success contradicted: the device reports the old version.
 		_, _, err = application.ReplaceActive(ctx, s.Tasks, devs[1].ID(), func(st application.TaskState) (*domain.Task, error) {
 			last, err := st.Latest()
-			if err != nil || last == nil || !last.Task.Revert(last.Firmware.Version(), domain.MustParseVersion("1.0.0"), last.Firmware, s.at(30)) {
+			if err != nil || last == nil || !last.Task.Revert(last.Firmware.Version(), domain.MustParseVersion("1.0.0"), last.Firmware, last.Rollout, s.at(30)) {
 				return nil, fmt.Errorf("no success to revert: %+v %v", last, err)
 			}
 			return nil, nil
