@@ -70,28 +70,28 @@ func NewFleetReader(db *sqlx.DB) (*FleetReader, error) {
 // and version and their task counts.
 func (s *FleetReader) ListRollouts(ctx context.Context, f ports.RolloutFilter) ([]ports.RolloutSummary, error) {
 	limit := positiveOr(f.Limit, ports.DefaultRolloutLimit)
-	rows, err := s.rollouts.QueryContext(ctx, f.Model, limit)
+	rows, err := s.rollouts.QueryxContext(ctx, f.Model, limit)
 	if err != nil {
 		return nil, fmt.Errorf("listing rollouts: %w", unavailable(err))
 	}
 	defer rows.Close()
 	out := []ports.RolloutSummary{}
 	for rows.Next() {
-		var (
-			r              rolloutRow
-			model, version string
-			st             domain.TaskStats
-		)
-		if err := rows.Scan(&r.ID, &r.FirmwareID, &r.Percentage, &r.MaxAttempts, &r.FailureThresholdPercent,
-			&r.MinSample, &r.Status, &r.PausedReason, &r.CreatedAt, &r.UpdatedAt, &r.Policy, &model, &version,
-			&st.Pending, &st.Downloading, &st.Downloaded, &st.Installing, &st.Succeeded, &st.Failed, &st.Cancelled); err != nil {
+		// By name, as every read of rolloutRow is: a column added to the
+		// table is read here with no second list to keep in step.
+		var row struct {
+			R              rolloutRow `db:"r"`
+			Model, Version string
+			domain.TaskStats
+		}
+		if err := rows.StructScan(&row); err != nil {
 			return nil, fmt.Errorf("listing rollouts: %w", unavailable(err))
 		}
-		ro, err := r.toDomain()
+		ro, err := row.R.toDomain()
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, ports.RolloutSummary{Rollout: ro, Model: model, Version: version, Stats: st})
+		out = append(out, ports.RolloutSummary{Rollout: ro, Model: row.Model, Version: row.Version, Stats: row.TaskStats})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("listing rollouts: %w", unavailable(err))
