@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -162,7 +163,7 @@ func (s *Checks) check(ctx context.Context, req ports.CheckRequest) (ports.Check
 		Device: dev, Reported: current, Active: active, Offers: offers, Failed: tasks.Failed, Now: now, Facts: facts, Delivery: req.Delivery,
 		ReadAt: readAt,
 	})
-	a := asking{dev: dev, current: current, facts: facts, delivery: req.Delivery, readAt: readAt}
+	a := asking{dev: dev, current: current, facts: facts, delivery: req.Delivery, readAt: readAt, tasks: tasks}
 	// Stores may write this behind, in batches: the check goes on with the
 	// version the device reported, never with the stored one. It is
 	// recorded as of the read, so that a success stored since (which the
@@ -273,6 +274,7 @@ type asking struct {
 	current  domain.Version
 	facts    domain.DeviceFacts
 	delivery domain.Delivery
+	tasks    *ports.DeviceTasks // the device's task state as read
 }
 
 // flightResult is one creation's answer, shared by every caller that
@@ -282,15 +284,30 @@ type flightResult struct {
 	claimed *atomic.Bool
 }
 
+// taskState is what a creation's caller read of the device's tasks that
+// a flight's answer may have outlived: the offered firmware's failed
+// count and the active task, if any.
+func (a asking) taskState(firmware domain.UUID) string {
+	s := strconv.Itoa(a.tasks.Failed[firmware.String()])
+	if t := a.tasks.Active; t != nil {
+		s += ":" + t.ID().String() + ":" + t.Status().String()
+	}
+	return s
+}
+
 // createOnce runs create at most once at a time per device, firmware,
 // reported version and version read in this process, and shares its
 // answer with the callers that asked meanwhile (a caller reporting another
 // version is planned anew: rule 3 may succeed its task instead; one that
 // read another — a success stored between their reads — may contradict
 // it where the other may not; so may one whose report may contradict what
-// it read, event rule 7, and read at another time).
+// it read, event rule 7, and read at another time). So is a caller that
+// read other task state (taskState): a flight's task may have ended since
+// the flight made it — while its answer was on its way — and a caller
+// that read the end must not be handed the task as it was.
 func (s *Checks) createOnce(ctx context.Context, a asking, offers []domain.Offer, offer domain.Offer, seen *ports.DeviceTasks) (ports.CheckResult, error) {
-	key := a.dev.ID().String() + ":" + offer.Firmware.ID().String() + ":" + a.current.String() + ":" + a.dev.CurrentVersion().String()
+	key := a.dev.ID().String() + ":" + offer.Firmware.ID().String() + ":" + a.current.String() + ":" + a.dev.CurrentVersion().String() +
+		":" + a.taskState(offer.Firmware.ID())
 	if (domain.CheckInput{Device: a.dev, Reported: a.current, Offers: offers}).MayContradictSuccess() {
 		// Whether it contradicts a success (event rule 7) depends on when
 		// it read (CheckInput.ReadAt): a check that read after the success
