@@ -45,8 +45,8 @@ func (k RequestKey) of(request any) (RequestKey, error) {
 		return RequestKey{}, nil
 	}
 	b, err := json.Marshal(request)
-	if err != nil {
-		return RequestKey{}, fmt.Errorf("fingerprinting the request: %w", err)
+	if err != nil { // a value no field's own check refused: still the request's
+		return RequestKey{}, invalid("Idempotency-Key", "the request cannot be fingerprinted: %v", err)
 	}
 	sum := sha256.Sum256(b)
 	return RequestKey{key: k.key, fingerprint: hex.EncodeToString(sum[:])}, nil

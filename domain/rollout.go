@@ -90,6 +90,12 @@ func (spec RolloutSpec) KeyFor(firmware UUID) (RequestKey, error) {
 	key := spec.RequestKey
 	spec.RequestKey = RequestKey{}
 	if spec.StartsAt != nil {
+		// Judged before it is fingerprinted: a time the JSON of the
+		// fingerprint cannot hold is the request's fault, as NewRollout
+		// would say.
+		if err := ValidateInstant("starts_at", *spec.StartsAt); err != nil {
+			return RequestKey{}, err
+		}
 		at := spec.StartsAt.UTC() // one instant, whatever zone it was written in
 		spec.StartsAt = &at
 	}
@@ -429,6 +435,11 @@ func (r *Rollout) ChangeStatus(to RolloutStatus, fw Firmware, now time.Time) err
 		}
 		return transition(ErrInvalidTransition, "a cancelled rollout cannot be changed")
 	}
+	// A stage whose soak is over has begun (G2): a pause or cancel ends
+	// that stage, not the one before it.
+	r.advanceDue(now, func() string {
+		return fmt.Sprintf("gate held, soaked %s (stored when an operator changed the status)", r.stages[r.stage].Soak)
+	})
 	switch to {
 	case RolloutActive:
 		if fw.Revoked() {

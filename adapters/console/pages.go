@@ -353,6 +353,13 @@ func (c *Console) startRollout(w http.ResponseWriter, r *http.Request, s session
 	id, err := c.tryStart(r, s)
 	if err != nil {
 		status := c.fieldError(r, err, form.Errors, &form.Error, startFields...)
+		if errors.Is(err, domain.ErrRequestKeyConflict) {
+			// The form's first sending started a rollout (its answer was
+			// lost) and it was changed since: say so, and give the form a
+			// new key, so that a second rollout is started only on purpose.
+			form.Values["idempotency_key"] = ""
+			form.Error = "This form already started a rollout with other settings (see the list above). Sending it again starts another one."
+		}
 		c.showRollouts(w, r, s, status, form)
 		return
 	}
