@@ -46,7 +46,7 @@ func users(ctx context.Context, args []string, getenv func(string) string, stdou
 		return refuse(stderr, usersSynopsis, "users create needs --username and --role")
 	}
 	// The flags are judged before anything connects or migrates.
-	if _, err := domain.ParseUsername(*username); err != nil {
+	if _, err := domain.ParsePasswordUsername(*username); err != nil {
 		return refuse(stderr, usersSynopsis, "users create: --username: %v", err)
 	}
 	if _, err := domain.ParseRole(*role); err != nil {

@@ -251,14 +251,25 @@ type User struct {
 	createdAt    time.Time
 }
 
-// NewUser makes an account, hashing its password.
-func NewUser(username, role, password string, now time.Time) (User, error) {
+// ParsePasswordUsername reads the name of an account with a password:
+// ParseUsername's rule, and not a name single sign-on reserves (S7). The
+// CLI judges its flag with it before it connects.
+func ParsePasswordUsername(username string) (string, error) {
 	name, err := ParseUsername(username)
 	if err != nil {
-		return User{}, err
+		return "", err
 	}
 	if reservedUsername(name) {
-		return User{}, invalid("username", "names starting with %q or %q are single sign-on users'", externalPrefix, externalDigestPrefix)
+		return "", invalid("username", "names starting with %q or %q are single sign-on users'", externalPrefix, externalDigestPrefix)
+	}
+	return name, nil
+}
+
+// NewUser makes an account, hashing its password.
+func NewUser(username, role, password string, now time.Time) (User, error) {
+	name, err := ParsePasswordUsername(username)
+	if err != nil {
+		return User{}, err
 	}
 	r, err := ParseRole(role)
 	if err != nil {
