@@ -65,8 +65,13 @@ func NewWebhookSubscription(id UUID, rawURL string, types []string, secret strin
 }
 
 func (s *WebhookSubscription) setURL(raw string) error {
+	// Text first: a query keeps its bytes as given, and a URL no store
+	// keeps as given (invalid UTF-8, NUL) is refused on every store alike.
+	if err := ValidateText("url", raw, 2048); err != nil {
+		return err
+	}
 	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(raw) > 2048 {
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return invalid("url", "must be an http or https URL")
 	}
 	if u.User != nil {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/ai-device/ota/adapters/httpedge"
 	"github.com/ai-device/ota/domain"
 	"github.com/ai-device/ota/ports"
 )
@@ -96,7 +97,13 @@ func (c *Console) webhookPage(w http.ResponseWriter, r *http.Request, s session)
 
 func (c *Console) showWebhook(w http.ResponseWriter, r *http.Request, s session, status int, d webhookData) {
 	id := pathUUID(r, "id")
-	var err error
+	// A cursor the parser dropped would show the first page: refused, as
+	// the API does.
+	err := httpedge.QueryPairError(r.URL.RawQuery, "")
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
 	if d.Sub, err = c.webhooks.GetWebhook(r.Context(), id); err != nil {
 		c.failErr(w, r, err)
 		return
