@@ -305,7 +305,7 @@ func (u User) Ref() AccountRef { return AccountRef{name: u.name, createdAt: u.cr
 // Is reports whether u is the very account r names: the same name and the
 // same creation. An account created under the name after r's was removed
 // is not.
-func (u User) Is(r AccountRef) bool { return u.name == r.name && u.createdAt.Equal(r.createdAt) }
+func (u User) Is(r AccountRef) bool { return u.Ref().Equal(r) }
 
 // AccountRef names one account, told apart from every other account that
 // had or will have its name: its username and when it was created, to the

@@ -418,9 +418,7 @@ func (r *Rollout) SetPercentage(p int, now time.Time) error {
 	if err := validPercentage("percentage", p); err != nil {
 		return err
 	}
-	r.advanceDue(now, func() string {
-		return fmt.Sprintf("gate held, soaked %s (stored when an operator set the percentage)", r.stages[r.stage].Soak)
-	})
+	r.advanceBeforeOperator(now, "set the percentage")
 	r.percentage = p
 	r.updatedAt = stamp(now)
 	return nil
@@ -437,9 +435,7 @@ func (r *Rollout) ChangeStatus(to RolloutStatus, fw Firmware, now time.Time) err
 	}
 	// A stage whose soak is over has begun (G2): a pause or cancel ends
 	// that stage, not the one before it.
-	r.advanceDue(now, func() string {
-		return fmt.Sprintf("gate held, soaked %s (stored when an operator changed the status)", r.stages[r.stage].Soak)
-	})
+	r.advanceBeforeOperator(now, "changed the status")
 	switch to {
 	case RolloutActive:
 		if fw.Revoked() {

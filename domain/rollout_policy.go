@@ -186,7 +186,8 @@ func (r *Rollout) Evaluate(total, stage TaskStats, now time.Time) bool {
 // (StageAt) — so the current stage ends, and the next starts, then. why
 // is the ended stage's reason, asked only when the advance is made. It
 // reports whether it advanced. Every advance is stored here: by a
-// judgement (Evaluate), and before an operator's percentage (SetPercentage).
+// judgement (Evaluate), and before an operator's change
+// (advanceBeforeOperator).
 func (r *Rollout) advanceDue(now time.Time, why func() string) bool {
 	if r.status != RolloutActive || !r.soakOver(now) {
 		return false
@@ -196,6 +197,15 @@ func (r *Rollout) advanceDue(now time.Time, why func() string) bool {
 	r.startStage(r.stage+1, at)
 	r.updatedAt = stamp(now)
 	return true
+}
+
+// advanceBeforeOperator stores an advance due at now before an operator's
+// change (what they did): the stage that began when the soak ended is the
+// one their percentage overrides, or their pause or cancel ends (G1, G2).
+func (r *Rollout) advanceBeforeOperator(now time.Time, did string) {
+	r.advanceDue(now, func() string {
+		return fmt.Sprintf("gate held, soaked %s (stored when an operator %s)", r.stages[r.stage].Soak, did)
+	})
 }
 
 // judgedAt dates an evaluation made at now by one replica's clock: now, or

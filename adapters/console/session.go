@@ -77,7 +77,6 @@ type session struct {
 	// microseconds, 8 bytes; 0 for the admin token) and its username.
 	payload []byte
 	expires time.Time
-	issued  time.Time         // to the second
 	account domain.AccountRef // zero: the admin token's session
 	// who is the principal acting, as re-read for this request
 	// (Console.readSession).
@@ -177,12 +176,11 @@ func (s *sessions) read(r *http.Request) (session, bool) {
 	if gone {
 		return session{}, false
 	}
-	issued := time.Unix(int64(binary.BigEndian.Uint64(payload[8:])), 0)
 	var account domain.AccountRef
 	if user != "" {
 		account = domain.NewAccountRef(user, time.UnixMicro(int64(binary.BigEndian.Uint64(payload[16+nonceLen:]))))
 	}
-	return session{payload: payload, expires: expires, issued: issued, account: account}, true
+	return session{payload: payload, expires: expires, account: account}, true
 }
 
 // end signs a session out: the browser drops the cookie, and this replica
